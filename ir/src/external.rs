@@ -1,0 +1,174 @@
+//! External data: tensors whose bytes live in files beside the model.
+//!
+//! Locations are resolved inside the model's folder only: absolute paths, `..`
+//! components and symlinks that lead out of the folder are refused, so a model
+//! cannot make infopt read arbitrary files.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Component, Path, PathBuf};
+
+use bytes::Bytes;
+
+use crate::error::{IrError, Result};
+use crate::proto::{StringStringEntryProto, TensorProto};
+use crate::tensor::{ExternalOrigin, Tensor};
+
+/// Maps each external-data file once and hands out zero-copy slices of it.
+pub struct ExternalResolver {
+    base_dir: PathBuf,
+    canonical_base: Option<PathBuf>,
+    files: HashMap<PathBuf, Bytes>,
+}
+
+fn entry<'a>(entries: &'a [StringStringEntryProto], key: &str) -> Option<&'a str> {
+    entries
+        .iter()
+        .find(|e| e.key.as_deref() == Some(key))
+        .and_then(|e| e.value.as_deref())
+}
+
+impl ExternalResolver {
+    pub fn new(base_dir: &Path) -> ExternalResolver {
+        ExternalResolver {
+            base_dir: base_dir.to_path_buf(),
+            canonical_base: std::fs::canonicalize(base_dir).ok(),
+            files: HashMap::new(),
+        }
+    }
+
+    /// Files mapped so far (for reports).
+    pub fn files(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = self.files.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Replaces the external reference of `proto` by its bytes (a slice of the
+    /// mapped file) and returns where they came from.
+    pub fn resolve(&mut self, name: &str, proto: &mut TensorProto) -> Result<ExternalOrigin> {
+        let err = |problem: String| IrError::ExternalData {
+            tensor: name.to_string(),
+            problem,
+        };
+        let entries = proto.external_data.clone();
+        let location = entry(&entries, "location")
+            .ok_or_else(|| err("has no 'location' entry".into()))?
+            .to_string();
+        let parse = |key: &str| -> Result<Option<u64>> {
+            match entry(&entries, key) {
+                None => Ok(None),
+                Some(s) => s
+                    .trim()
+                    .parse::<u64>()
+                    .map(Some)
+                    .map_err(|_| err(format!("'{key}' is '{s}', not a non-negative integer"))),
+            }
+        };
+        let offset = parse("offset")?.unwrap_or(0);
+        let length = parse("length")?;
+        let path = self.checked_path(&location).map_err(err)?;
+        let data = match self.files.get(&path) {
+            Some(d) => d.clone(),
+            None => {
+                let d = map_file(&path).map_err(|e| {
+                    err(format!(
+                        "cannot read '{location}' ({}): {e}",
+                        path.display()
+                    ))
+                })?;
+                self.files.insert(path.clone(), d.clone());
+                d
+            }
+        };
+        let size = data.len() as u64;
+        if offset > size {
+            return Err(err(format!(
+                "offset {offset} is past the end of '{location}' ({size} bytes); the data file does not match the model"
+            )));
+        }
+        let length = length.unwrap_or(size - offset);
+        let end = offset.checked_add(length).filter(|&e| e <= size).ok_or_else(|| {
+            err(format!(
+                "offset {offset} + length {length} runs past the end of '{location}' ({size} bytes); the data file does not match the model"
+            ))
+        })?;
+        let tensor = Tensor::from_proto(TensorProto {
+            raw_data: None,
+            ..proto.clone()
+        });
+        if let Some(expected) = tensor.numel().and_then(|n| tensor.dtype().storage_bytes(n)) {
+            if expected as u64 != length {
+                return Err(err(format!(
+                    "'{location}' holds {length} bytes for it, but its type and shape need {expected}"
+                )));
+            }
+        }
+        proto.raw_data = Some(data.slice(offset as usize..end as usize));
+        proto.external_data.clear();
+        proto.data_location = None;
+        Ok(ExternalOrigin {
+            location,
+            offset,
+            length,
+            entries,
+        })
+    }
+
+    fn checked_path(&self, location: &str) -> std::result::Result<PathBuf, String> {
+        let rel = Path::new(location);
+        if location.is_empty() {
+            return Err("has an empty 'location'".into());
+        }
+        if rel.is_absolute() || location.starts_with('\\') || location.contains(':') {
+            return Err(format!(
+                "location '{location}' is an absolute path; external data must be a relative path inside the model's folder"
+            ));
+        }
+        if rel.components().any(|c| matches!(c, Component::ParentDir)) {
+            return Err(format!(
+                "location '{location}' contains '..'; external data must stay inside the model's folder"
+            ));
+        }
+        let path = self.base_dir.join(rel);
+        if !path.exists() {
+            return Err(format!(
+                "file '{location}' not found in {} (copy the data file next to the model)",
+                display_dir(&self.base_dir)
+            ));
+        }
+        let canonical = std::fs::canonicalize(&path)
+            .map_err(|e| format!("cannot resolve '{location}': {e}"))?;
+        if let Some(base) = &self.canonical_base {
+            if !canonical.starts_with(base) {
+                return Err(format!(
+                    "location '{location}' resolves to {} outside the model's folder (through a symlink); refusing to read it",
+                    canonical.display()
+                ));
+            }
+        }
+        Ok(canonical)
+    }
+}
+
+fn display_dir(dir: &Path) -> String {
+    if dir.as_os_str().is_empty() {
+        ".".into()
+    } else {
+        dir.display().to_string()
+    }
+}
+
+/// Maps a file read-only and wraps the map in `Bytes` (zero copy).
+pub fn map_file(path: &Path) -> std::io::Result<Bytes> {
+    let file = File::open(path)?;
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(Bytes::new());
+    }
+    // SAFETY: the map is read-only. infopt never writes to files it has mapped
+    // (outputs go to a new file that is renamed into place); another process
+    // truncating the file while we run would be a user error we cannot prevent.
+    let map = unsafe { memmap2::Mmap::map(&file)? };
+    Ok(Bytes::from_owner(map))
+}

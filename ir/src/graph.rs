@@ -1,0 +1,777 @@
+//! The arena graph.
+//!
+//! Nodes and values live in vectors and are addressed by [`NodeId`] /
+//! [`ValueId`]. Each value knows its producer and its uses, so "who reads this"
+//! is a lookup, not a scan. Names are labels kept for ONNX, reports and
+//! calibration caches: a rewrite keeps the name of the value it replaces, and
+//! names are made unique once, when the graph is saved.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::attr::{Attribute, kind_name};
+use crate::error::{IrError, Result};
+use crate::proto::{
+    GraphProto, NodeProto, SparseTensorProto, TypeProto, ValueInfoProto, attribute_type as at,
+    tensor_shape, type_proto,
+};
+use crate::shape::{Dim, TensorType};
+use crate::tensor::Tensor;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ValueId(pub u32);
+
+/// How a node uses a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Slot {
+    /// As its input number `n`.
+    Input(u32),
+    /// Through one of its subgraphs, which reads the value from the enclosing scope.
+    Capture,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Use {
+    pub node: NodeId,
+    pub slot: Slot,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Value {
+    pub name: String,
+    /// The node and output slot that computes this value.
+    pub producer: Option<(NodeId, u32)>,
+    /// Constant data (a graph initializer).
+    pub initializer: Option<Tensor>,
+    /// A sparse initializer.
+    pub sparse: Option<SparseTensorProto>,
+    /// The `value_info` entry describing this value (its name field unused).
+    pub info: Option<ValueInfoProto>,
+    /// Defined in an enclosing graph; only subgraphs have such values.
+    pub outer: bool,
+    pub uses: Vec<Use>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Node {
+    pub name: Option<String>,
+    pub op_type: String,
+    pub domain: Option<String>,
+    /// `None` is an omitted optional input (an empty name in ONNX).
+    pub inputs: Vec<Option<ValueId>>,
+    pub outputs: Vec<Option<ValueId>>,
+    pub attributes: Vec<Attribute>,
+    /// Remaining NodeProto fields (doc_string, overload, metadata_props,
+    /// device_configurations), kept for the round trip.
+    pub extra: NodeProto,
+}
+
+/// A graph input or output: the value and the ValueInfoProto that declared it.
+#[derive(Clone, Debug)]
+pub struct GraphIo {
+    pub value: ValueId,
+    pub info: ValueInfoProto,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    nodes: Vec<Option<Node>>,
+    values: Vec<Option<Value>>,
+    /// Node order as loaded / inserted. Saved in topological order.
+    pub(crate) order: Vec<NodeId>,
+    pub inputs: Vec<GraphIo>,
+    pub outputs: Vec<GraphIo>,
+    pub(crate) initializer_order: Vec<ValueId>,
+    pub(crate) sparse_order: Vec<ValueId>,
+    pub(crate) value_info_order: Vec<ValueId>,
+    /// name, doc_string, quantization_annotation, metadata_props.
+    pub meta: GraphProto,
+}
+
+impl Node {
+    pub fn new(op_type: &str) -> Node {
+        Node {
+            op_type: op_type.to_string(),
+            ..Default::default()
+        }
+    }
+
+    pub fn name_or_op(&self) -> &str {
+        match self.name.as_deref() {
+            Some(n) if !n.is_empty() => n,
+            _ => &self.op_type,
+        }
+    }
+
+    /// Domain with the ONNX default spelled as "".
+    pub fn domain(&self) -> &str {
+        match self.domain.as_deref() {
+            None | Some("ai.onnx") => "",
+            Some(d) => d,
+        }
+    }
+
+    /// True for an op of the default ONNX domain with this type.
+    pub fn is(&self, op_type: &str) -> bool {
+        self.op_type == op_type && self.domain().is_empty()
+    }
+
+    pub fn attr(&self, name: &str) -> Option<&Attribute> {
+        self.attributes.iter().find(|a| a.name() == name)
+    }
+
+    pub fn set_attr(&mut self, attr: Attribute) {
+        match self.attributes.iter_mut().find(|a| a.name() == attr.name()) {
+            Some(slot) => *slot = attr,
+            None => self.attributes.push(attr),
+        }
+    }
+
+    pub fn remove_attr(&mut self, name: &str) {
+        self.attributes.retain(|a| a.name() != name);
+    }
+
+    fn attr_error(&self, attr: &str, problem: String) -> IrError {
+        IrError::Attribute {
+            node: self.name_or_op().to_string(),
+            op: self.op_type.clone(),
+            attr: attr.to_string(),
+            problem,
+        }
+    }
+
+    fn typed_attr(&self, name: &str, want: i32) -> Result<Option<&Attribute>> {
+        match self.attr(name) {
+            None => Ok(None),
+            Some(a) if a.proto.ref_attr_name.is_some() => Err(self.attr_error(
+                name,
+                "refers to a function attribute and has no value here".into(),
+            )),
+            Some(a) if a.kind() == want => Ok(Some(a)),
+            Some(a) => Err(self.attr_error(
+                name,
+                format!(
+                    "expected {}, found {}",
+                    kind_name(want),
+                    kind_name(a.kind())
+                ),
+            )),
+        }
+    }
+
+    pub fn attr_int(&self, name: &str) -> Result<Option<i64>> {
+        Ok(self.typed_attr(name, at::INT)?.and_then(|a| a.proto.i))
+    }
+
+    pub fn attr_int_or(&self, name: &str, default: i64) -> Result<i64> {
+        Ok(self.attr_int(name)?.unwrap_or(default))
+    }
+
+    pub fn attr_float(&self, name: &str) -> Result<Option<f32>> {
+        Ok(self.typed_attr(name, at::FLOAT)?.and_then(|a| a.proto.f))
+    }
+
+    pub fn attr_float_or(&self, name: &str, default: f32) -> Result<f32> {
+        Ok(self.attr_float(name)?.unwrap_or(default))
+    }
+
+    pub fn attr_ints(&self, name: &str) -> Result<Option<&[i64]>> {
+        Ok(self
+            .typed_attr(name, at::INTS)?
+            .map(|a| a.proto.ints.as_slice()))
+    }
+
+    pub fn attr_floats(&self, name: &str) -> Result<Option<&[f32]>> {
+        Ok(self
+            .typed_attr(name, at::FLOATS)?
+            .map(|a| a.proto.floats.as_slice()))
+    }
+
+    pub fn attr_string(&self, name: &str) -> Result<Option<String>> {
+        match self.typed_attr(name, at::STRING)? {
+            None => Ok(None),
+            Some(a) => {
+                let bytes = a.proto.s.clone().unwrap_or_default();
+                String::from_utf8(bytes)
+                    .map(Some)
+                    .map_err(|_| self.attr_error(name, "is not valid UTF-8".into()))
+            }
+        }
+    }
+
+    pub fn attr_tensor(&self, name: &str) -> Result<Option<Tensor>> {
+        Ok(self
+            .typed_attr(name, at::TENSOR)?
+            .and_then(|a| a.proto.t.clone())
+            .map(Tensor::from_proto))
+    }
+
+    /// All subgraphs held by this node's attributes.
+    pub fn subgraphs(&self) -> impl Iterator<Item = &Graph> {
+        self.attributes.iter().flat_map(|a| a.subgraphs.iter())
+    }
+
+    pub fn subgraphs_mut(&mut self) -> impl Iterator<Item = &mut Graph> {
+        self.attributes
+            .iter_mut()
+            .flat_map(|a| a.subgraphs.iter_mut())
+    }
+
+    pub fn has_subgraphs(&self) -> bool {
+        self.attributes.iter().any(|a| !a.subgraphs.is_empty())
+    }
+}
+
+impl Value {
+    pub fn named(name: &str) -> Value {
+        Value {
+            name: name.to_string(),
+            ..Default::default()
+        }
+    }
+
+    /// The tensor type declared in `value_info`, if any.
+    pub fn tensor_type(&self) -> Option<TensorType> {
+        self.info
+            .as_ref()
+            .and_then(|i| i.r#type.as_ref())
+            .and_then(TensorType::from_proto)
+    }
+}
+
+impl Graph {
+    pub fn new(name: &str) -> Graph {
+        Graph {
+            meta: GraphProto {
+                name: Some(name.to_string()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        self.meta.name.as_deref().unwrap_or("")
+    }
+
+    // ----- access -----
+
+    pub fn node(&self, id: NodeId) -> &Node {
+        self.nodes[id.0 as usize]
+            .as_ref()
+            .expect("node id refers to a removed node")
+    }
+
+    pub fn node_mut(&mut self, id: NodeId) -> &mut Node {
+        self.nodes[id.0 as usize]
+            .as_mut()
+            .expect("node id refers to a removed node")
+    }
+
+    pub fn try_node(&self, id: NodeId) -> Option<&Node> {
+        self.nodes.get(id.0 as usize).and_then(|n| n.as_ref())
+    }
+
+    pub fn value(&self, id: ValueId) -> &Value {
+        self.values[id.0 as usize]
+            .as_ref()
+            .expect("value id refers to a removed value")
+    }
+
+    pub fn value_mut(&mut self, id: ValueId) -> &mut Value {
+        self.values[id.0 as usize]
+            .as_mut()
+            .expect("value id refers to a removed value")
+    }
+
+    pub fn try_value(&self, id: ValueId) -> Option<&Value> {
+        self.values.get(id.0 as usize).and_then(|v| v.as_ref())
+    }
+
+    /// Live nodes in their current order (not necessarily topological after edits).
+    pub fn node_ids(&self) -> Vec<NodeId> {
+        self.order.clone()
+    }
+
+    pub fn nodes(&self) -> impl Iterator<Item = (NodeId, &Node)> {
+        self.order.iter().map(move |&id| (id, self.node(id)))
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn value_ids(&self) -> impl Iterator<Item = ValueId> + '_ {
+        self.values
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.is_some())
+            .map(|(i, _)| ValueId(i as u32))
+    }
+
+    pub fn initializers(&self) -> impl Iterator<Item = (ValueId, &Tensor)> {
+        self.initializer_order
+            .iter()
+            .filter_map(move |&v| self.value(v).initializer.as_ref().map(|t| (v, t)))
+    }
+
+    pub fn sparse_initializers(&self) -> impl Iterator<Item = (ValueId, &SparseTensorProto)> {
+        self.sparse_order
+            .iter()
+            .filter_map(move |&v| self.value(v).sparse.as_ref().map(|t| (v, t)))
+    }
+
+    pub fn value_info_ids(&self) -> &[ValueId] {
+        &self.value_info_order
+    }
+
+    /// First live value with this name (names are unique in a valid graph).
+    pub fn find_value(&self, name: &str) -> Option<ValueId> {
+        self.value_ids().find(|&v| self.value(v).name == name)
+    }
+
+    pub fn find_node(&self, name: &str) -> Option<NodeId> {
+        self.order
+            .iter()
+            .copied()
+            .find(|&n| self.node(n).name.as_deref() == Some(name))
+    }
+
+    pub fn is_graph_output(&self, v: ValueId) -> bool {
+        self.outputs.iter().any(|o| o.value == v)
+    }
+
+    pub fn is_graph_input(&self, v: ValueId) -> bool {
+        self.inputs.iter().any(|i| i.value == v)
+    }
+
+    /// The constant tensor of a value: an initializer that is not also a graph
+    /// input (an input with a default can be overridden at run time).
+    pub fn constant(&self, v: ValueId) -> Option<&Tensor> {
+        let value = self.value(v);
+        if self.is_graph_input(v) {
+            return None;
+        }
+        value.initializer.as_ref()
+    }
+
+    /// The type of a value: from value_info, or from the graph input/output
+    /// declaration, or from its initializer.
+    pub fn value_type(&self, v: ValueId) -> Option<TensorType> {
+        let value = self.value(v);
+        if let Some(t) = value.tensor_type() {
+            return Some(t);
+        }
+        for io in self.inputs.iter().chain(self.outputs.iter()) {
+            if io.value == v {
+                if let Some(t) = io.info.r#type.as_ref().and_then(TensorType::from_proto) {
+                    return Some(t);
+                }
+            }
+        }
+        value.initializer.as_ref().map(|t| TensorType {
+            dtype: t.dtype(),
+            shape: Some(t.dims().iter().map(|&d| Dim::Known(d)).collect()),
+        })
+    }
+
+    /// The node that produces `v`, if any.
+    pub fn producer(&self, v: ValueId) -> Option<&Node> {
+        self.value(v).producer.map(|(n, _)| self.node(n))
+    }
+
+    /// Uses of `v` as a node input (captures by subgraphs excluded).
+    pub fn input_uses(&self, v: ValueId) -> impl Iterator<Item = (NodeId, u32)> + '_ {
+        self.value(v).uses.iter().filter_map(|u| match u.slot {
+            Slot::Input(i) => Some((u.node, i)),
+            Slot::Capture => None,
+        })
+    }
+
+    /// Number of readers: node inputs, subgraph captures and graph outputs.
+    pub fn reader_count(&self, v: ValueId) -> usize {
+        self.value(v).uses.len() + self.outputs.iter().filter(|o| o.value == v).count()
+    }
+
+    // ----- editing -----
+
+    pub fn add_value(&mut self, value: Value) -> ValueId {
+        let id = ValueId(self.values.len() as u32);
+        self.values.push(Some(value));
+        id
+    }
+
+    /// Adds an initializer value.
+    pub fn add_initializer(&mut self, name: &str, tensor: Tensor) -> ValueId {
+        let id = self.add_value(Value {
+            initializer: Some(tensor),
+            ..Value::named(name)
+        });
+        self.initializer_order.push(id);
+        id
+    }
+
+    /// Adds `node` at the end of the order; its inputs are linked to their
+    /// values and fresh values are created for `output_names`.
+    pub fn add_node(&mut self, node: Node, output_names: &[&str]) -> NodeId {
+        let at = self.order.len();
+        self.insert_node(at, node, output_names)
+    }
+
+    /// Like [`Graph::add_node`] but at position `at` of the node order.
+    pub fn insert_node(&mut self, at: usize, mut node: Node, output_names: &[&str]) -> NodeId {
+        let id = NodeId(self.nodes.len() as u32);
+        node.outputs.clear();
+        for (slot, name) in output_names.iter().enumerate() {
+            if name.is_empty() {
+                node.outputs.push(None);
+                continue;
+            }
+            let v = self.add_value(Value {
+                producer: Some((id, slot as u32)),
+                ..Value::named(name)
+            });
+            node.outputs.push(Some(v));
+        }
+        for (slot, input) in node.inputs.iter().enumerate() {
+            if let Some(v) = input {
+                self.value_mut(*v).uses.push(Use {
+                    node: id,
+                    slot: Slot::Input(slot as u32),
+                });
+            }
+        }
+        self.nodes.push(Some(node));
+        let at = at.min(self.order.len());
+        self.order.insert(at, id);
+        self.link_captures(id);
+        id
+    }
+
+    /// Registers the outer values that `node`'s subgraphs read as captures.
+    pub(crate) fn link_captures(&mut self, id: NodeId) {
+        let mut names: Vec<String> = Vec::new();
+        for g in self.node(id).subgraphs() {
+            g.collect_free_names(&mut names);
+        }
+        names.sort();
+        names.dedup();
+        for name in names {
+            if let Some(v) = self.find_value(&name) {
+                let u = Use {
+                    node: id,
+                    slot: Slot::Capture,
+                };
+                if !self.value(v).uses.contains(&u) {
+                    self.value_mut(v).uses.push(u);
+                }
+            }
+        }
+    }
+
+    /// Names this graph reads from enclosing scopes (recursively through nested subgraphs).
+    pub fn collect_free_names(&self, out: &mut Vec<String>) {
+        for v in self.value_ids() {
+            let value = self.value(v);
+            if value.outer {
+                out.push(value.name.clone());
+            }
+        }
+    }
+
+    /// Sets input `slot` of `node` to `value`, keeping use lists right.
+    pub fn set_input(&mut self, node: NodeId, slot: usize, value: Option<ValueId>) {
+        if let Some(old) = self.node(node).inputs.get(slot).copied().flatten() {
+            let u = Use {
+                node,
+                slot: Slot::Input(slot as u32),
+            };
+            self.value_mut(old).uses.retain(|x| *x != u);
+        }
+        let inputs = &mut self.node_mut(node).inputs;
+        if inputs.len() <= slot {
+            inputs.resize(slot + 1, None);
+        }
+        inputs[slot] = value;
+        if let Some(v) = value {
+            self.value_mut(v).uses.push(Use {
+                node,
+                slot: Slot::Input(slot as u32),
+            });
+        }
+    }
+
+    /// Removes trailing omitted inputs, as ONNX writers do.
+    pub fn trim_inputs(&mut self, node: NodeId) {
+        let inputs = &mut self.node_mut(node).inputs;
+        while matches!(inputs.last(), Some(None)) {
+            inputs.pop();
+        }
+    }
+
+    /// Redirects every reader of `old` (node inputs, subgraph captures, graph
+    /// outputs) to `new`. A graph output keeps its name: `new` takes the name of
+    /// `old` when `old` was a graph output.
+    pub fn replace_all_uses(&mut self, old: ValueId, new: ValueId) {
+        if old == new {
+            return;
+        }
+        let uses = std::mem::take(&mut self.value_mut(old).uses);
+        let old_name = self.value(old).name.clone();
+        let new_name = self.value(new).name.clone();
+        for u in uses {
+            match u.slot {
+                Slot::Input(i) => {
+                    self.node_mut(u.node).inputs[i as usize] = Some(new);
+                    self.value_mut(new).uses.push(u);
+                }
+                Slot::Capture => {
+                    for g in self.node_mut(u.node).subgraphs_mut() {
+                        g.rename_outer(&old_name, &new_name);
+                    }
+                    if !self.value(new).uses.contains(&u) {
+                        self.value_mut(new).uses.push(u);
+                    }
+                }
+            }
+        }
+        let mut was_output = false;
+        for o in &mut self.outputs {
+            if o.value == old {
+                o.value = new;
+                was_output = true;
+            }
+        }
+        if was_output {
+            // Graph output names are the model's interface: keep them.
+            self.value_mut(new).name = old_name.clone();
+            self.value_mut(old).name = format!("{old_name}.replaced");
+            // Captures of `new` under its former name must follow the rename.
+            let capture_nodes: Vec<NodeId> = self
+                .value(new)
+                .uses
+                .iter()
+                .filter(|u| u.slot == Slot::Capture)
+                .map(|u| u.node)
+                .collect();
+            for n in capture_nodes {
+                for g in self.node_mut(n).subgraphs_mut() {
+                    g.rename_outer(&new_name, &old_name);
+                }
+            }
+        }
+    }
+
+    /// Renames references to an enclosing-scope value, recursively.
+    pub fn rename_outer(&mut self, from: &str, to: &str) {
+        let ids: Vec<ValueId> = self.value_ids().collect();
+        for v in ids {
+            let value = self.value_mut(v);
+            if value.outer && value.name == from {
+                value.name = to.to_string();
+            }
+        }
+        let nodes = self.order.clone();
+        for n in nodes {
+            for g in self.node_mut(n).subgraphs_mut() {
+                g.rename_outer(from, to);
+            }
+        }
+    }
+
+    /// Removes a node. Its output values lose their producer; the caller must
+    /// have redirected their readers (see [`Graph::remove_unused_value`]).
+    pub fn remove_node(&mut self, id: NodeId) {
+        let node = self.nodes[id.0 as usize]
+            .take()
+            .expect("removing a node twice");
+        for (slot, input) in node.inputs.iter().enumerate() {
+            if let Some(v) = input {
+                let u = Use {
+                    node: id,
+                    slot: Slot::Input(slot as u32),
+                };
+                if let Some(Some(value)) = self.values.get_mut(v.0 as usize) {
+                    value.uses.retain(|x| *x != u);
+                }
+            }
+        }
+        for value in self.values.iter_mut().flatten() {
+            value
+                .uses
+                .retain(|u| !(u.node == id && u.slot == Slot::Capture));
+        }
+        for v in node.outputs.iter().flatten() {
+            if let Some(Some(value)) = self.values.get_mut(v.0 as usize) {
+                value.producer = None;
+            }
+        }
+        self.order.retain(|&n| n != id);
+    }
+
+    /// Removes a value that nothing reads and nothing produces any more.
+    pub fn remove_value(&mut self, id: ValueId) {
+        self.values[id.0 as usize] = None;
+        self.initializer_order.retain(|&v| v != id);
+        self.sparse_order.retain(|&v| v != id);
+        self.value_info_order.retain(|&v| v != id);
+    }
+
+    /// Position of `node` in the node order.
+    pub fn position(&self, node: NodeId) -> Option<usize> {
+        self.order.iter().position(|&n| n == node)
+    }
+
+    /// Nodes in a topological order that keeps the current order wherever it
+    /// is already valid. Errors on a cycle, naming a node on it.
+    pub fn topological_order(&self) -> Result<Vec<NodeId>> {
+        let index: HashMap<NodeId, usize> = self
+            .order
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (n, i))
+            .collect();
+        let mut pending: Vec<usize> = vec![0; self.order.len()];
+        let mut readers: Vec<Vec<usize>> = vec![Vec::new(); self.order.len()];
+        let mut captures: HashMap<NodeId, Vec<ValueId>> = HashMap::new();
+        for v in self.value_ids() {
+            for u in &self.value(v).uses {
+                if u.slot == Slot::Capture {
+                    captures.entry(u.node).or_default().push(v);
+                }
+            }
+        }
+        for (i, &n) in self.order.iter().enumerate() {
+            let node = self.node(n);
+            let mut deps: HashSet<usize> = HashSet::new();
+            let captured = captures.get(&n).into_iter().flatten().copied();
+            for v in node.inputs.iter().flatten().copied().chain(captured) {
+                if let Some((p, _)) = self.value(v).producer {
+                    if let Some(&pi) = index.get(&p) {
+                        deps.insert(pi);
+                    }
+                }
+            }
+            pending[i] = deps.len();
+            for d in deps {
+                readers[d].push(i);
+            }
+        }
+        // Kahn's algorithm, always taking the earliest ready node in the
+        // original order so an already sorted graph keeps its order.
+        let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<usize>> = pending
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| **p == 0)
+            .map(|(i, _)| std::cmp::Reverse(i))
+            .collect();
+        let mut out = Vec::with_capacity(self.order.len());
+        while let Some(std::cmp::Reverse(i)) = ready.pop() {
+            out.push(self.order[i]);
+            for &r in &readers[i] {
+                pending[r] -= 1;
+                if pending[r] == 0 {
+                    ready.push(std::cmp::Reverse(r));
+                }
+            }
+        }
+        if out.len() != self.order.len() {
+            let stuck = self
+                .order
+                .iter()
+                .enumerate()
+                .find(|(i, _)| pending[*i] > 0)
+                .map(|(_, &n)| n)
+                .unwrap_or(self.order[0]);
+            let node = self.node(stuck);
+            return Err(IrError::Cycle {
+                node: node.name_or_op().to_string(),
+                op: node.op_type.clone(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Reorders nodes topologically (see [`Graph::topological_order`]).
+    pub fn sort_topologically(&mut self) -> Result<()> {
+        self.order = self.topological_order()?;
+        Ok(())
+    }
+
+    /// Nodes of this graph and all nested subgraphs.
+    pub fn total_node_count(&self) -> usize {
+        self.nodes()
+            .map(|(_, n)| 1 + n.subgraphs().map(|g| g.total_node_count()).sum::<usize>())
+            .sum()
+    }
+
+    /// Sets the ValueInfo type of `v` to a tensor type.
+    pub fn set_value_type(&mut self, v: ValueId, ty: &TensorType) {
+        let in_list = self.value_info_order.contains(&v);
+        let value = self.value_mut(v);
+        let info = value.info.get_or_insert_with(ValueInfoProto::default);
+        info.r#type = Some(ty.to_proto(info.r#type.as_ref()));
+        if !in_list {
+            self.value_info_order.push(v);
+        }
+    }
+}
+
+impl TensorType {
+    /// Reads a tensor type from a TypeProto (None for sequences, maps, ...).
+    pub fn from_proto(tp: &TypeProto) -> Option<TensorType> {
+        match tp.value.as_ref()? {
+            type_proto::Value::TensorType(t) => {
+                let dtype = crate::dtype::DataType::from_code(t.elem_type.unwrap_or(0));
+                let shape = t.shape.as_ref().map(|s| {
+                    s.dim
+                        .iter()
+                        .map(|d| match &d.value {
+                            Some(tensor_shape::DimValue::DimValue(v)) => Dim::Known(*v),
+                            Some(tensor_shape::DimValue::DimParam(p)) => Dim::Sym(p.clone()),
+                            None => Dim::Unknown,
+                        })
+                        .collect()
+                });
+                Some(TensorType { dtype, shape })
+            }
+            _ => None,
+        }
+    }
+
+    /// Writes this type as a TypeProto, keeping the denotations of `previous`.
+    pub fn to_proto(&self, previous: Option<&TypeProto>) -> TypeProto {
+        let old_dims: Vec<tensor_shape::Dimension> = previous
+            .and_then(|p| match &p.value {
+                Some(type_proto::Value::TensorType(t)) => t.shape.as_ref().map(|s| s.dim.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let shape = self
+            .shape
+            .as_ref()
+            .map(|dims| crate::proto::TensorShapeProto {
+                dim: dims
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| tensor_shape::Dimension {
+                        value: match d {
+                            Dim::Known(v) => Some(tensor_shape::DimValue::DimValue(*v)),
+                            Dim::Sym(s) => Some(tensor_shape::DimValue::DimParam(s.clone())),
+                            Dim::Unknown => None,
+                        },
+                        denotation: old_dims.get(i).and_then(|d| d.denotation.clone()),
+                    })
+                    .collect(),
+            });
+        TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(self.dtype.code()),
+                shape,
+            })),
+            denotation: previous.and_then(|p| p.denotation.clone()),
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! infopt's graph IR: ONNX messages, the arena graph, lossless load/save with
+//! external data, validation and patches.
+
+pub mod attr;
+pub mod dtype;
+pub mod error;
+pub mod external;
+pub mod graph;
+pub mod load;
+pub mod model;
+pub mod patch;
+pub mod proto;
+pub mod save;
+pub mod shape;
+pub mod stats;
+pub mod tensor;
+mod validate;
+
+pub use attr::Attribute;
+pub use dtype::DataType;
+pub use error::{IrError, Result};
+pub use graph::{Graph, GraphIo, Node, NodeId, Slot, Use, Value, ValueId};
+pub use model::{Model, SourceInfo};
+pub use patch::{Patch, PatchValue};
+pub use save::{ExternalDataPolicy, SaveOptions, SaveSummary};
+pub use shape::{Dim, TensorType};
+pub use tensor::Tensor;
+
+/// IR version written into models infopt creates from scratch (ONNX 1.17+ readers).
+pub const IR_VERSION_DEFAULT: i64 = 10;

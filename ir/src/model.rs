@@ -1,0 +1,70 @@
+//! A whole ONNX model: the main graph plus the model-level fields.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::Result;
+use crate::graph::Graph;
+use crate::proto::ModelProto;
+
+/// Where a model was loaded from.
+#[derive(Clone, Debug, Default)]
+pub struct SourceInfo {
+    pub path: Option<PathBuf>,
+    pub file_size: u64,
+    /// External-data files the model's tensors were read from.
+    pub external_files: Vec<PathBuf>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Model {
+    /// Every model-level field (ir_version, opsets, producer, metadata_props,
+    /// functions, training_info, ...). `graph` is always `None` here: the graph
+    /// lives in [`Model::graph`].
+    pub meta: ModelProto,
+    pub graph: Graph,
+    pub source: Option<SourceInfo>,
+}
+
+impl Model {
+    pub fn load(path: &Path) -> Result<Model> {
+        crate::load::load_model(path)
+    }
+
+    /// A new model around `graph`, importing the default ONNX domain at `opset`.
+    pub fn new(graph: Graph, opset: i64) -> Model {
+        Model {
+            meta: ModelProto {
+                ir_version: Some(crate::IR_VERSION_DEFAULT),
+                producer_name: Some("infopt".into()),
+                opset_import: vec![crate::proto::OperatorSetIdProto {
+                    domain: Some(String::new()),
+                    version: Some(opset),
+                }],
+                ..Default::default()
+            },
+            graph,
+            source: None,
+        }
+    }
+
+    /// The imported version of `domain` ("" or "ai.onnx" for the default domain).
+    pub fn opset(&self, domain: &str) -> Option<i64> {
+        let norm = |d: &str| {
+            if d == "ai.onnx" {
+                String::new()
+            } else {
+                d.to_string()
+            }
+        };
+        let want = norm(domain);
+        self.meta
+            .opset_import
+            .iter()
+            .find(|o| norm(o.domain.as_deref().unwrap_or("")) == want)
+            .and_then(|o| o.version)
+    }
+
+    pub fn ir_version(&self) -> Option<i64> {
+        self.meta.ir_version
+    }
+}

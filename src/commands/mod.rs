@@ -1,0 +1,59 @@
+//! One module per subcommand; each has an `Args` struct and a `run` function.
+
+pub mod convert;
+pub mod inspect;
+
+use std::path::Path;
+
+use clap::{Parser, Subcommand};
+
+use crate::exit::{CliError, CliResult};
+
+#[derive(Parser, Debug)]
+#[command(name = "infopt", version, about = "Offline ONNX model optimizer", long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Show what a model contains: IO, opsets, op histogram, parameters, external data.
+    Inspect(inspect::Args),
+    /// Load a model and save it again (lossless), optionally moving weights to external data.
+    Convert(convert::Args),
+}
+
+pub fn run(cli: Cli) -> CliResult {
+    match cli.command {
+        Command::Inspect(a) => inspect::run(a),
+        Command::Convert(a) => convert::run(a),
+    }
+}
+
+/// Loads and validates a model, mapping failures to load errors.
+pub fn load_model(path: &Path) -> CliResult<infopt_ir::Model> {
+    if !path.exists() {
+        return Err(CliError::new(
+            crate::exit::Exit::Load,
+            format!("{} does not exist", path.display()),
+        ));
+    }
+    let model = infopt_ir::Model::load(path).map_err(|e| {
+        use infopt_ir::IrError as E;
+        let names_path = matches!(
+            e,
+            E::Read { .. } | E::EmptyFile { .. } | E::Decode { .. } | E::NotOnnx { .. }
+        );
+        let mut err = CliError::from_ir(e);
+        if !names_path {
+            err.message = format!("{}: {}", path.display(), err.message);
+        }
+        err
+    })?;
+    model
+        .graph
+        .validate()
+        .map_err(|e| CliError::new(crate::exit::Exit::Load, format!("{}: {e}", path.display())))?;
+    Ok(model)
+}

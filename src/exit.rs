@@ -1,0 +1,70 @@
+//! Exit codes (documented in README.md; stable across releases) and the
+//! error type commands return.
+
+use std::fmt;
+use std::process::ExitCode;
+
+/// The process exit codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Success.
+    Ok = 0,
+    /// A bug in infopt (please report it).
+    Internal = 1,
+    /// Bad command line or configuration.
+    Usage = 2,
+    /// The model could not be read: missing, not ONNX, invalid, bad external data.
+    Load = 3,
+    /// The optimized model does not compute the same outputs within tolerance.
+    Verify = 4,
+    /// A release gate (accuracy or latency) failed.
+    Gate = 5,
+    /// The output could not be written.
+    Write = 6,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> ExitCode {
+        ExitCode::from(e as u8)
+    }
+}
+
+/// A one-line error and the exit code it maps to.
+#[derive(Debug)]
+pub struct CliError {
+    pub exit: Exit,
+    pub message: String,
+}
+
+impl CliError {
+    pub fn new(exit: Exit, message: impl fmt::Display) -> CliError {
+        CliError {
+            exit,
+            message: message.to_string(),
+        }
+    }
+
+    pub fn usage(message: impl fmt::Display) -> CliError {
+        CliError::new(Exit::Usage, message)
+    }
+
+    /// Classifies an IR error: reading/decoding problems are load errors,
+    /// writing problems are write errors.
+    pub fn from_ir(e: infopt_ir::IrError) -> CliError {
+        use infopt_ir::IrError as E;
+        let exit = match &e {
+            E::Write { .. } | E::TooLarge { .. } => Exit::Write,
+            E::Invalid(m) if m.starts_with("refusing to overwrite") => Exit::Usage,
+            _ => Exit::Load,
+        };
+        CliError::new(exit, e)
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+pub type CliResult<T = ()> = Result<T, CliError>;

@@ -1,0 +1,32 @@
+//! infopt: offline ONNX model optimizer.
+
+mod commands;
+mod exit;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::exit::Exit;
+
+fn main() -> ExitCode {
+    let cli = match commands::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() {
+                Exit::Usage
+            } else {
+                Exit::Ok
+            };
+            let _ = e.print();
+            return code.into();
+        }
+    };
+    match commands::run(cli) {
+        Ok(()) => Exit::Ok.into(),
+        Err(e) => {
+            eprintln!("error: {}", e.message);
+            e.exit.into()
+        }
+    }
+}
