@@ -1,0 +1,1 @@
+//! infopt-calibration (see ../../shared DESIGN)

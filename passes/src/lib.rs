@@ -1,0 +1,1 @@
+//! infopt-passes (see ../../shared DESIGN)
