@@ -44,6 +44,9 @@ pub struct SaveOptions {
     pub external: ExternalDataPolicy,
     /// File name (in the output folder) of the external data; default `<output file name>.data`.
     pub data_file_name: Option<String>,
+    /// Largest model file to write inline; above it weights go external
+    /// (protobuf's limit; lowered in tests to exercise the switch).
+    pub size_limit: u64,
 }
 
 impl Default for SaveOptions {
@@ -51,6 +54,7 @@ impl Default for SaveOptions {
         SaveOptions {
             external: ExternalDataPolicy::Auto,
             data_file_name: None,
+            size_limit: PROTOBUF_LIMIT,
         }
     }
 }
@@ -175,7 +179,7 @@ impl Model {
         }
         let mut proto = self.to_proto_with(&mut plan)?;
         let mut size = proto.encoded_len() as u64;
-        if size > PROTOBUF_LIMIT {
+        if size > options.size_limit {
             match options.external {
                 ExternalDataPolicy::Inline => return Err(IrError::TooLarge { size }),
                 _ => {
@@ -188,7 +192,7 @@ impl Model {
                     plan.end = 0;
                     proto = self.to_proto_with(&mut plan)?;
                     size = proto.encoded_len() as u64;
-                    if size > PROTOBUF_LIMIT {
+                    if size > options.size_limit {
                         return Err(IrError::TooLarge { size });
                     }
                 }

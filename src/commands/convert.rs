@@ -43,6 +43,7 @@ pub fn run(args: Args) -> CliResult {
     let options = SaveOptions {
         external,
         data_file_name: args.data_file.clone(),
+        ..Default::default()
     };
     let summary = model
         .save(&args.output, &options)

@@ -1,0 +1,156 @@
+//! Bad inputs get one-line errors that name the problem, and the documented exit code.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_infopt"))
+}
+
+fn bad(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/bad")
+        .join(name)
+}
+
+/// Runs `infopt inspect` on a bad fixture; returns (exit code, stderr).
+fn inspect(path: &Path) -> (i32, String) {
+    let out = bin().arg("inspect").arg(path).output().expect("run infopt");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn assert_load_error(file: &str, expected: &str) {
+    let (code, stderr) = inspect(&bad(file));
+    assert_eq!(code, 3, "{file}: exit code, stderr: {stderr}");
+    assert_eq!(
+        stderr.lines().count(),
+        1,
+        "{file}: one line expected, got: {stderr}"
+    );
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(
+        stderr.contains(expected),
+        "{file}: expected '{expected}' in: {stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("backtrace"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn empty_file() {
+    assert_load_error("empty.onnx", "is empty (0 bytes): not an ONNX model");
+}
+
+#[test]
+fn truncated_file() {
+    assert_load_error(
+        "truncated.onnx",
+        "is not a valid ONNX model: failed to decode Protobuf message",
+    );
+}
+
+#[test]
+fn not_protobuf() {
+    assert_load_error("not_protobuf.onnx", "is not a valid ONNX model");
+}
+
+#[test]
+fn cycle() {
+    assert_load_error(
+        "cycle.onnx",
+        "the graph has a cycle through node 'A' (Relu)",
+    );
+}
+
+#[test]
+fn undefined_input() {
+    assert_load_error(
+        "undefined_input.onnx",
+        "node 'Add' (Add) reads 'nobody_defines_me', which no node, initializer or graph input defines",
+    );
+}
+
+#[test]
+fn duplicate_output() {
+    assert_load_error(
+        "duplicate_output.onnx",
+        "value 'y' is defined twice: by node 'first' (Relu) and by node 'second' (Sigmoid)",
+    );
+}
+
+#[test]
+fn missing_external_file() {
+    assert_load_error(
+        "missing_external.onnx",
+        "external data of tensor 'w': file 'does_not_exist.bin' not found in",
+    );
+}
+
+#[test]
+fn external_path_with_dotdot() {
+    assert_load_error(
+        "external_dotdot.onnx",
+        "location '../secret.bin' contains '..'",
+    );
+}
+
+#[test]
+fn external_absolute_path() {
+    assert_load_error(
+        "external_absolute.onnx",
+        "location '/etc/passwd' is an absolute path",
+    );
+}
+
+#[test]
+fn external_offset_past_end() {
+    assert_load_error(
+        "external_offset_past_end.onnx",
+        "offset 8192 is past the end of 'external_offset_past_end.bin' (16 bytes)",
+    );
+}
+
+#[test]
+fn missing_model_file() {
+    let (code, stderr) = inspect(&bad("no_such_model.onnx"));
+    assert_eq!(code, 3);
+    assert!(
+        stderr.contains("no_such_model.onnx does not exist"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn usage_error_exit_code() {
+    let out = bin().args(["inspect", "--no-such-flag"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn convert_refuses_to_overwrite_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("m.onnx");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/if_subgraph.onnx"),
+        &model,
+    )
+    .unwrap();
+    let out = bin()
+        .arg("convert")
+        .arg(&model)
+        .arg("-o")
+        .arg(&model)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("refusing to overwrite the input file"),
+        "{stderr}"
+    );
+}
