@@ -1,0 +1,230 @@
+//! Output agreement between two runs (e.g. the original and the optimized model).
+//!
+//! Elements are compared in f64. `actual` is the run under test (a), `expected` the
+//! reference (b):
+//! - abs diff `|a - b|`, rel diff `|a - b| / max(|b|, REL_FLOOR)`;
+//! - an element is within tolerance when `|a - b| <= atol + rtol * |b|`;
+//! - NaN in both at the same position is equal; NaN against a number is a mismatch
+//!   (counted in `mismatches` and `nan_mismatches`, kept out of the max diffs);
+//! - equal infinities are equal; an infinity against anything else is a mismatch with an
+//!   infinite diff;
+//! - cosine similarity over the elements where both sides are finite; two all-zero vectors
+//!   have cosine 1, one all-zero vector against a non-zero one has cosine 0.
+//!
+//! A shape or dtype difference is reported in `issue`. A dtype difference with equal shapes
+//! still gets its numbers (an f16 output against an f32 reference is the normal case
+//! after a precision change) but is never `within_tolerance`.
+
+use serde::Serialize;
+
+use crate::tensor::{DType, HostTensor};
+
+/// Denominator floor of the relative difference.
+pub const REL_FLOOR: f64 = 1e-12;
+
+/// Absolute and relative tolerance: `|a - b| <= atol + rtol * |b|`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Tolerance {
+    pub atol: f64,
+    pub rtol: f64,
+}
+
+impl Default for Tolerance {
+    fn default() -> Self {
+        Tolerance {
+            atol: 1e-4,
+            rtol: 1e-3,
+        }
+    }
+}
+
+/// Why two outputs could not be compared element by element, or differ in kind.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum AgreementIssue {
+    /// Present in the reference, absent from the run under test.
+    MissingActual,
+    /// Present in the run under test, absent from the reference.
+    MissingExpected,
+    ShapeMismatch {
+        actual: Vec<usize>,
+        expected: Vec<usize>,
+    },
+    DTypeMismatch {
+        actual: DType,
+        expected: DType,
+    },
+}
+
+/// Agreement of one output.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OutputAgreement {
+    pub name: String,
+    /// Largest `|a - b|` (0 when no element compares; infinite when an infinity meets a
+    /// different value).
+    pub max_abs: f64,
+    /// Largest `|a - b| / max(|b|, REL_FLOOR)`.
+    pub max_rel: f64,
+    /// Cosine similarity of the finite elements, in [-1, 1].
+    pub cosine: f64,
+    /// Elements outside `atol + rtol * |b|`, NaN mismatches included.
+    pub mismatches: usize,
+    /// Elements where exactly one side is NaN.
+    pub nan_mismatches: usize,
+    /// Elements compared (0 when shapes differ).
+    pub elements: usize,
+    pub within_tolerance: bool,
+    /// Set when the outputs differ in kind (missing, shape, dtype).
+    pub issue: Option<AgreementIssue>,
+}
+
+impl OutputAgreement {
+    fn with_issue(name: &str, issue: AgreementIssue) -> OutputAgreement {
+        OutputAgreement {
+            name: name.to_string(),
+            max_abs: 0.0,
+            max_rel: 0.0,
+            cosine: 0.0,
+            mismatches: 0,
+            nan_mismatches: 0,
+            elements: 0,
+            within_tolerance: false,
+            issue: Some(issue),
+        }
+    }
+}
+
+/// Compares one output against its reference.
+pub fn compare_tensors(
+    name: &str,
+    actual: &HostTensor,
+    expected: &HostTensor,
+    tol: Tolerance,
+) -> OutputAgreement {
+    if actual.shape() != expected.shape() {
+        return OutputAgreement::with_issue(
+            name,
+            AgreementIssue::ShapeMismatch {
+                actual: actual.shape().to_vec(),
+                expected: expected.shape().to_vec(),
+            },
+        );
+    }
+    let mut agreement = compare_values(name, &actual.to_f64_vec(), &expected.to_f64_vec(), tol);
+    if actual.dtype() != expected.dtype() {
+        agreement.within_tolerance = false;
+        agreement.issue = Some(AgreementIssue::DTypeMismatch {
+            actual: actual.dtype(),
+            expected: expected.dtype(),
+        });
+    }
+    agreement
+}
+
+/// Compares two equally long value vectors (see the module doc for the rules).
+pub fn compare_values(name: &str, a: &[f64], b: &[f64], tol: Tolerance) -> OutputAgreement {
+    let elements = a.len().min(b.len());
+    let (mut max_abs, mut max_rel) = (0f64, 0f64);
+    let (mut mismatches, mut nan_mismatches) = (0usize, 0usize);
+    let (mut dot, mut na, mut nb) = (0f64, 0f64, 0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        match (x.is_nan(), y.is_nan()) {
+            (true, true) => continue,
+            (true, false) | (false, true) => {
+                mismatches += 1;
+                nan_mismatches += 1;
+                continue;
+            }
+            _ => {}
+        }
+        if x.is_finite() && y.is_finite() {
+            dot += x * y;
+            na += x * x;
+            nb += y * y;
+        }
+        // Equal values (equal infinities included) differ by zero.
+        let diff = if x == y { 0.0 } else { (x - y).abs() };
+        let rel = if diff == 0.0 {
+            0.0
+        } else {
+            diff / y.abs().max(REL_FLOOR)
+        };
+        max_abs = max_abs.max(diff);
+        max_rel = max_rel.max(rel);
+        let within = diff == 0.0
+            || (x.is_finite() && y.is_finite() && diff <= tol.atol + tol.rtol * y.abs());
+        if !within {
+            mismatches += 1;
+        }
+    }
+    let cosine = if na == 0.0 && nb == 0.0 {
+        1.0
+    } else if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        (dot / (na.sqrt() * nb.sqrt())).clamp(-1.0, 1.0)
+    };
+    let mut agreement = OutputAgreement {
+        name: name.to_string(),
+        max_abs,
+        max_rel,
+        cosine,
+        mismatches,
+        nan_mismatches,
+        elements,
+        within_tolerance: mismatches == 0,
+        issue: None,
+    };
+    if a.len() != b.len() {
+        agreement.within_tolerance = false;
+        agreement.issue = Some(AgreementIssue::ShapeMismatch {
+            actual: vec![a.len()],
+            expected: vec![b.len()],
+        });
+    }
+    agreement
+}
+
+/// Compares two sets of outputs by name (tensors without a name are matched by
+/// position, named `#i`). Reference order first, then outputs only the run under test has.
+pub fn compare_outputs(
+    actual: &[HostTensor],
+    expected: &[HostTensor],
+    tol: Tolerance,
+) -> Vec<OutputAgreement> {
+    fn key(t: &HostTensor, i: usize) -> String {
+        t.name()
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("#{i}"))
+    }
+    let actual_keys: Vec<String> = actual.iter().enumerate().map(|(i, t)| key(t, i)).collect();
+    let expected_keys: Vec<String> = expected
+        .iter()
+        .enumerate()
+        .map(|(i, t)| key(t, i))
+        .collect();
+    let mut out = Vec::with_capacity(expected.len());
+    for (e, ek) in expected.iter().zip(&expected_keys) {
+        match actual_keys.iter().position(|k| k == ek) {
+            Some(i) => out.push(compare_tensors(ek, &actual[i], e, tol)),
+            None => out.push(OutputAgreement::with_issue(
+                ek,
+                AgreementIssue::MissingActual,
+            )),
+        }
+    }
+    for ak in &actual_keys {
+        if !expected_keys.contains(ak) {
+            out.push(OutputAgreement::with_issue(
+                ak,
+                AgreementIssue::MissingExpected,
+            ));
+        }
+    }
+    out
+}
+
+/// True when every output agrees within tolerance.
+pub fn all_within_tolerance(agreements: &[OutputAgreement]) -> bool {
+    agreements.iter().all(|a| a.within_tolerance)
+}

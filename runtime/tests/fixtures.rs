@@ -1,0 +1,176 @@
+//! The tract backend on the shared fixture models (fixtures/models, fixtures/bad), read
+//! with std::fs. A fixture that is not there is skipped with a note, so this crate's tests
+//! do not depend on the fixture generator having run.
+
+use std::path::{Path, PathBuf};
+
+use infopt_runtime::backend::{Backend, DimSpec, InputShapes, LoadedModel};
+use infopt_runtime::inputs::{InputGen, generate_for_model};
+use infopt_runtime::{RuntimeError, TractBackend, compare};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
+}
+
+/// Reads a fixture, or returns `None` (and says so) when it has not been generated.
+fn read(rel: &str) -> Option<(Vec<u8>, PathBuf)> {
+    let path = fixtures().join(rel);
+    match std::fs::read(&path) {
+        Ok(bytes) => Some((
+            bytes,
+            path.parent().map(Path::to_path_buf).unwrap_or_default(),
+        )),
+        Err(_) => {
+            eprintln!("skipping {rel}: not generated");
+            None
+        }
+    }
+}
+
+fn shapes() -> InputShapes {
+    InputShapes::new()
+        .with_symbol("batch", 2)
+        .with_symbol("seq", 5)
+        .with_symbol("n", 3)
+        .with_symbol("N", 2)
+}
+
+fn gen_opts() -> InputGen {
+    // BERT's token type table has two rows.
+    InputGen::with_seed(1234).with_vocab_for("token_type_ids", 2)
+}
+
+fn load_fixture(rel: &str) -> Option<Box<dyn LoadedModel>> {
+    let (bytes, dir) = read(rel)?;
+    match TractBackend.load(&bytes, Some(&dir), &shapes()) {
+        Ok(m) => Some(m),
+        Err(e) => panic!("{rel}: {e}"),
+    }
+}
+
+fn load_error(rel: &str) -> Option<RuntimeError> {
+    let (bytes, dir) = read(rel)?;
+    match TractBackend.load(&bytes, Some(&dir), &shapes()) {
+        Ok(_) => panic!("{rel} loaded, expected an error"),
+        Err(e) => Some(e),
+    }
+}
+
+#[test]
+fn supported_fixtures_run_deterministically() {
+    let models = [
+        "models/cnn_bn_relu.onnx",
+        "models/dynamic_reshape.onnx",
+        "models/transformer_block.onnx",
+        "models/if_subgraph.onnx",
+        "models/external_data.onnx",
+        "models/opset11.onnx",
+        "models/exported/bert_tiny.onnx",
+        "models/exported/resnet_block.onnx",
+        "models/exported/resnet_block_dynamo.onnx",
+        "models/exported/transformer_encoder.onnx",
+    ];
+    for rel in models {
+        let Some(m) = load_fixture(rel) else { continue };
+        assert!(
+            m.resolution().defaulted.is_empty(),
+            "{rel}: {:?}",
+            m.resolution().defaulted
+        );
+        let x = generate_for_model(m.as_ref(), &gen_opts()).unwrap();
+        let y1 = m.run(&x).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let y2 = m.run(&x).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        assert_eq!(y1.len(), m.outputs().len(), "{rel}");
+        for (t, spec) in y1.iter().zip(m.outputs()) {
+            assert_eq!(t.name(), Some(spec.name.as_str()), "{rel}");
+            assert_eq!(t.dtype(), spec.dtype, "{rel}");
+            let dims: Vec<DimSpec> = t.shape().iter().map(|&d| DimSpec::Known(d)).collect();
+            assert_eq!(
+                spec.dims.as_ref(),
+                Some(&dims),
+                "{rel}: output {}",
+                spec.name
+            );
+            assert!(
+                t.to_f64_vec().iter().all(|v| v.is_finite()),
+                "{rel}: {} not finite",
+                spec.name
+            );
+        }
+        let agreement = compare::compare_outputs(
+            &y1,
+            &y2,
+            compare::Tolerance {
+                atol: 0.0,
+                rtol: 0.0,
+            },
+        );
+        assert!(
+            compare::all_within_tolerance(&agreement),
+            "{rel}: {agreement:?}"
+        );
+    }
+}
+
+#[test]
+fn batch_symbol_reaches_the_outputs() {
+    let Some((bytes, dir)) = read("models/cnn_bn_relu.onnx") else {
+        return;
+    };
+    for batch in [1, 3] {
+        let m = TractBackend
+            .load(
+                &bytes,
+                Some(&dir),
+                &InputShapes::new().with_symbol("batch", batch),
+            )
+            .unwrap();
+        assert_eq!(m.input_shapes(), vec![vec![batch, 3, 32, 32]]);
+        let y = m
+            .run(&generate_for_model(m.as_ref(), &InputGen::default()).unwrap())
+            .unwrap();
+        assert_eq!(y[0].shape(), &[batch, 10]);
+    }
+}
+
+#[test]
+fn unsupported_fixtures_name_the_operator() {
+    for (rel, op) in [
+        ("models/loop_subgraph.onnx", "Loop (node `Loop`)"),
+        (
+            "models/custom_domain.onnx",
+            "FancyActivation (node `Fancy`)",
+        ),
+        ("models/ms_domain.onnx", "FusedMatMul (node `FusedMatMul`)"),
+        ("models/kitchen_sink.onnx", "SequenceConstruct"),
+    ] {
+        let Some(e) = load_error(rel) else { continue };
+        let msg = e.to_string();
+        assert!(matches!(e, RuntimeError::Load { .. }), "{rel}: {msg}");
+        assert!(
+            msg.contains("unsupported operator(s)") && msg.contains(op),
+            "{rel}: {msg}"
+        );
+    }
+}
+
+#[test]
+fn bad_fixtures_are_refused() {
+    let cases: [(&str, &str); 9] = [
+        ("bad/empty.onnx", "no graph"),
+        ("bad/cycle.onnx", "the graph has a cycle"),
+        ("bad/not_protobuf.onnx", "not a valid ONNX protobuf"),
+        ("bad/truncated.onnx", "not a valid ONNX protobuf"),
+        ("bad/undefined_input.onnx", "nobody_defines_me"),
+        ("bad/missing_external.onnx", "does_not_exist.bin"),
+        ("bad/external_dotdot.onnx", "inside the model directory"),
+        ("bad/external_absolute.onnx", "inside the model directory"),
+        ("bad/external_offset_past_end.onnx", "out of bounds"),
+    ];
+    for (rel, needle) in cases {
+        let Some(e) = load_error(rel) else { continue };
+        let msg = e.to_string();
+        assert!(msg.contains(needle), "{rel}: {msg}");
+        assert!(!msg.contains('\n'), "{rel}: {msg}");
+    }
+}
