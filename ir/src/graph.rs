@@ -471,6 +471,15 @@ impl Graph {
         }
     }
 
+    /// Recomputes which outer values `node`'s subgraphs read.
+    pub fn refresh_captures(&mut self, id: NodeId) {
+        let u = Use { node: id, slot: Slot::Capture };
+        for value in self.values.iter_mut().flatten() {
+            value.uses.retain(|x| *x != u);
+        }
+        self.link_captures(id);
+    }
+
     /// Names this graph reads from enclosing scopes (recursively through nested subgraphs).
     pub fn collect_free_names(&self, out: &mut Vec<String>) {
         for v in self.value_ids() {

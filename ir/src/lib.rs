@@ -2,6 +2,7 @@
 //! external data, validation and patches.
 
 pub mod attr;
+pub mod builder;
 pub mod dtype;
 pub mod error;
 pub mod external;

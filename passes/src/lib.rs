@@ -1,1 +1,18 @@
-//! infopt-passes (see ../../shared DESIGN)
+//! infopt passes: the `Pass` trait, the registry, YAML pipelines, the driver,
+//! and one file per pass.
+
+pub mod config;
+pub mod driver;
+pub mod pass;
+pub mod registry;
+pub mod rule;
+pub mod util;
+
+pub mod constants_to_initializers;
+pub mod eliminate_dead;
+pub mod eliminate_duplicates;
+pub mod eliminate_identity;
+
+pub use config::{PassConfig, PipelineConfig, Step, VerifyConfig};
+pub use driver::{DriverOptions, Flow, PassRecord, PipelineRun, run_pipeline};
+pub use pass::{Declined, Pass, PassCx, PassError, Target};

@@ -1,0 +1,168 @@
+//! Runs a pipeline: passes in order, fixed-point groups until nothing changes
+//! (or the iteration budget is spent), validation after each pass when asked,
+//! and a record of time, rewrites and declined rewrites per pass.
+
+use std::time::{Duration, Instant};
+
+use infopt_ir::Model;
+
+use crate::config::{PassConfig, PipelineConfig, Step};
+use crate::pass::{Declined, PassCx, PassError};
+
+#[derive(Clone, Debug, Default)]
+pub struct DriverOptions {
+    /// Validate the graph after every pass (always on in tests).
+    pub validate: bool,
+    /// Pass names to skip.
+    pub disable: Vec<String>,
+    /// Stop after the first run of this pass.
+    pub stop_after: Option<String>,
+}
+
+/// Statistics of one pass within the pipeline (summed over fixed-point iterations).
+#[derive(Clone, Debug, Default)]
+pub struct PassRecord {
+    pub name: &'static str,
+    /// Index of the fixed-point group this pass belongs to, if any.
+    pub group: Option<usize>,
+    pub runs: usize,
+    pub rewrites: usize,
+    pub time: Duration,
+    pub nodes_before: usize,
+    pub nodes_after: usize,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct PipelineRun {
+    pub records: Vec<PassRecord>,
+    pub declined: Vec<Declined>,
+    pub notes: Vec<String>,
+    /// Fixed-point groups that hit `max_iterations` while still changing the model.
+    pub budget_exhausted: Vec<String>,
+    /// Set when `--stop-after` (or the observer) ended the pipeline early.
+    pub stopped_after: Option<String>,
+}
+
+/// What the observer wants after seeing a pass's result.
+pub enum Flow {
+    Continue,
+    Stop,
+}
+
+/// Called after every pass run that changed the model, with the pass name.
+pub type Observer<'a> = dyn FnMut(&'static str, &Model) -> Result<Flow, PassError> + 'a;
+
+pub fn run_pipeline(
+    model: &mut Model,
+    config: &PipelineConfig,
+    options: &DriverOptions,
+    observer: &mut Observer<'_>,
+) -> Result<PipelineRun, PassError> {
+    for name in &options.disable {
+        PassConfig::from_name(name).map_err(PassError::Config)?;
+    }
+    if let Some(name) = &options.stop_after {
+        PassConfig::from_name(name).map_err(PassError::Config)?;
+        if !config.pass_names().contains(&name.as_str()) {
+            return Err(PassError::Config(format!("--stop-after {name}: the pipeline does not run '{name}'")));
+        }
+    }
+    let mut cx = PassCx::new(config.target);
+    cx.opset = model.opset("").unwrap_or(1);
+    let mut run = PipelineRun::default();
+    let mut group_index = 0;
+    for step in &config.passes {
+        let stop = match step {
+            Step::Pass(p) => {
+                let (_, stop) = run_one(model, p, None, options, &mut cx, &mut run, observer)?;
+                stop
+            }
+            Step::FixedPoint { max_iterations, passes } => {
+                let group = group_index;
+                group_index += 1;
+                let mut stop = false;
+                let mut iteration = 0;
+                loop {
+                    iteration += 1;
+                    let mut changed = 0;
+                    for p in passes {
+                        let (n, s) = run_one(model, p, Some(group), options, &mut cx, &mut run, observer)?;
+                        changed += n;
+                        if s {
+                            stop = true;
+                            break;
+                        }
+                    }
+                    if stop || changed == 0 {
+                        break;
+                    }
+                    if iteration >= *max_iterations {
+                        let names: Vec<&str> = passes.iter().map(|p| p.name()).collect();
+                        run.budget_exhausted.push(format!(
+                            "fixed-point group [{}] still changing the model after {max_iterations} iterations",
+                            names.join(", ")
+                        ));
+                        break;
+                    }
+                }
+                stop
+            }
+        };
+        if stop {
+            break;
+        }
+    }
+    run.declined = std::mem::take(&mut cx.declined);
+    run.notes = std::mem::take(&mut cx.notes);
+    Ok(run)
+}
+
+/// Runs one pass; returns (rewrites, stop).
+fn run_one(
+    model: &mut Model,
+    config: &PassConfig,
+    group: Option<usize>,
+    options: &DriverOptions,
+    cx: &mut PassCx,
+    run: &mut PipelineRun,
+    observer: &mut Observer<'_>,
+) -> Result<(usize, bool), PassError> {
+    let name = config.name();
+    if options.disable.iter().any(|d| d == name) {
+        return Ok((0, false));
+    }
+    let pass = config.build();
+    let nodes_before = model.graph.total_node_count();
+    cx.current = name;
+    cx.rewrites = 0;
+    let start = Instant::now();
+    let rewrites = pass.run(model, cx)?;
+    let elapsed = start.elapsed();
+    if options.validate {
+        model.graph.validate().map_err(|e| PassError::BrokeGraph { pass: name.to_string(), detail: e.to_string() })?;
+    }
+    let nodes_after = model.graph.total_node_count();
+    let record = match run.records.iter_mut().find(|r| r.name == name && r.group == group) {
+        Some(r) => r,
+        None => {
+            run.records.push(PassRecord { name, group, nodes_before, ..Default::default() });
+            run.records.last_mut().expect("just pushed")
+        }
+    };
+    record.runs += 1;
+    record.rewrites += rewrites;
+    record.time += elapsed;
+    record.nodes_after = nodes_after;
+    let mut stop = false;
+    if rewrites > 0 {
+        if let Flow::Stop = observer(name, model)? {
+            run.stopped_after = Some(name.to_string());
+            stop = true;
+        }
+    }
+    if options.stop_after.as_deref() == Some(name) {
+        run.stopped_after = Some(name.to_string());
+        stop = true;
+    }
+    Ok((rewrites, stop))
+}

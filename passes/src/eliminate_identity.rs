@@ -1,0 +1,315 @@
+//! Removes nodes that provably pass their input through unchanged, and merges
+//! chains of layout ops.
+//!
+//! ## What it does
+//! Bypasses `Identity`; `Dropout` in inference (no `training_mode`, or a
+//! constant false one, and the mask unused); `Cast` to the type the input
+//! already has; `Reshape` to the shape the input already has; `Transpose`
+//! with the identity permutation; `Squeeze`→`Unsqueeze` and
+//! `Unsqueeze`→`Squeeze` on the same axes; `Slice` over the full range;
+//! `Pad` with all-zero pads; `Expand` that does not broadcast; `Concat` of a
+//! single input. Merges `Transpose`→`Transpose` into one (or none) and
+//! `Reshape`→`Reshape` into one.
+//!
+//! ## When it declines
+//! When removing the node would rename a graph input or output (an Identity
+//! between an input and an output is the model's interface), when a Dropout
+//! mask is read or its training mode is not a constant false. Rewrites that
+//! need a shape (Cast, Reshape, Slice, Expand) are skipped while the shape is
+//! unknown; run shape inference or `fix-shapes` first.
+//!
+//! ## Numerics
+//! Exact.
+//!
+//! ## Example
+//! `t1 = Transpose(x, perm=[0,2,3,1])`, `t2 = Transpose(t1, perm=[0,3,1,2])`,
+//! `y = Relu(t2)` becomes `y = Relu(x)`.
+
+use infopt_ir::{Attribute, Graph, Model, Node, NodeId, Patch, PatchValue, ValueId};
+
+use crate::pass::{Pass, PassCx, PassError};
+use crate::rule::{Outcome, apply_rule};
+use crate::util::{const_i64s, input, is_renamable, output, single_reader};
+use crate::{decline, require, require_some};
+
+pub struct EliminateIdentity;
+
+/// Patch that makes every reader of `node`'s output read `src` instead.
+fn bypass(g: &Graph, node: NodeId, src: ValueId) -> Outcome {
+    let out = require_some!(output(g, node, 0));
+    if g.is_graph_output(out) && !is_renamable(g, src) {
+        decline!(
+            "bypassing would rename '{}' to graph output '{}'",
+            g.value(src).name,
+            g.value(out).name
+        );
+    }
+    if g.is_graph_output(out) && g.is_graph_output(src) {
+        decline!("'{}' and '{}' are both graph outputs", g.value(src).name, g.value(out).name);
+    }
+    let mut p = Patch::new();
+    p.replace(out, PatchValue::Existing(src));
+    p.remove_node(node);
+    Outcome::Rewrite(p)
+}
+
+fn known_dims(g: &Graph, v: ValueId) -> Option<Vec<i64>> {
+    g.value_type(v)?.known_dims()
+}
+
+fn rank(g: &Graph, v: ValueId) -> Option<usize> {
+    g.value_type(v)?.shape.map(|s| s.len())
+}
+
+/// Axes of Squeeze/Unsqueeze: attribute before opset 13, input after.
+fn axes(g: &Graph, id: NodeId, opset: i64) -> Option<Vec<i64>> {
+    let node = g.node(id);
+    if opset < 13 {
+        node.attr_ints("axes").ok().flatten().map(|a| a.to_vec())
+    } else {
+        const_i64s(g, input(g, id, 1))
+    }
+}
+
+fn normalize(axes: &[i64], rank: Option<usize>) -> Option<Vec<i64>> {
+    let mut out = Vec::with_capacity(axes.len());
+    for &a in axes {
+        if a < 0 {
+            out.push(a + rank? as i64);
+        } else {
+            out.push(a);
+        }
+    }
+    out.sort_unstable();
+    Some(out)
+}
+
+/// Output dims of a Reshape of `input` to `shape` (handles 0 and -1).
+fn reshape_dims(input: &[i64], shape: &[i64], allowzero: bool) -> Option<Vec<i64>> {
+    let total: i64 = input.iter().product();
+    let mut out: Vec<i64> = Vec::with_capacity(shape.len());
+    let mut infer = None;
+    for (i, &d) in shape.iter().enumerate() {
+        match d {
+            0 if !allowzero => out.push(*input.get(i)?),
+            -1 => {
+                infer = Some(i);
+                out.push(1);
+            }
+            d if d < 0 => return None,
+            d => out.push(d),
+        }
+    }
+    if let Some(i) = infer {
+        let known: i64 = out.iter().product();
+        if known == 0 || total % known != 0 {
+            return None;
+        }
+        out[i] = total / known;
+    }
+    (out.iter().product::<i64>() == total).then_some(out)
+}
+
+fn perm_of(node: &Node, rank: Option<usize>) -> Option<Vec<i64>> {
+    match node.attr_ints("perm").ok().flatten() {
+        Some(p) => Some(p.to_vec()),
+        None => Some((0..rank? as i64).rev().collect()),
+    }
+}
+
+fn is_identity_perm(p: &[i64]) -> bool {
+    p.iter().enumerate().all(|(i, &v)| v == i as i64)
+}
+
+fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
+    let node = g.node(id);
+    require!(node.domain().is_empty());
+    let x = require_some!(input(g, id, 0));
+    match node.op_type.as_str() {
+        "Identity" => bypass(g, id, x),
+        "Dropout" => {
+            if let Some(mask) = output(g, id, 1) {
+                if g.reader_count(mask) > 0 {
+                    decline!("the Dropout mask output is used");
+                }
+            }
+            if let Some(tm) = input(g, id, 2) {
+                match const_i64s(g, Some(tm)) {
+                    Some(v) if v.iter().all(|&b| b == 0) => {}
+                    _ => decline!("training_mode is not a constant false"),
+                }
+            }
+            bypass(g, id, x)
+        }
+        "Cast" => {
+            let to = require_some!(node.attr_int("to").ok().flatten());
+            let ty = require_some!(g.value_type(x));
+            require!(ty.dtype.code() == to as i32);
+            bypass(g, id, x)
+        }
+        "Transpose" => {
+            let perm = require_some!(perm_of(node, rank(g, x)));
+            if is_identity_perm(&perm) {
+                return bypass(g, id, x);
+            }
+            // Transpose(Transpose(a, p1), p2) = Transpose(a, p1[p2[i]]).
+            let (first, _) = require_some!(g.value(x).producer);
+            let first_node = g.node(first);
+            require!(first_node.is("Transpose") && single_reader(g, x).is_some());
+            let a = require_some!(input(g, first, 0));
+            let p1 = require_some!(perm_of(first_node, rank(g, a)));
+            require!(p1.len() == perm.len());
+            let composed: Vec<i64> = perm.iter().map(|&i| p1[i as usize]).collect();
+            if is_identity_perm(&composed) {
+                let out = require_some!(output(g, id, 0));
+                if g.is_graph_output(out) && !is_renamable(g, a) {
+                    decline!("merging the Transpose pair would rename graph input '{}'", g.value(a).name);
+                }
+                let mut p = Patch::new();
+                p.replace(out, PatchValue::Existing(a));
+                p.remove_node(id);
+                p.remove_node(first);
+                return Outcome::Rewrite(p);
+            }
+            let mut merged = Node::new("Transpose");
+            merged.name = node.name.clone();
+            merged.set_attr(Attribute::ints("perm", composed));
+            let mut p = Patch::new();
+            let n = p.add_node(merged, vec![Some(PatchValue::Existing(a))], vec![String::new()]);
+            p.replace(require_some!(output(g, id, 0)), PatchValue::NewNode { node: n, output: 0 });
+            p.remove_node(id);
+            p.remove_node(first);
+            Outcome::Rewrite(p)
+        }
+        "Reshape" => {
+            let shape = require_some!(const_i64s(g, input(g, id, 1)));
+            let allowzero = node.attr_int_or("allowzero", 0).unwrap_or(0) != 0;
+            if let Some(dims) = known_dims(g, x) {
+                if reshape_dims(&dims, &shape, allowzero).as_deref() == Some(&dims[..]) {
+                    return bypass(g, id, x);
+                }
+            }
+            // Reshape(Reshape(a, s1), s2) = Reshape(a, s2) when s2 has no 0
+            // (a 0 would copy a dim of the intermediate shape).
+            let (first, _) = require_some!(g.value(x).producer);
+            require!(g.node(first).is("Reshape") && single_reader(g, x).is_some());
+            require!(allowzero || !shape.contains(&0));
+            let a = require_some!(input(g, first, 0));
+            let mut merged = Node::new("Reshape");
+            merged.name = node.name.clone();
+            merged.attributes = node.attributes.clone();
+            let mut p = Patch::new();
+            let n = p.add_node(
+                merged,
+                vec![Some(PatchValue::Existing(a)), input(g, id, 1).map(PatchValue::Existing)],
+                vec![String::new()],
+            );
+            p.replace(require_some!(output(g, id, 0)), PatchValue::NewNode { node: n, output: 0 });
+            p.remove_node(id);
+            p.remove_node(first);
+            Outcome::Rewrite(p)
+        }
+        "Unsqueeze" | "Squeeze" => {
+            let (first, _) = require_some!(g.value(x).producer);
+            let inverse = if node.op_type == "Unsqueeze" { "Squeeze" } else { "Unsqueeze" };
+            require!(g.node(first).is(inverse) && single_reader(g, x).is_some());
+            let a = require_some!(input(g, first, 0));
+            let outer_rank = rank(g, a);
+            let inner_rank = rank(g, x);
+            let ax2 = require_some!(axes(g, id, cx.opset));
+            let ax1 = require_some!(axes(g, first, cx.opset));
+            // Unsqueeze axes index the output rank, Squeeze axes the input rank:
+            // both refer to the larger of the two ranks here.
+            let big = if node.op_type == "Unsqueeze" { outer_rank.zip(Some(0)).map(|(r, _)| r + ax2.len()) } else { inner_rank.map(|r| r + ax1.len()) };
+            let big = big.or(if node.op_type == "Unsqueeze" { rank(g, require_some!(output(g, id, 0))) } else { inner_rank });
+            let n1 = require_some!(normalize(&ax1, big));
+            let n2 = require_some!(normalize(&ax2, big));
+            require!(n1 == n2 && !n1.is_empty());
+            let out = require_some!(output(g, id, 0));
+            if g.is_graph_output(out) && !is_renamable(g, a) {
+                decline!("removing the {inverse}/{} pair would rename '{}'", node.op_type, g.value(a).name);
+            }
+            let mut p = Patch::new();
+            p.replace(out, PatchValue::Existing(a));
+            p.remove_node(id);
+            p.remove_node(first);
+            Outcome::Rewrite(p)
+        }
+        "Slice" => {
+            let (starts, ends, axes, steps) = if cx.opset < 10 {
+                let s = require_some!(node.attr_ints("starts").ok().flatten()).to_vec();
+                let e = require_some!(node.attr_ints("ends").ok().flatten()).to_vec();
+                let a = node.attr_ints("axes").ok().flatten().map(|a| a.to_vec());
+                (s, e, a, None)
+            } else {
+                let s = require_some!(const_i64s(g, input(g, id, 1)));
+                let e = require_some!(const_i64s(g, input(g, id, 2)));
+                let a = match input(g, id, 3) {
+                    Some(v) => Some(require_some!(const_i64s(g, Some(v)))),
+                    None => None,
+                };
+                let st = match input(g, id, 4) {
+                    Some(v) => Some(require_some!(const_i64s(g, Some(v)))),
+                    None => None,
+                };
+                (s, e, a, st)
+            };
+            require!(starts.len() == ends.len());
+            let dims = g.value_type(x).and_then(|t| t.shape);
+            for (i, (&s, &e)) in starts.iter().zip(&ends).enumerate() {
+                let step = steps.as_ref().and_then(|st| st.get(i).copied()).unwrap_or(1);
+                require!(step == 1 && s == 0);
+                let axis = axes.as_ref().and_then(|a| a.get(i).copied()).unwrap_or(i as i64);
+                // ends at or past the end: INT_MAX-style sentinels, or >= a known dim.
+                let covers = e >= i32::MAX as i64
+                    || match dims.as_ref() {
+                        Some(d) => {
+                            let ax = if axis < 0 { axis + d.len() as i64 } else { axis };
+                            matches!(d.get(ax as usize), Some(infopt_ir::Dim::Known(n)) if e >= *n)
+                        }
+                        None => false,
+                    };
+                require!(covers);
+            }
+            bypass(g, id, x)
+        }
+        "Pad" => {
+            let pads = if cx.opset < 11 {
+                require_some!(node.attr_ints("pads").ok().flatten()).to_vec()
+            } else {
+                require_some!(const_i64s(g, input(g, id, 1)))
+            };
+            require!(pads.iter().all(|&p| p == 0));
+            bypass(g, id, x)
+        }
+        "Expand" => {
+            let shape = require_some!(const_i64s(g, input(g, id, 1)));
+            let r = require_some!(rank(g, x));
+            let no_broadcast = if shape.iter().all(|&d| d == 1) && shape.len() <= r {
+                true
+            } else if let Some(dims) = known_dims(g, x) {
+                shape.len() <= dims.len()
+                    && shape.iter().rev().zip(dims.iter().rev()).all(|(&s, &d)| s == 1 || s == d)
+            } else {
+                false
+            };
+            require!(no_broadcast);
+            bypass(g, id, x)
+        }
+        "Concat" => {
+            require!(node.inputs.len() == 1);
+            bypass(g, id, x)
+        }
+        _ => Outcome::Skip,
+    }
+}
+
+impl Pass for EliminateIdentity {
+    fn name(&self) -> &'static str {
+        "eliminate-identity"
+    }
+
+    fn run(&self, model: &mut Model, cx: &mut PassCx) -> Result<usize, PassError> {
+        apply_rule(model, cx, &rule)
+    }
+}

@@ -1,0 +1,92 @@
+//! The `Pass` trait and the context a pass reports into.
+
+use std::fmt;
+
+use infopt_ir::{IrError, Model};
+
+/// What the pipeline targets. Some rewrites only pay off (or only load) on one runtime.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Target {
+    /// Standard ONNX only; runs anywhere.
+    #[default]
+    Portable,
+    /// ONNX Runtime: `com.microsoft` contrib ops are allowed.
+    Onnxruntime,
+    /// TensorRT: standard ONNX, strongly typed.
+    Tensorrt,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Target::Portable => "portable",
+            Target::Onnxruntime => "onnxruntime",
+            Target::Tensorrt => "tensorrt",
+        })
+    }
+}
+
+/// A rewrite a pass considered and did not make, with the reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Declined {
+    pub pass: &'static str,
+    /// Node (or value) name the rewrite was anchored at.
+    pub at: String,
+    pub reason: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PassError {
+    #[error(transparent)]
+    Ir(#[from] IrError),
+    #[error("pass '{pass}' left an invalid graph: {detail}")]
+    BrokeGraph { pass: String, detail: String },
+    #[error("{0}")]
+    Config(String),
+}
+
+/// Context handed to every pass: settings in, statistics out.
+#[derive(Debug, Default)]
+pub struct PassCx {
+    pub target: Target,
+    /// Imported version of the default ONNX domain (decides attribute-vs-input forms).
+    pub opset: i64,
+    /// Rewrites applied by the pass currently running.
+    pub rewrites: usize,
+    /// Rewrites declined (all passes so far).
+    pub declined: Vec<Declined>,
+    /// Name of the pass currently running (set by the driver).
+    pub current: &'static str,
+    /// Notes for the report (e.g. "dim batch fixed to 1").
+    pub notes: Vec<String>,
+}
+
+impl PassCx {
+    pub fn new(target: Target) -> PassCx {
+        PassCx { target, ..Default::default() }
+    }
+
+    pub fn applied(&mut self) {
+        self.rewrites += 1;
+    }
+
+    pub fn decline(&mut self, at: &str, reason: impl fmt::Display) {
+        let d = Declined { pass: self.current, at: at.to_string(), reason: reason.to_string() };
+        // A fixed-point group revisits the same spot: record each reason once.
+        if !self.declined.contains(&d) {
+            self.declined.push(d);
+        }
+    }
+
+    pub fn note(&mut self, text: impl Into<String>) {
+        self.notes.push(text.into());
+    }
+}
+
+/// A graph transformation. `run` returns the number of rewrites it applied
+/// (0 means the model is unchanged), which is how fixed points are detected.
+pub trait Pass {
+    fn name(&self) -> &'static str;
+    fn run(&self, model: &mut Model, cx: &mut PassCx) -> Result<usize, PassError>;
+}
