@@ -2,6 +2,9 @@
 
 mod commands;
 mod exit;
+mod report;
+mod shape_args;
+mod verify;
 
 use std::process::ExitCode;
 

@@ -2,6 +2,9 @@
 
 pub mod convert;
 pub mod inspect;
+pub mod optimize;
+pub mod passes;
+pub mod save_args;
 
 use std::path::Path;
 
@@ -22,12 +25,18 @@ pub enum Command {
     Inspect(inspect::Args),
     /// Load a model and save it again (lossless), optionally moving weights to external data.
     Convert(convert::Args),
+    /// Run a pass pipeline, verify the result against the original, write it and report what changed.
+    Optimize(optimize::Args),
+    /// List the passes or print one pass's documentation.
+    Passes(passes::Args),
 }
 
 pub fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Inspect(a) => inspect::run(a),
         Command::Convert(a) => convert::run(a),
+        Command::Optimize(a) => optimize::run(a),
+        Command::Passes(a) => passes::run(a),
     }
 }
 
@@ -56,4 +65,19 @@ pub fn load_model(path: &Path) -> CliResult<infopt_ir::Model> {
         .validate()
         .map_err(|e| CliError::new(crate::exit::Exit::Load, format!("{}: {e}", path.display())))?;
     Ok(model)
+}
+
+/// One stderr line about what a save wrote.
+pub fn print_save_summary(path: &Path, summary: &infopt_ir::SaveSummary) {
+    match &summary.external_file {
+        Some(f) => eprintln!(
+            "wrote {} ({} bytes) and {} ({} tensors, {} bytes)",
+            path.display(),
+            summary.model_bytes,
+            f.display(),
+            summary.external_tensors,
+            summary.external_bytes
+        ),
+        None => eprintln!("wrote {} ({} bytes)", path.display(), summary.model_bytes),
+    }
 }

@@ -1,0 +1,39 @@
+//! Options shared by every command that writes a model.
+
+use infopt_ir::{ExternalDataPolicy, SaveOptions};
+
+use crate::exit::{CliError, CliResult};
+
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct SaveArgs {
+    /// Store every initializer of at least THRESHOLD bytes in an external-data
+    /// file next to the output (default threshold 1024). Without this flag,
+    /// tensors that were external stay external, and a model over 2 GiB gets
+    /// external data automatically.
+    #[arg(long, value_name = "THRESHOLD", num_args = 0..=1, default_missing_value = "1024", conflicts_with = "inline")]
+    pub external_data: Option<u64>,
+    /// Store every tensor inside the model file (fails above protobuf's 2 GiB limit).
+    #[arg(long)]
+    pub inline: bool,
+    /// Name of the external-data file (default: `<output file name>.data`).
+    #[arg(long, value_name = "FILE")]
+    pub data_file: Option<String>,
+}
+
+impl SaveArgs {
+    pub fn options(&self) -> CliResult<SaveOptions> {
+        let external = match (self.external_data, self.inline) {
+            (Some(t), _) => ExternalDataPolicy::Threshold(t),
+            (None, true) => ExternalDataPolicy::Inline,
+            (None, false) => ExternalDataPolicy::Auto,
+        };
+        if let Some(name) = &self.data_file {
+            if name.contains('/') || name.contains('\\') || name == ".." || name.is_empty() {
+                return Err(CliError::usage(format!(
+                    "--data-file '{name}' must be a plain file name; it is written next to the output"
+                )));
+            }
+        }
+        Ok(SaveOptions { external, data_file_name: self.data_file.clone(), ..Default::default() })
+    }
+}

@@ -1,0 +1,190 @@
+//! Terminal table and Markdown renderings of a [`Report`].
+
+use std::fmt::Write;
+
+use comfy_table::presets::{ASCII_MARKDOWN, UTF8_FULL_CONDENSED};
+use comfy_table::{CellAlignment, Table};
+
+use super::Report;
+
+fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
+fn signed(d: i64) -> String {
+    if d > 0 { format!("+{d}") } else { d.to_string() }
+}
+
+fn table(markdown: bool, header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(if markdown { ASCII_MARKDOWN } else { UTF8_FULL_CONDENSED });
+    t.set_header(header.to_vec());
+    t
+}
+
+fn right_align(t: &mut Table, from: usize) {
+    let n = t.column_count();
+    for i in from..n {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+}
+
+/// Renders the report; `markdown` selects Markdown tables and headings.
+pub fn render(r: &Report, markdown: bool) -> String {
+    let mut s = String::new();
+    let h = |s: &mut String, title: &str| {
+        if markdown {
+            let _ = writeln!(s, "\n### {title}\n");
+        } else {
+            let _ = writeln!(s, "\n{title}");
+        }
+    };
+    if markdown {
+        let _ = writeln!(s, "## infopt optimize report\n");
+    }
+    let out_path = r.output.as_ref().map(|o| o.path.as_str()).unwrap_or("(not written)");
+    let _ = writeln!(s, "{} -> {}  (pipeline {}, target {})", r.input.path, out_path, r.pipeline, r.target);
+
+    let mut t = table(markdown, &["", "before", "after", "change"]);
+    let before = &r.input;
+    let row = |t: &mut Table, label: &str, b: u64, a: Option<u64>, fmt: &dyn Fn(u64) -> String| {
+        let (after, change) = match a {
+            Some(a) => {
+                let pct = if b > 0 { (a as f64 - b as f64) / b as f64 * 100.0 } else { 0.0 };
+                (fmt(a), format!("{pct:+.1}%"))
+            }
+            None => ("-".into(), "-".into()),
+        };
+        t.add_row(vec![label.to_string(), fmt(b), after, change]);
+    };
+    let out = r.output.as_ref();
+    row(&mut t, "nodes", before.nodes as u64, out.map(|o| o.nodes as u64), &|v| v.to_string());
+    if before.subgraph_nodes > 0 || out.is_some_and(|o| o.subgraph_nodes > 0) {
+        row(&mut t, "subgraph nodes", before.subgraph_nodes as u64, out.map(|o| o.subgraph_nodes as u64), &|v| v.to_string());
+    }
+    row(&mut t, "initializers", before.initializers as u64, out.map(|o| o.initializers as u64), &|v| v.to_string());
+    row(&mut t, "parameters", before.parameters, out.map(|o| o.parameters), &|v| v.to_string());
+    row(&mut t, "parameter bytes", before.parameter_bytes, out.map(|o| o.parameter_bytes), &bytes);
+    row(&mut t, "file size", before.file_bytes + before.external_bytes, out.map(|o| o.file_bytes + o.external_bytes), &bytes);
+    if let Some(l) = &r.latency {
+        let _ = (l.before.median_ms * 1000.0) as u64;
+        t.add_row(vec![
+            format!("latency median ({})", l.backend),
+            format!("{:.3} ms", l.before.median_ms),
+            format!("{:.3} ms", l.after.median_ms),
+            format!("{:.2}x", l.speedup),
+        ]);
+        t.add_row(vec![
+            "latency p90".to_string(),
+            format!("{:.3} ms", l.before.p90_ms),
+            format!("{:.3} ms", l.after.p90_ms),
+            String::new(),
+        ]);
+    }
+    right_align(&mut t, 1);
+    h(&mut s, "Summary");
+    let _ = writeln!(s, "{t}");
+
+    let changed: Vec<_> = r.ops.iter().filter(|o| o.delta != 0).collect();
+    h(&mut s, "Ops (changed)");
+    if changed.is_empty() {
+        let _ = writeln!(s, "no op counts changed");
+    } else {
+        let mut t = table(markdown, &["op", "before", "after", "change"]);
+        for o in changed {
+            t.add_row(vec![o.op.clone(), o.before.to_string(), o.after.to_string(), signed(o.delta)]);
+        }
+        right_align(&mut t, 1);
+        let _ = writeln!(s, "{t}");
+    }
+
+    h(&mut s, "Passes");
+    let mut t = table(markdown, &["pass", "group", "runs", "rewrites", "time ms", "nodes"]);
+    for p in &r.passes {
+        t.add_row(vec![
+            p.pass.clone(),
+            p.group.map(|g| format!("fixed-point {g}")).unwrap_or_default(),
+            p.runs.to_string(),
+            p.rewrites.to_string(),
+            format!("{:.2}", p.time_ms),
+            format!("{} -> {}", p.nodes_before, p.nodes_after),
+        ]);
+    }
+    right_align(&mut t, 2);
+    let _ = writeln!(s, "{t}");
+
+    if let Some(v) = &r.verification {
+        h(&mut s, "Verification");
+        let shapes: Vec<String> = v
+            .input_shapes
+            .iter()
+            .map(|(n, d)| format!("{n}:{}", d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x")))
+            .collect();
+        let _ = writeln!(
+            s,
+            "{} ({}), seed {}, rtol {:e}, atol {:e}, inputs {}: {}",
+            v.backend,
+            v.backend_version,
+            v.seed,
+            v.rtol,
+            v.atol,
+            shapes.join(" "),
+            if v.passed { "PASSED" } else { "FAILED" }
+        );
+        for d in &v.defaulted_dims {
+            let _ = writeln!(
+                s,
+                "note: {}[{}] ({}) was not fixed; verified with {}",
+                d.input,
+                d.axis,
+                d.symbol.as_deref().unwrap_or("unnamed"),
+                d.value
+            );
+        }
+        let mut t = table(markdown, &["output", "max abs", "max rel", "cosine", "mismatches", "ok"]);
+        for o in &v.outputs {
+            t.add_row(vec![
+                o.name.clone(),
+                format!("{:.3e}", o.max_abs),
+                format!("{:.3e}", o.max_rel),
+                format!("{:.6}", o.cosine),
+                format!("{}/{}", o.mismatches, o.elements),
+                if o.within_tolerance { "yes".into() } else { "NO".into() },
+            ]);
+        }
+        right_align(&mut t, 1);
+        let _ = writeln!(s, "{t}");
+    }
+
+    if !r.declined.is_empty() {
+        h(&mut s, "Declined rewrites");
+        let mut t = table(markdown, &["pass", "reason", "count", "at"]);
+        for d in &r.declined {
+            let mut at = d.at.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+            if d.count > 3 {
+                at.push_str(", ...");
+            }
+            t.add_row(vec![d.pass.clone(), d.reason.clone(), d.count.to_string(), at]);
+        }
+        let _ = writeln!(s, "{t}");
+    }
+    for n in &r.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    for w in &r.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    if let Some(p) = &r.stopped_after {
+        let _ = writeln!(s, "stopped after pass '{p}'");
+    }
+    s
+}
