@@ -1,0 +1,79 @@
+//! Pipeline YAML: valid files parse, mistakes are reported with line, column and a hint.
+
+use infopt_passes::config::{PassConfig, PipelineConfig, Step};
+use infopt_passes::Target;
+
+fn parse(yaml: &str) -> Result<PipelineConfig, String> {
+    PipelineConfig::from_yaml(yaml, "test.yaml").map_err(|e| e.to_string())
+}
+
+#[test]
+fn every_config_in_the_repo_loads() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let cfg = PipelineConfig::from_yaml(&text, &path.display().to_string())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(!cfg.passes.is_empty(), "{}", path.display());
+            n += 1;
+        }
+    }
+    assert!(n >= 1);
+}
+
+#[test]
+fn steps_parse_in_all_forms() {
+    let cfg = parse(
+        "version: 1\ntarget: onnxruntime\npasses:\n  - eliminate-dead\n  - eliminate-identity: {}\n  - fixed-point:\n      max_iterations: 3\n      passes: [eliminate-duplicates, eliminate-dead]\n",
+    )
+    .unwrap();
+    assert_eq!(cfg.target, Target::Onnxruntime);
+    assert_eq!(cfg.passes[0], Step::Pass(PassConfig::EliminateDead));
+    assert_eq!(cfg.passes[1], Step::Pass(PassConfig::EliminateIdentity));
+    assert_eq!(
+        cfg.passes[2],
+        Step::FixedPoint { max_iterations: 3, passes: vec![PassConfig::EliminateDuplicates, PassConfig::EliminateDead] }
+    );
+    assert!(cfg.verify.enabled);
+}
+
+#[test]
+fn unknown_pass_has_location_and_suggestion() {
+    let err = parse("version: 1\npasses:\n  - eliminate-dead\n  - eliminate-idenity\n").unwrap_err();
+    assert!(err.contains("unknown pass 'eliminate-idenity'; did you mean 'eliminate-identity'?"), "{err}");
+    assert!(err.contains("line 4"), "{err}");
+}
+
+#[test]
+fn unknown_key_is_an_error_with_location() {
+    let err = parse("version: 1\npasses: [eliminate-dead]\nverfy: {enabled: false}\n").unwrap_err();
+    assert!(err.contains("verfy"), "{err}");
+    assert!(err.contains("line 3"), "{err}");
+}
+
+#[test]
+fn options_on_a_pass_without_options_are_rejected() {
+    let err = parse("version: 1\npasses:\n  - eliminate-dead: {aggressive: true}\n").unwrap_err();
+    assert!(err.contains("aggressive"), "{err}");
+    assert!(err.contains("line 3"), "{err}");
+}
+
+#[test]
+fn nested_fixed_points_and_zero_budget_are_rejected() {
+    let err = parse("version: 1\npasses:\n  - fixed-point: {passes: [{fixed-point: {passes: [eliminate-dead]}}]}\n").unwrap_err();
+    assert!(err.contains("cannot be nested"), "{err}");
+    let err = parse("version: 1\npasses:\n  - fixed-point: {max_iterations: 0, passes: [eliminate-dead]}\n").unwrap_err();
+    assert!(err.contains("max_iterations must be at least 1"), "{err}");
+}
+
+#[test]
+fn strict_booleans_and_version() {
+    // YAML 1.1 "yes" is not a boolean under strict booleans.
+    let err = parse("version: 1\npasses: [eliminate-dead]\nverify: {enabled: yes}\n").unwrap_err();
+    assert!(err.contains("line 3"), "{err}");
+    let err = parse("version: 2\npasses: [eliminate-dead]\n").unwrap_err();
+    assert!(err.contains("pipeline version 2 is not supported"), "{err}");
+}

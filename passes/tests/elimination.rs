@@ -1,0 +1,190 @@
+//! Golden structure + tract equivalence tests of the elimination passes and
+//! constants-to-initializers.
+
+mod common;
+
+use common::*;
+use infopt_ir::builder::{GraphBuilder, dims};
+use infopt_ir::{Attribute, DataType};
+
+#[test]
+fn constants_become_initializers_on_the_transformer_fixture() {
+    let original = load("transformer_block.onnx");
+    let mut m = original.clone();
+    let before = ops(&m);
+    assert_eq!(before["Constant"], 12);
+    let run = run_passes(&mut m, &["constants-to-initializers"]);
+    assert_eq!(run.records[0].rewrites, 12);
+    let mut expected = before.clone();
+    expected.remove("Constant");
+    assert_eq!(ops(&m), expected);
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+}
+
+#[test]
+fn identity_chain_and_transpose_pair_are_removed() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "3", "4", "5"]));
+    let i1 = b.op("Identity", &[x], vec![]);
+    let t1 = b.op("Transpose", &[i1], vec![Attribute::ints("perm", vec![0, 2, 3, 1])]);
+    let t2 = b.op("Transpose", &[t1], vec![Attribute::ints("perm", vec![0, 3, 1, 2])]);
+    let r = b.op("Relu", &[t2], vec![]);
+    let i2 = b.op("Identity", &[r], vec![]);
+    b.output(i2, "y", DataType::Float, Some(dims(&["batch", "3", "4", "5"])));
+    let original = b.build(17);
+    let mut m = original.clone();
+    run_passes(&mut m, &["eliminate-identity", "eliminate-dead"]);
+    assert_eq!(ops(&m), histogram(&[("Relu", 1)]));
+    // The graph output keeps its name.
+    let out = m.graph.outputs[0].value;
+    assert_eq!(m.graph.value(out).name, "y");
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+}
+
+#[test]
+fn transpose_pair_that_is_not_inverse_merges_into_one() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2", "3", "4"]));
+    let t1 = b.op("Transpose", &[x], vec![Attribute::ints("perm", vec![1, 0, 2])]);
+    let t2 = b.op("Transpose", &[t1], vec![Attribute::ints("perm", vec![0, 2, 1])]);
+    b.output(t2, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    run_passes(&mut m, &["eliminate-identity"]);
+    assert_eq!(ops(&m), histogram(&[("Transpose", 1)]));
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+}
+
+#[test]
+fn identity_between_input_and_output_is_declined() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2"]));
+    let i = b.op("Identity", &[x], vec![]);
+    b.output(i, "y", DataType::Float, None);
+    let mut m = b.build(17);
+    let before = bytes(&m);
+    let run = run_passes(&mut m, &["eliminate-identity"]);
+    assert_eq!(bytes(&m), before);
+    assert_eq!(run.declined.len(), 1);
+    assert_eq!(run.declined[0].reason, "bypassing would rename 'x' to graph output 'y'");
+}
+
+#[test]
+fn dropout_cast_concat_pad_and_reshape_noops() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2", "3"]));
+    let d = b.op("Dropout", &[x], vec![]);
+    let c = b.op("Cast", &[d], vec![Attribute::int("to", 1)]);
+    let k = b.op("Concat", &[c], vec![Attribute::int("axis", 0)]);
+    let pads = b.i64("pads", &[4], &[0, 0, 0, 0]);
+    let p = b.op("Pad", &[k, pads], vec![]);
+    let shape = b.i64("shape", &[2], &[2, 3]);
+    let r = b.op("Reshape", &[p, shape], vec![]);
+    let e = b.op("Exp", &[r], vec![]);
+    b.output(e, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    // Cast and Reshape need the input type: it comes from the graph input here,
+    // and each bypass exposes the next no-op to the following node.
+    run_passes(&mut m, &["eliminate-identity", "eliminate-dead"]);
+    assert_eq!(ops(&m), histogram(&[("Exp", 1)]));
+    assert_eq!(m.graph.initializers().count(), 0, "unused pads/shape initializers are removed");
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+}
+
+#[test]
+fn dropout_with_used_mask_is_declined() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2"]));
+    let outs = b.op_n("Dropout", &[x], vec![], 2);
+    b.output(outs[0], "y", DataType::Float, None);
+    b.output(outs[1], "mask", DataType::Bool, None);
+    let mut m = b.build(17);
+    let run = run_passes(&mut m, &["eliminate-identity"]);
+    assert_eq!(ops(&m), histogram(&[("Dropout", 1)]));
+    assert_eq!(run.declined[0].reason, "the Dropout mask output is used");
+}
+
+#[test]
+fn duplicates_merge_and_cascade() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "4"]));
+    let w1 = b.f32("w1", &[4], &[1.0, 2.0, 3.0, 4.0]);
+    let w2 = b.f32("w2", &[4], &[1.0, 2.0, 3.0, 4.0]);
+    let m1 = b.op("Mul", &[x, w1], vec![]);
+    let m2 = b.op("Mul", &[x, w2], vec![]);
+    let r1 = b.op("Relu", &[m1], vec![]);
+    let r2 = b.op("Relu", &[m2], vec![]);
+    let s = b.op("Add", &[r1, r2], vec![]);
+    b.output(s, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    run_passes(&mut m, &["eliminate-duplicates", "eliminate-dead"]);
+    assert_eq!(ops(&m), histogram(&[("Add", 1), ("Mul", 1), ("Relu", 1)]));
+    assert_eq!(m.graph.initializers().count(), 1);
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+}
+
+#[test]
+fn duplicate_graph_outputs_are_declined() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2"]));
+    let a = b.op("Relu", &[x], vec![]);
+    let c = b.op("Relu", &[x], vec![]);
+    b.output(a, "a", DataType::Float, None);
+    b.output(c, "c", DataType::Float, None);
+    let mut m = b.build(17);
+    let before = bytes(&m);
+    let run = run_passes(&mut m, &["eliminate-duplicates"]);
+    assert_eq!(bytes(&m), before);
+    assert!(run.declined[0].reason.contains("both outputs are part of the graph's interface"), "{:?}", run.declined);
+}
+
+#[test]
+fn dead_code_removes_nodes_initializers_and_unused_opsets() {
+    let mut m = load("cnn_bn_relu.onnx");
+    let before = ops(&m);
+    // Plant dead code: a Shape of the input and an unused initializer.
+    let x = m.graph.inputs[0].value;
+    let node = infopt_ir::Node { op_type: "Shape".into(), inputs: vec![Some(x)], ..Default::default() };
+    m.graph.add_node(node, &["dead_shape"]);
+    m.graph.add_initializer("dead_weight", infopt_ir::Tensor::from_f32(vec![2], &[1.0, 2.0]));
+    m.meta.opset_import.push(infopt_ir::proto::OperatorSetIdProto {
+        domain: Some("com.unused".into()),
+        version: Some(1),
+    });
+    let run = run_passes(&mut m, &["eliminate-dead"]);
+    assert_eq!(ops(&m), before);
+    assert!(m.graph.find_value("dead_weight").is_none());
+    assert_eq!(m.meta.opset_import.len(), 1);
+    assert_eq!(run.records[0].rewrites, 3);
+}
+
+#[test]
+fn unused_custom_op_is_kept_and_reported() {
+    let mut m = load("custom_domain.onnx");
+    // Make the custom op's output dead by pointing the graph output elsewhere.
+    let x = m.graph.inputs[0].value;
+    let relu = infopt_ir::Node { op_type: "Relu".into(), inputs: vec![Some(x)], ..Default::default() };
+    let id = m.graph.add_node(relu, &["y2"]);
+    let y2 = m.graph.node(id).outputs[0].unwrap();
+    let old = m.graph.outputs[0].value;
+    m.graph.replace_all_uses(old, y2);
+    let run = run_passes(&mut m, &["eliminate-dead"]);
+    assert_eq!(ops(&m).get("com.example::FancyActivation"), Some(&1));
+    assert!(run.declined.iter().any(|d| d.reason.contains("custom domain 'com.example'")));
+}
+
+#[test]
+fn passes_leave_subgraph_fixtures_equivalent() {
+    for name in ["if_subgraph.onnx", "opset11.onnx", "dynamic_reshape.onnx", "exported/bert_tiny.onnx", "exported/resnet_block.onnx"] {
+        let original = load(name);
+        let mut m = original.clone();
+        run_passes(
+            &mut m,
+            &["constants-to-initializers", "eliminate-identity", "eliminate-duplicates", "eliminate-dead"],
+        );
+        assert!(m.graph.total_node_count() <= original.graph.total_node_count(), "{name}");
+        assert_equivalent(&original, &m, &default_shapes(), 1e-6, 1e-5);
+    }
+}
