@@ -9,6 +9,7 @@ use std::collections::HashSet;
 
 use crate::error::{IrError, Result};
 use crate::graph::{Graph, Node, NodeId, ValueId};
+use crate::shape::TensorType;
 use crate::tensor::Tensor;
 
 /// A value a patch refers to: existing, or created by the patch.
@@ -40,6 +41,9 @@ pub struct Patch {
     /// Every reader of the first value reads the second instead.
     pub rewire: Vec<(ValueId, PatchValue)>,
     pub remove: Vec<NodeId>,
+    /// `value_info` types to record on values after the patch is applied
+    /// (e.g. a fused node's output keeps the type of the value it replaces).
+    pub types: Vec<(PatchValue, TensorType)>,
 }
 
 impl Patch {
@@ -75,6 +79,11 @@ impl Patch {
         if !self.remove.contains(&node) {
             self.remove.push(node);
         }
+    }
+
+    /// Records `ty` as the `value_info` type of `v` once the patch is applied.
+    pub fn set_type(&mut self, v: PatchValue, ty: TensorType) {
+        self.types.push((v, ty));
     }
 
     pub fn is_empty(&self) -> bool {
@@ -141,6 +150,9 @@ impl Graph {
                     self.value(old).name
                 )));
             }
+        }
+        for (v, _) in &patch.types {
+            self.check_patch_value(patch, *v, patch.nodes.len())?;
         }
         // Every output of a removed node must have lost all readers outside the
         // removed set, or be rewired.
@@ -228,6 +240,11 @@ impl Graph {
         for v in fresh {
             if self.value(v).name.starts_with('\u{0}') {
                 self.value_mut(v).name.clear();
+            }
+        }
+        for (v, ty) in &patch.types {
+            if let Some(v) = resolve(&created, *v) {
+                self.set_value_type(v, ty);
             }
         }
         for n in patch.remove {

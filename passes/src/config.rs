@@ -29,6 +29,11 @@ pub enum PassConfig {
     EliminateIdentity,
     EliminateDuplicates,
     EliminateDead,
+    FuseConvBn,
+    FuseMatmulAdd,
+    FuseConvActivation,
+    FusePadConv,
+    PerturbWeight,
 }
 
 impl PassConfig {
@@ -38,6 +43,11 @@ impl PassConfig {
             PassConfig::EliminateIdentity => "eliminate-identity",
             PassConfig::EliminateDuplicates => "eliminate-duplicates",
             PassConfig::EliminateDead => "eliminate-dead",
+            PassConfig::FuseConvBn => "fuse-conv-bn",
+            PassConfig::FuseMatmulAdd => "fuse-matmul-add",
+            PassConfig::FuseConvActivation => "fuse-conv-activation",
+            PassConfig::FusePadConv => "fuse-pad-conv",
+            PassConfig::PerturbWeight => "perturb-weight",
         }
     }
 
@@ -47,12 +57,21 @@ impl PassConfig {
             PassConfig::EliminateIdentity => Box::new(crate::eliminate_identity::EliminateIdentity),
             PassConfig::EliminateDuplicates => Box::new(crate::eliminate_duplicates::EliminateDuplicates),
             PassConfig::EliminateDead => Box::new(crate::eliminate_dead::EliminateDead),
+            PassConfig::FuseConvBn => Box::new(crate::fuse_conv_bn::FuseConvBn),
+            PassConfig::FuseMatmulAdd => Box::new(crate::fuse_matmul_add::FuseMatmulAdd),
+            PassConfig::FuseConvActivation => Box::new(crate::fuse_conv_activation::FuseConvActivation),
+            PassConfig::FusePadConv => Box::new(crate::fuse_pad_conv::FusePadConv),
+            PassConfig::PerturbWeight => Box::new(crate::perturb_weight::PerturbWeight),
         }
     }
 
     /// The pass with default options, by name.
     pub fn from_name(name: &str) -> Result<PassConfig, String> {
-        registry::find(name).map(|p| (p.default_config)()).ok_or_else(|| registry::unknown_pass_message(name))
+        let info = registry::find(name).ok_or_else(|| registry::unknown_pass_message(name))?;
+        if info.hidden && std::env::var(crate::perturb_weight::TEST_PASSES_ENV).as_deref() != Ok("1") {
+            return Err(registry::unknown_pass_message(name));
+        }
+        Ok((info.default_config)())
     }
 }
 
@@ -76,7 +95,12 @@ impl<'de> DeserializeSeed<'de> for OptionsSeed<'_> {
             PassConfig::ConstantsToInitializers
             | PassConfig::EliminateIdentity
             | PassConfig::EliminateDuplicates
-            | PassConfig::EliminateDead => {
+            | PassConfig::EliminateDead
+            | PassConfig::FuseConvBn
+            | PassConfig::FuseMatmulAdd
+            | PassConfig::FuseConvActivation
+            | PassConfig::FusePadConv
+            | PassConfig::PerturbWeight => {
                 Option::<NoOptions>::deserialize(d)?;
                 Ok(base)
             }
@@ -208,8 +232,12 @@ impl PipelineConfig {
     pub fn from_yaml(text: &str, origin: &str) -> Result<PipelineConfig, PassError> {
         let options = serde_saphyr::options! { strict_booleans: true };
         let config: PipelineConfig = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
+            // serde-saphyr adds a source snippet after the first line; errors
+            // are one line, and the first one carries line and column.
             let msg = e.to_string();
-            PassError::Config(format!("{origin}: {}", msg.trim_end()))
+            let first = msg.lines().next().unwrap_or("").trim();
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            PassError::Config(format!("{origin}: {first}"))
         })?;
         if config.version != PIPELINE_VERSION {
             return Err(PassError::Config(format!(

@@ -12,6 +12,11 @@ pub mod constants_to_initializers;
 pub mod eliminate_dead;
 pub mod eliminate_duplicates;
 pub mod eliminate_identity;
+pub mod perturb_weight;
+pub mod fuse_conv_activation;
+pub mod fuse_conv_bn;
+pub mod fuse_matmul_add;
+pub mod fuse_pad_conv;
 
 pub use config::{PassConfig, PipelineConfig, Step, VerifyConfig};
 pub use driver::{DriverOptions, Flow, PassRecord, PipelineRun, run_pipeline};

@@ -35,6 +35,8 @@ pub struct PassInfo {
     pub source: &'static str,
     /// The pass with default options.
     pub default_config: fn() -> PassConfig,
+    /// Test-only passes: not listed, and usable only with `INFOPT_TEST_PASSES=1`.
+    pub hidden: bool,
 }
 
 impl PassInfo {
@@ -49,20 +51,40 @@ impl PassInfo {
         out
     }
 
-    /// First sentence of the doc.
+    /// First sentence of the doc (which may span lines).
     pub fn summary(&self) -> String {
-        self.doc().lines().find(|l| !l.trim().is_empty() && !l.starts_with('#')).unwrap_or("").trim().to_string()
+        let doc = self.doc();
+        let paragraph: Vec<&str> = doc
+            .lines()
+            .skip_while(|l| l.trim().is_empty())
+            .take_while(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            .map(|l| l.trim())
+            .collect();
+        let text = paragraph.join(" ");
+        match text.find(". ") {
+            Some(i) => text[..=i].to_string(),
+            None => text,
+        }
     }
 }
 
 macro_rules! pass_info {
     ($name:literal, $kind:expr, $file:literal, $cfg:expr) => {
-        PassInfo { name: $name, kind: $kind, source: include_str!($file), default_config: || $cfg }
+        PassInfo { name: $name, kind: $kind, source: include_str!($file), default_config: || $cfg, hidden: false }
     };
 }
 
 /// Every pass, in the order a default pipeline would run them.
 pub fn registry() -> &'static [PassInfo] {
+    all_passes()
+}
+
+/// The passes a user can see and name (test-only passes left out).
+pub fn visible() -> impl Iterator<Item = &'static PassInfo> {
+    all_passes().iter().filter(|p| !p.hidden)
+}
+
+fn all_passes() -> &'static [PassInfo] {
     use PassKind::*;
     static REGISTRY: std::sync::OnceLock<Vec<PassInfo>> = std::sync::OnceLock::new();
     REGISTRY.get_or_init(|| {
@@ -70,7 +92,12 @@ pub fn registry() -> &'static [PassInfo] {
             pass_info!("constants-to-initializers", Canonicalize, "constants_to_initializers.rs", PassConfig::ConstantsToInitializers),
             pass_info!("eliminate-identity", Eliminate, "eliminate_identity.rs", PassConfig::EliminateIdentity),
             pass_info!("eliminate-duplicates", Eliminate, "eliminate_duplicates.rs", PassConfig::EliminateDuplicates),
+            pass_info!("fuse-pad-conv", Fuse, "fuse_pad_conv.rs", PassConfig::FusePadConv),
+            pass_info!("fuse-conv-bn", Fuse, "fuse_conv_bn.rs", PassConfig::FuseConvBn),
+            pass_info!("fuse-matmul-add", Fuse, "fuse_matmul_add.rs", PassConfig::FuseMatmulAdd),
+            pass_info!("fuse-conv-activation", Fuse, "fuse_conv_activation.rs", PassConfig::FuseConvActivation),
             pass_info!("eliminate-dead", Eliminate, "eliminate_dead.rs", PassConfig::EliminateDead),
+            PassInfo { hidden: true, ..pass_info!("perturb-weight", Canonicalize, "perturb_weight.rs", PassConfig::PerturbWeight) },
         ]
     })
 }
@@ -81,7 +108,7 @@ pub fn find(name: &str) -> Option<&'static PassInfo> {
 
 /// "unknown pass 'fuse-conv-nb'; did you mean 'fuse-conv-bn'? valid passes: ...".
 pub fn unknown_pass_message(name: &str) -> String {
-    let names: Vec<&str> = registry().iter().map(|p| p.name).collect();
+    let names: Vec<&str> = visible().map(|p| p.name).collect();
     let best = names
         .iter()
         .map(|n| (edit_distance(name, n), *n))

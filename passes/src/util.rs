@@ -49,3 +49,39 @@ pub fn is_known_domain(domain: &str) -> bool {
 pub fn is_renamable(g: &Graph, v: ValueId) -> bool {
     !g.is_graph_input(v) && !g.is_graph_output(v) && !g.value(v).outer
 }
+
+/// A tensor of `dtype` (float32, float64, float16 or bfloat16) holding
+/// `values` rounded to that type; `None` for other types.
+pub fn tensor_from_f64(dtype: infopt_ir::DataType, dims: Vec<i64>, values: &[f64]) -> Option<Tensor> {
+    use infopt_ir::DataType;
+    let bytes: Vec<u8> = match dtype {
+        DataType::Float => values.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect(),
+        DataType::Double => values.iter().flat_map(|&v| v.to_le_bytes()).collect(),
+        DataType::Float16 => values.iter().flat_map(|&v| half::f16::from_f64(v).to_le_bytes()).collect(),
+        DataType::Bfloat16 => values.iter().flat_map(|&v| half::bf16::from_f64(v).to_le_bytes()).collect(),
+        _ => return None,
+    };
+    Some(Tensor::from_raw(dtype, dims, bytes::Bytes::from(bytes)))
+}
+
+/// Label of a node for derived names: its name, else its first output's name.
+pub fn node_label(g: &Graph, node: NodeId) -> String {
+    let n = g.node(node);
+    match n.name.as_deref() {
+        Some(name) if !name.is_empty() => name.to_string(),
+        _ => n.outputs.iter().flatten().next().map(|&v| g.value(v).name.clone()).unwrap_or_else(|| n.op_type.clone()),
+    }
+}
+
+/// Makes the patch give `new` the `value_info` type `old` has, if any.
+pub fn carry_type(p: &mut infopt_ir::Patch, g: &Graph, old: ValueId, new: infopt_ir::PatchValue) {
+    if let Some(ty) = g.value(old).tensor_type() {
+        p.set_type(new, ty);
+    }
+}
+
+/// Dims rendered as `[1,16,1,1]` for messages.
+pub fn dims_string(dims: &[i64]) -> String {
+    let parts: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+    format!("[{}]", parts.join(","))
+}

@@ -121,7 +121,7 @@ fn external_bytes(files: &[PathBuf]) -> u64 {
 
 /// Shape bindings for running the models, from the pipeline and the command line.
 fn runtime_shapes(config: &PipelineConfig, args: &[String]) -> CliResult<InputShapes> {
-    let mut shapes = InputShapes::new();
+    let mut shapes = InputShapes::new().with_default_dim(2);
     for (name, dims) in &config.inputs {
         let dims = dims.iter().map(|&d| usize::try_from(d).unwrap_or(0)).collect();
         shapes = shapes.with_shape(name.clone(), dims);

@@ -1,0 +1,169 @@
+//! Merges Conv + activation into ONNX Runtime's `com.microsoft.FusedConv` (target onnxruntime).
+//!
+//! For 2-D float32 convs only, and only when the pipeline targets ONNX Runtime.
+//!
+//! ## What it does
+//! `c = Conv(x, W[, b])`, `y = Act(c)` becomes
+//! `y = com.microsoft.FusedConv(x, W[, b], activation="Act", activation_params=[...])`
+//! with the conv's attributes, for the activations ONNX Runtime's CPU kernel
+//! implements, with `activation_params` as it reads them:
+//! `Relu`, `Sigmoid`, `Tanh` (no params); `LeakyRelu` → `[alpha]`;
+//! `Clip` → `[min, max]` (attributes before opset 11, constant inputs from
+//! opset 11; a missing bound is the float32 lowest / highest value);
+//! `HardSigmoid` → `[alpha, beta]`. The fused node takes the conv's name; its
+//! output keeps the activation output's name. Adds the `com.microsoft`
+//! opset import (version 1) when the model has none.
+//!
+//! With another target the pass changes nothing (FusedConv is not standard
+//! ONNX) and leaves one note saying so.
+//!
+//! ## When it declines
+//! Only with target `onnxruntime`, where a Conv → activation pair is present:
+//! - the conv output has other readers or is a graph output;
+//! - the conv is not 2-D (ORT's FusedConv is fused for 2-D convs here);
+//! - the element type is not float32, or cannot be determined (ORT
+//!   registers the CPU FusedConv kernel for float only);
+//! - a Clip bound is not a constant scalar.
+//!
+//! ## Numerics
+//! The same arithmetic in ONNX Runtime (the activation is applied by the
+//! conv kernel, in float32). Differences of a few ULP are possible for
+//! Sigmoid/Tanh, whose MLAS implementations the fused kernel uses.
+//!
+//! ## Example
+//! `c = Conv(x, W, b, pads=[1,1,1,1])`, `y = Relu(c)` becomes
+//! `y = com.microsoft.FusedConv(x, W, b, pads=[1,1,1,1], activation="Relu")`.
+
+use infopt_ir::proto::OperatorSetIdProto;
+use infopt_ir::{Attribute, DataType, Graph, Model, NodeId, Patch, PatchValue, ValueId};
+
+use crate::pass::{Pass, PassCx, PassError, Target};
+use crate::rule::{Outcome, apply_rule};
+use crate::util::{carry_type, input, output};
+use crate::{decline, require, require_some};
+
+pub struct FuseConvActivation;
+
+pub const MS_DOMAIN: &str = "com.microsoft";
+
+/// The float32 value of an optional Clip bound input (opset >= 11).
+fn clip_bound(g: &Graph, v: Option<ValueId>, default: f32, which: &str) -> Result<f32, String> {
+    let Some(v) = v else { return Ok(default) };
+    let Some(t) = g.constant(v) else {
+        return Err(format!("Clip {which} '{}' is not a constant", g.value(v).name));
+    };
+    if t.numel() != Some(1) {
+        return Err(format!("Clip {which} is not a scalar"));
+    }
+    match t.to_f64_vec() {
+        Ok(vals) if t.dtype().is_float() => Ok(vals[0] as f32),
+        _ => Err(format!("Clip {which} has dtype {}", t.dtype())),
+    }
+}
+
+/// The element type of the conv, from its weight, input or output.
+fn conv_dtype(g: &Graph, conv: NodeId) -> Option<DataType> {
+    let from_value = |v: Option<ValueId>| v.and_then(|v| g.value_type(v)).map(|t| t.dtype);
+    [input(g, conv, 1), input(g, conv, 0), output(g, conv, 0)]
+        .into_iter()
+        .find_map(|v| from_value(v).filter(|d| *d != DataType::Undefined))
+}
+
+/// Spatial rank of the conv, from its kernel_shape or weight rank.
+fn spatial_rank(g: &Graph, conv: NodeId) -> Option<usize> {
+    if let Ok(Some(k)) = g.node(conv).attr_ints("kernel_shape") {
+        return Some(k.len());
+    }
+    let w = input(g, conv, 1)?;
+    g.value_type(w)?.shape.map(|s| s.len().saturating_sub(2))
+}
+
+fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
+    let act = g.node(id);
+    require!(act.domain().is_empty());
+    require!(matches!(act.op_type.as_str(), "Relu" | "Sigmoid" | "Tanh" | "LeakyRelu" | "Clip" | "HardSigmoid"));
+    let x = require_some!(input(g, id, 0));
+    let (conv, _) = require_some!(g.value(x).producer);
+    require!(g.node(conv).is("Conv"));
+    if g.is_graph_output(x) {
+        decline!("conv output '{}' is a graph output", g.value(x).name);
+    }
+    let readers = g.reader_count(x);
+    if readers != 1 {
+        decline!("conv output has {readers} readers");
+    }
+    match spatial_rank(g, conv) {
+        Some(2) => {}
+        Some(r) => decline!("conv is {r}-D; FusedConv is fused for 2-D convs only"),
+        None => decline!("spatial rank of the conv is unknown"),
+    }
+    match conv_dtype(g, conv) {
+        Some(DataType::Float) => {}
+        Some(d) => decline!("dtype {d} not supported: ONNX Runtime's FusedConv CPU kernel is float32 only"),
+        None => decline!("element type of the conv is unknown"),
+    }
+    let params: Vec<f32> = match act.op_type.as_str() {
+        "LeakyRelu" => vec![act.attr_float_or("alpha", 0.01).unwrap_or(0.01)],
+        "HardSigmoid" => {
+            vec![act.attr_float_or("alpha", 0.2).unwrap_or(0.2), act.attr_float_or("beta", 0.5).unwrap_or(0.5)]
+        }
+        "Clip" => {
+            if cx.opset < 11 {
+                vec![act.attr_float_or("min", f32::MIN).unwrap_or(f32::MIN), act.attr_float_or("max", f32::MAX).unwrap_or(f32::MAX)]
+            } else {
+                let lo = clip_bound(g, input(g, id, 1), f32::MIN, "min");
+                let hi = clip_bound(g, input(g, id, 2), f32::MAX, "max");
+                match (lo, hi) {
+                    (Ok(lo), Ok(hi)) => vec![lo, hi],
+                    (Err(e), _) | (_, Err(e)) => decline!("{e}"),
+                }
+            }
+        }
+        _ => Vec::new(),
+    };
+    let conv_node = g.node(conv);
+    let mut fused = conv_node.clone();
+    fused.op_type = "FusedConv".to_string();
+    fused.domain = Some(MS_DOMAIN.to_string());
+    fused.set_attr(Attribute::string("activation", &act.op_type));
+    if !params.is_empty() {
+        fused.set_attr(Attribute::floats("activation_params", params));
+    }
+    let inputs: Vec<Option<PatchValue>> = conv_node.inputs.iter().map(|v| v.map(PatchValue::Existing)).collect();
+    let out = require_some!(output(g, id, 0));
+    let mut p = Patch::new();
+    let n = p.add_node(fused, inputs, vec![String::new()]);
+    let new = PatchValue::NewNode { node: n, output: 0 };
+    p.replace(out, new);
+    carry_type(&mut p, g, out, new);
+    p.remove_node(conv);
+    p.remove_node(id);
+    Outcome::Rewrite(p)
+}
+
+impl Pass for FuseConvActivation {
+    fn name(&self) -> &'static str {
+        "fuse-conv-activation"
+    }
+
+    fn run(&self, model: &mut Model, cx: &mut PassCx) -> Result<usize, PassError> {
+        if cx.target != Target::Onnxruntime {
+            let note = format!(
+                "fuse-conv-activation does nothing for target {}: FusedConv is an ONNX Runtime contrib op",
+                cx.target
+            );
+            if !cx.notes.contains(&note) {
+                cx.note(note);
+            }
+            return Ok(0);
+        }
+        let count = apply_rule(model, cx, &rule)?;
+        if count > 0 && model.opset(MS_DOMAIN).is_none() {
+            model
+                .meta
+                .opset_import
+                .push(OperatorSetIdProto { domain: Some(MS_DOMAIN.to_string()), version: Some(1) });
+        }
+        Ok(count)
+    }
+}

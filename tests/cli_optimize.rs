@@ -1,0 +1,158 @@
+//! End-to-end `infopt optimize` runs on fixtures.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models").join(rel)
+}
+
+fn infopt(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_infopt")).args(args).output().expect("run infopt")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn json_report_on_the_transformer_fixture() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t.onnx");
+    let model = fixture("transformer_block.onnx");
+    let o = infopt(&["optimize", s(&model), "-o", s(&out), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["schema_version"], 1);
+    assert_eq!(r["pipeline"], "default");
+    assert!(r["verification"]["passed"].as_bool().unwrap());
+    assert_eq!(r["verification"]["backend"], "tract");
+    let constant = r["ops"].as_array().unwrap().iter().find(|o| o["op"] == "Constant").unwrap();
+    assert_eq!(constant["before"], 12);
+    assert_eq!(constant["after"], 0);
+    assert!(r["output"]["nodes"].as_u64().unwrap() < r["input"]["nodes"].as_u64().unwrap());
+    assert!(out.exists());
+    // The output is a valid model that loads again.
+    let o = infopt(&["inspect", s(&out)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn default_output_name_and_report_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("cnn.onnx");
+    std::fs::copy(fixture("cnn_bn_relu.onnx"), &model).unwrap();
+    let before = std::fs::read(&model).unwrap();
+    let md = tmp.path().join("r.md");
+    let json = tmp.path().join("r.json");
+    let o = infopt(&["optimize", s(&model), "--report", s(&md)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(tmp.path().join("cnn.opt.onnx").exists());
+    assert_eq!(before, std::fs::read(&model).unwrap(), "the input is never modified");
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(text.starts_with("## infopt optimize report"), "{text}");
+    assert!(text.contains("| nodes"), "{text}");
+    let o = infopt(&["optimize", s(&model), "-o", s(&tmp.path().join("x.onnx")), "--report", s(&json)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["schema_version"], 1);
+    // The table went to stdout.
+    assert!(String::from_utf8_lossy(&o.stdout).contains("Summary"));
+}
+
+#[test]
+fn refuses_to_write_over_the_input() {
+    let model = fixture("cnn_bn_relu.onnx");
+    let o = infopt(&["optimize", s(&model), "-o", s(&model)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("refusing to overwrite the input file"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_planted_numerical_bug_fails_verification_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("bad.onnx");
+    let model = fixture("cnn_bn_relu.onnx");
+    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args(["optimize", s(&model), "-o", s(&out), "--passes", "perturb-weight"])
+        .env("INFOPT_TEST_PASSES", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("error: the optimized model does not match the original"), "{err}");
+    assert!(err.contains("logits"), "{err}");
+    assert!(!out.exists());
+    // Without the environment variable the test pass does not exist.
+    let o = infopt(&["optimize", s(&model), "-o", s(&out), "--passes", "perturb-weight"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown pass 'perturb-weight'"));
+    // --no-verify writes it anyway, and says so.
+    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args(["optimize", s(&model), "-o", s(&out), "--passes", "perturb-weight", "--no-verify"])
+        .env("INFOPT_TEST_PASSES", "1")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("verification disabled"));
+}
+
+#[test]
+fn unknown_pass_and_bad_shape_are_usage_errors() {
+    let model = fixture("cnn_bn_relu.onnx");
+    let o = infopt(&["optimize", s(&model), "--passes", "fuse-conv-nb"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown pass 'fuse-conv-nb'; did you mean 'fuse-conv-bn'?"), "{}", stderr(&o));
+    let o = infopt(&["optimize", s(&model), "--input-shape", "input:0x3"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("'0' is not a positive dimension"), "{}", stderr(&o));
+}
+
+#[test]
+fn stop_after_and_dump_dir() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dump = tmp.path().join("dump");
+    let model = fixture("transformer_block.onnx");
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&tmp.path().join("o.onnx")),
+        "--stop-after",
+        "constants-to-initializers",
+        "--dump-dir",
+        s(&dump),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["stopped_after"], "constants-to-initializers");
+    assert_eq!(r["passes"].as_array().unwrap().len(), 1);
+    assert!(dump.join("01-constants-to-initializers.onnx").exists());
+}
+
+#[test]
+fn passes_doc_is_current() {
+    let o = infopt(&["passes", "markdown"]);
+    assert!(o.status.success());
+    let generated = String::from_utf8(o.stdout).unwrap();
+    let committed = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/passes.md")).unwrap_or_default();
+    assert!(
+        generated == committed,
+        "docs/passes.md is stale: run `cargo run -- passes markdown > docs/passes.md`"
+    );
+}
+
+#[test]
+fn passes_explain_prints_the_doc() {
+    let o = infopt(&["passes", "explain", "eliminate-dead"]);
+    assert!(o.status.success());
+    let text = String::from_utf8(o.stdout).unwrap();
+    for section in ["## What it does", "## When it declines", "## Numerics", "## Example"] {
+        assert!(text.contains(section), "{text}");
+    }
+}
