@@ -7,6 +7,7 @@ pub mod dtype;
 pub mod error;
 pub mod external;
 pub mod graph;
+pub mod infer;
 pub mod load;
 pub mod model;
 pub mod patch;

@@ -1,0 +1,194 @@
+//! MatMul, Gemm, Einsum.
+
+use std::collections::BTreeMap;
+
+use crate::dtype::DataType;
+use crate::shape::Dim;
+
+use super::elementwise::{broadcast, broadcast_dim};
+use super::{Fact, RuleCx};
+
+pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
+    Some(vec![match cx.node.op_type.as_str() {
+        "MatMul" => Fact::new(cx.dtype(0), matmul_shape(cx.shape(0), cx.shape(1))),
+        "MatMulInteger" => Fact::new(DataType::Int32, matmul_shape(cx.shape(0), cx.shape(1))),
+        "Gemm" => gemm(cx),
+        "Einsum" => einsum(cx),
+        _ => return None,
+    }])
+}
+
+/// numpy matmul: batch dims broadcast; rank-1 operands are promoted and the
+/// promoted dim removed from the result.
+pub(crate) fn matmul_shape(a: Option<&[Dim]>, b: Option<&[Dim]>) -> Option<Vec<Dim>> {
+    let (a, b) = (a?, b?);
+    if a.is_empty() || b.is_empty() {
+        return None;
+    }
+    let a_vec = a.len() == 1;
+    let b_vec = b.len() == 1;
+    let a2: Vec<Dim> = if a_vec { vec![Dim::Known(1), a[0].clone()] } else { a.to_vec() };
+    let b2: Vec<Dim> = if b_vec { vec![b[0].clone(), Dim::Known(1)] } else { b.to_vec() };
+    // The contracted dims must agree when both are known.
+    if let (Dim::Known(p), Dim::Known(q)) = (&a2[a2.len() - 1], &b2[b2.len() - 2])
+        && p != q
+    {
+        return None;
+    }
+    let batch = broadcast(&[Some(&a2[..a2.len() - 2]), Some(&b2[..b2.len() - 2])])?;
+    let mut out = batch;
+    if !a_vec {
+        out.push(a2[a2.len() - 2].clone());
+    }
+    if !b_vec {
+        out.push(b2[b2.len() - 1].clone());
+    }
+    Some(out)
+}
+
+fn gemm(cx: &RuleCx) -> Fact {
+    let dtype = cx.dtype(0);
+    let (Some(a), Some(b)) = (cx.shape(0), cx.shape(1)) else {
+        return Fact::new(dtype, Some(vec![Dim::Unknown, Dim::Unknown]));
+    };
+    if a.len() != 2 || b.len() != 2 {
+        return Fact::new(dtype, None);
+    }
+    let m = if cx.attr_int("transA", 0) != 0 { &a[1] } else { &a[0] };
+    let n = if cx.attr_int("transB", 0) != 0 { &b[0] } else { &b[1] };
+    Fact::new(dtype, Some(vec![m.clone(), n.clone()]))
+}
+
+fn einsum(cx: &RuleCx) -> Fact {
+    let dtype = cx.dtype(0);
+    let Some(eq) = cx.attr_string("equation") else { return Fact::new(dtype, None) };
+    let eq: String = eq.chars().filter(|c| !c.is_whitespace()).collect();
+    let (lhs, rhs) = match eq.split_once("->") {
+        Some((l, r)) => (l.to_string(), Some(r.to_string())),
+        None => (eq.clone(), None),
+    };
+    let terms: Vec<&str> = lhs.split(',').collect();
+    if terms.len() != cx.n_inputs() {
+        return Fact::new(dtype, None);
+    }
+    let mut letters: BTreeMap<char, Dim> = BTreeMap::new();
+    let mut counts: BTreeMap<char, usize> = BTreeMap::new();
+    let mut ellipsis: Option<Vec<Dim>> = None;
+    let mut ellipsis_seen = false;
+    for (i, term) in terms.iter().enumerate() {
+        let Some(shape) = cx.shape(i) else { return Fact::new(dtype, None) };
+        let has_ell = term.contains("...");
+        let named: Vec<char> = term.replace("...", "").chars().collect();
+        if named.iter().any(|c| !c.is_ascii_alphabetic()) {
+            return Fact::new(dtype, None);
+        }
+        let ell_rank = if has_ell {
+            match shape.len().checked_sub(named.len()) {
+                Some(r) => r,
+                None => return Fact::new(dtype, None),
+            }
+        } else if shape.len() != named.len() {
+            return Fact::new(dtype, None);
+        } else {
+            0
+        };
+        let mut pos = 0;
+        let mut chars = term.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '.' {
+                chars.next();
+                chars.next();
+                let dims = &shape[pos..pos + ell_rank];
+                ellipsis = match ellipsis.take() {
+                    None => Some(dims.to_vec()),
+                    Some(prev) => broadcast(&[Some(&prev), Some(dims)]),
+                };
+                ellipsis_seen = true;
+                pos += ell_rank;
+                continue;
+            }
+            let d = &shape[pos];
+            let merged = match letters.get(&c) {
+                None => d.clone(),
+                Some(prev) => match broadcast_dim(prev, d) {
+                    Some(x) => x,
+                    None => return Fact::new(dtype, None),
+                },
+            };
+            letters.insert(c, merged);
+            *counts.entry(c).or_default() += 1;
+            pos += 1;
+        }
+    }
+    let ell = if ellipsis_seen { ellipsis } else { Some(vec![]) };
+    let mut out = Vec::new();
+    match rhs {
+        Some(r) => {
+            let mut chars = r.chars().peekable();
+            while let Some(c) = chars.next() {
+                if c == '.' {
+                    chars.next();
+                    chars.next();
+                    match &ell {
+                        Some(e) => out.extend(e.iter().cloned()),
+                        None => return Fact::new(dtype, None),
+                    }
+                    continue;
+                }
+                match letters.get(&c) {
+                    Some(d) => out.push(d.clone()),
+                    None => return Fact::new(dtype, None),
+                }
+            }
+        }
+        None => {
+            // Implicit output: ellipsis dims, then letters seen once, alphabetically.
+            match &ell {
+                Some(e) => out.extend(e.iter().cloned()),
+                None => return Fact::new(dtype, None),
+            }
+            for (c, n) in &counts {
+                if *n == 1 {
+                    out.push(letters[c].clone());
+                }
+            }
+        }
+    }
+    Fact::new(dtype, Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::*;
+    use crate::attr::Attribute;
+
+    #[test]
+    fn matmul_and_gemm() {
+        let f = run("MatMul", 17, &[f32s(&["b", "s", "32"]), f32s(&["32", "64"])], vec![], 1);
+        assert_eq!(shape_of(&f[0]), "[b,s,64]");
+        let f = run("MatMul", 17, &[f32s(&["b", "h", "s", "16"]), f32s(&["b", "h", "16", "s"])], vec![], 1);
+        assert_eq!(shape_of(&f[0]), "[b,h,s,s]");
+        let f = run("MatMul", 17, &[f32s(&["3"]), f32s(&["2", "3", "4"])], vec![], 1);
+        assert_eq!(shape_of(&f[0]), "[2,4]");
+        let f = run("MatMul", 17, &[f32s(&["2", "3"]), f32s(&["3"])], vec![], 1);
+        assert_eq!(shape_of(&f[0]), "[2]");
+        let f = run("MatMul", 17, &[f32s(&["2", "3"]), f32s(&["4", "5"])], vec![], 1);
+        assert_eq!(f[0].shape(), None);
+        let f = run("Gemm", 17, &[f32s(&["b", "32"]), f32s(&["10", "32"]), f32s(&["10"])], vec![Attribute::int("transB", 1)], 1);
+        assert_eq!(shape_of(&f[0]), "[b,10]");
+        let f = run("Gemm", 17, &[f32s(&["32", "b"]), f32s(&["32", "10"])], vec![Attribute::int("transA", 1)], 1);
+        assert_eq!(shape_of(&f[0]), "[b,10]");
+    }
+
+    #[test]
+    fn einsum() {
+        let f = run("Einsum", 17, &[f32s(&["b", "i", "j"]), f32s(&["b", "j", "k"])], vec![Attribute::string("equation", "bij,bjk->bik")], 1);
+        assert_eq!(shape_of(&f[0]), "[b,i,k]");
+        let f = run("Einsum", 17, &[f32s(&["3", "4"]), f32s(&["4", "5"])], vec![Attribute::string("equation", "ij,jk")], 1);
+        assert_eq!(shape_of(&f[0]), "[3,5]");
+        let f = run("Einsum", 17, &[f32s(&["n", "h", "s", "d"]), f32s(&["n", "h", "t", "d"])], vec![Attribute::string("equation", "...sd,...td->...st")], 1);
+        assert_eq!(shape_of(&f[0]), "[n,h,s,t]");
+        let f = run("Einsum", 17, &[f32s(&["3", "3"])], vec![Attribute::string("equation", "ii->i")], 1);
+        assert_eq!(shape_of(&f[0]), "[3]");
+    }
+}

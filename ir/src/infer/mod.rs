@@ -1,0 +1,673 @@
+//! Shape and type inference with symbolic dims.
+//!
+//! [`infer_shapes`] walks every graph in topological order, applies one rule
+//! per op (see the files of this module, one per op family) and records what
+//! it learns in `value_info` (and in the graph output declarations). Rules
+//! never guess: a dim they cannot prove is `Dim::Unknown`, an op without a
+//! rule yields nothing and is counted in [`InferReport::blocked`]. A fact the
+//! model already states is never replaced by a less precise one; when the
+//! model's fact contradicts an inferred one the model's is kept and the
+//! contradiction is listed in [`InferReport::conflicts`].
+//!
+//! Besides types, inference tracks the *values* of small integer tensors
+//! (shape tensors) as lists of dims: `Shape(x)` of `x: [batch, 3]` has value
+//! `[batch, 3]`, and Gather/Concat/Slice/Unsqueeze/arithmetic on such values
+//! keep them. That is what lets `Reshape(y, Concat(Gather(Shape(x), 0), [-1]))`
+//! get the output shape `[batch, ...]`, and what lets constant folding collapse
+//! shape scaffolding once the dims are fixed ([`GraphFacts::known_value`]).
+//!
+//! Assumption: symbolic dims are non-negative (they are sizes).
+
+pub mod sym;
+
+mod contrib;
+mod control;
+mod elementwise;
+mod linalg;
+mod nn;
+mod reduce;
+mod shape_ops;
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::dtype::DataType;
+use crate::graph::{Graph, Node, NodeId, ValueId};
+use crate::model::Model;
+use crate::shape::{Dim, TensorType};
+use crate::stats::op_key;
+use crate::tensor::Tensor;
+
+/// Largest integer tensor whose value inference tracks.
+pub const MAX_VALUE_ELEMS: usize = 64;
+
+/// What inference did not manage.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InferReport {
+    /// Op key (`Conv`, `com.example::Fancy`) → nodes of that op without a rule.
+    pub blocked: BTreeMap<String, usize>,
+    /// Facts stated by the model that contradict inference (the model's fact is kept).
+    pub conflicts: Vec<String>,
+    /// Values whose recorded type became more precise.
+    pub updated: usize,
+}
+
+impl InferReport {
+    pub fn merge(&mut self, other: InferReport) {
+        for (k, v) in other.blocked {
+            *self.blocked.entry(k).or_default() += v;
+        }
+        self.conflicts.extend(other.conflicts);
+        self.updated += other.updated;
+    }
+}
+
+/// The value of a small integer tensor of rank 0 or 1, element by element.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SymValue {
+    /// True for a rank-0 tensor (then `elems` has one element).
+    pub scalar: bool,
+    pub elems: Vec<Dim>,
+}
+
+impl SymValue {
+    pub fn vector(elems: Vec<Dim>) -> SymValue {
+        SymValue { scalar: false, elems }
+    }
+
+    pub fn scalar(d: Dim) -> SymValue {
+        SymValue { scalar: true, elems: vec![d] }
+    }
+
+    /// The elements when all are known.
+    pub fn known(&self) -> Option<Vec<i64>> {
+        self.elems
+            .iter()
+            .map(|d| match d {
+                Dim::Known(v) => Some(*v),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn dims(&self) -> Vec<i64> {
+        if self.scalar { vec![] } else { vec![self.elems.len() as i64] }
+    }
+
+    /// Reads an integer constant tensor (rank ≤ 1, at most [`MAX_VALUE_ELEMS`]).
+    pub fn from_tensor(t: &Tensor) -> Option<SymValue> {
+        if !is_int(t.dtype()) || t.dims().len() > 1 || t.numel()? > MAX_VALUE_ELEMS {
+            return None;
+        }
+        let v = t.to_i64_vec().ok()?;
+        if v.len() != t.numel()? {
+            return None;
+        }
+        Some(SymValue { scalar: t.dims().is_empty(), elems: v.into_iter().map(Dim::Known).collect() })
+    }
+
+    /// The tensor of a fully known value, in `dtype` (an integer type).
+    pub fn to_tensor(&self, dtype: DataType) -> Option<Tensor> {
+        let v = self.known()?;
+        let dims = self.dims();
+        let bytes: Vec<u8> = match dtype {
+            DataType::Int64 => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            DataType::Int32 => {
+                v.iter().map(|&x| i32::try_from(x).ok()).collect::<Option<Vec<_>>>()?.iter().flat_map(|x| x.to_le_bytes()).collect()
+            }
+            _ => return None,
+        };
+        Some(Tensor::from_raw(dtype, dims, bytes.into()))
+    }
+}
+
+pub(crate) fn is_int(d: DataType) -> bool {
+    use DataType::*;
+    matches!(d, Int64 | Int32 | Int16 | Int8 | Uint8 | Uint16 | Uint32 | Uint64)
+}
+
+/// What is known about one value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fact {
+    /// `dtype` is `Undefined` when unknown; `shape` is `None` when the rank is unknown.
+    pub ty: TensorType,
+    pub value: Option<SymValue>,
+}
+
+impl Fact {
+    pub fn unknown() -> Fact {
+        Fact { ty: TensorType { dtype: DataType::Undefined, shape: None }, value: None }
+    }
+
+    pub fn new(dtype: DataType, shape: Option<Vec<Dim>>) -> Fact {
+        Fact { ty: TensorType { dtype, shape }, value: None }
+    }
+
+    pub fn with_value(mut self, value: Option<SymValue>) -> Fact {
+        self.value = value;
+        self
+    }
+
+    pub fn of_tensor(t: &Tensor) -> Fact {
+        Fact {
+            ty: TensorType { dtype: t.dtype(), shape: Some(t.dims().iter().map(|&d| Dim::Known(d)).collect()) },
+            value: SymValue::from_tensor(t),
+        }
+    }
+
+    pub fn shape(&self) -> Option<&[Dim]> {
+        self.ty.shape.as_deref()
+    }
+}
+
+/// Facts about values of enclosing graphs, by name (what a subgraph can read).
+#[derive(Clone, Debug, Default)]
+pub struct Scope {
+    pub facts: HashMap<String, Fact>,
+}
+
+/// Opset versions the rules depend on.
+#[derive(Clone, Copy, Debug)]
+pub struct Opsets {
+    /// The default ONNX domain.
+    pub onnx: i64,
+    /// `com.microsoft`, when imported.
+    pub microsoft: Option<i64>,
+}
+
+impl Opsets {
+    pub fn of(model: &Model) -> Opsets {
+        Opsets { onnx: model.opset("").unwrap_or(1), microsoft: model.opset("com.microsoft") }
+    }
+
+    pub fn onnx(version: i64) -> Opsets {
+        Opsets { onnx: version, microsoft: Some(1) }
+    }
+}
+
+/// Facts inferred for one graph (its own values; subgraphs record theirs in
+/// their `value_info`).
+#[derive(Clone, Debug, Default)]
+pub struct GraphFacts {
+    pub facts: HashMap<ValueId, Fact>,
+}
+
+impl GraphFacts {
+    pub fn get(&self, v: ValueId) -> Option<&Fact> {
+        self.facts.get(&v)
+    }
+
+    /// The constant a value is known to hold (an integer shape tensor whose
+    /// elements are all known), even if the node computing it reads
+    /// non-constant tensors (`Shape` of a tensor with a fixed shape).
+    pub fn known_value(&self, v: ValueId) -> Option<Tensor> {
+        let f = self.facts.get(&v)?;
+        f.value.as_ref()?.to_tensor(f.ty.dtype)
+    }
+
+    /// The scope a subgraph of this graph sees: `outer` plus these facts by name.
+    pub fn scope_for_subgraphs(&self, g: &Graph, outer: &Scope) -> Scope {
+        let mut scope = outer.clone();
+        for (&v, f) in &self.facts {
+            if let Some(value) = g.try_value(v) {
+                scope.facts.insert(value.name.clone(), f.clone());
+            }
+        }
+        scope
+    }
+}
+
+/// Infers types and shapes of every value of the model (main graph and all
+/// subgraphs) and records them in `value_info` and the output declarations.
+pub fn infer_shapes(model: &mut Model) -> InferReport {
+    let opsets = Opsets::of(model);
+    let mut report = InferReport::default();
+    infer_graph(&mut model.graph, opsets, &Scope::default(), &mut report);
+    report
+}
+
+/// Infers one graph (and, recursively, its subgraphs) in the given scope.
+pub fn infer_graph(g: &mut Graph, opsets: Opsets, scope: &Scope, report: &mut InferReport) -> GraphFacts {
+    infer_graph_with(g, opsets, scope, &[], report)
+}
+
+/// Like [`infer_graph`], with facts about the graph inputs supplied by the
+/// enclosing node (Loop/Scan bodies); the graph's own declarations win.
+pub(crate) fn infer_graph_with(
+    g: &mut Graph,
+    opsets: Opsets,
+    scope: &Scope,
+    input_facts: &[Option<Fact>],
+    report: &mut InferReport,
+) -> GraphFacts {
+    let mut facts = GraphFacts::default();
+    // Seed: graph inputs, initializers, outer values.
+    for v in g.value_ids().collect::<Vec<_>>() {
+        if let Some(f) = seed_fact(g, v, scope) {
+            facts.facts.insert(v, f);
+        }
+    }
+    for (io, given) in g.inputs.iter().zip(input_facts) {
+        let Some(given) = given else { continue };
+        let merged = match facts.facts.get(&io.value) {
+            Some(declared) => {
+                let mut scratch = InferReport::default();
+                Fact { ty: merge_types(&declared.ty, &given.ty, "", &mut scratch), value: None }
+            }
+            None => Fact { ty: given.ty.clone(), value: None },
+        };
+        facts.facts.insert(io.value, merged);
+    }
+    let order = g.topological_order().unwrap_or_else(|_| g.node_ids());
+    for id in order {
+        let outs: Vec<Option<ValueId>> = g.node(id).outputs.clone();
+        let inferred: Option<Vec<Fact>> = if g.node(id).has_subgraphs() {
+            control::infer(g, id, opsets, &facts, scope, report)
+        } else {
+            let cx = RuleCx::new(g, id, opsets, &facts);
+            match infer_node(&cx) {
+                Some(v) => Some(v),
+                None => {
+                    let node = g.node(id);
+                    *report.blocked.entry(op_key(node.domain(), &node.op_type)).or_default() += 1;
+                    None
+                }
+            }
+        };
+        let inferred = inferred.unwrap_or_default();
+        for (slot, out) in outs.iter().enumerate() {
+            let Some(out) = *out else { continue };
+            let new = inferred.get(slot).cloned().unwrap_or_else(Fact::unknown);
+            let merged = record(g, out, new, report);
+            facts.facts.insert(out, merged);
+        }
+    }
+    facts
+}
+
+/// The fact a value starts with: its initializer, declaration or outer fact.
+fn seed_fact(g: &Graph, v: ValueId, scope: &Scope) -> Option<Fact> {
+    let value = g.value(v);
+    if value.outer {
+        return scope.facts.get(&value.name).cloned().or_else(|| value.tensor_type().map(|ty| Fact { ty, value: None }));
+    }
+    if let Some(t) = g.constant(v) {
+        return Some(Fact::of_tensor(t));
+    }
+    if g.is_graph_input(v) || value.producer.is_none() {
+        return g.value_type(v).map(|ty| Fact { ty: canonical_type(ty), value: None });
+    }
+    None
+}
+
+fn canonical_type(mut ty: TensorType) -> TensorType {
+    if let Some(s) = ty.shape.as_mut() {
+        for d in s.iter_mut() {
+            *d = sym::canonical(d);
+        }
+    }
+    ty
+}
+
+/// Merges the model's fact for `v` with an inferred one, writes the result
+/// to the graph when it is more precise, and returns it.
+fn record(g: &mut Graph, v: ValueId, inferred: Fact, report: &mut InferReport) -> Fact {
+    let existing = g.value_type(v);
+    let name = g.value(v).name.clone();
+    let merged_ty = match &existing {
+        None => inferred.ty.clone(),
+        Some(e) => merge_types(e, &inferred.ty, &name, report),
+    };
+    let fact = Fact { ty: merged_ty.clone(), value: inferred.value };
+    if merged_ty.dtype == DataType::Undefined || existing.as_ref() == Some(&merged_ty) {
+        return fact;
+    }
+    if g.is_graph_input(v) || g.value(v).initializer.is_some() || g.value(v).outer {
+        return fact;
+    }
+    report.updated += 1;
+    let is_output = g.is_graph_output(v);
+    let in_value_info = g.value(v).info.is_some();
+    if is_output {
+        for io in g.outputs.iter_mut().filter(|io| io.value == v) {
+            io.info.r#type = Some(merged_ty.to_proto(io.info.r#type.as_ref()));
+        }
+    }
+    if !is_output || in_value_info {
+        g.set_value_type(v, &merged_ty);
+    }
+    fact
+}
+
+fn merge_types(e: &TensorType, i: &TensorType, name: &str, report: &mut InferReport) -> TensorType {
+    let dtype = if e.dtype != DataType::Undefined {
+        if i.dtype != DataType::Undefined && i.dtype != e.dtype {
+            report.conflicts.push(format!("'{name}': the model says {}, inference says {}", e.dtype, i.dtype));
+        }
+        e.dtype
+    } else {
+        i.dtype
+    };
+    let shape = match (&e.shape, &i.shape) {
+        (None, s) | (s, None) => s.clone(),
+        (Some(a), Some(b)) if a.len() != b.len() => {
+            report.conflicts.push(format!(
+                "'{name}': the model says rank {} ({}), inference says rank {} ({})",
+                a.len(),
+                fmt_dims(a),
+                b.len(),
+                fmt_dims(b)
+            ));
+            Some(a.clone())
+        }
+        (Some(a), Some(b)) => {
+            let mut out = Vec::with_capacity(a.len());
+            for (k, (x, y)) in a.iter().zip(b).enumerate() {
+                out.push(match (x, y) {
+                    (Dim::Known(p), Dim::Known(q)) => {
+                        if p != q {
+                            report.conflicts.push(format!(
+                                "'{name}': dim {k} is {p} in the model, inference says {q}"
+                            ));
+                        }
+                        Dim::Known(*p)
+                    }
+                    (Dim::Known(p), _) => Dim::Known(*p),
+                    (_, Dim::Known(q)) => Dim::Known(*q),
+                    (_, Dim::Sym(s)) => Dim::Sym(s.clone()),
+                    (x, Dim::Unknown) => x.clone(),
+                });
+            }
+            Some(out)
+        }
+    };
+    TensorType { dtype, shape }
+}
+
+pub fn fmt_dims(d: &[Dim]) -> String {
+    format!("[{}]", d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(","))
+}
+
+/// What a rule sees: the node, its inputs' facts and constants.
+pub(crate) struct RuleCx<'a> {
+    pub node: &'a Node,
+    pub opsets: Opsets,
+    pub inputs: Vec<Option<Fact>>,
+    pub consts: Vec<Option<&'a Tensor>>,
+    /// Output value names (for fresh symbols of data-dependent dims).
+    pub out_names: Vec<String>,
+}
+
+impl<'a> RuleCx<'a> {
+    fn new(g: &'a Graph, id: NodeId, opsets: Opsets, facts: &GraphFacts) -> RuleCx<'a> {
+        let node = g.node(id);
+        let inputs = node
+            .inputs
+            .iter()
+            .map(|i| i.map(|v| facts.get(v).cloned().unwrap_or_else(|| g.value_type(v).map(|ty| Fact { ty, value: None }).unwrap_or_else(Fact::unknown))))
+            .collect();
+        let consts = node.inputs.iter().map(|i| i.and_then(|v| g.constant(v))).collect();
+        let out_names = node.outputs.iter().map(|o| o.map(|v| g.value(v).name.clone()).unwrap_or_default()).collect();
+        RuleCx { node, opsets, inputs, consts, out_names }
+    }
+
+    pub fn opset(&self) -> i64 {
+        self.opsets.onnx
+    }
+
+    pub fn n_inputs(&self) -> usize {
+        self.inputs.len()
+    }
+
+    pub fn has_input(&self, i: usize) -> bool {
+        matches!(self.inputs.get(i), Some(Some(_)))
+    }
+
+    pub fn fact(&self, i: usize) -> Option<&Fact> {
+        self.inputs.get(i)?.as_ref()
+    }
+
+    pub fn dtype(&self, i: usize) -> DataType {
+        self.fact(i).map(|f| f.ty.dtype).unwrap_or(DataType::Undefined)
+    }
+
+    pub fn shape(&self, i: usize) -> Option<&[Dim]> {
+        self.fact(i)?.shape()
+    }
+
+    pub fn rank(&self, i: usize) -> Option<usize> {
+        self.shape(i).map(|s| s.len())
+    }
+
+    pub fn value(&self, i: usize) -> Option<&SymValue> {
+        self.fact(i)?.value.as_ref()
+    }
+
+    /// Integer values of input `i` when all known (constant or inferred).
+    pub fn ints(&self, i: usize) -> Option<Vec<i64>> {
+        if let Some(t) = self.consts.get(i).copied().flatten()
+            && let Ok(v) = t.to_i64_vec()
+        {
+            return Some(v);
+        }
+        self.value(i)?.known()
+    }
+
+    /// A float constant scalar/vector input.
+    pub fn floats(&self, i: usize) -> Option<Vec<f64>> {
+        self.consts.get(i).copied().flatten()?.to_f64_vec().ok()
+    }
+
+    pub fn attr_int(&self, name: &str, default: i64) -> i64 {
+        self.node.attr_int(name).ok().flatten().unwrap_or(default)
+    }
+
+    pub fn attr_int_opt(&self, name: &str) -> Option<i64> {
+        self.node.attr_int(name).ok().flatten()
+    }
+
+    pub fn attr_ints(&self, name: &str) -> Option<Vec<i64>> {
+        self.node.attr_ints(name).ok().flatten().map(|a| a.to_vec())
+    }
+
+    pub fn attr_floats(&self, name: &str) -> Option<Vec<f32>> {
+        self.node.attr_floats(name).ok().flatten().map(|a| a.to_vec())
+    }
+
+    pub fn attr_string(&self, name: &str) -> Option<String> {
+        self.node.attr_string(name).ok().flatten()
+    }
+
+    /// Fact of an output with the dtype of input `i` and the given shape.
+    pub fn like(&self, i: usize, shape: Option<Vec<Dim>>) -> Fact {
+        Fact::new(self.dtype(i), shape)
+    }
+
+    /// A fresh symbol for a data-dependent dim of output `slot`.
+    pub fn fresh(&self, slot: usize, what: &str) -> Dim {
+        let base: String = self
+            .out_names
+            .get(slot)
+            .map(|n| n.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect())
+            .unwrap_or_default();
+        Dim::Sym(format!("{what}_{}", base.trim_matches('_')))
+    }
+}
+
+/// Normalizes a possibly negative axis against `rank`.
+pub(crate) fn norm_axis(axis: i64, rank: usize) -> Option<usize> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    (0..r).contains(&a).then_some(a as usize)
+}
+
+/// Dispatches a node without subgraphs to its rule. `None`: no rule.
+fn infer_node(cx: &RuleCx) -> Option<Vec<Fact>> {
+    match cx.node.domain() {
+        "" => elementwise::infer(cx)
+            .or_else(|| shape_ops::infer(cx))
+            .or_else(|| nn::infer(cx))
+            .or_else(|| linalg::infer(cx))
+            .or_else(|| reduce::infer(cx)),
+        "com.microsoft" => contrib::infer(cx),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    use super::*;
+    use crate::attr::Attribute;
+    use crate::builder::GraphBuilder;
+
+    /// Infers `op` on inputs of the given types (None = omitted input) and
+    /// constants, returning the output facts.
+    pub fn run(op: &str, opset: i64, inputs: &[Input], attrs: Vec<Attribute>, n_out: usize) -> Vec<Fact> {
+        run_in("", op, opset, inputs, attrs, n_out)
+    }
+
+    pub enum Input {
+        T(DataType, Vec<Dim>),
+        Unranked(DataType),
+        C(Box<Tensor>),
+        None,
+    }
+
+    pub fn d(spec: &[&str]) -> Vec<Dim> {
+        crate::builder::dims(spec)
+    }
+
+    pub fn f32s(spec: &[&str]) -> Input {
+        Input::T(DataType::Float, d(spec))
+    }
+
+    pub fn i64c(v: &[i64]) -> Input {
+        Input::C(Box::new(Tensor::from_i64(vec![v.len() as i64], v)))
+    }
+
+    pub fn i64s(v: i64) -> Input {
+        Input::C(Box::new(Tensor::from_i64(vec![], &[v])))
+    }
+
+    pub fn run_in(domain: &str, op: &str, opset: i64, inputs: &[Input], attrs: Vec<Attribute>, n_out: usize) -> Vec<Fact> {
+        let mut b = GraphBuilder::new();
+        let mut ids = Vec::new();
+        for (k, i) in inputs.iter().enumerate() {
+            ids.push(match i {
+                Input::T(dt, dims) => Some(b.input(&format!("in{k}"), *dt, dims.clone())),
+                Input::Unranked(dt) => {
+                    let v = b.input(&format!("in{k}"), *dt, vec![]);
+                    let g = b.graph_mut();
+                    let io = g.inputs.last_mut().unwrap();
+                    io.info.r#type = Some(TensorType { dtype: *dt, shape: None }.to_proto(None));
+                    Some(v)
+                }
+                Input::C(t) => Some(b.initializer(&format!("c{k}"), (**t).clone())),
+                Input::None => None,
+            });
+        }
+        let g = b.graph_mut();
+        let node = Node {
+            name: Some("n".into()),
+            op_type: op.into(),
+            domain: if domain.is_empty() { None } else { Some(domain.into()) },
+            inputs: ids,
+            attributes: attrs,
+            ..Default::default()
+        };
+        let names: Vec<String> = (0..n_out).map(|i| format!("out{i}")).collect();
+        let refs: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+        let id = g.add_node(node, &refs);
+        let outs = g.node(id).outputs.clone();
+        let mut model = b.build(opset);
+        let mut opsets = Opsets::of(&model);
+        opsets.microsoft = Some(1);
+        let mut report = InferReport::default();
+        let facts = infer_graph(&mut model.graph, opsets, &Scope::default(), &mut report);
+        outs.iter().map(|o| facts.get(o.unwrap()).cloned().unwrap_or_else(Fact::unknown)).collect()
+    }
+
+    pub fn shape_of(f: &Fact) -> String {
+        match f.shape() {
+            Some(s) => fmt_dims(s),
+            None => "?".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testutil::*;
+    use super::*;
+    use crate::attr::Attribute;
+    use crate::builder::GraphBuilder;
+
+    #[test]
+    fn does_not_overwrite_precise_facts_and_reports_conflicts() {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, d(&["batch", "3"]));
+        let y = b.op("Relu", &[x], vec![]);
+        let z = b.op("Relu", &[y], vec![]);
+        b.output(z, "z", DataType::Float, None);
+        let g = b.graph_mut();
+        // The model says y is [4, 3]: more precise than [batch, 3].
+        g.set_value_type(y, &TensorType { dtype: DataType::Float, shape: Some(d(&["4", "3"])) });
+        let mut m = b.build(17);
+        let r = infer_shapes(&mut m);
+        assert!(r.conflicts.is_empty(), "{:?}", r.conflicts);
+        let g = &m.graph;
+        assert_eq!(g.value_type(y).unwrap().shape, Some(d(&["4", "3"])));
+        // Downstream uses the merged (precise) fact; the output declaration is updated.
+        assert_eq!(g.value_type(z).unwrap().shape, Some(d(&["4", "3"])));
+        assert!(!g.value_info_ids().contains(&z), "graph outputs are declared, not listed in value_info");
+
+        // A contradicting fact is kept and reported.
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, d(&["2", "3"]));
+        let y = b.op("Relu", &[x], vec![]);
+        b.graph_mut().set_value_type(y, &TensorType { dtype: DataType::Float, shape: Some(d(&["5", "3"])) });
+        let mut m = b.build(17);
+        let r = infer_shapes(&mut m);
+        assert_eq!(r.conflicts.len(), 1, "{:?}", r.conflicts);
+        assert!(r.conflicts[0].contains("dim 0 is 5"), "{}", r.conflicts[0]);
+        assert_eq!(m.graph.value_type(y).unwrap().shape, Some(d(&["5", "3"])));
+    }
+
+    #[test]
+    fn blocked_ops_are_reported_and_yield_nothing() {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, d(&["2", "3"]));
+        let y = b.op("FancyOp", &[x], vec![]);
+        let z = b.op("Relu", &[y], vec![]);
+        b.output(z, "z", DataType::Float, None);
+        let mut m = b.build(17);
+        let r = infer_shapes(&mut m);
+        assert_eq!(r.blocked.get("FancyOp"), Some(&1));
+        assert!(m.graph.value_type(y).is_none());
+        // Relu of an unknown input: nothing is known, nothing is written.
+        assert_eq!(m.graph.value_type(z).unwrap().shape, None);
+    }
+
+    #[test]
+    fn shape_values_flow_through_scaffolding() {
+        // torch-style: Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]))
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, d(&["batch", "4", "8", "8"]));
+        let s = b.op("Shape", &[x], vec![]);
+        let i0 = b.initializer("i0", Tensor::from_i64(vec![], &[0]));
+        let g0 = b.op("Gather", &[s, i0], vec![Attribute::int("axis", 0)]);
+        let ax = b.i64("ax", &[1], &[0]);
+        let u = b.op("Unsqueeze", &[g0, ax], vec![]);
+        let m1 = b.i64("m1", &[1], &[-1]);
+        let c = b.op("Concat", &[u, m1], vec![Attribute::int("axis", 0)]);
+        let r = b.op("Reshape", &[x, c], vec![]);
+        b.output(r, "y", DataType::Float, None);
+        let mut m = b.build(13);
+        let mut report = InferReport::default();
+        let o = Opsets::of(&m);
+        let facts = infer_graph(&mut m.graph, o, &Scope::default(), &mut report);
+        assert_eq!(facts.get(c).unwrap().value, Some(SymValue::vector(d(&["batch", "-1"]))));
+        assert_eq!(m.graph.value_type(r).unwrap().shape, Some(d(&["batch", "256"])));
+        assert!(facts.known_value(c).is_none());
+        assert!(report.blocked.is_empty());
+    }
+}
