@@ -50,7 +50,10 @@ pub const MS_DOMAIN: &str = "com.microsoft";
 fn clip_bound(g: &Graph, v: Option<ValueId>, default: f32, which: &str) -> Result<f32, String> {
     let Some(v) = v else { return Ok(default) };
     let Some(t) = g.constant(v) else {
-        return Err(format!("Clip {which} '{}' is not a constant", g.value(v).name));
+        return Err(format!(
+            "Clip {which} '{}' is not a constant",
+            g.value(v).name
+        ));
     };
     if t.numel() != Some(1) {
         return Err(format!("Clip {which} is not a scalar"));
@@ -81,7 +84,10 @@ fn spatial_rank(g: &Graph, conv: NodeId) -> Option<usize> {
 fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     let act = g.node(id);
     require!(act.domain().is_empty());
-    require!(matches!(act.op_type.as_str(), "Relu" | "Sigmoid" | "Tanh" | "LeakyRelu" | "Clip" | "HardSigmoid"));
+    require!(matches!(
+        act.op_type.as_str(),
+        "Relu" | "Sigmoid" | "Tanh" | "LeakyRelu" | "Clip" | "HardSigmoid"
+    ));
     let x = require_some!(input(g, id, 0));
     let (conv, _) = require_some!(g.value(x).producer);
     require!(g.node(conv).is("Conv"));
@@ -99,17 +105,25 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     }
     match conv_dtype(g, conv) {
         Some(DataType::Float) => {}
-        Some(d) => decline!("dtype {d} not supported: ONNX Runtime's FusedConv CPU kernel is float32 only"),
+        Some(d) => {
+            decline!("dtype {d} not supported: ONNX Runtime's FusedConv CPU kernel is float32 only")
+        }
         None => decline!("element type of the conv is unknown"),
     }
     let params: Vec<f32> = match act.op_type.as_str() {
         "LeakyRelu" => vec![act.attr_float_or("alpha", 0.01).unwrap_or(0.01)],
         "HardSigmoid" => {
-            vec![act.attr_float_or("alpha", 0.2).unwrap_or(0.2), act.attr_float_or("beta", 0.5).unwrap_or(0.5)]
+            vec![
+                act.attr_float_or("alpha", 0.2).unwrap_or(0.2),
+                act.attr_float_or("beta", 0.5).unwrap_or(0.5),
+            ]
         }
         "Clip" => {
             if cx.opset < 11 {
-                vec![act.attr_float_or("min", f32::MIN).unwrap_or(f32::MIN), act.attr_float_or("max", f32::MAX).unwrap_or(f32::MAX)]
+                vec![
+                    act.attr_float_or("min", f32::MIN).unwrap_or(f32::MIN),
+                    act.attr_float_or("max", f32::MAX).unwrap_or(f32::MAX),
+                ]
             } else {
                 let lo = clip_bound(g, input(g, id, 1), f32::MIN, "min");
                 let hi = clip_bound(g, input(g, id, 2), f32::MAX, "max");
@@ -129,7 +143,11 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     if !params.is_empty() {
         fused.set_attr(Attribute::floats("activation_params", params));
     }
-    let inputs: Vec<Option<PatchValue>> = conv_node.inputs.iter().map(|v| v.map(PatchValue::Existing)).collect();
+    let inputs: Vec<Option<PatchValue>> = conv_node
+        .inputs
+        .iter()
+        .map(|v| v.map(PatchValue::Existing))
+        .collect();
     let out = require_some!(output(g, id, 0));
     let mut p = Patch::new();
     let n = p.add_node(fused, inputs, vec![String::new()]);
@@ -159,10 +177,10 @@ impl Pass for FuseConvActivation {
         }
         let count = apply_rule(model, cx, &rule)?;
         if count > 0 && model.opset(MS_DOMAIN).is_none() {
-            model
-                .meta
-                .opset_import
-                .push(OperatorSetIdProto { domain: Some(MS_DOMAIN.to_string()), version: Some(1) });
+            model.meta.opset_import.push(OperatorSetIdProto {
+                domain: Some(MS_DOMAIN.to_string()),
+                version: Some(1),
+            });
         }
         Ok(count)
     }

@@ -74,7 +74,9 @@ impl Layer {
         Some(match node.op_type.as_str() {
             "Conv" => Layer::Conv,
             "ConvTranspose" => Layer::ConvTranspose,
-            "Gemm" => Layer::Gemm { trans_b: node.attr_int_or("transB", 0).ok()? != 0 },
+            "Gemm" => Layer::Gemm {
+                trans_b: node.attr_int_or("transB", 0).ok()? != 0,
+            },
             "MatMul" => Layer::MatMul,
             _ => return None,
         })
@@ -129,39 +131,69 @@ fn read_weight(g: &Graph, layer_node: NodeId, layer: Layer) -> Result<Weight, St
         return Err(format!("{label} has no weight input"));
     };
     let Some(w) = g.constant(wv) else {
-        return Err(format!("weight '{}' of {label} is not a constant", g.value(wv).name));
+        return Err(format!(
+            "weight '{}' of {label} is not a constant",
+            g.value(wv).name
+        ));
     };
     let dtype = w.dtype();
-    if !matches!(dtype, DataType::Float | DataType::Float16 | DataType::Double) {
+    if !matches!(
+        dtype,
+        DataType::Float | DataType::Float16 | DataType::Double
+    ) {
         return Err(format!("weight dtype {dtype} not supported"));
     }
     let dims = w.dims().to_vec();
     if dims.iter().any(|&d| d <= 0) {
-        return Err(format!("weight of {label} has shape {}", dims_string(&dims)));
+        return Err(format!(
+            "weight of {label} has shape {}",
+            dims_string(&dims)
+        ));
     }
     let group = node.attr_int_or("group", 1).unwrap_or(1).max(1) as usize;
     let channels = match layer {
         Layer::Conv | Layer::ConvTranspose if dims.len() < 3 => {
-            return Err(format!("weight of {label} has rank {}; a conv weight has rank >= 3", dims.len()));
+            return Err(format!(
+                "weight of {label} has rank {}; a conv weight has rank >= 3",
+                dims.len()
+            ));
         }
         Layer::Gemm { .. } | Layer::MatMul if dims.len() != 2 => {
-            return Err(format!("weight of {label} has rank {}; expected a 2-D weight", dims.len()));
+            return Err(format!(
+                "weight of {label} has rank {}; expected a 2-D weight",
+                dims.len()
+            ));
         }
         Layer::Conv => dims[0] as usize,
         Layer::ConvTranspose => {
             if !(dims[0] as usize).is_multiple_of(group) {
-                return Err(format!("input channels {} of {label} do not divide by group {group}", dims[0]));
+                return Err(format!(
+                    "input channels {} of {label} do not divide by group {group}",
+                    dims[0]
+                ));
             }
             group * dims[1] as usize
         }
         Layer::Gemm { trans_b: true } => dims[0] as usize,
         Layer::Gemm { trans_b: false } | Layer::MatMul => dims[1] as usize,
     };
-    let values = w.to_f64_vec().map_err(|e| format!("cannot read weight of {label}: {e}"))?;
+    let values = w
+        .to_f64_vec()
+        .map_err(|e| format!("cannot read weight of {label}: {e}"))?;
     if values.len() != w.numel().unwrap_or(usize::MAX) {
-        return Err(format!("weight of {label} holds {} values for shape {}", values.len(), dims_string(&dims)));
+        return Err(format!(
+            "weight of {label} holds {} values for shape {}",
+            values.len(),
+            dims_string(&dims)
+        ));
     }
-    Ok(Weight { dtype, dims, values, channels, group })
+    Ok(Weight {
+        dtype,
+        dims,
+        values,
+        channels,
+        group,
+    })
 }
 
 /// Reads a float constant (BN parameter, Mul/Add operand, conv bias).
@@ -169,14 +201,18 @@ fn read_floats(t: &Tensor, what: &str) -> Result<Vec<f64>, String> {
     if !t.dtype().is_float() {
         return Err(format!("{what} has dtype {}", t.dtype()));
     }
-    t.to_f64_vec().map_err(|e| format!("cannot read {what}: {e}"))
+    t.to_f64_vec()
+        .map_err(|e| format!("cannot read {what}: {e}"))
 }
 
 /// Why the layer's output cannot be folded into, if it has other readers.
 fn sole_reader_problem(g: &Graph, layer_node: NodeId, what: &str) -> Option<String> {
     let out = output(g, layer_node, 0)?;
     if g.is_graph_output(out) {
-        return Some(format!("{what} output '{}' is a graph output", g.value(out).name));
+        return Some(format!(
+            "{what} output '{}' is a graph output",
+            g.value(out).name
+        ));
     }
     let readers = g.reader_count(out);
     (readers != 1).then(|| format!("{what} output has {readers} readers"))
@@ -202,7 +238,12 @@ fn build(g: &Graph, f: &Fold, cx: &PassCx) -> Outcome {
     let w = f.weight;
     let m = w.channels;
     let prefix = format!("{}.{}", node_label(g, f.layer_node), node_label(g, f.tail));
-    let new_w: Vec<f64> = w.values.iter().enumerate().map(|(i, &v)| v * f.scale[w.channel_of(f.layer, i)]).collect();
+    let new_w: Vec<f64> = w
+        .values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| v * f.scale[w.channel_of(f.layer, i)])
+        .collect();
     let mut p = Patch::new();
     let w_init = p.add_initializer(
         &format!("{prefix}.weight"),
@@ -216,7 +257,11 @@ fn build(g: &Graph, f: &Fold, cx: &PassCx) -> Outcome {
         let b: Vec<f64> = match old_bias {
             Some(bv) => {
                 let Some(t) = g.constant(bv) else {
-                    decline!("bias '{}' of {} is not a constant", g.value(bv).name, node_label(g, f.layer_node));
+                    decline!(
+                        "bias '{}' of {} is not a constant",
+                        g.value(bv).name,
+                        node_label(g, f.layer_node)
+                    );
                 };
                 match read_floats(t, "conv bias") {
                     Ok(v) if v.len() == m => v,
@@ -248,7 +293,11 @@ fn build(g: &Graph, f: &Fold, cx: &PassCx) -> Outcome {
             }
             Some(cv) => {
                 let Some(t) = g.constant(cv) else {
-                    decline!("C '{}' of {} is not a constant", g.value(cv).name, node_label(g, f.layer_node));
+                    decline!(
+                        "C '{}' of {} is not a constant",
+                        g.value(cv).name,
+                        node_label(g, f.layer_node)
+                    );
                 };
                 let c = match read_floats(t, "Gemm C") {
                     Ok(c) => c,
@@ -262,7 +311,10 @@ fn build(g: &Graph, f: &Fold, cx: &PassCx) -> Outcome {
                     _ => decline!("Gemm C has shape {}", dims_string(&cd)),
                 };
                 if cols != 1 && cols != m {
-                    decline!("Gemm C has shape {} for {m} output columns", dims_string(&cd));
+                    decline!(
+                        "Gemm C has shape {} for {m} output columns",
+                        dims_string(&cd)
+                    );
                 }
                 if cx.opset < 7 && cd.as_slice() != [rows.unwrap_or(0) as i64, m as i64] {
                     decline!("Gemm before opset 7 broadcasts C only with broadcast=1");
@@ -321,7 +373,10 @@ fn fuse_bn(g: &Graph, bn: NodeId, cx: &PassCx) -> Outcome {
         if let Some(v) = output(g, bn, slot)
             && g.reader_count(v) > 0
         {
-            decline!("output {slot} ('{}') of {bn_label} is read (training statistics)", g.value(v).name);
+            decline!(
+                "output {slot} ('{}') of {bn_label} is read (training statistics)",
+                g.value(v).name
+            );
         }
     }
     if let Some(reason) = sole_reader_problem(g, conv, "conv") {
@@ -347,7 +402,10 @@ fn fuse_bn(g: &Graph, bn: NodeId, cx: &PassCx) -> Outcome {
     let m = weight.channels;
     for (vals, what) in params.iter().zip(["scale", "bias", "mean", "var"]) {
         if vals.len() != m {
-            decline!("channel count {m} does not match BN size {} ({what} of {bn_label})", vals.len());
+            decline!(
+                "channel count {m} does not match BN size {} ({what} of {bn_label})",
+                vals.len()
+            );
         }
     }
     let eps = node.attr_float_or("epsilon", 1e-5).unwrap_or(1e-5) as f64;
@@ -356,7 +414,10 @@ fn fuse_bn(g: &Graph, bn: NodeId, cx: &PassCx) -> Outcome {
     for o in 0..m {
         let denom = (var[o] + eps).sqrt();
         if !(denom.is_finite() && denom > 0.0) {
-            decline!("var + epsilon of channel {o} of {bn_label} is {}", var[o] + eps);
+            decline!(
+                "var + epsilon of channel {o} of {bn_label} is {}",
+                var[o] + eps
+            );
         }
         scale.push(scale_p[o] / denom);
     }
@@ -364,7 +425,16 @@ fn fuse_bn(g: &Graph, bn: NodeId, cx: &PassCx) -> Outcome {
     let replaced = require_some!(output(g, bn, 0));
     build(
         g,
-        &Fold { layer_node: conv, layer, weight: &weight, scale: &scale, shift: &shift, shift_is_zero: false, tail: bn, replaced },
+        &Fold {
+            layer_node: conv,
+            layer,
+            weight: &weight,
+            scale: &scale,
+            shift: &shift,
+            shift_is_zero: false,
+            tail: bn,
+            replaced,
+        },
         cx,
     )
 }
@@ -389,11 +459,15 @@ fn fuse_affine(g: &Graph, id: NodeId, cx: &PassCx) -> Outcome {
     let (layer_node, layer, c_value) = {
         let mut found = None;
         for (a, b) in [(0, 1), (1, 0)] {
-            let (Some(x), Some(c)) = (input(g, id, a), input(g, id, b)) else { continue };
+            let (Some(x), Some(c)) = (input(g, id, a), input(g, id, b)) else {
+                continue;
+            };
             if g.constant(c).is_none() {
                 continue;
             }
-            let Some((p, _)) = g.value(x).producer else { continue };
+            let Some((p, _)) = g.value(x).producer else {
+                continue;
+            };
             if let Some(layer) = Layer::of(g.node(p)) {
                 found = Some((p, layer, c));
                 break;
@@ -412,7 +486,11 @@ fn fuse_affine(g: &Graph, id: NodeId, cx: &PassCx) -> Outcome {
     if !layer.is_conv() {
         // The pattern is a Gemm / MatMul with a constant weight (not, e.g.,
         // an attention score MatMul of two activations).
-        require!(input(g, layer_node, layer.weight_slot()).and_then(|w| g.constant(w)).is_some());
+        require!(
+            input(g, layer_node, layer.weight_slot())
+                .and_then(|w| g.constant(w))
+                .is_some()
+        );
     }
     if let Some(reason) = sole_reader_problem(g, layer_node, what) {
         decline!("{reason}");
@@ -424,7 +502,11 @@ fn fuse_affine(g: &Graph, id: NodeId, cx: &PassCx) -> Outcome {
     let c = require_some!(g.constant(c_value));
     let c_name = &g.value(c_value).name;
     if c.dtype() != weight.dtype {
-        decline!("constant '{c_name}' has dtype {} but the weight has {}", c.dtype(), weight.dtype);
+        decline!(
+            "constant '{c_name}' has dtype {} but the weight has {}",
+            c.dtype(),
+            weight.dtype
+        );
     }
     let vals = match read_floats(c, &format!("constant '{c_name}'")) {
         Ok(v) => v,
@@ -434,13 +516,19 @@ fn fuse_affine(g: &Graph, id: NodeId, cx: &PassCx) -> Outcome {
     let m = weight.channels;
     let Some(rank) = output_rank(g, layer_node, layer, &weight) else {
         if cd.len() > 1 {
-            decline!("rank of the {what} output is unknown; constant '{c_name}' of shape {} could raise it", dims_string(&cd));
+            decline!(
+                "rank of the {what} output is unknown; constant '{c_name}' of shape {} could raise it",
+                dims_string(&cd)
+            );
         }
         // Rank >= 1: a [1] or [N] constant lines up with the last axis.
         return affine_rewrite(g, id, layer_node, layer, &weight, &cd, &vals, is_mul, cx);
     };
     if cd.len() > rank {
-        decline!("constant '{c_name}' of shape {} would raise the rank-{rank} {what} output", dims_string(&cd));
+        decline!(
+            "constant '{c_name}' of shape {} would raise the rank-{rank} {what} output",
+            dims_string(&cd)
+        );
     }
     let channel_axis = if layer.is_conv() { 1 } else { rank - 1 };
     for (j, &d) in cd.iter().enumerate() {
@@ -474,13 +562,29 @@ fn affine_rewrite(
     } else if vals.len() == m {
         vals.to_vec()
     } else {
-        decline!("constant of shape {} does not have 1 or {m} values", dims_string(cd));
+        decline!(
+            "constant of shape {} does not have 1 or {m} values",
+            dims_string(cd)
+        );
     };
-    let (scale, shift) = if is_mul { (per_channel, vec![0.0; m]) } else { (vec![1.0; m], per_channel) };
+    let (scale, shift) = if is_mul {
+        (per_channel, vec![0.0; m])
+    } else {
+        (vec![1.0; m], per_channel)
+    };
     let replaced = require_some!(output(g, id, 0));
     build(
         g,
-        &Fold { layer_node, layer, weight, scale: &scale, shift: &shift, shift_is_zero: is_mul, tail: id, replaced },
+        &Fold {
+            layer_node,
+            layer,
+            weight,
+            scale: &scale,
+            shift: &shift,
+            shift_is_zero: is_mul,
+            tail: id,
+            replaced,
+        },
         cx,
     )
 }

@@ -41,7 +41,9 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     let (mm, bias) = {
         let mut found = None;
         for (a, b) in [(0, 1), (1, 0)] {
-            let (Some(x), Some(c)) = (input(g, id, a), input(g, id, b)) else { continue };
+            let (Some(x), Some(c)) = (input(g, id, a), input(g, id, b)) else {
+                continue;
+            };
             if let Some((p, _)) = g.value(x).producer
                 && g.node(p).is("MatMul")
             {
@@ -78,7 +80,10 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     };
     let bd = bias_t.dims();
     if !(bd == [n] || bd == [1, n]) {
-        decline!("bias has shape {}; Gemm C here must be [{n}] or [1,{n}]", dims_string(bd));
+        decline!(
+            "bias has shape {}; Gemm C here must be [{n}] or [1,{n}]",
+            dims_string(bd)
+        );
     }
     let dtype = b_t.dtype();
     if bias_t.dtype() != dtype {
@@ -102,7 +107,11 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     let mut p = Patch::new();
     let k = p.add_node(
         gemm,
-        vec![Some(PatchValue::Existing(a)), Some(PatchValue::Existing(b)), Some(PatchValue::Existing(bias))],
+        vec![
+            Some(PatchValue::Existing(a)),
+            Some(PatchValue::Existing(b)),
+            Some(PatchValue::Existing(bias)),
+        ],
         vec![String::new()],
     );
     let new = PatchValue::NewNode { node: k, output: 0 };

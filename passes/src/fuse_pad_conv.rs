@@ -85,7 +85,10 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             Ok(None) => decline!("Pad has no '{attr}' attribute"),
             Err(e) => decline!("{e}"),
         };
-        (pads, pad_node.attr_float_or("value", 0.0).unwrap_or(f32::NAN) as f64)
+        (
+            pads,
+            pad_node.attr_float_or("value", 0.0).unwrap_or(f32::NAN) as f64,
+        )
     } else {
         let Some(pads) = const_i64s(g, input(g, pad, 1)) else {
             decline!("pads of the Pad are not a constant");
@@ -152,7 +155,11 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     let mut fused = conv.clone();
     fused.set_attr(Attribute::ints("pads", conv_pads));
     let x = input(g, pad, 0);
-    let mut inputs: Vec<Option<PatchValue>> = conv.inputs.iter().map(|v| v.map(PatchValue::Existing)).collect();
+    let mut inputs: Vec<Option<PatchValue>> = conv
+        .inputs
+        .iter()
+        .map(|v| v.map(PatchValue::Existing))
+        .collect();
     inputs[0] = x.map(PatchValue::Existing);
     let out = require_some!(output(g, id, 0));
     let mut p = Patch::new();

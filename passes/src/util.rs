@@ -52,13 +52,26 @@ pub fn is_renamable(g: &Graph, v: ValueId) -> bool {
 
 /// A tensor of `dtype` (float32, float64, float16 or bfloat16) holding
 /// `values` rounded to that type; `None` for other types.
-pub fn tensor_from_f64(dtype: infopt_ir::DataType, dims: Vec<i64>, values: &[f64]) -> Option<Tensor> {
+pub fn tensor_from_f64(
+    dtype: infopt_ir::DataType,
+    dims: Vec<i64>,
+    values: &[f64],
+) -> Option<Tensor> {
     use infopt_ir::DataType;
     let bytes: Vec<u8> = match dtype {
-        DataType::Float => values.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect(),
+        DataType::Float => values
+            .iter()
+            .flat_map(|&v| (v as f32).to_le_bytes())
+            .collect(),
         DataType::Double => values.iter().flat_map(|&v| v.to_le_bytes()).collect(),
-        DataType::Float16 => values.iter().flat_map(|&v| half::f16::from_f64(v).to_le_bytes()).collect(),
-        DataType::Bfloat16 => values.iter().flat_map(|&v| half::bf16::from_f64(v).to_le_bytes()).collect(),
+        DataType::Float16 => values
+            .iter()
+            .flat_map(|&v| half::f16::from_f64(v).to_le_bytes())
+            .collect(),
+        DataType::Bfloat16 => values
+            .iter()
+            .flat_map(|&v| half::bf16::from_f64(v).to_le_bytes())
+            .collect(),
         _ => return None,
     };
     Some(Tensor::from_raw(dtype, dims, bytes::Bytes::from(bytes)))
@@ -69,7 +82,13 @@ pub fn node_label(g: &Graph, node: NodeId) -> String {
     let n = g.node(node);
     match n.name.as_deref() {
         Some(name) if !name.is_empty() => name.to_string(),
-        _ => n.outputs.iter().flatten().next().map(|&v| g.value(v).name.clone()).unwrap_or_else(|| n.op_type.clone()),
+        _ => n
+            .outputs
+            .iter()
+            .flatten()
+            .next()
+            .map(|&v| g.value(v).name.clone())
+            .unwrap_or_else(|| n.op_type.clone()),
     }
 }
 

@@ -1,0 +1,1011 @@
+//! Fusion passes: exact op histograms after each pass, numerical equivalence
+//! of original and result in tract on seeded inputs, and declined rewrites
+//! that leave the model unchanged with a recorded reason.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use infopt_ir::builder::{GraphBuilder, dims};
+use infopt_ir::stats::GraphStats;
+use infopt_ir::{Attribute, DataType, Dim, Model, Tensor, TensorType, ValueId};
+use infopt_passes::{DriverOptions, Flow, PipelineConfig, PipelineRun, Target, run_pipeline};
+use infopt_runtime::compare::{Tolerance, compare_outputs};
+use infopt_runtime::inputs::{InputGen, generate_for_model};
+use infopt_runtime::{Backend, InputShapes, TractBackend};
+
+// ----- helpers -----
+
+fn fixture_path(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/models")
+        .join(rel)
+}
+
+fn load_fixture(rel: &str) -> Model {
+    Model::load(&fixture_path(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn run(model: &mut Model, names: &[&str], target: Target) -> PipelineRun {
+    let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    let config = PipelineConfig::from_pass_names(&names, target).expect("known pass names");
+    let options = DriverOptions {
+        validate: true,
+        ..Default::default()
+    };
+    run_pipeline(model, &config, &options, &mut |_, _| Ok(Flow::Continue)).expect("pipeline runs")
+}
+
+fn ops(m: &Model) -> BTreeMap<String, usize> {
+    GraphStats::of_model(m).ops
+}
+
+fn hist(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
+    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+fn reasons(run: &PipelineRun) -> Vec<(String, String)> {
+    run.declined
+        .iter()
+        .map(|d| (d.at.clone(), d.reason.clone()))
+        .collect()
+}
+
+/// Runs both models in tract on the same seeded inputs; asserts that every
+/// output agrees within `1e-4 * max(1, |expected|)` and returns the largest
+/// absolute difference.
+fn assert_equivalent(before: &Model, after: &Model, shapes: &InputShapes) -> f64 {
+    let b = TractBackend
+        .load(&before.to_bytes().unwrap(), None, shapes)
+        .expect("original loads in tract");
+    let a = TractBackend
+        .load(&after.to_bytes().unwrap(), None, shapes)
+        .expect("result loads in tract");
+    let mut worst: f64 = 0.0;
+    for seed in [3u64, 11] {
+        let inputs = generate_for_model(b.as_ref(), &InputGen::with_seed(seed)).unwrap();
+        let expected = b.run(&inputs).unwrap();
+        let actual = a.run(&inputs).unwrap();
+        assert_eq!(expected.len(), actual.len());
+        let agreement = compare_outputs(
+            &actual,
+            &expected,
+            Tolerance {
+                atol: 1e-4,
+                rtol: 1e-4,
+            },
+        );
+        for out in &agreement {
+            assert!(out.issue.is_none(), "{}: {:?}", out.name, out.issue);
+            assert!(out.elements > 0, "{}: nothing compared", out.name);
+            assert!(
+                out.within_tolerance,
+                "output {} differs: {out:#?}",
+                out.name
+            );
+            worst = worst.max(out.max_abs);
+        }
+    }
+    worst
+}
+
+/// Deterministic values in [lo, hi).
+fn values(seed: u64, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            lo + (hi - lo) * ((s >> 40) as f32 / (1u64 << 24) as f32)
+        })
+        .collect()
+}
+
+fn init(b: &mut GraphBuilder, name: &str, shape: &[i64], seed: u64, lo: f32, hi: f32) -> ValueId {
+    let n = shape.iter().product::<i64>() as usize;
+    b.f32(name, shape, &values(seed, n, lo, hi))
+}
+
+/// BatchNormalization with constant parameters of size `c` (seeded).
+fn bn(b: &mut GraphBuilder, x: ValueId, c: i64, seed: u64, attrs: Vec<Attribute>) -> ValueId {
+    let scale = init(b, &format!("bn{seed}.scale"), &[c], seed, 0.5, 1.5);
+    let bias = init(b, &format!("bn{seed}.bias"), &[c], seed + 1, -0.5, 0.5);
+    let mean = init(b, &format!("bn{seed}.mean"), &[c], seed + 2, -0.3, 0.3);
+    let var = init(b, &format!("bn{seed}.var"), &[c], seed + 3, 0.2, 2.0);
+    b.op("BatchNormalization", &[x, scale, bias, mean, var], attrs)
+}
+
+fn set_type(b: &mut GraphBuilder, v: ValueId, spec: &[&str]) {
+    let ty = TensorType {
+        dtype: DataType::Float,
+        shape: Some(dims(spec)),
+    };
+    b.graph_mut().set_value_type(v, &ty);
+}
+
+fn assert_unchanged_with(mut m: Model, pass: &str, target: Target, at: &str, reason: &str) {
+    let before = m.to_bytes().unwrap();
+    let r = run(&mut m, &[pass], target);
+    assert_eq!(m.to_bytes().unwrap(), before, "{pass} changed the model");
+    assert_eq!(r.records[0].rewrites, 0);
+    assert!(
+        reasons(&r).contains(&(at.to_string(), reason.to_string())),
+        "expected ({at}, {reason}) among {:?}",
+        reasons(&r)
+    );
+}
+
+fn assert_unchanged(m: Model, pass: &str, at: &str, reason: &str) {
+    assert_unchanged_with(m, pass, Target::Portable, at, reason)
+}
+
+fn initializer<'a>(m: &'a Model, name: &str) -> &'a Tensor {
+    let v = m
+        .graph
+        .find_value(name)
+        .unwrap_or_else(|| panic!("no value '{name}'"));
+    m.graph
+        .value(v)
+        .initializer
+        .as_ref()
+        .unwrap_or_else(|| panic!("'{name}' is not an initializer"))
+}
+
+fn batch2() -> InputShapes {
+    InputShapes::new().with_symbol("batch", 2)
+}
+
+// ----- fuse-conv-bn -----
+
+#[test]
+fn conv_bn_folds_on_cnn_fixture_and_declines_the_shared_conv() {
+    let original = load_fixture("cnn_bn_relu.onnx");
+    let mut m = original.clone();
+    let r = run(
+        &mut m,
+        &["fuse-conv-bn", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert_eq!(r.records[0].rewrites, 3);
+    assert_eq!(
+        ops(&m),
+        hist(&[
+            ("Add", 2),
+            ("BatchNormalization", 1),
+            ("Conv", 4),
+            ("Flatten", 1),
+            ("Gemm", 1),
+            ("GlobalAveragePool", 1),
+            ("MaxPool", 1),
+            ("Relu", 2),
+        ])
+    );
+    assert_eq!(
+        reasons(&r),
+        vec![(
+            "bn4/BatchNormalization".to_string(),
+            "conv output has 2 readers".to_string()
+        )]
+    );
+    // The conv keeps its name and takes over the BN output's name.
+    let conv1 = m
+        .graph
+        .find_node("conv1/Conv")
+        .expect("conv1 keeps its name");
+    let out = m.graph.node(conv1).outputs[0].unwrap();
+    assert_eq!(m.graph.value(out).name, "bn1_out");
+    let w = initializer(&m, "conv1/Conv.bn1/BatchNormalization.weight");
+    assert_eq!(w.dims(), &[8, 3, 3, 3]);
+    assert_eq!(w.dtype(), DataType::Float);
+    assert_eq!(
+        initializer(&m, "conv2/Conv.bn2/BatchNormalization.bias").dims(),
+        &[8]
+    );
+    // The old weights are left to eliminate-dead (nothing else reads them).
+    assert!(m.graph.find_value("conv1.weight").is_none());
+    let diff = assert_equivalent(&original, &m, &batch2());
+    assert!(
+        diff > 0.0,
+        "the outputs should differ by rounding only, not be identical by accident"
+    );
+}
+
+#[test]
+fn conv_bn_folds_every_bn_of_the_exported_resnet_block() {
+    let original = load_fixture("exported/resnet_block.onnx");
+    let before = ops(&original);
+    assert_eq!(before["BatchNormalization"], 6);
+    let mut m = original.clone();
+    let r = run(
+        &mut m,
+        &["fuse-conv-bn", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert_eq!(r.records[0].rewrites, 6);
+    assert!(r.declined.is_empty(), "{:?}", reasons(&r));
+    assert_eq!(
+        ops(&m),
+        hist(&[
+            ("Add", 2),
+            ("Conv", 6),
+            ("Flatten", 1),
+            ("Gemm", 1),
+            ("GlobalAveragePool", 1),
+            ("MaxPool", 1),
+            ("Relu", 5)
+        ])
+    );
+    assert_equivalent(&original, &m, &batch2());
+}
+
+#[test]
+fn conv_transpose_bn_with_groups_folds_along_axis_1() {
+    // ConvTranspose weight [C=4, M/group=3, 3, 3], group 2: M = 6 outputs.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "4", "5", "5"]));
+    let w = init(&mut b, "w", &[4, 3, 3, 3], 7, -1.0, 1.0);
+    let bias = init(&mut b, "b", &[6], 8, -0.5, 0.5);
+    let c = b.op(
+        "ConvTranspose",
+        &[x, w, bias],
+        vec![
+            Attribute::int("group", 2),
+            Attribute::ints("kernel_shape", vec![3, 3]),
+            Attribute::ints("strides", vec![2, 2]),
+        ],
+    );
+    let y = bn(&mut b, c, 6, 20, vec![Attribute::float("epsilon", 1e-3)]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    run(
+        &mut m,
+        &["fuse-conv-bn", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert_eq!(ops(&m), hist(&[("ConvTranspose", 1)]));
+    assert_eq!(
+        initializer(&m, "convtranspose_1.batchnormalization_2.weight").dims(),
+        &[4, 3, 3, 3]
+    );
+    assert_equivalent(&original, &m, &InputShapes::new());
+}
+
+#[test]
+fn conv_without_bias_and_per_channel_mul_add_fold() {
+    // Conv (no bias) -> BN -> Mul [1,M,1,1] -> Add [M,1,1] -> Mul scalar -> Add [1].
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "3", "6", "6"]));
+    let w = init(&mut b, "w", &[5, 3, 3, 3], 1, -1.0, 1.0);
+    let c = b.op(
+        "Conv",
+        &[x, w],
+        vec![Attribute::ints("pads", vec![1, 1, 1, 1])],
+    );
+    let y = bn(&mut b, c, 5, 30, vec![]);
+    let s = init(&mut b, "s", &[1, 5, 1, 1], 2, 0.5, 2.0);
+    let y = b.op("Mul", &[s, y], vec![]);
+    let t = init(&mut b, "t", &[5, 1, 1], 3, -1.0, 1.0);
+    let y = b.op("Add", &[y, t], vec![]);
+    let k = b.f32("k", &[], &[0.75]);
+    let y = b.op("Mul", &[y, k], vec![]);
+    let one = b.f32("one", &[1], &[0.25]);
+    let y = b.op("Add", &[y, one], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    let r = run(
+        &mut m,
+        &["fuse-conv-bn", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert_eq!(r.records[0].rewrites, 5);
+    assert_eq!(ops(&m), hist(&[("Conv", 1)]));
+    // The graph output keeps its name.
+    assert_eq!(m.graph.value(m.graph.outputs[0].value).name, "y");
+    assert_equivalent(&original, &m, &batch2());
+}
+
+#[test]
+fn gemm_and_matmul_fold_per_column_scale_and_shift() {
+    // Gemm(transB=1, C[16]) -> Mul [16] -> Add [1,16] -> MatMul W[16,4] -> Mul scalar.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["3", "8"]));
+    let w = init(&mut b, "w", &[16, 8], 1, -1.0, 1.0);
+    let c = init(&mut b, "c", &[16], 2, -1.0, 1.0);
+    let g = b.op(
+        "Gemm",
+        &[x, w, c],
+        vec![Attribute::int("transB", 1), Attribute::float("beta", 0.5)],
+    );
+    let s = init(&mut b, "s", &[16], 3, 0.5, 2.0);
+    let y = b.op("Mul", &[g, s], vec![]);
+    let t = init(&mut b, "t", &[1, 16], 4, -1.0, 1.0);
+    let y = b.op("Add", &[t, y], vec![]);
+    let w2 = init(&mut b, "w2", &[16, 4], 5, -1.0, 1.0);
+    let mm = b.op("MatMul", &[y, w2], vec![]);
+    let k = b.f32("k", &[], &[-1.5]);
+    let y = b.op("Mul", &[mm, k], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    let r = run(
+        &mut m,
+        &["fuse-conv-bn", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert_eq!(r.records[0].rewrites, 3);
+    assert_eq!(ops(&m), hist(&[("Gemm", 1), ("MatMul", 1)]));
+    assert_equivalent(&original, &m, &InputShapes::new());
+}
+
+#[test]
+fn conv_bn_float16_weights_stay_float16() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float16, dims(&["1", "2", "4", "4"]));
+    let wv: Vec<u8> = values(9, 3 * 2 * 3 * 3, -1.0, 1.0)
+        .iter()
+        .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
+        .collect();
+    let w = b.initializer(
+        "w",
+        Tensor::from_raw(DataType::Float16, vec![3, 2, 3, 3], wv.into()),
+    );
+    let c = b.op("Conv", &[x, w], vec![]);
+    let y = bn(&mut b, c, 3, 40, vec![]);
+    b.output(y, "y", DataType::Float16, None);
+    let mut m = b.build(17);
+    run(
+        &mut m,
+        &["fuse-conv-bn", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert_eq!(ops(&m), hist(&[("Conv", 1)]));
+    assert_eq!(
+        initializer(&m, "conv_1.batchnormalization_2.weight").dtype(),
+        DataType::Float16
+    );
+    assert_eq!(
+        initializer(&m, "conv_1.batchnormalization_2.bias").dtype(),
+        DataType::Float16
+    );
+}
+
+#[test]
+fn a_weight_shared_with_another_conv_is_not_mutated() {
+    // conv_1 -> BN folds; conv_3 reads the same weight `w` and must keep it.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "5", "5"]));
+    let w = init(&mut b, "w", &[4, 3, 3, 3], 1, -1.0, 1.0);
+    let c1 = b.op("Conv", &[x, w], vec![]);
+    let y = bn(&mut b, c1, 4, 100, vec![]);
+    let z = b.op("Conv", &[x, w], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    b.output(z, "z", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    run(
+        &mut m,
+        &["fuse-conv-bn", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert_eq!(ops(&m), hist(&[("Conv", 2)]));
+    assert_eq!(initializer(&m, "w"), initializer(&original, "w"));
+    let conv3 = m.graph.node(m.graph.find_node("conv_3").unwrap());
+    assert_eq!(m.graph.value(conv3.inputs[1].unwrap()).name, "w");
+    let conv1 = m.graph.node(m.graph.find_node("conv_1").unwrap());
+    assert_eq!(
+        m.graph.value(conv1.inputs[1].unwrap()).name,
+        "conv_1.batchnormalization_2.weight"
+    );
+    assert_equivalent(&original, &m, &InputShapes::new());
+}
+
+/// Conv(x, w[8,3,3,3]) -> BN; the BN is built by `make_bn` from the conv output.
+fn conv_then(make_bn: impl FnOnce(&mut GraphBuilder, ValueId) -> ValueId) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "4", "4"]));
+    let w = init(&mut b, "w", &[8, 3, 3, 3], 1, -1.0, 1.0);
+    let c = b.op("Conv", &[x, w], vec![]);
+    let y = make_bn(&mut b, c);
+    b.output(y, "y", DataType::Float, None);
+    b.build(17)
+}
+
+#[test]
+fn conv_bn_declines_in_training_mode() {
+    let m = conv_then(|b, c| bn(b, c, 8, 50, vec![Attribute::int("training_mode", 1)]));
+    assert_unchanged(m, "fuse-conv-bn", "batchnormalization_2", "training_mode=1");
+}
+
+#[test]
+fn conv_bn_declines_when_a_parameter_is_not_constant() {
+    let m = conv_then(|b, c| {
+        let scale = b.input("scale", DataType::Float, dims(&["8"]));
+        let rest: Vec<ValueId> = (0..3)
+            .map(|i| init(b, &format!("p{i}"), &[8], 60 + i, 0.5, 1.0))
+            .collect();
+        b.op(
+            "BatchNormalization",
+            &[c, scale, rest[0], rest[1], rest[2]],
+            vec![],
+        )
+    });
+    assert_unchanged(
+        m,
+        "fuse-conv-bn",
+        "batchnormalization_2",
+        "scale of batchnormalization_2 is not a constant",
+    );
+}
+
+#[test]
+fn conv_bn_declines_on_channel_mismatch() {
+    let m = conv_then(|b, c| bn(b, c, 16, 70, vec![]));
+    assert_unchanged(
+        m,
+        "fuse-conv-bn",
+        "batchnormalization_2",
+        "channel count 8 does not match BN size 16 (scale of batchnormalization_2)",
+    );
+}
+
+#[test]
+fn conv_bn_declines_on_int8_weights() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "4", "4"]));
+    let w = b.initializer(
+        "w",
+        Tensor::from_raw(DataType::Int8, vec![8, 3, 1, 1], vec![1u8; 24].into()),
+    );
+    let c = b.op("Conv", &[x, w], vec![]);
+    let y = bn(&mut b, c, 8, 80, vec![]);
+    b.output(y, "y", DataType::Float, None);
+    assert_unchanged(
+        b.build(17),
+        "fuse-conv-bn",
+        "batchnormalization_2",
+        "weight dtype int8 not supported",
+    );
+}
+
+#[test]
+fn conv_bn_declines_when_the_conv_weight_is_an_input() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "4", "4"]));
+    let w = b.input("w", DataType::Float, dims(&["8", "3", "1", "1"]));
+    let c = b.op("Conv", &[x, w], vec![]);
+    let y = bn(&mut b, c, 8, 90, vec![]);
+    b.output(y, "y", DataType::Float, None);
+    assert_unchanged(
+        b.build(17),
+        "fuse-conv-bn",
+        "batchnormalization_2",
+        "weight 'w' of conv_1 is not a constant",
+    );
+}
+
+#[test]
+fn per_channel_mul_declines_when_the_constant_spans_another_axis() {
+    // [8] lines up with the last (width) axis, not the channel axis.
+    let m = conv_then(|b, c| {
+        let s = init(b, "s", &[2], 5, 0.5, 1.0);
+        b.op("Mul", &[c, s], vec![])
+    });
+    assert_unchanged(
+        m,
+        "fuse-conv-bn",
+        "mul_2",
+        "constant 's' of shape [2] broadcasts along axis 3 of the conv output, not only the channel axis 1 (size 8)",
+    );
+}
+
+// ----- fuse-matmul-add -----
+
+#[test]
+fn matmul_add_chain_becomes_gemms() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["4", "8"]));
+    let w1 = init(&mut b, "w1", &[8, 16], 1, -1.0, 1.0);
+    let b1 = init(&mut b, "b1", &[16], 2, -1.0, 1.0);
+    let mm1 = b.op("MatMul", &[x, w1], vec![]);
+    let h = b.op("Add", &[mm1, b1], vec![]);
+    set_type(&mut b, h, &["4", "16"]);
+    let w2 = init(&mut b, "w2", &[16, 5], 3, -1.0, 1.0);
+    let b2 = init(&mut b, "b2", &[1, 5], 4, -1.0, 1.0);
+    let mm2 = b.op("MatMul", &[h, w2], vec![]);
+    let y = b.op("Add", &[b2, mm2], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(13);
+    let mut m = original.clone();
+    let r = run(&mut m, &["fuse-matmul-add"], Target::Portable);
+    assert_eq!(r.records[0].rewrites, 2, "declined: {:?}", reasons(&r));
+    assert_eq!(ops(&m), hist(&[("Gemm", 2)]));
+    // The first Gemm's output keeps the Add output's name and type, which is
+    // what let the second MatMul see a 2-D A.
+    let h = m.graph.find_value("add_2_out").expect("name kept");
+    assert_eq!(
+        m.graph.value_type(h).unwrap().shape,
+        Some(vec![Dim::Known(4), Dim::Known(16)])
+    );
+    assert!(
+        m.graph
+            .find_node("matmul_1")
+            .is_some_and(|n| m.graph.node(n).is("Gemm"))
+    );
+    assert_equivalent(&original, &m, &InputShapes::new());
+}
+
+#[test]
+fn matmul_add_declines_on_rank_3() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2", "4", "8"]));
+    let w = init(&mut b, "w", &[8, 16], 1, -1.0, 1.0);
+    let bias = init(&mut b, "b", &[16], 2, -1.0, 1.0);
+    let mm = b.op("MatMul", &[x, w], vec![]);
+    let y = b.op("Add", &[mm, bias], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    assert_unchanged(
+        b.build(17),
+        "fuse-matmul-add",
+        "add_2",
+        "A has rank 3; Gemm needs 2-D",
+    );
+}
+
+#[test]
+fn matmul_add_declines_on_shared_output_and_non_constant_bias() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["4", "8"]));
+    let w = init(&mut b, "w", &[8, 16], 1, -1.0, 1.0);
+    let mm = b.op("MatMul", &[x, w], vec![]);
+    let bias = init(&mut b, "b", &[16], 2, -1.0, 1.0);
+    let y = b.op("Add", &[mm, bias], vec![]);
+    let z = b.op("Relu", &[mm], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    b.output(z, "z", DataType::Float, None);
+    assert_unchanged(
+        b.build(17),
+        "fuse-matmul-add",
+        "add_2",
+        "MatMul output has 2 readers",
+    );
+
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["4", "8"]));
+    let r = b.input("r", DataType::Float, dims(&["4", "16"]));
+    let w = init(&mut b, "w", &[8, 16], 1, -1.0, 1.0);
+    let mm = b.op("MatMul", &[x, w], vec![]);
+    let y = b.op("Add", &[mm, r], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    assert_unchanged(
+        b.build(17),
+        "fuse-matmul-add",
+        "add_2",
+        "bias 'r' is not a constant",
+    );
+}
+
+#[test]
+fn matmul_add_declines_on_the_transformer_fixture() {
+    let mut m = load_fixture("transformer_block.onnx");
+    let before = m.to_bytes().unwrap();
+    let r = run(&mut m, &["fuse-matmul-add"], Target::Portable);
+    assert_eq!(m.to_bytes().unwrap(), before);
+    let got = reasons(&r);
+    let rank3 = got
+        .iter()
+        .filter(|(_, why)| why == "A has rank 3; Gemm needs 2-D")
+        .count();
+    assert_eq!(rank3, 3, "{got:?}");
+    assert!(
+        got.contains(&(
+            "/ffn.fc1/Add".into(),
+            "rank of A 'ln1_out' is unknown; Gemm needs 2-D".into()
+        )),
+        "{got:?}"
+    );
+    assert_eq!(got.len(), 6, "{got:?}");
+}
+
+// ----- fuse-conv-activation -----
+
+/// Conv chain with each supported activation after a conv (opset 17).
+fn conv_activation_chain() -> Model {
+    let mut b = GraphBuilder::new();
+    let mut y = b.input("x", DataType::Float, dims(&["batch", "4", "6", "6"]));
+    let lo = b.f32("lo", &[], &[-0.5]);
+    let hi = b.f32("hi", &[], &[0.5]);
+    let acts: Vec<(&str, Vec<ValueId>, Vec<Attribute>)> = vec![
+        ("Relu", vec![], vec![]),
+        ("Clip", vec![lo, hi], vec![]),
+        ("LeakyRelu", vec![], vec![Attribute::float("alpha", 0.2)]),
+        (
+            "HardSigmoid",
+            vec![],
+            vec![
+                Attribute::float("alpha", 0.3),
+                Attribute::float("beta", 0.4),
+            ],
+        ),
+        ("Sigmoid", vec![], vec![]),
+        ("Tanh", vec![], vec![]),
+    ];
+    for (i, (op, extra, attrs)) in acts.into_iter().enumerate() {
+        let w = init(
+            &mut b,
+            &format!("w{i}"),
+            &[4, 4, 3, 3],
+            i as u64 + 1,
+            -0.5,
+            0.5,
+        );
+        let bias = init(&mut b, &format!("b{i}"), &[4], i as u64 + 10, -0.1, 0.1);
+        let c = b.op(
+            "Conv",
+            &[y, w, bias],
+            vec![Attribute::ints("pads", vec![1, 1, 1, 1])],
+        );
+        let mut ins = vec![c];
+        ins.extend(extra);
+        y = b.op(op, &ins, attrs);
+    }
+    b.output(y, "y", DataType::Float, None);
+    b.build(17)
+}
+
+#[test]
+fn conv_activation_becomes_fused_conv_for_onnxruntime() {
+    let mut m = conv_activation_chain();
+    let r = run(&mut m, &["fuse-conv-activation"], Target::Onnxruntime);
+    assert!(r.declined.is_empty(), "{:?}", reasons(&r));
+    assert_eq!(ops(&m), hist(&[("com.microsoft::FusedConv", 6)]));
+    assert_eq!(m.opset("com.microsoft"), Some(1));
+    let expect: [(&str, &str, Option<Vec<f32>>); 6] = [
+        ("conv_1", "Relu", None),
+        ("conv_3", "Clip", Some(vec![-0.5, 0.5])),
+        ("conv_5", "LeakyRelu", Some(vec![0.2])),
+        ("conv_7", "HardSigmoid", Some(vec![0.3, 0.4])),
+        ("conv_9", "Sigmoid", None),
+        ("conv_11", "Tanh", None),
+    ];
+    for (name, act, params) in expect {
+        let n = m.graph.node(
+            m.graph
+                .find_node(name)
+                .unwrap_or_else(|| panic!("{name} kept")),
+        );
+        assert_eq!(n.domain(), "com.microsoft");
+        assert_eq!(n.attr_string("activation").unwrap().as_deref(), Some(act));
+        assert_eq!(
+            n.attr_floats("activation_params")
+                .unwrap()
+                .map(|p| p.to_vec()),
+            params,
+            "{name}"
+        );
+        assert_eq!(n.attr_ints("pads").unwrap(), Some(&[1i64, 1, 1, 1][..]));
+        assert_eq!(n.inputs.len(), 3);
+    }
+    assert_eq!(m.graph.value(m.graph.outputs[0].value).name, "y");
+}
+
+#[test]
+fn conv_activation_does_nothing_for_other_targets() {
+    for target in [Target::Portable, Target::Tensorrt] {
+        let mut m = conv_activation_chain();
+        let before = m.to_bytes().unwrap();
+        let r = run(&mut m, &["fuse-conv-activation"], target);
+        assert_eq!(m.to_bytes().unwrap(), before);
+        assert!(r.declined.is_empty());
+        assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
+        assert!(r.notes[0].contains("ONNX Runtime"));
+    }
+}
+
+#[test]
+fn conv_bn_then_activation_on_cnn_fixture() {
+    let mut m = load_fixture("cnn_bn_relu.onnx");
+    let r = run(
+        &mut m,
+        &["fuse-conv-bn", "fuse-conv-activation", "eliminate-dead"],
+        Target::Onnxruntime,
+    );
+    assert_eq!(
+        ops(&m),
+        hist(&[
+            ("Add", 2),
+            ("BatchNormalization", 1),
+            ("Conv", 2),
+            ("Flatten", 1),
+            ("Gemm", 1),
+            ("GlobalAveragePool", 1),
+            ("MaxPool", 1),
+            ("com.microsoft::FusedConv", 2),
+        ])
+    );
+    assert_eq!(m.opset("com.microsoft"), Some(1));
+    assert_eq!(r.declined.len(), 1, "{:?}", reasons(&r));
+}
+
+#[test]
+fn conv_activation_declines() {
+    // Conv output read twice.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "4", "4"]));
+    let w = init(&mut b, "w", &[2, 3, 1, 1], 1, -1.0, 1.0);
+    let c = b.op("Conv", &[x, w], vec![]);
+    let y = b.op("Relu", &[c], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    b.output(c, "c", DataType::Float, None);
+    assert_unchanged_with(
+        b.build(17),
+        "fuse-conv-activation",
+        Target::Onnxruntime,
+        "relu_2",
+        "conv output 'c' is a graph output",
+    );
+
+    // 1-D conv.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "8"]));
+    let w = init(&mut b, "w", &[2, 3, 3], 1, -1.0, 1.0);
+    let c = b.op("Conv", &[x, w], vec![]);
+    let y = b.op("Relu", &[c], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    assert_unchanged_with(
+        b.build(17),
+        "fuse-conv-activation",
+        Target::Onnxruntime,
+        "relu_2",
+        "conv is 1-D; FusedConv is fused for 2-D convs only",
+    );
+
+    // float16.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float16, dims(&["1", "3", "4", "4"]));
+    let w = b.initializer(
+        "w",
+        Tensor::from_raw(DataType::Float16, vec![2, 3, 1, 1], vec![0u8; 12].into()),
+    );
+    let c = b.op("Conv", &[x, w], vec![]);
+    let y = b.op("Sigmoid", &[c], vec![]);
+    b.output(y, "y", DataType::Float16, None);
+    assert_unchanged_with(
+        b.build(17),
+        "fuse-conv-activation",
+        Target::Onnxruntime,
+        "sigmoid_2",
+        "dtype float16 not supported: ONNX Runtime's FusedConv CPU kernel is float32 only",
+    );
+
+    // Clip with a bound computed at run time.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "4", "4"]));
+    let hi = b.input("hi", DataType::Float, dims(&[]));
+    let w = init(&mut b, "w", &[2, 3, 1, 1], 1, -1.0, 1.0);
+    let c = b.op("Conv", &[x, w], vec![]);
+    let lo = b.f32("lo", &[], &[0.0]);
+    let y = b.op("Clip", &[c, lo, hi], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    assert_unchanged_with(
+        b.build(17),
+        "fuse-conv-activation",
+        Target::Onnxruntime,
+        "clip_2",
+        "Clip max 'hi' is not a constant",
+    );
+}
+
+// ----- fuse-pad-conv -----
+
+/// x -> Pad (made by `pad`) -> Conv(w[4,3,3,3], pads=[1,1,1,1]) -> y.
+fn pad_conv(
+    opset: i64,
+    conv_attrs: Vec<Attribute>,
+    pad: impl FnOnce(&mut GraphBuilder, ValueId) -> ValueId,
+) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "3", "6", "7"]));
+    let p = pad(&mut b, x);
+    let w = init(&mut b, "w", &[4, 3, 3, 3], 1, -1.0, 1.0);
+    let bias = init(&mut b, "b", &[4], 2, -1.0, 1.0);
+    let y = b.op("Conv", &[p, w, bias], conv_attrs);
+    b.output(y, "y", DataType::Float, None);
+    b.build(opset)
+}
+
+fn conv_pads(m: &Model) -> Vec<i64> {
+    let (_, conv) = m.graph.nodes().find(|(_, n)| n.is("Conv")).expect("a conv");
+    conv.attr_ints("pads").unwrap().expect("pads").to_vec()
+}
+
+#[test]
+fn pad_folds_into_conv_pads_opset_17() {
+    let original = pad_conv(
+        17,
+        vec![Attribute::ints("pads", vec![1, 1, 1, 1])],
+        |b, x| {
+            let pads = b.i64("pads", &[8], &[0, 0, 1, 2, 0, 0, 1, 0]);
+            let zero = b.f32("zero", &[], &[0.0]);
+            b.op(
+                "Pad",
+                &[x, pads, zero],
+                vec![Attribute::string("mode", "constant")],
+            )
+        },
+    );
+    let mut m = original.clone();
+    let r = run(
+        &mut m,
+        &["fuse-pad-conv", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert_eq!(r.records[0].rewrites, 1);
+    assert_eq!(ops(&m), hist(&[("Conv", 1)]));
+    assert_eq!(conv_pads(&m), vec![2, 3, 2, 1]);
+    assert_eq!(
+        m.graph.nodes().next().unwrap().1.name.as_deref(),
+        Some("conv_2")
+    );
+    assert_equivalent(&original, &m, &batch2());
+}
+
+#[test]
+fn pad_folds_into_conv_opset_10_attributes_and_opset_18_axes() {
+    let original = pad_conv(10, vec![], |b, x| {
+        b.op(
+            "Pad",
+            &[x],
+            vec![
+                Attribute::ints("pads", vec![0, 0, 2, 1, 0, 0, 0, 1]),
+                Attribute::float("value", 0.0),
+            ],
+        )
+    });
+    let mut m = original.clone();
+    run(&mut m, &["fuse-pad-conv"], Target::Portable);
+    assert_eq!(ops(&m), hist(&[("Conv", 1)]));
+    assert_eq!(conv_pads(&m), vec![2, 1, 0, 1]);
+    assert_equivalent(&original, &m, &batch2());
+
+    // Pad-18 with axes [-1, 2] and the constant value omitted.
+    let original = pad_conv(
+        18,
+        vec![Attribute::ints("pads", vec![1, 0, 0, 1])],
+        |b, x| {
+            let pads = b.i64("pads", &[4], &[1, 2, 3, 0]);
+            let zero = b.f32("zero", &[], &[0.0]);
+            let axes = b.i64("axes", &[2], &[-1, 2]);
+            let p = b.op("Pad", &[x, pads, zero, axes], vec![]);
+            let (node, _) = b.graph_mut().value(p).producer.unwrap();
+            b.graph_mut().set_input(node, 2, None);
+            p
+        },
+    );
+    let mut m = original.clone();
+    run(&mut m, &["fuse-pad-conv"], Target::Portable);
+    assert_eq!(ops(&m), hist(&[("Conv", 1)]));
+    // axis 3 (-1): begin 1, end 3; axis 2: begin 2, end 0.
+    assert_eq!(conv_pads(&m), vec![3, 1, 0, 4]);
+    assert_equivalent(&original, &m, &batch2());
+}
+
+#[test]
+fn pad_declines() {
+    let reflect = pad_conv(17, vec![], |b, x| {
+        let pads = b.i64("pads", &[8], &[0, 0, 1, 1, 0, 0, 1, 1]);
+        b.op(
+            "Pad",
+            &[x, pads],
+            vec![Attribute::string("mode", "reflect")],
+        )
+    });
+    assert_unchanged(
+        reflect,
+        "fuse-pad-conv",
+        "conv_2",
+        "Pad mode is 'reflect'; only constant zero padding folds into a conv",
+    );
+
+    let nonzero = pad_conv(17, vec![], |b, x| {
+        let pads = b.i64("pads", &[8], &[0, 0, 1, 1, 0, 0, 1, 1]);
+        let v = b.f32("v", &[], &[1.5]);
+        b.op("Pad", &[x, pads, v], vec![])
+    });
+    assert_unchanged(
+        nonzero,
+        "fuse-pad-conv",
+        "conv_2",
+        "pad value 1.5 is not zero",
+    );
+
+    let channel = pad_conv(17, vec![], |b, x| {
+        let pads = b.i64("pads", &[8], &[0, 1, 1, 1, 0, 0, 1, 1]);
+        b.op("Pad", &[x, pads], vec![])
+    });
+    assert_unchanged(
+        channel,
+        "fuse-pad-conv",
+        "conv_2",
+        "pads [0, 1, 1, 1, 0, 0, 1, 1] touch the channel axis",
+    );
+
+    let crop = pad_conv(17, vec![], |b, x| {
+        let pads = b.i64("pads", &[8], &[0, 0, -1, 1, 0, 0, 1, 1]);
+        b.op("Pad", &[x, pads], vec![])
+    });
+    assert_unchanged(
+        crop,
+        "fuse-pad-conv",
+        "conv_2",
+        "negative pads [0, 0, -1, 1, 0, 0, 1, 1] crop the input",
+    );
+
+    let auto = pad_conv(
+        17,
+        vec![Attribute::string("auto_pad", "SAME_UPPER")],
+        |b, x| {
+            let pads = b.i64("pads", &[8], &[0, 0, 1, 1, 0, 0, 1, 1]);
+            b.op("Pad", &[x, pads], vec![])
+        },
+    );
+    assert_unchanged(
+        auto,
+        "fuse-pad-conv",
+        "conv_2",
+        "conv has auto_pad=SAME_UPPER",
+    );
+
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "6", "6"]));
+    let pads = b.i64("pads", &[8], &[0, 0, 1, 1, 0, 0, 1, 1]);
+    let p = b.op("Pad", &[x, pads], vec![]);
+    let w = init(&mut b, "w", &[4, 3, 3, 3], 1, -1.0, 1.0);
+    let y = b.op("Conv", &[p, w], vec![]);
+    let z = b.op("Relu", &[p], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    b.output(z, "z", DataType::Float, None);
+    assert_unchanged(
+        b.build(17),
+        "fuse-pad-conv",
+        "conv_2",
+        "Pad output has 2 readers",
+    );
+}
+
+// ----- registry -----
+
+#[test]
+fn fusion_passes_are_registered_with_documented_sections() {
+    for name in [
+        "fuse-conv-bn",
+        "fuse-matmul-add",
+        "fuse-conv-activation",
+        "fuse-pad-conv",
+    ] {
+        let info =
+            infopt_passes::registry::find(name).unwrap_or_else(|| panic!("{name} registered"));
+        assert_eq!(info.kind, infopt_passes::registry::PassKind::Fuse);
+        assert_eq!((info.default_config)().name(), name);
+        let doc = info.doc();
+        for section in [
+            "## What it does",
+            "## When it declines",
+            "## Numerics",
+            "## Example",
+        ] {
+            assert!(doc.contains(section), "{name} doc lacks {section}");
+        }
+        assert!(
+            info.summary().ends_with('.') || info.summary().ends_with(')'),
+            "{name}: {}",
+            info.summary()
+        );
+        let yaml = format!("version: 1\npasses:\n  - {name}\n  - {name}: {{}}\n");
+        let config = PipelineConfig::from_yaml(&yaml, "test").expect("parses");
+        assert_eq!(config.pass_names(), vec![name, name]);
+        let bad = format!("version: 1\npasses:\n  - {name}: {{ nope: 1 }}\n");
+        assert!(PipelineConfig::from_yaml(&bad, "test").is_err());
+    }
+}

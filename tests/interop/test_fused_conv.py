@@ -1,0 +1,141 @@
+"""`fuse-conv-activation` output in ONNX Runtime.
+
+tract cannot run `com.microsoft.FusedConv`, so the Rust tests check the
+structure only; here ONNX Runtime runs the original and the fused model on the
+same inputs. ORT's own graph optimizations are switched off for the fused
+model's comparison run as well as enabled (the default), so the check does not
+depend on ORT re-fusing or splitting the node.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import _interop
+
+RTOL, ATOL = 1e-4, 1e-5
+
+# (activation, extra inputs built by name, attributes, expected activation_params)
+ACTIVATIONS = [
+    ("Relu", [], {}, None),
+    ("Clip", ["clip_lo", "clip_hi"], {}, [-0.5, 0.5]),
+    ("LeakyRelu", [], {"alpha": 0.2}, [0.2]),
+    ("HardSigmoid", [], {"alpha": 0.3, "beta": 0.4}, [0.3, 0.4]),
+    ("Sigmoid", [], {}, None),
+    ("Tanh", [], {}, None),
+]
+
+
+def _chain_model(path):
+    """Conv -> activation, six times, one of each activation ORT fuses (opset 17)."""
+    rng = np.random.default_rng(5)
+    inits = [
+        numpy_helper.from_array(np.array(-0.5, np.float32), "clip_lo"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "clip_hi"),
+    ]
+    nodes = []
+    x = "x"
+    for i, (op, extra, attrs, _) in enumerate(ACTIVATIONS):
+        w = rng.uniform(-0.5, 0.5, (4, 4, 3, 3)).astype(np.float32)
+        b = rng.uniform(-0.1, 0.1, (4,)).astype(np.float32)
+        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
+        nodes.append(helper.make_node("Conv", [x, f"w{i}", f"b{i}"], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1]))
+        out = "y" if i == len(ACTIVATIONS) - 1 else f"a{i}"
+        nodes.append(helper.make_node(op, [f"c{i}", *extra], [out], name=f"act{i}", **attrs))
+        x = out
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, 6, 6])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(path))
+
+
+def _optimize(src, out, passes):
+    proc = _interop.run_cli(
+        "optimize", src, "-o", out, "--passes", passes, "--target", "onnxruntime", "--no-verify", "--validate"
+    )
+    assert proc.returncode == 0, _interop.describe(proc)
+    return onnx.load(str(out))
+
+
+def _session(path, optimize: bool):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.log_severity_level = 3
+    if not optimize:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def _assert_same_in_ort(original, fused, tag):
+    for optimize in (False, True):
+        a = _session(original, optimize)
+        b = _session(fused, optimize)
+        for seed in ("a", "b"):
+            feeds = _interop.make_inputs(a, f"{tag}-{seed}")
+            expected = _interop.run(a, feeds)
+            got = _interop.run(b, feeds)
+            assert list(expected) == list(got)
+            for name, e in expected.items():
+                g = got[name]
+                diff = float(np.max(np.abs(g.astype(np.float64) - e.astype(np.float64))))
+                assert np.allclose(g, e, rtol=RTOL, atol=ATOL), f"{tag}: {name}: max abs diff {diff}"
+
+
+def _ms_opset(model):
+    return [o.version for o in model.opset_import if o.domain == "com.microsoft"]
+
+
+def test_every_activation_fuses_and_matches(infopt, tmp_path):
+    src = tmp_path / "chain.onnx"
+    _chain_model(src)
+    out = tmp_path / "fused.onnx"
+    model = _optimize(src, out, "fuse-conv-activation")
+    fused = [n for n in model.graph.node if n.op_type == "FusedConv"]
+    assert len(fused) == len(model.graph.node) == len(ACTIVATIONS)
+    assert _ms_opset(model) == [1]
+    for node, (op, _, _, params) in zip(fused, ACTIVATIONS):
+        assert node.domain == "com.microsoft"
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        assert attrs["activation"] == op.encode()
+        if params is None:
+            assert "activation_params" not in attrs
+        else:
+            assert np.allclose(attrs["activation_params"], params)
+    assert model.graph.output[0].name == "y"
+    _assert_same_in_ort(src, out, "chain")
+
+
+def test_cnn_fixture_bn_then_fused_conv_matches(infopt, tmp_path):
+    src = _interop.MODELS / "cnn_bn_relu.onnx"
+    out = tmp_path / "cnn.onnx"
+    model = _optimize(src, out, "fuse-conv-bn,fuse-conv-activation,eliminate-dead")
+    ops = sorted(n.op_type for n in model.graph.node)
+    assert ops.count("FusedConv") == 2
+    assert ops.count("BatchNormalization") == 1  # the conv whose output is also read by an Add
+    assert _ms_opset(model) == [1]
+    _assert_same_in_ort(src, out, "cnn")
+
+
+@pytest.mark.parametrize("target", ["portable", "tensorrt"])
+def test_other_targets_leave_the_model_unchanged(infopt, tmp_path, target):
+    src = tmp_path / "chain.onnx"
+    _chain_model(src)
+    out = tmp_path / "same.onnx"
+    proc = _interop.run_cli(
+        "optimize", src, "-o", out, "--passes", "fuse-conv-activation", "--target", target, "--no-verify"
+    )
+    assert proc.returncode == 0, _interop.describe(proc)
+    model = onnx.load(str(out))
+    assert [n.op_type for n in model.graph.node] == [n.op_type for n in onnx.load(str(src)).graph.node]
+    assert _ms_opset(model) == []
