@@ -8,6 +8,7 @@ pub mod error;
 pub mod external;
 pub mod graph;
 pub mod infer;
+pub mod kernels;
 pub mod load;
 pub mod model;
 pub mod patch;

@@ -37,6 +37,13 @@ use crate::shape::{Dim, TensorType};
 use crate::stats::op_key;
 use crate::tensor::Tensor;
 
+/// The tensor a `Constant` node holds (any of its value attributes).
+pub fn constant_value(node: &crate::graph::Node) -> Option<Tensor> {
+    shape_ops::constant_tensor(node)
+}
+
+pub(crate) use constant_value as shape_ops_constant;
+
 /// Largest integer tensor whose value inference tracks.
 pub const MAX_VALUE_ELEMS: usize = 64;
 

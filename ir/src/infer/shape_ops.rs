@@ -3,6 +3,7 @@
 //! ConstantOfShape, Range, Flatten, NonZero, Constant, and friends.
 
 use crate::dtype::DataType;
+use crate::graph::Node;
 use crate::proto::TensorProto;
 use crate::shape::Dim;
 use crate::tensor::Tensor;
@@ -42,7 +43,7 @@ pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
         "NonZero" => Fact::new(DataType::Int64, cx.rank(0).map(|r| vec![Dim::Known(r as i64), cx.fresh(0, "nonzero")])),
         "Compress" => compress(cx),
         "Unique" => return Some(unique(cx)),
-        "Constant" => Fact::of_tensor(&constant_tensor(cx)?),
+        "Constant" => Fact::of_tensor(&constant_tensor(cx.node)?),
         "OneHot" => one_hot(cx),
         "DepthToSpace" | "SpaceToDepth" => depth_space(cx),
         "EyeLike" => {
@@ -56,8 +57,7 @@ pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
 }
 
 /// The tensor of a Constant node.
-pub(crate) fn constant_tensor(cx: &RuleCx) -> Option<Tensor> {
-    let n = cx.node;
+pub(crate) fn constant_tensor(n: &Node) -> Option<Tensor> {
     if let Some(t) = n.attr_tensor("value").ok().flatten() {
         return Some(t);
     }
