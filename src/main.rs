@@ -2,6 +2,7 @@
 
 mod commands;
 mod exit;
+mod inputs_arg;
 mod report;
 mod shape_args;
 mod verify;

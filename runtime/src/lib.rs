@@ -20,6 +20,7 @@ pub mod backend;
 pub mod compare;
 pub mod error;
 pub mod inputs;
+pub mod ort_backend;
 pub mod tensor;
 pub mod timing;
 pub mod tract_backend;
@@ -29,6 +30,7 @@ pub use backend::{
 };
 pub use compare::{OutputAgreement, Tolerance};
 pub use error::{Result, RuntimeError};
+pub use ort_backend::{OptLevel, OrtBackend, OrtOptions, backend_by_name};
 pub use tensor::{DType, HostTensor, TensorData};
 pub use timing::Latency;
 pub use tract_backend::TractBackend;

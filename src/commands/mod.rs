@@ -1,5 +1,7 @@
 //! One module per subcommand; each has an `Args` struct and a `run` function.
 
+pub mod bench;
+pub mod compare;
 pub mod convert;
 pub mod inspect;
 pub mod optimize;
@@ -29,6 +31,10 @@ pub enum Command {
     Optimize(optimize::Args),
     /// List the passes or print one pass's documentation.
     Passes(passes::Args),
+    /// Time a model in a backend (median, p90, p99, min, throughput); --compare times a second one interleaved.
+    Bench(bench::Args),
+    /// Run two models on the same inputs and compare their outputs (exit 4 on mismatch).
+    Compare(compare::Args),
 }
 
 pub fn run(cli: Cli) -> CliResult {
@@ -37,6 +43,8 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Convert(a) => convert::run(a),
         Command::Optimize(a) => optimize::run(a),
         Command::Passes(a) => passes::run(a),
+        Command::Bench(a) => bench::run(a),
+        Command::Compare(a) => compare::run(a),
     }
 }
 

@@ -1,0 +1,973 @@
+//! The ONNX Runtime adapter: the only module that touches the `ort` crate.
+//!
+//! ONNX Runtime is never linked or downloaded at build time (`ort` with `load-dynamic`):
+//! the shared library is found at run time ([`find_dylib`]) and loaded once per process.
+//! Discovery order:
+//! 1. an explicit path ([`OrtOptions::dylib`], the CLI's `--ort-dylib`);
+//! 2. the `ORT_DYLIB_PATH` environment variable;
+//! 3. the `onnxruntime` Python package seen by `python3`, then by a `.venv/bin/python`
+//!    found above the working directory or the executable: the library is
+//!    `onnxruntime/capi/libonnxruntime.so*` inside the package.
+//!
+//! A path given explicitly (1 or 2) that names no file is an error, not a reason to look
+//! further: a user who set it expects that library.
+//!
+//! `ort` allows one library and one environment per process, so both live in a
+//! process-wide slot; every [`OrtBackend`] shares them, and asking for a different library
+//! after the first is an error.
+//!
+//! Loading: the model bytes go to `CreateSessionFromArray`; external-data locations are
+//! resolved against the model folder through the session config entry
+//! `session.model_external_initializers_file_folder_path`. Input shapes are resolved with
+//! [`resolve_input_shapes`] against the inputs the session declares, but the session
+//! itself keeps the model's dynamic dims (no free-dimension overrides): it runs the model
+//! the way a deployment with the same file would.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Mutex;
+
+use ort::environment::Environment;
+use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
+use ort::session::{Session, SessionInputValue};
+use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
+use serde::Serialize;
+
+use crate::backend::{
+    Backend, DimSpec, InputShapes, IoSpec, LoadedModel, ShapeResolution, check_run_inputs,
+    resolve_input_shapes,
+};
+use crate::error::{Result, RuntimeError};
+use crate::tensor::{DType, HostTensor, TensorData};
+
+const BACKEND: &str = "ort";
+
+/// The environment variable naming the library, as the `ort` crate reads it.
+pub const DYLIB_ENV: &str = "ORT_DYLIB_PATH";
+
+/// ONNX Runtime's graph optimization level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptLevel {
+    /// No graph optimization.
+    Disable,
+    /// Level 1: constant folding, redundant node removal, simple fusions.
+    Basic,
+    /// Level 2: complex fusions (attention, layer norm, GELU, ...).
+    Extended,
+    /// Everything, including layout optimizations (ONNX Runtime's default).
+    #[default]
+    All,
+}
+
+impl OptLevel {
+    pub const NAMES: [&'static str; 4] = ["disable", "basic", "extended", "all"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OptLevel::Disable => "disable",
+            OptLevel::Basic => "basic",
+            OptLevel::Extended => "extended",
+            OptLevel::All => "all",
+        }
+    }
+
+    fn to_ort(self) -> GraphOptimizationLevel {
+        match self {
+            OptLevel::Disable => GraphOptimizationLevel::Disable,
+            OptLevel::Basic => GraphOptimizationLevel::Level1,
+            OptLevel::Extended => GraphOptimizationLevel::Level2,
+            OptLevel::All => GraphOptimizationLevel::All,
+        }
+    }
+}
+
+impl fmt::Display for OptLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for OptLevel {
+    type Err = RuntimeError;
+
+    fn from_str(s: &str) -> Result<OptLevel> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "disable" | "disabled" | "none" | "0" => OptLevel::Disable,
+            "basic" | "1" => OptLevel::Basic,
+            "extended" | "2" => OptLevel::Extended,
+            "all" | "99" => OptLevel::All,
+            _ => {
+                return Err(RuntimeError::InvalidArgument(format!(
+                    "unknown ONNX Runtime optimization level `{s}` (choose one of {})",
+                    OptLevel::NAMES.join(", ")
+                )));
+            }
+        })
+    }
+}
+
+/// Options of the ONNX Runtime backend.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct OrtOptions {
+    /// The shared library; `None` discovers it (see the module doc).
+    pub dylib: Option<PathBuf>,
+    /// Threads inside one operator; `None` keeps ONNX Runtime's default (one per
+    /// physical core).
+    pub intra_threads: Option<usize>,
+    pub opt_level: OptLevel,
+    /// Execution providers in priority order, by name (`cpu`, `cuda`, `tensorrt`,
+    /// `CUDAExecutionProvider`, ...). Empty means CPU only. ONNX Runtime falls back to CPU
+    /// for nodes the listed providers do not take.
+    pub execution_providers: Vec<String>,
+}
+
+/// Where the library path came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DylibSource {
+    /// `OrtOptions::dylib` (`--ort-dylib`).
+    Explicit,
+    /// The `ORT_DYLIB_PATH` environment variable.
+    EnvVar,
+    /// The `onnxruntime` package of this Python interpreter.
+    Python { python: PathBuf },
+}
+
+impl fmt::Display for DylibSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DylibSource::Explicit => f.write_str("--ort-dylib"),
+            DylibSource::EnvVar => f.write_str(DYLIB_ENV),
+            DylibSource::Python { python } => {
+                write!(f, "the onnxruntime package of {}", python.display())
+            }
+        }
+    }
+}
+
+/// A discovered ONNX Runtime library.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DylibLocation {
+    pub path: PathBuf,
+    pub source: DylibSource,
+}
+
+/// How to get a library, appended to every "not found" message.
+const FIX_HINT: &str = "install it with `pip install onnxruntime` (for the python3 on PATH, or in a .venv of this project) or set ORT_DYLIB_PATH to libonnxruntime.so";
+
+/// Finds the library: `explicit`, then `ORT_DYLIB_PATH`, then the Python interpreters of
+/// [`python_candidates`].
+pub fn find_dylib(explicit: Option<&Path>) -> Result<DylibLocation> {
+    find_dylib_in(explicit, std::env::var_os(DYLIB_ENV), &python_candidates())
+}
+
+/// [`find_dylib`] with the environment spelled out: `env_value` is the value of
+/// `ORT_DYLIB_PATH` (an empty value counts as unset) and `pythons` the interpreters to ask,
+/// in order.
+pub fn find_dylib_in(
+    explicit: Option<&Path>,
+    env_value: Option<OsString>,
+    pythons: &[PathBuf],
+) -> Result<DylibLocation> {
+    if let Some(p) = explicit {
+        if !p.is_file() {
+            return Err(RuntimeError::InvalidArgument(format!(
+                "ONNX Runtime library not found: --ort-dylib {} is not a file; {FIX_HINT}",
+                p.display()
+            )));
+        }
+        return Ok(DylibLocation {
+            path: p.to_path_buf(),
+            source: DylibSource::Explicit,
+        });
+    }
+    if let Some(v) = env_value.filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(v);
+        if !p.is_file() {
+            return Err(RuntimeError::InvalidArgument(format!(
+                "ONNX Runtime library not found: {DYLIB_ENV}={} is not a file; fix or unset it (unset, infopt asks python3 for the onnxruntime package); {FIX_HINT}",
+                p.display()
+            )));
+        }
+        return Ok(DylibLocation {
+            path: p,
+            source: DylibSource::EnvVar,
+        });
+    }
+    for python in pythons {
+        if let Some(dir) = python_package_dir(python)
+            && let Some(path) = library_in_package(&dir)
+        {
+            return Ok(DylibLocation {
+                path,
+                source: DylibSource::Python {
+                    python: python.clone(),
+                },
+            });
+        }
+    }
+    let asked: Vec<String> = pythons.iter().map(|p| p.display().to_string()).collect();
+    Err(RuntimeError::InvalidArgument(format!(
+        "ONNX Runtime library not found: no --ort-dylib, no {DYLIB_ENV}, and no onnxruntime package visible to {}; {FIX_HINT}",
+        if asked.is_empty() {
+            "any Python interpreter".to_string()
+        } else {
+            asked.join(" or ")
+        }
+    )))
+}
+
+/// The interpreters asked for an `onnxruntime` package: `python3` on PATH, then every
+/// `.venv/bin/python` in the folders above the working directory and above the running
+/// executable (so a checkout's `.venv` is found from `target/debug/infopt` too).
+pub fn python_candidates() -> Vec<PathBuf> {
+    let mut out = vec![PathBuf::from("python3")];
+    let mut roots: Vec<PathBuf> = Vec::new();
+    if let Ok(cwd) = std::env::current_dir() {
+        roots.push(cwd);
+    }
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(dir) = exe.parent()
+    {
+        roots.push(dir.to_path_buf());
+    }
+    for root in roots {
+        for dir in root.ancestors() {
+            let py = dir.join(".venv").join("bin").join("python");
+            if py.is_file() && !out.contains(&py) {
+                out.push(py);
+            }
+        }
+    }
+    out
+}
+
+/// The folder of the `onnxruntime` package as `python` sees it, without importing it.
+fn python_package_dir(python: &Path) -> Option<PathBuf> {
+    const SCRIPT: &str = "import importlib.util, os\ns = importlib.util.find_spec('onnxruntime')\nprint(os.path.dirname(s.origin) if s and s.origin else '')";
+    let out = std::process::Command::new(python)
+        .args(["-c", SCRIPT])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8(out.stdout).ok()?;
+    let dir = text.trim();
+    (!dir.is_empty()).then(|| PathBuf::from(dir))
+}
+
+/// `capi/libonnxruntime.so*` (or the macOS / Windows name) inside a package folder. With
+/// several versioned names, the last in byte order.
+fn library_in_package(package: &Path) -> Option<PathBuf> {
+    let capi = package.join("capi");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&capi)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.starts_with("libonnxruntime.so")
+                || (name.starts_with("libonnxruntime.") && name.ends_with(".dylib"))
+                || name == "onnxruntime.dll"
+        })
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+/// The loaded library and the process's ONNX Runtime environment.
+struct OrtLib {
+    path: PathBuf,
+    source: DylibSource,
+    version: String,
+    env: Environment,
+    /// `GetAvailableProviders`: the execution providers this build has.
+    providers: Vec<String>,
+}
+
+/// The library, once loaded. Leaked on purpose: `ort` keeps the library open for the
+/// process's lifetime anyway.
+static LIBRARY: Mutex<Option<&'static OrtLib>> = Mutex::new(None);
+
+/// Reads the version string through `OrtGetApiBase`, which also checks that the file is
+/// an ONNX Runtime library before `ort` takes it.
+fn library_version(path: &Path) -> std::result::Result<String, String> {
+    // SAFETY: loading a shared library runs its initializers; the path is the ONNX
+    // Runtime library the user pointed at or that pip installed.
+    let lib = unsafe { libloading::Library::new(path) }.map_err(|e| e.to_string())?;
+    type GetApiBase = unsafe extern "C" fn() -> *const ort::sys::OrtApiBase;
+    // SAFETY: `OrtGetApiBase` has this signature in every ONNX Runtime release.
+    let get: libloading::Symbol<GetApiBase> =
+        unsafe { lib.get(b"OrtGetApiBase") }.map_err(|_| {
+            "it does not export OrtGetApiBase (not an ONNX Runtime library?)".to_string()
+        })?;
+    // SAFETY: see above; the base struct is static inside the library.
+    let base = unsafe { get() };
+    if base.is_null() {
+        return Err("OrtGetApiBase returned null".into());
+    }
+    // SAFETY: `GetVersionString` returns a static NUL-terminated string.
+    let version = unsafe { std::ffi::CStr::from_ptr(((*base).GetVersionString)()) };
+    Ok(version.to_string_lossy().into_owned())
+}
+
+/// The execution providers compiled into the loaded library.
+fn available_providers() -> Vec<String> {
+    let mut names: *mut *mut std::ffi::c_char = std::ptr::null_mut();
+    let mut count: std::ffi::c_int = 0;
+    let api = ort::api();
+    // SAFETY: documented C API use: the list is released below with its count.
+    let status = unsafe { (api.GetAvailableProviders)(&mut names, &mut count) };
+    // SAFETY: a status pointer from the API.
+    if unsafe { ort::Error::result_from_status(status) }.is_err() || names.is_null() {
+        return vec!["CPUExecutionProvider".into()];
+    }
+    let mut out = Vec::new();
+    for i in 0..count.max(0) as usize {
+        // SAFETY: `names` holds `count` NUL-terminated strings.
+        let s = unsafe { std::ffi::CStr::from_ptr(*names.add(i)) };
+        out.push(s.to_string_lossy().into_owned());
+    }
+    // SAFETY: releases what GetAvailableProviders allocated.
+    let status = unsafe { (api.ReleaseAvailableProviders)(names, count) };
+    // SAFETY: a status pointer from the API.
+    let _ = unsafe { ort::Error::result_from_status(status) };
+    out
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// Loads the library at `loc` (once per process) and creates the environment.
+fn load_library(loc: &DylibLocation) -> Result<&'static OrtLib> {
+    let mut slot = LIBRARY.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(lib) = *slot {
+        if same_file(&lib.path, &loc.path) {
+            return Ok(lib);
+        }
+        return Err(RuntimeError::InvalidArgument(format!(
+            "ONNX Runtime is already loaded from {} ({}) in this process; cannot load {} ({}) as well",
+            lib.path.display(),
+            lib.source,
+            loc.path.display(),
+            loc.source
+        )));
+    }
+    let path = std::fs::canonicalize(&loc.path).unwrap_or_else(|_| loc.path.clone());
+    let unusable = |why: String| {
+        RuntimeError::InvalidArgument(format!(
+            "ONNX Runtime library {} (from {}) cannot be used: {why}",
+            path.display(),
+            loc.source
+        ))
+    };
+    let version = library_version(&path).map_err(unusable)?;
+    let env = ort::init_from(&path)
+        .map_err(|e| unusable(e.to_string()))?
+        .with_name("infopt")
+        .build()
+        .map_err(|e| unusable(e.to_string()))?;
+    let lib: &'static OrtLib = Box::leak(Box::new(OrtLib {
+        path,
+        source: loc.source.clone(),
+        version,
+        env,
+        providers: available_providers(),
+    }));
+    *slot = Some(lib);
+    Ok(lib)
+}
+
+/// Lower case without an `ExecutionProvider` suffix: `CUDAExecutionProvider` → `cuda`.
+fn ep_key(name: &str) -> String {
+    let lower = name.to_ascii_lowercase();
+    let key = lower
+        .strip_suffix("executionprovider")
+        .unwrap_or(&lower)
+        .to_string();
+    match key.as_str() {
+        "trt" => "tensorrt".into(),
+        "onednn" => "dnnl".into(),
+        "directml" => "dml".into(),
+        _ => key,
+    }
+}
+
+/// Execution providers ONNX Runtime has, by key, for telling "unknown" from
+/// "not in this build".
+const KNOWN_EPS: &[&str] = &[
+    "cpu",
+    "cuda",
+    "tensorrt",
+    "nvtensorrtrtx",
+    "openvino",
+    "dnnl",
+    "xnnpack",
+    "qnn",
+    "snpe",
+    "rocm",
+    "migraphx",
+    "coreml",
+    "dml",
+    "webgpu",
+    "webnn",
+    "azure",
+    "vitisai",
+    "cann",
+    "acl",
+    "armnn",
+    "nnapi",
+    "rknpu",
+    "js",
+    "tvm",
+    "vsinpu",
+];
+
+/// How an execution provider is registered with a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Ep {
+    /// Always present; nothing to register.
+    Cpu,
+    Cuda,
+    TensorRt,
+    /// Through the generic `SessionOptionsAppendExecutionProvider` by name.
+    Generic {
+        canonical: String,
+        short: String,
+    },
+}
+
+/// The name the generic registration function knows an EP by.
+fn generic_ep_name(canonical: &str) -> String {
+    match ep_key(canonical).as_str() {
+        "xnnpack" => "XNNPACK",
+        "openvino" => "OpenVINO",
+        "qnn" => "QNN",
+        "snpe" => "SNPE",
+        "webgpu" => "WebGPU",
+        "webnn" => "WebNN",
+        "azure" => "AZURE",
+        "vitisai" => "VitisAI",
+        "coreml" => "CoreML",
+        "dml" => "DML",
+        "nvtensorrtrtx" => "NvTensorRtRtx",
+        _ => canonical,
+    }
+    .to_string()
+}
+
+/// Maps requested names to the library's providers, with a one-line error for an unknown
+/// name or a provider this build lacks.
+fn resolve_eps(lib: &OrtLib, names: &[String]) -> Result<Vec<(String, Ep)>> {
+    let mut out = Vec::new();
+    for name in names {
+        let key = ep_key(name.trim());
+        let Some(canonical) = lib.providers.iter().find(|p| ep_key(p) == key) else {
+            let available = lib.providers.join(", ");
+            let message = if KNOWN_EPS.contains(&key.as_str()) {
+                let hint = match key.as_str() {
+                    "cuda" | "tensorrt" => {
+                        " (for CUDA and TensorRT: `pip install onnxruntime-gpu` and point infopt at its library)"
+                    }
+                    _ => "",
+                };
+                format!(
+                    "execution provider `{name}` is not available in ONNX Runtime {} at {} (it has: {available}){hint}",
+                    lib.version,
+                    lib.path.display()
+                )
+            } else {
+                format!(
+                    "unknown execution provider `{name}`; ONNX Runtime {} at {} has: {available}",
+                    lib.version,
+                    lib.path.display()
+                )
+            };
+            return Err(RuntimeError::InvalidArgument(message));
+        };
+        let ep = match key.as_str() {
+            "cpu" => Ep::Cpu,
+            "cuda" => Ep::Cuda,
+            "tensorrt" => Ep::TensorRt,
+            _ => Ep::Generic {
+                canonical: canonical.clone(),
+                short: generic_ep_name(canonical),
+            },
+        };
+        if !out.iter().any(|(c, _)| c == canonical) {
+            out.push((canonical.clone(), ep));
+        }
+    }
+    Ok(out)
+}
+
+/// The ONNX Runtime backend.
+pub struct OrtBackend {
+    lib: &'static OrtLib,
+    options: OrtOptions,
+    eps: Vec<(String, Ep)>,
+}
+
+impl fmt::Debug for OrtBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OrtBackend")
+            .field("library", &self.lib.path)
+            .field("version", &self.lib.version)
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl OrtBackend {
+    /// Finds and loads the library (see the module doc) and checks the options: an
+    /// unknown or unavailable execution provider, or zero threads, is an error here.
+    pub fn new(options: OrtOptions) -> Result<OrtBackend> {
+        if options.intra_threads == Some(0) {
+            return Err(RuntimeError::InvalidArgument(
+                "the number of ONNX Runtime threads must be at least 1".into(),
+            ));
+        }
+        let loc = find_dylib(options.dylib.as_deref())?;
+        let lib = load_library(&loc)?;
+        let eps = resolve_eps(lib, &options.execution_providers)?;
+        Ok(OrtBackend { lib, options, eps })
+    }
+
+    /// The library in use (canonical path).
+    pub fn library_path(&self) -> &Path {
+        &self.lib.path
+    }
+
+    /// How the library was found.
+    pub fn library_source(&self) -> &DylibSource {
+        &self.lib.source
+    }
+
+    /// The library's version string, e.g. `1.31.1`.
+    pub fn library_version(&self) -> &str {
+        &self.lib.version
+    }
+
+    /// Execution providers compiled into the library.
+    pub fn available_providers(&self) -> &[String] {
+        &self.lib.providers
+    }
+
+    /// The providers sessions register, canonical names, in priority order (CPU last,
+    /// always present).
+    pub fn execution_providers(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .eps
+            .iter()
+            .filter(|(_, e)| *e != Ep::Cpu)
+            .map(|(c, _)| c.clone())
+            .collect();
+        out.push("CPUExecutionProvider".into());
+        out
+    }
+
+    pub fn options(&self) -> &OrtOptions {
+        &self.options
+    }
+
+    fn build_session(&self, bytes: &[u8], model_dir: Option<&Path>) -> ort::Result<Session> {
+        let mut b = Session::builder(&self.lib.env)?
+            .with_optimization_level(self.options.opt_level.to_ort())?;
+        if let Some(n) = self.options.intra_threads {
+            b = b.with_intra_threads(n)?;
+        }
+        if let Some(dir) = model_dir {
+            let dir = dir.to_str().ok_or_else(|| {
+                ort::Error::new(format!(
+                    "the model folder {} is not valid UTF-8",
+                    dir.display()
+                ))
+            })?;
+            // An empty folder means the working directory to ONNX Runtime.
+            let dir = if dir.is_empty() { "." } else { dir };
+            b = b.with_config_entry("session.model_external_initializers_file_folder_path", dir)?;
+        }
+        let mut typed = Vec::new();
+        for (_, ep) in &self.eps {
+            match ep {
+                Ep::Cpu => {}
+                Ep::Cuda => typed.push(ort::ep::CUDA::default().build().error_on_failure()),
+                Ep::TensorRt => typed.push(ort::ep::TensorRT::default().build().error_on_failure()),
+                Ep::Generic { short, .. } => append_generic_ep(&mut b, short)?,
+            }
+        }
+        if !typed.is_empty() {
+            b = b.with_execution_providers(typed)?;
+        }
+        b.commit_from_memory(bytes)
+    }
+}
+
+/// Registers an execution provider by name through the C API (no options).
+fn append_generic_ep(b: &mut SessionBuilder, name: &str) -> ort::Result<()> {
+    use ort::AsPointer;
+    let cname = std::ffi::CString::new(name)?;
+    let api = ort::api();
+    // SAFETY: documented C API use with zero options; the builder pointer is valid.
+    let status = unsafe {
+        (api.SessionOptionsAppendExecutionProvider)(
+            b.ptr_mut(),
+            cname.as_ptr(),
+            std::ptr::null(),
+            std::ptr::null(),
+            0,
+        )
+    };
+    // SAFETY: a status pointer from the API.
+    unsafe { ort::Error::result_from_status(status) }
+}
+
+/// Names [`backend_by_name`] accepts.
+pub const BACKEND_NAMES: [&str; 2] = ["tract", "ort"];
+
+/// A backend by name: `tract` (embedded, the default) or `ort` (alias `onnxruntime`,
+/// configured by `ort_options`; `ort_options` is ignored for tract).
+pub fn backend_by_name(name: &str, ort_options: &OrtOptions) -> Result<Box<dyn Backend>> {
+    match name.to_ascii_lowercase().as_str() {
+        "tract" => Ok(Box::new(crate::TractBackend)),
+        "ort" | "onnxruntime" => Ok(Box::new(OrtBackend::new(ort_options.clone())?)),
+        _ => Err(RuntimeError::InvalidArgument(format!(
+            "unknown backend `{name}` (choose one of {})",
+            BACKEND_NAMES.join(", ")
+        ))),
+    }
+}
+
+fn ort_dtype(t: TensorElementType) -> Option<DType> {
+    Some(match t {
+        TensorElementType::Float32 => DType::F32,
+        TensorElementType::Float64 => DType::F64,
+        TensorElementType::Float16 => DType::F16,
+        TensorElementType::Bfloat16 => DType::BF16,
+        TensorElementType::Int8 => DType::I8,
+        TensorElementType::Int16 => DType::I16,
+        TensorElementType::Int32 => DType::I32,
+        TensorElementType::Int64 => DType::I64,
+        TensorElementType::Uint8 => DType::U8,
+        TensorElementType::Uint16 => DType::U16,
+        TensorElementType::Uint32 => DType::U32,
+        TensorElementType::Uint64 => DType::U64,
+        TensorElementType::Bool => DType::Bool,
+        _ => return None,
+    })
+}
+
+/// The declared spec of a session input or output.
+fn io_spec(kind: &'static str, name: &str, ty: &ValueType) -> Result<IoSpec> {
+    let unsupported = |dtype: String| RuntimeError::UnsupportedDType {
+        backend: BACKEND.into(),
+        kind,
+        name: name.to_string(),
+        dtype,
+    };
+    let ValueType::Tensor {
+        ty,
+        shape,
+        dimension_symbols,
+    } = ty
+    else {
+        return Err(unsupported(ty.to_string()));
+    };
+    let dtype = ort_dtype(*ty).ok_or_else(|| unsupported(ty.to_string()))?;
+    let dims = shape
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| {
+            let sym = dimension_symbols.get(i).map(String::as_str).unwrap_or("");
+            if d >= 0 {
+                DimSpec::Known(d as usize)
+            } else if !sym.is_empty() && sym != "?" {
+                DimSpec::Symbol(sym.to_string())
+            } else {
+                DimSpec::Unknown
+            }
+        })
+        .collect();
+    Ok(IoSpec {
+        name: name.to_string(),
+        dtype,
+        dims: Some(dims),
+    })
+}
+
+fn load_error(e: &ort::Error) -> RuntimeError {
+    RuntimeError::Load {
+        backend: BACKEND.into(),
+        message: one_line_text(&e.to_string()),
+    }
+}
+
+fn run_error(e: &ort::Error) -> RuntimeError {
+    RuntimeError::Run {
+        backend: BACKEND.into(),
+        message: one_line_text(&e.to_string()),
+    }
+}
+
+fn one_line_text(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+impl Backend for OrtBackend {
+    fn name(&self) -> &str {
+        BACKEND
+    }
+
+    fn version(&self) -> String {
+        format!("onnxruntime {}", self.lib.version)
+    }
+
+    fn load(
+        &self,
+        model_bytes: &[u8],
+        model_dir: Option<&Path>,
+        input_shapes: &InputShapes,
+    ) -> Result<Box<dyn LoadedModel>> {
+        let session = self
+            .build_session(model_bytes, model_dir)
+            .map_err(|e| load_error(&e))?;
+        let inputs = session
+            .inputs()
+            .iter()
+            .map(|o| io_spec("input", o.name(), o.dtype()))
+            .collect::<Result<Vec<_>>>()?;
+        let outputs = session
+            .outputs()
+            .iter()
+            .map(|o| io_spec("output", o.name(), o.dtype()))
+            .collect::<Result<Vec<_>>>()?;
+        let resolution = resolve_input_shapes(&inputs, input_shapes)?;
+        Ok(Box::new(OrtModel {
+            session: Mutex::new(session),
+            inputs,
+            outputs,
+            resolution,
+        }))
+    }
+}
+
+/// A model loaded into an ONNX Runtime session.
+struct OrtModel {
+    /// `Session::run` takes `&mut self`.
+    session: Mutex<Session>,
+    inputs: Vec<IoSpec>,
+    outputs: Vec<IoSpec>,
+    resolution: ShapeResolution,
+}
+
+/// A borrowed ONNX Runtime view of a host tensor (no copy).
+fn to_ort(t: &HostTensor) -> ort::Result<SessionInputValue<'_>> {
+    let shape = t.shape().to_vec();
+    macro_rules! view {
+        ($v:expr) => {
+            SessionInputValue::from(TensorRef::from_array_view((shape, $v.as_slice()))?)
+        };
+    }
+    Ok(match t.data() {
+        TensorData::F32(v) => view!(v),
+        TensorData::F64(v) => view!(v),
+        TensorData::F16(v) => view!(v),
+        TensorData::BF16(v) => view!(v),
+        TensorData::I8(v) => view!(v),
+        TensorData::I16(v) => view!(v),
+        TensorData::I32(v) => view!(v),
+        TensorData::I64(v) => view!(v),
+        TensorData::U8(v) => view!(v),
+        TensorData::U16(v) => view!(v),
+        TensorData::U32(v) => view!(v),
+        TensorData::U64(v) => view!(v),
+        TensorData::Bool(v) => view!(v),
+    })
+}
+
+/// Copies an output value into a named host tensor.
+fn from_ort(name: &str, v: &DynValue) -> Result<HostTensor> {
+    let unsupported = |dtype: String| RuntimeError::UnsupportedDType {
+        backend: BACKEND.into(),
+        kind: "output",
+        name: name.to_string(),
+        dtype,
+    };
+    let ty = match v.dtype() {
+        ValueType::Tensor { ty, .. } => *ty,
+        other => return Err(unsupported(other.to_string())),
+    };
+    let dtype = ort_dtype(ty).ok_or_else(|| unsupported(ty.to_string()))?;
+    macro_rules! extract {
+        ($t:ty, $variant:ident) => {{
+            let (shape, data) = v.try_extract_tensor::<$t>().map_err(|e| run_error(&e))?;
+            (shape.to_vec(), TensorData::$variant(data.to_vec()))
+        }};
+    }
+    let (shape, data) = match dtype {
+        DType::F32 => extract!(f32, F32),
+        DType::F64 => extract!(f64, F64),
+        DType::F16 => extract!(half::f16, F16),
+        DType::BF16 => extract!(half::bf16, BF16),
+        DType::I8 => extract!(i8, I8),
+        DType::I16 => extract!(i16, I16),
+        DType::I32 => extract!(i32, I32),
+        DType::I64 => extract!(i64, I64),
+        DType::U8 => extract!(u8, U8),
+        DType::U16 => extract!(u16, U16),
+        DType::U32 => extract!(u32, U32),
+        DType::U64 => extract!(u64, U64),
+        DType::Bool => extract!(bool, Bool),
+    };
+    let shape = shape
+        .iter()
+        .map(|&d| usize::try_from(d))
+        .collect::<std::result::Result<Vec<usize>, _>>()
+        .map_err(|_| RuntimeError::Run {
+            backend: BACKEND.into(),
+            message: format!("output `{name}` has a negative dim: {shape:?}"),
+        })?;
+    HostTensor::new(Some(name.to_string()), shape, data)
+}
+
+impl LoadedModel for OrtModel {
+    fn inputs(&self) -> &[IoSpec] {
+        &self.inputs
+    }
+
+    /// Outputs as the session declares them: dtypes, and dims where the model (or ONNX
+    /// Runtime's inference at load) fixes them; dynamic dims stay symbols or unknown.
+    fn outputs(&self) -> &[IoSpec] {
+        &self.outputs
+    }
+
+    fn resolution(&self) -> &ShapeResolution {
+        &self.resolution
+    }
+
+    fn run(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>> {
+        check_run_inputs(&self.inputs, &self.resolution, inputs)?;
+        let mut values: Vec<(&str, SessionInputValue<'_>)> = Vec::with_capacity(inputs.len());
+        for (spec, t) in self.inputs.iter().zip(inputs) {
+            let v = to_ort(t).map_err(|e| RuntimeError::InputMismatch {
+                input: spec.name.clone(),
+                message: one_line_text(&e.to_string()),
+            })?;
+            values.push((spec.name.as_str(), v));
+        }
+        let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        let results = session.run(values).map_err(|e| run_error(&e))?;
+        self.outputs
+            .iter()
+            .map(|spec| {
+                let v = results.get(&spec.name).ok_or_else(|| RuntimeError::Run {
+                    backend: BACKEND.into(),
+                    message: format!("ONNX Runtime returned no value for output `{}`", spec.name),
+                })?;
+                from_ort(&spec.name, v)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opt_levels_parse() {
+        for name in OptLevel::NAMES {
+            assert_eq!(name.parse::<OptLevel>().unwrap().name(), name);
+        }
+        assert_eq!("BASIC".parse::<OptLevel>().unwrap(), OptLevel::Basic);
+        let e = "fast".parse::<OptLevel>().unwrap_err().to_string();
+        assert!(
+            e.contains("`fast`") && e.contains("disable, basic, extended, all"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn ep_keys() {
+        assert_eq!(ep_key("CUDAExecutionProvider"), "cuda");
+        assert_eq!(ep_key("cuda"), "cuda");
+        assert_eq!(ep_key("TensorrtExecutionProvider"), "tensorrt");
+        assert_eq!(ep_key("TRT"), "tensorrt");
+        assert_eq!(ep_key("DnnlExecutionProvider"), "dnnl");
+        assert_eq!(ep_key("oneDNN"), "dnnl");
+        assert_eq!(generic_ep_name("XnnpackExecutionProvider"), "XNNPACK");
+        assert_eq!(
+            generic_ep_name("SomethingExecutionProvider"),
+            "SomethingExecutionProvider"
+        );
+    }
+
+    #[test]
+    fn discovery_errors_name_the_source_and_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("libonnxruntime.so.0");
+        let e = find_dylib_in(Some(&missing), None, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("ONNX Runtime library not found: --ort-dylib")
+                && e.contains("pip install onnxruntime")
+                && e.contains("ORT_DYLIB_PATH"),
+            "{e}"
+        );
+        let e = find_dylib_in(None, Some(missing.clone().into_os_string()), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("ONNX Runtime library not found: ORT_DYLIB_PATH=")
+                && e.contains(&missing.display().to_string())
+                && e.contains("pip install onnxruntime"),
+            "{e}"
+        );
+        let nopython = dir.path().join("no-python");
+        let e = find_dylib_in(None, Some(OsString::new()), std::slice::from_ref(&nopython))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no --ort-dylib, no ORT_DYLIB_PATH, and no onnxruntime package visible to")
+                && e.contains(&nopython.display().to_string())
+                && e.contains("pip install onnxruntime"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn explicit_path_wins_and_package_layout_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let capi = dir.path().join("onnxruntime").join("capi");
+        std::fs::create_dir_all(&capi).unwrap();
+        for f in [
+            "libonnxruntime.so.1.24.0",
+            "libonnxruntime.so.1.31.1",
+            "libonnxruntime_providers_shared.so",
+        ] {
+            std::fs::write(capi.join(f), b"").unwrap();
+        }
+        assert_eq!(
+            library_in_package(&dir.path().join("onnxruntime")),
+            Some(capi.join("libonnxruntime.so.1.31.1"))
+        );
+        let lib = capi.join("libonnxruntime.so.1.24.0");
+        let loc = find_dylib_in(Some(&lib), Some("/nowhere".into()), &[]).unwrap();
+        assert_eq!(loc.source, DylibSource::Explicit);
+        let loc = find_dylib_in(None, Some(lib.clone().into_os_string()), &[]).unwrap();
+        assert_eq!((loc.path, loc.source), (lib, DylibSource::EnvVar));
+    }
+}

@@ -1,0 +1,458 @@
+//! `infopt bench`: latency of a model in a backend, optionally against a second model,
+//! timed in the same process with interleaved runs.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use infopt_runtime::ort_backend::{OptLevel, OrtBackend, OrtOptions};
+use infopt_runtime::{Backend, DefaultedDim, HostTensor, Latency, LoadedModel, RuntimeError};
+use serde::Serialize;
+
+use crate::exit::{CliError, CliResult, Exit};
+use crate::inputs_arg::{self, InputArgs, InputSource};
+
+/// Backend selection, shared by `bench` and `compare`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BackendArgs {
+    /// Backend to run in: tract (embedded) or ort (ONNX Runtime, loaded at run time).
+    #[arg(long, value_name = "tract|ort")]
+    pub backend: Option<String>,
+    /// ONNX Runtime library (default: $ORT_DYLIB_PATH, else the onnxruntime package of
+    /// python3 or of a .venv above the working directory).
+    #[arg(long, value_name = "PATH")]
+    pub ort_dylib: Option<PathBuf>,
+    /// Threads inside one operator (ort; tract runs on one thread). Default: ONNX
+    /// Runtime's, one per physical core.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// ONNX Runtime graph optimization level.
+    #[arg(long, value_name = "disable|basic|extended|all", default_value = "all")]
+    pub ort_opt_level: String,
+    /// ONNX Runtime execution providers in priority order (repeatable or comma-separated,
+    /// e.g. cuda,cpu). Default: CPU.
+    #[arg(long = "ep", value_name = "NAME", value_delimiter = ',')]
+    pub execution_providers: Vec<String>,
+}
+
+/// The backend as reports describe it.
+#[derive(Serialize, Debug, Clone)]
+pub struct BackendInfo {
+    pub name: String,
+    pub version: String,
+    /// Intra-op threads; `None` is the backend's default.
+    pub threads: Option<usize>,
+    /// ONNX Runtime only.
+    pub opt_level: Option<String>,
+    pub execution_providers: Vec<String>,
+    /// ONNX Runtime only: the shared library in use.
+    pub library: Option<String>,
+}
+
+impl BackendInfo {
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        parts.push(match self.threads {
+            Some(n) => format!("threads {n}"),
+            None => "threads default".into(),
+        });
+        if let Some(l) = &self.opt_level {
+            parts.push(format!("opt {l}"));
+        }
+        if !self.execution_providers.is_empty() {
+            parts.push(self.execution_providers.join(" > "));
+        }
+        format!("{} ({})", self.version, parts.join(", "))
+    }
+}
+
+/// A runtime error as a CLI error: configuration problems (no library, bad option) are
+/// usage errors, the rest `exit`.
+pub fn runtime_error(e: RuntimeError, exit: Exit) -> CliError {
+    match e {
+        RuntimeError::InvalidArgument(m) => CliError::usage(m),
+        e => CliError::new(exit, e),
+    }
+}
+
+impl BackendArgs {
+    /// Builds the backend. `default` is used when `--backend` is not given.
+    pub fn build(&self, default: &str) -> CliResult<(Box<dyn Backend>, BackendInfo)> {
+        let name = self.backend.as_deref().unwrap_or(default);
+        let opt_level: OptLevel = self
+            .ort_opt_level
+            .parse()
+            .map_err(|e: RuntimeError| CliError::usage(e))?;
+        match name.to_ascii_lowercase().as_str() {
+            "tract" => {
+                if self.ort_dylib.is_some() || !self.execution_providers.is_empty() {
+                    eprintln!("note: --ort-dylib and --ep apply to --backend ort only");
+                }
+                if self.threads.is_some_and(|n| n != 1) {
+                    eprintln!("note: tract runs on one thread; --threads applies to --backend ort");
+                }
+                let b = infopt_runtime::TractBackend;
+                let info = BackendInfo {
+                    name: b.name().into(),
+                    version: b.version(),
+                    threads: Some(1),
+                    opt_level: None,
+                    execution_providers: vec![],
+                    library: None,
+                };
+                Ok((Box::new(b), info))
+            }
+            "ort" | "onnxruntime" => {
+                let b = OrtBackend::new(OrtOptions {
+                    dylib: self.ort_dylib.clone(),
+                    intra_threads: self.threads,
+                    opt_level,
+                    execution_providers: self.execution_providers.clone(),
+                })
+                .map_err(|e| runtime_error(e, Exit::Usage))?;
+                let info = BackendInfo {
+                    name: b.name().into(),
+                    version: b.version(),
+                    threads: self.threads,
+                    opt_level: Some(opt_level.to_string()),
+                    execution_providers: b.execution_providers(),
+                    library: Some(b.library_path().display().to_string()),
+                };
+                Ok((Box::new(b), info))
+            }
+            other => Err(CliError::usage(format!(
+                "unknown backend `{other}` (choose one of {})",
+                infopt_runtime::ort_backend::BACKEND_NAMES.join(", ")
+            ))),
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Model to time.
+    pub model: PathBuf,
+    /// A second model to time in the same process, runs interleaved with MODEL's; prints
+    /// MODEL's median over OTHER's (the speed-up of OTHER).
+    #[arg(long, value_name = "OTHER.onnx")]
+    pub compare: Option<PathBuf>,
+    #[command(flatten)]
+    pub backend: BackendArgs,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+    /// Untimed runs first.
+    #[arg(long, default_value_t = 10)]
+    pub warmup: usize,
+    /// Timed runs.
+    #[arg(long, default_value_t = 100)]
+    pub runs: usize,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Version of the JSON layout below; bumped on incompatible changes.
+pub const BENCH_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Serialize, Debug)]
+pub struct ModelBench {
+    pub path: String,
+    pub inputs: String,
+    pub input_shapes: Vec<(String, Vec<usize>)>,
+    /// Symbolic dims nothing bound, which took 1.
+    pub defaulted_dims: Vec<DefaultedDim>,
+    pub load_ms: f64,
+    pub latency: Latency,
+    /// Runs per second at the mean latency.
+    pub throughput_per_s: f64,
+}
+
+#[derive(Serialize, Debug)]
+pub struct BenchReport {
+    pub schema_version: u32,
+    pub backend: BackendInfo,
+    pub input_source: InputSource,
+    pub warmup: usize,
+    pub runs: usize,
+    /// Whether the runs of the two models alternated (always true with two models).
+    pub interleaved: bool,
+    pub models: Vec<ModelBench>,
+    /// With `--compare`: MODEL's median latency / OTHER's (> 1: OTHER is faster).
+    pub speedup: Option<f64>,
+}
+
+pub struct Loaded {
+    pub path: PathBuf,
+    pub model: Box<dyn LoadedModel>,
+    pub inputs: Vec<HostTensor>,
+    pub load_ms: f64,
+}
+
+/// Reads a model file (bytes as they are: the backend resolves external data against
+/// the model's folder).
+pub fn read_model(path: &Path) -> CliResult<(Vec<u8>, PathBuf)> {
+    if !path.is_file() {
+        return Err(CliError::new(
+            Exit::Load,
+            format!("{} does not exist", path.display()),
+        ));
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", path.display())))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok((bytes, dir))
+}
+
+/// Loads one model in the backend and prepares its inputs.
+pub fn load(backend: &dyn Backend, path: &Path, inputs: &inputs_arg::Inputs) -> CliResult<Loaded> {
+    let (bytes, dir) = read_model(path)?;
+    let started = Instant::now();
+    let model = backend.load(&bytes, Some(&dir), &inputs.shapes).map_err(|e| match e {
+        // Shapes that do not fit the model come from the command line or the file.
+        RuntimeError::UnknownName(_) | RuntimeError::InputShape { .. } => {
+            let hint = match &inputs.source {
+                InputSource::File { path } => {
+                    format!(
+                        " (the arrays of --inputs {path} must be named after the model inputs and fit their shapes)"
+                    )
+                }
+                InputSource::Generated { .. } => String::new(),
+            };
+            CliError::usage(format!("{}: {e}{hint}", path.display()))
+        }
+        e => {
+            let mut e = runtime_error(e, Exit::Load);
+            if e.exit != Exit::Usage {
+                e.message = format!("{}: {}", path.display(), e.message);
+            }
+            e
+        }
+    })?;
+    let load_ms = started.elapsed().as_secs_f64() * 1e3;
+    let tensors = inputs
+        .for_model(model.as_ref())
+        .map_err(|m| CliError::usage(format!("{}: {m}", path.display())))?;
+    Ok(Loaded {
+        path: path.to_path_buf(),
+        model,
+        inputs: tensors,
+        load_ms,
+    })
+}
+
+/// Progress on stderr: a bar on a terminal, a line per phase otherwise.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        Progress { bar: None }
+    }
+
+    fn phase(&mut self, label: &str, total: usize) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+        if std::io::stderr().is_terminal() {
+            let bar = indicatif::ProgressBar::new(total as u64);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{prefix:>8} [{bar:30}] {pos}/{len} runs {elapsed_precise}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            bar.set_prefix(label.to_string());
+            self.bar = Some(bar);
+        } else {
+            eprintln!("bench: {label} ({total} runs)");
+        }
+    }
+
+    fn inc(&self) {
+        if let Some(bar) = &self.bar {
+            bar.inc(1);
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// Times the models: warm-up and timed runs alternate between the models, and the model
+/// that goes first alternates from one round to the next, so drift (clock scaling,
+/// other load, caches) touches every model alike.
+pub fn time_interleaved(models: &[Loaded], warmup: usize, runs: usize) -> CliResult<Vec<Latency>> {
+    let mut progress = Progress::new();
+    let run = |m: &Loaded| {
+        m.model
+            .run(&m.inputs)
+            .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", m.path.display())))
+    };
+    let order = |round: usize| -> Vec<usize> {
+        let mut ix: Vec<usize> = (0..models.len()).collect();
+        if round % 2 == 1 {
+            ix.reverse();
+        }
+        ix
+    };
+    if warmup > 0 {
+        progress.phase("warm-up", warmup);
+        for round in 0..warmup {
+            for i in order(round) {
+                run(&models[i])?;
+            }
+            progress.inc();
+        }
+    }
+    progress.phase("timing", runs);
+    let mut samples = vec![Vec::with_capacity(runs); models.len()];
+    for round in 0..runs {
+        for i in order(round) {
+            let started = Instant::now();
+            let out = run(&models[i])?;
+            samples[i].push(started.elapsed().as_secs_f64() * 1e3);
+            drop(out);
+        }
+        progress.inc();
+    }
+    progress.finish();
+    samples
+        .iter()
+        .map(|s| Latency::from_samples(warmup, s).map_err(|e| CliError::new(Exit::Internal, e)))
+        .collect()
+}
+
+fn ms(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.1} ms")
+    } else if v >= 1.0 {
+        format!("{v:.3} ms")
+    } else {
+        format!("{:.1} µs", v * 1e3)
+    }
+}
+
+pub fn render_text(r: &BenchReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(s, "backend     {}", r.backend.describe());
+    let _ = writeln!(
+        s,
+        "runs        {} timed after {} warm-up{}",
+        r.runs,
+        r.warmup,
+        if r.interleaved { ", interleaved" } else { "" }
+    );
+    for (i, m) in r.models.iter().enumerate() {
+        let label = if r.models.len() > 1 {
+            if i == 0 { "model (A)" } else { "other (B)" }
+        } else {
+            "model"
+        };
+        let _ = writeln!(s, "{label:<11} {}", m.path);
+        let _ = writeln!(
+            s,
+            "  inputs    {} ({})",
+            m.inputs,
+            r.input_source.describe()
+        );
+        for d in &m.defaulted_dims {
+            let _ = writeln!(
+                s,
+                "  note      input `{}` dim {} ({}) unbound, took {}; set it with --input-shape",
+                d.input,
+                d.axis,
+                d.symbol.as_deref().unwrap_or("unnamed"),
+                d.value
+            );
+        }
+        let l = &m.latency;
+        let _ = writeln!(
+            s,
+            "  latency   median {}  p90 {}  p99 {}  min {}",
+            ms(l.median_ms),
+            ms(l.p90_ms),
+            ms(l.p99_ms),
+            ms(l.min_ms)
+        );
+        let _ = writeln!(
+            s,
+            "  throughput {:.1} runs/s (mean {}), load {}",
+            m.throughput_per_s,
+            ms(l.mean_ms),
+            ms(m.load_ms)
+        );
+    }
+    if let Some(x) = r.speedup {
+        let verdict = if x >= 1.0 {
+            format!("B is {x:.2}x faster than A")
+        } else {
+            format!("B is {:.2}x slower than A", 1.0 / x)
+        };
+        let _ = writeln!(s, "ratio       A/B median {x:.3}: {verdict}");
+    }
+    s
+}
+
+pub fn run(args: Args) -> CliResult {
+    if args.runs == 0 {
+        return Err(CliError::usage("--runs must be at least 1"));
+    }
+    let inputs = args.inputs.resolve().map_err(CliError::usage)?;
+    let (backend, info) = args.backend.build("tract")?;
+    let mut paths = vec![args.model.clone()];
+    paths.extend(args.compare.clone());
+    let loaded = paths
+        .iter()
+        .map(|p| load(backend.as_ref(), p, &inputs))
+        .collect::<CliResult<Vec<_>>>()?;
+    let latencies = time_interleaved(&loaded, args.warmup, args.runs)?;
+    let models: Vec<ModelBench> = loaded
+        .iter()
+        .zip(latencies)
+        .map(|(m, latency)| {
+            let r = m.model.resolution();
+            ModelBench {
+                path: m.path.display().to_string(),
+                inputs: inputs_arg::describe(&m.inputs),
+                input_shapes: r.input_shapes.clone(),
+                defaulted_dims: r.defaulted.clone(),
+                load_ms: m.load_ms,
+                throughput_per_s: if latency.mean_ms > 0.0 {
+                    1e3 / latency.mean_ms
+                } else {
+                    0.0
+                },
+                latency,
+            }
+        })
+        .collect();
+    let speedup = (models.len() == 2 && models[1].latency.median_ms > 0.0)
+        .then(|| models[0].latency.median_ms / models[1].latency.median_ms);
+    let report = BenchReport {
+        schema_version: BENCH_SCHEMA_VERSION,
+        backend: info,
+        input_source: inputs.source.clone(),
+        warmup: args.warmup,
+        runs: args.runs,
+        interleaved: models.len() > 1,
+        models,
+        speedup,
+    };
+    if args.json {
+        let text =
+            serde_json::to_string_pretty(&report).map_err(|e| CliError::new(Exit::Internal, e))?;
+        println!("{text}");
+    } else {
+        print!("{}", render_text(&report));
+    }
+    Ok(())
+}
