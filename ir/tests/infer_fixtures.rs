@@ -8,7 +8,9 @@ use infopt_ir::infer::{InferReport, infer_shapes};
 use infopt_ir::{Dim, Model};
 
 fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/models")
+        .join(rel)
 }
 
 fn load(rel: &str) -> Model {
@@ -17,9 +19,17 @@ fn load(rel: &str) -> Model {
 
 fn shape_str(m: &Model, name: &str) -> String {
     let g = &m.graph;
-    let v = g.find_value(name).unwrap_or_else(|| panic!("no value {name}"));
+    let v = g
+        .find_value(name)
+        .unwrap_or_else(|| panic!("no value {name}"));
     match g.value_type(v).and_then(|t| t.shape) {
-        Some(s) => format!("[{}]", s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")),
+        Some(s) => format!(
+            "[{}]",
+            s.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
         None => "?".into(),
     }
 }
@@ -51,14 +61,31 @@ fn every_fixture_infers_without_conflicts() {
     for rel in all {
         let (m, r) = infer(rel);
         assert!(r.conflicts.is_empty(), "{rel}: {:?}", r.conflicts);
-        let custom: Vec<&String> =
-            r.blocked.keys().filter(|k| !k.contains("::") && !matches!(k.as_str(), "SequenceConstruct" | "Optional" | "OptionalHasElement")).collect();
-        assert!(custom.is_empty(), "{rel}: standard ops without a rule: {:?}", r.blocked);
+        let custom: Vec<&String> = r
+            .blocked
+            .keys()
+            .filter(|k| {
+                !k.contains("::")
+                    && !matches!(
+                        k.as_str(),
+                        "SequenceConstruct" | "Optional" | "OptionalHasElement"
+                    )
+            })
+            .collect();
+        assert!(
+            custom.is_empty(),
+            "{rel}: standard ops without a rule: {:?}",
+            r.blocked
+        );
         // Every float/int output of the main graph has a known rank.
         if !matches!(rel, "custom_domain.onnx" | "kitchen_sink.onnx") {
             for io in &m.graph.outputs {
                 let ty = m.graph.value_type(io.value);
-                assert!(ty.as_ref().and_then(|t| t.shape.as_ref()).is_some(), "{rel}: output {} has no shape", m.graph.value(io.value).name);
+                assert!(
+                    ty.as_ref().and_then(|t| t.shape.as_ref()).is_some(),
+                    "{rel}: output {} has no shape",
+                    m.graph.value(io.value).name
+                );
             }
         }
         eprintln!("{rel}: blocked {:?}, updated {}", r.blocked, r.updated);

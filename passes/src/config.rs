@@ -34,6 +34,9 @@ pub enum PassConfig {
     FuseConvActivation,
     FusePadConv,
     PerturbWeight,
+    InferShapes,
+    FixShapes(crate::fix_shapes::FixShapesOptions),
+    FoldConstants(crate::fold_constants::FoldConstantsOptions),
 }
 
 impl PassConfig {
@@ -48,6 +51,9 @@ impl PassConfig {
             PassConfig::FuseConvActivation => "fuse-conv-activation",
             PassConfig::FusePadConv => "fuse-pad-conv",
             PassConfig::PerturbWeight => "perturb-weight",
+            PassConfig::InferShapes => "infer-shapes",
+            PassConfig::FixShapes(_) => "fix-shapes",
+            PassConfig::FoldConstants(_) => "fold-constants",
         }
     }
 
@@ -62,6 +68,9 @@ impl PassConfig {
             PassConfig::FuseConvActivation => Box::new(crate::fuse_conv_activation::FuseConvActivation),
             PassConfig::FusePadConv => Box::new(crate::fuse_pad_conv::FusePadConv),
             PassConfig::PerturbWeight => Box::new(crate::perturb_weight::PerturbWeight),
+            PassConfig::InferShapes => Box::new(crate::infer_shapes::InferShapes),
+            PassConfig::FixShapes(o) => Box::new(crate::fix_shapes::FixShapes { options: o.clone() }),
+            PassConfig::FoldConstants(o) => Box::new(crate::fold_constants::FoldConstants::new(o.clone())),
         }
     }
 
@@ -100,10 +109,17 @@ impl<'de> DeserializeSeed<'de> for OptionsSeed<'_> {
             | PassConfig::FuseMatmulAdd
             | PassConfig::FuseConvActivation
             | PassConfig::FusePadConv
-            | PassConfig::PerturbWeight => {
+            | PassConfig::PerturbWeight
+            | PassConfig::InferShapes => {
                 Option::<NoOptions>::deserialize(d)?;
                 Ok(base)
             }
+            PassConfig::FixShapes(_) => {
+                Ok(PassConfig::FixShapes(Option::<crate::fix_shapes::FixShapesOptions>::deserialize(d)?.unwrap_or_default()))
+            }
+            PassConfig::FoldConstants(_) => Ok(PassConfig::FoldConstants(
+                Option::<crate::fold_constants::FoldConstantsOptions>::deserialize(d)?.unwrap_or_default(),
+            )),
         }
     }
 }

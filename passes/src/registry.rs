@@ -90,6 +90,9 @@ fn all_passes() -> &'static [PassInfo] {
     REGISTRY.get_or_init(|| {
         vec![
             pass_info!("constants-to-initializers", Canonicalize, "constants_to_initializers.rs", PassConfig::ConstantsToInitializers),
+            pass_info!("fix-shapes", Shape, "fix_shapes.rs", PassConfig::FixShapes(Default::default())),
+            pass_info!("infer-shapes", Shape, "infer_shapes.rs", PassConfig::InferShapes),
+            pass_info!("fold-constants", Fold, "fold_constants.rs", PassConfig::FoldConstants(Default::default())),
             pass_info!("eliminate-identity", Eliminate, "eliminate_identity.rs", PassConfig::EliminateIdentity),
             pass_info!("eliminate-duplicates", Eliminate, "eliminate_duplicates.rs", PassConfig::EliminateDuplicates),
             pass_info!("fuse-pad-conv", Fuse, "fuse_pad_conv.rs", PassConfig::FusePadConv),

@@ -12,7 +12,9 @@ pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
         "Gelu" | "FastGelu" | "BiasGelu" | "QuickGelu" | "BiasAdd" | "Gelu_Grad" => {
             vec![cx.like(0, cx.shape(0).map(|s| s.to_vec()))]
         }
-        "LayerNormalization" | "SimplifiedLayerNormalization" => super::nn::layer_norm(cx, cx.attr_int("axis", -1)),
+        "LayerNormalization" | "SimplifiedLayerNormalization" => {
+            super::nn::layer_norm(cx, cx.attr_int("axis", -1))
+        }
         "SkipLayerNormalization" | "SkipSimplifiedLayerNormalization" => {
             let shape = cx.shape(0).map(|s| s.to_vec());
             let stats = shape.as_ref().map(|s| {
@@ -67,14 +69,39 @@ mod tests {
     #[test]
     fn microsoft_ops() {
         let ms = "com.microsoft";
-        let f = run_in(ms, "FusedMatMul", 17, &[f32s(&["b", "16"]), f32s(&["8", "16"])], vec![Attribute::int("transB", 1)], 1);
+        let f = run_in(
+            ms,
+            "FusedMatMul",
+            17,
+            &[f32s(&["b", "16"]), f32s(&["8", "16"])],
+            vec![Attribute::int("transB", 1)],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[b,8]");
         let f = run_in(ms, "Gelu", 17, &[f32s(&["b", "16"])], vec![], 1);
         assert_eq!(shape_of(&f[0]), "[b,16]");
-        let f = run_in(ms, "SkipLayerNormalization", 17, &[f32s(&["b", "s", "32"]), f32s(&["b", "s", "32"]), f32s(&["32"])], vec![], 4);
+        let f = run_in(
+            ms,
+            "SkipLayerNormalization",
+            17,
+            &[
+                f32s(&["b", "s", "32"]),
+                f32s(&["b", "s", "32"]),
+                f32s(&["32"]),
+            ],
+            vec![],
+            4,
+        );
         assert_eq!(shape_of(&f[1]), "[b,s,1]");
         assert_eq!(shape_of(&f[3]), "[b,s,32]");
-        let f = run_in(ms, "FusedConv", 17, &[f32s(&["n", "3", "8", "8"]), f32s(&["4", "3", "1", "1"])], vec![], 1);
+        let f = run_in(
+            ms,
+            "FusedConv",
+            17,
+            &[f32s(&["n", "3", "8", "8"]), f32s(&["4", "3", "1", "1"])],
+            vec![],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[n,4,8,8]");
         let f = run_in("com.example", "Gelu", 17, &[f32s(&["b"])], vec![], 1);
         assert_eq!(f[0].shape(), None);

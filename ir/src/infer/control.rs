@@ -24,13 +24,23 @@ pub(crate) fn join(a: &Fact, b: &Fact) -> Fact {
         _ => DataType::Undefined,
     };
     let shape = match (a.shape(), b.shape()) {
-        (Some(x), Some(y)) if x.len() == y.len() => {
-            Some(x.iter().zip(y).map(|(p, q)| if p == q { p.clone() } else { Dim::Unknown }).collect())
-        }
+        (Some(x), Some(y)) if x.len() == y.len() => Some(
+            x.iter()
+                .zip(y)
+                .map(|(p, q)| if p == q { p.clone() } else { Dim::Unknown })
+                .collect(),
+        ),
         _ => None,
     };
-    let value = if a.value == b.value { a.value.clone() } else { None };
-    Fact { ty: crate::shape::TensorType { dtype, shape }, value }
+    let value = if a.value == b.value {
+        a.value.clone()
+    } else {
+        None
+    };
+    Fact {
+        ty: crate::shape::TensorType { dtype, shape },
+        value,
+    }
 }
 
 fn output_facts(sub: &Graph, facts: &GraphFacts) -> Vec<Fact> {
@@ -60,7 +70,10 @@ fn input_fact(g: &Graph, facts: &GraphFacts, v: Option<ValueId>) -> Option<Fact>
 /// Takes the subgraphs of attribute `name` out of the node (put them back with [`restore`]).
 fn take(g: &mut Graph, id: NodeId, name: &str) -> Option<(usize, Vec<Graph>)> {
     let node = g.node_mut(id);
-    let i = node.attributes.iter().position(|a| a.name() == name && !a.subgraphs.is_empty())?;
+    let i = node
+        .attributes
+        .iter()
+        .position(|a| a.name() == name && !a.subgraphs.is_empty())?;
     Some((i, std::mem::take(&mut node.attributes[i].subgraphs)))
 }
 
@@ -72,7 +85,10 @@ fn restore(g: &mut Graph, id: NodeId, taken: (usize, Vec<Graph>)) {
 fn const_bool(g: &Graph, facts: &GraphFacts, v: Option<ValueId>) -> Option<bool> {
     let v = v?;
     if let Some(t) = g.constant(v) {
-        return t.to_i64_vec().ok().and_then(|x| (x.len() == 1).then(|| x[0] != 0));
+        return t
+            .to_i64_vec()
+            .ok()
+            .and_then(|x| (x.len() == 1).then(|| x[0] != 0));
     }
     match facts.get(v)?.value.as_ref()?.known()?.as_slice() {
         [x] => Some(*x != 0),
@@ -114,12 +130,18 @@ fn infer_body(
         candidate = next;
     }
     let carried: Vec<Option<Fact>> = match confirmed {
-        Some(c) => c.into_iter().map(|mut f| {
-            f.value = None;
-            Some(f)
-        }).collect(),
+        Some(c) => c
+            .into_iter()
+            .map(|mut f| {
+                f.value = None;
+                Some(f)
+            })
+            .collect(),
         // No fixed point: only the element types are trusted.
-        None => carried_initial.iter().map(|f| Some(Fact::new(f.ty.dtype, None))).collect(),
+        None => carried_initial
+            .iter()
+            .map(|f| Some(Fact::new(f.ty.dtype, None)))
+            .collect(),
     };
     let mut given: Vec<Option<Fact>> = fixed.to_vec();
     given.extend(carried);
@@ -137,15 +159,26 @@ pub(crate) fn infer(
 ) -> Option<Vec<Fact>> {
     let sub_scope = facts.scope_for_subgraphs(g, scope);
     let node = g.node(id);
-    let op = if node.domain().is_empty() { node.op_type.clone() } else { String::new() };
-    let inputs: Vec<Option<Fact>> = node.inputs.clone().into_iter().map(|v| input_fact(g, facts, v)).collect();
+    let op = if node.domain().is_empty() {
+        node.op_type.clone()
+    } else {
+        String::new()
+    };
+    let inputs: Vec<Option<Fact>> = node
+        .inputs
+        .clone()
+        .into_iter()
+        .map(|v| input_fact(g, facts, v))
+        .collect();
     let n_out = node.outputs.len();
     match op.as_str() {
         "If" => {
             let cond = const_bool(g, facts, node.inputs.first().copied().flatten());
             let mut branch_outs: Vec<Vec<Fact>> = Vec::new();
             for (k, name) in ["then_branch", "else_branch"].iter().enumerate() {
-                let Some(mut taken) = take(g, id, name) else { continue };
+                let Some(mut taken) = take(g, id, name) else {
+                    continue;
+                };
                 if let Some(sub) = taken.1.first_mut() {
                     let f = infer_graph(sub, opsets, &sub_scope, report);
                     let outs = output_facts(sub, &f);
@@ -164,21 +197,42 @@ pub(crate) fn infer(
             Some(out)
         }
         "Loop" => {
-            let Some(mut taken) = take(g, id, "body") else { return Some(vec![]) };
-            let carried_initial: Vec<Fact> = inputs.iter().skip(2).map(|f| f.clone().unwrap_or_else(Fact::unknown)).collect();
+            let Some(mut taken) = take(g, id, "body") else {
+                return Some(vec![]);
+            };
+            let carried_initial: Vec<Fact> = inputs
+                .iter()
+                .skip(2)
+                .map(|f| f.clone().unwrap_or_else(Fact::unknown))
+                .collect();
             let n_carried = carried_initial.len();
-            let fixed = vec![Some(Fact::new(DataType::Int64, Some(vec![]))), Some(Fact::new(DataType::Bool, Some(vec![])))];
+            let fixed = vec![
+                Some(Fact::new(DataType::Int64, Some(vec![]))),
+                Some(Fact::new(DataType::Bool, Some(vec![]))),
+            ];
             let mut out = Vec::new();
             if let Some(body) = taken.1.first_mut() {
-                let outs = infer_body(body, opsets, &sub_scope, &fixed, &carried_initial, 1, report);
+                let outs = infer_body(
+                    body,
+                    opsets,
+                    &sub_scope,
+                    &fixed,
+                    &carried_initial,
+                    1,
+                    report,
+                );
                 // Trip count: M iterations when the body passes its condition through unchanged.
-                let passthrough = body.outputs.first().map(|o| o.value) == body.inputs.get(1).map(|i| i.value);
+                let passthrough =
+                    body.outputs.first().map(|o| o.value) == body.inputs.get(1).map(|i| i.value);
                 let node = g.node(id);
                 let m_input = node.inputs.first().copied().flatten();
                 let cond_input = node.inputs.get(1).copied().flatten();
-                let cond_true = cond_input.is_none() || const_bool(g, facts, cond_input) == Some(true);
+                let cond_true =
+                    cond_input.is_none() || const_bool(g, facts, cond_input) == Some(true);
                 let m = m_input.and_then(|v| {
-                    g.constant(v).and_then(|t| t.to_i64_vec().ok()).or_else(|| facts.get(v)?.value.as_ref()?.known())
+                    g.constant(v)
+                        .and_then(|t| t.to_i64_vec().ok())
+                        .or_else(|| facts.get(v)?.value.as_ref()?.known())
                 });
                 let trips = match (passthrough && cond_true, m.as_deref()) {
                     (true, Some([m])) => Dim::Known((*m).max(0)),
@@ -187,7 +241,11 @@ pub(crate) fn infer(
                 for (i, init) in carried_initial.iter().enumerate() {
                     let o = outs.get(1 + i).cloned().unwrap_or_else(Fact::unknown);
                     // Zero iterations return the initial value.
-                    out.push(if trips == Dim::Unknown || trips == Dim::Known(0) { join(init, &o) } else { o });
+                    out.push(if trips == Dim::Unknown || trips == Dim::Known(0) {
+                        join(init, &o)
+                    } else {
+                        o
+                    });
                 }
                 for o in outs.iter().skip(1 + n_carried) {
                     let shape = o.shape().map(|s| {
@@ -203,13 +261,32 @@ pub(crate) fn infer(
             Some(out)
         }
         "Scan" if opsets.onnx >= 9 => {
-            let Some(mut taken) = take(g, id, "body") else { return Some(vec![]) };
+            let Some(mut taken) = take(g, id, "body") else {
+                return Some(vec![]);
+            };
             let node = g.node(id);
-            let m = node.attr_int("num_scan_inputs").ok().flatten().unwrap_or(0).max(0) as usize;
+            let m = node
+                .attr_int("num_scan_inputs")
+                .ok()
+                .flatten()
+                .unwrap_or(0)
+                .max(0) as usize;
             let n_states = inputs.len().saturating_sub(m);
-            let in_axes = node.attr_ints("scan_input_axes").ok().flatten().map(|a| a.to_vec()).unwrap_or_else(|| vec![0; m]);
-            let out_axes = node.attr_ints("scan_output_axes").ok().flatten().map(|a| a.to_vec());
-            let states: Vec<Fact> = inputs[..n_states].iter().map(|f| f.clone().unwrap_or_else(Fact::unknown)).collect();
+            let in_axes = node
+                .attr_ints("scan_input_axes")
+                .ok()
+                .flatten()
+                .map(|a| a.to_vec())
+                .unwrap_or_else(|| vec![0; m]);
+            let out_axes = node
+                .attr_ints("scan_output_axes")
+                .ok()
+                .flatten()
+                .map(|a| a.to_vec());
+            let states: Vec<Fact> = inputs[..n_states]
+                .iter()
+                .map(|f| f.clone().unwrap_or_else(Fact::unknown))
+                .collect();
             let mut seq_len = Dim::Unknown;
             let mut elems: Vec<Option<Fact>> = Vec::new();
             for (k, f) in inputs[n_states..].iter().enumerate() {
@@ -232,11 +309,18 @@ pub(crate) fn infer(
                 let outs = infer_scan_body(body, opsets, &sub_scope, &states, &elems, report);
                 for (i, init) in states.iter().enumerate() {
                     let o = outs.get(i).cloned().unwrap_or_else(Fact::unknown);
-                    out.push(if seq_len == Dim::Unknown { join(init, &o) } else { o });
+                    out.push(if seq_len == Dim::Unknown {
+                        join(init, &o)
+                    } else {
+                        o
+                    });
                 }
                 for (k, o) in outs.iter().skip(n_states).enumerate() {
                     let shape = o.shape().and_then(|s| {
-                        let axis = out_axes.as_ref().and_then(|a| a.get(k).copied()).unwrap_or(0);
+                        let axis = out_axes
+                            .as_ref()
+                            .and_then(|a| a.get(k).copied())
+                            .unwrap_or(0);
                         let a = super::norm_axis(axis, s.len() + 1)?;
                         let mut v = s.to_vec();
                         v.insert(a, seq_len.clone());
@@ -261,7 +345,10 @@ pub(crate) fn infer(
                 g.node_mut(id).attributes[a].subgraphs = subs;
             }
             let node = g.node(id);
-            *report.blocked.entry(op_key(node.domain(), &node.op_type)).or_default() += 1;
+            *report
+                .blocked
+                .entry(op_key(node.domain(), &node.op_type))
+                .or_default() += 1;
             None
         }
     }
@@ -286,8 +373,15 @@ fn infer_scan_body(
         let mut scratch = InferReport::default();
         let facts = infer_graph_with(&mut trial, opsets, scope, &given, &mut scratch);
         let outs = output_facts(&trial, &facts);
-        let next: Vec<Fact> =
-            candidate.iter().enumerate().map(|(i, c)| outs.get(i).map(|o| join(c, o)).unwrap_or_else(Fact::unknown)).collect();
+        let next: Vec<Fact> = candidate
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                outs.get(i)
+                    .map(|o| join(c, o))
+                    .unwrap_or_else(Fact::unknown)
+            })
+            .collect();
         if next.iter().zip(&candidate).all(|(a, b)| a.ty == b.ty) {
             confirmed = Some(candidate.clone());
             break;
@@ -295,11 +389,17 @@ fn infer_scan_body(
         candidate = next;
     }
     let mut given: Vec<Option<Fact>> = match confirmed {
-        Some(c) => c.into_iter().map(|mut f| {
-            f.value = None;
-            Some(f)
-        }).collect(),
-        None => states.iter().map(|f| Some(Fact::new(f.ty.dtype, None))).collect(),
+        Some(c) => c
+            .into_iter()
+            .map(|mut f| {
+                f.value = None;
+                Some(f)
+            })
+            .collect(),
+        None => states
+            .iter()
+            .map(|f| Some(Fact::new(f.ty.dtype, None)))
+            .collect(),
     };
     given.extend(elems.iter().cloned());
     let facts = infer_graph_with(body, opsets, scope, &given, report);
@@ -317,17 +417,26 @@ mod tests {
 
     fn io(g: &mut Graph, name: &str, ty: Option<TensorType>) -> ValueId {
         let v = g.add_value(Value::named(name));
-        let info = ValueInfoProto { r#type: ty.map(|t| t.to_proto(None)), ..Default::default() };
+        let info = ValueInfoProto {
+            r#type: ty.map(|t| t.to_proto(None)),
+            ..Default::default()
+        };
         g.inputs.push(GraphIo { value: v, info });
         v
     }
 
     fn out(g: &mut Graph, v: ValueId) {
-        g.outputs.push(GraphIo { value: v, info: ValueInfoProto::default() });
+        g.outputs.push(GraphIo {
+            value: v,
+            info: ValueInfoProto::default(),
+        });
     }
 
     fn outer(g: &mut Graph, name: &str) -> ValueId {
-        g.add_value(Value { outer: true, ..Value::named(name) })
+        g.add_value(Value {
+            outer: true,
+            ..Value::named(name)
+        })
     }
 
     #[test]
@@ -335,19 +444,40 @@ mod tests {
         // then: Relu(x) : [n, 4]; else: Transpose(x) : [4, n] → join [?, ?] unless n == 4.
         let mut then_g = Graph::new("then");
         let x1 = outer(&mut then_g, "x");
-        let r = then_g.add_node(Node { op_type: "Relu".into(), inputs: vec![Some(x1)], ..Default::default() }, &["t_out"]);
+        let r = then_g.add_node(
+            Node {
+                op_type: "Relu".into(),
+                inputs: vec![Some(x1)],
+                ..Default::default()
+            },
+            &["t_out"],
+        );
         let t_out = then_g.node(r).outputs[0].unwrap();
         out(&mut then_g, t_out);
         let mut else_g = Graph::new("else");
         let x2 = outer(&mut else_g, "x");
-        let e = else_g.add_node(Node { op_type: "Sigmoid".into(), inputs: vec![Some(x2)], ..Default::default() }, &["e_out"]);
+        let e = else_g.add_node(
+            Node {
+                op_type: "Sigmoid".into(),
+                inputs: vec![Some(x2)],
+                ..Default::default()
+            },
+            &["e_out"],
+        );
         let e_out = else_g.node(e).outputs[0].unwrap();
         out(&mut else_g, e_out);
 
         let mut b = GraphBuilder::new();
         let _x = b.input("x", DataType::Float, d(&["n", "4"]));
         let c = b.input("c", DataType::Bool, vec![]);
-        let y = b.op("If", &[c], vec![Attribute::graph("then_branch", then_g), Attribute::graph("else_branch", else_g)]);
+        let y = b.op(
+            "If",
+            &[c],
+            vec![
+                Attribute::graph("then_branch", then_g),
+                Attribute::graph("else_branch", else_g),
+            ],
+        );
         b.output(y, "y", DataType::Float, None);
         let mut m = b.build(13);
         let r = infer_shapes(&mut m);
@@ -356,20 +486,51 @@ mod tests {
         // Inside the branch, the Relu output type was recorded too.
         let n = m.graph.producer(y).unwrap();
         let then_g = &n.attr("then_branch").unwrap().subgraphs[0];
-        assert_eq!(then_g.value_type(t_out).unwrap().shape, Some(d(&["n", "4"])));
+        assert_eq!(
+            then_g.value_type(t_out).unwrap().shape,
+            Some(d(&["n", "4"]))
+        );
     }
 
     #[test]
     fn loop_carried_and_scan_outputs() {
         // body(i, cond, acc): acc2 = Add(acc, w_outer); scan = Identity(acc2)
         let mut body = Graph::new("body");
-        io(&mut body, "i", Some(TensorType { dtype: DataType::Int64, shape: Some(vec![]) }));
-        let cond = io(&mut body, "cond", Some(TensorType { dtype: DataType::Bool, shape: Some(vec![]) }));
+        io(
+            &mut body,
+            "i",
+            Some(TensorType {
+                dtype: DataType::Int64,
+                shape: Some(vec![]),
+            }),
+        );
+        let cond = io(
+            &mut body,
+            "cond",
+            Some(TensorType {
+                dtype: DataType::Bool,
+                shape: Some(vec![]),
+            }),
+        );
         let acc = io(&mut body, "acc", None);
         let w = outer(&mut body, "w");
-        let a = body.add_node(Node { op_type: "Add".into(), inputs: vec![Some(acc), Some(w)], ..Default::default() }, &["acc2"]);
+        let a = body.add_node(
+            Node {
+                op_type: "Add".into(),
+                inputs: vec![Some(acc), Some(w)],
+                ..Default::default()
+            },
+            &["acc2"],
+        );
         let acc2 = body.node(a).outputs[0].unwrap();
-        let s = body.add_node(Node { op_type: "Identity".into(), inputs: vec![Some(acc2)], ..Default::default() }, &["scan"]);
+        let s = body.add_node(
+            Node {
+                op_type: "Identity".into(),
+                inputs: vec![Some(acc2)],
+                ..Default::default()
+            },
+            &["scan"],
+        );
         let scan = body.node(s).outputs[0].unwrap();
         out(&mut body, cond);
         out(&mut body, acc2);
@@ -379,13 +540,19 @@ mod tests {
         let x = b.input("x", DataType::Float, d(&["3", "4"]));
         let _w = b.f32("w", &[4], &[0.0; 4]);
         let m_ = b.i64("m", &[], &[5]);
-        let t = b.initializer("t", crate::tensor::Tensor::from_raw(DataType::Bool, vec![], vec![1u8].into()));
+        let t = b.initializer(
+            "t",
+            crate::tensor::Tensor::from_raw(DataType::Bool, vec![], vec![1u8].into()),
+        );
         let outs = b.op_n("Loop", &[m_, t, x], vec![Attribute::graph("body", body)], 2);
         let mut model = b.build(13);
         infer_shapes(&mut model);
         let g = &model.graph;
         assert_eq!(g.value_type(outs[0]).unwrap().shape, Some(d(&["3", "4"])));
-        assert_eq!(g.value_type(outs[1]).unwrap().shape, Some(d(&["5", "3", "4"])));
+        assert_eq!(
+            g.value_type(outs[1]).unwrap().shape,
+            Some(d(&["5", "3", "4"]))
+        );
     }
 
     #[test]
@@ -396,7 +563,12 @@ mod tests {
         let cond = io(&mut body, "cond", None);
         let acc = io(&mut body, "acc", None);
         let c = body.add_node(
-            Node { op_type: "Concat".into(), inputs: vec![Some(acc), Some(acc)], attributes: vec![Attribute::int("axis", 0)], ..Default::default() },
+            Node {
+                op_type: "Concat".into(),
+                inputs: vec![Some(acc), Some(acc)],
+                attributes: vec![Attribute::int("axis", 0)],
+                ..Default::default()
+            },
             &["acc2"],
         );
         let acc2 = body.node(c).outputs[0].unwrap();
@@ -420,7 +592,11 @@ mod tests {
         let body = &n.attr("body").unwrap().subgraphs[0];
         let acc2_ty = body.value_type(acc2).unwrap();
         assert_eq!(acc2_ty.shape.as_ref().unwrap()[1], Dim::Known(4));
-        assert_eq!(acc2_ty.shape.as_ref().unwrap()[0], Dim::Unknown, "never the first iteration's 4");
+        assert_eq!(
+            acc2_ty.shape.as_ref().unwrap()[0],
+            Dim::Unknown,
+            "never the first iteration's 4"
+        );
     }
 
     #[test]
@@ -429,19 +605,47 @@ mod tests {
         let mut body = Graph::new("body");
         let st = io(&mut body, "st", None);
         let el = io(&mut body, "el", None);
-        let a = body.add_node(Node { op_type: "Add".into(), inputs: vec![Some(st), Some(el)], ..Default::default() }, &["s2"]);
+        let a = body.add_node(
+            Node {
+                op_type: "Add".into(),
+                inputs: vec![Some(st), Some(el)],
+                ..Default::default()
+            },
+            &["s2"],
+        );
         let s2 = body.node(a).outputs[0].unwrap();
-        let i = body.add_node(Node { op_type: "Identity".into(), inputs: vec![Some(el)], ..Default::default() }, &["o"]);
+        let i = body.add_node(
+            Node {
+                op_type: "Identity".into(),
+                inputs: vec![Some(el)],
+                ..Default::default()
+            },
+            &["o"],
+        );
         let o = body.node(i).outputs[0].unwrap();
         out(&mut body, s2);
         out(&mut body, o);
         let mut b = GraphBuilder::new();
         let init = b.input("init", DataType::Float, d(&["4"]));
         let xs = b.input("xs", DataType::Float, d(&["seq", "4"]));
-        let outs = b.op_n("Scan", &[init, xs], vec![Attribute::graph("body", body), Attribute::int("num_scan_inputs", 1)], 2);
+        let outs = b.op_n(
+            "Scan",
+            &[init, xs],
+            vec![
+                Attribute::graph("body", body),
+                Attribute::int("num_scan_inputs", 1),
+            ],
+            2,
+        );
         let mut model = b.build(11);
         infer_shapes(&mut model);
-        assert_eq!(model.graph.value_type(outs[0]).unwrap().shape, Some(d(&["4"])));
-        assert_eq!(model.graph.value_type(outs[1]).unwrap().shape, Some(d(&["seq", "4"])));
+        assert_eq!(
+            model.graph.value_type(outs[0]).unwrap().shape,
+            Some(d(&["4"]))
+        );
+        assert_eq!(
+            model.graph.value_type(outs[1]).unwrap().shape,
+            Some(d(&["seq", "4"]))
+        );
     }
 }

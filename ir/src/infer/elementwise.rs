@@ -20,7 +20,9 @@ pub(crate) fn broadcast_dim(a: &Dim, b: &Dim) -> Option<Dim> {
         }
         // A known size other than 1 wins: the other side is that size or 1.
         (Dim::Known(p), _) | (_, Dim::Known(p)) => Dim::Known(*p),
-        (Dim::Sym(x), Dim::Sym(y)) if sym::canonical(a) == sym::canonical(b) || x == y => Dim::Sym(x.clone()),
+        (Dim::Sym(x), Dim::Sym(y)) if sym::canonical(a) == sym::canonical(b) || x == y => {
+            Dim::Sym(x.clone())
+        }
         _ => Dim::Unknown,
     })
 }
@@ -45,15 +47,76 @@ pub(crate) fn broadcast(shapes: &[Option<&[Dim]>]) -> Option<Vec<Dim>> {
 }
 
 const UNARY_SAME: &[&str] = &[
-    "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Ceil", "Celu", "Cos", "Cosh", "Elu", "Erf", "Exp",
-    "Floor", "Gelu", "HardSigmoid", "HardSwish", "Identity", "LeakyRelu", "Log", "Mish", "Neg", "Reciprocal", "Relu",
-    "Round", "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Softplus", "Softsign", "Sqrt", "Tan", "Tanh",
-    "ThresholdedRelu", "BitwiseNot", "Not", "Clip", "CumSum", "Softmax", "LogSoftmax", "Hardmax", "LRN",
-    "InstanceNormalization", "LpNormalization", "MeanVarianceNormalization", "Trilu", "ReverseSequence", "Swish",
+    "Abs",
+    "Acos",
+    "Acosh",
+    "Asin",
+    "Asinh",
+    "Atan",
+    "Atanh",
+    "Ceil",
+    "Celu",
+    "Cos",
+    "Cosh",
+    "Elu",
+    "Erf",
+    "Exp",
+    "Floor",
+    "Gelu",
+    "HardSigmoid",
+    "HardSwish",
+    "Identity",
+    "LeakyRelu",
+    "Log",
+    "Mish",
+    "Neg",
+    "Reciprocal",
+    "Relu",
+    "Round",
+    "Selu",
+    "Shrink",
+    "Sigmoid",
+    "Sign",
+    "Sin",
+    "Sinh",
+    "Softplus",
+    "Softsign",
+    "Sqrt",
+    "Tan",
+    "Tanh",
+    "ThresholdedRelu",
+    "BitwiseNot",
+    "Not",
+    "Clip",
+    "CumSum",
+    "Softmax",
+    "LogSoftmax",
+    "Hardmax",
+    "LRN",
+    "InstanceNormalization",
+    "LpNormalization",
+    "MeanVarianceNormalization",
+    "Trilu",
+    "ReverseSequence",
+    "Swish",
 ];
 
-const BINARY_SAME: &[&str] =
-    &["Add", "Sub", "Mul", "Div", "Pow", "Mod", "PRelu", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "And", "Or", "Xor"];
+const BINARY_SAME: &[&str] = &[
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Mod",
+    "PRelu",
+    "BitShift",
+    "BitwiseAnd",
+    "BitwiseOr",
+    "BitwiseXor",
+    "And",
+    "Or",
+    "Xor",
+];
 
 const COMPARE: &[&str] = &["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"];
 
@@ -73,31 +136,47 @@ pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
     if BINARY_SAME.contains(&op) || VARIADIC.contains(&op) {
         let shapes: Vec<Option<&[Dim]>> = (0..cx.n_inputs()).map(|i| cx.shape(i)).collect();
         let shape = broadcast(&shapes);
-        let dtype = (0..cx.n_inputs()).map(|i| cx.dtype(i)).find(|d| *d != DataType::Undefined).unwrap_or(DataType::Undefined);
+        let dtype = (0..cx.n_inputs())
+            .map(|i| cx.dtype(i))
+            .find(|d| *d != DataType::Undefined)
+            .unwrap_or(DataType::Undefined);
         // Pow's result has the base's type.
         let dtype = if op == "Pow" { cx.dtype(0) } else { dtype };
-        return Some(vec![Fact::new(dtype, shape).with_value(binary_value(cx, op))]);
+        return Some(vec![
+            Fact::new(dtype, shape).with_value(binary_value(cx, op)),
+        ]);
     }
     if COMPARE.contains(&op) {
         let shape = broadcast(&[cx.shape(0), cx.shape(1)]);
         return Some(vec![Fact::new(DataType::Bool, shape)]);
     }
     match op {
-        "IsNaN" | "IsInf" => Some(vec![Fact::new(DataType::Bool, cx.shape(0).map(|s| s.to_vec()))]),
+        "IsNaN" | "IsInf" => Some(vec![Fact::new(
+            DataType::Bool,
+            cx.shape(0).map(|s| s.to_vec()),
+        )]),
         "Where" => {
             let shape = broadcast(&[cx.shape(0), cx.shape(1), cx.shape(2)]);
-            let dtype = if cx.dtype(1) != DataType::Undefined { cx.dtype(1) } else { cx.dtype(2) };
+            let dtype = if cx.dtype(1) != DataType::Undefined {
+                cx.dtype(1)
+            } else {
+                cx.dtype(2)
+            };
             Some(vec![Fact::new(dtype, shape)])
         }
         "Cast" => {
             let to = DataType::from_code(cx.attr_int("to", 0) as i32);
             let value = cast_value(cx.value(0), cx.dtype(0), to);
-            Some(vec![Fact::new(to, cx.shape(0).map(|s| s.to_vec())).with_value(value)])
+            Some(vec![
+                Fact::new(to, cx.shape(0).map(|s| s.to_vec())).with_value(value),
+            ])
         }
         "CastLike" => {
             let to = cx.dtype(1);
             let value = cast_value(cx.value(0), cx.dtype(0), to);
-            Some(vec![Fact::new(to, cx.shape(0).map(|s| s.to_vec())).with_value(value)])
+            Some(vec![
+                Fact::new(to, cx.shape(0).map(|s| s.to_vec())).with_value(value),
+            ])
         }
         "QuantizeLinear" => {
             let dtype = match cx.attr_int_opt("output_dtype").filter(|&c| c != 0) {
@@ -121,7 +200,10 @@ pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
         ]),
         "Dropout" => {
             let shape = cx.shape(0).map(|s| s.to_vec());
-            Some(vec![Fact::new(cx.dtype(0), shape.clone()), Fact::new(DataType::Bool, shape)])
+            Some(vec![
+                Fact::new(cx.dtype(0), shape.clone()),
+                Fact::new(DataType::Bool, shape),
+            ])
         }
         _ => None,
     }
@@ -144,7 +226,16 @@ fn map_value(cx: &RuleCx, f: impl Fn(&Expr) -> Option<Expr>) -> Option<SymValue>
     let v = cx.value(0)?;
     Some(SymValue {
         scalar: v.scalar,
-        elems: v.elems.iter().map(|d| sym::expr_of(d).and_then(|e| f(&e)).map(|e| e.to_dim()).unwrap_or(Dim::Unknown)).collect(),
+        elems: v
+            .elems
+            .iter()
+            .map(|d| {
+                sym::expr_of(d)
+                    .and_then(|e| f(&e))
+                    .map(|e| e.to_dim())
+                    .unwrap_or(Dim::Unknown)
+            })
+            .collect(),
     })
 }
 
@@ -161,7 +252,13 @@ fn binary_value(cx: &RuleCx, op: &str) -> Option<SymValue> {
         (x, 1) => x,
         _ => return None,
     };
-    let get = |v: &SymValue, i: usize| if v.elems.len() == 1 { v.elems[0].clone() } else { v.elems[i].clone() };
+    let get = |v: &SymValue, i: usize| {
+        if v.elems.len() == 1 {
+            v.elems[0].clone()
+        } else {
+            v.elems[i].clone()
+        }
+    };
     let mut elems = Vec::with_capacity(n);
     for i in 0..n {
         let (x, y) = (get(a, i), get(b, i));
@@ -176,7 +273,9 @@ fn binary_value(cx: &RuleCx, op: &str) -> Option<SymValue> {
                 _ => Dim::Unknown,
             },
             "Max" | "Min" => match (&x, &y) {
-                (Dim::Known(p), Dim::Known(q)) => Dim::Known(if op == "Max" { *p.max(q) } else { *p.min(q) }),
+                (Dim::Known(p), Dim::Known(q)) => {
+                    Dim::Known(if op == "Max" { *p.max(q) } else { *p.min(q) })
+                }
                 _ if x == y => x.clone(),
                 _ => Dim::Unknown,
             },
@@ -184,14 +283,21 @@ fn binary_value(cx: &RuleCx, op: &str) -> Option<SymValue> {
                 (Dim::Known(p), Dim::Known(q)) if *q != 0 => {
                     let fmod = cx.attr_int("fmod", 0) != 0;
                     let r = p % q;
-                    Dim::Known(if !fmod && r != 0 && (r < 0) != (*q < 0) { r + q } else { r })
+                    Dim::Known(if !fmod && r != 0 && (r < 0) != (*q < 0) {
+                        r + q
+                    } else {
+                        r
+                    })
                 }
                 _ => Dim::Unknown,
             },
             _ => return None,
         });
     }
-    Some(SymValue { scalar: a.scalar && b.scalar, elems })
+    Some(SymValue {
+        scalar: a.scalar && b.scalar,
+        elems,
+    })
 }
 
 /// True when the dim expression is provably ≥ 0 (sizes are non-negative).
@@ -214,43 +320,123 @@ mod tests {
 
     #[test]
     fn broadcasting() {
-        let f = run("Add", 17, &[f32s(&["batch", "1", "8"]), f32s(&["4", "1"])], vec![], 1);
+        let f = run(
+            "Add",
+            17,
+            &[f32s(&["batch", "1", "8"]), f32s(&["4", "1"])],
+            vec![],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[batch,4,8]");
-        let f = run("Mul", 17, &[f32s(&["batch", "seq"]), f32s(&["batch", "seq"])], vec![], 1);
+        let f = run(
+            "Mul",
+            17,
+            &[f32s(&["batch", "seq"]), f32s(&["batch", "seq"])],
+            vec![],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[batch,seq]");
         // Different symbols: unknown, never a guess.
         let f = run("Add", 17, &[f32s(&["a"]), f32s(&["b"])], vec![], 1);
         assert_eq!(shape_of(&f[0]), "[?]");
         // A symbol against a known size > 1: the known size.
-        let f = run("Add", 17, &[f32s(&["a", "3"]), f32s(&["5", "3"])], vec![], 1);
+        let f = run(
+            "Add",
+            17,
+            &[f32s(&["a", "3"]), f32s(&["5", "3"])],
+            vec![],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[5,3]");
         // Incompatible known sizes: nothing.
         let f = run("Add", 17, &[f32s(&["2"]), f32s(&["3"])], vec![], 1);
         assert_eq!(f[0].shape(), None);
-        let f = run("Where", 17, &[Input::T(DataType::Bool, d(&["1", "seq"])), f32s(&[]), f32s(&["batch", "1"])], vec![], 1);
+        let f = run(
+            "Where",
+            17,
+            &[
+                Input::T(DataType::Bool, d(&["1", "seq"])),
+                f32s(&[]),
+                f32s(&["batch", "1"]),
+            ],
+            vec![],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[batch,seq]");
         assert_eq!(f[0].ty.dtype, DataType::Float);
-        let f = run("Max", 17, &[f32s(&["3"]), f32s(&["2", "1"]), f32s(&[])], vec![], 1);
+        let f = run(
+            "Max",
+            17,
+            &[f32s(&["3"]), f32s(&["2", "1"]), f32s(&[])],
+            vec![],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[2,3]");
     }
 
     #[test]
     fn types() {
-        let f = run("Equal", 17, &[Input::T(DataType::Int64, d(&["3"])), i64c(&[1])], vec![], 1);
+        let f = run(
+            "Equal",
+            17,
+            &[Input::T(DataType::Int64, d(&["3"])), i64c(&[1])],
+            vec![],
+            1,
+        );
         assert_eq!(f[0].ty.dtype, DataType::Bool);
         assert_eq!(shape_of(&f[0]), "[3]");
-        let f = run("Cast", 17, &[f32s(&["n"])], vec![Attribute::int("to", 10)], 1);
+        let f = run(
+            "Cast",
+            17,
+            &[f32s(&["n"])],
+            vec![Attribute::int("to", 10)],
+            1,
+        );
         assert_eq!(f[0].ty.dtype, DataType::Float16);
-        let f = run("CastLike", 17, &[f32s(&["n"]), Input::T(DataType::Int32, d(&[]))], vec![], 1);
+        let f = run(
+            "CastLike",
+            17,
+            &[f32s(&["n"]), Input::T(DataType::Int32, d(&[]))],
+            vec![],
+            1,
+        );
         assert_eq!(f[0].ty.dtype, DataType::Int32);
         let f = run("Dropout", 13, &[f32s(&["n", "2"])], vec![], 2);
         assert_eq!(f[1].ty.dtype, DataType::Bool);
         assert_eq!(shape_of(&f[1]), "[n,2]");
-        let f = run("DequantizeLinear", 13, &[Input::T(DataType::Int8, d(&["n", "4"])), Input::C(Box::new(crate::tensor::Tensor::from_f32(vec![], &[0.5])))], vec![], 1);
-        assert_eq!((f[0].ty.dtype, shape_of(&f[0])), (DataType::Float, "[n,4]".to_string()));
-        let f = run("QuantizeLinear", 13, &[f32s(&["n"]), Input::C(Box::new(crate::tensor::Tensor::from_f32(vec![], &[0.5]))), Input::T(DataType::Int8, vec![])], vec![], 1);
+        let f = run(
+            "DequantizeLinear",
+            13,
+            &[
+                Input::T(DataType::Int8, d(&["n", "4"])),
+                Input::C(Box::new(crate::tensor::Tensor::from_f32(vec![], &[0.5]))),
+            ],
+            vec![],
+            1,
+        );
+        assert_eq!(
+            (f[0].ty.dtype, shape_of(&f[0])),
+            (DataType::Float, "[n,4]".to_string())
+        );
+        let f = run(
+            "QuantizeLinear",
+            13,
+            &[
+                f32s(&["n"]),
+                Input::C(Box::new(crate::tensor::Tensor::from_f32(vec![], &[0.5]))),
+                Input::T(DataType::Int8, vec![]),
+            ],
+            vec![],
+            1,
+        );
         assert_eq!(f[0].ty.dtype, DataType::Int8);
-        let f = run("Pow", 17, &[f32s(&["n"]), Input::T(DataType::Int64, d(&[]))], vec![], 1);
+        let f = run(
+            "Pow",
+            17,
+            &[f32s(&["n"]), Input::T(DataType::Int64, d(&[]))],
+            vec![],
+            1,
+        );
         assert_eq!(f[0].ty.dtype, DataType::Float);
     }
 
@@ -271,8 +457,20 @@ mod tests {
         let mut r = super::super::InferReport::default();
         let o = super::super::Opsets::of(&model);
         let facts = super::super::infer_graph(&mut model.graph, o, &Default::default(), &mut r);
-        assert_eq!(facts.get(m).unwrap().value, Some(SymValue::vector(d(&["2*batch", "2*seq"]))));
-        assert_eq!(facts.get(a).unwrap().value, Some(SymValue::vector(d(&["batch+1", "seq+1"]))));
-        assert_eq!(facts.get(dv).unwrap().value, Some(SymValue::vector(vec![Dim::Sym("batch".into()), Dim::Sym("seq".into())])));
+        assert_eq!(
+            facts.get(m).unwrap().value,
+            Some(SymValue::vector(d(&["2*batch", "2*seq"])))
+        );
+        assert_eq!(
+            facts.get(a).unwrap().value,
+            Some(SymValue::vector(d(&["batch+1", "seq+1"])))
+        );
+        assert_eq!(
+            facts.get(dv).unwrap().value,
+            Some(SymValue::vector(vec![
+                Dim::Sym("batch".into()),
+                Dim::Sym("seq".into())
+            ]))
+        );
     }
 }

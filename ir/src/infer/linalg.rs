@@ -27,8 +27,16 @@ pub(crate) fn matmul_shape(a: Option<&[Dim]>, b: Option<&[Dim]>) -> Option<Vec<D
     }
     let a_vec = a.len() == 1;
     let b_vec = b.len() == 1;
-    let a2: Vec<Dim> = if a_vec { vec![Dim::Known(1), a[0].clone()] } else { a.to_vec() };
-    let b2: Vec<Dim> = if b_vec { vec![b[0].clone(), Dim::Known(1)] } else { b.to_vec() };
+    let a2: Vec<Dim> = if a_vec {
+        vec![Dim::Known(1), a[0].clone()]
+    } else {
+        a.to_vec()
+    };
+    let b2: Vec<Dim> = if b_vec {
+        vec![b[0].clone(), Dim::Known(1)]
+    } else {
+        b.to_vec()
+    };
     // The contracted dims must agree when both are known.
     if let (Dim::Known(p), Dim::Known(q)) = (&a2[a2.len() - 1], &b2[b2.len() - 2])
         && p != q
@@ -54,14 +62,24 @@ fn gemm(cx: &RuleCx) -> Fact {
     if a.len() != 2 || b.len() != 2 {
         return Fact::new(dtype, None);
     }
-    let m = if cx.attr_int("transA", 0) != 0 { &a[1] } else { &a[0] };
-    let n = if cx.attr_int("transB", 0) != 0 { &b[0] } else { &b[1] };
+    let m = if cx.attr_int("transA", 0) != 0 {
+        &a[1]
+    } else {
+        &a[0]
+    };
+    let n = if cx.attr_int("transB", 0) != 0 {
+        &b[0]
+    } else {
+        &b[1]
+    };
     Fact::new(dtype, Some(vec![m.clone(), n.clone()]))
 }
 
 fn einsum(cx: &RuleCx) -> Fact {
     let dtype = cx.dtype(0);
-    let Some(eq) = cx.attr_string("equation") else { return Fact::new(dtype, None) };
+    let Some(eq) = cx.attr_string("equation") else {
+        return Fact::new(dtype, None);
+    };
     let eq: String = eq.chars().filter(|c| !c.is_whitespace()).collect();
     let (lhs, rhs) = match eq.split_once("->") {
         Some((l, r)) => (l.to_string(), Some(r.to_string())),
@@ -76,7 +94,9 @@ fn einsum(cx: &RuleCx) -> Fact {
     let mut ellipsis: Option<Vec<Dim>> = None;
     let mut ellipsis_seen = false;
     for (i, term) in terms.iter().enumerate() {
-        let Some(shape) = cx.shape(i) else { return Fact::new(dtype, None) };
+        let Some(shape) = cx.shape(i) else {
+            return Fact::new(dtype, None);
+        };
         let has_ell = term.contains("...");
         let named: Vec<char> = term.replace("...", "").chars().collect();
         if named.iter().any(|c| !c.is_ascii_alphabetic()) {
@@ -120,7 +140,11 @@ fn einsum(cx: &RuleCx) -> Fact {
             pos += 1;
         }
     }
-    let ell = if ellipsis_seen { ellipsis } else { Some(vec![]) };
+    let ell = if ellipsis_seen {
+        ellipsis
+    } else {
+        Some(vec![])
+    };
     let mut out = Vec::new();
     match rhs {
         Some(r) => {
@@ -164,31 +188,91 @@ mod tests {
 
     #[test]
     fn matmul_and_gemm() {
-        let f = run("MatMul", 17, &[f32s(&["b", "s", "32"]), f32s(&["32", "64"])], vec![], 1);
+        let f = run(
+            "MatMul",
+            17,
+            &[f32s(&["b", "s", "32"]), f32s(&["32", "64"])],
+            vec![],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[b,s,64]");
-        let f = run("MatMul", 17, &[f32s(&["b", "h", "s", "16"]), f32s(&["b", "h", "16", "s"])], vec![], 1);
+        let f = run(
+            "MatMul",
+            17,
+            &[f32s(&["b", "h", "s", "16"]), f32s(&["b", "h", "16", "s"])],
+            vec![],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[b,h,s,s]");
-        let f = run("MatMul", 17, &[f32s(&["3"]), f32s(&["2", "3", "4"])], vec![], 1);
+        let f = run(
+            "MatMul",
+            17,
+            &[f32s(&["3"]), f32s(&["2", "3", "4"])],
+            vec![],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[2,4]");
         let f = run("MatMul", 17, &[f32s(&["2", "3"]), f32s(&["3"])], vec![], 1);
         assert_eq!(shape_of(&f[0]), "[2]");
-        let f = run("MatMul", 17, &[f32s(&["2", "3"]), f32s(&["4", "5"])], vec![], 1);
+        let f = run(
+            "MatMul",
+            17,
+            &[f32s(&["2", "3"]), f32s(&["4", "5"])],
+            vec![],
+            1,
+        );
         assert_eq!(f[0].shape(), None);
-        let f = run("Gemm", 17, &[f32s(&["b", "32"]), f32s(&["10", "32"]), f32s(&["10"])], vec![Attribute::int("transB", 1)], 1);
+        let f = run(
+            "Gemm",
+            17,
+            &[f32s(&["b", "32"]), f32s(&["10", "32"]), f32s(&["10"])],
+            vec![Attribute::int("transB", 1)],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[b,10]");
-        let f = run("Gemm", 17, &[f32s(&["32", "b"]), f32s(&["32", "10"])], vec![Attribute::int("transA", 1)], 1);
+        let f = run(
+            "Gemm",
+            17,
+            &[f32s(&["32", "b"]), f32s(&["32", "10"])],
+            vec![Attribute::int("transA", 1)],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[b,10]");
     }
 
     #[test]
     fn einsum() {
-        let f = run("Einsum", 17, &[f32s(&["b", "i", "j"]), f32s(&["b", "j", "k"])], vec![Attribute::string("equation", "bij,bjk->bik")], 1);
+        let f = run(
+            "Einsum",
+            17,
+            &[f32s(&["b", "i", "j"]), f32s(&["b", "j", "k"])],
+            vec![Attribute::string("equation", "bij,bjk->bik")],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[b,i,k]");
-        let f = run("Einsum", 17, &[f32s(&["3", "4"]), f32s(&["4", "5"])], vec![Attribute::string("equation", "ij,jk")], 1);
+        let f = run(
+            "Einsum",
+            17,
+            &[f32s(&["3", "4"]), f32s(&["4", "5"])],
+            vec![Attribute::string("equation", "ij,jk")],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[3,5]");
-        let f = run("Einsum", 17, &[f32s(&["n", "h", "s", "d"]), f32s(&["n", "h", "t", "d"])], vec![Attribute::string("equation", "...sd,...td->...st")], 1);
+        let f = run(
+            "Einsum",
+            17,
+            &[f32s(&["n", "h", "s", "d"]), f32s(&["n", "h", "t", "d"])],
+            vec![Attribute::string("equation", "...sd,...td->...st")],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[n,h,s,t]");
-        let f = run("Einsum", 17, &[f32s(&["3", "3"])], vec![Attribute::string("equation", "ii->i")], 1);
+        let f = run(
+            "Einsum",
+            17,
+            &[f32s(&["3", "3"])],
+            vec![Attribute::string("equation", "ii->i")],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[3]");
     }
 }

@@ -78,11 +78,17 @@ pub struct SymValue {
 
 impl SymValue {
     pub fn vector(elems: Vec<Dim>) -> SymValue {
-        SymValue { scalar: false, elems }
+        SymValue {
+            scalar: false,
+            elems,
+        }
     }
 
     pub fn scalar(d: Dim) -> SymValue {
-        SymValue { scalar: true, elems: vec![d] }
+        SymValue {
+            scalar: true,
+            elems: vec![d],
+        }
     }
 
     /// The elements when all are known.
@@ -97,7 +103,11 @@ impl SymValue {
     }
 
     pub fn dims(&self) -> Vec<i64> {
-        if self.scalar { vec![] } else { vec![self.elems.len() as i64] }
+        if self.scalar {
+            vec![]
+        } else {
+            vec![self.elems.len() as i64]
+        }
     }
 
     /// Reads an integer constant tensor (rank ≤ 1, at most [`MAX_VALUE_ELEMS`]).
@@ -109,7 +119,10 @@ impl SymValue {
         if v.len() != t.numel()? {
             return None;
         }
-        Some(SymValue { scalar: t.dims().is_empty(), elems: v.into_iter().map(Dim::Known).collect() })
+        Some(SymValue {
+            scalar: t.dims().is_empty(),
+            elems: v.into_iter().map(Dim::Known).collect(),
+        })
     }
 
     /// The tensor of a fully known value, in `dtype` (an integer type).
@@ -118,9 +131,13 @@ impl SymValue {
         let dims = self.dims();
         let bytes: Vec<u8> = match dtype {
             DataType::Int64 => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-            DataType::Int32 => {
-                v.iter().map(|&x| i32::try_from(x).ok()).collect::<Option<Vec<_>>>()?.iter().flat_map(|x| x.to_le_bytes()).collect()
-            }
+            DataType::Int32 => v
+                .iter()
+                .map(|&x| i32::try_from(x).ok())
+                .collect::<Option<Vec<_>>>()?
+                .iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect(),
             _ => return None,
         };
         Some(Tensor::from_raw(dtype, dims, bytes.into()))
@@ -129,7 +146,10 @@ impl SymValue {
 
 pub(crate) fn is_int(d: DataType) -> bool {
     use DataType::*;
-    matches!(d, Int64 | Int32 | Int16 | Int8 | Uint8 | Uint16 | Uint32 | Uint64)
+    matches!(
+        d,
+        Int64 | Int32 | Int16 | Int8 | Uint8 | Uint16 | Uint32 | Uint64
+    )
 }
 
 /// What is known about one value.
@@ -142,11 +162,20 @@ pub struct Fact {
 
 impl Fact {
     pub fn unknown() -> Fact {
-        Fact { ty: TensorType { dtype: DataType::Undefined, shape: None }, value: None }
+        Fact {
+            ty: TensorType {
+                dtype: DataType::Undefined,
+                shape: None,
+            },
+            value: None,
+        }
     }
 
     pub fn new(dtype: DataType, shape: Option<Vec<Dim>>) -> Fact {
-        Fact { ty: TensorType { dtype, shape }, value: None }
+        Fact {
+            ty: TensorType { dtype, shape },
+            value: None,
+        }
     }
 
     pub fn with_value(mut self, value: Option<SymValue>) -> Fact {
@@ -156,7 +185,10 @@ impl Fact {
 
     pub fn of_tensor(t: &Tensor) -> Fact {
         Fact {
-            ty: TensorType { dtype: t.dtype(), shape: Some(t.dims().iter().map(|&d| Dim::Known(d)).collect()) },
+            ty: TensorType {
+                dtype: t.dtype(),
+                shape: Some(t.dims().iter().map(|&d| Dim::Known(d)).collect()),
+            },
             value: SymValue::from_tensor(t),
         }
     }
@@ -183,11 +215,17 @@ pub struct Opsets {
 
 impl Opsets {
     pub fn of(model: &Model) -> Opsets {
-        Opsets { onnx: model.opset("").unwrap_or(1), microsoft: model.opset("com.microsoft") }
+        Opsets {
+            onnx: model.opset("").unwrap_or(1),
+            microsoft: model.opset("com.microsoft"),
+        }
     }
 
     pub fn onnx(version: i64) -> Opsets {
-        Opsets { onnx: version, microsoft: Some(1) }
+        Opsets {
+            onnx: version,
+            microsoft: Some(1),
+        }
     }
 }
 
@@ -233,7 +271,12 @@ pub fn infer_shapes(model: &mut Model) -> InferReport {
 }
 
 /// Infers one graph (and, recursively, its subgraphs) in the given scope.
-pub fn infer_graph(g: &mut Graph, opsets: Opsets, scope: &Scope, report: &mut InferReport) -> GraphFacts {
+pub fn infer_graph(
+    g: &mut Graph,
+    opsets: Opsets,
+    scope: &Scope,
+    report: &mut InferReport,
+) -> GraphFacts {
     infer_graph_with(g, opsets, scope, &[], report)
 }
 
@@ -258,9 +301,15 @@ pub(crate) fn infer_graph_with(
         let merged = match facts.facts.get(&io.value) {
             Some(declared) => {
                 let mut scratch = InferReport::default();
-                Fact { ty: merge_types(&declared.ty, &given.ty, "", &mut scratch), value: None }
+                Fact {
+                    ty: merge_types(&declared.ty, &given.ty, "", &mut scratch),
+                    value: None,
+                }
             }
-            None => Fact { ty: given.ty.clone(), value: None },
+            None => Fact {
+                ty: given.ty.clone(),
+                value: None,
+            },
         };
         facts.facts.insert(io.value, merged);
     }
@@ -275,7 +324,10 @@ pub(crate) fn infer_graph_with(
                 Some(v) => Some(v),
                 None => {
                     let node = g.node(id);
-                    *report.blocked.entry(op_key(node.domain(), &node.op_type)).or_default() += 1;
+                    *report
+                        .blocked
+                        .entry(op_key(node.domain(), &node.op_type))
+                        .or_default() += 1;
                     None
                 }
             }
@@ -295,13 +347,20 @@ pub(crate) fn infer_graph_with(
 fn seed_fact(g: &Graph, v: ValueId, scope: &Scope) -> Option<Fact> {
     let value = g.value(v);
     if value.outer {
-        return scope.facts.get(&value.name).cloned().or_else(|| value.tensor_type().map(|ty| Fact { ty, value: None }));
+        return scope
+            .facts
+            .get(&value.name)
+            .cloned()
+            .or_else(|| value.tensor_type().map(|ty| Fact { ty, value: None }));
     }
     if let Some(t) = g.constant(v) {
         return Some(Fact::of_tensor(t));
     }
     if g.is_graph_input(v) || value.producer.is_none() {
-        return g.value_type(v).map(|ty| Fact { ty: canonical_type(ty), value: None });
+        return g.value_type(v).map(|ty| Fact {
+            ty: canonical_type(ty),
+            value: None,
+        });
     }
     None
 }
@@ -324,7 +383,10 @@ fn record(g: &mut Graph, v: ValueId, inferred: Fact, report: &mut InferReport) -
         None => inferred.ty.clone(),
         Some(e) => merge_types(e, &inferred.ty, &name, report),
     };
-    let fact = Fact { ty: merged_ty.clone(), value: inferred.value };
+    let fact = Fact {
+        ty: merged_ty.clone(),
+        value: inferred.value,
+    };
     if merged_ty.dtype == DataType::Undefined || existing.as_ref() == Some(&merged_ty) {
         return fact;
     }
@@ -348,7 +410,10 @@ fn record(g: &mut Graph, v: ValueId, inferred: Fact, report: &mut InferReport) -
 fn merge_types(e: &TensorType, i: &TensorType, name: &str, report: &mut InferReport) -> TensorType {
     let dtype = if e.dtype != DataType::Undefined {
         if i.dtype != DataType::Undefined && i.dtype != e.dtype {
-            report.conflicts.push(format!("'{name}': the model says {}, inference says {}", e.dtype, i.dtype));
+            report.conflicts.push(format!(
+                "'{name}': the model says {}, inference says {}",
+                e.dtype, i.dtype
+            ));
         }
         e.dtype
     } else {
@@ -391,7 +456,13 @@ fn merge_types(e: &TensorType, i: &TensorType, name: &str, report: &mut InferRep
 }
 
 pub fn fmt_dims(d: &[Dim]) -> String {
-    format!("[{}]", d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(","))
+    format!(
+        "[{}]",
+        d.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    )
 }
 
 /// What a rule sees: the node, its inputs' facts and constants.
@@ -410,11 +481,33 @@ impl<'a> RuleCx<'a> {
         let inputs = node
             .inputs
             .iter()
-            .map(|i| i.map(|v| facts.get(v).cloned().unwrap_or_else(|| g.value_type(v).map(|ty| Fact { ty, value: None }).unwrap_or_else(Fact::unknown))))
+            .map(|i| {
+                i.map(|v| {
+                    facts.get(v).cloned().unwrap_or_else(|| {
+                        g.value_type(v)
+                            .map(|ty| Fact { ty, value: None })
+                            .unwrap_or_else(Fact::unknown)
+                    })
+                })
+            })
             .collect();
-        let consts = node.inputs.iter().map(|i| i.and_then(|v| g.constant(v))).collect();
-        let out_names = node.outputs.iter().map(|o| o.map(|v| g.value(v).name.clone()).unwrap_or_default()).collect();
-        RuleCx { node, opsets, inputs, consts, out_names }
+        let consts = node
+            .inputs
+            .iter()
+            .map(|i| i.and_then(|v| g.constant(v)))
+            .collect();
+        let out_names = node
+            .outputs
+            .iter()
+            .map(|o| o.map(|v| g.value(v).name.clone()).unwrap_or_default())
+            .collect();
+        RuleCx {
+            node,
+            opsets,
+            inputs,
+            consts,
+            out_names,
+        }
     }
 
     pub fn opset(&self) -> i64 {
@@ -434,7 +527,9 @@ impl<'a> RuleCx<'a> {
     }
 
     pub fn dtype(&self, i: usize) -> DataType {
-        self.fact(i).map(|f| f.ty.dtype).unwrap_or(DataType::Undefined)
+        self.fact(i)
+            .map(|f| f.ty.dtype)
+            .unwrap_or(DataType::Undefined)
     }
 
     pub fn shape(&self, i: usize) -> Option<&[Dim]> {
@@ -477,7 +572,11 @@ impl<'a> RuleCx<'a> {
     }
 
     pub fn attr_floats(&self, name: &str) -> Option<Vec<f32>> {
-        self.node.attr_floats(name).ok().flatten().map(|a| a.to_vec())
+        self.node
+            .attr_floats(name)
+            .ok()
+            .flatten()
+            .map(|a| a.to_vec())
     }
 
     pub fn attr_string(&self, name: &str) -> Option<String> {
@@ -494,7 +593,11 @@ impl<'a> RuleCx<'a> {
         let base: String = self
             .out_names
             .get(slot)
-            .map(|n| n.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect())
+            .map(|n| {
+                n.chars()
+                    .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                    .collect()
+            })
             .unwrap_or_default();
         Dim::Sym(format!("{what}_{}", base.trim_matches('_')))
     }
@@ -528,7 +631,13 @@ pub(crate) mod testutil {
 
     /// Infers `op` on inputs of the given types (None = omitted input) and
     /// constants, returning the output facts.
-    pub fn run(op: &str, opset: i64, inputs: &[Input], attrs: Vec<Attribute>, n_out: usize) -> Vec<Fact> {
+    pub fn run(
+        op: &str,
+        opset: i64,
+        inputs: &[Input],
+        attrs: Vec<Attribute>,
+        n_out: usize,
+    ) -> Vec<Fact> {
         run_in("", op, opset, inputs, attrs, n_out)
     }
 
@@ -555,7 +664,14 @@ pub(crate) mod testutil {
         Input::C(Box::new(Tensor::from_i64(vec![], &[v])))
     }
 
-    pub fn run_in(domain: &str, op: &str, opset: i64, inputs: &[Input], attrs: Vec<Attribute>, n_out: usize) -> Vec<Fact> {
+    pub fn run_in(
+        domain: &str,
+        op: &str,
+        opset: i64,
+        inputs: &[Input],
+        attrs: Vec<Attribute>,
+        n_out: usize,
+    ) -> Vec<Fact> {
         let mut b = GraphBuilder::new();
         let mut ids = Vec::new();
         for (k, i) in inputs.iter().enumerate() {
@@ -565,7 +681,13 @@ pub(crate) mod testutil {
                     let v = b.input(&format!("in{k}"), *dt, vec![]);
                     let g = b.graph_mut();
                     let io = g.inputs.last_mut().unwrap();
-                    io.info.r#type = Some(TensorType { dtype: *dt, shape: None }.to_proto(None));
+                    io.info.r#type = Some(
+                        TensorType {
+                            dtype: *dt,
+                            shape: None,
+                        }
+                        .to_proto(None),
+                    );
                     Some(v)
                 }
                 Input::C(t) => Some(b.initializer(&format!("c{k}"), (**t).clone())),
@@ -576,7 +698,11 @@ pub(crate) mod testutil {
         let node = Node {
             name: Some("n".into()),
             op_type: op.into(),
-            domain: if domain.is_empty() { None } else { Some(domain.into()) },
+            domain: if domain.is_empty() {
+                None
+            } else {
+                Some(domain.into())
+            },
             inputs: ids,
             attributes: attrs,
             ..Default::default()
@@ -590,7 +716,9 @@ pub(crate) mod testutil {
         opsets.microsoft = Some(1);
         let mut report = InferReport::default();
         let facts = infer_graph(&mut model.graph, opsets, &Scope::default(), &mut report);
-        outs.iter().map(|o| facts.get(o.unwrap()).cloned().unwrap_or_else(Fact::unknown)).collect()
+        outs.iter()
+            .map(|o| facts.get(o.unwrap()).cloned().unwrap_or_else(Fact::unknown))
+            .collect()
     }
 
     pub fn shape_of(f: &Fact) -> String {
@@ -617,7 +745,13 @@ mod tests {
         b.output(z, "z", DataType::Float, None);
         let g = b.graph_mut();
         // The model says y is [4, 3]: more precise than [batch, 3].
-        g.set_value_type(y, &TensorType { dtype: DataType::Float, shape: Some(d(&["4", "3"])) });
+        g.set_value_type(
+            y,
+            &TensorType {
+                dtype: DataType::Float,
+                shape: Some(d(&["4", "3"])),
+            },
+        );
         let mut m = b.build(17);
         let r = infer_shapes(&mut m);
         assert!(r.conflicts.is_empty(), "{:?}", r.conflicts);
@@ -625,13 +759,22 @@ mod tests {
         assert_eq!(g.value_type(y).unwrap().shape, Some(d(&["4", "3"])));
         // Downstream uses the merged (precise) fact; the output declaration is updated.
         assert_eq!(g.value_type(z).unwrap().shape, Some(d(&["4", "3"])));
-        assert!(!g.value_info_ids().contains(&z), "graph outputs are declared, not listed in value_info");
+        assert!(
+            !g.value_info_ids().contains(&z),
+            "graph outputs are declared, not listed in value_info"
+        );
 
         // A contradicting fact is kept and reported.
         let mut b = GraphBuilder::new();
         let x = b.input("x", DataType::Float, d(&["2", "3"]));
         let y = b.op("Relu", &[x], vec![]);
-        b.graph_mut().set_value_type(y, &TensorType { dtype: DataType::Float, shape: Some(d(&["5", "3"])) });
+        b.graph_mut().set_value_type(
+            y,
+            &TensorType {
+                dtype: DataType::Float,
+                shape: Some(d(&["5", "3"])),
+            },
+        );
         let mut m = b.build(17);
         let r = infer_shapes(&mut m);
         assert_eq!(r.conflicts.len(), 1, "{:?}", r.conflicts);
@@ -672,8 +815,14 @@ mod tests {
         let mut report = InferReport::default();
         let o = Opsets::of(&m);
         let facts = infer_graph(&mut m.graph, o, &Scope::default(), &mut report);
-        assert_eq!(facts.get(c).unwrap().value, Some(SymValue::vector(d(&["batch", "-1"]))));
-        assert_eq!(m.graph.value_type(r).unwrap().shape, Some(d(&["batch", "256"])));
+        assert_eq!(
+            facts.get(c).unwrap().value,
+            Some(SymValue::vector(d(&["batch", "-1"])))
+        );
+        assert_eq!(
+            m.graph.value_type(r).unwrap().shape,
+            Some(d(&["batch", "256"]))
+        );
         assert!(facts.known_value(c).is_none());
         assert!(report.blocked.is_empty());
     }

@@ -18,12 +18,18 @@ pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
         "AveragePool" | "LpPool" => vec![conv(cx, true)],
         "GlobalAveragePool" | "GlobalMaxPool" | "GlobalLpPool" => {
             let shape = cx.shape(0).map(|s| {
-                s.iter().enumerate().map(|(i, d)| if i < 2 { d.clone() } else { Dim::Known(1) }).collect()
+                s.iter()
+                    .enumerate()
+                    .map(|(i, d)| if i < 2 { d.clone() } else { Dim::Known(1) })
+                    .collect()
             });
             vec![cx.like(0, shape)]
         }
         "BatchNormalization" => {
-            let c = cx.shape(1).and_then(|s| s.first().cloned()).unwrap_or(Dim::Unknown);
+            let c = cx
+                .shape(1)
+                .and_then(|s| s.first().cloned())
+                .unwrap_or(Dim::Unknown);
             let mut out = vec![cx.like(0, cx.shape(0).map(|s| s.to_vec()))];
             for _ in 1..cx.node.outputs.len() {
                 out.push(cx.like(3, Some(vec![c.clone()])));
@@ -31,7 +37,9 @@ pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
             out
         }
         "LayerNormalization" => layer_norm(cx, cx.attr_int("axis", -1)),
-        "GroupNormalization" | "RMSNormalization" => vec![cx.like(0, cx.shape(0).map(|s| s.to_vec()))],
+        "GroupNormalization" | "RMSNormalization" => {
+            vec![cx.like(0, cx.shape(0).map(|s| s.to_vec()))]
+        }
         _ => return None,
     })
 }
@@ -46,7 +54,12 @@ pub(crate) fn layer_norm(cx: &RuleCx, axis: i64) -> Vec<Fact> {
     };
     let stats = cx.shape(0).and_then(|s| {
         let a = super::norm_axis(axis, s.len())?;
-        Some(s.iter().enumerate().map(|(i, d)| if i < a { d.clone() } else { Dim::Known(1) }).collect())
+        Some(
+            s.iter()
+                .enumerate()
+                .map(|(i, d)| if i < a { d.clone() } else { Dim::Known(1) })
+                .collect(),
+        )
     });
     let mut out = vec![y];
     for _ in 1..cx.node.outputs.len() {
@@ -78,7 +91,9 @@ fn window(cx: &RuleCx, spatial: usize, kernel_from_weight: Option<&[Dim]>) -> Op
         return None;
     }
     let strides = cx.attr_ints("strides").unwrap_or_else(|| vec![1; spatial]);
-    let dilations = cx.attr_ints("dilations").unwrap_or_else(|| vec![1; spatial]);
+    let dilations = cx
+        .attr_ints("dilations")
+        .unwrap_or_else(|| vec![1; spatial]);
     let pads = cx.attr_ints("pads").unwrap_or_else(|| vec![0; 2 * spatial]);
     if strides.len() != spatial || dilations.len() != spatial || pads.len() != 2 * spatial {
         return None;
@@ -86,15 +101,32 @@ fn window(cx: &RuleCx, spatial: usize, kernel_from_weight: Option<&[Dim]>) -> Op
     if strides.iter().any(|&s| s <= 0) {
         return None;
     }
-    Some(Window { kernel, strides, dilations, pads, auto_pad: cx.attr_string("auto_pad").unwrap_or_else(|| "NOTSET".into()) })
+    Some(Window {
+        kernel,
+        strides,
+        dilations,
+        pads,
+        auto_pad: cx
+            .attr_string("auto_pad")
+            .unwrap_or_else(|| "NOTSET".into()),
+    })
 }
 
 /// Conv and pools: `[N, C_out, spatial...]`.
 pub(crate) fn conv(cx: &RuleCx, pool: bool) -> Fact {
-    let dtype = if cx.node.op_type == "ConvInteger" { DataType::Int32 } else { cx.dtype(0) };
+    let dtype = if cx.node.op_type == "ConvInteger" {
+        DataType::Int32
+    } else {
+        cx.dtype(0)
+    };
     let Some(x) = cx.shape(0) else {
         // Rank from the weight.
-        return Fact::new(dtype, cx.shape(1).filter(|_| !pool).map(|w| vec![Dim::Unknown; w.len()]));
+        return Fact::new(
+            dtype,
+            cx.shape(1)
+                .filter(|_| !pool)
+                .map(|w| vec![Dim::Unknown; w.len()]),
+        );
     };
     if x.len() < 3 {
         return Fact::new(dtype, None);
@@ -103,9 +135,15 @@ pub(crate) fn conv(cx: &RuleCx, pool: bool) -> Fact {
     let channels = if pool {
         x[1].clone()
     } else {
-        cx.shape(1).and_then(|w| w.first().cloned()).unwrap_or(Dim::Unknown)
+        cx.shape(1)
+            .and_then(|w| w.first().cloned())
+            .unwrap_or(Dim::Unknown)
     };
-    let weight_kernel = if pool { None } else { cx.shape(1).filter(|w| w.len() == x.len()).map(|w| &w[2..]) };
+    let weight_kernel = if pool {
+        None
+    } else {
+        cx.shape(1).filter(|w| w.len() == x.len()).map(|w| &w[2..])
+    };
     let mut out = vec![x[0].clone(), channels];
     let Some(w) = window(cx, spatial, weight_kernel) else {
         out.extend(vec![Dim::Unknown; spatial]);
@@ -119,7 +157,8 @@ pub(crate) fn conv(cx: &RuleCx, pool: bool) -> Fact {
         out.push(match w.auto_pad.as_str() {
             "SAME_UPPER" | "SAME_LOWER" => sym::ceil_div(d, s),
             "VALID" => sliding(d, 0, extent, s, ceil_mode),
-            _ => sliding(d, w.pads[i] + w.pads[i + spatial], extent, s, ceil_mode).pipe_ceil_fix(d, w.pads[i], s, ceil_mode),
+            _ => sliding(d, w.pads[i] + w.pads[i + spatial], extent, s, ceil_mode)
+                .pipe_ceil_fix(d, w.pads[i], s, ceil_mode),
         });
     }
     Fact::new(dtype, Some(out))
@@ -152,7 +191,9 @@ impl CeilFix for Dim {
     /// leading padding; otherwise it is dropped.
     fn pipe_ceil_fix(self, d: &Dim, pad_begin: i64, s: i64, ceil_mode: bool) -> Dim {
         match (ceil_mode, &self, d) {
-            (true, Dim::Known(o), Dim::Known(v)) if (o - 1) * s >= v + pad_begin => Dim::Known(o - 1),
+            (true, Dim::Known(o), Dim::Known(v)) if (o - 1) * s >= v + pad_begin => {
+                Dim::Known(o - 1)
+            }
             _ => self,
         }
     }
@@ -160,7 +201,9 @@ impl CeilFix for Dim {
 
 fn conv_transpose(cx: &RuleCx) -> Fact {
     let dtype = cx.dtype(0);
-    let Some(x) = cx.shape(0) else { return Fact::new(dtype, None) };
+    let Some(x) = cx.shape(0) else {
+        return Fact::new(dtype, None);
+    };
     if x.len() < 3 {
         return Fact::new(dtype, None);
     }
@@ -183,7 +226,9 @@ fn conv_transpose(cx: &RuleCx) -> Fact {
         out.extend(vec![Dim::Unknown; spatial]);
         return Fact::new(dtype, Some(out));
     };
-    let out_pad = cx.attr_ints("output_padding").unwrap_or_else(|| vec![0; spatial]);
+    let out_pad = cx
+        .attr_ints("output_padding")
+        .unwrap_or_else(|| vec![0; spatial]);
     for i in 0..spatial {
         let d = &x[2 + i];
         let s = w.strides[i];
@@ -191,7 +236,11 @@ fn conv_transpose(cx: &RuleCx) -> Fact {
             "SAME_UPPER" | "SAME_LOWER" => sym::mul(d, &Dim::Known(s)),
             auto => {
                 let extent = (w.kernel[i] - 1) * w.dilations[i] + 1;
-                let pads = if auto == "VALID" { 0 } else { w.pads[i] + w.pads[i + spatial] };
+                let pads = if auto == "VALID" {
+                    0
+                } else {
+                    w.pads[i] + w.pads[i + spatial]
+                };
                 let op = out_pad.get(i).copied().unwrap_or(0);
                 let base = sym::mul(&sym::sub(d, &Dim::Known(1)), &Dim::Known(s));
                 sym::add(&base, &Dim::Known(op + extent - pads))
@@ -208,51 +257,175 @@ mod tests {
 
     #[test]
     fn conv_shapes() {
-        let f = run("Conv", 17, &[f32s(&["n", "3", "32", "32"]), f32s(&["8", "3", "3", "3"])], vec![Attribute::ints("pads", vec![1, 1, 1, 1])], 1);
+        let f = run(
+            "Conv",
+            17,
+            &[f32s(&["n", "3", "32", "32"]), f32s(&["8", "3", "3", "3"])],
+            vec![Attribute::ints("pads", vec![1, 1, 1, 1])],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[n,8,32,32]");
-        let f = run("Conv", 17, &[f32s(&["n", "3", "32", "32"]), f32s(&["8", "3", "3", "3"])], vec![Attribute::ints("strides", vec![2, 2]), Attribute::ints("pads", vec![1, 1, 1, 1])], 1);
+        let f = run(
+            "Conv",
+            17,
+            &[f32s(&["n", "3", "32", "32"]), f32s(&["8", "3", "3", "3"])],
+            vec![
+                Attribute::ints("strides", vec![2, 2]),
+                Attribute::ints("pads", vec![1, 1, 1, 1]),
+            ],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[n,8,16,16]");
-        let f = run("Conv", 17, &[f32s(&["n", "3", "h", "w"]), f32s(&["8", "3", "3", "3"])], vec![Attribute::ints("pads", vec![1, 1, 1, 1])], 1);
+        let f = run(
+            "Conv",
+            17,
+            &[f32s(&["n", "3", "h", "w"]), f32s(&["8", "3", "3", "3"])],
+            vec![Attribute::ints("pads", vec![1, 1, 1, 1])],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[n,8,h,w]");
-        let f = run("Conv", 17, &[f32s(&["n", "3", "h", "w"]), f32s(&["8", "3", "3", "3"])], vec![Attribute::ints("strides", vec![2, 2])], 1);
+        let f = run(
+            "Conv",
+            17,
+            &[f32s(&["n", "3", "h", "w"]), f32s(&["8", "3", "3", "3"])],
+            vec![Attribute::ints("strides", vec![2, 2])],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[n,8,(h+1)//2-1,(w+1)//2-1]");
-        let f = run("Conv", 17, &[f32s(&["n", "3", "h", "7"]), f32s(&["8", "3", "3", "3"])], vec![Attribute::string("auto_pad", "SAME_UPPER"), Attribute::ints("strides", vec![2, 2])], 1);
+        let f = run(
+            "Conv",
+            17,
+            &[f32s(&["n", "3", "h", "7"]), f32s(&["8", "3", "3", "3"])],
+            vec![
+                Attribute::string("auto_pad", "SAME_UPPER"),
+                Attribute::ints("strides", vec![2, 2]),
+            ],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[n,8,(h+1)//2,4]");
-        let f = run("Conv", 17, &[f32s(&["n", "3", "10"]), f32s(&["8", "3", "3"])], vec![Attribute::ints("dilations", vec![2])], 1);
+        let f = run(
+            "Conv",
+            17,
+            &[f32s(&["n", "3", "10"]), f32s(&["8", "3", "3"])],
+            vec![Attribute::ints("dilations", vec![2])],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[n,8,6]");
     }
 
     #[test]
     fn pools() {
-        let f = run("MaxPool", 17, &[f32s(&["n", "8", "32", "32"])], vec![Attribute::ints("kernel_shape", vec![3, 3]), Attribute::ints("strides", vec![2, 2]), Attribute::ints("pads", vec![1, 1, 1, 1])], 2);
+        let f = run(
+            "MaxPool",
+            17,
+            &[f32s(&["n", "8", "32", "32"])],
+            vec![
+                Attribute::ints("kernel_shape", vec![3, 3]),
+                Attribute::ints("strides", vec![2, 2]),
+                Attribute::ints("pads", vec![1, 1, 1, 1]),
+            ],
+            2,
+        );
         assert_eq!(shape_of(&f[0]), "[n,8,16,16]");
         assert_eq!(f[1].ty.dtype, crate::dtype::DataType::Int64);
-        let f = run("MaxPool", 17, &[f32s(&["1", "1", "6", "6"])], vec![Attribute::ints("kernel_shape", vec![3, 3]), Attribute::ints("strides", vec![2, 2]), Attribute::int("ceil_mode", 1)], 1);
+        let f = run(
+            "MaxPool",
+            17,
+            &[f32s(&["1", "1", "6", "6"])],
+            vec![
+                Attribute::ints("kernel_shape", vec![3, 3]),
+                Attribute::ints("strides", vec![2, 2]),
+                Attribute::int("ceil_mode", 1),
+            ],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[1,1,3,3]");
-        let f = run("AveragePool", 17, &[f32s(&["1", "1", "5", "5"])], vec![Attribute::ints("kernel_shape", vec![2, 2]), Attribute::ints("strides", vec![2, 2]), Attribute::int("ceil_mode", 1)], 1);
+        let f = run(
+            "AveragePool",
+            17,
+            &[f32s(&["1", "1", "5", "5"])],
+            vec![
+                Attribute::ints("kernel_shape", vec![2, 2]),
+                Attribute::ints("strides", vec![2, 2]),
+                Attribute::int("ceil_mode", 1),
+            ],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[1,1,3,3]");
-        let f = run("GlobalAveragePool", 17, &[f32s(&["n", "16", "h", "w"])], vec![], 1);
+        let f = run(
+            "GlobalAveragePool",
+            17,
+            &[f32s(&["n", "16", "h", "w"])],
+            vec![],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[n,16,1,1]");
     }
 
     #[test]
     fn conv_transpose_shapes() {
-        let f = run("ConvTranspose", 17, &[f32s(&["n", "8", "5", "5"]), f32s(&["8", "4", "3", "3"])], vec![Attribute::ints("strides", vec![2, 2])], 1);
+        let f = run(
+            "ConvTranspose",
+            17,
+            &[f32s(&["n", "8", "5", "5"]), f32s(&["8", "4", "3", "3"])],
+            vec![Attribute::ints("strides", vec![2, 2])],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[n,4,11,11]");
-        let f = run("ConvTranspose", 17, &[f32s(&["n", "8", "h", "5"]), f32s(&["8", "2", "4", "4"])], vec![Attribute::ints("strides", vec![2, 2]), Attribute::ints("pads", vec![1, 1, 1, 1]), Attribute::int("group", 2)], 1);
+        let f = run(
+            "ConvTranspose",
+            17,
+            &[f32s(&["n", "8", "h", "5"]), f32s(&["8", "2", "4", "4"])],
+            vec![
+                Attribute::ints("strides", vec![2, 2]),
+                Attribute::ints("pads", vec![1, 1, 1, 1]),
+                Attribute::int("group", 2),
+            ],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[n,4,2*h,10]");
-        let f = run("ConvTranspose", 17, &[f32s(&["n", "8", "5", "5"]), f32s(&["8", "4", "3", "3"])], vec![Attribute::ints("output_shape", vec![12, 12])], 1);
+        let f = run(
+            "ConvTranspose",
+            17,
+            &[f32s(&["n", "8", "5", "5"]), f32s(&["8", "4", "3", "3"])],
+            vec![Attribute::ints("output_shape", vec![12, 12])],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[n,4,12,12]");
     }
 
     #[test]
     fn normalizations() {
-        let f = run("BatchNormalization", 15, &[f32s(&["n", "8", "4", "4"]), f32s(&["8"]), f32s(&["8"]), f32s(&["8"]), f32s(&["8"])], vec![], 1);
+        let f = run(
+            "BatchNormalization",
+            15,
+            &[
+                f32s(&["n", "8", "4", "4"]),
+                f32s(&["8"]),
+                f32s(&["8"]),
+                f32s(&["8"]),
+                f32s(&["8"]),
+            ],
+            vec![],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[n,8,4,4]");
-        let f = run("LayerNormalization", 17, &[f32s(&["b", "s", "32"]), f32s(&["32"])], vec![], 3);
+        let f = run(
+            "LayerNormalization",
+            17,
+            &[f32s(&["b", "s", "32"]), f32s(&["32"])],
+            vec![],
+            3,
+        );
         assert_eq!(shape_of(&f[0]), "[b,s,32]");
         assert_eq!(shape_of(&f[1]), "[b,s,1]");
-        let f = run("LayerNormalization", 17, &[f32s(&["b", "s", "32"]), f32s(&["s", "32"])], vec![Attribute::int("axis", 1)], 2);
+        let f = run(
+            "LayerNormalization",
+            17,
+            &[f32s(&["b", "s", "32"]), f32s(&["s", "32"])],
+            vec![Attribute::int("axis", 1)],
+            2,
+        );
         assert_eq!(shape_of(&f[1]), "[b,1,1]");
     }
 }

@@ -7,8 +7,16 @@ use super::shape_ops::axes_arg;
 use super::{Fact, RuleCx, norm_axis};
 
 const REDUCE: &[&str] = &[
-    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
-    "ReduceLogSumExp", "ReduceSumSquare",
+    "ReduceSum",
+    "ReduceMean",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ReduceSumSquare",
 ];
 
 pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
@@ -59,7 +67,9 @@ fn reduced(s: &[Dim], axes: &[usize], keep: bool) -> Vec<Dim> {
 fn reduce(cx: &RuleCx, op: &str) -> Fact {
     let since = if op == "ReduceSum" { 13 } else { 18 };
     let keep = cx.attr_int("keepdims", 1) != 0;
-    let Some(input) = cx.shape(0) else { return cx.like(0, None) };
+    let Some(input) = cx.shape(0) else {
+        return cx.like(0, None);
+    };
     let Some(axes) = axes_arg(cx, since, 1) else {
         // Axes come from a tensor we cannot read: with keepdims the rank stays.
         return cx.like(0, keep.then(|| vec![Dim::Unknown; input.len()]));
@@ -73,7 +83,11 @@ fn reduce(cx: &RuleCx, op: &str) -> Fact {
         let all: Vec<usize> = (0..input.len()).collect();
         return cx.like(0, Some(reduced(input, &all, keep)));
     }
-    match axes.iter().map(|&a| norm_axis(a, input.len())).collect::<Option<Vec<_>>>() {
+    match axes
+        .iter()
+        .map(|&a| norm_axis(a, input.len()))
+        .collect::<Option<Vec<_>>>()
+    {
         Some(norm) => cx.like(0, Some(reduced(input, &norm, keep))),
         None => cx.like(0, None),
     }
@@ -88,30 +102,72 @@ mod tests {
     #[test]
     fn reductions_by_opset() {
         // ReduceMean: axes attribute until 17, input from 18.
-        let f = run("ReduceMean", 17, &[f32s(&["n", "c", "h", "w"])], vec![Attribute::ints("axes", vec![2, 3])], 1);
+        let f = run(
+            "ReduceMean",
+            17,
+            &[f32s(&["n", "c", "h", "w"])],
+            vec![Attribute::ints("axes", vec![2, 3])],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[n,c,1,1]");
-        let f = run("ReduceMean", 18, &[f32s(&["n", "c", "h", "w"]), i64c(&[-1])], vec![Attribute::int("keepdims", 0)], 1);
+        let f = run(
+            "ReduceMean",
+            18,
+            &[f32s(&["n", "c", "h", "w"]), i64c(&[-1])],
+            vec![Attribute::int("keepdims", 0)],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[n,c,h]");
         // ReduceSum: input from 13.
-        let f = run("ReduceSum", 13, &[f32s(&["n", "4"]), i64c(&[1])], vec![Attribute::int("keepdims", 0)], 1);
+        let f = run(
+            "ReduceSum",
+            13,
+            &[f32s(&["n", "4"]), i64c(&[1])],
+            vec![Attribute::int("keepdims", 0)],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[n]");
         let f = run("ReduceSum", 11, &[f32s(&["n", "4"])], vec![], 1);
         assert_eq!(shape_of(&f[0]), "[1,1]");
-        let f = run("ReduceSum", 13, &[f32s(&["n", "4"])], vec![Attribute::int("noop_with_empty_axes", 1)], 1);
+        let f = run(
+            "ReduceSum",
+            13,
+            &[f32s(&["n", "4"])],
+            vec![Attribute::int("noop_with_empty_axes", 1)],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[n,4]");
-        let f = run("ReduceMax", 18, &[f32s(&["n", "4"]), Input::T(DataType::Int64, d(&["1"]))], vec![], 1);
+        let f = run(
+            "ReduceMax",
+            18,
+            &[f32s(&["n", "4"]), Input::T(DataType::Int64, d(&["1"]))],
+            vec![],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[?,?]");
     }
 
     #[test]
     fn arg_and_topk() {
-        let f = run("ArgMax", 13, &[f32s(&["n", "10"])], vec![Attribute::int("axis", -1), Attribute::int("keepdims", 0)], 1);
+        let f = run(
+            "ArgMax",
+            13,
+            &[f32s(&["n", "10"])],
+            vec![Attribute::int("axis", -1), Attribute::int("keepdims", 0)],
+            1,
+        );
         assert_eq!(shape_of(&f[0]), "[n]");
         assert_eq!(f[0].ty.dtype, DataType::Int64);
         let f = run("TopK", 11, &[f32s(&["n", "10"]), i64c(&[3])], vec![], 2);
         assert_eq!(shape_of(&f[0]), "[n,3]");
         assert_eq!(f[1].ty.dtype, DataType::Int64);
-        let f = run("TopK", 1, &[f32s(&["n", "10"])], vec![Attribute::int("k", 2)], 2);
+        let f = run(
+            "TopK",
+            1,
+            &[f32s(&["n", "10"])],
+            vec![Attribute::int("k", 2)],
+            2,
+        );
         assert_eq!(shape_of(&f[1]), "[n,2]");
     }
 }

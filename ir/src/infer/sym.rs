@@ -113,7 +113,11 @@ impl Expr {
     /// monomial divisor).
     pub fn div_exact(&self, other: &Expr) -> Option<Expr> {
         if other.terms.len() != 1 {
-            return if self == other && !self.terms.is_empty() { Some(Expr::constant(1)) } else { None };
+            return if self == other && !self.terms.is_empty() {
+                Some(Expr::constant(1))
+            } else {
+                None
+            };
         }
         let (dm, dc) = other.terms.iter().next()?;
         if *dc == 0 {
@@ -210,7 +214,10 @@ impl Expr {
     /// Parses a dim_param. Never fails: text that is not an expression is one
     /// opaque symbol.
     pub fn parse(text: &str) -> Expr {
-        let mut p = Parser { s: text.as_bytes(), i: 0 };
+        let mut p = Parser {
+            s: text.as_bytes(),
+            i: 0,
+        };
         match p.expr() {
             Some(e) if p.at_end() => e,
             _ => Expr::symbol(text.trim()),
@@ -231,7 +238,11 @@ fn atom_text(a: &Atom) -> String {
         Atom::FloorDiv(e, d) => {
             let inner = e.to_string();
             let simple = e.terms.len() == 1 && e.terms.iter().all(|(m, c)| *c == 1 && m.len() == 1);
-            if simple { format!("{inner}//{d}") } else { format!("({inner})//{d}") }
+            if simple {
+                format!("{inner}//{d}")
+            } else {
+                format!("({inner})//{d}")
+            }
         }
     }
 }
@@ -245,12 +256,19 @@ impl fmt::Display for Expr {
         if self.terms.is_empty() {
             return f.write_str("0");
         }
-        let mut terms: Vec<(usize, String, i64)> =
-            self.terms.iter().map(|(m, c)| (m.len(), monomial_text(m), *c)).collect();
+        let mut terms: Vec<(usize, String, i64)> = self
+            .terms
+            .iter()
+            .map(|(m, c)| (m.len(), monomial_text(m), *c))
+            .collect();
         // Descending degree, then text; the constant (degree 0) last.
         terms.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
         for (i, (deg, text, c)) in terms.iter().enumerate() {
-            let (neg, mag) = if *c < 0 { (true, c.unsigned_abs()) } else { (false, *c as u64) };
+            let (neg, mag) = if *c < 0 {
+                (true, c.unsigned_abs())
+            } else {
+                (false, *c as u64)
+            };
             if i == 0 {
                 if neg {
                     f.write_str("-")?;
@@ -353,7 +371,8 @@ impl Parser<'_> {
             c if c.is_ascii_alphabetic() || c == b'_' => {
                 let start = self.i;
                 while self.i < self.s.len()
-                    && (self.s[self.i].is_ascii_alphanumeric() || matches!(self.s[self.i], b'_' | b'.'))
+                    && (self.s[self.i].is_ascii_alphanumeric()
+                        || matches!(self.s[self.i], b'_' | b'.'))
                 {
                     self.i += 1;
                 }
@@ -418,7 +437,11 @@ pub fn product<'a>(dims: impl IntoIterator<Item = &'a Dim>) -> Dim {
 /// Exact quotient `a / b`, or Unknown when it cannot be shown to be exact.
 pub fn div_exact(a: &Dim, b: &Dim) -> Dim {
     if let (Dim::Known(x), Dim::Known(y)) = (a, b) {
-        return if *y != 0 && x % y == 0 { Dim::Known(x / y) } else { Dim::Unknown };
+        return if *y != 0 && x % y == 0 {
+            Dim::Known(x / y)
+        } else {
+            Dim::Unknown
+        };
     }
     lift(a, b, |x, y| x.div_exact(y))
 }
@@ -430,7 +453,10 @@ pub fn floor_div(a: &Dim, d: i64) -> Dim {
     }
     match a {
         Dim::Known(x) => Dim::Known(x.div_euclid(d)),
-        _ => expr_of(a).and_then(|e| e.floor_div(d)).map(|e| e.to_dim()).unwrap_or(Dim::Unknown),
+        _ => expr_of(a)
+            .and_then(|e| e.floor_div(d))
+            .map(|e| e.to_dim())
+            .unwrap_or(Dim::Unknown),
     }
 }
 
@@ -441,14 +467,20 @@ pub fn ceil_div(a: &Dim, d: i64) -> Dim {
     }
     match a {
         Dim::Known(x) => Dim::Known((x + d - 1).div_euclid(d)),
-        _ => expr_of(a).and_then(|e| e.ceil_div(d)).map(|e| e.to_dim()).unwrap_or(Dim::Unknown),
+        _ => expr_of(a)
+            .and_then(|e| e.ceil_div(d))
+            .map(|e| e.to_dim())
+            .unwrap_or(Dim::Unknown),
     }
 }
 
 /// The dim with bound symbols replaced by their values.
 pub fn substitute(d: &Dim, bindings: &BTreeMap<String, i64>) -> Dim {
     match d {
-        Dim::Sym(s) => Expr::parse(s).substitute(bindings).map(|e| e.to_dim()).unwrap_or_else(|| d.clone()),
+        Dim::Sym(s) => Expr::parse(s)
+            .substitute(bindings)
+            .map(|e| e.to_dim())
+            .unwrap_or_else(|| d.clone()),
         _ => d.clone(),
     }
 }
@@ -514,6 +546,9 @@ mod tests {
         assert_eq!(canonical(&s("unk__3")), s("unk__3"));
         let mut syms = BTreeSet::new();
         Expr::parse("(h+w)//2*batch").symbols(&mut syms);
-        assert_eq!(syms.into_iter().collect::<Vec<_>>(), vec!["batch", "h", "w"]);
+        assert_eq!(
+            syms.into_iter().collect::<Vec<_>>(),
+            vec!["batch", "h", "w"]
+        );
     }
 }

@@ -250,15 +250,24 @@ impl Array {
     }
 
     pub fn reshaped(&self, dims: Vec<usize>) -> Array {
-        Array { dims, buf: self.buf.clone() }
+        Array {
+            dims,
+            buf: self.buf.clone(),
+        }
     }
 
     pub fn take(&self, idx: &[usize], dims: Vec<usize>) -> Array {
-        Array { dims, buf: self.buf.take(idx) }
+        Array {
+            dims,
+            buf: self.buf.take(idx),
+        }
     }
 
     pub fn i64s(dims: Vec<usize>, v: Vec<i64>) -> Array {
-        Array { dims, buf: Buf::I64(v) }
+        Array {
+            dims,
+            buf: Buf::I64(v),
+        }
     }
 
     /// Decodes a tensor (raw or typed fields). Sub-byte and float8 types are unsupported.
@@ -266,16 +275,24 @@ impl Array {
         let dims: Vec<usize> = t
             .dims()
             .iter()
-            .map(|&d| usize::try_from(d).map_err(|_| KernelError::invalid(format!("negative dim {d}"))))
+            .map(|&d| {
+                usize::try_from(d).map_err(|_| KernelError::invalid(format!("negative dim {d}")))
+            })
             .collect::<Result<_, _>>()?;
         let n = numel(&dims);
         let dtype = t.dtype();
         if dtype == DataType::String {
             let s = t.proto.string_data.clone();
             if s.len() != n {
-                return Err(KernelError::invalid(format!("string tensor has {} elements for {n}", s.len())));
+                return Err(KernelError::invalid(format!(
+                    "string tensor has {} elements for {n}",
+                    s.len()
+                )));
             }
-            return Ok(Array { dims, buf: Buf::Str(s) });
+            return Ok(Array {
+                dims,
+                buf: Buf::Str(s),
+            });
         }
         let width = match dtype {
             DataType::Float | DataType::Int32 | DataType::Uint32 => 4,
@@ -284,13 +301,21 @@ impl Array {
             DataType::Int8 | DataType::Uint8 | DataType::Bool => 1,
             other => return Err(KernelError::Unsupported(format!("tensors of type {other}"))),
         };
-        let raw = t.raw_bytes().map_err(|e| KernelError::invalid(e.to_string()))?;
+        let raw = t
+            .raw_bytes()
+            .map_err(|e| KernelError::invalid(e.to_string()))?;
         if raw.len() != n * width {
-            return Err(KernelError::invalid(format!("tensor data has {} bytes, its shape needs {}", raw.len(), n * width)));
+            return Err(KernelError::invalid(format!(
+                "tensor data has {} bytes, its shape needs {}",
+                raw.len(),
+                n * width
+            )));
         }
         macro_rules! le {
             ($t:ty, $w:expr) => {
-                raw.chunks_exact($w).map(|c| <$t>::from_le_bytes(c.try_into().expect("chunk width"))).collect()
+                raw.chunks_exact($w)
+                    .map(|c| <$t>::from_le_bytes(c.try_into().expect("chunk width")))
+                    .collect()
             };
         }
         let buf = match dtype {

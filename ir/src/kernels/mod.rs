@@ -47,14 +47,24 @@ impl KernelError {
 pub trait Evaluator {
     /// `inputs[i]` is `None` for an omitted optional input. `Ok(None)`: this
     /// evaluator does not implement the op (or this form of it).
-    fn eval(&self, node: &Node, inputs: &[Option<&Tensor>], opset: i64) -> Result<Option<Vec<Tensor>>, KernelError>;
+    fn eval(
+        &self,
+        node: &Node,
+        inputs: &[Option<&Tensor>],
+        opset: i64,
+    ) -> Result<Option<Vec<Tensor>>, KernelError>;
 }
 
 /// Tries `.0`, and `.1` for what `.0` does not implement.
 pub struct Fallback<A, B>(pub A, pub B);
 
 impl<A: Evaluator, B: Evaluator> Evaluator for Fallback<A, B> {
-    fn eval(&self, node: &Node, inputs: &[Option<&Tensor>], opset: i64) -> Result<Option<Vec<Tensor>>, KernelError> {
+    fn eval(
+        &self,
+        node: &Node,
+        inputs: &[Option<&Tensor>],
+        opset: i64,
+    ) -> Result<Option<Vec<Tensor>>, KernelError> {
         match self.0.eval(node, inputs, opset)? {
             Some(out) => Ok(Some(out)),
             None => self.1.eval(node, inputs, opset),
@@ -63,7 +73,12 @@ impl<A: Evaluator, B: Evaluator> Evaluator for Fallback<A, B> {
 }
 
 impl<E: Evaluator + ?Sized> Evaluator for Box<E> {
-    fn eval(&self, node: &Node, inputs: &[Option<&Tensor>], opset: i64) -> Result<Option<Vec<Tensor>>, KernelError> {
+    fn eval(
+        &self,
+        node: &Node,
+        inputs: &[Option<&Tensor>],
+        opset: i64,
+    ) -> Result<Option<Vec<Tensor>>, KernelError> {
         (**self).eval(node, inputs, opset)
     }
 }
@@ -77,12 +92,63 @@ pub struct ReferenceKernels {
 
 /// Ops of the default domain the reference kernels implement.
 pub const SUPPORTED_OPS: &[&str] = &[
-    "Abs", "Add", "And", "Cast", "CastLike", "Ceil", "Concat", "Constant", "ConstantOfShape", "Div", "Equal", "Exp",
-    "Expand", "Flatten", "Floor", "Gather", "GatherElements", "Greater", "GreaterOrEqual", "Identity", "Less",
-    "LessOrEqual", "Log", "MatMul", "Max", "Mean", "Min", "Mod", "Mul", "Neg", "Not", "Or", "Pow", "Range",
-    "Reciprocal", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "Relu", "Reshape", "Round",
-    "Shape", "Sign", "Size", "Slice", "Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tile", "Transpose", "Unsqueeze",
-    "Where", "Xor",
+    "Abs",
+    "Add",
+    "And",
+    "Cast",
+    "CastLike",
+    "Ceil",
+    "Concat",
+    "Constant",
+    "ConstantOfShape",
+    "Div",
+    "Equal",
+    "Exp",
+    "Expand",
+    "Flatten",
+    "Floor",
+    "Gather",
+    "GatherElements",
+    "Greater",
+    "GreaterOrEqual",
+    "Identity",
+    "Less",
+    "LessOrEqual",
+    "Log",
+    "MatMul",
+    "Max",
+    "Mean",
+    "Min",
+    "Mod",
+    "Mul",
+    "Neg",
+    "Not",
+    "Or",
+    "Pow",
+    "Range",
+    "Reciprocal",
+    "ReduceMax",
+    "ReduceMean",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceSum",
+    "Relu",
+    "Reshape",
+    "Round",
+    "Shape",
+    "Sign",
+    "Size",
+    "Slice",
+    "Split",
+    "Sqrt",
+    "Squeeze",
+    "Sub",
+    "Sum",
+    "Tile",
+    "Transpose",
+    "Unsqueeze",
+    "Where",
+    "Xor",
 ];
 
 impl ReferenceKernels {
@@ -91,7 +157,9 @@ impl ReferenceKernels {
     }
 
     pub fn with_limit(max_output_bytes: u64) -> ReferenceKernels {
-        ReferenceKernels { max_output_bytes: Some(max_output_bytes) }
+        ReferenceKernels {
+            max_output_bytes: Some(max_output_bytes),
+        }
     }
 
     /// True when the op has a reference kernel (some forms may still decline).
@@ -101,11 +169,21 @@ impl ReferenceKernels {
 }
 
 impl Evaluator for ReferenceKernels {
-    fn eval(&self, node: &Node, inputs: &[Option<&Tensor>], opset: i64) -> Result<Option<Vec<Tensor>>, KernelError> {
+    fn eval(
+        &self,
+        node: &Node,
+        inputs: &[Option<&Tensor>],
+        opset: i64,
+    ) -> Result<Option<Vec<Tensor>>, KernelError> {
         if !ReferenceKernels::supports(node) {
             return Ok(None);
         }
-        let cx = Cx { node, raw: inputs, opset, limit: self.max_output_bytes };
+        let cx = Cx {
+            node,
+            raw: inputs,
+            opset,
+            limit: self.max_output_bytes,
+        };
         let out = match run(&cx)? {
             Some(o) => o,
             None => return Ok(None),
@@ -162,35 +240,52 @@ impl Cx<'_> {
 
     /// Integer input values (shapes, axes, indices).
     pub fn ints(&self, i: usize) -> Result<Vec<i64>, KernelError> {
-        self.input(i)?
-            .buf
-            .to_i64()
-            .ok_or_else(|| KernelError::invalid(format!("{} input {i} must be an integer tensor", self.node.op_type)))
+        self.input(i)?.buf.to_i64().ok_or_else(|| {
+            KernelError::invalid(format!(
+                "{} input {i} must be an integer tensor",
+                self.node.op_type
+            ))
+        })
     }
 
     pub fn attr_int(&self, name: &str, default: i64) -> Result<i64, KernelError> {
-        self.node.attr_int_or(name, default).map_err(|e| KernelError::invalid(e.to_string()))
+        self.node
+            .attr_int_or(name, default)
+            .map_err(|e| KernelError::invalid(e.to_string()))
     }
 
     pub fn attr_ints(&self, name: &str) -> Result<Option<Vec<i64>>, KernelError> {
-        Ok(self.node.attr_ints(name).map_err(|e| KernelError::invalid(e.to_string()))?.map(|a| a.to_vec()))
+        Ok(self
+            .node
+            .attr_ints(name)
+            .map_err(|e| KernelError::invalid(e.to_string()))?
+            .map(|a| a.to_vec()))
     }
 
     /// Refuses outputs over the byte limit, before they are allocated.
     pub fn check(&self, dtype: DataType, numel: usize) -> Result<(), KernelError> {
-        let Some(limit) = self.limit else { return Ok(()) };
+        let Some(limit) = self.limit else {
+            return Ok(());
+        };
         let bytes = match dtype {
             DataType::String => numel as u64,
             d => d.storage_bytes(numel).map(|b| b as u64).unwrap_or(u64::MAX),
         };
-        if bytes > limit { Err(KernelError::TooLarge { bytes, limit }) } else { Ok(()) }
+        if bytes > limit {
+            Err(KernelError::TooLarge { bytes, limit })
+        } else {
+            Ok(())
+        }
     }
 
     pub fn check_dims(&self, dtype: DataType, dims: &[usize]) -> Result<(), KernelError> {
         let n = dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
         match n {
             Some(n) => self.check(dtype, n),
-            None => Err(KernelError::TooLarge { bytes: u64::MAX, limit: self.limit.unwrap_or(u64::MAX) }),
+            None => Err(KernelError::TooLarge {
+                bytes: u64::MAX,
+                limit: self.limit.unwrap_or(u64::MAX),
+            }),
         }
     }
 }
@@ -199,7 +294,13 @@ impl Cx<'_> {
 pub(crate) fn axis(a: i64, rank: usize) -> Result<usize, KernelError> {
     let r = rank as i64;
     let x = if a < 0 { a + r } else { a };
-    if (0..r).contains(&x) { Ok(x as usize) } else { Err(KernelError::invalid(format!("axis {a} out of range for rank {rank}"))) }
+    if (0..r).contains(&x) {
+        Ok(x as usize)
+    } else {
+        Err(KernelError::invalid(format!(
+            "axis {a} out of range for rank {rank}"
+        )))
+    }
 }
 
 /// Output dims of a multidirectional broadcast.
@@ -213,7 +314,9 @@ pub(crate) fn broadcast_dims(shapes: &[&[usize]]) -> Result<Vec<usize>, KernelEr
             if *o == 1 {
                 *o = d;
             } else if d != 1 && d != *o {
-                return Err(KernelError::invalid(format!("shapes {shapes:?} do not broadcast")));
+                return Err(KernelError::invalid(format!(
+                    "shapes {shapes:?} do not broadcast"
+                )));
             }
         }
     }
@@ -227,7 +330,13 @@ pub(crate) fn broadcast_index(input: &[usize], out: &[usize]) -> Vec<usize> {
     let in_strides = array::strides(input);
     // Stride 0 on broadcast axes.
     let st: Vec<usize> = (0..out.len())
-        .map(|i| if i < off || input[i - off] == 1 { 0 } else { in_strides[i - off] })
+        .map(|i| {
+            if i < off || input[i - off] == 1 {
+                0
+            } else {
+                in_strides[i - off]
+            }
+        })
         .collect();
     let mut idx = Vec::with_capacity(n);
     let mut counter = vec![0usize; out.len()];
@@ -254,18 +363,31 @@ pub(crate) mod testutil {
     use crate::attr::Attribute;
 
     pub fn node(op: &str, attrs: Vec<Attribute>) -> Node {
-        Node { op_type: op.into(), attributes: attrs, ..Default::default() }
+        Node {
+            op_type: op.into(),
+            attributes: attrs,
+            ..Default::default()
+        }
     }
 
-    pub fn eval(op: &str, opset: i64, inputs: &[Option<Tensor>], attrs: Vec<Attribute>) -> Result<Vec<Array>, KernelError> {
+    pub fn eval(
+        op: &str,
+        opset: i64,
+        inputs: &[Option<Tensor>],
+        attrs: Vec<Attribute>,
+    ) -> Result<Vec<Array>, KernelError> {
         let n = node(op, attrs);
         let refs: Vec<Option<&Tensor>> = inputs.iter().map(|t| t.as_ref()).collect();
-        let out = ReferenceKernels::new().eval(&n, &refs, opset)?.ok_or_else(|| KernelError::Unsupported(op.into()))?;
+        let out = ReferenceKernels::new()
+            .eval(&n, &refs, opset)?
+            .ok_or_else(|| KernelError::Unsupported(op.into()))?;
         out.iter().map(Array::from_tensor).collect()
     }
 
     pub fn eval1(op: &str, opset: i64, inputs: &[Option<Tensor>], attrs: Vec<Attribute>) -> Array {
-        eval(op, opset, inputs, attrs).unwrap_or_else(|e| panic!("{op}: {e}")).remove(0)
+        eval(op, opset, inputs, attrs)
+            .unwrap_or_else(|e| panic!("{op}: {e}"))
+            .remove(0)
     }
 
     pub fn t(a: Array) -> Option<Tensor> {
@@ -289,7 +411,10 @@ pub(crate) mod testutil {
     }
 
     pub fn f16a(dims: &[usize], v: &[f32]) -> Option<Tensor> {
-        t(Array::new(dims.to_vec(), Buf::F16(v.iter().map(|&x| half::f16::from_f32(x)).collect())))
+        t(Array::new(
+            dims.to_vec(),
+            Buf::F16(v.iter().map(|&x| half::f16::from_f32(x)).collect()),
+        ))
     }
 
     pub fn boola(dims: &[usize], v: &[bool]) -> Option<Tensor> {
@@ -329,9 +454,23 @@ mod tests {
         let n = node("ConstantOfShape", vec![]);
         let shape = Tensor::from_i64(vec![3], &[1024, 1024, 256]);
         let e = k.eval(&n, &[Some(&shape)], 17).unwrap_err();
-        assert_eq!(e, KernelError::TooLarge { bytes: 1 << 30, limit: 1024 });
-        let e = eval("Expand", 17, &[f32a(&[1], &[1.0]), i64a(&[2], &[1 << 40, 1 << 40])], vec![]);
-        assert!(e.is_ok() || matches!(e, Err(KernelError::TooLarge { .. })), "unlimited kernels still refuse overflowing sizes");
+        assert_eq!(
+            e,
+            KernelError::TooLarge {
+                bytes: 1 << 30,
+                limit: 1024
+            }
+        );
+        let e = eval(
+            "Expand",
+            17,
+            &[f32a(&[1], &[1.0]), i64a(&[2], &[1 << 40, 1 << 40])],
+            vec![],
+        );
+        assert!(
+            e.is_ok() || matches!(e, Err(KernelError::TooLarge { .. })),
+            "unlimited kernels still refuse overflowing sizes"
+        );
     }
 
     #[test]
@@ -341,17 +480,31 @@ mod tests {
         assert_eq!(ReferenceKernels::new().eval(&n, &[Some(&x)], 17), Ok(None));
         let mut n = node("Add", vec![]);
         n.domain = Some("com.example".into());
-        assert_eq!(ReferenceKernels::new().eval(&n, &[Some(&x), Some(&x)], 17), Ok(None));
+        assert_eq!(
+            ReferenceKernels::new().eval(&n, &[Some(&x), Some(&x)], 17),
+            Ok(None)
+        );
         let _ = Attribute::int("x", 0);
     }
 
     struct Doubler;
     impl Evaluator for Doubler {
-        fn eval(&self, node: &Node, inputs: &[Option<&Tensor>], _: i64) -> Result<Option<Vec<Tensor>>, KernelError> {
+        fn eval(
+            &self,
+            node: &Node,
+            inputs: &[Option<&Tensor>],
+            _: i64,
+        ) -> Result<Option<Vec<Tensor>>, KernelError> {
             if node.op_type != "Erf" {
                 return Ok(None);
             }
-            let v: Vec<f32> = inputs[0].unwrap().to_f64_vec().unwrap().iter().map(|x| (2.0 * x) as f32).collect();
+            let v: Vec<f32> = inputs[0]
+                .unwrap()
+                .to_f64_vec()
+                .unwrap()
+                .iter()
+                .map(|x| (2.0 * x) as f32)
+                .collect();
             Ok(Some(vec![Tensor::from_f32(vec![v.len() as i64], &v)]))
         }
     }
@@ -360,9 +513,15 @@ mod tests {
     fn fallback_serves_what_the_first_does_not() {
         let e = Fallback(ReferenceKernels::new(), Doubler);
         let x = Tensor::from_f32(vec![1], &[0.5]);
-        let out = e.eval(&node("Erf", vec![]), &[Some(&x)], 17).unwrap().unwrap();
+        let out = e
+            .eval(&node("Erf", vec![]), &[Some(&x)], 17)
+            .unwrap()
+            .unwrap();
         assert_eq!(out[0].to_f64_vec().unwrap(), vec![1.0]);
-        let out = e.eval(&node("Neg", vec![]), &[Some(&x)], 17).unwrap().unwrap();
+        let out = e
+            .eval(&node("Neg", vec![]), &[Some(&x)], 17)
+            .unwrap()
+            .unwrap();
         assert_eq!(out[0].to_f64_vec().unwrap(), vec![-0.5]);
     }
 }

@@ -4,25 +4,47 @@ use super::array::{Array, Buf, Num, strides};
 use super::{Cx, KernelError, axis};
 
 pub(crate) fn run(cx: &Cx, op: &str) -> Result<Option<Vec<Array>>, KernelError> {
-    if !matches!(op, "ReduceSum" | "ReduceProd" | "ReduceMax" | "ReduceMin" | "ReduceMean") {
+    if !matches!(
+        op,
+        "ReduceSum" | "ReduceProd" | "ReduceMax" | "ReduceMin" | "ReduceMean"
+    ) {
         return Ok(None);
     }
     let x = cx.input(0)?;
     // Axes: attribute until opset 12 (ReduceSum) / 17 (the others), input after.
     let since = if op == "ReduceSum" { 13 } else { 18 };
-    let axes = if cx.opset < since { cx.attr_ints("axes")? } else if cx.has(1) { Some(cx.ints(1)?) } else { None };
+    let axes = if cx.opset < since {
+        cx.attr_ints("axes")?
+    } else if cx.has(1) {
+        Some(cx.ints(1)?)
+    } else {
+        None
+    };
     let keep = cx.attr_int("keepdims", 1)? != 0;
     let noop = cx.opset >= since && cx.attr_int("noop_with_empty_axes", 0)? != 0;
     let axes: Vec<usize> = match axes {
-        Some(a) if !a.is_empty() => a.iter().map(|&v| axis(v, x.rank())).collect::<Result<_, _>>()?,
+        Some(a) if !a.is_empty() => a
+            .iter()
+            .map(|&v| axis(v, x.rank()))
+            .collect::<Result<_, _>>()?,
         _ if noop => return Ok(Some(vec![x])),
         _ => (0..x.rank()).collect(),
     };
-    let out_dims_keep: Vec<usize> = x.dims.iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect();
+    let out_dims_keep: Vec<usize> = x
+        .dims
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| if axes.contains(&i) { 1 } else { d })
+        .collect();
     let out_dims: Vec<usize> = if keep {
         out_dims_keep.clone()
     } else {
-        x.dims.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect()
+        x.dims
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !axes.contains(i))
+            .map(|(_, &d)| d)
+            .collect()
     };
     let n_out: usize = out_dims_keep.iter().product();
     // Output slot of every input element.
@@ -31,7 +53,13 @@ pub(crate) fn run(cx: &Cx, op: &str) -> Result<Option<Vec<Array>>, KernelError> 
     let slot: Vec<usize> = (0..x.numel())
         .map(|k| {
             (0..x.rank())
-                .map(|ax| if axes.contains(&ax) { 0 } else { (k / xs[ax]) % x.dims[ax] * os[ax] })
+                .map(|ax| {
+                    if axes.contains(&ax) {
+                        0
+                    } else {
+                        (k / xs[ax]) % x.dims[ax] * os[ax]
+                    }
+                })
                 .sum()
         })
         .collect();
@@ -53,8 +81,20 @@ pub(crate) fn run(cx: &Cx, op: &str) -> Result<Option<Vec<Array>>, KernelError> 
                 let a = &mut acc[slot[k]];
                 *a = match op {
                     "ReduceProd" => *a * val,
-                    "ReduceMax" => if a.is_nan() || val.is_nan() { f64::NAN } else { a.max(val) },
-                    "ReduceMin" => if a.is_nan() || val.is_nan() { f64::NAN } else { a.min(val) },
+                    "ReduceMax" => {
+                        if a.is_nan() || val.is_nan() {
+                            f64::NAN
+                        } else {
+                            a.max(val)
+                        }
+                    }
+                    "ReduceMin" => {
+                        if a.is_nan() || val.is_nan() {
+                            f64::NAN
+                        } else {
+                            a.min(val)
+                        }
+                    }
                     _ => *a + val,
                 };
             }
@@ -74,7 +114,9 @@ pub(crate) fn run(cx: &Cx, op: &str) -> Result<Option<Vec<Array>>, KernelError> 
             for (k, &val) in v.iter().enumerate() {
                 let a = &mut acc[slot[k]];
                 *a = match op {
-                    "ReduceProd" => a.checked_mul(val).ok_or_else(|| KernelError::invalid("ReduceProd overflows"))?,
+                    "ReduceProd" => a
+                        .checked_mul(val)
+                        .ok_or_else(|| KernelError::invalid("ReduceProd overflows"))?,
                     "ReduceMax" => (*a).max(val),
                     "ReduceMin" => (*a).min(val),
                     _ => *a + val,
@@ -102,11 +144,26 @@ mod tests {
     #[test]
     fn reductions_by_opset() {
         let x = || i64a(&[2, 3], &[1, 2, 3, 4, 5, 6]);
-        let a = eval1("ReduceSum", 13, &[x(), i64a(&[1], &[1])], vec![Attribute::int("keepdims", 0)]);
+        let a = eval1(
+            "ReduceSum",
+            13,
+            &[x(), i64a(&[1], &[1])],
+            vec![Attribute::int("keepdims", 0)],
+        );
         assert_eq!((a.dims.clone(), ints(&a)), (vec![2], vec![6, 15]));
-        let a = eval1("ReduceSum", 11, &[x()], vec![Attribute::ints("axes", vec![0])]);
+        let a = eval1(
+            "ReduceSum",
+            11,
+            &[x()],
+            vec![Attribute::ints("axes", vec![0])],
+        );
         assert_eq!((a.dims.clone(), ints(&a)), (vec![1, 3], vec![5, 7, 9]));
-        let a = eval1("ReduceProd", 17, &[x()], vec![Attribute::ints("axes", vec![-1])]);
+        let a = eval1(
+            "ReduceProd",
+            17,
+            &[x()],
+            vec![Attribute::ints("axes", vec![-1])],
+        );
         assert_eq!(ints(&a), vec![6, 120]);
         let a = eval1("ReduceProd", 18, &[x(), i64a(&[1], &[-1])], vec![]);
         assert_eq!(ints(&a), vec![6, 120]);
@@ -114,9 +171,19 @@ mod tests {
         assert_eq!((a.dims.clone(), ints(&a)), (vec![], vec![6]));
         let a = eval1("ReduceMin", 18, &[f32a(&[3], &[2.0, -1.0, 4.0])], vec![]);
         assert_eq!(floats(&a), vec![-1.0]);
-        let a = eval1("ReduceMean", 17, &[f32a(&[2, 2], &[1.0, 2.0, 3.0, 5.0])], vec![Attribute::ints("axes", vec![1])]);
+        let a = eval1(
+            "ReduceMean",
+            17,
+            &[f32a(&[2, 2], &[1.0, 2.0, 3.0, 5.0])],
+            vec![Attribute::ints("axes", vec![1])],
+        );
         assert_eq!(floats(&a), vec![1.5, 4.0]);
-        let a = eval1("ReduceSum", 13, &[x()], vec![Attribute::int("noop_with_empty_axes", 1)]);
+        let a = eval1(
+            "ReduceSum",
+            13,
+            &[x()],
+            vec![Attribute::int("noop_with_empty_axes", 1)],
+        );
         assert_eq!(a.dims, vec![2, 3]);
     }
 }

@@ -1,0 +1,547 @@
+//! Computes the constant parts of the graph ahead of time.
+//!
+//! ## What it does
+//! Runs shape inference, then evaluates every node whose inputs are all
+//! constants (initializers, in subgraphs also constants of the enclosing
+//! graphs) with the reference kernels, and every node whose outputs inference
+//! knows exactly: `Shape`/`Size` of a tensor whose shape is fully known, and
+//! the `Gather`/`Unsqueeze`/`Concat`/arithmetic built on them. The results
+//! become initializers that keep the outputs' names. An `If` whose condition
+//! is a constant is replaced by the branch it takes. Repeats until nothing
+//! more folds, then recurses into the bodies of If/Loop/Scan. Exporters' shape
+//! scaffolding (`Shape → Gather → Unsqueeze → Concat → Reshape`) collapses once
+//! `fix-shapes` has fixed the dims it reads; dims left symbolic keep their
+//! scaffolding.
+//!
+//! Option: `max_tensor_bytes` (default 1048576): the largest folded output.
+//!
+//! ## When it declines
+//! Each declined fold is reported with its reason:
+//! - an output over `max_tensor_bytes` (folding `ConstantOfShape`, `Tile` or
+//!   `Expand` into a huge initializer would bloat the model); the size is
+//!   checked before anything is allocated;
+//! - non-deterministic ops (`RandomNormal`, `Bernoulli`, ...);
+//! - `QuantizeLinear`/`DequantizeLinear` of a constant: the Q/DQ pair on a
+//!   weight is the pattern TensorRT needs to build INT8 layers;
+//! - ops without a reference kernel (`unsupported op "Erf"`), and inputs the
+//!   kernels reject (integer division by zero, NaN cast to an integer, ...).
+//!
+//! ## Numerics
+//! Integer and shape arithmetic, data movement, casts and `+ - * /` are exact;
+//! `Exp`/`Log`/`Pow`, sums and MatMul are computed in f64 and rounded once,
+//! within an ulp of what a runtime computes.
+//!
+//! ## Example
+//! With `x: [1, 4, 8, 8]`, `s = Shape(x)`, `b = Gather(s, 0)`,
+//! `u = Unsqueeze(b, [0])`, `c = Concat(u, [-1])`, `y = Reshape(x, c)` becomes
+//! initializer `c = [1, -1]` and `y = Reshape(x, c)`.
+
+use std::collections::HashMap;
+
+use infopt_ir::infer::{GraphFacts, InferReport, Opsets, Scope, infer_graph};
+use infopt_ir::kernels::{Evaluator, KernelError, ReferenceKernels};
+use infopt_ir::{DataType, Graph, Model, Node, NodeId, Tensor, ValueId};
+
+use crate::pass::{Pass, PassCx, PassError};
+use crate::util::{is_nondeterministic, is_renamable};
+
+pub const DEFAULT_MAX_TENSOR_BYTES: u64 = 1 << 20;
+
+fn default_max_tensor_bytes() -> u64 {
+    DEFAULT_MAX_TENSOR_BYTES
+}
+
+/// Options of `fold-constants`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FoldConstantsOptions {
+    /// The largest output (in bytes) a fold may create.
+    #[serde(default = "default_max_tensor_bytes")]
+    pub max_tensor_bytes: u64,
+}
+
+impl Default for FoldConstantsOptions {
+    fn default() -> Self {
+        FoldConstantsOptions {
+            max_tensor_bytes: DEFAULT_MAX_TENSOR_BYTES,
+        }
+    }
+}
+
+pub struct FoldConstants {
+    pub options: FoldConstantsOptions,
+    evaluator: Box<dyn Evaluator>,
+}
+
+impl FoldConstants {
+    /// Folding with the reference kernels.
+    pub fn new(options: FoldConstantsOptions) -> FoldConstants {
+        let kernels = ReferenceKernels::with_limit(options.max_tensor_bytes);
+        FoldConstants {
+            options,
+            evaluator: Box::new(kernels),
+        }
+    }
+
+    /// Folding with another evaluator (e.g. the reference kernels with a
+    /// runtime as fallback, see `infopt_ir::kernels::Fallback`).
+    pub fn with_evaluator(
+        options: FoldConstantsOptions,
+        evaluator: Box<dyn Evaluator>,
+    ) -> FoldConstants {
+        FoldConstants { options, evaluator }
+    }
+}
+
+/// What a subgraph sees of its enclosing graphs.
+#[derive(Clone, Default)]
+struct FoldScope {
+    infer: Scope,
+    constants: HashMap<String, Tensor>,
+}
+
+/// Most sweeps per graph (each sweep folds everything it can in one pass over
+/// the nodes; more are needed only after an If was inlined).
+const MAX_SWEEPS: usize = 8;
+
+impl FoldConstants {
+    fn fold_graph(
+        &self,
+        g: &mut Graph,
+        opsets: Opsets,
+        scope: &FoldScope,
+        cx: &mut PassCx,
+    ) -> Result<usize, PassError> {
+        let mut total = 0;
+        let mut report = InferReport::default();
+        let mut facts = infer_graph(g, opsets, &scope.infer, &mut report);
+        for _ in 0..MAX_SWEEPS {
+            let n = self.sweep(g, &facts, opsets, scope, cx)?;
+            total += n;
+            if n == 0 {
+                break;
+            }
+            facts = infer_graph(g, opsets, &scope.infer, &mut report);
+        }
+        // Subgraphs, with this graph's constants and facts in scope.
+        let mut child = FoldScope {
+            infer: facts.scope_for_subgraphs(g, &scope.infer),
+            constants: scope.constants.clone(),
+        };
+        for (v, t) in g.initializers() {
+            if !g.is_graph_input(v) {
+                child.constants.insert(g.value(v).name.clone(), t.clone());
+            }
+        }
+        for id in g.node_ids() {
+            if !g.node(id).has_subgraphs() {
+                continue;
+            }
+            let n_attrs = g.node(id).attributes.len();
+            for a in 0..n_attrs {
+                let mut subs = std::mem::take(&mut g.node_mut(id).attributes[a].subgraphs);
+                let mut result = Ok(0);
+                for sg in &mut subs {
+                    result = self.fold_graph(sg, opsets, &child, cx);
+                    match &result {
+                        Ok(n) => total += n,
+                        Err(_) => break,
+                    }
+                }
+                g.node_mut(id).attributes[a].subgraphs = subs;
+                result?;
+            }
+            g.refresh_captures(id);
+        }
+        Ok(total)
+    }
+
+    /// The constant behind an input: a local initializer or an outer constant.
+    fn constant_of<'a>(g: &'a Graph, scope: &'a FoldScope, v: ValueId) -> Option<&'a Tensor> {
+        let value = g.value(v);
+        if value.outer {
+            return scope.constants.get(&value.name);
+        }
+        g.constant(v)
+    }
+
+    fn sweep(
+        &self,
+        g: &mut Graph,
+        facts: &GraphFacts,
+        opsets: Opsets,
+        scope: &FoldScope,
+        cx: &mut PassCx,
+    ) -> Result<usize, PassError> {
+        let mut count = 0;
+        let order = g.topological_order()?;
+        for id in order {
+            if g.try_node(id).is_none() {
+                continue;
+            }
+            let node = g.node(id);
+            let at = node.name_or_op().to_string();
+            if node.is("If") {
+                let cond = node.inputs.first().copied().flatten();
+                let known = cond.and_then(|c| {
+                    Self::constant_of(g, scope, c)
+                        .cloned()
+                        .or_else(|| facts.known_value(c))
+                });
+                if let Some(t) = known {
+                    match t.to_i64_vec() {
+                        Ok(v) if v.len() == 1 => {
+                            inline_if(g, id, v[0] != 0)?;
+                            count += 1;
+                        }
+                        _ => cx.decline(&at, "the If condition is not a single boolean"),
+                    }
+                }
+                continue;
+            }
+            if node.has_subgraphs() {
+                continue;
+            }
+            let outs: Vec<ValueId> = node.outputs.iter().flatten().copied().collect();
+            if outs.is_empty() || outs.iter().any(|&o| g.value(o).initializer.is_some()) {
+                continue;
+            }
+            let inputs: Vec<Option<ValueId>> = node.inputs.clone();
+            let consts: Vec<Option<&Tensor>> = inputs
+                .iter()
+                .map(|i| i.and_then(|v| Self::constant_of(g, scope, v)))
+                .collect();
+            let all_const = inputs
+                .iter()
+                .zip(&consts)
+                .all(|(i, c)| i.is_none() || c.is_some());
+            let op = node.op_type.clone();
+            if is_nondeterministic(&op) {
+                if all_const {
+                    cx.decline(
+                        &at,
+                        format!("non-deterministic op \"{op}\" is never folded"),
+                    );
+                }
+                continue;
+            }
+            // Outputs inference knows exactly (shape arithmetic on fixed dims).
+            if !all_const {
+                let known: Option<Vec<Tensor>> =
+                    outs.iter().map(|&o| facts.known_value(o)).collect();
+                if let Some(tensors) = known
+                    && self.within_budget(g, &outs, &tensors, &at, cx)
+                {
+                    replace_with_initializers(g, id, &outs, tensors);
+                    count += 1;
+                }
+                continue;
+            }
+            if node.domain().is_empty()
+                && matches!(op.as_str(), "QuantizeLinear" | "DequantizeLinear")
+            {
+                let w = inputs
+                    .first()
+                    .copied()
+                    .flatten()
+                    .map(|v| g.value(v).name.clone())
+                    .unwrap_or_default();
+                cx.decline(&at, format!("{op} of constant weight '{w}' is kept: the Q/DQ weight pattern TensorRT needs"));
+                continue;
+            }
+            // Size check before evaluating, from the inferred output types.
+            if let Some((name, bytes)) = outs.iter().find_map(|&o| {
+                let bytes = expected_bytes(facts, o)?;
+                (bytes > self.options.max_tensor_bytes).then(|| (g.value(o).name.clone(), bytes))
+            }) {
+                cx.decline(&at, self.over_budget(&name, bytes));
+                continue;
+            }
+            let opset = opset_for(node, opsets);
+            let result = self.evaluator.eval(node, &consts, opset);
+            match result {
+                Ok(Some(tensors)) if tensors.len() >= outs.len() => {
+                    // Keep only the outputs the node has (None outputs are skipped).
+                    let node = g.node(id);
+                    let picked: Vec<Tensor> = node
+                        .outputs
+                        .iter()
+                        .zip(tensors)
+                        .filter(|(o, _)| o.is_some())
+                        .map(|(_, t)| t)
+                        .collect();
+                    if picked.len() != outs.len() {
+                        cx.decline(
+                            &at,
+                            format!("{op}: the evaluator returned fewer outputs than the node has"),
+                        );
+                        continue;
+                    }
+                    if self.within_budget(g, &outs, &picked, &at, cx) {
+                        replace_with_initializers(g, id, &outs, picked);
+                        count += 1;
+                    }
+                }
+                Ok(Some(_)) => cx.decline(
+                    &at,
+                    format!("{op}: the evaluator returned fewer outputs than the node has"),
+                ),
+                Ok(None) => {
+                    let key = if node.domain().is_empty() {
+                        op.clone()
+                    } else {
+                        format!("{}::{op}", node.domain())
+                    };
+                    cx.decline(
+                        &at,
+                        format!("unsupported op \"{key}\" (no reference kernel)"),
+                    );
+                }
+                Err(KernelError::TooLarge { bytes, .. }) => {
+                    let name = g.value(outs[0]).name.clone();
+                    cx.decline(&at, self.over_budget(&name, bytes));
+                }
+                Err(e) => cx.decline(&at, format!("cannot evaluate {op}: {e}")),
+            }
+        }
+        cx.rewrites += count;
+        Ok(count)
+    }
+
+    fn over_budget(&self, name: &str, bytes: u64) -> String {
+        format!(
+            "output '{name}' would be {bytes} bytes ({}), over max_tensor_bytes {} ({})",
+            human(bytes),
+            self.options.max_tensor_bytes,
+            human(self.options.max_tensor_bytes)
+        )
+    }
+
+    fn within_budget(
+        &self,
+        g: &Graph,
+        outs: &[ValueId],
+        tensors: &[Tensor],
+        at: &str,
+        cx: &mut PassCx,
+    ) -> bool {
+        for (&o, t) in outs.iter().zip(tensors) {
+            let bytes = t.payload_bytes() as u64;
+            if bytes > self.options.max_tensor_bytes {
+                cx.decline(at, self.over_budget(&g.value(o).name, bytes));
+                return false;
+            }
+        }
+        true
+    }
+}
+
+fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Bytes of a value whose type and shape inference knows.
+fn expected_bytes(facts: &GraphFacts, v: ValueId) -> Option<u64> {
+    let f = facts.get(v)?;
+    let dims = f.ty.known_dims()?;
+    let n = dims
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(u64::try_from(d).ok()?));
+    match n {
+        None => Some(u64::MAX),
+        Some(n) => match f.ty.dtype {
+            DataType::String | DataType::Undefined => None,
+            d => Some(
+                d.storage_bytes(n as usize)
+                    .map(|b| b as u64)
+                    .unwrap_or(u64::MAX),
+            ),
+        },
+    }
+}
+
+fn opset_for(node: &Node, opsets: Opsets) -> i64 {
+    if node.domain() == "com.microsoft" {
+        opsets.microsoft.unwrap_or(1)
+    } else {
+        opsets.onnx
+    }
+}
+
+/// Makes every output of `id` an initializer with the output's name and removes the node.
+fn replace_with_initializers(g: &mut Graph, id: NodeId, outs: &[ValueId], tensors: Vec<Tensor>) {
+    let mut inits = Vec::with_capacity(outs.len());
+    for (&o, t) in outs.iter().zip(tensors) {
+        let name = g.value(o).name.clone();
+        let init = g.add_initializer(&name, t);
+        g.replace_all_uses(o, init);
+        inits.push((init, name));
+    }
+    g.remove_node(id);
+    for &o in outs {
+        g.remove_value(o);
+    }
+    for (init, name) in inits {
+        g.value_mut(init).name = name;
+    }
+}
+
+/// A name not used by any value of `g`.
+fn unique_name(g: &Graph, base: &str, taken: &mut std::collections::HashSet<String>) -> String {
+    let mut name = base.to_string();
+    let mut k = 1;
+    while taken.contains(&name) || g.find_value(&name).is_some() {
+        name = format!("{base}_{k}");
+        k += 1;
+    }
+    taken.insert(name.clone());
+    name
+}
+
+/// Replaces `If` node `id` by the nodes of the branch it takes.
+fn inline_if(g: &mut Graph, id: NodeId, cond: bool) -> Result<(), PassError> {
+    let attr = if cond { "then_branch" } else { "else_branch" };
+    let branch = g
+        .node(id)
+        .attr(attr)
+        .and_then(|a| a.subgraphs.first())
+        .cloned()
+        .ok_or_else(|| {
+            PassError::Config(format!(
+                "If node '{}' has no {attr}",
+                g.node(id).name_or_op()
+            ))
+        })?;
+    let if_outs: Vec<Option<ValueId>> = g.node(id).outputs.clone();
+    if branch.outputs.len() != if_outs.len() {
+        return Err(PassError::Config(format!(
+            "If node '{}': {attr} has {} outputs, the node {}",
+            g.node(id).name_or_op(),
+            branch.outputs.len(),
+            if_outs.len()
+        )));
+    }
+    let mut taken = std::collections::HashSet::new();
+    let mut map: HashMap<ValueId, ValueId> = HashMap::new();
+    let mut renamed: Vec<(String, String)> = Vec::new();
+    for v in branch.value_ids().collect::<Vec<_>>() {
+        let value = branch.value(v);
+        if value.outer {
+            let outer = g.find_value(&value.name).ok_or_else(|| {
+                PassError::Config(format!(
+                    "If branch reads '{}', which the enclosing graph does not define",
+                    value.name
+                ))
+            })?;
+            map.insert(v, outer);
+        } else if let Some(t) = &value.initializer {
+            let name = unique_name(g, &value.name, &mut taken);
+            if name != value.name {
+                renamed.push((value.name.clone(), name.clone()));
+            }
+            let init = g.add_initializer(&name, t.clone());
+            map.insert(v, init);
+        }
+    }
+    let mut at = g.position(id).unwrap_or(0);
+    let order = branch.topological_order()?;
+    for n in order {
+        let src = branch.node(n);
+        let mut node = src.clone();
+        node.inputs = src
+            .inputs
+            .iter()
+            .map(|i| i.and_then(|v| map.get(&v).copied()))
+            .collect();
+        node.outputs.clear();
+        let names: Vec<String> = src
+            .outputs
+            .iter()
+            .map(|o| match o {
+                Some(v) => {
+                    let old = branch.value(*v).name.clone();
+                    let new = unique_name(g, &old, &mut taken);
+                    if new != old {
+                        renamed.push((old, new.clone()));
+                    }
+                    new
+                }
+                None => String::new(),
+            })
+            .collect();
+        let refs: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+        let new_id = g.insert_node(at, node, &refs);
+        at += 1;
+        let new_outs = g.node(new_id).outputs.clone();
+        for (o, no) in src.outputs.iter().zip(new_outs) {
+            if let (Some(o), Some(no)) = (o, no) {
+                map.insert(*o, no);
+                if let Some(ty) = branch.value_type(*o) {
+                    g.set_value_type(no, &ty);
+                }
+            }
+        }
+        // Nested subgraphs read renamed values by their new names.
+        if !renamed.is_empty() {
+            for sg in g.node_mut(new_id).subgraphs_mut() {
+                for (old, new) in &renamed {
+                    sg.rename_outer(old, new);
+                }
+            }
+            g.refresh_captures(new_id);
+        }
+    }
+    for (io, out) in branch.outputs.iter().zip(&if_outs) {
+        let Some(out) = *out else { continue };
+        let Some(&src) = map.get(&io.value) else {
+            return Err(PassError::Config(format!(
+                "If branch output '{}' is undefined",
+                branch.value(io.value).name
+            )));
+        };
+        let src = if g.is_graph_output(out) && !is_renamable(g, src) {
+            // Keep the interface names: route through an Identity.
+            let ident = Node {
+                op_type: "Identity".into(),
+                inputs: vec![Some(src)],
+                ..Default::default()
+            };
+            let name = unique_name(g, &format!("{}.taken", g.value(out).name), &mut taken);
+            let nid = g.insert_node(at, ident, &[&name]);
+            at += 1;
+            g.node(nid).outputs[0].expect("identity output")
+        } else {
+            src
+        };
+        g.replace_all_uses(out, src);
+    }
+    g.remove_node(id);
+    for out in if_outs.into_iter().flatten() {
+        if g.reader_count(out) == 0 {
+            g.remove_value(out);
+        }
+    }
+    Ok(())
+}
+
+impl Pass for FoldConstants {
+    fn name(&self) -> &'static str {
+        "fold-constants"
+    }
+
+    fn run(&self, model: &mut Model, cx: &mut PassCx) -> Result<usize, PassError> {
+        let opsets = Opsets::of(model);
+        self.fold_graph(&mut model.graph, opsets, &FoldScope::default(), cx)
+    }
+}

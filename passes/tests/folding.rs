@@ -1,0 +1,698 @@
+//! fold-constants, fix-shapes and infer-shapes: exact op histograms after
+//! staticization, symbolic axes that stay symbolic, numerical equivalence in
+//! tract, and the declines (budget, Q/DQ weights, non-determinism,
+//! unsupported ops) with their reasons.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use infopt_ir::builder::{GraphBuilder, dims};
+use infopt_ir::{Attribute, DataType, Dim, Graph, GraphIo, Model, Node, Tensor, Value};
+use infopt_passes::fix_shapes::{FixShapesOptions, apply_pipeline_shapes, parse_input_shape};
+use infopt_passes::{DriverOptions, Flow, PassError, PipelineConfig, PipelineRun, run_pipeline};
+use infopt_runtime::{Backend, InputShapes, TractBackend};
+
+const STATIC: &str = "
+version: 1
+passes:
+  - constants-to-initializers
+  - fix-shapes: FIX
+  - fixed-point:
+      passes: [fold-constants, eliminate-identity, eliminate-duplicates, eliminate-dead]
+";
+
+fn pipeline(fix: &str) -> PipelineConfig {
+    PipelineConfig::from_yaml(&STATIC.replace("FIX", fix), "test.yaml").expect("pipeline parses")
+}
+
+fn run_config(model: &mut Model, config: &PipelineConfig) -> Result<PipelineRun, PassError> {
+    let options = DriverOptions {
+        validate: true,
+        ..Default::default()
+    };
+    run_pipeline(model, config, &options, &mut |_, _| Ok(Flow::Continue))
+}
+
+fn run_static(model: &mut Model, fix: &str) -> PipelineRun {
+    run_config(model, &pipeline(fix)).unwrap_or_else(|e| panic!("pipeline: {e}"))
+}
+
+fn output_shape(m: &Model, k: usize) -> Vec<Dim> {
+    let io = &m.graph.outputs[k];
+    m.graph
+        .value_type(io.value)
+        .and_then(|t| t.shape)
+        .expect("output shape")
+}
+
+fn input_shape(m: &Model, k: usize) -> Vec<Dim> {
+    let io = &m.graph.inputs[k];
+    m.graph
+        .value_type(io.value)
+        .and_then(|t| t.shape)
+        .expect("input shape")
+}
+
+fn reasons(run: &PipelineRun) -> Vec<String> {
+    run.declined
+        .iter()
+        .map(|d| format!("{}: {}", d.at, d.reason))
+        .collect()
+}
+
+/// Ops that only compute shapes: none may be left once every dim is fixed.
+fn no_shape_scaffolding(m: &Model) {
+    let h = ops(m);
+    for op in ["Shape", "Size", "ConstantOfShape", "Range", "Concat"] {
+        assert!(!h.contains_key(op), "{op} left after folding: {h:?}");
+    }
+}
+
+fn saved_ok(m: &Model) -> Model {
+    // A saved model must load back (names unique, graph valid).
+    let mut m = m.clone();
+    m.graph.assign_unique_names();
+    m.graph.validate().expect("valid graph");
+    m
+}
+
+// ----- fixtures: all inputs fixed -----
+
+#[test]
+fn dynamic_reshape_all_fixed_is_the_static_model() {
+    let original = load("dynamic_reshape.onnx");
+    let mut m = original.clone();
+    let run = run_static(&mut m, "{inputs: {x: [1, 4, 8, 8]}}");
+    assert_eq!(
+        ops(&m),
+        histogram(&[("Reshape", 1), ("MatMul", 1), ("Add", 1)]),
+        "{:?}",
+        reasons(&run)
+    );
+    assert_eq!(input_shape(&m, 0), dims(&["1", "4", "8", "8"]));
+    assert_eq!(output_shape(&m, 0), dims(&["1", "16"]));
+    // The Reshape target is now a constant [1, -1] that kept its name.
+    let g = &m.graph;
+    let (rid, _) = g.nodes().find(|(_, n)| n.is("Reshape")).unwrap();
+    let target = g.node(rid).inputs[1].unwrap();
+    assert_eq!(g.value(target).name, "new_shape");
+    assert_eq!(
+        g.constant(target).unwrap().to_i64_vec().unwrap(),
+        vec![1, -1]
+    );
+    assert!(
+        run.notes
+            .iter()
+            .any(|n| n.contains("input 'x' dim 0 (batch) is now 1")),
+        "{:?}",
+        run.notes
+    );
+    let m = saved_ok(&m);
+    assert_equivalent(
+        &original,
+        &m,
+        &InputShapes::new().with_symbol("batch", 1),
+        1e-5,
+        1e-5,
+    );
+}
+
+#[test]
+fn transformer_block_all_fixed_is_the_static_model() {
+    let original = load("transformer_block.onnx");
+    let mut m = original.clone();
+    let run = run_static(&mut m, "{symbols: {batch: 1, seq: 8}}");
+    // What a hand-written static block has: the mask arithmetic on the
+    // attention_mask input stays, every Shape/Gather/Concat is gone.
+    let expected = histogram(&[
+        ("Unsqueeze", 1),
+        ("Cast", 1),
+        ("Sub", 1),
+        ("Mul", 3),
+        ("MatMul", 8),
+        ("Add", 10),
+        ("Reshape", 4),
+        ("Transpose", 4),
+        ("Div", 2),
+        ("Softmax", 1),
+        ("LayerNormalization", 2),
+        ("Erf", 1),
+    ]);
+    assert_eq!(ops(&m), expected, "{:?}", reasons(&run));
+    no_shape_scaffolding(&m);
+    assert_eq!(output_shape(&m, 0), dims(&["1", "8", "32"]));
+    assert_eq!(input_shape(&m, 1), dims(&["1", "8"]));
+    let m = saved_ok(&m);
+    let shapes = InputShapes::new()
+        .with_symbol("batch", 1)
+        .with_symbol("seq", 8);
+    assert_equivalent(&original, &m, &shapes, 1e-5, 1e-4);
+}
+
+#[test]
+fn transformer_block_batch_fixed_keeps_seq_symbolic() {
+    let original = load("transformer_block.onnx");
+    let mut m = original.clone();
+    let run = run_static(&mut m, "{symbols: {batch: 1}}");
+    assert_eq!(input_shape(&m, 0), dims(&["1", "seq", "32"]));
+    assert_eq!(input_shape(&m, 1), dims(&["1", "seq"]));
+    assert_eq!(output_shape(&m, 0), dims(&["1", "seq", "32"]));
+    assert!(
+        run.notes
+            .iter()
+            .any(|n| n.contains("input 'hidden' dim 1 (seq) stays dynamic")),
+        "{:?}",
+        run.notes
+    );
+    assert!(
+        run.notes
+            .iter()
+            .any(|n| n.contains("input 'hidden' dim 0 (batch) is now 1")),
+        "{:?}",
+        run.notes
+    );
+    // The batch Gather folded; the seq one still reads Shape(hidden).
+    let h = ops(&m);
+    assert_eq!(h.get("Shape"), Some(&1), "{h:?}");
+    assert_eq!(h.get("Gather"), Some(&1), "{h:?}");
+    let m = saved_ok(&m);
+    // It still runs at two different sequence lengths, with the original's outputs.
+    for seq in [5, 11] {
+        let shapes = InputShapes::new()
+            .with_symbol("batch", 1)
+            .with_symbol("seq", seq);
+        assert_equivalent(&original, &m, &shapes, 1e-5, 1e-4);
+    }
+}
+
+#[test]
+fn bert_tiny_all_fixed() {
+    let original = load("exported/bert_tiny.onnx");
+    let mut m = original.clone();
+    let run = run_static(&mut m, "{symbols: {batch: 2, seq: 16}}");
+    no_shape_scaffolding(&m);
+    let h = ops(&m);
+    // The attention-mask Where stays (it reads the attention_mask input); the
+    // Where/Equal of the shape arithmetic and the position-ids Slice fold away.
+    assert_eq!(h.get("Where"), Some(&1), "{h:?}");
+    for op in [
+        "Identity",
+        "Expand",
+        "Equal",
+        "GreaterOrEqual",
+        "Slice",
+        "Unsqueeze",
+    ] {
+        assert!(!h.contains_key(op), "{op} left: {h:?}\n{:?}", reasons(&run));
+    }
+    assert_eq!(output_shape(&m, 0), dims(&["2", "16", "32"]));
+    assert_eq!(output_shape(&m, 1), dims(&["2", "32"]));
+    let m = saved_ok(&m);
+    let shapes = InputShapes::new()
+        .with_symbol("batch", 2)
+        .with_symbol("seq", 16);
+    assert_equivalent(&original, &m, &shapes, 1e-5, 1e-4);
+}
+
+#[test]
+fn transformer_encoder_all_fixed() {
+    let original = load("exported/transformer_encoder.onnx");
+    let mut m = original.clone();
+    let run = run_static(&mut m, "{inputs: {src: [2, 7, 32]}}");
+    no_shape_scaffolding(&m);
+    // Squeeze/Unsqueeze/Gather here move the packed q/k/v data: they stay.
+    let expected = histogram(&[
+        ("Add", 5),
+        ("Gather", 3),
+        ("Gelu", 1),
+        ("Gemm", 1),
+        ("LayerNormalization", 2),
+        ("MatMul", 5),
+        ("Mul", 2),
+        ("Reshape", 9),
+        ("Softmax", 1),
+        ("Squeeze", 1),
+        ("Transpose", 7),
+        ("Unsqueeze", 1),
+    ]);
+    assert_eq!(ops(&m), expected, "{:?}", reasons(&run));
+    assert_eq!(output_shape(&m, 0), dims(&["2", "7", "32"]));
+    let m = saved_ok(&m);
+    let shapes = InputShapes::new().with_shape("src", vec![2, 7, 32]);
+    assert_equivalent(&original, &m, &shapes, 1e-5, 1e-4);
+}
+
+#[test]
+fn transformer_encoder_batch_fixed_keeps_seq() {
+    let original = load("exported/transformer_encoder.onnx");
+    let mut m = original.clone();
+    run_static(&mut m, "{symbols: {batch: 1}}");
+    assert_eq!(output_shape(&m, 0), dims(&["1", "seq", "32"]));
+    let m = saved_ok(&m);
+    for seq in [3, 9] {
+        let shapes = InputShapes::new()
+            .with_symbol("batch", 1)
+            .with_symbol("seq", seq);
+        assert_equivalent(&original, &m, &shapes, 1e-5, 1e-4);
+    }
+}
+
+#[test]
+fn resnet_blocks_fixed_batch() {
+    for rel in [
+        "exported/resnet_block.onnx",
+        "exported/resnet_block_dynamo.onnx",
+        "cnn_bn_relu.onnx",
+    ] {
+        let original = load(rel);
+        let mut m = original.clone();
+        let before = ops(&m);
+        run_static(&mut m, "{symbols: {batch: 3}}");
+        // Nothing to fold in a CNN: the ops stay, the shapes become static.
+        assert_eq!(ops(&m), before, "{rel}");
+        assert_eq!(output_shape(&m, 0)[0], Dim::Known(3), "{rel}");
+        let m = saved_ok(&m);
+        assert_equivalent(
+            &original,
+            &m,
+            &InputShapes::new().with_symbol("batch", 3),
+            1e-5,
+            1e-4,
+        );
+    }
+}
+
+#[test]
+fn subgraph_fixtures_fold_and_still_agree() {
+    for (rel, shapes) in [
+        ("if_subgraph.onnx", InputShapes::new().with_symbol("n", 3)),
+        ("opset11.onnx", InputShapes::new().with_symbol("N", 2)),
+    ] {
+        let original = load(rel);
+        let mut m = original.clone();
+        run_passes(
+            &mut m,
+            &[
+                "constants-to-initializers",
+                "fold-constants",
+                "eliminate-dead",
+            ],
+        );
+        let m = saved_ok(&m);
+        assert_equivalent(&original, &m, &shapes, 1e-6, 1e-6);
+    }
+    // tract cannot run Loop: structure only. The trip count and condition were
+    // Constant nodes: they become initializers; the Loop and its body stay.
+    let mut m = load("loop_subgraph.onnx");
+    run_passes(&mut m, &["fold-constants", "eliminate-dead"]);
+    assert_eq!(ops(&m), histogram(&[("Sigmoid", 1), ("Loop", 1)]));
+    let m = saved_ok(&m);
+    assert_eq!(output_shape(&m, 1), dims(&["5", "3", "4"]));
+}
+
+// ----- declines -----
+
+#[test]
+fn bloater_is_not_folded_and_says_why() {
+    // ConstantOfShape to 1 GiB of float32, added to an input.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1"]));
+    let shape = b.i64("big_shape", &[3], &[1024, 1024, 256]);
+    let big = b.op(
+        "ConstantOfShape",
+        &[shape],
+        vec![Attribute::tensor(
+            "value",
+            &Tensor::from_f32(vec![1], &[1.0]),
+        )],
+    );
+    let y = b.op("Add", &[big, x], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(17);
+    let run = run_passes(&mut m, &["fold-constants"]);
+    assert_eq!(ops(&m).get("ConstantOfShape"), Some(&1));
+    let r = reasons(&run);
+    assert!(
+        r.iter()
+            .any(|s| s.contains("1073741824 bytes") && s.contains("max_tensor_bytes 1048576")),
+        "{r:?}"
+    );
+    // A raised budget is honoured (and still refuses 1 GiB at 512 MiB).
+    let cfg = PipelineConfig::from_yaml(
+        "version: 1\npasses:\n  - fold-constants: {max_tensor_bytes: 536870912}\n",
+        "t.yaml",
+    )
+    .unwrap();
+    let run = run_config(&mut m, &cfg).unwrap();
+    assert_eq!(ops(&m).get("ConstantOfShape"), Some(&1));
+    assert!(
+        reasons(&run)
+            .iter()
+            .any(|s| s.contains("over max_tensor_bytes 536870912"))
+    );
+}
+
+#[test]
+fn budget_applies_to_small_limits_too() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["4"]));
+    let c = b.f32("c", &[4], &[1.0, 2.0, 3.0, 4.0]);
+    let t = b.i64("reps", &[1], &[8]);
+    let tiled = b.op("Tile", &[c, t], vec![]);
+    let s = b.i64("s", &[2], &[8, 4]);
+    let r = b.op("Reshape", &[tiled, s], vec![]);
+    let y = b.op("Add", &[r, x], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    let cfg = PipelineConfig::from_yaml(
+        "version: 1\npasses:\n  - fold-constants: {max_tensor_bytes: 64}\n",
+        "t.yaml",
+    )
+    .unwrap();
+    let run = run_config(&mut m, &cfg).unwrap();
+    assert_eq!(
+        ops(&m),
+        histogram(&[("Tile", 1), ("Reshape", 1), ("Add", 1)]),
+        "{:?}",
+        reasons(&run)
+    );
+    assert!(
+        reasons(&run).iter().any(|s| s.contains("128 bytes")),
+        "{:?}",
+        reasons(&run)
+    );
+    let mut m = original.clone();
+    run_passes(&mut m, &["fold-constants", "eliminate-dead"]);
+    assert_eq!(ops(&m), histogram(&[("Add", 1)]));
+    assert_equivalent(&original, &m, &InputShapes::new(), 0.0, 0.0);
+    let e = PipelineConfig::from_yaml(
+        "version: 1\npasses:\n  - fold-constants: {max_bytes: 1}\n",
+        "t.yaml",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("max_bytes"), "{e}");
+}
+
+#[test]
+fn qdq_weights_random_and_unsupported_ops_are_declined() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2", "4"]));
+    let w = b.initializer(
+        "w_q",
+        Tensor::from_raw(DataType::Int8, vec![4, 4], vec![1u8; 16].into()),
+    );
+    let scale = b.f32("w_scale", &[], &[0.1]);
+    let zp = b.initializer(
+        "w_zp",
+        Tensor::from_raw(DataType::Int8, vec![], vec![0u8].into()),
+    );
+    let wd = b.op("DequantizeLinear", &[w, scale, zp], vec![]);
+    let mm = b.op("MatMul", &[x, wd], vec![]);
+    let half = b.f32("half", &[4], &[0.5, -0.5, 1.0, 0.0]);
+    let e = b.op("Erf", &[half], vec![]);
+    let y = b.op("Add", &[mm, e], vec![]);
+    let shape = b.i64("rshape", &[2], &[2, 4]);
+    let rnd = b.op("RandomNormalLike", &[shape], vec![]);
+    let z = b.op("Add", &[y, rnd], vec![]);
+    b.output(z, "z", DataType::Float, None);
+    let mut m = b.build(17);
+    let run = run_passes(&mut m, &["fold-constants"]);
+    let h = ops(&m);
+    assert_eq!(h.get("DequantizeLinear"), Some(&1));
+    assert_eq!(h.get("Erf"), Some(&1));
+    assert_eq!(h.get("RandomNormalLike"), Some(&1));
+    let r = reasons(&run);
+    assert!(
+        r.iter()
+            .any(|s| s.contains("DequantizeLinear of constant weight 'w_q' is kept")),
+        "{r:?}"
+    );
+    assert!(
+        r.iter().any(|s| s.contains("unsupported op \"Erf\"")),
+        "{r:?}"
+    );
+    assert!(
+        r.iter()
+            .any(|s| s.contains("non-deterministic op \"RandomNormalLike\"")),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn kernel_errors_are_declines_not_wrong_values() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Int64, dims(&["2"]));
+    let a = b.i64("a", &[2], &[7, 8]);
+    let zero = b.i64("zero", &[2], &[1, 0]);
+    let d = b.op("Div", &[a, zero], vec![]);
+    let y = b.op("Add", &[d, x], vec![]);
+    b.output(y, "y", DataType::Int64, None);
+    let mut m = b.build(17);
+    let run = run_passes(&mut m, &["fold-constants"]);
+    assert_eq!(ops(&m).get("Div"), Some(&1));
+    assert!(
+        reasons(&run)
+            .iter()
+            .any(|s| s.contains("cannot evaluate Div") && s.contains("by zero")),
+        "{:?}",
+        reasons(&run)
+    );
+}
+
+// ----- If with a constant condition, folding inside subgraphs -----
+
+fn branch(name: &str, op: &str, outer_x: &str, outer_c: &str) -> Graph {
+    let mut g = Graph::new(name);
+    let x = g.add_value(Value {
+        outer: true,
+        ..Value::named(outer_x)
+    });
+    let c = g.add_value(Value {
+        outer: true,
+        ..Value::named(outer_c)
+    });
+    // A constant computation inside the branch, on an outer constant: folds.
+    let two = g.add_initializer(&format!("{name}_two"), Tensor::from_f32(vec![], &[2.0]));
+    let k = g.add_node(
+        Node {
+            op_type: "Mul".into(),
+            inputs: vec![Some(c), Some(two)],
+            ..Default::default()
+        },
+        &[&format!("{name}_k")],
+    );
+    let k = g.node(k).outputs[0].unwrap();
+    let n = g.add_node(
+        Node {
+            op_type: op.into(),
+            inputs: vec![Some(x), Some(k)],
+            ..Default::default()
+        },
+        &[&format!("{name}_out")],
+    );
+    let out = g.node(n).outputs[0].unwrap();
+    g.outputs.push(GraphIo {
+        value: out,
+        info: Default::default(),
+    });
+    g
+}
+
+fn if_model(cond: Option<bool>) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["3"]));
+    let _c = b.f32("c", &[3], &[1.0, 2.0, 3.0]);
+    let cond_v = match cond {
+        Some(v) => b.initializer(
+            "cond",
+            Tensor::from_raw(DataType::Bool, vec![], vec![v as u8].into()),
+        ),
+        None => b.input("cond", DataType::Bool, vec![]),
+    };
+    let y = b.op(
+        "If",
+        &[cond_v],
+        vec![
+            Attribute::graph("then_branch", branch("then", "Add", "x", "c")),
+            Attribute::graph("else_branch", branch("else", "Sub", "x", "c")),
+        ],
+    );
+    let z = b.op("Relu", &[y], vec![]);
+    b.output(z, "z", DataType::Float, Some(dims(&["3"])));
+    let _ = x;
+    b.build(13)
+}
+
+#[test]
+fn if_with_constant_condition_is_inlined() {
+    for (cond, op) in [(true, "Add"), (false, "Sub")] {
+        let original = if_model(Some(cond));
+        let mut m = original.clone();
+        run_passes(&mut m, &["fold-constants", "eliminate-dead"]);
+        // The taken branch's constant Mul folded too; its op remains.
+        assert_eq!(ops(&m), histogram(&[(op, 1), ("Relu", 1)]), "cond {cond}");
+        let m = saved_ok(&m);
+        assert_equivalent(&original, &m, &InputShapes::new(), 0.0, 0.0);
+    }
+}
+
+#[test]
+fn folding_inside_subgraphs_uses_outer_constants() {
+    let original = if_model(None);
+    let mut m = original.clone();
+    let run = run_passes(&mut m, &["fold-constants"]);
+    assert_eq!(ops(&m), histogram(&[("If", 1), ("Relu", 1)]));
+    let stats = infopt_ir::stats::GraphStats::of_model(&m);
+    let expected: BTreeMap<String, usize> = histogram(&[("Add", 1), ("Sub", 1)]);
+    assert_eq!(stats.subgraph_ops, expected, "{:?}", reasons(&run));
+    let m = saved_ok(&m);
+    let bytes = m.to_bytes().unwrap();
+    let loaded = TractBackend
+        .load(&bytes, None, &InputShapes::new())
+        .expect("loads in tract");
+    assert_eq!(loaded.inputs().len(), 2);
+}
+
+// ----- fix-shapes: validation and notes -----
+
+fn fix_error(model: &Model, fix: &str) -> String {
+    let mut m = model.clone();
+    let e = run_config(&mut m, &pipeline(fix)).unwrap_err().to_string();
+    assert!(!e.contains('\n'), "one line: {e}");
+    e
+}
+
+#[test]
+fn fix_shapes_rejects_what_does_not_fit_the_model() {
+    let m = load("transformer_block.onnx");
+    let e = fix_error(&m, "{inputs: {hiden: [1, 8, 32]}}");
+    assert!(
+        e.contains("'hiden' is not an input") && e.contains("hidden, attention_mask"),
+        "{e}"
+    );
+    let e = fix_error(&m, "{inputs: {hidden: [1, 8]}}");
+    assert!(
+        e.contains("input 'hidden' has rank 3") && e.contains("rank 2"),
+        "{e}"
+    );
+    let e = fix_error(&m, "{inputs: {hidden: [1, 8, 64]}}");
+    assert!(e.contains("input 'hidden' dim 2 is fixed at 32"), "{e}");
+    let e = fix_error(&m, "{inputs: {hidden: [1, 0, 32]}}");
+    assert!(
+        e.contains("input 'hidden': dim 1 is 0") && e.contains("positive"),
+        "{e}"
+    );
+    let e = fix_error(&m, "{symbols: {sequence: 8}}");
+    assert!(
+        e.contains("symbol 'sequence' is not used by any input") && e.contains("batch, seq"),
+        "{e}"
+    );
+    let e = fix_error(&m, "{symbols: {batch: -1}}");
+    assert!(e.contains("symbol 'batch' is -1"), "{e}");
+    let e = fix_error(&m, "{inputs: {hidden: [1, 8, 32], attention_mask: [1, 9]}}");
+    assert!(
+        e.contains("is symbol 'seq', given as")
+            && e.contains("'seq' = ")
+            && e.contains('8')
+            && e.contains('9'),
+        "{e}"
+    );
+    let e = fix_error(&m, "{inputs: {hidden: [2, 8, 32]}, symbols: {batch: 1}}");
+    assert!(
+        e.contains("symbol 'batch'") && e.contains("given as 2"),
+        "{e}"
+    );
+    let e = PipelineConfig::from_yaml(&STATIC.replace("FIX", "{input: {x: [1]}}"), "t.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("input"), "{e}");
+}
+
+#[test]
+fn cli_specs_bind_symbols_of_the_named_input() {
+    let m = load("transformer_block.onnx");
+    // --input-shape attention_mask:seq=4 binds seq everywhere.
+    let extra = FixShapesOptions::from_specs(&[parse_input_shape("attention_mask:seq=4").unwrap()])
+        .unwrap();
+    let mut cfg = pipeline("{}");
+    assert!(apply_pipeline_shapes(&mut cfg, &extra).unwrap());
+    let mut fixed = m.clone();
+    run_config(&mut fixed, &cfg).unwrap();
+    assert_eq!(input_shape(&fixed, 0), dims(&["batch", "4", "32"]));
+    // A symbol the named input does not have is an error naming the input.
+    let extra =
+        FixShapesOptions::from_specs(&[parse_input_shape("attention_mask:heads=2").unwrap()])
+            .unwrap();
+    let mut cfg = pipeline("{}");
+    apply_pipeline_shapes(&mut cfg, &extra).unwrap();
+    let e = run_config(&mut m.clone(), &cfg).unwrap_err().to_string();
+    assert!(
+        e.contains("input 'attention_mask' has no dim named 'heads'") && e.contains("[batch,seq]"),
+        "{e}"
+    );
+    // Pipeline-level `symbols:` reach the fix-shapes step.
+    let mut cfg = PipelineConfig::from_yaml(
+        &format!(
+            "{}symbols: {{batch: 1, seq: 3}}\n",
+            STATIC.replace("FIX", "{}")
+        ),
+        "t.yaml",
+    )
+    .unwrap();
+    apply_pipeline_shapes(&mut cfg, &FixShapesOptions::default()).unwrap();
+    let mut fixed = m.clone();
+    run_config(&mut fixed, &cfg).unwrap();
+    assert_eq!(input_shape(&fixed, 1), dims(&["1", "3"]));
+    no_shape_scaffolding(&fixed);
+}
+
+#[test]
+fn fix_shapes_updates_value_info_and_outputs() {
+    // The dynamo export carries value_info with `2*batch`, `batch*seq`, ...
+    let mut m = load("exported/transformer_encoder.onnx");
+    run_passes(&mut m, &["constants-to-initializers"]);
+    let cfg = PipelineConfig::from_yaml(
+        "version: 1\npasses:\n  - fix-shapes: {symbols: {batch: 3, seq: 5}}\n",
+        "t.yaml",
+    )
+    .unwrap();
+    let run = run_config(&mut m, &cfg).unwrap();
+    let g = &m.graph;
+    for &v in g.value_info_ids() {
+        if let Some(s) = g.value(v).tensor_type().and_then(|t| t.shape) {
+            assert!(
+                s.iter().all(|d| !matches!(d, Dim::Sym(_))),
+                "{}: {s:?}",
+                g.value(v).name
+            );
+        }
+    }
+    let view1 = g.find_value("view_1").unwrap();
+    assert_eq!(
+        g.value_type(view1).unwrap().shape,
+        Some(dims(&["5", "6", "16"]))
+    );
+    assert!(
+        run.notes
+            .iter()
+            .any(|n| n == "fix-shapes: output 'out' dim 0 (batch) is now 3"),
+        "{:?}",
+        run.notes
+    );
+}
+
+#[test]
+fn infer_shapes_pass_reports_blocked_ops() {
+    let mut m = load("custom_domain.onnx");
+    let run = run_passes(&mut m, &["infer-shapes"]);
+    assert!(
+        reasons(&run)
+            .iter()
+            .any(|s| s.contains("no shape inference rule for \"com.example::FancyActivation\"")),
+        "{:?}",
+        reasons(&run)
+    );
+}
