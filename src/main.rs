@@ -3,6 +3,7 @@
 mod commands;
 mod exit;
 mod inputs_arg;
+mod intermediates;
 mod report;
 mod shape_args;
 mod verify;

@@ -1,20 +1,23 @@
-//! Running the original and the optimized model on the same inputs and
-//! comparing their outputs; timing both.
+//! Checking an optimized model against the original: both run on the same
+//! inputs in one backend and every output is compared.
 
-use std::path::Path;
+use std::path::PathBuf;
 
+use infopt_ir::Model;
 use infopt_runtime::compare::{self, Tolerance};
-use infopt_runtime::inputs::{self, InputGen};
-use infopt_runtime::{Backend, DefaultedDim, HostTensor, InputShapes, LoadedModel, OutputAgreement, TensorData};
+use infopt_runtime::{
+    Backend, DefaultedDim, HostTensor, InputShapes, Latency, LoadedModel, OutputAgreement,
+};
 use serde::Serialize;
 
+use crate::commands::bench::{BackendInfo, Loaded, time_interleaved};
 use crate::exit::{CliError, CliResult, Exit};
+use crate::inputs_arg::Inputs;
 
 #[derive(Serialize, Debug, Clone)]
 pub struct Verification {
-    pub backend: String,
-    pub backend_version: String,
-    pub seed: u64,
+    pub backend: BackendInfo,
+    pub inputs: String,
     pub rtol: f64,
     pub atol: f64,
     /// Concrete input shapes both models ran with.
@@ -25,117 +28,157 @@ pub struct Verification {
     pub passed: bool,
 }
 
+/// Agreement with the original after one pass (`--verify-each-pass`).
+#[derive(Serialize, Debug, Clone)]
+pub struct PassCheck {
+    pub pass: String,
+    pub passed: bool,
+    /// Largest absolute difference over all outputs.
+    pub max_abs: f64,
+}
+
 #[derive(Serialize, Debug, Clone)]
 pub struct LatencyComparison {
-    pub backend: String,
-    pub threads: usize,
-    pub before: infopt_runtime::Latency,
-    pub after: infopt_runtime::Latency,
+    pub backend: BackendInfo,
+    pub before: Latency,
+    pub after: Latency,
     /// before.median / after.median.
     pub speedup: f64,
 }
 
-/// Inputs for verification: seeded, with masks set to ones (an all-zero
-/// attention mask makes softmax rows undefined and hides real differences).
-pub fn generate_inputs(model: &dyn LoadedModel, seed: u64) -> CliResult<Vec<HostTensor>> {
-    let mut opts = InputGen::with_seed(seed);
-    for spec in model.inputs() {
-        let lower = spec.name.to_lowercase();
-        if lower.contains("token_type") {
-            opts = opts.with_vocab_for(spec.name.clone(), 2);
+/// The original model loaded in a backend, with its inputs and reference outputs.
+pub struct Verifier {
+    pub backend: Box<dyn Backend>,
+    pub info: BackendInfo,
+    pub shapes: InputShapes,
+    pub dir: PathBuf,
+    pub original: Box<dyn LoadedModel>,
+    pub inputs: Vec<HostTensor>,
+    pub expected: Vec<HostTensor>,
+    pub inputs_description: String,
+    pub tol: Tolerance,
+}
+
+impl Verifier {
+    /// Loads and runs the original. Errors here mean the backend cannot run the
+    /// original model (the caller may try another backend).
+    pub fn new(
+        backend: Box<dyn Backend>,
+        info: BackendInfo,
+        original: &[u8],
+        dir: PathBuf,
+        inputs: &Inputs,
+        shapes: InputShapes,
+        tol: Tolerance,
+    ) -> Result<Verifier, String> {
+        let loaded = backend
+            .load(original, Some(&dir), &shapes)
+            .map_err(|e| e.to_string())?;
+        let tensors = inputs.for_model(loaded.as_ref())?;
+        let expected = loaded.run(&tensors).map_err(|e| e.to_string())?;
+        Ok(Verifier {
+            inputs_description: crate::inputs_arg::describe(&tensors),
+            backend,
+            info,
+            shapes,
+            dir,
+            original: loaded,
+            inputs: tensors,
+            expected,
+            tol,
+        })
+    }
+
+    /// Loads a candidate model in the same backend.
+    pub fn load(&self, model: &Model) -> CliResult<Box<dyn LoadedModel>> {
+        let bytes = model.to_bytes().map_err(CliError::from_ir)?;
+        self.backend
+            .load(&bytes, Some(&self.dir), &self.shapes)
+            .map_err(|e| {
+                CliError::new(
+                    Exit::Verify,
+                    format!(
+                        "the optimized model cannot be loaded in {}: {e}",
+                        self.backend.name()
+                    ),
+                )
+            })
+    }
+
+    /// Runs a candidate and compares its outputs with the original's.
+    pub fn check(&self, candidate: &dyn LoadedModel) -> CliResult<(Vec<OutputAgreement>, bool)> {
+        let actual = candidate.run(&self.inputs).map_err(|e| {
+            CliError::new(
+                Exit::Verify,
+                format!("the optimized model fails to run: {e}"),
+            )
+        })?;
+        let outputs = compare::compare_outputs(&actual, &self.expected, self.tol);
+        let passed = compare::all_within_tolerance(&outputs);
+        Ok((outputs, passed))
+    }
+
+    pub fn verification(&self, outputs: Vec<OutputAgreement>, passed: bool) -> Verification {
+        let resolution = self.original.resolution();
+        Verification {
+            backend: self.info.clone(),
+            inputs: self.inputs_description.clone(),
+            rtol: self.tol.rtol,
+            atol: self.tol.atol,
+            input_shapes: resolution.input_shapes.clone(),
+            defaulted_dims: resolution.defaulted.clone(),
+            outputs,
+            passed,
         }
     }
-    let mut tensors = inputs::generate_for_model(model, &opts).map_err(runtime_error)?;
-    for t in &mut tensors {
-        let is_mask = t.name().is_some_and(|n| n.to_lowercase().contains("mask"));
-        if !is_mask {
-            continue;
-        }
-        let shape = t.shape().to_vec();
-        let n = t.len();
-        let data = match t.data() {
-            TensorData::I64(_) => Some(TensorData::I64(vec![1; n])),
-            TensorData::I32(_) => Some(TensorData::I32(vec![1; n])),
-            TensorData::F32(_) => Some(TensorData::F32(vec![1.0; n])),
-            _ => None,
+
+    /// Times the original against `optimized`, interleaved.
+    pub fn bench(
+        self,
+        optimized: Box<dyn LoadedModel>,
+        warmup: usize,
+        runs: usize,
+    ) -> CliResult<LatencyComparison> {
+        let models = [
+            Loaded {
+                path: PathBuf::from("original"),
+                model: self.original,
+                inputs: self.inputs.clone(),
+                load_ms: 0.0,
+            },
+            Loaded {
+                path: PathBuf::from("optimized"),
+                model: optimized,
+                inputs: self.inputs,
+                load_ms: 0.0,
+            },
+        ];
+        let lat = time_interleaved(&models, warmup, runs)?;
+        let (before, after) = (lat[0].clone(), lat[1].clone());
+        let speedup = if after.median_ms > 0.0 {
+            before.median_ms / after.median_ms
+        } else {
+            0.0
         };
-        if let Some(data) = data {
-            let name = t.name().map(|s| s.to_string());
-            *t = HostTensor::new(name, shape, data).map_err(runtime_error)?;
-        }
+        Ok(LatencyComparison {
+            backend: self.info,
+            before,
+            after,
+            speedup,
+        })
     }
-    Ok(tensors)
 }
 
-pub fn runtime_error(e: infopt_runtime::RuntimeError) -> CliError {
-    CliError::new(Exit::Load, e)
-}
-
-pub struct LoadedPair {
-    pub before: Box<dyn LoadedModel>,
-    pub after: Box<dyn LoadedModel>,
-}
-
-/// Loads both models in the backend with the same shape bindings.
-pub fn load_pair(
-    backend: &dyn Backend,
-    before: &[u8],
-    after: &[u8],
-    dir: Option<&Path>,
-    shapes: &InputShapes,
-) -> CliResult<LoadedPair> {
-    let before = backend.load(before, dir, shapes).map_err(|e| {
-        CliError::new(Exit::Load, format!("cannot run the original model in {}: {e}", backend.name()))
-    })?;
-    let after = backend.load(after, dir, shapes).map_err(|e| {
-        CliError::new(Exit::Verify, format!("cannot run the optimized model in {}: {e}", backend.name()))
-    })?;
-    Ok(LoadedPair { before, after })
-}
-
-pub fn verify(backend: &dyn Backend, pair: &LoadedPair, seed: u64, rtol: f64, atol: f64) -> CliResult<Verification> {
-    let inputs = generate_inputs(pair.before.as_ref(), seed)?;
-    let expected = pair.before.run(&inputs).map_err(runtime_error)?;
-    let actual = pair
-        .after
-        .run(&inputs)
-        .map_err(|e| CliError::new(Exit::Verify, format!("the optimized model fails to run: {e}")))?;
-    let outputs = compare::compare_outputs(&actual, &expected, Tolerance { atol, rtol });
-    let passed = compare::all_within_tolerance(&outputs);
-    let resolution = pair.before.resolution();
-    Ok(Verification {
-        backend: backend.name().to_string(),
-        backend_version: backend.version(),
-        seed,
-        rtol,
-        atol,
-        input_shapes: resolution.input_shapes.clone(),
-        defaulted_dims: resolution.defaulted.clone(),
-        outputs,
-        passed,
-    })
-}
-
-/// Times both models, alternating single runs so that drift (frequency
-/// scaling, other load) affects both alike.
-pub fn bench(backend: &dyn Backend, pair: &LoadedPair, seed: u64, warmup: usize, runs: usize) -> CliResult<LatencyComparison> {
-    let inputs = generate_inputs(pair.before.as_ref(), seed)?;
-    for _ in 0..warmup {
-        pair.before.run(&inputs).map_err(runtime_error)?;
-        pair.after.run(&inputs).map_err(runtime_error)?;
-    }
-    let mut before = Vec::with_capacity(runs);
-    let mut after = Vec::with_capacity(runs);
-    for _ in 0..runs.max(1) {
-        let t = std::time::Instant::now();
-        pair.before.run(&inputs).map_err(runtime_error)?;
-        before.push(t.elapsed().as_secs_f64() * 1e3);
-        let t = std::time::Instant::now();
-        pair.after.run(&inputs).map_err(runtime_error)?;
-        after.push(t.elapsed().as_secs_f64() * 1e3);
-    }
-    let before = infopt_runtime::Latency::from_samples(warmup, &before).map_err(runtime_error)?;
-    let after = infopt_runtime::Latency::from_samples(warmup, &after).map_err(runtime_error)?;
-    let speedup = if after.median_ms > 0.0 { before.median_ms / after.median_ms } else { 0.0 };
-    Ok(LatencyComparison { backend: backend.name().to_string(), threads: 1, before, after, speedup })
+/// Largest absolute difference over outputs (infinite when an output is missing or misshaped).
+pub fn worst_abs(outputs: &[OutputAgreement]) -> f64 {
+    outputs
+        .iter()
+        .map(|o| {
+            if o.issue.is_some() {
+                f64::INFINITY
+            } else {
+                o.max_abs
+            }
+        })
+        .fold(0.0, f64::max)
 }

@@ -4,11 +4,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/models")
+        .join(rel)
 }
 
 fn infopt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_infopt")).args(args).output().expect("run infopt")
+    Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args(args)
+        .output()
+        .expect("run infopt")
 }
 
 fn stderr(o: &Output) -> String {
@@ -30,8 +35,13 @@ fn json_report_on_the_transformer_fixture() {
     assert_eq!(r["schema_version"], 1);
     assert_eq!(r["pipeline"], "default");
     assert!(r["verification"]["passed"].as_bool().unwrap());
-    assert_eq!(r["verification"]["backend"], "tract");
-    let constant = r["ops"].as_array().unwrap().iter().find(|o| o["op"] == "Constant").unwrap();
+    assert_eq!(r["verification"]["backend"]["name"], "tract");
+    let constant = r["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["op"] == "Constant")
+        .unwrap();
     assert_eq!(constant["before"], 12);
     assert_eq!(constant["after"], 0);
     assert!(r["output"]["nodes"].as_u64().unwrap() < r["input"]["nodes"].as_u64().unwrap());
@@ -52,13 +62,25 @@ fn default_output_name_and_report_files() {
     let o = infopt(&["optimize", s(&model), "--report", s(&md)]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(tmp.path().join("cnn.opt.onnx").exists());
-    assert_eq!(before, std::fs::read(&model).unwrap(), "the input is never modified");
+    assert_eq!(
+        before,
+        std::fs::read(&model).unwrap(),
+        "the input is never modified"
+    );
     let text = std::fs::read_to_string(&md).unwrap();
     assert!(text.starts_with("## infopt optimize report"), "{text}");
     assert!(text.contains("| nodes"), "{text}");
-    let o = infopt(&["optimize", s(&model), "-o", s(&tmp.path().join("x.onnx")), "--report", s(&json)]);
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&tmp.path().join("x.onnx")),
+        "--report",
+        s(&json),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(r["schema_version"], 1);
     // The table went to stdout.
     assert!(String::from_utf8_lossy(&o.stdout).contains("Summary"));
@@ -69,7 +91,11 @@ fn refuses_to_write_over_the_input() {
     let model = fixture("cnn_bn_relu.onnx");
     let o = infopt(&["optimize", s(&model), "-o", s(&model)]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("refusing to overwrite the input file"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("refusing to overwrite the input file"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -78,22 +104,47 @@ fn a_planted_numerical_bug_fails_verification_and_writes_nothing() {
     let out = tmp.path().join("bad.onnx");
     let model = fixture("cnn_bn_relu.onnx");
     let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .args(["optimize", s(&model), "-o", s(&out), "--passes", "perturb-weight"])
+        .args([
+            "optimize",
+            s(&model),
+            "-o",
+            s(&out),
+            "--passes",
+            "perturb-weight",
+        ])
         .env("INFOPT_TEST_PASSES", "1")
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
     let err = stderr(&o);
-    assert!(err.contains("error: the optimized model does not match the original"), "{err}");
+    assert!(
+        err.contains("error: the optimized model does not match the original"),
+        "{err}"
+    );
     assert!(err.contains("logits"), "{err}");
     assert!(!out.exists());
     // Without the environment variable the test pass does not exist.
-    let o = infopt(&["optimize", s(&model), "-o", s(&out), "--passes", "perturb-weight"]);
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--passes",
+        "perturb-weight",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("unknown pass 'perturb-weight'"));
     // --no-verify writes it anyway, and says so.
     let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .args(["optimize", s(&model), "-o", s(&out), "--passes", "perturb-weight", "--no-verify"])
+        .args([
+            "optimize",
+            s(&model),
+            "-o",
+            s(&out),
+            "--passes",
+            "perturb-weight",
+            "--no-verify",
+        ])
         .env("INFOPT_TEST_PASSES", "1")
         .output()
         .unwrap();
@@ -106,10 +157,18 @@ fn unknown_pass_and_bad_shape_are_usage_errors() {
     let model = fixture("cnn_bn_relu.onnx");
     let o = infopt(&["optimize", s(&model), "--passes", "fuse-conv-nb"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("unknown pass 'fuse-conv-nb'; did you mean 'fuse-conv-bn'?"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown pass 'fuse-conv-nb'; did you mean 'fuse-conv-bn'?"),
+        "{}",
+        stderr(&o)
+    );
     let o = infopt(&["optimize", s(&model), "--input-shape", "input:0x3"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("'0' is not a positive dimension"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("'0' is not a positive dimension"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -140,7 +199,9 @@ fn passes_doc_is_current() {
     let o = infopt(&["passes", "markdown"]);
     assert!(o.status.success());
     let generated = String::from_utf8(o.stdout).unwrap();
-    let committed = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/passes.md")).unwrap_or_default();
+    let committed =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/passes.md"))
+            .unwrap_or_default();
     assert!(
         generated == committed,
         "docs/passes.md is stale: run `cargo run -- passes markdown > docs/passes.md`"
@@ -152,7 +213,75 @@ fn passes_explain_prints_the_doc() {
     let o = infopt(&["passes", "explain", "eliminate-dead"]);
     assert!(o.status.success());
     let text = String::from_utf8(o.stdout).unwrap();
-    for section in ["## What it does", "## When it declines", "## Numerics", "## Example"] {
+    for section in [
+        "## What it does",
+        "## When it declines",
+        "## Numerics",
+        "## Example",
+    ] {
         assert!(text.contains(section), "{text}");
     }
+}
+
+#[test]
+fn verify_each_pass_names_the_pass_and_the_first_diverging_tensor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("o.onnx");
+    let model = fixture("cnn_bn_relu.onnx");
+    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args([
+            "optimize",
+            s(&model),
+            "-o",
+            s(&out),
+            "--verify-each-pass",
+            "--json",
+        ])
+        .args([
+            "--passes",
+            "constants-to-initializers,fuse-conv-bn,perturb-weight,eliminate-dead",
+        ])
+        .env("INFOPT_TEST_PASSES", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("pass 'perturb-weight' broke numerical agreement with the original"),
+        "{err}"
+    );
+    // The perturbed weight is the fused conv3 weight; its conv's output is the first to differ.
+    assert!(
+        err.contains("first diverging tensor 'bn3_out (node 'conv3/Conv', Conv)'"),
+        "{err}"
+    );
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let checks = r["pass_checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 2, "{checks:?}");
+    assert_eq!(checks[0]["pass"], "fuse-conv-bn");
+    assert_eq!(checks[0]["passed"], true);
+    assert_eq!(checks[1]["pass"], "perturb-weight");
+    assert_eq!(checks[1]["passed"], false);
+    assert_eq!(r["first_failing_pass"], "perturb-weight");
+    assert!(!out.exists());
+}
+
+#[test]
+fn models_tract_cannot_run_are_verified_in_onnxruntime() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("o.onnx");
+    let model = fixture("loop_subgraph.onnx");
+    let o = infopt(&["optimize", s(&model), "-o", s(&out), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["verification"]["backend"]["name"], "ort");
+    assert_eq!(r["verification"]["passed"], true);
+    let notes = r["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .contains("unsupported operator(s): Loop")),
+        "{notes:?}"
+    );
 }

@@ -30,18 +30,30 @@ pub fn dims(spec: &[&str]) -> Vec<Dim> {
 }
 
 fn info_of(ty: &TensorType) -> ValueInfoProto {
-    ValueInfoProto { r#type: Some(ty.to_proto(None)), ..Default::default() }
+    ValueInfoProto {
+        r#type: Some(ty.to_proto(None)),
+        ..Default::default()
+    }
 }
 
 impl GraphBuilder {
     pub fn new() -> GraphBuilder {
-        GraphBuilder { graph: Graph::new("main"), counter: 0 }
+        GraphBuilder {
+            graph: Graph::new("main"),
+            counter: 0,
+        }
     }
 
     pub fn input(&mut self, name: &str, dtype: DataType, shape: Vec<Dim>) -> ValueId {
         let v = self.graph.add_value(Value::named(name));
-        let ty = TensorType { dtype, shape: Some(shape) };
-        self.graph.inputs.push(GraphIo { value: v, info: info_of(&ty) });
+        let ty = TensorType {
+            dtype,
+            shape: Some(shape),
+        };
+        self.graph.inputs.push(GraphIo {
+            value: v,
+            info: info_of(&ty),
+        });
         v
     }
 
@@ -63,7 +75,13 @@ impl GraphBuilder {
     }
 
     /// Adds a node with `outputs` outputs; names are `<op>_<k>` / `<op>_<k>_out<i>`.
-    pub fn op_n(&mut self, op: &str, inputs: &[ValueId], attributes: Vec<Attribute>, outputs: usize) -> Vec<ValueId> {
+    pub fn op_n(
+        &mut self,
+        op: &str,
+        inputs: &[ValueId],
+        attributes: Vec<Attribute>,
+        outputs: usize,
+    ) -> Vec<ValueId> {
         self.counter += 1;
         let name = format!("{}_{}", op.to_lowercase(), self.counter);
         let node = Node {
@@ -74,18 +92,33 @@ impl GraphBuilder {
             ..Default::default()
         };
         let names: Vec<String> = (0..outputs)
-            .map(|i| if outputs == 1 { format!("{name}_out") } else { format!("{name}_out{i}") })
+            .map(|i| {
+                if outputs == 1 {
+                    format!("{name}_out")
+                } else {
+                    format!("{name}_out{i}")
+                }
+            })
             .collect();
         let refs: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
         let id = self.graph.add_node(node, &refs);
-        self.graph.node(id).outputs.iter().flatten().copied().collect()
+        self.graph
+            .node(id)
+            .outputs
+            .iter()
+            .flatten()
+            .copied()
+            .collect()
     }
 
     /// Marks `v` as a graph output with the given type; renames it to `name`.
     pub fn output(&mut self, v: ValueId, name: &str, dtype: DataType, shape: Option<Vec<Dim>>) {
         self.graph.value_mut(v).name = name.to_string();
         let ty = TensorType { dtype, shape };
-        self.graph.outputs.push(GraphIo { value: v, info: info_of(&ty) });
+        self.graph.outputs.push(GraphIo {
+            value: v,
+            info: info_of(&ty),
+        });
     }
 
     pub fn graph_mut(&mut self) -> &mut Graph {

@@ -97,12 +97,12 @@ impl ExternalResolver {
             raw_data: None,
             ..proto.clone()
         });
-        if let Some(expected) = tensor.numel().and_then(|n| tensor.dtype().storage_bytes(n)) {
-            if expected as u64 != length {
-                return Err(err(format!(
-                    "'{location}' holds {length} bytes for it, but its type and shape need {expected}"
-                )));
-            }
+        if let Some(expected) = tensor.numel().and_then(|n| tensor.dtype().storage_bytes(n))
+            && expected as u64 != length
+        {
+            return Err(err(format!(
+                "'{location}' holds {length} bytes for it, but its type and shape need {expected}"
+            )));
         }
         proto.raw_data = Some(data.slice(offset as usize..end as usize));
         proto.external_data.clear();
@@ -139,13 +139,13 @@ impl ExternalResolver {
         }
         let canonical = std::fs::canonicalize(&path)
             .map_err(|e| format!("cannot resolve '{location}': {e}"))?;
-        if let Some(base) = &self.canonical_base {
-            if !canonical.starts_with(base) {
-                return Err(format!(
-                    "location '{location}' resolves to {} outside the model's folder (through a symlink); refusing to read it",
-                    canonical.display()
-                ));
-            }
+        if let Some(base) = &self.canonical_base
+            && !canonical.starts_with(base)
+        {
+            return Err(format!(
+                "location '{location}' resolves to {} outside the model's folder (through a symlink); refusing to read it",
+                canonical.display()
+            ));
         }
         Ok(canonical)
     }

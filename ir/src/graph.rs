@@ -303,6 +303,11 @@ impl Graph {
         self.order.len()
     }
 
+    /// The node at position `i` of the current order.
+    pub fn node_at(&self, i: usize) -> NodeId {
+        self.order[i]
+    }
+
     pub fn value_ids(&self) -> impl Iterator<Item = ValueId> + '_ {
         self.values
             .iter()
@@ -365,10 +370,10 @@ impl Graph {
             return Some(t);
         }
         for io in self.inputs.iter().chain(self.outputs.iter()) {
-            if io.value == v {
-                if let Some(t) = io.info.r#type.as_ref().and_then(TensorType::from_proto) {
-                    return Some(t);
-                }
+            if io.value == v
+                && let Some(t) = io.info.r#type.as_ref().and_then(TensorType::from_proto)
+            {
+                return Some(t);
             }
         }
         value.initializer.as_ref().map(|t| TensorType {
@@ -473,7 +478,10 @@ impl Graph {
 
     /// Recomputes which outer values `node`'s subgraphs read.
     pub fn refresh_captures(&mut self, id: NodeId) {
-        let u = Use { node: id, slot: Slot::Capture };
+        let u = Use {
+            node: id,
+            slot: Slot::Capture,
+        };
         for value in self.values.iter_mut().flatten() {
             value.uses.retain(|x| *x != u);
         }
@@ -607,10 +615,13 @@ impl Graph {
                 }
             }
         }
-        for value in self.values.iter_mut().flatten() {
-            value
-                .uses
-                .retain(|u| !(u.node == id && u.slot == Slot::Capture));
+        // Only nodes with subgraphs capture values; skip the scan otherwise.
+        if node.has_subgraphs() {
+            for value in self.values.iter_mut().flatten() {
+                value
+                    .uses
+                    .retain(|u| !(u.node == id && u.slot == Slot::Capture));
+            }
         }
         for v in node.outputs.iter().flatten() {
             if let Some(Some(value)) = self.values.get_mut(v.0 as usize) {
@@ -657,10 +668,10 @@ impl Graph {
             let mut deps: HashSet<usize> = HashSet::new();
             let captured = captures.get(&n).into_iter().flatten().copied();
             for v in node.inputs.iter().flatten().copied().chain(captured) {
-                if let Some((p, _)) = self.value(v).producer {
-                    if let Some(&pi) = index.get(&p) {
-                        deps.insert(pi);
-                    }
+                if let Some((p, _)) = self.value(v).producer
+                    && let Some(&pi) = index.get(&p)
+                {
+                    deps.insert(pi);
                 }
             }
             pending[i] = deps.len();

@@ -100,13 +100,13 @@ impl Graph {
             PatchValue::Existing(id) => {
                 self.try_value(id)
                     .ok_or_else(|| IrError::Invalid("patch refers to a removed value".into()))?;
-                if let Some((n, _)) = self.value(id).producer {
-                    if p.remove.contains(&n) {
-                        return Err(IrError::Invalid(format!(
-                            "patch reads '{}' from a node it removes",
-                            self.value(id).name
-                        )));
-                    }
+                if let Some((n, _)) = self.value(id).producer
+                    && p.remove.contains(&n)
+                {
+                    return Err(IrError::Invalid(format!(
+                        "patch reads '{}' from a node it removes",
+                        self.value(id).name
+                    )));
                 }
             }
             PatchValue::NewNode { node, output } => {
@@ -235,6 +235,17 @@ impl Graph {
             self.replace_all_uses(old, new);
             if fresh.contains(&new) && !was_output && self.value(new).name.starts_with('\u{0}') {
                 self.value_mut(new).name = old_name;
+            }
+            // A value created to replace another computes the same tensor: it
+            // inherits the declared type, so later rules still see the shape.
+            if fresh.contains(&new)
+                && self.value(new).info.is_none()
+                && let Some(info) = self.value(old).info.clone()
+            {
+                self.value_mut(new).info = Some(info);
+                if !self.value_info_order.contains(&new) {
+                    self.value_info_order.push(new);
+                }
             }
         }
         for v in fresh {

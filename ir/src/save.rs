@@ -294,10 +294,11 @@ const STREAM_CHUNK: usize = 1 << 20;
 
 impl<W: Write> StreamBuf<'_, W> {
     fn flush(&mut self) {
-        if self.error.is_none() && !self.buf.is_empty() {
-            if let Err(e) = self.out.write_all(&self.buf) {
-                self.error = Some(e);
-            }
+        if self.error.is_none()
+            && !self.buf.is_empty()
+            && let Err(e) = self.out.write_all(&self.buf)
+        {
+            self.error = Some(e);
         }
         self.buf.clear();
     }
@@ -331,10 +332,10 @@ unsafe impl<W: Write> BufMut for StreamBuf<'_, W> {
     fn put_slice(&mut self, src: &[u8]) {
         if src.len() >= STREAM_CHUNK {
             self.flush();
-            if self.error.is_none() {
-                if let Err(e) = self.out.write_all(src) {
-                    self.error = Some(e);
-                }
+            if self.error.is_none()
+                && let Err(e) = self.out.write_all(src)
+            {
+                self.error = Some(e);
             }
         } else {
             if self.buf.len() + src.len() > self.buf.capacity() {

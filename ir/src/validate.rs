@@ -133,27 +133,27 @@ impl Graph {
                     });
                 }
             }
-            if node.domain().is_empty() {
-                if let Some(((imin, imax), (omin, omax))) = arity(&node.op_type) {
-                    let ni = node.inputs.len();
-                    let no = node.outputs.len();
-                    if ni < imin || ni > imax || no < omin || no > omax {
-                        return Err(IrError::Invalid(format!(
-                            "{} has {ni} inputs and {no} outputs; {} takes {imin}..{} inputs and {omin}..{} outputs",
-                            label(),
-                            node.op_type,
-                            if imax == usize::MAX {
-                                "n".to_string()
-                            } else {
-                                imax.to_string()
-                            },
-                            if omax == usize::MAX {
-                                "n".to_string()
-                            } else {
-                                omax.to_string()
-                            },
-                        )));
-                    }
+            if node.domain().is_empty()
+                && let Some(((imin, imax), (omin, omax))) = arity(&node.op_type)
+            {
+                let ni = node.inputs.len();
+                let no = node.outputs.len();
+                if ni < imin || ni > imax || no < omin || no > omax {
+                    return Err(IrError::Invalid(format!(
+                        "{} has {ni} inputs and {no} outputs; {} takes {imin}..{} inputs and {omin}..{} outputs",
+                        label(),
+                        node.op_type,
+                        if imax == usize::MAX {
+                            "n".to_string()
+                        } else {
+                            imax.to_string()
+                        },
+                        if omax == usize::MAX {
+                            "n".to_string()
+                        } else {
+                            omax.to_string()
+                        },
+                    )));
                 }
             }
             for sg in node.subgraphs() {

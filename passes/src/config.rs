@@ -16,8 +16,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
 use crate::pass::{Pass, PassError, Target};
 use crate::registry;
@@ -59,25 +59,37 @@ impl PassConfig {
 
     pub fn build(&self) -> Box<dyn Pass> {
         match self {
-            PassConfig::ConstantsToInitializers => Box::new(crate::constants_to_initializers::ConstantsToInitializers),
+            PassConfig::ConstantsToInitializers => {
+                Box::new(crate::constants_to_initializers::ConstantsToInitializers)
+            }
             PassConfig::EliminateIdentity => Box::new(crate::eliminate_identity::EliminateIdentity),
-            PassConfig::EliminateDuplicates => Box::new(crate::eliminate_duplicates::EliminateDuplicates),
+            PassConfig::EliminateDuplicates => {
+                Box::new(crate::eliminate_duplicates::EliminateDuplicates)
+            }
             PassConfig::EliminateDead => Box::new(crate::eliminate_dead::EliminateDead),
             PassConfig::FuseConvBn => Box::new(crate::fuse_conv_bn::FuseConvBn),
             PassConfig::FuseMatmulAdd => Box::new(crate::fuse_matmul_add::FuseMatmulAdd),
-            PassConfig::FuseConvActivation => Box::new(crate::fuse_conv_activation::FuseConvActivation),
+            PassConfig::FuseConvActivation => {
+                Box::new(crate::fuse_conv_activation::FuseConvActivation)
+            }
             PassConfig::FusePadConv => Box::new(crate::fuse_pad_conv::FusePadConv),
             PassConfig::PerturbWeight => Box::new(crate::perturb_weight::PerturbWeight),
             PassConfig::InferShapes => Box::new(crate::infer_shapes::InferShapes),
-            PassConfig::FixShapes(o) => Box::new(crate::fix_shapes::FixShapes { options: o.clone() }),
-            PassConfig::FoldConstants(o) => Box::new(crate::fold_constants::FoldConstants::new(o.clone())),
+            PassConfig::FixShapes(o) => {
+                Box::new(crate::fix_shapes::FixShapes { options: o.clone() })
+            }
+            PassConfig::FoldConstants(o) => {
+                Box::new(crate::fold_constants::FoldConstants::new(o.clone()))
+            }
         }
     }
 
     /// The pass with default options, by name.
     pub fn from_name(name: &str) -> Result<PassConfig, String> {
         let info = registry::find(name).ok_or_else(|| registry::unknown_pass_message(name))?;
-        if info.hidden && std::env::var(crate::perturb_weight::TEST_PASSES_ENV).as_deref() != Ok("1") {
+        if info.hidden
+            && std::env::var(crate::perturb_weight::TEST_PASSES_ENV).as_deref() != Ok("1")
+        {
             return Err(registry::unknown_pass_message(name));
         }
         Ok((info.default_config)())
@@ -114,11 +126,12 @@ impl<'de> DeserializeSeed<'de> for OptionsSeed<'_> {
                 Option::<NoOptions>::deserialize(d)?;
                 Ok(base)
             }
-            PassConfig::FixShapes(_) => {
-                Ok(PassConfig::FixShapes(Option::<crate::fix_shapes::FixShapesOptions>::deserialize(d)?.unwrap_or_default()))
-            }
+            PassConfig::FixShapes(_) => Ok(PassConfig::FixShapes(
+                Option::<crate::fix_shapes::FixShapesOptions>::deserialize(d)?.unwrap_or_default(),
+            )),
             PassConfig::FoldConstants(_) => Ok(PassConfig::FoldConstants(
-                Option::<crate::fold_constants::FoldConstantsOptions>::deserialize(d)?.unwrap_or_default(),
+                Option::<crate::fold_constants::FoldConstantsOptions>::deserialize(d)?
+                    .unwrap_or_default(),
             )),
         }
     }
@@ -128,7 +141,10 @@ impl<'de> DeserializeSeed<'de> for OptionsSeed<'_> {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
     Pass(PassConfig),
-    FixedPoint { max_iterations: usize, passes: Vec<PassConfig> },
+    FixedPoint {
+        max_iterations: usize,
+        passes: Vec<PassConfig>,
+    },
 }
 
 pub const DEFAULT_MAX_ITERATIONS: usize = 16;
@@ -153,15 +169,19 @@ impl<'de> Deserialize<'de> for Step {
 
             fn visit_str<E: de::Error>(self, name: &str) -> Result<Step, E> {
                 if name == "fixed-point" {
-                    return Err(E::custom("`fixed-point` needs a map: `fixed-point: { passes: [...] }`"));
+                    return Err(E::custom(
+                        "`fixed-point` needs a map: `fixed-point: { passes: [...] }`",
+                    ));
                 }
-                PassConfig::from_name(name).map(Step::Pass).map_err(E::custom)
+                PassConfig::from_name(name)
+                    .map(Step::Pass)
+                    .map_err(E::custom)
             }
 
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Step, A::Error> {
-                let key: String = map
-                    .next_key()?
-                    .ok_or_else(|| de::Error::custom("empty map: expected a pass name as the key"))?;
+                let key: String = map.next_key()?.ok_or_else(|| {
+                    de::Error::custom("empty map: expected a pass name as the key")
+                })?;
                 let step = if key == "fixed-point" {
                     let spec: FixedPointSpec = map.next_value()?;
                     let mut passes = Vec::new();
@@ -169,7 +189,9 @@ impl<'de> Deserialize<'de> for Step {
                         match s {
                             Step::Pass(p) => passes.push(p),
                             Step::FixedPoint { .. } => {
-                                return Err(de::Error::custom("fixed-point groups cannot be nested"));
+                                return Err(de::Error::custom(
+                                    "fixed-point groups cannot be nested",
+                                ));
                             }
                         }
                     }
@@ -177,7 +199,10 @@ impl<'de> Deserialize<'de> for Step {
                     if max_iterations == 0 {
                         return Err(de::Error::custom("max_iterations must be at least 1"));
                     }
-                    Step::FixedPoint { max_iterations, passes }
+                    Step::FixedPoint {
+                        max_iterations,
+                        passes,
+                    }
                 } else {
                     Step::Pass(map.next_value_seed(OptionsSeed { name: &key })?)
                 };
@@ -220,7 +245,12 @@ pub struct VerifyConfig {
 
 impl Default for VerifyConfig {
     fn default() -> Self {
-        VerifyConfig { enabled: true, rtol: default_rtol(), atol: default_atol(), seed: 0 }
+        VerifyConfig {
+            enabled: true,
+            rtol: default_rtol(),
+            atol: default_atol(),
+            seed: 0,
+        }
     }
 }
 
@@ -247,14 +277,15 @@ impl PipelineConfig {
     /// Parses a pipeline. `origin` names the source in errors (a file path).
     pub fn from_yaml(text: &str, origin: &str) -> Result<PipelineConfig, PassError> {
         let options = serde_saphyr::options! { strict_booleans: true };
-        let config: PipelineConfig = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
-            // serde-saphyr adds a source snippet after the first line; errors
-            // are one line, and the first one carries line and column.
-            let msg = e.to_string();
-            let first = msg.lines().next().unwrap_or("").trim();
-            let first = first.strip_prefix("error: ").unwrap_or(first);
-            PassError::Config(format!("{origin}: {first}"))
-        })?;
+        let config: PipelineConfig =
+            serde_saphyr::from_str_with_options(text, options).map_err(|e| {
+                // serde-saphyr adds a source snippet after the first line; errors
+                // are one line, and the first one carries line and column.
+                let msg = e.to_string();
+                let first = msg.lines().next().unwrap_or("").trim();
+                let first = first.strip_prefix("error: ").unwrap_or(first);
+                PassError::Config(format!("{origin}: {first}"))
+            })?;
         if config.version != PIPELINE_VERSION {
             return Err(PassError::Config(format!(
                 "{origin}: pipeline version {} is not supported; this infopt reads version {PIPELINE_VERSION}",
@@ -268,7 +299,11 @@ impl PipelineConfig {
     pub fn from_pass_names(names: &[String], target: Target) -> Result<PipelineConfig, PassError> {
         let passes = names
             .iter()
-            .map(|n| PassConfig::from_name(n.trim()).map(Step::Pass).map_err(PassError::Config))
+            .map(|n| {
+                PassConfig::from_name(n.trim())
+                    .map(Step::Pass)
+                    .map_err(PassError::Config)
+            })
             .collect::<Result<_, _>>()?;
         Ok(PipelineConfig {
             version: PIPELINE_VERSION,

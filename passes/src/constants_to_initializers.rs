@@ -37,19 +37,30 @@ pub fn constant_value(g: &Graph, id: NodeId) -> Result<Tensor, String> {
     }
     let p = &attr.proto;
     let scalar_or_list = |dtype: DataType, dims: Vec<i64>, fill: &dyn Fn(&mut TensorProto)| {
-        let mut t = TensorProto { dims, data_type: Some(dtype.code()), ..Default::default() };
+        let mut t = TensorProto {
+            dims,
+            data_type: Some(dtype.code()),
+            ..Default::default()
+        };
         fill(&mut t);
         Tensor::from_proto(t)
     };
     let err = |e: infopt_ir::IrError| e.to_string();
     Ok(match attr.name() {
-        "value" => node.attr_tensor("value").map_err(err)?.ok_or("Constant value is missing")?,
+        "value" => node
+            .attr_tensor("value")
+            .map_err(err)?
+            .ok_or("Constant value is missing")?,
         "value_float" => {
             let f = node.attr_float("value_float").map_err(err)?.unwrap_or(0.0);
             Tensor::from_f32(vec![], &[f])
         }
         "value_floats" => {
-            let fs = node.attr_floats("value_floats").map_err(err)?.unwrap_or(&[]).to_vec();
+            let fs = node
+                .attr_floats("value_floats")
+                .map_err(err)?
+                .unwrap_or(&[])
+                .to_vec();
             Tensor::from_f32(vec![fs.len() as i64], &fs)
         }
         "value_int" => {
@@ -57,16 +68,24 @@ pub fn constant_value(g: &Graph, id: NodeId) -> Result<Tensor, String> {
             Tensor::from_i64(vec![], &[i])
         }
         "value_ints" => {
-            let is = node.attr_ints("value_ints").map_err(err)?.unwrap_or(&[]).to_vec();
+            let is = node
+                .attr_ints("value_ints")
+                .map_err(err)?
+                .unwrap_or(&[])
+                .to_vec();
             Tensor::from_i64(vec![is.len() as i64], &is)
         }
         "value_string" => {
             let s = p.s.clone().unwrap_or_default();
-            scalar_or_list(DataType::String, vec![], &|t| t.string_data = vec![s.clone()])
+            scalar_or_list(DataType::String, vec![], &|t| {
+                t.string_data = vec![s.clone()]
+            })
         }
         "value_strings" => {
             let ss = p.strings.clone();
-            scalar_or_list(DataType::String, vec![ss.len() as i64], &|t| t.string_data = ss.clone())
+            scalar_or_list(DataType::String, vec![ss.len() as i64], &|t| {
+                t.string_data = ss.clone()
+            })
         }
         "sparse_value" => return Err("sparse constants are kept as nodes".into()),
         other => return Err(format!("unknown Constant attribute '{other}'")),
@@ -79,7 +98,9 @@ fn convert_graph(g: &mut Graph, cx: &mut PassCx) -> usize {
         if !g.node(id).is("Constant") {
             continue;
         }
-        let Some(out) = g.node(id).outputs.first().copied().flatten() else { continue };
+        let Some(out) = g.node(id).outputs.first().copied().flatten() else {
+            continue;
+        };
         let tensor = match constant_value(g, id) {
             Ok(t) => t,
             Err(reason) => {

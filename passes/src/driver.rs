@@ -64,7 +64,9 @@ pub fn run_pipeline(
     if let Some(name) = &options.stop_after {
         PassConfig::from_name(name).map_err(PassError::Config)?;
         if !config.pass_names().contains(&name.as_str()) {
-            return Err(PassError::Config(format!("--stop-after {name}: the pipeline does not run '{name}'")));
+            return Err(PassError::Config(format!(
+                "--stop-after {name}: the pipeline does not run '{name}'"
+            )));
         }
     }
     let mut cx = PassCx::new(config.target);
@@ -77,7 +79,10 @@ pub fn run_pipeline(
                 let (_, stop) = run_one(model, p, None, options, &mut cx, &mut run, observer)?;
                 stop
             }
-            Step::FixedPoint { max_iterations, passes } => {
+            Step::FixedPoint {
+                max_iterations,
+                passes,
+            } => {
                 let group = group_index;
                 group_index += 1;
                 let mut stop = false;
@@ -86,7 +91,8 @@ pub fn run_pipeline(
                     iteration += 1;
                     let mut changed = 0;
                     for p in passes {
-                        let (n, s) = run_one(model, p, Some(group), options, &mut cx, &mut run, observer)?;
+                        let (n, s) =
+                            run_one(model, p, Some(group), options, &mut cx, &mut run, observer)?;
                         changed += n;
                         if s {
                             stop = true;
@@ -139,13 +145,25 @@ fn run_one(
     let rewrites = pass.run(model, cx)?;
     let elapsed = start.elapsed();
     if options.validate {
-        model.graph.validate().map_err(|e| PassError::BrokeGraph { pass: name.to_string(), detail: e.to_string() })?;
+        model.graph.validate().map_err(|e| PassError::BrokeGraph {
+            pass: name.to_string(),
+            detail: e.to_string(),
+        })?;
     }
     let nodes_after = model.graph.total_node_count();
-    let record = match run.records.iter_mut().find(|r| r.name == name && r.group == group) {
+    let record = match run
+        .records
+        .iter_mut()
+        .find(|r| r.name == name && r.group == group)
+    {
         Some(r) => r,
         None => {
-            run.records.push(PassRecord { name, group, nodes_before, ..Default::default() });
+            run.records.push(PassRecord {
+                name,
+                group,
+                nodes_before,
+                ..Default::default()
+            });
             run.records.last_mut().expect("just pushed")
         }
     };
@@ -154,11 +172,11 @@ fn run_one(
     record.time += elapsed;
     record.nodes_after = nodes_after;
     let mut stop = false;
-    if rewrites > 0 {
-        if let Flow::Stop = observer(name, model)? {
-            run.stopped_after = Some(name.to_string());
-            stop = true;
-        }
+    if rewrites > 0
+        && let Flow::Stop = observer(name, model)?
+    {
+        run.stopped_after = Some(name.to_string());
+        stop = true;
     }
     if options.stop_after.as_deref() == Some(name) {
         run.stopped_after = Some(name.to_string());

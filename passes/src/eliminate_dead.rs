@@ -35,13 +35,23 @@ fn sweep_graph(g: &mut Graph, cx: &mut PassCx) -> usize {
     let order: Vec<NodeId> = g.topological_order().unwrap_or_else(|_| g.node_ids());
     for &id in order.iter().rev() {
         let node = g.node(id);
-        let dead = node.outputs.iter().flatten().all(|&v| g.reader_count(v) == 0);
+        let dead = node
+            .outputs
+            .iter()
+            .flatten()
+            .all(|&v| g.reader_count(v) == 0);
         if !dead {
             continue;
         }
         if !is_known_domain(node.domain()) {
             let at = node.name_or_op().to_string();
-            cx.decline(&at, format!("unused node of custom domain '{}' kept: it may have side effects", node.domain()));
+            cx.decline(
+                &at,
+                format!(
+                    "unused node of custom domain '{}' kept: it may have side effects",
+                    node.domain()
+                ),
+            );
             continue;
         }
         let outputs: Vec<_> = node.outputs.iter().flatten().copied().collect();
@@ -103,7 +113,10 @@ impl Pass for EliminateDead {
         used_ops(&model.graph, &mut ops);
         let functions = &model.meta.functions;
         let key = |f: &infopt_ir::proto::FunctionProto| {
-            (f.domain.clone().unwrap_or_default(), f.name.clone().unwrap_or_default())
+            (
+                f.domain.clone().unwrap_or_default(),
+                f.name.clone().unwrap_or_default(),
+            )
         };
         let mut live = vec![false; functions.len()];
         loop {
@@ -114,7 +127,10 @@ impl Pass for EliminateDead {
                     grew = true;
                     for n in &f.node {
                         let d = n.domain.clone().unwrap_or_default();
-                        ops.insert((if d == "ai.onnx" { String::new() } else { d }, n.op_type.clone().unwrap_or_default()));
+                        ops.insert((
+                            if d == "ai.onnx" { String::new() } else { d },
+                            n.op_type.clone().unwrap_or_default(),
+                        ));
                     }
                 }
             }

@@ -60,7 +60,10 @@ fn dedup_initializers(g: &mut Graph) -> usize {
                 && a.proto.string_data == t.proto.string_data
         });
         match same {
-            Some(keep) if !(g.is_graph_output(v) && g.is_graph_output(keep)) && (!g.is_graph_output(v) || is_renamable(g, keep)) => {
+            Some(keep)
+                if !(g.is_graph_output(v) && g.is_graph_output(keep))
+                    && (!g.is_graph_output(v) || is_renamable(g, keep)) =>
+            {
                 g.replace_all_uses(v, keep);
                 g.remove_value(v);
                 merged += 1;
@@ -71,15 +74,28 @@ fn dedup_initializers(g: &mut Graph) -> usize {
     merged
 }
 
+/// Key of a node for CSE: op, domain, inputs, encoded attributes, output count.
+type NodeKey = (String, String, Vec<Option<ValueId>>, Vec<Vec<u8>>, usize);
+
 /// Key of a node for CSE: op, domain, inputs and encoded attributes.
-fn node_key(g: &Graph, id: NodeId) -> Option<(String, String, Vec<Option<ValueId>>, Vec<Vec<u8>>, usize)> {
+fn node_key(g: &Graph, id: NodeId) -> Option<NodeKey> {
     let n = g.node(id);
     if n.has_subgraphs() || is_nondeterministic(&n.op_type) || !is_known_domain(n.domain()) {
         return None;
     }
-    let mut attrs: Vec<Vec<u8>> = n.attributes.iter().map(|a| a.proto.encode_to_vec()).collect();
+    let mut attrs: Vec<Vec<u8>> = n
+        .attributes
+        .iter()
+        .map(|a| a.proto.encode_to_vec())
+        .collect();
     attrs.sort();
-    Some((n.op_type.clone(), n.domain().to_string(), n.inputs.clone(), attrs, n.outputs.len()))
+    Some((
+        n.op_type.clone(),
+        n.domain().to_string(),
+        n.inputs.clone(),
+        attrs,
+        n.outputs.len(),
+    ))
 }
 
 fn cse(g: &mut Graph, cx: &mut PassCx) -> Result<usize, PassError> {
@@ -99,7 +115,8 @@ fn cse(g: &mut Graph, cx: &mut PassCx) -> Result<usize, PassError> {
         let keep_outs: Vec<Option<ValueId>> = g.node(keep).outputs.clone();
         let conflict = dup_outs.iter().zip(&keep_outs).any(|(d, k)| match (d, k) {
             (Some(d), Some(k)) => {
-                (g.is_graph_output(*d) && g.is_graph_output(*k)) || (g.is_graph_output(*d) && !is_renamable(g, *k))
+                (g.is_graph_output(*d) && g.is_graph_output(*k))
+                    || (g.is_graph_output(*d) && !is_renamable(g, *k))
             }
             (Some(d), None) => g.reader_count(*d) > 0,
             _ => false,
@@ -107,7 +124,12 @@ fn cse(g: &mut Graph, cx: &mut PassCx) -> Result<usize, PassError> {
         if conflict {
             let at = g.node(id).name_or_op().to_string();
             let other = g.node(keep).name_or_op().to_string();
-            cx.decline(&at, format!("duplicate of '{other}' but both outputs are part of the graph's interface"));
+            cx.decline(
+                &at,
+                format!(
+                    "duplicate of '{other}' but both outputs are part of the graph's interface"
+                ),
+            );
             continue;
         }
         for (d, k) in dup_outs.iter().zip(&keep_outs) {

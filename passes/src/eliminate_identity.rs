@@ -45,7 +45,11 @@ fn bypass(g: &Graph, node: NodeId, src: ValueId) -> Outcome {
         );
     }
     if g.is_graph_output(out) && g.is_graph_output(src) {
-        decline!("'{}' and '{}' are both graph outputs", g.value(src).name, g.value(out).name);
+        decline!(
+            "'{}' and '{}' are both graph outputs",
+            g.value(src).name,
+            g.value(out).name
+        );
     }
     let mut p = Patch::new();
     p.replace(out, PatchValue::Existing(src));
@@ -128,10 +132,10 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     match node.op_type.as_str() {
         "Identity" => bypass(g, id, x),
         "Dropout" => {
-            if let Some(mask) = output(g, id, 1) {
-                if g.reader_count(mask) > 0 {
-                    decline!("the Dropout mask output is used");
-                }
+            if let Some(mask) = output(g, id, 1)
+                && g.reader_count(mask) > 0
+            {
+                decline!("the Dropout mask output is used");
             }
             if let Some(tm) = input(g, id, 2) {
                 match const_i64s(g, Some(tm)) {
@@ -163,7 +167,10 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             if is_identity_perm(&composed) {
                 let out = require_some!(output(g, id, 0));
                 if g.is_graph_output(out) && !is_renamable(g, a) {
-                    decline!("merging the Transpose pair would rename graph input '{}'", g.value(a).name);
+                    decline!(
+                        "merging the Transpose pair would rename graph input '{}'",
+                        g.value(a).name
+                    );
                 }
                 let mut p = Patch::new();
                 p.replace(out, PatchValue::Existing(a));
@@ -175,8 +182,15 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             merged.name = node.name.clone();
             merged.set_attr(Attribute::ints("perm", composed));
             let mut p = Patch::new();
-            let n = p.add_node(merged, vec![Some(PatchValue::Existing(a))], vec![String::new()]);
-            p.replace(require_some!(output(g, id, 0)), PatchValue::NewNode { node: n, output: 0 });
+            let n = p.add_node(
+                merged,
+                vec![Some(PatchValue::Existing(a))],
+                vec![String::new()],
+            );
+            p.replace(
+                require_some!(output(g, id, 0)),
+                PatchValue::NewNode { node: n, output: 0 },
+            );
             p.remove_node(id);
             p.remove_node(first);
             Outcome::Rewrite(p)
@@ -184,10 +198,10 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
         "Reshape" => {
             let shape = require_some!(const_i64s(g, input(g, id, 1)));
             let allowzero = node.attr_int_or("allowzero", 0).unwrap_or(0) != 0;
-            if let Some(dims) = known_dims(g, x) {
-                if reshape_dims(&dims, &shape, allowzero).as_deref() == Some(&dims[..]) {
-                    return bypass(g, id, x);
-                }
+            if let Some(dims) = known_dims(g, x)
+                && reshape_dims(&dims, &shape, allowzero).as_deref() == Some(&dims[..])
+            {
+                return bypass(g, id, x);
             }
             // Reshape(Reshape(a, s1), s2) = Reshape(a, s2) when s2 has no 0
             // (a 0 would copy a dim of the intermediate shape).
@@ -201,17 +215,27 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             let mut p = Patch::new();
             let n = p.add_node(
                 merged,
-                vec![Some(PatchValue::Existing(a)), input(g, id, 1).map(PatchValue::Existing)],
+                vec![
+                    Some(PatchValue::Existing(a)),
+                    input(g, id, 1).map(PatchValue::Existing),
+                ],
                 vec![String::new()],
             );
-            p.replace(require_some!(output(g, id, 0)), PatchValue::NewNode { node: n, output: 0 });
+            p.replace(
+                require_some!(output(g, id, 0)),
+                PatchValue::NewNode { node: n, output: 0 },
+            );
             p.remove_node(id);
             p.remove_node(first);
             Outcome::Rewrite(p)
         }
         "Unsqueeze" | "Squeeze" => {
             let (first, _) = require_some!(g.value(x).producer);
-            let inverse = if node.op_type == "Unsqueeze" { "Squeeze" } else { "Unsqueeze" };
+            let inverse = if node.op_type == "Unsqueeze" {
+                "Squeeze"
+            } else {
+                "Unsqueeze"
+            };
             require!(g.node(first).is(inverse) && single_reader(g, x).is_some());
             let a = require_some!(input(g, first, 0));
             let outer_rank = rank(g, a);
@@ -220,14 +244,26 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             let ax1 = require_some!(axes(g, first, cx.opset));
             // Unsqueeze axes index the output rank, Squeeze axes the input rank:
             // both refer to the larger of the two ranks here.
-            let big = if node.op_type == "Unsqueeze" { outer_rank.zip(Some(0)).map(|(r, _)| r + ax2.len()) } else { inner_rank.map(|r| r + ax1.len()) };
-            let big = big.or(if node.op_type == "Unsqueeze" { rank(g, require_some!(output(g, id, 0))) } else { inner_rank });
+            let big = if node.op_type == "Unsqueeze" {
+                outer_rank.zip(Some(0)).map(|(r, _)| r + ax2.len())
+            } else {
+                inner_rank.map(|r| r + ax1.len())
+            };
+            let big = big.or(if node.op_type == "Unsqueeze" {
+                rank(g, require_some!(output(g, id, 0)))
+            } else {
+                inner_rank
+            });
             let n1 = require_some!(normalize(&ax1, big));
             let n2 = require_some!(normalize(&ax2, big));
             require!(n1 == n2 && !n1.is_empty());
             let out = require_some!(output(g, id, 0));
             if g.is_graph_output(out) && !is_renamable(g, a) {
-                decline!("removing the {inverse}/{} pair would rename '{}'", node.op_type, g.value(a).name);
+                decline!(
+                    "removing the {inverse}/{} pair would rename '{}'",
+                    node.op_type,
+                    g.value(a).name
+                );
             }
             let mut p = Patch::new();
             p.replace(out, PatchValue::Existing(a));
@@ -257,14 +293,24 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             require!(starts.len() == ends.len());
             let dims = g.value_type(x).and_then(|t| t.shape);
             for (i, (&s, &e)) in starts.iter().zip(&ends).enumerate() {
-                let step = steps.as_ref().and_then(|st| st.get(i).copied()).unwrap_or(1);
+                let step = steps
+                    .as_ref()
+                    .and_then(|st| st.get(i).copied())
+                    .unwrap_or(1);
                 require!(step == 1 && s == 0);
-                let axis = axes.as_ref().and_then(|a| a.get(i).copied()).unwrap_or(i as i64);
+                let axis = axes
+                    .as_ref()
+                    .and_then(|a| a.get(i).copied())
+                    .unwrap_or(i as i64);
                 // ends at or past the end: INT_MAX-style sentinels, or >= a known dim.
                 let covers = e >= i32::MAX as i64
                     || match dims.as_ref() {
                         Some(d) => {
-                            let ax = if axis < 0 { axis + d.len() as i64 } else { axis };
+                            let ax = if axis < 0 {
+                                axis + d.len() as i64
+                            } else {
+                                axis
+                            };
                             matches!(d.get(ax as usize), Some(infopt_ir::Dim::Known(n)) if e >= *n)
                         }
                         None => false,
@@ -289,7 +335,11 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
                 true
             } else if let Some(dims) = known_dims(g, x) {
                 shape.len() <= dims.len()
-                    && shape.iter().rev().zip(dims.iter().rev()).all(|(&s, &d)| s == 1 || s == d)
+                    && shape
+                        .iter()
+                        .rev()
+                        .zip(dims.iter().rev())
+                        .all(|(&s, &d)| s == 1 || s == d)
             } else {
                 false
             };

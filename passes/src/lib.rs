@@ -14,12 +14,12 @@ pub mod eliminate_duplicates;
 pub mod eliminate_identity;
 pub mod fix_shapes;
 pub mod fold_constants;
-pub mod infer_shapes;
-pub mod perturb_weight;
 pub mod fuse_conv_activation;
 pub mod fuse_conv_bn;
 pub mod fuse_matmul_add;
 pub mod fuse_pad_conv;
+pub mod infer_shapes;
+pub mod perturb_weight;
 
 pub use config::{PassConfig, PipelineConfig, Step, VerifyConfig};
 pub use driver::{DriverOptions, Flow, PassRecord, PipelineRun, run_pipeline};

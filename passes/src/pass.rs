@@ -64,7 +64,10 @@ pub struct PassCx {
 
 impl PassCx {
     pub fn new(target: Target) -> PassCx {
-        PassCx { target, ..Default::default() }
+        PassCx {
+            target,
+            ..Default::default()
+        }
     }
 
     pub fn applied(&mut self) {
@@ -72,7 +75,11 @@ impl PassCx {
     }
 
     pub fn decline(&mut self, at: &str, reason: impl fmt::Display) {
-        let d = Declined { pass: self.current, at: at.to_string(), reason: reason.to_string() };
+        let d = Declined {
+            pass: self.current,
+            at: at.to_string(),
+            reason: reason.to_string(),
+        };
         // A fixed-point group revisits the same spot: record each reason once.
         if !self.declined.contains(&d) {
             self.declined.push(d);

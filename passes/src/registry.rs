@@ -44,7 +44,9 @@ impl PassInfo {
     pub fn doc(&self) -> String {
         let mut out = String::new();
         for line in self.source.lines() {
-            let Some(rest) = line.strip_prefix("//!") else { break };
+            let Some(rest) = line.strip_prefix("//!") else {
+                break;
+            };
             out.push_str(rest.strip_prefix(' ').unwrap_or(rest));
             out.push('\n');
         }
@@ -70,7 +72,13 @@ impl PassInfo {
 
 macro_rules! pass_info {
     ($name:literal, $kind:expr, $file:literal, $cfg:expr) => {
-        PassInfo { name: $name, kind: $kind, source: include_str!($file), default_config: || $cfg, hidden: false }
+        PassInfo {
+            name: $name,
+            kind: $kind,
+            source: include_str!($file),
+            default_config: || $cfg,
+            hidden: false,
+        }
     };
 }
 
@@ -89,18 +97,81 @@ fn all_passes() -> &'static [PassInfo] {
     static REGISTRY: std::sync::OnceLock<Vec<PassInfo>> = std::sync::OnceLock::new();
     REGISTRY.get_or_init(|| {
         vec![
-            pass_info!("constants-to-initializers", Canonicalize, "constants_to_initializers.rs", PassConfig::ConstantsToInitializers),
-            pass_info!("fix-shapes", Shape, "fix_shapes.rs", PassConfig::FixShapes(Default::default())),
-            pass_info!("infer-shapes", Shape, "infer_shapes.rs", PassConfig::InferShapes),
-            pass_info!("fold-constants", Fold, "fold_constants.rs", PassConfig::FoldConstants(Default::default())),
-            pass_info!("eliminate-identity", Eliminate, "eliminate_identity.rs", PassConfig::EliminateIdentity),
-            pass_info!("eliminate-duplicates", Eliminate, "eliminate_duplicates.rs", PassConfig::EliminateDuplicates),
-            pass_info!("fuse-pad-conv", Fuse, "fuse_pad_conv.rs", PassConfig::FusePadConv),
-            pass_info!("fuse-conv-bn", Fuse, "fuse_conv_bn.rs", PassConfig::FuseConvBn),
-            pass_info!("fuse-matmul-add", Fuse, "fuse_matmul_add.rs", PassConfig::FuseMatmulAdd),
-            pass_info!("fuse-conv-activation", Fuse, "fuse_conv_activation.rs", PassConfig::FuseConvActivation),
-            pass_info!("eliminate-dead", Eliminate, "eliminate_dead.rs", PassConfig::EliminateDead),
-            PassInfo { hidden: true, ..pass_info!("perturb-weight", Canonicalize, "perturb_weight.rs", PassConfig::PerturbWeight) },
+            pass_info!(
+                "constants-to-initializers",
+                Canonicalize,
+                "constants_to_initializers.rs",
+                PassConfig::ConstantsToInitializers
+            ),
+            pass_info!(
+                "fix-shapes",
+                Shape,
+                "fix_shapes.rs",
+                PassConfig::FixShapes(Default::default())
+            ),
+            pass_info!(
+                "infer-shapes",
+                Shape,
+                "infer_shapes.rs",
+                PassConfig::InferShapes
+            ),
+            pass_info!(
+                "fold-constants",
+                Fold,
+                "fold_constants.rs",
+                PassConfig::FoldConstants(Default::default())
+            ),
+            pass_info!(
+                "eliminate-identity",
+                Eliminate,
+                "eliminate_identity.rs",
+                PassConfig::EliminateIdentity
+            ),
+            pass_info!(
+                "eliminate-duplicates",
+                Eliminate,
+                "eliminate_duplicates.rs",
+                PassConfig::EliminateDuplicates
+            ),
+            pass_info!(
+                "fuse-pad-conv",
+                Fuse,
+                "fuse_pad_conv.rs",
+                PassConfig::FusePadConv
+            ),
+            pass_info!(
+                "fuse-conv-bn",
+                Fuse,
+                "fuse_conv_bn.rs",
+                PassConfig::FuseConvBn
+            ),
+            pass_info!(
+                "fuse-matmul-add",
+                Fuse,
+                "fuse_matmul_add.rs",
+                PassConfig::FuseMatmulAdd
+            ),
+            pass_info!(
+                "fuse-conv-activation",
+                Fuse,
+                "fuse_conv_activation.rs",
+                PassConfig::FuseConvActivation
+            ),
+            pass_info!(
+                "eliminate-dead",
+                Eliminate,
+                "eliminate_dead.rs",
+                PassConfig::EliminateDead
+            ),
+            PassInfo {
+                hidden: true,
+                ..pass_info!(
+                    "perturb-weight",
+                    Canonicalize,
+                    "perturb_weight.rs",
+                    PassConfig::PerturbWeight
+                )
+            },
         ]
     })
 }
@@ -117,8 +188,13 @@ pub fn unknown_pass_message(name: &str) -> String {
         .map(|n| (edit_distance(name, n), *n))
         .min()
         .filter(|(d, n)| *d <= 3.max(n.len() / 3));
-    let hint = best.map(|(_, n)| format!("did you mean '{n}'? ")).unwrap_or_default();
-    format!("unknown pass '{name}'; {hint}valid passes: {}", names.join(", "))
+    let hint = best
+        .map(|(_, n)| format!("did you mean '{n}'? "))
+        .unwrap_or_default();
+    format!(
+        "unknown pass '{name}'; {hint}valid passes: {}",
+        names.join(", ")
+    )
 }
 
 pub fn edit_distance(a: &str, b: &str) -> usize {

@@ -50,8 +50,8 @@ pub fn apply_rule_to_graph(
     let mut count = 0;
     graph.sort_topologically()?;
     let mut i = 0;
-    while i < graph.node_ids().len() {
-        let id = graph.node_ids()[i];
+    while i < graph.node_count() {
+        let id = graph.node_at(i);
         i += 1;
         if graph.try_node(id).is_none() {
             continue;

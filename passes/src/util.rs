@@ -35,7 +35,12 @@ pub fn single_reader(g: &Graph, v: ValueId) -> Option<(NodeId, u32)> {
 pub fn is_nondeterministic(op: &str) -> bool {
     matches!(
         op,
-        "RandomNormal" | "RandomUniform" | "RandomNormalLike" | "RandomUniformLike" | "Multinomial" | "Bernoulli"
+        "RandomNormal"
+            | "RandomUniform"
+            | "RandomNormalLike"
+            | "RandomUniformLike"
+            | "Multinomial"
+            | "Bernoulli"
     )
 }
 

@@ -1,7 +1,7 @@
 //! Pipeline YAML: valid files parse, mistakes are reported with line, column and a hint.
 
-use infopt_passes::config::{PassConfig, PipelineConfig, Step};
 use infopt_passes::Target;
+use infopt_passes::config::{PassConfig, PipelineConfig, Step};
 
 fn parse(yaml: &str) -> Result<PipelineConfig, String> {
     PipelineConfig::from_yaml(yaml, "test.yaml").map_err(|e| e.to_string())
@@ -35,15 +35,22 @@ fn steps_parse_in_all_forms() {
     assert_eq!(cfg.passes[1], Step::Pass(PassConfig::EliminateIdentity));
     assert_eq!(
         cfg.passes[2],
-        Step::FixedPoint { max_iterations: 3, passes: vec![PassConfig::EliminateDuplicates, PassConfig::EliminateDead] }
+        Step::FixedPoint {
+            max_iterations: 3,
+            passes: vec![PassConfig::EliminateDuplicates, PassConfig::EliminateDead]
+        }
     );
     assert!(cfg.verify.enabled);
 }
 
 #[test]
 fn unknown_pass_has_location_and_suggestion() {
-    let err = parse("version: 1\npasses:\n  - eliminate-dead\n  - eliminate-idenity\n").unwrap_err();
-    assert!(err.contains("unknown pass 'eliminate-idenity'; did you mean 'eliminate-identity'?"), "{err}");
+    let err =
+        parse("version: 1\npasses:\n  - eliminate-dead\n  - eliminate-idenity\n").unwrap_err();
+    assert!(
+        err.contains("unknown pass 'eliminate-idenity'; did you mean 'eliminate-identity'?"),
+        "{err}"
+    );
     assert!(err.contains("line 4"), "{err}");
 }
 
@@ -65,7 +72,10 @@ fn options_on_a_pass_without_options_are_rejected() {
 fn nested_fixed_points_and_zero_budget_are_rejected() {
     let err = parse("version: 1\npasses:\n  - fixed-point: {passes: [{fixed-point: {passes: [eliminate-dead]}}]}\n").unwrap_err();
     assert!(err.contains("cannot be nested"), "{err}");
-    let err = parse("version: 1\npasses:\n  - fixed-point: {max_iterations: 0, passes: [eliminate-dead]}\n").unwrap_err();
+    let err = parse(
+        "version: 1\npasses:\n  - fixed-point: {max_iterations: 0, passes: [eliminate-dead]}\n",
+    )
+    .unwrap_err();
     assert!(err.contains("max_iterations must be at least 1"), "{err}");
 }
 

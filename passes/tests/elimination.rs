@@ -26,11 +26,24 @@ fn identity_chain_and_transpose_pair_are_removed() {
     let mut b = GraphBuilder::new();
     let x = b.input("x", DataType::Float, dims(&["batch", "3", "4", "5"]));
     let i1 = b.op("Identity", &[x], vec![]);
-    let t1 = b.op("Transpose", &[i1], vec![Attribute::ints("perm", vec![0, 2, 3, 1])]);
-    let t2 = b.op("Transpose", &[t1], vec![Attribute::ints("perm", vec![0, 3, 1, 2])]);
+    let t1 = b.op(
+        "Transpose",
+        &[i1],
+        vec![Attribute::ints("perm", vec![0, 2, 3, 1])],
+    );
+    let t2 = b.op(
+        "Transpose",
+        &[t1],
+        vec![Attribute::ints("perm", vec![0, 3, 1, 2])],
+    );
     let r = b.op("Relu", &[t2], vec![]);
     let i2 = b.op("Identity", &[r], vec![]);
-    b.output(i2, "y", DataType::Float, Some(dims(&["batch", "3", "4", "5"])));
+    b.output(
+        i2,
+        "y",
+        DataType::Float,
+        Some(dims(&["batch", "3", "4", "5"])),
+    );
     let original = b.build(17);
     let mut m = original.clone();
     run_passes(&mut m, &["eliminate-identity", "eliminate-dead"]);
@@ -45,8 +58,16 @@ fn identity_chain_and_transpose_pair_are_removed() {
 fn transpose_pair_that_is_not_inverse_merges_into_one() {
     let mut b = GraphBuilder::new();
     let x = b.input("x", DataType::Float, dims(&["2", "3", "4"]));
-    let t1 = b.op("Transpose", &[x], vec![Attribute::ints("perm", vec![1, 0, 2])]);
-    let t2 = b.op("Transpose", &[t1], vec![Attribute::ints("perm", vec![0, 2, 1])]);
+    let t1 = b.op(
+        "Transpose",
+        &[x],
+        vec![Attribute::ints("perm", vec![1, 0, 2])],
+    );
+    let t2 = b.op(
+        "Transpose",
+        &[t1],
+        vec![Attribute::ints("perm", vec![0, 2, 1])],
+    );
     b.output(t2, "y", DataType::Float, None);
     let original = b.build(17);
     let mut m = original.clone();
@@ -66,7 +87,10 @@ fn identity_between_input_and_output_is_declined() {
     let run = run_passes(&mut m, &["eliminate-identity"]);
     assert_eq!(bytes(&m), before);
     assert_eq!(run.declined.len(), 1);
-    assert_eq!(run.declined[0].reason, "bypassing would rename 'x' to graph output 'y'");
+    assert_eq!(
+        run.declined[0].reason,
+        "bypassing would rename 'x' to graph output 'y'"
+    );
 }
 
 #[test]
@@ -88,7 +112,11 @@ fn dropout_cast_concat_pad_and_reshape_noops() {
     // and each bypass exposes the next no-op to the following node.
     run_passes(&mut m, &["eliminate-identity", "eliminate-dead"]);
     assert_eq!(ops(&m), histogram(&[("Exp", 1)]));
-    assert_eq!(m.graph.initializers().count(), 0, "unused pads/shape initializers are removed");
+    assert_eq!(
+        m.graph.initializers().count(),
+        0,
+        "unused pads/shape initializers are removed"
+    );
     assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
 }
 
@@ -137,7 +165,13 @@ fn duplicate_graph_outputs_are_declined() {
     let before = bytes(&m);
     let run = run_passes(&mut m, &["eliminate-duplicates"]);
     assert_eq!(bytes(&m), before);
-    assert!(run.declined[0].reason.contains("both outputs are part of the graph's interface"), "{:?}", run.declined);
+    assert!(
+        run.declined[0]
+            .reason
+            .contains("both outputs are part of the graph's interface"),
+        "{:?}",
+        run.declined
+    );
 }
 
 #[test]
@@ -146,13 +180,22 @@ fn dead_code_removes_nodes_initializers_and_unused_opsets() {
     let before = ops(&m);
     // Plant dead code: a Shape of the input and an unused initializer.
     let x = m.graph.inputs[0].value;
-    let node = infopt_ir::Node { op_type: "Shape".into(), inputs: vec![Some(x)], ..Default::default() };
+    let node = infopt_ir::Node {
+        op_type: "Shape".into(),
+        inputs: vec![Some(x)],
+        ..Default::default()
+    };
     m.graph.add_node(node, &["dead_shape"]);
-    m.graph.add_initializer("dead_weight", infopt_ir::Tensor::from_f32(vec![2], &[1.0, 2.0]));
-    m.meta.opset_import.push(infopt_ir::proto::OperatorSetIdProto {
-        domain: Some("com.unused".into()),
-        version: Some(1),
-    });
+    m.graph.add_initializer(
+        "dead_weight",
+        infopt_ir::Tensor::from_f32(vec![2], &[1.0, 2.0]),
+    );
+    m.meta
+        .opset_import
+        .push(infopt_ir::proto::OperatorSetIdProto {
+            domain: Some("com.unused".into()),
+            version: Some(1),
+        });
     let run = run_passes(&mut m, &["eliminate-dead"]);
     assert_eq!(ops(&m), before);
     assert!(m.graph.find_value("dead_weight").is_none());
@@ -165,26 +208,48 @@ fn unused_custom_op_is_kept_and_reported() {
     let mut m = load("custom_domain.onnx");
     // Make the custom op's output dead by pointing the graph output elsewhere.
     let x = m.graph.inputs[0].value;
-    let relu = infopt_ir::Node { op_type: "Relu".into(), inputs: vec![Some(x)], ..Default::default() };
+    let relu = infopt_ir::Node {
+        op_type: "Relu".into(),
+        inputs: vec![Some(x)],
+        ..Default::default()
+    };
     let id = m.graph.add_node(relu, &["y2"]);
     let y2 = m.graph.node(id).outputs[0].unwrap();
     let old = m.graph.outputs[0].value;
     m.graph.replace_all_uses(old, y2);
     let run = run_passes(&mut m, &["eliminate-dead"]);
     assert_eq!(ops(&m).get("com.example::FancyActivation"), Some(&1));
-    assert!(run.declined.iter().any(|d| d.reason.contains("custom domain 'com.example'")));
+    assert!(
+        run.declined
+            .iter()
+            .any(|d| d.reason.contains("custom domain 'com.example'"))
+    );
 }
 
 #[test]
 fn passes_leave_subgraph_fixtures_equivalent() {
-    for name in ["if_subgraph.onnx", "opset11.onnx", "dynamic_reshape.onnx", "exported/bert_tiny.onnx", "exported/resnet_block.onnx"] {
+    for name in [
+        "if_subgraph.onnx",
+        "opset11.onnx",
+        "dynamic_reshape.onnx",
+        "exported/bert_tiny.onnx",
+        "exported/resnet_block.onnx",
+    ] {
         let original = load(name);
         let mut m = original.clone();
         run_passes(
             &mut m,
-            &["constants-to-initializers", "eliminate-identity", "eliminate-duplicates", "eliminate-dead"],
+            &[
+                "constants-to-initializers",
+                "eliminate-identity",
+                "eliminate-duplicates",
+                "eliminate-dead",
+            ],
         );
-        assert!(m.graph.total_node_count() <= original.graph.total_node_count(), "{name}");
+        assert!(
+            m.graph.total_node_count() <= original.graph.total_node_count(),
+            "{name}"
+        );
         assert_equivalent(&original, &m, &default_shapes(), 1e-6, 1e-5);
     }
 }

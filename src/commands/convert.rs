@@ -19,7 +19,9 @@ pub struct Args {
 pub fn run(args: Args) -> CliResult {
     let mut model = super::load_model(&args.model)?;
     let options = args.save.options()?;
-    let summary = model.save(&args.output, &options).map_err(CliError::from_ir)?;
+    let summary = model
+        .save(&args.output, &options)
+        .map_err(CliError::from_ir)?;
     super::print_save_summary(&args.output, &summary);
     Ok(())
 }

@@ -28,7 +28,7 @@ pub enum Command {
     /// Load a model and save it again (lossless), optionally moving weights to external data.
     Convert(convert::Args),
     /// Run a pass pipeline, verify the result against the original, write it and report what changed.
-    Optimize(optimize::Args),
+    Optimize(Box<optimize::Args>),
     /// List the passes or print one pass's documentation.
     Passes(passes::Args),
     /// Time a model in a backend (median, p90, p99, min, throughput); --compare times a second one interleaved.
@@ -41,7 +41,7 @@ pub fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Inspect(a) => inspect::run(a),
         Command::Convert(a) => convert::run(a),
-        Command::Optimize(a) => optimize::run(a),
+        Command::Optimize(a) => optimize::run(*a),
         Command::Passes(a) => passes::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Compare(a) => compare::run(a),

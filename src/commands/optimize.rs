@@ -7,7 +7,8 @@ use std::time::Instant;
 use infopt_ir::Model;
 use infopt_ir::stats::GraphStats;
 use infopt_passes::{DriverOptions, Flow, PipelineConfig, Target, run_pipeline};
-use infopt_runtime::{Backend, InputShapes, TractBackend};
+use infopt_runtime::InputShapes;
+use infopt_runtime::compare::Tolerance;
 
 use crate::exit::{CliError, CliResult, Exit};
 use crate::report::{self, Report};
@@ -24,7 +25,12 @@ pub struct Args {
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// Pipeline YAML (default: the built-in configs/default.yaml).
-    #[arg(short = 'c', long = "config", value_name = "PIPELINE.yaml", conflicts_with = "passes")]
+    #[arg(
+        short = 'c',
+        long = "config",
+        value_name = "PIPELINE.yaml",
+        conflicts_with = "passes"
+    )]
     pub config: Option<PathBuf>,
     /// Run exactly these passes, in order (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "A,B")]
@@ -56,9 +62,6 @@ pub struct Args {
     /// Absolute tolerance of verification (default from the pipeline, 1e-5).
     #[arg(long)]
     pub atol: Option<f64>,
-    /// Seed of the generated verification inputs.
-    #[arg(long)]
-    pub seed: Option<u64>,
     /// Measure latency before and after.
     #[arg(long)]
     pub bench: bool,
@@ -68,9 +71,14 @@ pub struct Args {
     /// Untimed warm-up runs per model with --bench.
     #[arg(long, default_value_t = 3)]
     pub warmup: usize,
-    /// Fix an input shape, `NAME:1x3x224x224`, or bind symbols, `NAME:batch=1` (repeatable).
-    #[arg(long = "input-shape", value_name = "NAME:DIMS")]
-    pub input_shapes: Vec<String>,
+    /// Run the model after every pass that changed it and stop at the first pass
+    /// whose outputs leave the tolerance, naming it and the first diverging tensor.
+    #[arg(long)]
+    pub verify_each_pass: bool,
+    #[command(flatten)]
+    pub inputs: crate::inputs_arg::InputArgs,
+    #[command(flatten)]
+    pub backend: super::bench::BackendArgs,
     /// Validate the graph after every pass.
     #[arg(long)]
     pub validate: bool,
@@ -96,63 +104,131 @@ impl From<TargetArg> for Target {
 }
 
 fn default_output(model: &Path) -> PathBuf {
-    let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    let stem = model
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into());
     model.with_file_name(format!("{stem}.opt.onnx"))
 }
 
 fn load_pipeline(args: &Args) -> CliResult<(PipelineConfig, String)> {
     if let Some(path) = &args.config {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| CliError::usage(format!("cannot read pipeline {}: {e}", path.display())))?;
-        let cfg = PipelineConfig::from_yaml(&text, &path.display().to_string()).map_err(CliError::usage)?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            CliError::usage(format!("cannot read pipeline {}: {e}", path.display()))
+        })?;
+        let cfg = PipelineConfig::from_yaml(&text, &path.display().to_string())
+            .map_err(CliError::usage)?;
         return Ok((cfg, path.display().to_string()));
     }
     if !args.passes.is_empty() {
-        let cfg = PipelineConfig::from_pass_names(&args.passes, Target::Portable).map_err(CliError::usage)?;
+        let cfg = PipelineConfig::from_pass_names(&args.passes, Target::Portable)
+            .map_err(CliError::usage)?;
         return Ok((cfg, format!("--passes {}", args.passes.join(","))));
     }
-    let cfg = PipelineConfig::from_yaml(DEFAULT_PIPELINE, "configs/default.yaml").map_err(|e| CliError::new(Exit::Internal, e))?;
+    let cfg = PipelineConfig::from_yaml(DEFAULT_PIPELINE, "configs/default.yaml")
+        .map_err(|e| CliError::new(Exit::Internal, e))?;
     Ok((cfg, "default".into()))
 }
 
 fn external_bytes(files: &[PathBuf]) -> u64 {
-    files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum()
+    files
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).ok())
+        .map(|m| m.len())
+        .sum()
 }
 
-/// Shape bindings for running the models, from the pipeline and the command line.
-fn runtime_shapes(config: &PipelineConfig, args: &[String]) -> CliResult<InputShapes> {
+/// Shape bindings for running the models: the pipeline's `inputs:`/`symbols:`,
+/// then the command line. Dims nobody binds run with 2 (1 would hide broadcasting
+/// mistakes) and the report lists them.
+fn resolve_inputs(config: &PipelineConfig, args: &Args) -> CliResult<crate::inputs_arg::Inputs> {
+    let mut inputs = args.inputs.resolve().map_err(CliError::usage)?;
     let mut shapes = InputShapes::new().with_default_dim(2);
     for (name, dims) in &config.inputs {
-        let dims = dims.iter().map(|&d| usize::try_from(d).unwrap_or(0)).collect();
+        let dims = dims
+            .iter()
+            .map(|&d| usize::try_from(d).ok().filter(|&d| d > 0))
+            .collect::<Option<Vec<usize>>>()
+            .ok_or_else(|| {
+                CliError::usage(format!("pipeline inputs.{name}: dims must be positive"))
+            })?;
         shapes = shapes.with_shape(name.clone(), dims);
     }
     for (name, v) in &config.symbols {
-        shapes = shapes.with_symbol(name.clone(), usize::try_from(*v).unwrap_or(0));
+        let v = usize::try_from(*v)
+            .ok()
+            .filter(|&v| v > 0)
+            .ok_or_else(|| CliError::usage(format!("pipeline symbols.{name}: must be positive")))?;
+        shapes = shapes.with_symbol(name.clone(), v);
     }
-    for arg in args {
-        match crate::shape_args::parse(arg).map_err(CliError::usage)? {
-            crate::shape_args::ShapeArg::Dims { input, dims } => {
-                shapes = shapes.with_shape(input, dims.iter().map(|&d| d as usize).collect());
-            }
-            crate::shape_args::ShapeArg::Symbols { symbols, .. } => {
-                for (s, v) in symbols {
-                    shapes = shapes.with_symbol(s, v as usize);
-                }
-            }
-        }
+    // Command-line bindings win over the pipeline's.
+    shapes.shapes.extend(inputs.shapes.shapes.clone());
+    shapes.symbols.extend(inputs.shapes.symbols.clone());
+    inputs.shapes = shapes;
+    Ok(inputs)
+}
+
+/// The verification backend: the one asked for, else tract, falling back to
+/// ONNX Runtime when tract cannot run the original (an op it lacks, e.g. Loop).
+fn make_verifier(
+    args: &Args,
+    original: &[u8],
+    dir: PathBuf,
+    inputs: &crate::inputs_arg::Inputs,
+    tol: Tolerance,
+) -> CliResult<(verify::Verifier, Option<String>)> {
+    let build = |name: &str| -> CliResult<verify::Verifier> {
+        let (backend, info) = args.backend.build(name)?;
+        let backend_name = backend.name().to_string();
+        verify::Verifier::new(
+            backend,
+            info,
+            original,
+            dir.clone(),
+            inputs,
+            inputs.shapes.clone(),
+            tol,
+        )
+        .map_err(|m| {
+            CliError::new(
+                Exit::Load,
+                format!("cannot run the original model in {backend_name}: {m}"),
+            )
+        })
+    };
+    if args.backend.backend.is_some() {
+        return Ok((build("")?, None));
     }
-    Ok(shapes)
+    match build("tract") {
+        Ok(v) => Ok((v, None)),
+        Err(tract_err) => match build("ort") {
+            Ok(v) => {
+                let note = format!("verified in ONNX Runtime: {}", tract_err.message);
+                Ok((v, Some(note)))
+            }
+            Err(ort_err) => Err(CliError::new(
+                Exit::Load,
+                format!(
+                    "cannot verify: {}; and ONNX Runtime: {} (install onnxruntime, pass --backend, or --no-verify)",
+                    tract_err.message, ort_err.message
+                ),
+            )),
+        },
+    }
 }
 
 pub fn run(args: Args) -> CliResult {
     let started = Instant::now();
-    let output = args.output.clone().unwrap_or_else(|| default_output(&args.model));
+    let output = args
+        .output
+        .clone()
+        .unwrap_or_else(|| default_output(&args.model));
     let (mut config, pipeline_name) = load_pipeline(&args)?;
     if let Some(t) = args.target {
         config.target = t.into();
     }
     // Check the whole command line before the (possibly long) work starts.
-    let shapes = runtime_shapes(&config, &args.input_shapes)?;
+    let inputs = resolve_inputs(&config, &args)?;
     let save_options = args.save.options()?;
 
     let t = Instant::now();
@@ -167,17 +243,60 @@ pub fn run(args: Args) -> CliResult {
         t.elapsed().as_secs_f64() * 1e3
     );
 
+    let verify_cfg = config.verify.clone();
+    let do_verify = verify_cfg.enabled && !args.no_verify;
+    let tol = Tolerance {
+        rtol: args.rtol.unwrap_or(verify_cfg.rtol),
+        atol: args.atol.unwrap_or(verify_cfg.atol),
+    };
+    if !(tol.rtol >= 0.0 && tol.atol >= 0.0) {
+        return Err(CliError::usage("--rtol and --atol must be non-negative"));
+    }
+    if args.verify_each_pass && !do_verify {
+        return Err(CliError::usage(
+            "--verify-each-pass needs verification; drop --no-verify",
+        ));
+    }
+    let mut warnings: Vec<String> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    // The original runs once; its outputs are the reference for every check.
+    let verifier = if do_verify || args.bench {
+        let t = Instant::now();
+        let bytes = original.to_bytes().map_err(CliError::from_ir)?;
+        let dir = match args.model.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let (v, note) = make_verifier(&args, &bytes, dir, &inputs, tol)?;
+        notes.extend(note);
+        eprintln!(
+            "ran the original in {} in {:.0} ms",
+            v.backend.name(),
+            t.elapsed().as_secs_f64() * 1e3
+        );
+        Some(v)
+    } else {
+        None
+    };
+
     let options = DriverOptions {
         validate: args.validate,
         disable: args.disable.clone(),
         stop_after: args.stop_after.clone(),
     };
     if let Some(dir) = &args.dump_dir {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| CliError::new(Exit::Write, format!("cannot create --dump-dir {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir).map_err(|e| {
+            CliError::new(
+                Exit::Write,
+                format!("cannot create --dump-dir {}: {e}", dir.display()),
+            )
+        })?;
     }
     let mut dump_index = 0;
     let dump_dir = args.dump_dir.clone();
+    let mut pass_checks: Vec<verify::PassCheck> = Vec::new();
+    let mut bisect: Option<Bisect> = None;
+    let mut last_good = original.clone();
     let mut observer = |pass: &'static str, m: &Model| -> Result<Flow, infopt_passes::PassError> {
         if let Some(dir) = &dump_dir {
             dump_index += 1;
@@ -185,7 +304,47 @@ pub fn run(args: Args) -> CliResult {
             let mut copy = m.clone();
             copy.save(&path, &infopt_ir::SaveOptions::default())?;
         }
-        Ok(Flow::Continue)
+        if !args.verify_each_pass {
+            return Ok(Flow::Continue);
+        }
+        let Some(v) = &verifier else {
+            return Ok(Flow::Continue);
+        };
+        let outcome = v.load(m).and_then(|loaded| v.check(loaded.as_ref()));
+        let (outputs, passed) = match outcome {
+            Ok(r) => r,
+            Err(e) => {
+                pass_checks.push(verify::PassCheck {
+                    pass: pass.to_string(),
+                    passed: false,
+                    max_abs: f64::INFINITY,
+                });
+                bisect = Some(Bisect {
+                    pass,
+                    outputs: Vec::new(),
+                    error: Some(e.message),
+                    first_tensor: None,
+                });
+                return Ok(Flow::Stop);
+            }
+        };
+        pass_checks.push(verify::PassCheck {
+            pass: pass.to_string(),
+            passed,
+            max_abs: verify::worst_abs(&outputs),
+        });
+        if passed {
+            last_good = m.clone();
+            return Ok(Flow::Continue);
+        }
+        let first_tensor = first_divergence(v, &last_good, m);
+        bisect = Some(Bisect {
+            pass,
+            outputs,
+            error: None,
+            first_tensor,
+        });
+        Ok(Flow::Stop)
     };
     let t = Instant::now();
     let run = run_pipeline(&mut model, &config, &options, &mut observer).map_err(|e| match e {
@@ -199,38 +358,47 @@ pub fn run(args: Args) -> CliResult {
         stats_after.nodes,
         t.elapsed().as_secs_f64() * 1e3
     );
+    warnings.extend(run.budget_exhausted.iter().cloned());
 
-    let verify_cfg = &config.verify;
-    let do_verify = verify_cfg.enabled && !args.no_verify;
-    let rtol = args.rtol.unwrap_or(verify_cfg.rtol);
-    let atol = args.atol.unwrap_or(verify_cfg.atol);
-    let seed = args.seed.unwrap_or(verify_cfg.seed);
     let mut verification = None;
     let mut latency = None;
-    let mut warnings: Vec<String> = run.budget_exhausted.clone();
-    if do_verify || args.bench {
-        let backend = TractBackend;
-        let before_bytes = original.to_bytes().map_err(CliError::from_ir)?;
-        let after_bytes = model.to_bytes().map_err(CliError::from_ir)?;
-        let dir = args.model.parent();
-        let pair = verify::load_pair(&backend, &before_bytes, &after_bytes, dir, &shapes)?;
+    if let Some(v) = verifier {
+        let t = Instant::now();
+        let loaded = v.load(&model)?;
         if do_verify {
-            let t = Instant::now();
-            let v = verify::verify(&backend, &pair, seed, rtol, atol)?;
-            eprintln!("verified with {} in {:.0} ms", backend.name(), t.elapsed().as_secs_f64() * 1e3);
-            verification = Some(v);
+            let (outputs, passed) = v.check(loaded.as_ref())?;
+            eprintln!(
+                "verified in {} in {:.0} ms",
+                v.backend.name(),
+                t.elapsed().as_secs_f64() * 1e3
+            );
+            verification = Some(v.verification(outputs, passed));
         }
-        if args.bench {
-            latency = Some(verify::bench(&backend, &pair, seed, args.warmup, args.runs)?);
+        let verified = verification
+            .as_ref()
+            .is_none_or(|x: &verify::Verification| x.passed);
+        if args.bench && verified {
+            latency = Some(v.bench(loaded, args.warmup, args.runs)?);
         }
     } else {
-        warnings.push("verification disabled: the output was not checked against the original".into());
+        warnings
+            .push("verification disabled: the output was not checked against the original".into());
+    }
+    if let Some(b) = &bisect
+        && let Some(v) = verification.as_mut()
+    {
+        v.passed = false;
+        if !b.outputs.is_empty() {
+            v.outputs = b.outputs.clone();
+        }
     }
     let verified_ok = verification.as_ref().is_none_or(|v| v.passed);
 
     let mut output_facts = None;
     if verified_ok {
-        let summary = model.save(&output, &save_options).map_err(CliError::from_ir)?;
+        let summary = model
+            .save(&output, &save_options)
+            .map_err(CliError::from_ir)?;
         super::print_save_summary(&output, &summary);
         output_facts = Some(report::facts(
             &output.display().to_string(),
@@ -245,7 +413,12 @@ pub fn run(args: Args) -> CliResult {
         infopt_version: env!("CARGO_PKG_VERSION").to_string(),
         pipeline: pipeline_name,
         target: config.target.to_string(),
-        input: report::facts(&args.model.display().to_string(), src.file_size, external_bytes(&src.external_files), &stats_before),
+        input: report::facts(
+            &args.model.display().to_string(),
+            src.file_size,
+            external_bytes(&src.external_files),
+            &stats_before,
+        ),
         output: output_facts,
         ops: report::op_diff(&stats_before, &stats_after),
         passes: report::pass_stats(&run),
@@ -253,12 +426,31 @@ pub fn run(args: Args) -> CliResult {
         verification,
         latency,
         stopped_after: run.stopped_after.clone(),
-        notes: run.notes.clone(),
+        pass_checks,
+        first_failing_pass: bisect.as_ref().map(|b| b.pass.to_string()),
+        first_diverging_tensor: bisect.as_ref().and_then(|b| b.first_tensor.clone()),
+        notes: run.notes.iter().cloned().chain(notes).collect(),
         warnings,
         total_time_ms: started.elapsed().as_secs_f64() * 1e3,
     };
     emit_report(&report, &args)?;
     if !verified_ok {
+        if let Some(b) = &bisect {
+            let what = match (&b.error, &b.first_tensor) {
+                (Some(e), _) => e.clone(),
+                (None, Some(t)) => format!("first diverging tensor '{t}'"),
+                (None, None) => {
+                    "no intermediate tensor of both models diverges; only the outputs do".into()
+                }
+            };
+            return Err(CliError::new(
+                Exit::Verify,
+                format!(
+                    "pass '{}' broke numerical agreement with the original: {what}; output not written",
+                    b.pass
+                ),
+            ));
+        }
         let failing: Vec<String> = report
             .verification
             .iter()
@@ -269,7 +461,9 @@ pub fn run(args: Args) -> CliResult {
         return Err(CliError::new(
             Exit::Verify,
             format!(
-                "the optimized model does not match the original within rtol {rtol:e} / atol {atol:e}: {}; output not written (use --verify-each-pass to find the pass, or --no-verify to write it anyway)",
+                "the optimized model does not match the original within rtol {:e} / atol {:e}: {}; output not written (use --verify-each-pass to find the pass, or --no-verify to write it anyway)",
+                tol.rtol,
+                tol.atol,
                 failing.join(", ")
             ),
         ));
@@ -277,8 +471,34 @@ pub fn run(args: Args) -> CliResult {
     Ok(())
 }
 
+/// Where `--verify-each-pass` stopped.
+struct Bisect {
+    pass: &'static str,
+    outputs: Vec<infopt_runtime::OutputAgreement>,
+    /// The model no longer loads or runs.
+    error: Option<String>,
+    first_tensor: Option<String>,
+}
+
+/// The first tensor (in topological order) that differs between the last model
+/// that agreed and the one after the failing pass.
+fn first_divergence(v: &verify::Verifier, good: &Model, bad: &Model) -> Option<String> {
+    let side = |m| crate::intermediates::Side {
+        model: m,
+        dir: v.dir.clone(),
+        inputs: &v.inputs,
+    };
+    let report =
+        crate::intermediates::compare(v.backend.as_ref(), &v.shapes, side(good), side(bad), v.tol)
+            .ok()?;
+    report
+        .first_divergence
+        .map(|f| format!("{} (node '{}', {})", f.name, f.node, f.op_type))
+}
+
 fn emit_report(report: &Report, args: &Args) -> CliResult {
-    let json = || serde_json::to_string_pretty(report).map_err(|e| CliError::new(Exit::Internal, e));
+    let json =
+        || serde_json::to_string_pretty(report).map_err(|e| CliError::new(Exit::Internal, e));
     if args.json {
         println!("{}", json()?);
     } else {

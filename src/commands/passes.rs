@@ -27,7 +27,13 @@ pub fn markdown() -> String {
     );
     s.push_str("| pass | kind | summary |\n|---|---|---|\n");
     for p in visible() {
-        s.push_str(&format!("| [`{}`](#{}) | {} | {} |\n", p.name, p.name, p.kind.as_str(), p.summary()));
+        s.push_str(&format!(
+            "| [`{}`](#{}) | {} | {} |\n",
+            p.name,
+            p.name,
+            p.kind.as_str(),
+            p.summary()
+        ));
     }
     for p in visible() {
         s.push_str(&format!("\n## {}\n\n", p.name));
@@ -55,7 +61,12 @@ pub fn run(args: Args) -> CliResult {
         Action::List => {
             let width = visible().map(|p| p.name.len()).max().unwrap_or(0);
             for p in visible() {
-                println!("{:<width$}  {:<12}  {}", p.name, p.kind.as_str(), p.summary());
+                println!(
+                    "{:<width$}  {:<12}  {}",
+                    p.name,
+                    p.kind.as_str(),
+                    p.summary()
+                );
             }
         }
         Action::Explain { name } => {

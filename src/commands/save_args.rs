@@ -27,13 +27,17 @@ impl SaveArgs {
             (None, true) => ExternalDataPolicy::Inline,
             (None, false) => ExternalDataPolicy::Auto,
         };
-        if let Some(name) = &self.data_file {
-            if name.contains('/') || name.contains('\\') || name == ".." || name.is_empty() {
-                return Err(CliError::usage(format!(
-                    "--data-file '{name}' must be a plain file name; it is written next to the output"
-                )));
-            }
+        if let Some(name) = &self.data_file
+            && (name.contains('/') || name.contains('\\') || name == ".." || name.is_empty())
+        {
+            return Err(CliError::usage(format!(
+                "--data-file '{name}' must be a plain file name; it is written next to the output"
+            )));
         }
-        Ok(SaveOptions { external, data_file_name: self.data_file.clone(), ..Default::default() })
+        Ok(SaveOptions {
+            external,
+            data_file_name: self.data_file.clone(),
+            ..Default::default()
+        })
     }
 }

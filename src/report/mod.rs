@@ -71,6 +71,10 @@ pub struct Report {
     pub verification: Option<Verification>,
     pub latency: Option<LatencyComparison>,
     pub stopped_after: Option<String>,
+    /// With `--verify-each-pass`: agreement with the original after every pass that changed the model.
+    pub pass_checks: Vec<crate::verify::PassCheck>,
+    pub first_failing_pass: Option<String>,
+    pub first_diverging_tensor: Option<String>,
     pub notes: Vec<String>,
     pub warnings: Vec<String>,
     pub total_time_ms: f64,
@@ -104,7 +108,12 @@ pub fn op_diff(before: &GraphStats, after: &GraphStats) -> Vec<OpCount> {
         rows.entry(format!("subgraph:{op}")).or_default().1 = *n;
     }
     rows.into_iter()
-        .map(|(op, (b, a))| OpCount { op, before: b, after: a, delta: a as i64 - b as i64 })
+        .map(|(op, (b, a))| OpCount {
+            op,
+            before: b,
+            after: a,
+            delta: a as i64 - b as i64,
+        })
         .collect()
 }
 
@@ -126,7 +135,10 @@ pub fn pass_stats(run: &PipelineRun) -> Vec<PassStat> {
 pub fn group_declined(declined: &[Declined]) -> Vec<DeclinedGroup> {
     let mut groups: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     for d in declined {
-        groups.entry((d.pass.to_string(), d.reason.clone())).or_default().push(d.at.clone());
+        groups
+            .entry((d.pass.to_string(), d.reason.clone()))
+            .or_default()
+            .push(d.at.clone());
     }
     let mut out: Vec<DeclinedGroup> = groups
         .into_iter()
@@ -137,6 +149,11 @@ pub fn group_declined(declined: &[Declined]) -> Vec<DeclinedGroup> {
             at: at.into_iter().take(20).collect(),
         })
         .collect();
-    out.sort_by(|a, b| b.count.cmp(&a.count).then(a.pass.cmp(&b.pass)).then(a.reason.cmp(&b.reason)));
+    out.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then(a.pass.cmp(&b.pass))
+            .then(a.reason.cmp(&b.reason))
+    });
     out
 }

@@ -15,16 +15,28 @@ fn bytes(n: u64) -> String {
         v /= 1024.0;
         u += 1;
     }
-    if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 fn signed(d: i64) -> String {
-    if d > 0 { format!("+{d}") } else { d.to_string() }
+    if d > 0 {
+        format!("+{d}")
+    } else {
+        d.to_string()
+    }
 }
 
 fn table(markdown: bool, header: &[&str]) -> Table {
     let mut t = Table::new();
-    t.load_preset(if markdown { ASCII_MARKDOWN } else { UTF8_FULL_CONDENSED });
+    t.load_preset(if markdown {
+        ASCII_MARKDOWN
+    } else {
+        UTF8_FULL_CONDENSED
+    });
     t.set_header(header.to_vec());
     t
 }
@@ -51,15 +63,27 @@ pub fn render(r: &Report, markdown: bool) -> String {
     if markdown {
         let _ = writeln!(s, "## infopt optimize report\n");
     }
-    let out_path = r.output.as_ref().map(|o| o.path.as_str()).unwrap_or("(not written)");
-    let _ = writeln!(s, "{} -> {}  (pipeline {}, target {})", r.input.path, out_path, r.pipeline, r.target);
+    let out_path = r
+        .output
+        .as_ref()
+        .map(|o| o.path.as_str())
+        .unwrap_or("(not written)");
+    let _ = writeln!(
+        s,
+        "{} -> {}  (pipeline {}, target {})",
+        r.input.path, out_path, r.pipeline, r.target
+    );
 
     let mut t = table(markdown, &["", "before", "after", "change"]);
     let before = &r.input;
     let row = |t: &mut Table, label: &str, b: u64, a: Option<u64>, fmt: &dyn Fn(u64) -> String| {
         let (after, change) = match a {
             Some(a) => {
-                let pct = if b > 0 { (a as f64 - b as f64) / b as f64 * 100.0 } else { 0.0 };
+                let pct = if b > 0 {
+                    (a as f64 - b as f64) / b as f64 * 100.0
+                } else {
+                    0.0
+                };
                 (fmt(a), format!("{pct:+.1}%"))
             }
             None => ("-".into(), "-".into()),
@@ -67,18 +91,54 @@ pub fn render(r: &Report, markdown: bool) -> String {
         t.add_row(vec![label.to_string(), fmt(b), after, change]);
     };
     let out = r.output.as_ref();
-    row(&mut t, "nodes", before.nodes as u64, out.map(|o| o.nodes as u64), &|v| v.to_string());
+    row(
+        &mut t,
+        "nodes",
+        before.nodes as u64,
+        out.map(|o| o.nodes as u64),
+        &|v| v.to_string(),
+    );
     if before.subgraph_nodes > 0 || out.is_some_and(|o| o.subgraph_nodes > 0) {
-        row(&mut t, "subgraph nodes", before.subgraph_nodes as u64, out.map(|o| o.subgraph_nodes as u64), &|v| v.to_string());
+        row(
+            &mut t,
+            "subgraph nodes",
+            before.subgraph_nodes as u64,
+            out.map(|o| o.subgraph_nodes as u64),
+            &|v| v.to_string(),
+        );
     }
-    row(&mut t, "initializers", before.initializers as u64, out.map(|o| o.initializers as u64), &|v| v.to_string());
-    row(&mut t, "parameters", before.parameters, out.map(|o| o.parameters), &|v| v.to_string());
-    row(&mut t, "parameter bytes", before.parameter_bytes, out.map(|o| o.parameter_bytes), &bytes);
-    row(&mut t, "file size", before.file_bytes + before.external_bytes, out.map(|o| o.file_bytes + o.external_bytes), &bytes);
+    row(
+        &mut t,
+        "initializers",
+        before.initializers as u64,
+        out.map(|o| o.initializers as u64),
+        &|v| v.to_string(),
+    );
+    row(
+        &mut t,
+        "parameters",
+        before.parameters,
+        out.map(|o| o.parameters),
+        &|v| v.to_string(),
+    );
+    row(
+        &mut t,
+        "parameter bytes",
+        before.parameter_bytes,
+        out.map(|o| o.parameter_bytes),
+        &bytes,
+    );
+    row(
+        &mut t,
+        "file size",
+        before.file_bytes + before.external_bytes,
+        out.map(|o| o.file_bytes + o.external_bytes),
+        &bytes,
+    );
     if let Some(l) = &r.latency {
         let _ = (l.before.median_ms * 1000.0) as u64;
         t.add_row(vec![
-            format!("latency median ({})", l.backend),
+            format!("latency median ({})", l.backend.name),
             format!("{:.3} ms", l.before.median_ms),
             format!("{:.3} ms", l.after.median_ms),
             format!("{:.2}x", l.speedup),
@@ -101,18 +161,28 @@ pub fn render(r: &Report, markdown: bool) -> String {
     } else {
         let mut t = table(markdown, &["op", "before", "after", "change"]);
         for o in changed {
-            t.add_row(vec![o.op.clone(), o.before.to_string(), o.after.to_string(), signed(o.delta)]);
+            t.add_row(vec![
+                o.op.clone(),
+                o.before.to_string(),
+                o.after.to_string(),
+                signed(o.delta),
+            ]);
         }
         right_align(&mut t, 1);
         let _ = writeln!(s, "{t}");
     }
 
     h(&mut s, "Passes");
-    let mut t = table(markdown, &["pass", "group", "runs", "rewrites", "time ms", "nodes"]);
+    let mut t = table(
+        markdown,
+        &["pass", "group", "runs", "rewrites", "time ms", "nodes"],
+    );
     for p in &r.passes {
         t.add_row(vec![
             p.pass.clone(),
-            p.group.map(|g| format!("fixed-point {g}")).unwrap_or_default(),
+            p.group
+                .map(|g| format!("fixed-point {g}"))
+                .unwrap_or_default(),
             p.runs.to_string(),
             p.rewrites.to_string(),
             format!("{:.2}", p.time_ms),
@@ -127,14 +197,21 @@ pub fn render(r: &Report, markdown: bool) -> String {
         let shapes: Vec<String> = v
             .input_shapes
             .iter()
-            .map(|(n, d)| format!("{n}:{}", d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x")))
+            .map(|(n, d)| {
+                format!(
+                    "{n}:{}",
+                    d.iter()
+                        .map(|x| x.to_string())
+                        .collect::<Vec<_>>()
+                        .join("x")
+                )
+            })
             .collect();
         let _ = writeln!(
             s,
-            "{} ({}), seed {}, rtol {:e}, atol {:e}, inputs {}: {}",
-            v.backend,
-            v.backend_version,
-            v.seed,
+            "{}, inputs {}, rtol {:e}, atol {:e}, shapes {}: {}",
+            v.backend.describe(),
+            v.inputs,
             v.rtol,
             v.atol,
             shapes.join(" "),
@@ -150,7 +227,10 @@ pub fn render(r: &Report, markdown: bool) -> String {
                 d.value
             );
         }
-        let mut t = table(markdown, &["output", "max abs", "max rel", "cosine", "mismatches", "ok"]);
+        let mut t = table(
+            markdown,
+            &["output", "max abs", "max rel", "cosine", "mismatches", "ok"],
+        );
         for o in &v.outputs {
             t.add_row(vec![
                 o.name.clone(),
@@ -158,11 +238,34 @@ pub fn render(r: &Report, markdown: bool) -> String {
                 format!("{:.3e}", o.max_rel),
                 format!("{:.6}", o.cosine),
                 format!("{}/{}", o.mismatches, o.elements),
-                if o.within_tolerance { "yes".into() } else { "NO".into() },
+                if o.within_tolerance {
+                    "yes".into()
+                } else {
+                    "NO".into()
+                },
             ]);
         }
         right_align(&mut t, 1);
         let _ = writeln!(s, "{t}");
+    }
+
+    if !r.pass_checks.is_empty() {
+        h(&mut s, "Agreement after each pass");
+        let mut t = table(markdown, &["pass", "max abs", "ok"]);
+        for c in &r.pass_checks {
+            t.add_row(vec![
+                c.pass.clone(),
+                format!("{:.3e}", c.max_abs),
+                if c.passed { "yes".into() } else { "NO".into() },
+            ]);
+        }
+        let _ = writeln!(s, "{t}");
+    }
+    if let Some(p) = &r.first_failing_pass {
+        let _ = writeln!(s, "first failing pass: {p}");
+        if let Some(t) = &r.first_diverging_tensor {
+            let _ = writeln!(s, "first diverging tensor: {t}");
+        }
     }
 
     if !r.declined.is_empty() {
@@ -173,7 +276,12 @@ pub fn render(r: &Report, markdown: bool) -> String {
             if d.count > 3 {
                 at.push_str(", ...");
             }
-            t.add_row(vec![d.pass.clone(), d.reason.clone(), d.count.to_string(), at]);
+            t.add_row(vec![
+                d.pass.clone(),
+                d.reason.clone(),
+                d.count.to_string(),
+                at,
+            ]);
         }
         let _ = writeln!(s, "{t}");
     }

@@ -13,7 +13,9 @@ use infopt_runtime::inputs::{InputGen, generate_for_model};
 use infopt_runtime::{Backend, InputShapes, TractBackend};
 
 pub fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/models")
+        .join(rel)
 }
 
 pub fn load(rel: &str) -> Model {
@@ -28,7 +30,10 @@ pub fn run_passes(model: &mut Model, names: &[&str]) -> PipelineRun {
 pub fn run_passes_for(model: &mut Model, names: &[&str], target: Target) -> PipelineRun {
     let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     let config = PipelineConfig::from_pass_names(&names, target).expect("pass names");
-    let options = DriverOptions { validate: true, ..Default::default() };
+    let options = DriverOptions {
+        validate: true,
+        ..Default::default()
+    };
     run_pipeline(model, &config, &options, &mut |_, _| Ok(Flow::Continue)).expect("pipeline")
 }
 
@@ -42,10 +47,24 @@ pub fn histogram(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
 
 /// Runs both models in tract on the same seeded inputs and asserts that every
 /// output agrees within `atol + rtol*|b|`.
-pub fn assert_equivalent(before: &Model, after: &Model, shapes: &InputShapes, atol: f64, rtol: f64) {
-    let dir = before.source.as_ref().and_then(|s| s.path.as_ref()).and_then(|p| p.parent().map(|d| d.to_path_buf()));
-    let b = TractBackend.load(&before.to_bytes().unwrap(), dir.as_deref(), shapes).expect("original loads in tract");
-    let a = TractBackend.load(&after.to_bytes().unwrap(), dir.as_deref(), shapes).expect("result loads in tract");
+pub fn assert_equivalent(
+    before: &Model,
+    after: &Model,
+    shapes: &InputShapes,
+    atol: f64,
+    rtol: f64,
+) {
+    let dir = before
+        .source
+        .as_ref()
+        .and_then(|s| s.path.as_ref())
+        .and_then(|p| p.parent().map(|d| d.to_path_buf()));
+    let b = TractBackend
+        .load(&before.to_bytes().unwrap(), dir.as_deref(), shapes)
+        .expect("original loads in tract");
+    let a = TractBackend
+        .load(&after.to_bytes().unwrap(), dir.as_deref(), shapes)
+        .expect("result loads in tract");
     for seed in [1u64, 2] {
         let mut opts = InputGen::with_seed(seed);
         for spec in b.inputs() {
@@ -58,7 +77,10 @@ pub fn assert_equivalent(before: &Model, after: &Model, shapes: &InputShapes, at
         let expected = b.run(&inputs).unwrap();
         let actual = a.run(&inputs).unwrap();
         let agreement = compare_outputs(&actual, &expected, Tolerance { atol, rtol });
-        assert!(all_within_tolerance(&agreement), "outputs differ: {agreement:#?}");
+        assert!(
+            all_within_tolerance(&agreement),
+            "outputs differ: {agreement:#?}"
+        );
     }
 }
 
