@@ -1,6 +1,9 @@
 //! `--input-shape` arguments: `NAME:1x3x224x224` fixes every dim of an input;
 //! `NAME:batch=1,seq=128` binds the named symbols (of that input, and wherever
-//! else they appear).
+//! else they appear). The syntax is parsed by the `fix-shapes` pass so the
+//! pipeline and the runtime read it the same way.
+
+use infopt_passes::fix_shapes::{ShapeBinding, parse_input_shape};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ShapeArg {
@@ -15,44 +18,16 @@ pub enum ShapeArg {
 }
 
 pub fn parse(arg: &str) -> Result<ShapeArg, String> {
-    let (input, spec) = arg.rsplit_once(':').ok_or_else(|| {
-        format!("--input-shape '{arg}': expected NAME:1x3x224x224 or NAME:batch=1")
-    })?;
-    if input.is_empty() || spec.is_empty() {
-        return Err(format!(
-            "--input-shape '{arg}': expected NAME:1x3x224x224 or NAME:batch=1"
-        ));
-    }
-    let positive = |s: &str| -> Result<i64, String> {
-        match s.trim().parse::<i64>() {
-            Ok(v) if v > 0 => Ok(v),
-            _ => Err(format!(
-                "--input-shape '{arg}': '{s}' is not a positive dimension"
-            )),
-        }
-    };
-    if spec.contains('=') {
-        let symbols = spec
-            .split(',')
-            .map(|kv| {
-                let (k, v) = kv
-                    .split_once('=')
-                    .ok_or_else(|| format!("--input-shape '{arg}': '{kv}' is not SYMBOL=VALUE"))?;
-                Ok((k.trim().to_string(), positive(v)?))
-            })
-            .collect::<Result<_, String>>()?;
-        return Ok(ShapeArg::Symbols {
-            input: input.to_string(),
+    let spec = parse_input_shape(arg)?;
+    Ok(match spec.binding {
+        ShapeBinding::Dims(dims) => ShapeArg::Dims {
+            input: spec.input,
+            dims,
+        },
+        ShapeBinding::Symbols(symbols) => ShapeArg::Symbols {
+            input: spec.input,
             symbols,
-        });
-    }
-    let dims = spec
-        .split(['x', 'X', ','])
-        .map(positive)
-        .collect::<Result<_, _>>()?;
-    Ok(ShapeArg::Dims {
-        input: input.to_string(),
-        dims,
+        },
     })
 }
 
@@ -76,11 +51,7 @@ mod tests {
                 symbols: vec![("batch".into(), 1), ("seq".into(), 8)]
             }
         );
-        assert!(
-            parse("x:0x3")
-                .unwrap_err()
-                .contains("'0' is not a positive dimension")
-        );
+        assert!(parse("x:0x3").is_err());
         assert!(parse("x").unwrap_err().contains("expected NAME:"));
     }
 }

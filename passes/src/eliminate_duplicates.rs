@@ -33,6 +33,21 @@ use crate::util::{is_known_domain, is_nondeterministic, is_renamable};
 
 pub struct EliminateDuplicates;
 
+/// A few windows of a tensor's bytes plus its length: enough to tell almost
+/// every pair of different tensors apart without reading (or paging in) whole
+/// multi-gigabyte weights. Candidates that share a key are compared in full.
+fn sample(bytes: &[u8]) -> (usize, &[u8], &[u8], &[u8]) {
+    const W: usize = 256;
+    let n = bytes.len();
+    let mid = n / 2;
+    (
+        n,
+        &bytes[..n.min(W)],
+        &bytes[mid.min(n.saturating_sub(W))..(mid + W).min(n)],
+        &bytes[n.saturating_sub(W)..],
+    )
+}
+
 fn dedup_initializers(g: &mut Graph) -> usize {
     let mut seen: HashMap<u64, Vec<ValueId>> = HashMap::new();
     let mut merged = 0;
@@ -46,7 +61,7 @@ fn dedup_initializers(g: &mut Graph) -> usize {
         let mut h = DefaultHasher::new();
         t.dtype().code().hash(&mut h);
         t.dims().hash(&mut h);
-        bytes.hash(&mut h);
+        sample(&bytes).hash(&mut h);
         if t.dtype() == infopt_ir::DataType::String {
             t.proto.string_data.hash(&mut h);
         }

@@ -123,6 +123,9 @@ impl FoldConstants {
             }
             facts = infer_graph(g, opsets, &scope.infer, &mut report);
         }
+        if !g.nodes().any(|(_, n)| n.has_subgraphs()) {
+            return Ok(total);
+        }
         // Subgraphs, with this graph's constants and facts in scope.
         let mut child = FoldScope {
             infer: facts.scope_for_subgraphs(g, &scope.infer),

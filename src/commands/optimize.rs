@@ -229,6 +229,23 @@ pub fn run(args: Args) -> CliResult {
     }
     // Check the whole command line before the (possibly long) work starts.
     let inputs = resolve_inputs(&config, &args)?;
+    // --input-shape also feeds the pipeline's fix-shapes step(s).
+    let specs = args
+        .inputs
+        .input_shapes
+        .iter()
+        .map(|a| infopt_passes::fix_shapes::parse_input_shape(a))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(CliError::usage)?;
+    let extra =
+        infopt_passes::fix_shapes::FixShapesOptions::from_specs(&specs).map_err(CliError::usage)?;
+    let has_fix_shapes = infopt_passes::fix_shapes::apply_pipeline_shapes(&mut config, &extra)
+        .map_err(CliError::usage)?;
+    if !specs.is_empty() && !has_fix_shapes {
+        eprintln!(
+            "note: the pipeline has no fix-shapes step; --input-shape only sets the shapes the models run with"
+        );
+    }
     let save_options = args.save.options()?;
 
     let t = Instant::now();
