@@ -39,7 +39,7 @@
 use std::collections::HashMap;
 
 use infopt_ir::infer::{GraphFacts, InferReport, Opsets, Scope, infer_graph};
-use infopt_ir::kernels::{Evaluator, KernelError, ReferenceKernels};
+use infopt_ir::kernels::{Evaluator, Fallback, KernelError, ReferenceKernels};
 use infopt_ir::{DataType, Graph, Model, Node, NodeId, Tensor, ValueId};
 
 use crate::pass::{Pass, PassCx, PassError};
@@ -73,14 +73,25 @@ pub struct FoldConstants {
     evaluator: Box<dyn Evaluator>,
 }
 
+static FALLBACK: std::sync::OnceLock<fn() -> Box<dyn Evaluator>> = std::sync::OnceLock::new();
+
+/// Registers an evaluator for what the reference kernels do not implement
+/// (the CLI registers tract). Every `fold-constants` built afterwards uses it
+/// behind the reference kernels. The first registration wins; returns false
+/// when one was already registered.
+pub fn register_fallback_evaluator(factory: fn() -> Box<dyn Evaluator>) -> bool {
+    FALLBACK.set(factory).is_ok()
+}
+
 impl FoldConstants {
-    /// Folding with the reference kernels.
+    /// Folding with the reference kernels (and the registered fallback, if any).
     pub fn new(options: FoldConstantsOptions) -> FoldConstants {
         let kernels = ReferenceKernels::with_limit(options.max_tensor_bytes);
-        FoldConstants {
-            options,
-            evaluator: Box::new(kernels),
-        }
+        let evaluator: Box<dyn Evaluator> = match FALLBACK.get() {
+            Some(factory) => Box::new(Fallback(kernels, factory())),
+            None => Box::new(kernels),
+        };
+        FoldConstants { options, evaluator }
     }
 
     /// Folding with another evaluator (e.g. the reference kernels with a
