@@ -34,6 +34,7 @@ pub enum PassConfig {
     FuseConvActivation,
     FusePadConv,
     PerturbWeight,
+    SimplifyReshape,
     InferShapes,
     FixShapes(crate::fix_shapes::FixShapesOptions),
     FoldConstants(crate::fold_constants::FoldConstantsOptions),
@@ -51,6 +52,7 @@ impl PassConfig {
             PassConfig::FuseConvActivation => "fuse-conv-activation",
             PassConfig::FusePadConv => "fuse-pad-conv",
             PassConfig::PerturbWeight => "perturb-weight",
+            PassConfig::SimplifyReshape => "simplify-reshape",
             PassConfig::InferShapes => "infer-shapes",
             PassConfig::FixShapes(_) => "fix-shapes",
             PassConfig::FoldConstants(_) => "fold-constants",
@@ -74,6 +76,7 @@ impl PassConfig {
             }
             PassConfig::FusePadConv => Box::new(crate::fuse_pad_conv::FusePadConv),
             PassConfig::PerturbWeight => Box::new(crate::perturb_weight::PerturbWeight),
+            PassConfig::SimplifyReshape => Box::new(crate::simplify_reshape::SimplifyReshape),
             PassConfig::InferShapes => Box::new(crate::infer_shapes::InferShapes),
             PassConfig::FixShapes(o) => {
                 Box::new(crate::fix_shapes::FixShapes { options: o.clone() })
@@ -121,6 +124,7 @@ impl<'de> DeserializeSeed<'de> for OptionsSeed<'_> {
             | PassConfig::FuseMatmulAdd
             | PassConfig::FuseConvActivation
             | PassConfig::FusePadConv
+            | PassConfig::SimplifyReshape
             | PassConfig::PerturbWeight
             | PassConfig::InferShapes => {
                 Option::<NoOptions>::deserialize(d)?;

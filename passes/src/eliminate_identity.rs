@@ -231,6 +231,12 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
         }
         "Unsqueeze" | "Squeeze" => {
             let (first, _) = require_some!(g.value(x).producer);
+            if node.op_type == "Unsqueeze"
+                && g.node(first).is("Unsqueeze")
+                && single_reader(g, x).is_some()
+            {
+                return merge_unsqueezes(g, first, id, cx.opset);
+            }
             let inverse = if node.op_type == "Unsqueeze" {
                 "Squeeze"
             } else {
@@ -350,6 +356,7 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             require!(node.inputs.len() == 1);
             bypass(g, id, x)
         }
+        "Add" | "Sub" | "Mul" | "Div" => neutral_operand(g, id),
         _ => Outcome::Skip,
     }
 }
@@ -362,4 +369,84 @@ impl Pass for EliminateIdentity {
     fn run(&self, model: &mut Model, cx: &mut PassCx) -> Result<usize, PassError> {
         apply_rule(model, cx, &rule)
     }
+}
+
+/// `x + 0`, `x - 0`, `x * 1`, `x / 1` (and `0 + x`, `1 * x`) where the constant
+/// neither changes the type nor broadcasts `x` to a larger shape.
+fn neutral_operand(g: &Graph, id: NodeId) -> Outcome {
+    let node = g.node(id);
+    let neutral = if matches!(node.op_type.as_str(), "Add" | "Sub") {
+        0.0
+    } else {
+        1.0
+    };
+    let commutative = matches!(node.op_type.as_str(), "Add" | "Mul");
+    let a = require_some!(input(g, id, 0));
+    let b = require_some!(input(g, id, 1));
+    let (x, c) = match (g.constant(a), g.constant(b)) {
+        (_, Some(c)) => (a, c),
+        (Some(c), None) if commutative => (b, c),
+        _ => return Outcome::Skip,
+    };
+    let ty = require_some!(g.value_type(x));
+    require!(ty.dtype == c.dtype() && c.dtype() != infopt_ir::DataType::String);
+    let values = require_some!(c.to_f64_vec().ok());
+    require!(!values.is_empty() && values.iter().all(|&v| v == neutral));
+    // The result keeps x's shape only if every dim of the constant is 1 or
+    // equal to x's (known) dim, and the constant's rank does not exceed x's.
+    let dims = require_some!(ty.shape);
+    require!(c.dims().len() <= dims.len());
+    let fits = c
+        .dims()
+        .iter()
+        .rev()
+        .zip(dims.iter().rev())
+        .all(|(&cd, xd)| cd == 1 || matches!(xd, infopt_ir::Dim::Known(k) if *k == cd));
+    require!(fits);
+    bypass(g, id, x)
+}
+
+/// `Unsqueeze(Unsqueeze(x, a1), a2)` as one `Unsqueeze` with the combined axes.
+fn merge_unsqueezes(g: &Graph, first: NodeId, second: NodeId, opset: i64) -> Outcome {
+    let x = require_some!(input(g, first, 0));
+    let a1 = require_some!(axes(g, first, opset));
+    let a2 = require_some!(axes(g, second, opset));
+    let r = rank(g, x);
+    let mid_rank = r.map(|r| r + a1.len());
+    let out_rank = mid_rank.map(|m| m + a2.len());
+    let a1 = require_some!(normalize(&a1, mid_rank));
+    let a2 = require_some!(normalize(&a2, out_rank));
+    // Positions of the intermediate tensor in the final output: those not
+    // inserted by the second Unsqueeze, in order.
+    let total = a1.len().max(a2.len())
+        + a1.iter()
+            .chain(&a2)
+            .map(|&a| a as usize + 1)
+            .max()
+            .unwrap_or(0);
+    let kept: Vec<i64> = (0..total as i64).filter(|p| !a2.contains(p)).collect();
+    let mut combined: Vec<i64> = a2.clone();
+    for &a in &a1 {
+        combined.push(*require_some!(kept.get(a as usize)));
+    }
+    combined.sort_unstable();
+    let mut merged = Node::new("Unsqueeze");
+    merged.name = g.node(second).name.clone();
+    let mut p = Patch::new();
+    let mut inputs = vec![Some(PatchValue::Existing(x))];
+    if opset < 13 {
+        merged.set_attr(Attribute::ints("axes", combined));
+    } else {
+        let name = format!("{}.axes", g.node(second).name_or_op());
+        let t = infopt_ir::Tensor::from_i64(vec![combined.len() as i64], &combined);
+        inputs.push(Some(p.add_initializer(&name, t)));
+    }
+    let n = p.add_node(merged, inputs, vec![String::new()]);
+    p.replace(
+        require_some!(output(g, second, 0)),
+        PatchValue::NewNode { node: n, output: 0 },
+    );
+    p.remove_node(second);
+    p.remove_node(first);
+    Outcome::Rewrite(p)
 }

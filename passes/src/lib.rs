@@ -20,6 +20,7 @@ pub mod fuse_matmul_add;
 pub mod fuse_pad_conv;
 pub mod infer_shapes;
 pub mod perturb_weight;
+pub mod simplify_reshape;
 
 pub use config::{PassConfig, PipelineConfig, Step, VerifyConfig};
 pub use driver::{DriverOptions, Flow, PassRecord, PipelineRun, run_pipeline};

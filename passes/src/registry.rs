@@ -122,6 +122,12 @@ fn all_passes() -> &'static [PassInfo] {
                 PassConfig::FoldConstants(Default::default())
             ),
             pass_info!(
+                "simplify-reshape",
+                Fold,
+                "simplify_reshape.rs",
+                PassConfig::SimplifyReshape
+            ),
+            pass_info!(
                 "eliminate-identity",
                 Eliminate,
                 "eliminate_identity.rs",

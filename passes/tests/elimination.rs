@@ -253,3 +253,68 @@ fn passes_leave_subgraph_fixtures_equivalent() {
         assert_equivalent(&original, &m, &default_shapes(), 1e-6, 1e-5);
     }
 }
+
+#[test]
+fn neutral_constants_are_removed_only_when_they_do_not_broadcast() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "4"]));
+    let zeros = b.f32("zeros", &[4], &[0.0; 4]);
+    let ones = b.f32("ones", &[1, 4], &[1.0; 4]);
+    let wide = b.f32("wide_zeros", &[3, 4], &[0.0; 12]);
+    let a = b.op("Add", &[x, zeros], vec![]);
+    let m = b.op("Mul", &[ones, a], vec![]);
+    // Adding a [3,4] zero tensor to [batch,4] changes the shape unless batch is 3 or 1.
+    let w = b.op("Add", &[m, wide], vec![]);
+    b.output(w, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    run_passes(&mut m, &["eliminate-identity", "eliminate-dead"]);
+    assert_eq!(ops(&m), histogram(&[("Add", 1)]));
+    assert_equivalent(
+        &original,
+        &m,
+        &infopt_runtime::InputShapes::new().with_symbol("batch", 3),
+        0.0,
+        0.0,
+    );
+}
+
+#[test]
+fn unsqueeze_chains_merge_into_one() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2", "3"]));
+    let a1 = b.i64("a1", &[1], &[0]);
+    let a2 = b.i64("a2", &[2], &[1, -1]);
+    let u1 = b.op("Unsqueeze", &[x, a1], vec![]);
+    let u2 = b.op("Unsqueeze", &[u1, a2], vec![]);
+    b.output(u2, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    run_passes(&mut m, &["eliminate-identity", "eliminate-dead"]);
+    assert_eq!(ops(&m), histogram(&[("Unsqueeze", 1)]));
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+}
+
+#[test]
+fn reshape_target_from_own_shape_becomes_a_constant() {
+    let original = load("dynamic_reshape.onnx");
+    let mut m = original.clone();
+    run_passes(
+        &mut m,
+        &[
+            "constants-to-initializers",
+            "simplify-reshape",
+            "eliminate-dead",
+        ],
+    );
+    assert_eq!(
+        ops(&m),
+        histogram(&[("Add", 1), ("MatMul", 1), ("Reshape", 1)])
+    );
+    // Batch stays dynamic: the model runs at two batch sizes.
+    for batch in [1, 3] {
+        let shapes = infopt_runtime::InputShapes::new().with_symbol("batch", batch);
+        assert_equivalent(&original, &m, &shapes, 0.0, 0.0);
+    }
+    assert!(m.graph.inputs[0].info.r#type.is_some());
+}

@@ -1,0 +1,129 @@
+//! Replaces a Reshape target computed from the input's own shape by a constant.
+//!
+//! ## What it does
+//! Exporters write `Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]))`
+//! to say "keep the batch dim, flatten the rest". Shape inference knows that
+//! target's value symbolically (`[batch, -1]`); where an element is exactly
+//! the input's dim at the same position it becomes `0` ("copy this dim"), so
+//! the target is the constant `[0, -1]` and the Shape/Gather/Unsqueeze/Concat
+//! scaffolding becomes dead. Dynamic dims stay dynamic.
+//!
+//! ## When it declines
+//! Reshape with `allowzero=1` (0 then means an empty dim), targets with an
+//! element that is neither a known number nor the input's own dim at that
+//! position, and targets with more than one `-1`. Nothing is recorded for
+//! targets that are already constant.
+//!
+//! ## Numerics
+//! Exact: the same shape at run time.
+//!
+//! Also skips a Reshape whose result is only reshaped again
+//! (`Reshape(Reshape(a, s1), s2)` reads `a` directly) when no element of `s2`
+//! can be 0.
+//!
+//! ## Example
+//! `x: [batch, 4, 8, 8]`, `y = Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]))`
+//! becomes `y = Reshape(x, [0, -1])`.
+
+use infopt_ir::infer::{Opsets, Scope, infer_graph};
+use infopt_ir::{DataType, Dim, Graph, Model, Tensor};
+
+use crate::pass::{Pass, PassCx, PassError};
+use crate::rule::for_each_graph_mut;
+
+pub struct SimplifyReshape;
+
+fn simplify_graph(g: &mut Graph, opsets: Opsets, cx: &mut PassCx) -> usize {
+    let mut report = Default::default();
+    let facts = infer_graph(g, opsets, &Scope::default(), &mut report);
+    let mut count = 0;
+    for id in g.node_ids() {
+        let node = g.node(id);
+        if !node.is("Reshape") || node.attr_int_or("allowzero", 0).unwrap_or(0) != 0 {
+            continue;
+        }
+        let (Some(Some(data)), Some(Some(shape))) = (node.inputs.first(), node.inputs.get(1))
+        else {
+            continue;
+        };
+        let (data, shape) = (*data, *shape);
+        let value = facts.get(shape).and_then(|f| f.value.as_ref());
+        // Reshape(Reshape(a, s1), s2) = Reshape(a, s2) when no element of s2 is
+        // 0 (which would copy a dim of the intermediate shape): a known value
+        // without 0, or symbols (sizes, at least 1).
+        if let Some(v) = value {
+            let no_zero = v
+                .elems
+                .iter()
+                .all(|e| !matches!(e, Dim::Known(0) | Dim::Unknown));
+            if let Some((first, _)) = g.value(data).producer {
+                let first_node = g.node(first);
+                let single = g.reader_count(data) == 1;
+                if no_zero
+                    && single
+                    && first_node.is("Reshape")
+                    && let Some(Some(a)) = first_node.inputs.first().copied()
+                {
+                    g.set_input(id, 0, Some(a));
+                    count += 1;
+                    continue;
+                }
+            }
+        }
+        if g.constant(shape).is_some() {
+            continue;
+        }
+        let Some(value) = value else { continue };
+        let Some(data_dims) = facts.get(data).and_then(|f| f.shape()).map(|d| d.to_vec()) else {
+            continue;
+        };
+        let mut target = Vec::with_capacity(value.elems.len());
+        let mut ok = true;
+        for (j, e) in value.elems.iter().enumerate() {
+            match e {
+                Dim::Known(k) => target.push(*k),
+                Dim::Sym(s) if matches!(data_dims.get(j), Some(Dim::Sym(d)) if d == s) => {
+                    target.push(0)
+                }
+                _ => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        if !ok || target.iter().filter(|&&d| d == -1).count() > 1 || value.scalar {
+            let at = g.node(id).name_or_op().to_string();
+            if !ok {
+                cx.decline(
+                    &at,
+                    "target shape depends on dims other than the input's own at the same position",
+                );
+            }
+            continue;
+        }
+        let name = format!("{}.shape", g.value(shape).name);
+        let t = Tensor::from_i64(vec![target.len() as i64], &target);
+        debug_assert_eq!(t.dtype(), DataType::Int64);
+        let init = g.add_initializer(&name, t);
+        g.set_input(id, 1, Some(init));
+        count += 1;
+    }
+    count
+}
+
+impl Pass for SimplifyReshape {
+    fn name(&self) -> &'static str {
+        "simplify-reshape"
+    }
+
+    fn run(&self, model: &mut Model, cx: &mut PassCx) -> Result<usize, PassError> {
+        let opsets = Opsets::of(model);
+        let mut count = 0;
+        for_each_graph_mut(&mut model.graph, &mut |g| {
+            count += simplify_graph(g, opsets, cx);
+            Ok(())
+        })?;
+        cx.rewrites += count;
+        Ok(count)
+    }
+}
