@@ -6,6 +6,7 @@ mod inputs_arg;
 mod intermediates;
 mod report;
 mod shape_args;
+mod tract_eval;
 mod verify;
 
 use std::process::ExitCode;
@@ -27,6 +28,8 @@ fn main() -> ExitCode {
             return code.into();
         }
     };
+    // Constant folding may ask tract for ops the reference kernels lack.
+    infopt_passes::fold_constants::register_fallback_evaluator(tract_eval::factory);
     match commands::run(cli) {
         Ok(()) => Exit::Ok.into(),
         Err(e) => {

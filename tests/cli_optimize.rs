@@ -285,3 +285,38 @@ fn models_tract_cannot_run_are_verified_in_onnxruntime() {
         "{notes:?}"
     );
 }
+
+#[test]
+fn constants_of_ops_without_reference_kernels_fold_through_tract() {
+    use infopt_ir::builder::{GraphBuilder, dims};
+    use infopt_ir::{DataType, SaveOptions};
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "4"]));
+    let c = b.f32("c", &[4], &[0.1, 0.2, 0.3, 0.4]);
+    let t = b.op("Tanh", &[c], vec![]);
+    let e = b.op("Erf", &[t], vec![]);
+    let y = b.op("Add", &[x, e], vec![]);
+    b.output(y, "y", DataType::Float, Some(dims(&["batch", "4"])));
+    let mut model = b.build(17);
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("m.onnx");
+    model.save(&path, &SaveOptions::default()).unwrap();
+    let out = tmp.path().join("o.onnx");
+    let o = infopt(&["optimize", s(&path), "-o", s(&out), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let after: Vec<(String, u64)> = r["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["after"].as_u64().unwrap() > 0)
+        .map(|o| {
+            (
+                o["op"].as_str().unwrap().to_string(),
+                o["after"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(after, vec![("Add".to_string(), 1)], "{r:#}");
+    assert_eq!(r["verification"]["passed"], true);
+}

@@ -132,10 +132,10 @@ impl BackendArgs {
 pub struct Args {
     /// Model to time.
     pub model: PathBuf,
-    /// A second model to time in the same process, runs interleaved with MODEL's; prints
-    /// MODEL's median over OTHER's (the speed-up of OTHER).
+    /// More models to time in the same process, runs interleaved with MODEL's
+    /// (repeatable); prints MODEL's median over each one's (its speed-up).
     #[arg(long, value_name = "OTHER.onnx")]
-    pub compare: Option<PathBuf>,
+    pub compare: Vec<PathBuf>,
     #[command(flatten)]
     pub backend: BackendArgs,
     #[command(flatten)]
@@ -177,8 +177,10 @@ pub struct BenchReport {
     /// Whether the runs of the two models alternated (always true with two models).
     pub interleaved: bool,
     pub models: Vec<ModelBench>,
-    /// With `--compare`: MODEL's median latency / OTHER's (> 1: OTHER is faster).
+    /// With one `--compare`: MODEL's median latency / OTHER's (> 1: OTHER is faster).
     pub speedup: Option<f64>,
+    /// With `--compare`: MODEL's median over each compared model's, in order.
+    pub speedups: Vec<f64>,
 }
 
 pub struct Loaded {
@@ -352,11 +354,7 @@ pub fn render_text(r: &BenchReport) -> String {
         if r.interleaved { ", interleaved" } else { "" }
     );
     for (i, m) in r.models.iter().enumerate() {
-        let label = if r.models.len() > 1 {
-            if i == 0 { "model (A)" } else { "other (B)" }
-        } else {
-            "model"
-        };
+        let label = if i == 0 { "model" } else { "other" };
         let _ = writeln!(s, "{label:<11} {}", m.path);
         let _ = writeln!(
             s,
@@ -391,13 +389,13 @@ pub fn render_text(r: &BenchReport) -> String {
             ms(m.load_ms)
         );
     }
-    if let Some(x) = r.speedup {
+    for (m, &x) in r.models.iter().skip(1).zip(&r.speedups) {
         let verdict = if x >= 1.0 {
-            format!("B is {x:.2}x faster than A")
+            format!("{x:.2}x faster than {}", r.models[0].path)
         } else {
-            format!("B is {:.2}x slower than A", 1.0 / x)
+            format!("{:.2}x slower than {}", 1.0 / x, r.models[0].path)
         };
-        let _ = writeln!(s, "ratio       A/B median {x:.3}: {verdict}");
+        let _ = writeln!(s, "ratio       {}: median ratio {x:.3}, {verdict}", m.path);
     }
     s
 }
@@ -435,8 +433,17 @@ pub fn run(args: Args) -> CliResult {
             }
         })
         .collect();
-    let speedup = (models.len() == 2 && models[1].latency.median_ms > 0.0)
-        .then(|| models[0].latency.median_ms / models[1].latency.median_ms);
+    let speedups: Vec<f64> = models[1..]
+        .iter()
+        .map(|m| {
+            if m.latency.median_ms > 0.0 {
+                models[0].latency.median_ms / m.latency.median_ms
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let speedup = (speedups.len() == 1).then(|| speedups[0]);
     let report = BenchReport {
         schema_version: BENCH_SCHEMA_VERSION,
         backend: info,
@@ -446,6 +453,7 @@ pub fn run(args: Args) -> CliResult {
         interleaved: models.len() > 1,
         models,
         speedup,
+        speedups,
     };
     if args.json {
         let text =

@@ -376,6 +376,17 @@ pub fn run(args: Args) -> CliResult {
         t.elapsed().as_secs_f64() * 1e3
     );
     warnings.extend(run.budget_exhausted.iter().cloned());
+    // Folding trades nodes for initializers; say so when the weights grow
+    // noticeably (1% and at least 64 KiB).
+    let grown = stats_after
+        .parameter_bytes
+        .saturating_sub(stats_before.parameter_bytes);
+    if grown > 64 * 1024 && grown * 100 > stats_before.parameter_bytes {
+        warnings.push(format!(
+            "the weights grew by {grown} bytes ({:.1}%): folded constants were materialized; lower fold-constants max_tensor_bytes to trade size for nodes",
+            grown as f64 * 100.0 / stats_before.parameter_bytes.max(1) as f64
+        ));
+    }
 
     let mut verification = None;
     let mut latency = None;

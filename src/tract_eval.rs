@@ -1,0 +1,129 @@
+//! tract as a fallback evaluator for constant folding: ops the reference
+//! kernels do not implement (Erf, Tanh, Conv on constants, ...) are run as a
+//! one-node model in tract. Registered by the CLI, so `passes/` does not depend
+//! on a runtime.
+
+use bytes::Bytes;
+use infopt_ir::kernels::{Evaluator, KernelError};
+use infopt_ir::{DataType, GraphIo, Model, Node, Tensor};
+use infopt_runtime::{Backend, HostTensor, InputShapes, TensorData, TractBackend};
+
+/// Inputs above this size are not handed to tract: folding is for small
+/// constant subgraphs, and a large one is better left to the runtime.
+const MAX_INPUT_BYTES: usize = 16 << 20;
+
+pub struct TractEvaluator;
+
+pub fn factory() -> Box<dyn Evaluator> {
+    Box::new(TractEvaluator)
+}
+
+fn to_tensor(t: &HostTensor) -> Option<Tensor> {
+    let dims: Vec<i64> = t.shape().iter().map(|&d| d as i64).collect();
+    let (dtype, bytes): (DataType, Vec<u8>) = match t.data() {
+        TensorData::F32(v) => (
+            DataType::Float,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
+        TensorData::F64(v) => (
+            DataType::Double,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
+        TensorData::F16(v) => (
+            DataType::Float16,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
+        TensorData::BF16(v) => (
+            DataType::Bfloat16,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
+        TensorData::I8(v) => (
+            DataType::Int8,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
+        TensorData::I16(v) => (
+            DataType::Int16,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
+        TensorData::I32(v) => (
+            DataType::Int32,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
+        TensorData::I64(v) => (
+            DataType::Int64,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
+        TensorData::U8(v) => (DataType::Uint8, v.clone()),
+        TensorData::U16(v) => (
+            DataType::Uint16,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
+        TensorData::U32(v) => (
+            DataType::Uint32,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
+        TensorData::U64(v) => (
+            DataType::Uint64,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
+        TensorData::Bool(v) => (DataType::Bool, v.iter().map(|&b| b as u8).collect()),
+    };
+    Some(Tensor::from_raw(dtype, dims, Bytes::from(bytes)))
+}
+
+impl Evaluator for TractEvaluator {
+    fn eval(
+        &self,
+        node: &Node,
+        inputs: &[Option<&Tensor>],
+        opset: i64,
+    ) -> Result<Option<Vec<Tensor>>, KernelError> {
+        // Standard ops only (tract matches ops by name and ignores the domain),
+        // and no subgraphs.
+        if !node.domain().is_empty() || node.has_subgraphs() {
+            return Ok(None);
+        }
+        if inputs
+            .iter()
+            .flatten()
+            .any(|t| t.payload_bytes() > MAX_INPUT_BYTES || t.dtype() == DataType::String)
+        {
+            return Ok(None);
+        }
+        let mut g = infopt_ir::Graph::new("fold");
+        let mut one = Node {
+            op_type: node.op_type.clone(),
+            attributes: node.attributes.clone(),
+            ..Default::default()
+        };
+        for (i, t) in inputs.iter().enumerate() {
+            one.inputs
+                .push(t.map(|t| g.add_initializer(&format!("in{i}"), t.clone())));
+        }
+        let names: Vec<String> = (0..node.outputs.len()).map(|i| format!("out{i}")).collect();
+        let refs: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+        let id = g.add_node(one, &refs);
+        for v in g.node(id).outputs.clone().into_iter().flatten() {
+            let name = g.value(v).name.clone();
+            g.outputs.push(GraphIo {
+                value: v,
+                info: infopt_ir::proto::ValueInfoProto {
+                    name: Some(name),
+                    ..Default::default()
+                },
+            });
+        }
+        let bytes = Model::new(g, opset)
+            .to_bytes()
+            .map_err(|e| KernelError::invalid(e.to_string()))?;
+        // tract refusing the op (or the node) means "not implemented here".
+        let Ok(loaded) = TractBackend.load(&bytes, None, &InputShapes::new()) else {
+            return Ok(None);
+        };
+        let Ok(outputs) = loaded.run(&[]) else {
+            return Ok(None);
+        };
+        let tensors: Option<Vec<Tensor>> = outputs.iter().map(to_tensor).collect();
+        Ok(tensors)
+    }
+}
