@@ -81,7 +81,7 @@ fn with_outputs(model: &Model, names: &[String]) -> CliResult<Vec<u8>> {
             },
         });
     }
-    m.to_bytes().map_err(CliError::from_ir)
+    m.to_bytes_referencing_sources().map_err(CliError::from_ir)
 }
 
 /// Whether the IR knows the tensor's element type is one no backend here holds.

@@ -52,7 +52,10 @@ pub struct Verifier {
     pub info: BackendInfo,
     pub shapes: InputShapes,
     pub dir: PathBuf,
-    pub original: Box<dyn LoadedModel>,
+    /// Kept only when latency will be measured: a runtime may hold a full copy
+    /// of the weights, and verification needs just the reference outputs.
+    pub original: Option<Box<dyn LoadedModel>>,
+    pub resolution: infopt_runtime::ShapeResolution,
     pub inputs: Vec<HostTensor>,
     pub expected: Vec<HostTensor>,
     pub inputs_description: String,
@@ -70,6 +73,7 @@ impl Verifier {
         inputs: &Inputs,
         shapes: InputShapes,
         tol: Tolerance,
+        keep_loaded: bool,
     ) -> Result<Verifier, String> {
         let loaded = backend
             .load(original, Some(&dir), &shapes)
@@ -82,7 +86,8 @@ impl Verifier {
             info,
             shapes,
             dir,
-            original: loaded,
+            resolution: loaded.resolution().clone(),
+            original: keep_loaded.then_some(loaded),
             inputs: tensors,
             expected,
             tol,
@@ -91,7 +96,9 @@ impl Verifier {
 
     /// Loads a candidate model in the same backend.
     pub fn load(&self, model: &Model) -> CliResult<Box<dyn LoadedModel>> {
-        let bytes = model.to_bytes().map_err(CliError::from_ir)?;
+        let bytes = model
+            .to_bytes_referencing_sources()
+            .map_err(CliError::from_ir)?;
         self.backend
             .load(&bytes, Some(&self.dir), &self.shapes)
             .map_err(|e| {
@@ -119,7 +126,7 @@ impl Verifier {
     }
 
     pub fn verification(&self, outputs: Vec<OutputAgreement>, passed: bool) -> Verification {
-        let resolution = self.original.resolution();
+        let resolution = &self.resolution;
         Verification {
             backend: self.info.clone(),
             inputs: self.inputs_description.clone(),
@@ -139,10 +146,13 @@ impl Verifier {
         warmup: usize,
         runs: usize,
     ) -> CliResult<LatencyComparison> {
+        let original = self.original.ok_or_else(|| {
+            CliError::new(Exit::Internal, "the original model was not kept for timing")
+        })?;
         let models = [
             Loaded {
                 path: PathBuf::from("original"),
-                model: self.original,
+                model: original,
                 inputs: self.inputs.clone(),
                 load_ms: 0.0,
             },

@@ -72,6 +72,9 @@ pub struct SaveSummary {
 struct ExternalPlan {
     threshold: Option<u64>,
     keep_loaded_external: bool,
+    /// Point tensors loaded from external data back at their source files
+    /// instead of copying them (in-memory encodings for runtimes).
+    reference_sources: bool,
     location: String,
     chunks: Vec<(u64, Bytes)>,
     end: u64,
@@ -85,6 +88,7 @@ impl ExternalPlan {
         ExternalPlan {
             threshold: None,
             keep_loaded_external: false,
+            reference_sources: false,
             location: String::new(),
             chunks: Vec::new(),
             end: 0,
@@ -92,6 +96,21 @@ impl ExternalPlan {
     }
 
     fn place(&mut self, tensor: &Tensor, proto: &mut TensorProto) -> Result<()> {
+        if self.reference_sources {
+            if let Some(origin) = &tensor.external {
+                // Only when the bytes are still the ones read from that file.
+                if proto
+                    .raw_data
+                    .as_ref()
+                    .is_some_and(|d| d.len() as u64 == origin.length)
+                {
+                    proto.raw_data = None;
+                    proto.external_data = origin.entries.clone();
+                    proto.data_location = Some(data_location::EXTERNAL);
+                }
+            }
+            return Ok(());
+        }
         let size = tensor.payload_bytes() as u64;
         let wanted = self.threshold.is_some_and(|t| size >= t)
             || (self.keep_loaded_external && tensor.external.is_some());
@@ -142,6 +161,23 @@ impl Model {
         Ok(proto.encode_to_vec())
     }
 
+    /// Encodes the model in memory for a runtime: tensors that were loaded from
+    /// external data and are unchanged keep pointing at their files (resolve
+    /// them against the source model's folder), so a model over 2 GiB can be
+    /// handed to a runtime without copying its weights into the message.
+    pub fn to_bytes_referencing_sources(&self) -> Result<Vec<u8>> {
+        let mut plan = ExternalPlan {
+            reference_sources: true,
+            ..ExternalPlan::none()
+        };
+        let proto = self.to_proto_with(&mut plan)?;
+        let len = proto.encoded_len() as u64;
+        if len > PROTOBUF_LIMIT {
+            return Err(IrError::TooLarge { size: len });
+        }
+        Ok(proto.encode_to_vec())
+    }
+
     fn to_proto_with(&self, plan: &mut ExternalPlan) -> Result<ModelProto> {
         let mut proto = self.meta.clone();
         proto.graph = Some(graph_to_proto(&self.graph, plan)?);
@@ -166,11 +202,8 @@ impl Model {
         let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
 
         let mut plan = ExternalPlan {
-            threshold: None,
-            keep_loaded_external: false,
             location: location.clone(),
-            chunks: Vec::new(),
-            end: 0,
+            ..ExternalPlan::none()
         };
         match options.external {
             ExternalDataPolicy::Inline => {}

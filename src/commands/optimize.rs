@@ -188,6 +188,7 @@ fn make_verifier(
             inputs,
             inputs.shapes.clone(),
             tol,
+            args.bench,
         )
         .map_err(|m| {
             CliError::new(
@@ -279,7 +280,9 @@ pub fn run(args: Args) -> CliResult {
     // The original runs once; its outputs are the reference for every check.
     let verifier = if do_verify || args.bench {
         let t = Instant::now();
-        let bytes = original.to_bytes().map_err(CliError::from_ir)?;
+        let bytes = original
+            .to_bytes_referencing_sources()
+            .map_err(CliError::from_ir)?;
         let dir = match args.model.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
