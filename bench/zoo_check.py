@@ -48,6 +48,13 @@ SYMBOLS = [
     ("fasterrcnn*", {"height": 240, "width": 320}),
 ]
 DEFAULT_SYMBOLS = {"batch": 2, "seq": 8}
+# Further symbol values every dynamic model is also run with (original vs infopt's output):
+# batch 1 / seq 1 and odd sizes catch rewrites that baked in a dim or mis-broadcast.
+ALT_SYMBOLS = [
+    {"batch": 1, "seq": 1, "height": 224, "width": 64},
+    {"batch": 3, "seq": 13, "height": 256, "width": 160},
+]
+ALT_IMAGE_OK = ("yolo_head_hw*", "mobilenet_v3_small_hw*", "crnn*", "ssdlite*", "fasterrcnn*")
 
 # The static-shape case: model -> {input: shape}
 STATIC = {
@@ -99,8 +106,8 @@ def last_line(s):
     return lines[-1].strip() if lines else ""
 
 
-def input_shapes(model_path, meta, name, fixed=None):
-    """Concrete shape for every graph input."""
+def input_shapes(model_path, meta, name, fixed=None, alt=None):
+    """Concrete shape for every graph input (alt: one of ALT_SYMBOLS instead of the defaults)."""
     m = onnx.load(model_path, load_external_data=False)
     inits = {i.name for i in m.graph.initializer}
     syms = dict(DEFAULT_SYMBOLS)
@@ -108,6 +115,9 @@ def input_shapes(model_path, meta, name, fixed=None):
         if fnmatch.fnmatch(name, pat):
             syms.update(vals)
             break
+    if alt:
+        syms.update({k: v for k, v in alt.items() if k in DEFAULT_SYMBOLS
+                     or any(fnmatch.fnmatch(name, p) for p in ALT_IMAGE_OK)})
     out = {}
     for i in m.graph.input:
         if i.name in inits:
@@ -180,6 +190,7 @@ def compare(ref_path, test_path, shapes, meta, level=ort.GraphOptimizationLevel.
     try:
         b = session(test_path, level)
         rb = b.run(None, feeds)
+        declared = {o.name: o.shape for o in b.get_outputs()}
     except Exception as e:  # noqa: BLE001
         return dict(ok=False, max_abs=None, max_rel=None, err=f"ORT cannot run output: {str(e).splitlines()[0][:300]}")
     ok, mabs, mrel, err = True, 0.0, 0.0, None
@@ -190,6 +201,9 @@ def compare(ref_path, test_path, shapes, meta, level=ort.GraphOptimizationLevel.
         if x.shape != y.shape or x.dtype != y.dtype:
             return dict(ok=False, max_abs=None, max_rel=None,
                         err=f"output {n}: {x.dtype}{list(x.shape)} vs {y.dtype}{list(y.shape)}")
+        dec = declared.get(n)
+        if dec is not None and (len(dec) != y.ndim or any(isinstance(d, int) and d != e for d, e in zip(dec, y.shape))):
+            ok, err = False, f"output {n}: declared shape {dec}, actual {list(y.shape)}"
         if x.size == 0:
             continue
         xf, yf = x.astype(np.float64), y.astype(np.float64)
@@ -204,6 +218,46 @@ def compare(ref_path, test_path, shapes, meta, level=ort.GraphOptimizationLevel.
             ok = False
             err = err or f"output {n} differs"
     return dict(ok=ok, max_abs=mabs, max_rel=mrel, err=err)
+
+
+def signature(path):
+    m = onnx.load(path, load_external_data=False)
+    inits = {i.name for i in m.graph.initializer}
+
+    def sig(vs):
+        out = []
+        for v in vs:
+            if v.name in inits:
+                continue
+            t = v.type.tensor_type
+            dims = [d.dim_param or (d.dim_value if d.HasField("dim_value") else "?") for d in t.shape.dim] \
+                if t.HasField("shape") else None
+            out.append((v.name, t.elem_type, dims))
+        return out
+    return dict(inputs=sig(m.graph.input), outputs=sig(m.graph.output), ir=m.ir_version,
+                opsets=sorted((o.domain, o.version) for o in m.opset_import))
+
+
+def signature_diff(src, out, fixed):
+    """What changed in the interface (names, dtypes, dims, opsets); fixed inputs may lose their symbols."""
+    a, b = signature(src), signature(out)
+    diffs = []
+    for k in ("inputs", "outputs"):
+        if [x[:2] for x in a[k]] != [x[:2] for x in b[k]]:
+            diffs.append(f"{k} names/types {[x[:2] for x in a[k]]} -> {[x[:2] for x in b[k]]}")
+            continue
+        for (n, _, da), (_, _, db) in zip(a[k], b[k]):
+            if da == db or (fixed and k == "inputs" and n in fixed):
+                continue
+            if k == "outputs" and da is not None and db is not None and len(da) == len(db) and all(
+                    x == y or isinstance(x, str) for x, y in zip(da, db)):
+                continue  # symbolic output dims refined (checked against the real shapes in compare())
+            diffs.append(f"{k[:-1]} {n} dims {da} -> {db}")
+    if a["opsets"] != b["opsets"]:
+        diffs.append(f"opsets {a['opsets']} -> {b['opsets']}")
+    if a["ir"] != b["ir"]:
+        diffs.append(f"ir_version {a['ir']} -> {b['ir']}")
+    return diffs
 
 
 def checker(path):
@@ -254,6 +308,18 @@ def check_model(name, src, meta, out_dir, infopt, timeout, peers, fixed=None, ta
         r["ort"] = compare(src, out, shapes, meta, cache=cache)
         r["ort_noopt"] = compare(src, out, shapes, meta, ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
         r["checker"] = checker(out)
+        r["signature"] = signature_diff(src, out, fixed)
+        r["alt"] = []
+        if not fixed:
+            seen = {json.dumps(shapes, sort_keys=True)}
+            for alt in ALT_SYMBOLS:
+                sh = input_shapes(src, meta, name, alt=alt)
+                if json.dumps(sh, sort_keys=True) in seen:
+                    continue
+                seen.add(json.dumps(sh, sort_keys=True))
+                c = compare(src, out, sh, meta)
+                c["shapes"] = sh
+                r["alt"].append(c)
     else:
         r["nodes_after"] = (None, None)
         r["ort"] = r["ort_noopt"] = None
@@ -286,6 +352,11 @@ def verdict(r):
         bad.append("ORT(noopt) " + (r["ort_noopt"]["err"] or "mismatch"))
     if r.get("checker") and r["checker"] != "ok":
         bad.append("checker")
+    for c in r.get("alt") or []:
+        if not c["ok"]:
+            bad.append(f"ORT@{c['shapes']} " + (c["err"] or "mismatch"))
+    if r.get("signature"):
+        bad.append("interface changed")
     after = r["nodes_after"][0]
     for tool in ("onnxsim", "onnxslim"):
         p = r.get(tool)
@@ -309,8 +380,8 @@ def print_table(rows, title):
         o = r.get("ort") or {}
         s, l = r.get("onnxsim") or {}, r.get("onnxslim") or {}
         print(f"{r['model']:<38} {r['rc']:>3} {nn(r['nodes_before']):>11} {nn(r['nodes_after']):>11} "
-              f"{nn(s.get('nodes')) if s.get('rc') == 0 else 'ERR':>11} "
-              f"{nn(l.get('nodes')) if l.get('rc') == 0 else 'ERR':>11} "
+              f"{nn(s.get('nodes')) if s.get('rc') == 0 else ('ERR' if s else '-'):>11} "
+              f"{nn(l.get('nodes')) if l.get('rc') == 0 else ('ERR' if l else '-'):>11} "
               f"{r['secs']:>6.2f} {fmt(s.get('secs'), '{:.2f}'):>6} {fmt(l.get('secs'), '{:.2f}'):>6} "
               f"{fmt(o.get('max_abs')):>8} {fmt(o.get('max_rel')):>8} "
               f"{'ok' if r.get('checker') == 'ok' else ('-' if r.get('checker') is None else 'FAIL'):>4}  "
@@ -372,6 +443,11 @@ def main():
                 print(f"    {k}: {r[k]}")
         if r.get("checker") not in (None, "ok"):
             print(f"    checker: {r['checker']}")
+        for c in r.get("alt") or []:
+            if not c["ok"]:
+                print(f"    ORT at {c['shapes']}: {c}")
+        for d in r.get("signature") or []:
+            print(f"    interface: {d}")
         for tool in ("onnxsim", "onnxslim"):
             p = r.get(tool)
             if p and p.get("rc") != 0:

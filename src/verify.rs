@@ -71,10 +71,10 @@ impl Verifier {
         original: &[u8],
         dir: PathBuf,
         inputs: &Inputs,
-        shapes: InputShapes,
         tol: Tolerance,
         keep_loaded: bool,
     ) -> Result<Verifier, String> {
+        let shapes = inputs.shapes.clone();
         let loaded = backend
             .load(original, Some(&dir), &shapes)
             .map_err(|e| e.to_string())?;

@@ -186,7 +186,6 @@ fn make_verifier(
             original,
             dir.clone(),
             inputs,
-            inputs.shapes.clone(),
             tol,
             args.bench,
         )
