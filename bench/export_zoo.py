@@ -12,7 +12,8 @@ transformers models from tiny configs (2 layers, hidden 64). Dynamic axes are
 declared where real exports have them (batch; seq for text; H/W for OCR and
 detection). Opsets vary between 11 and 18 across models. Some CNNs are exported
 with training=TrainingMode.PRESERVE (in eval mode) so BatchNormalization nodes
-survive instead of being folded by the exporter.
+survive instead of being folded by the exporter. Deployment variants at the
+end: two fp16 exports and one with keep_initializers_as_inputs=True.
 
 Besides the .onnx files, OUT_DIR/zoo_meta.json records for each model the
 concrete input shapes and dtypes used at export time, the dynamic axes and the
@@ -294,6 +295,19 @@ def specs():
                   inputs={"pixel_values": {"shape": [2, 3, 64, 64], "dtype": "float32"}},
                   dynamic_axes={"pixel_values": {0: "batch"}}, outputs=["last_hidden_state", "pooler_output"],
                   output_axes={"last_hidden_state": {0: "batch"}, "pooler_output": {0: "batch"}}))
+
+    # ---------------- deployment variants ----------------
+    # fp16 exports (model.half()), as shipped for GPU serving; ORT runs them on CPU too.
+    S.append(dict(name="resnet10_fp16_preserve_op13", build=resnet10, opset=13, exporter=TS, training="preserve",
+                  half=True, inputs={"input": {"shape": [1, 3, 224, 224], "dtype": "float16"}},
+                  dynamic_axes={"input": {0: "batch"}}, outputs=["logits"]))
+    S.append(dict(name="bert_fp16_op14", build=hf_text("BertModel", "BertConfig", bert_kw), names=am, opset=14,
+                  exporter=TS, half=True, **text_spec(am, 1000), outputs=["last_hidden_state", "pooler_output"],
+                  output_axes={"last_hidden_state": {0: "batch", 1: "seq"}, "pooler_output": {0: "batch"}}))
+    # Old-style export: every initializer is also a graph input (overridable at run time).
+    S.append(dict(name="resnet10_initializers_as_inputs_op11", build=resnet10, opset=11, exporter=TS,
+                  training="preserve", keep_initializers_as_inputs=True,
+                  **image_spec((1, 3, 224, 224), {0: "batch"}), outputs=["logits"]))
     return S
 
 
@@ -302,8 +316,9 @@ def make_inputs(spec):
     g = torch.Generator().manual_seed(0)
     xs = []
     for n, i in spec["inputs"].items():
-        if i["dtype"] == "float32":
-            xs.append(torch.rand(i["shape"], generator=g))
+        if i["dtype"] in ("float32", "float16"):
+            x = torch.rand(i["shape"], generator=g)
+            xs.append(x.half() if i["dtype"] == "float16" else x)
         else:
             lo, hi = i.get("range", [0, 2])
             xs.append(torch.randint(lo, hi, i["shape"], generator=g, dtype=torch.int64))
@@ -316,6 +331,8 @@ def export_one(spec, out_dir):
     if "names" in spec:
         model = HFWrap(model, spec["names"])
     model.eval()
+    if spec.get("half"):
+        model = model.half()
     args = make_inputs(spec)
     in_names = list(spec["inputs"])
     out_names = spec["outputs"]
@@ -328,7 +345,9 @@ def export_one(spec, out_dir):
                         else torch.onnx.TrainingMode.EVAL)
             torch.onnx.export(model, args, path, opset_version=spec["opset"], input_names=in_names,
                               output_names=out_names, dynamic_axes=dyn, training=training,
-                              do_constant_folding=spec.get("constant_folding", True), dynamo=False)
+                              do_constant_folding=spec.get("constant_folding", True),
+                              keep_initializers_as_inputs=spec.get("keep_initializers_as_inputs", False),
+                              dynamo=False)
         else:
             from torch.export import Dim
             dims = {}
@@ -363,7 +382,7 @@ def main():
     meta_path = os.path.join(a.out_dir, "zoo_meta.json")
     meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {}
     only = a.only.split(",") if a.only else None
-    print(f"{'model':<34} {'exporter':<11} {'opset':>5} {'nodes':>6} {'MB':>6} {'secs':>6}  notes")
+    print(f"{'model':<38} {'exporter':<11} {'opset':>5} {'nodes':>6} {'MB':>6} {'secs':>6}  notes")
     failures = 0
     for spec in specs():
         if only and not any(o in spec["name"] for o in only):
@@ -382,9 +401,9 @@ def main():
             if sub:
                 notes.append(f"{sub} subgraph attrs")
             syms = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]
-                    for i in m.graph.input}
+                    for i in m.graph.input if i.name not in {t.name for t in m.graph.initializer}}
             notes.append(" ".join(f"{k}={v}" for k, v in syms.items()))
-            print(f"{spec['name']:<34} {spec['exporter']:<11} {opset:>5} {len(m.graph.node):>6} {mb:>6.2f} "
+            print(f"{spec['name']:<38} {spec['exporter']:<11} {opset:>5} {len(m.graph.node):>6} {mb:>6.2f} "
                   f"{time.time() - t:>6.1f}  {', '.join(notes)}", flush=True)
             meta[spec["name"]] = {
                 "file": os.path.basename(path), "exporter": spec["exporter"], "opset": opset,
@@ -395,7 +414,7 @@ def main():
         except Exception as e:  # noqa: BLE001 - report and go on
             failures += 1
             msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-            print(f"{spec['name']:<34} {spec['exporter']:<11} {spec['opset']:>5} {'-':>6} {'-':>6} "
+            print(f"{spec['name']:<38} {spec['exporter']:<11} {spec['opset']:>5} {'-':>6} {'-':>6} "
                   f"{time.time() - t:>6.1f}  EXPORT FAILED: {msg[:300]}", flush=True)
             if os.environ.get("ZOO_TRACEBACK"):
                 traceback.print_exc()

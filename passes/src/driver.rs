@@ -30,6 +30,8 @@ pub struct PassRecord {
     pub time: Duration,
     pub nodes_before: usize,
     pub nodes_after: usize,
+    /// Nodes this pass removed (negative: added), summed over its runs.
+    pub nodes_removed: i64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -171,6 +173,7 @@ fn run_one(
     record.rewrites += rewrites;
     record.time += elapsed;
     record.nodes_after = nodes_after;
+    record.nodes_removed += nodes_before as i64 - nodes_after as i64;
     let mut stop = false;
     if rewrites > 0
         && let Flow::Stop = observer(name, model)?

@@ -45,6 +45,8 @@ pub struct PassStat {
     pub time_ms: f64,
     pub nodes_before: usize,
     pub nodes_after: usize,
+    /// Nodes this pass removed over all its runs (negative: added).
+    pub nodes_removed: i64,
 }
 
 #[derive(Serialize, Debug, Clone)]
@@ -128,6 +130,7 @@ pub fn pass_stats(run: &PipelineRun) -> Vec<PassStat> {
             time_ms: r.time.as_secs_f64() * 1e3,
             nodes_before: r.nodes_before,
             nodes_after: r.nodes_after,
+            nodes_removed: r.nodes_removed,
         })
         .collect()
 }

@@ -175,7 +175,14 @@ pub fn render(r: &Report, markdown: bool) -> String {
     h(&mut s, "Passes");
     let mut t = table(
         markdown,
-        &["pass", "group", "runs", "rewrites", "time ms", "nodes"],
+        &[
+            "pass",
+            "group",
+            "runs",
+            "rewrites",
+            "time ms",
+            "nodes removed",
+        ],
     );
     for p in &r.passes {
         t.add_row(vec![
@@ -186,7 +193,7 @@ pub fn render(r: &Report, markdown: bool) -> String {
             p.runs.to_string(),
             p.rewrites.to_string(),
             format!("{:.2}", p.time_ms),
-            format!("{} -> {}", p.nodes_before, p.nodes_after),
+            p.nodes_removed.to_string(),
         ]);
     }
     right_align(&mut t, 2);
