@@ -327,6 +327,7 @@ def make_inputs(spec):
 
 def export_one(spec, out_dir):
     path = os.path.join(out_dir, spec["name"] + ".onnx")
+    torch.manual_seed(0)  # per model, so `--only` re-exports the same weights
     model = spec["build"]()
     if "names" in spec:
         model = HFWrap(model, spec["names"])
