@@ -60,6 +60,7 @@ impl InputSource {
 }
 
 /// Parsed input options: the shapes to load with, and the arrays read from `--inputs`.
+#[derive(Clone)]
 pub struct Inputs {
     pub shape_args: Vec<ShapeArg>,
     pub shapes: InputShapes,

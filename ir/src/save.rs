@@ -29,9 +29,11 @@ pub const PROTOBUF_LIMIT: u64 = (2u64 << 30) - (16 << 20);
 /// Which tensors to store in an external-data file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ExternalDataPolicy {
-    /// Tensors that were external when loaded stay external; everything else
-    /// is inline, unless the model would pass protobuf's 2 GiB limit, in which
-    /// case every tensor of at least 1 KiB goes external.
+    /// Tensors that were external when loaded stay external, and when the
+    /// model had external data every other initializer of at least 1 KiB goes
+    /// external too; a model without external data stays inline unless it
+    /// would pass protobuf's 2 GiB limit, in which case every tensor of at
+    /// least 1 KiB goes external.
     Auto,
     /// Every initializer of at least this many bytes goes external.
     Threshold(u64),
@@ -208,7 +210,18 @@ impl Model {
         match options.external {
             ExternalDataPolicy::Inline => {}
             ExternalDataPolicy::Threshold(t) => plan.threshold = Some(t),
-            ExternalDataPolicy::Auto => plan.keep_loaded_external = true,
+            ExternalDataPolicy::Auto => {
+                plan.keep_loaded_external = true;
+                // A model that kept its weights outside keeps doing so, also
+                // for weights a pass created (fused or folded from external ones).
+                if self
+                    .source
+                    .as_ref()
+                    .is_some_and(|src| !src.external_files.is_empty())
+                {
+                    plan.threshold = Some(1024);
+                }
+            }
         }
         let mut proto = self.to_proto_with(&mut plan)?;
         let mut size = proto.encoded_len() as u64;

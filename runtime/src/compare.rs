@@ -29,6 +29,26 @@ pub struct Tolerance {
     pub rtol: f64,
 }
 
+impl Tolerance {
+    /// The tolerance actually applied to outputs of `dtype`: the requested one,
+    /// widened to about one unit in the last place for half-precision types
+    /// (1e-5 is far below a float16 ulp, so two correct float16 computations
+    /// that round once differently would otherwise "disagree").
+    pub fn for_dtype(self, dtype: DType) -> Tolerance {
+        let (atol, rtol) = match dtype {
+            // float16: 10 mantissa bits, ulp/|x| <= 2^-10.
+            DType::F16 => (1e-3, 1e-3),
+            // bfloat16: 7 mantissa bits, ulp/|x| <= 2^-7.
+            DType::BF16 => (1e-2, 8e-3),
+            _ => (0.0, 0.0),
+        };
+        Tolerance {
+            atol: self.atol.max(atol),
+            rtol: self.rtol.max(rtol),
+        }
+    }
+}
+
 impl Default for Tolerance {
     fn default() -> Self {
         Tolerance {
@@ -74,6 +94,9 @@ pub struct OutputAgreement {
     /// Elements compared (0 when shapes differ).
     pub elements: usize,
     pub within_tolerance: bool,
+    /// The tolerance applied (the requested one, widened for float16/bfloat16).
+    pub atol: f64,
+    pub rtol: f64,
     /// Set when the outputs differ in kind (missing, shape, dtype).
     pub issue: Option<AgreementIssue>,
 }
@@ -89,6 +112,8 @@ impl OutputAgreement {
             nan_mismatches: 0,
             elements: 0,
             within_tolerance: false,
+            atol: 0.0,
+            rtol: 0.0,
             issue: Some(issue),
         }
     }
@@ -110,7 +135,10 @@ pub fn compare_tensors(
             },
         );
     }
+    let tol = tol.for_dtype(expected.dtype());
     let mut agreement = compare_values(name, &actual.to_f64_vec(), &expected.to_f64_vec(), tol);
+    agreement.atol = tol.atol;
+    agreement.rtol = tol.rtol;
     if actual.dtype() != expected.dtype() {
         agreement.within_tolerance = false;
         agreement.issue = Some(AgreementIssue::DTypeMismatch {
@@ -173,6 +201,8 @@ pub fn compare_values(name: &str, a: &[f64], b: &[f64], tol: Tolerance) -> Outpu
         nan_mismatches,
         elements,
         within_tolerance: mismatches == 0,
+        atol: tol.atol,
+        rtol: tol.rtol,
         issue: None,
     };
     if a.len() != b.len() {

@@ -24,11 +24,12 @@ pub struct Args {
     pub backend: BackendArgs,
     #[command(flatten)]
     pub inputs: InputArgs,
-    /// Relative tolerance: an element agrees when |b - a| <= atol + rtol * |a|.
-    #[arg(long, default_value_t = Tolerance::default().rtol)]
+    /// Relative tolerance: an element agrees when |b - a| <= atol + rtol * |a|
+    /// (same default as `optimize`; widened to one ulp for float16/bfloat16 outputs).
+    #[arg(long, default_value_t = 1e-4)]
     pub rtol: f64,
     /// Absolute tolerance.
-    #[arg(long, default_value_t = Tolerance::default().atol)]
+    #[arg(long, default_value_t = 1e-5)]
     pub atol: f64,
     /// Also compare every tensor computed under the same name in both models, and name
     /// the first that diverges (runs in ort unless --backend says otherwise).

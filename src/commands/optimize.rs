@@ -175,46 +175,84 @@ fn make_verifier(
     original: &[u8],
     dir: PathBuf,
     inputs: &crate::inputs_arg::Inputs,
+    symbols: &[String],
     tol: Tolerance,
+    prefer: &[&str],
 ) -> CliResult<(verify::Verifier, Option<String>)> {
     let build = |name: &str| -> CliResult<verify::Verifier> {
-        let (backend, info) = args.backend.build(name)?;
-        let backend_name = backend.name().to_string();
-        verify::Verifier::new(
-            backend,
-            info,
-            original,
-            dir.clone(),
-            inputs,
-            tol,
-            args.bench,
-        )
-        .map_err(|m| {
-            CliError::new(
-                Exit::Load,
-                format!("cannot run the original model in {backend_name}: {m}"),
-            )
-        })
+        // Distinct values for the symbols nobody fixed (2, 3, 4, ...), so a
+        // rewrite that mixes up batch and sequence does not pass unnoticed;
+        // if the model cannot run like that, every unbound dim gets 2.
+        let mut distinct = inputs.clone();
+        let mut next = 2;
+        for s in symbols {
+            if !distinct.shapes.symbols.contains_key(s) {
+                distinct.shapes.symbols.insert(s.clone(), next);
+                next += 1;
+            }
+        }
+        let mut last = String::new();
+        for attempt in [&distinct, inputs] {
+            let (backend, info) = args.backend.build(name)?;
+            let backend_name = backend.name().to_string();
+            match verify::Verifier::new(
+                backend,
+                info,
+                original,
+                dir.clone(),
+                attempt,
+                tol,
+                args.bench,
+            ) {
+                Ok(v) => return Ok(v),
+                Err(m) => last = format!("cannot run the original model in {backend_name}: {m}"),
+            }
+        }
+        Err(CliError::new(Exit::Load, last))
     };
     if args.backend.backend.is_some() {
         return Ok((build("")?, None));
     }
-    match build("tract") {
-        Ok(v) => Ok((v, None)),
-        Err(tract_err) => match build("ort") {
+    let mut errors: Vec<String> = Vec::new();
+    for (i, name) in prefer.iter().enumerate() {
+        match build(name) {
             Ok(v) => {
-                let note = format!("verified in ONNX Runtime: {}", tract_err.message);
-                Ok((v, Some(note)))
+                let note = (i > 0)
+                    .then(|| format!("verified in {}: {}", v.backend.name(), errors.join("; ")));
+                return Ok((v, note));
             }
-            Err(ort_err) => Err(CliError::new(
-                Exit::Load,
-                format!(
-                    "cannot verify: {}; and ONNX Runtime: {} (install onnxruntime, pass --backend, or --no-verify)",
-                    tract_err.message, ort_err.message
-                ),
-            )),
-        },
+            Err(e) => errors.push(e.message),
+        }
     }
+    Err(CliError::new(
+        Exit::Load,
+        format!(
+            "cannot verify: {} (install onnxruntime, pass --backend, or --no-verify)",
+            errors.join("; and ")
+        ),
+    ))
+}
+
+/// Names of the symbolic dims of the model's inputs, in order of appearance.
+fn input_symbols(model: &Model) -> Vec<String> {
+    let g = &model.graph;
+    let mut out: Vec<String> = Vec::new();
+    for io in &g.inputs {
+        if g.value(io.value).initializer.is_some() {
+            continue;
+        }
+        let Some(shape) = g.value_type(io.value).and_then(|t| t.shape) else {
+            continue;
+        };
+        for d in shape {
+            if let infopt_ir::Dim::Sym(s) = d {
+                if !out.contains(&s) {
+                    out.push(s);
+                }
+            }
+        }
+    }
+    out
 }
 
 pub fn run(args: Args) -> CliResult {
@@ -286,7 +324,15 @@ pub fn run(args: Args) -> CliResult {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let (v, note) = make_verifier(&args, &bytes, dir, &inputs, tol)?;
+        // ONNX Runtime first for its own target: tract cannot run the
+        // com.microsoft ops that target produces.
+        let prefer: &[&str] = if config.target == Target::Onnxruntime {
+            &["ort", "tract"]
+        } else {
+            &["tract", "ort"]
+        };
+        let symbols = input_symbols(&original);
+        let (v, note) = make_verifier(&args, &bytes, dir, &inputs, &symbols, tol, prefer)?;
         notes.extend(note);
         eprintln!(
             "ran the original in {} in {:.0} ms",
@@ -392,9 +438,35 @@ pub fn run(args: Args) -> CliResult {
 
     let mut verification = None;
     let mut latency = None;
-    if let Some(v) = verifier {
+    if let Some(mut v) = verifier {
         let t = Instant::now();
-        let loaded = v.load(&model)?;
+        let loaded = match v.load(&model) {
+            Ok(l) => l,
+            // The rewrite produced an op tract lacks (a contrib op, say):
+            // verify both models in ONNX Runtime instead.
+            Err(e) if args.backend.backend.is_none() && v.backend.name() == "tract" => {
+                let bytes = original
+                    .to_bytes_referencing_sources()
+                    .map_err(CliError::from_ir)?;
+                let symbols = input_symbols(&original);
+                let (ort, _) = make_verifier(
+                    &args,
+                    &bytes,
+                    v.dir.clone(),
+                    &inputs,
+                    &symbols,
+                    tol,
+                    &["ort"],
+                )
+                .map_err(|o| {
+                    CliError::new(Exit::Verify, format!("{}; and {}", e.message, o.message))
+                })?;
+                notes.push(format!("verified in ONNX Runtime: {}", e.message));
+                v = ort;
+                v.load(&model)?
+            }
+            Err(e) => return Err(e),
+        };
         if do_verify {
             let (outputs, passed) = v.check(loaded.as_ref())?;
             eprintln!(
