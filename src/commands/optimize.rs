@@ -245,10 +245,10 @@ fn input_symbols(model: &Model) -> Vec<String> {
             continue;
         };
         for d in shape {
-            if let infopt_ir::Dim::Sym(s) = d {
-                if !out.contains(&s) {
-                    out.push(s);
-                }
+            if let infopt_ir::Dim::Sym(s) = d
+                && !out.contains(&s)
+            {
+                out.push(s);
             }
         }
     }
