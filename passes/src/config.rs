@@ -35,6 +35,7 @@ pub enum PassConfig {
     FusePadConv,
     PerturbWeight,
     SimplifyReshape,
+    RemoveInitializerInputs,
     InferShapes,
     FixShapes(crate::fix_shapes::FixShapesOptions),
     FoldConstants(crate::fold_constants::FoldConstantsOptions),
@@ -53,6 +54,7 @@ impl PassConfig {
             PassConfig::FusePadConv => "fuse-pad-conv",
             PassConfig::PerturbWeight => "perturb-weight",
             PassConfig::SimplifyReshape => "simplify-reshape",
+            PassConfig::RemoveInitializerInputs => "remove-initializer-inputs",
             PassConfig::InferShapes => "infer-shapes",
             PassConfig::FixShapes(_) => "fix-shapes",
             PassConfig::FoldConstants(_) => "fold-constants",
@@ -77,6 +79,9 @@ impl PassConfig {
             PassConfig::FusePadConv => Box::new(crate::fuse_pad_conv::FusePadConv),
             PassConfig::PerturbWeight => Box::new(crate::perturb_weight::PerturbWeight),
             PassConfig::SimplifyReshape => Box::new(crate::simplify_reshape::SimplifyReshape),
+            PassConfig::RemoveInitializerInputs => {
+                Box::new(crate::remove_initializer_inputs::RemoveInitializerInputs)
+            }
             PassConfig::InferShapes => Box::new(crate::infer_shapes::InferShapes),
             PassConfig::FixShapes(o) => {
                 Box::new(crate::fix_shapes::FixShapes { options: o.clone() })
@@ -124,6 +129,7 @@ impl<'de> DeserializeSeed<'de> for OptionsSeed<'_> {
             | PassConfig::FuseMatmulAdd
             | PassConfig::FuseConvActivation
             | PassConfig::FusePadConv
+            | PassConfig::RemoveInitializerInputs
             | PassConfig::SimplifyReshape
             | PassConfig::PerturbWeight
             | PassConfig::InferShapes => {

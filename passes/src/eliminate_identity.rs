@@ -156,6 +156,9 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             if is_identity_perm(&perm) {
                 return bypass(g, id, x);
             }
+            if let Some(outcome) = transpose_of_unit_axes(g, id, x, &perm) {
+                return outcome;
+            }
             // Transpose(Transpose(a, p1), p2) = Transpose(a, p1[p2[i]]).
             let (first, _) = require_some!(g.value(x).producer);
             let first_node = g.node(first);
@@ -201,6 +204,9 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             if let Some(dims) = known_dims(g, x)
                 && reshape_dims(&dims, &shape, allowzero).as_deref() == Some(&dims[..])
             {
+                return bypass(g, id, x);
+            }
+            if reshape_keeps_symbolic_shape(g, x, &shape, allowzero) {
                 return bypass(g, id, x);
             }
             // Reshape(Reshape(a, s1), s2) = Reshape(a, s2) when s2 has no 0
@@ -356,7 +362,21 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             require!(node.inputs.len() == 1);
             bypass(g, id, x)
         }
-        "Add" | "Sub" | "Mul" | "Div" => neutral_operand(g, id),
+        "Add" | "Sub" | "Mul" | "Div" | "And" | "Or" => neutral_operand(g, id),
+        "Split" => {
+            // One output: the whole input.
+            require!(node.outputs.len() == 1);
+            bypass(g, id, x)
+        }
+        "Flatten" => {
+            let axis = node.attr_int_or("axis", 1).unwrap_or(1);
+            require!(rank(g, x) == Some(2) && (axis == 1 || axis == -1));
+            bypass(g, id, x)
+        }
+        "ReduceMax" | "ReduceMin" | "ReduceMean" | "ReduceSum" | "ReduceProd" => {
+            unit_reduction(g, id, x, cx.opset)
+        }
+        "LSTM" | "GRU" | "RNN" => zero_initial_state(g, id),
         _ => Outcome::Skip,
     }
 }
@@ -375,12 +395,13 @@ impl Pass for EliminateIdentity {
 /// neither changes the type nor broadcasts `x` to a larger shape.
 fn neutral_operand(g: &Graph, id: NodeId) -> Outcome {
     let node = g.node(id);
-    let neutral = if matches!(node.op_type.as_str(), "Add" | "Sub") {
+    // x+0, x-0, x*1, x/1, x AND true, x OR false.
+    let neutral = if matches!(node.op_type.as_str(), "Add" | "Sub" | "Or") {
         0.0
     } else {
         1.0
     };
-    let commutative = matches!(node.op_type.as_str(), "Add" | "Mul");
+    let commutative = matches!(node.op_type.as_str(), "Add" | "Mul" | "And" | "Or");
     let a = require_some!(input(g, id, 0));
     let b = require_some!(input(g, id, 1));
     let (x, c) = match (g.constant(a), g.constant(b)) {
@@ -448,5 +469,169 @@ fn merge_unsqueezes(g: &Graph, first: NodeId, second: NodeId, opset: i64) -> Out
     );
     p.remove_node(second);
     p.remove_node(first);
+    Outcome::Rewrite(p)
+}
+
+/// `Reshape(x, shape)` where every element of `shape` keeps x's dim at that
+/// position (0 = copy, the same known value, or a single -1 standing for the
+/// one dim not otherwise accounted for), with x's rank.
+fn reshape_keeps_symbolic_shape(g: &Graph, x: ValueId, shape: &[i64], allowzero: bool) -> bool {
+    let Some(dims) = g.value_type(x).and_then(|t| t.shape) else {
+        return false;
+    };
+    if dims.len() != shape.len() {
+        return false;
+    }
+    let mut wildcard = 0;
+    for (d, &s) in dims.iter().zip(shape) {
+        match (d, s) {
+            (_, 0) if !allowzero => {}
+            (infopt_ir::Dim::Known(k), s) if *k == s => {}
+            (_, -1) => wildcard += 1,
+            _ => return false,
+        }
+    }
+    wildcard <= 1
+}
+
+/// A Transpose that only moves axes of size 1 keeps the order of the data: it
+/// is a Reshape (which the Reshape rules can then merge with its neighbours).
+fn transpose_of_unit_axes(g: &Graph, id: NodeId, x: ValueId, perm: &[i64]) -> Option<Outcome> {
+    let dims = g.value_type(x)?.shape?;
+    if dims.len() != perm.len() {
+        return None;
+    }
+    let unit = |a: i64| matches!(dims.get(a as usize), Some(infopt_ir::Dim::Known(1)));
+    let moved: Vec<i64> = perm.iter().copied().filter(|&a| !unit(a)).collect();
+    if !moved.windows(2).all(|w| w[0] < w[1]) {
+        return None;
+    }
+    // The target shape: known dims as they are, at most one unknown as -1.
+    let mut target = Vec::with_capacity(perm.len());
+    let mut unknown = 0;
+    for &a in perm {
+        match dims.get(a as usize)? {
+            infopt_ir::Dim::Known(k) => target.push(*k),
+            _ => {
+                unknown += 1;
+                target.push(-1);
+            }
+        }
+    }
+    if unknown > 1 {
+        return None;
+    }
+    let node = g.node(id);
+    let mut reshape = Node::new("Reshape");
+    reshape.name = node.name.clone();
+    let mut p = Patch::new();
+    let shape_name = format!("{}.shape", node.name_or_op());
+    let shape = p.add_initializer(
+        &shape_name,
+        infopt_ir::Tensor::from_i64(vec![target.len() as i64], &target),
+    );
+    let n = p.add_node(
+        reshape,
+        vec![Some(PatchValue::Existing(x)), Some(shape)],
+        vec![String::new()],
+    );
+    p.replace(
+        output(g, id, 0)?,
+        PatchValue::NewNode { node: n, output: 0 },
+    );
+    p.remove_node(id);
+    Some(Outcome::Rewrite(p))
+}
+
+/// A reduction with keepdims=1 over axes that all have size 1 returns its input.
+fn unit_reduction(g: &Graph, id: NodeId, x: ValueId, opset: i64) -> Outcome {
+    let node = g.node(id);
+    require!(node.attr_int_or("keepdims", 1).unwrap_or(1) == 1);
+    let dims = require_some!(g.value_type(x).and_then(|t| t.shape));
+    // Axes are an input from opset 13 (ReduceSum) / 18 (the others).
+    let axes_as_input = if node.op_type == "ReduceSum" {
+        opset >= 13
+    } else {
+        opset >= 18
+    };
+    let axes: Option<Vec<i64>> = if axes_as_input {
+        match input(g, id, 1) {
+            Some(v) => Some(require_some!(const_i64s(g, Some(v)))),
+            None => None,
+        }
+    } else {
+        node.attr_ints("axes").ok().flatten().map(|a| a.to_vec())
+    };
+    let axes: Vec<i64> = match axes {
+        Some(a) if !a.is_empty() => a,
+        // No axes: all of them, unless noop_with_empty_axes (then it is a no-op too).
+        _ => (0..dims.len() as i64).collect(),
+    };
+    let all_unit = axes.iter().all(|&a| {
+        let a = if a < 0 { a + dims.len() as i64 } else { a };
+        matches!(dims.get(a as usize), Some(infopt_ir::Dim::Known(1)))
+    });
+    require!(all_unit);
+    bypass(g, id, x)
+}
+
+/// RNN/GRU/LSTM initial states that are all zeros (ConstantOfShape(0) or a
+/// zero initializer) are the op's default: drop the input.
+fn zero_initial_state(g: &Graph, id: NodeId) -> Outcome {
+    let node = g.node(id);
+    let slots: &[usize] = if node.op_type == "LSTM" {
+        &[5, 6]
+    } else {
+        &[5]
+    };
+    let is_zero = |v: ValueId| -> bool {
+        if let Some(t) = g.constant(v) {
+            return t
+                .to_f64_vec()
+                .is_ok_and(|vals| vals.iter().all(|&x| x == 0.0));
+        }
+        let Some((p, _)) = g.value(v).producer else {
+            return false;
+        };
+        let p = g.node(p);
+        if !p.is("ConstantOfShape") {
+            return false;
+        }
+        match p.attr_tensor("value") {
+            Ok(None) => true,
+            Ok(Some(t)) => t
+                .to_f64_vec()
+                .is_ok_and(|vals| vals.iter().all(|&x| x == 0.0)),
+            Err(_) => false,
+        }
+    };
+    let zeros: Vec<usize> = slots
+        .iter()
+        .copied()
+        .filter(|&s| input(g, id, s).is_some_and(is_zero))
+        .collect();
+    require!(!zeros.is_empty());
+    let mut copy = node.clone();
+    let mut inputs: Vec<Option<PatchValue>> = node
+        .inputs
+        .iter()
+        .map(|v| v.map(PatchValue::Existing))
+        .collect();
+    for &s in &zeros {
+        inputs[s] = None;
+    }
+    while matches!(inputs.last(), Some(None)) {
+        inputs.pop();
+    }
+    copy.inputs.clear();
+    copy.outputs.clear();
+    let mut p = Patch::new();
+    let n = p.add_node(copy, inputs, vec![String::new(); node.outputs.len()]);
+    for (k, out) in node.outputs.iter().enumerate() {
+        if let Some(out) = out {
+            p.replace(*out, PatchValue::NewNode { node: n, output: k });
+        }
+    }
+    p.remove_node(id);
     Outcome::Rewrite(p)
 }

@@ -20,6 +20,7 @@ pub mod fuse_matmul_add;
 pub mod fuse_pad_conv;
 pub mod infer_shapes;
 pub mod perturb_weight;
+pub mod remove_initializer_inputs;
 pub mod simplify_reshape;
 
 pub use config::{PassConfig, PipelineConfig, Step, VerifyConfig};

@@ -98,6 +98,12 @@ fn all_passes() -> &'static [PassInfo] {
     REGISTRY.get_or_init(|| {
         vec![
             pass_info!(
+                "remove-initializer-inputs",
+                Canonicalize,
+                "remove_initializer_inputs.rs",
+                PassConfig::RemoveInitializerInputs
+            ),
+            pass_info!(
                 "constants-to-initializers",
                 Canonicalize,
                 "constants_to_initializers.rs",

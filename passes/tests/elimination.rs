@@ -318,3 +318,166 @@ fn reshape_target_from_own_shape_becomes_a_constant() {
     }
     assert!(m.graph.inputs[0].info.r#type.is_some());
 }
+
+#[test]
+fn single_output_split_flatten_of_2d_unit_reduction_and_boolean_neutral_go() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "1", "4"]));
+    let m = b.input("m", DataType::Bool, dims(&["batch", "1", "4"]));
+    let s = b.op("Split", &[x], vec![Attribute::int("axis", 2)]);
+    let r = b.op(
+        "ReduceMax",
+        &[s],
+        vec![
+            Attribute::ints("axes", vec![1]),
+            Attribute::int("keepdims", 1),
+        ],
+    );
+    let shape = b.i64("shape", &[2], &[-1, 4]);
+    let flat_in = b.op("Reshape", &[r, shape], vec![]);
+    let f = b.op("Flatten", &[flat_in], vec![Attribute::int("axis", 1)]);
+    let t = b.initializer(
+        "t",
+        infopt_ir::Tensor::from_raw(DataType::Bool, vec![], bytes::Bytes::from(vec![1u8])),
+    );
+    let and = b.op("And", &[m, t], vec![]);
+    let e = b.op("Exp", &[f], vec![]);
+    b.output(e, "y", DataType::Float, None);
+    b.output(and, "mask_out", DataType::Bool, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    let run = run_passes(
+        &mut m,
+        &["infer-shapes", "eliminate-identity", "eliminate-dead"],
+    );
+    // The And cannot go: its input is the graph input 'm' and its output a graph output.
+    assert_eq!(
+        ops(&m),
+        histogram(&[("And", 1), ("Exp", 1), ("Reshape", 1)]),
+        "{:?}",
+        run.declined
+    );
+    assert!(
+        run.declined
+            .iter()
+            .any(|d| d.reason.contains("rename 'm' to graph output 'mask_out'"))
+    );
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+}
+
+#[test]
+fn transpose_of_unit_axes_becomes_a_reshape_and_merges() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "6", "4", "1", "1"]));
+    let t = b.op(
+        "Transpose",
+        &[x],
+        vec![Attribute::ints("perm", vec![0, 3, 4, 1, 2])],
+    );
+    let shape = b.i64("shape", &[3], &[1, -1, 4]);
+    let r = b.op("Reshape", &[t, shape], vec![]);
+    b.output(r, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    run_passes(&mut m, &["eliminate-identity", "eliminate-dead"]);
+    assert_eq!(ops(&m), histogram(&[("Reshape", 1)]));
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+}
+
+#[test]
+fn lstm_zero_initial_states_are_dropped() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["5", "2", "3"]));
+    let hidden = 4;
+    let w = b.f32(
+        "w",
+        &[1, 4 * hidden, 3],
+        &(0..48).map(|i| (i as f32 * 0.37).sin()).collect::<Vec<_>>(),
+    );
+    let r = b.f32(
+        "r",
+        &[1, 4 * hidden, hidden],
+        &(0..64).map(|i| (i as f32 * 0.11).cos()).collect::<Vec<_>>(),
+    );
+    let bias = b.f32("bias", &[1, 8 * hidden], &[0.1; 32]);
+    let state_shape = b.i64("state_shape", &[3], &[1, 2, hidden]);
+    let zero = infopt_ir::Tensor::from_f32(vec![1], &[0.0]);
+    let h0 = b.op(
+        "ConstantOfShape",
+        &[state_shape],
+        vec![Attribute::tensor("value", &zero)],
+    );
+    let c0 = b.f32("c0", &[1, 2, hidden], &[0.0; 8]);
+    let node = infopt_ir::Node {
+        op_type: "LSTM".into(),
+        inputs: vec![
+            Some(x),
+            Some(w),
+            Some(r),
+            Some(bias),
+            None,
+            Some(h0),
+            Some(c0),
+        ],
+        attributes: vec![Attribute::int("hidden_size", hidden)],
+        ..Default::default()
+    };
+    let id = b.graph_mut().add_node(node, &["y", "y_h"]);
+    let y_h = b.graph_mut().node(id).outputs[1].unwrap();
+    b.output(y_h, "h", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    run_passes(&mut m, &["eliminate-identity", "eliminate-dead"]);
+    assert_eq!(ops(&m), histogram(&[("LSTM", 1)]));
+    let lstm = m.graph.nodes().next().unwrap().1;
+    assert_eq!(
+        lstm.inputs.len(),
+        4,
+        "sequence_lens and the states are gone"
+    );
+    assert_equivalent(&original, &m, &default_shapes(), 1e-6, 1e-5);
+}
+
+#[test]
+fn initializers_listed_as_inputs_become_constants() {
+    let mut m = load("cnn_bn_relu.onnx");
+    // Make it an IR < 4 style export: every weight is also a graph input.
+    let inits: Vec<_> = m
+        .graph
+        .initializers()
+        .map(|(v, t)| (v, t.dtype(), t.dims().to_vec()))
+        .collect();
+    for (v, dtype, d) in inits {
+        let ty = infopt_ir::TensorType {
+            dtype,
+            shape: Some(d.into_iter().map(infopt_ir::Dim::Known).collect()),
+        };
+        let info = infopt_ir::proto::ValueInfoProto {
+            r#type: Some(ty.to_proto(None)),
+            ..Default::default()
+        };
+        m.graph.inputs.push(infopt_ir::GraphIo { value: v, info });
+    }
+    let original = m.clone();
+    let mut fused = m.clone();
+    let run = run_passes(&mut m, &["fuse-conv-bn"]);
+    assert_eq!(
+        run.records[0].rewrites, 0,
+        "defaulted inputs are not constants"
+    );
+    run_passes(
+        &mut fused,
+        &[
+            "remove-initializer-inputs",
+            "fuse-conv-bn",
+            "eliminate-dead",
+        ],
+    );
+    assert_eq!(fused.graph.inputs.len(), 1);
+    assert_eq!(
+        ops(&fused)["BatchNormalization"],
+        1,
+        "all but the shared-conv BN fold"
+    );
+    assert_equivalent(&original, &fused, &default_shapes(), 1e-5, 1e-4);
+}
