@@ -377,6 +377,7 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             unit_reduction(g, id, x, cx.opset)
         }
         "LSTM" | "GRU" | "RNN" => zero_initial_state(g, id),
+        "Where" => constant_condition(g, id),
         _ => Outcome::Skip,
     }
 }
@@ -584,27 +585,7 @@ fn zero_initial_state(g: &Graph, id: NodeId) -> Outcome {
     } else {
         &[5]
     };
-    let is_zero = |v: ValueId| -> bool {
-        if let Some(t) = g.constant(v) {
-            return t
-                .to_f64_vec()
-                .is_ok_and(|vals| vals.iter().all(|&x| x == 0.0));
-        }
-        let Some((p, _)) = g.value(v).producer else {
-            return false;
-        };
-        let p = g.node(p);
-        if !p.is("ConstantOfShape") {
-            return false;
-        }
-        match p.attr_tensor("value") {
-            Ok(None) => true,
-            Ok(Some(t)) => t
-                .to_f64_vec()
-                .is_ok_and(|vals| vals.iter().all(|&x| x == 0.0)),
-            Err(_) => false,
-        }
-    };
+    let is_zero = |v: ValueId| all_zeros(g, v, 8);
     let zeros: Vec<usize> = slots
         .iter()
         .copied()
@@ -634,4 +615,72 @@ fn zero_initial_state(g: &Graph, id: NodeId) -> Outcome {
     }
     p.remove_node(id);
     Outcome::Rewrite(p)
+}
+
+/// True when `v` is provably all zeros: a zero constant, `ConstantOfShape`
+/// of zero, or a view of such a tensor (Slice, Reshape, Expand, ...).
+fn all_zeros(g: &Graph, v: ValueId, depth: usize) -> bool {
+    if let Some(t) = g.constant(v) {
+        return t
+            .to_f64_vec()
+            .is_ok_and(|vals| vals.iter().all(|&x| x == 0.0));
+    }
+    let Some((p, _)) = g.value(v).producer else {
+        return false;
+    };
+    let node = g.node(p);
+    if !node.domain().is_empty() || depth == 0 {
+        return false;
+    }
+    let data = || {
+        node.inputs
+            .first()
+            .copied()
+            .flatten()
+            .is_some_and(|x| all_zeros(g, x, depth - 1))
+    };
+    match node.op_type.as_str() {
+        "ConstantOfShape" => match node.attr_tensor("value") {
+            Ok(None) => true,
+            Ok(Some(t)) => t
+                .to_f64_vec()
+                .is_ok_and(|vals| vals.iter().all(|&x| x == 0.0)),
+            Err(_) => false,
+        },
+        "Slice" | "Reshape" | "Expand" | "Squeeze" | "Unsqueeze" | "Transpose" | "Identity"
+        | "Cast" | "Flatten" | "Gather" | "Tile" => data(),
+        "Concat" => node
+            .inputs
+            .iter()
+            .flatten()
+            .all(|&x| all_zeros(g, x, depth - 1)),
+        _ => false,
+    }
+}
+
+/// `Where(c, a, b)` with a constant condition that is all true (all false)
+/// is `a` (`b`) when that operand already has the output's shape.
+fn constant_condition(g: &Graph, id: NodeId) -> Outcome {
+    let cond = require_some!(const_i64s(g, input(g, id, 0)));
+    require!(!cond.is_empty());
+    let pick = if cond.iter().all(|&c| c != 0) {
+        1
+    } else if cond.iter().all(|&c| c == 0) {
+        2
+    } else {
+        return Outcome::Skip;
+    };
+    let chosen = require_some!(input(g, id, pick));
+    let out = require_some!(output(g, id, 0));
+    let (Some(ct), Some(ot)) = (g.value_type(chosen), g.value_type(out)) else {
+        return Outcome::Skip;
+    };
+    require!(ct.shape.is_some() && ct.shape == ot.shape && ct.dtype == ot.dtype);
+    require!(
+        !ct.shape
+            .iter()
+            .flatten()
+            .any(|d| matches!(d, infopt_ir::Dim::Unknown))
+    );
+    bypass(g, id, chosen)
 }

@@ -481,3 +481,29 @@ fn initializers_listed_as_inputs_become_constants() {
     );
     assert_equivalent(&original, &fused, &default_shapes(), 1e-5, 1e-4);
 }
+
+#[test]
+fn sizes_are_never_minus_one_so_the_hf_expand_idiom_folds() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "seq"]));
+    let s = b.op("Shape", &[x], vec![]);
+    let minus = b.i64("minus_one", &[2], &[-1, -1]);
+    let ones = b.i64("ones", &[2], &[1, 1]);
+    let e = b.op("Equal", &[s, minus], vec![]);
+    let w = b.op("Where", &[e, ones, s], vec![]);
+    let y = b.op("Expand", &[x, w], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    run_passes(
+        &mut m,
+        &[
+            "infer-shapes",
+            "fold-constants",
+            "eliminate-identity",
+            "eliminate-dead",
+        ],
+    );
+    assert_eq!(ops(&m), histogram(&[("Expand", 1), ("Shape", 1)]));
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+}

@@ -148,7 +148,9 @@ pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
     }
     if COMPARE.contains(&op) {
         let shape = broadcast(&[cx.shape(0), cx.shape(1)]);
-        return Some(vec![Fact::new(DataType::Bool, shape)]);
+        return Some(vec![
+            Fact::new(DataType::Bool, shape).with_value(compare_value(cx, op)),
+        ]);
     }
     match op {
         "IsNaN" | "IsInf" => Some(vec![Fact::new(
@@ -236,6 +238,57 @@ fn map_value(cx: &RuleCx, f: impl Fn(&Expr) -> Option<Expr>) -> Option<SymValue>
                     .unwrap_or(Dim::Unknown)
             })
             .collect(),
+    })
+}
+
+/// Comparisons of shape-like values, as 0/1: known numbers compare as usual,
+/// and a size (a symbol, non-negative) is never equal to a negative number
+/// (the `Where(Equal(shape, -1), 1, shape)` idiom of HF exports).
+fn compare_value(cx: &RuleCx, op: &str) -> Option<SymValue> {
+    if cx.n_inputs() != 2 || !super::is_int(cx.dtype(0)) {
+        return None;
+    }
+    let (a, b) = (cx.value(0)?, cx.value(1)?);
+    let n = match (a.elems.len(), b.elems.len()) {
+        (x, y) if x == y => x,
+        (1, y) => y,
+        (x, 1) => x,
+        _ => return None,
+    };
+    let get = |v: &SymValue, i: usize| {
+        if v.elems.len() == 1 {
+            v.elems[0].clone()
+        } else {
+            v.elems[i].clone()
+        }
+    };
+    let mut elems = Vec::with_capacity(n);
+    for i in 0..n {
+        let (x, y) = (get(a, i), get(b, i));
+        let r = match (&x, &y) {
+            (Dim::Known(p), Dim::Known(q)) => Some(match op {
+                "Equal" => p == q,
+                "Less" => p < q,
+                "Greater" => p > q,
+                "LessOrEqual" => p <= q,
+                _ => p >= q,
+            }),
+            // A size (symbol) is never a negative number.
+            (Dim::Sym(_), Dim::Known(q)) | (Dim::Known(q), Dim::Sym(_))
+                if op == "Equal"
+                    && *q < 0
+                    && nonneg(if matches!(x, Dim::Sym(_)) { &x } else { &y }) =>
+            {
+                Some(false)
+            }
+            (Dim::Sym(p), Dim::Sym(q)) if op == "Equal" && p == q => Some(true),
+            _ => None,
+        };
+        elems.push(r.map(|t| Dim::Known(t as i64)).unwrap_or(Dim::Unknown));
+    }
+    Some(SymValue {
+        scalar: a.scalar && b.scalar,
+        elems,
     })
 }
 

@@ -138,6 +138,9 @@ impl SymValue {
                 .iter()
                 .flat_map(|x| x.to_le_bytes())
                 .collect(),
+            DataType::Bool if v.iter().all(|&x| x == 0 || x == 1) => {
+                v.iter().map(|&x| x as u8).collect()
+            }
             _ => return None,
         };
         Some(Tensor::from_raw(dtype, dims, bytes.into()))
