@@ -563,6 +563,7 @@ impl Graph {
         }
         if was_output {
             // Graph output names are the model's interface: keep them.
+            self.rename_annotations(&new_name, &old_name);
             self.value_mut(new).name = old_name.clone();
             self.value_mut(old).name = format!("{old_name}.replaced");
             // Captures of `new` under its former name must follow the rename.
@@ -581,14 +582,35 @@ impl Graph {
         }
     }
 
-    /// Renames references to an enclosing-scope value, recursively.
+    /// Points quantization annotations of tensor `from` at `to` (unless `to`
+    /// has its own already).
+    pub fn rename_annotations(&mut self, from: &str, to: &str) {
+        let anns = &mut self.meta.quantization_annotation;
+        if from == to || anns.iter().any(|a| a.tensor_name.as_deref() == Some(to)) {
+            return;
+        }
+        for a in anns.iter_mut() {
+            if a.tensor_name.as_deref() == Some(from) {
+                a.tensor_name = Some(to.to_string());
+            }
+        }
+    }
+
+    /// Renames references to an enclosing-scope value, recursively (into the
+    /// nested graphs that read it from here).
     pub fn rename_outer(&mut self, from: &str, to: &str) {
         let ids: Vec<ValueId> = self.value_ids().collect();
+        let mut reads = false;
         for v in ids {
             let value = self.value_mut(v);
             if value.outer && value.name == from {
                 value.name = to.to_string();
+                reads = true;
             }
+        }
+        if !reads {
+            // Nested graphs can only reach `from` through this graph.
+            return;
         }
         let nodes = self.order.clone();
         for n in nodes {
@@ -596,6 +618,56 @@ impl Graph {
                 g.rename_outer(from, to);
             }
         }
+    }
+
+    /// Whether renaming the enclosing-scope reference `from` to `to` in this
+    /// graph (or a nested graph reading `from`) would land on a local value
+    /// already called `to` (ONNX lets a subgraph input reuse an outer name).
+    pub fn outer_rename_collides(&self, from: &str, to: &str) -> bool {
+        if from == to {
+            return false;
+        }
+        let mut reads = false;
+        let mut local_to = false;
+        for v in self.value_ids() {
+            let value = self.value(v);
+            if value.outer && value.name == from {
+                reads = true;
+            } else if !value.outer && value.name == to {
+                local_to = true;
+            }
+        }
+        if !reads {
+            return false;
+        }
+        local_to
+            || self
+                .nodes()
+                .any(|(_, n)| n.subgraphs().any(|g| g.outer_rename_collides(from, to)))
+    }
+
+    /// Whether [`Graph::replace_all_uses`]`(old, new)` can rewrite every
+    /// subgraph reference without capturing the wrong value.
+    pub fn can_replace(&self, old: ValueId, new: ValueId) -> bool {
+        let old_name = &self.value(old).name;
+        let new_name = &self.value(new).name;
+        // With `old` a graph output, `new` takes old's name and the subgraphs
+        // reading `new` follow; otherwise readers of `old` follow `new`.
+        let (renamed, from, to) = if self.is_graph_output(old) {
+            (new, new_name, old_name)
+        } else {
+            (old, old_name, new_name)
+        };
+        self.value(renamed)
+            .uses
+            .iter()
+            .filter(|u| u.slot == Slot::Capture)
+            .all(|u| {
+                !self
+                    .node(u.node)
+                    .subgraphs()
+                    .any(|g| g.outer_rename_collides(from, to))
+            })
     }
 
     /// Removes a node. Its output values lose their producer; the caller must

@@ -150,6 +150,15 @@ impl Graph {
                     self.value(old).name
                 )));
             }
+            if let PatchValue::Existing(n) = new
+                && !self.can_replace(old, n)
+            {
+                return Err(IrError::Invalid(format!(
+                    "a subgraph reading '{}' has a local value named '{}'",
+                    self.value(old).name,
+                    self.value(n).name
+                )));
+            }
         }
         for (v, _) in &patch.types {
             self.check_patch_value(patch, *v, patch.nodes.len())?;
@@ -232,6 +241,11 @@ impl Graph {
             };
             let old_name = self.value(old).name.clone();
             let was_output = self.is_graph_output(old);
+            // Give a new value its final name before the subgraphs that read
+            // `old` are pointed at it (they refer to it by name).
+            if fresh.contains(&new) && !was_output && self.value(new).name.starts_with('\u{0}') {
+                self.value_mut(new).name = old_name.clone();
+            }
             self.replace_all_uses(old, new);
             if fresh.contains(&new) && !was_output && self.value(new).name.starts_with('\u{0}') {
                 self.value_mut(new).name = old_name;

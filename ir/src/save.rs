@@ -150,7 +150,11 @@ impl ExternalPlan {
 impl Model {
     /// The whole model as a protobuf message with every tensor inline.
     pub fn to_proto(&self) -> Result<ModelProto> {
-        self.to_proto_with(&mut ExternalPlan::none())
+        // Names are made unique exactly as `save` does, so what a runtime
+        // checks is the model that gets written.
+        let mut named = self.clone();
+        named.graph.assign_unique_names();
+        named.to_proto_with(&mut ExternalPlan::none())
     }
 
     /// Encodes the model with every tensor inline (for runtimes and tests).
@@ -172,7 +176,9 @@ impl Model {
             reference_sources: true,
             ..ExternalPlan::none()
         };
-        let proto = self.to_proto_with(&mut plan)?;
+        let mut named = self.clone();
+        named.graph.assign_unique_names();
+        let proto = named.to_proto_with(&mut plan)?;
         let len = proto.encoded_len() as u64;
         if len > PROTOBUF_LIMIT {
             return Err(IrError::TooLarge { size: len });
@@ -501,13 +507,17 @@ impl Graph {
     /// that collide get a deterministic suffix.
     pub fn assign_unique_names(&mut self) {
         let mut taken: HashSet<String> = HashSet::new();
-        self.assign_unique_names_in(&mut taken);
+        self.assign_unique_names_in(&mut taken, true);
     }
 
-    fn assign_unique_names_in(&mut self, taken: &mut HashSet<String>) {
+    fn assign_unique_names_in(&mut self, taken: &mut HashSet<String>, top: bool) {
         let mut fixed: Vec<crate::graph::ValueId> = Vec::new();
-        fixed.extend(self.inputs.iter().map(|io| io.value));
-        fixed.extend(self.outputs.iter().map(|io| io.value));
+        // The main graph's inputs and outputs are the model's interface; a
+        // subgraph's are matched by position and may be renamed.
+        if top {
+            fixed.extend(self.inputs.iter().map(|io| io.value));
+            fixed.extend(self.outputs.iter().map(|io| io.value));
+        }
         for v in self.value_ids().collect::<Vec<_>>() {
             let value = self.value(v);
             if value.outer
@@ -527,7 +537,12 @@ impl Graph {
             taken.insert(name);
         }
         let order = self.topological_order().unwrap_or_else(|_| self.node_ids());
-        let mut rest: Vec<crate::graph::ValueId> = self.initializer_order.clone();
+        let mut rest: Vec<crate::graph::ValueId> = if top {
+            Vec::new()
+        } else {
+            self.inputs.iter().map(|io| io.value).collect()
+        };
+        rest.extend(self.initializer_order.iter().copied());
         rest.extend(self.sparse_order.iter().copied());
         for &n in &order {
             rest.extend(self.node(n).outputs.iter().flatten().copied());
@@ -553,13 +568,19 @@ impl Graph {
                 name = format!("{base}_{k}");
             }
             taken.insert(name.clone());
-            self.value_mut(v).name = name;
+            let before = std::mem::replace(&mut self.value_mut(v).name, name.clone());
+            if before != name {
+                self.rename_annotations(&before, &name);
+            }
         }
         for &n in &order {
             for ai in 0..self.node(n).attributes.len() {
                 let mut subs = std::mem::take(&mut self.node_mut(n).attributes[ai].subgraphs);
+                // Each subgraph must not reuse a name of its ancestors; sibling
+                // subgraphs (the two branches of an If) are separate scopes.
                 for sg in &mut subs {
-                    sg.assign_unique_names_in(taken);
+                    let mut scoped = taken.clone();
+                    sg.assign_unique_names_in(&mut scoped, false);
                 }
                 self.node_mut(n).attributes[ai].subgraphs = subs;
             }

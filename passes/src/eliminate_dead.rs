@@ -96,6 +96,23 @@ fn used_ops(g: &Graph, out: &mut BTreeSet<(String, String)>) {
     }
 }
 
+/// Ops a function-body node uses, including those inside its If/Loop
+/// bodies (function nodes stay protobuf; they are not IR graphs).
+fn function_node_ops(n: &infopt_ir::proto::NodeProto, ops: &mut BTreeSet<(String, String)>) {
+    let d = n.domain.clone().unwrap_or_default();
+    ops.insert((
+        if d == "ai.onnx" { String::new() } else { d },
+        n.op_type.clone().unwrap_or_default(),
+    ));
+    for a in &n.attribute {
+        for g in a.g.iter().chain(a.graphs.iter()) {
+            for inner in &g.node {
+                function_node_ops(inner, ops);
+            }
+        }
+    }
+}
+
 impl Pass for EliminateDead {
     fn name(&self) -> &'static str {
         "eliminate-dead"
@@ -126,11 +143,7 @@ impl Pass for EliminateDead {
                     live[i] = true;
                     grew = true;
                     for n in &f.node {
-                        let d = n.domain.clone().unwrap_or_default();
-                        ops.insert((
-                            if d == "ai.onnx" { String::new() } else { d },
-                            n.op_type.clone().unwrap_or_default(),
-                        ));
+                        function_node_ops(n, &mut ops);
                     }
                 }
             }

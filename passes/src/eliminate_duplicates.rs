@@ -76,7 +76,8 @@ fn dedup_initializers(g: &mut Graph) -> usize {
         });
         match same {
             Some(keep)
-                if !(g.is_graph_output(v) && g.is_graph_output(keep))
+                if g.can_replace(v, keep)
+                    && !(g.is_graph_output(v) && g.is_graph_output(keep))
                     && (!g.is_graph_output(v) || is_renamable(g, keep)) =>
             {
                 g.replace_all_uses(v, keep);
@@ -136,6 +137,11 @@ fn cse(g: &mut Graph, cx: &mut PassCx) -> Result<usize, PassError> {
             (Some(d), None) => g.reader_count(*d) > 0,
             _ => false,
         });
+        let conflict = conflict
+            || dup_outs.iter().zip(&keep_outs).any(|(d, k)| match (d, k) {
+                (Some(d), Some(k)) => !g.can_replace(*d, *k),
+                _ => false,
+            });
         if conflict {
             let at = g.node(id).name_or_op().to_string();
             let other = g.node(keep).name_or_op().to_string();

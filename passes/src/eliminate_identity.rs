@@ -114,11 +114,25 @@ fn reshape_dims(input: &[i64], shape: &[i64], allowzero: bool) -> Option<Vec<i64
     (out.iter().product::<i64>() == total).then_some(out)
 }
 
+/// The permutation of a Transpose; `None` when it is not a valid one (a
+/// malformed model is left alone, not rewritten).
 fn perm_of(node: &Node, rank: Option<usize>) -> Option<Vec<i64>> {
-    match node.attr_ints("perm").ok().flatten() {
-        Some(p) => Some(p.to_vec()),
-        None => Some((0..rank? as i64).rev().collect()),
+    let perm = match node.attr_ints("perm").ok().flatten() {
+        Some(p) => p.to_vec(),
+        None => (0..rank? as i64).rev().collect(),
+    };
+    let mut seen = vec![false; perm.len()];
+    for &a in &perm {
+        let slot = seen.get_mut(usize::try_from(a).ok()?)?;
+        if *slot {
+            return None;
+        }
+        *slot = true;
     }
+    if rank.is_some_and(|r| r != perm.len()) {
+        return None;
+    }
+    Some(perm)
 }
 
 fn is_identity_perm(p: &[i64]) -> bool {
@@ -254,18 +268,15 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             let inner_rank = rank(g, x);
             let ax2 = require_some!(axes(g, id, cx.opset));
             let ax1 = require_some!(axes(g, first, cx.opset));
-            // Unsqueeze axes index the output rank, Squeeze axes the input rank:
-            // both refer to the larger of the two ranks here.
+            // Both axis lists index the larger of the two ranks: for
+            // Unsqueeze(Squeeze(a)) that is rank(a) (Squeeze's input and
+            // Unsqueeze's output); for Squeeze(Unsqueeze(a)) it is rank(x),
+            // the intermediate.
             let big = if node.op_type == "Unsqueeze" {
-                outer_rank.zip(Some(0)).map(|(r, _)| r + ax2.len())
-            } else {
-                inner_rank.map(|r| r + ax1.len())
-            };
-            let big = big.or(if node.op_type == "Unsqueeze" {
-                rank(g, require_some!(output(g, id, 0)))
+                outer_rank
             } else {
                 inner_rank
-            });
+            };
             let n1 = require_some!(normalize(&ax1, big));
             let n2 = require_some!(normalize(&ax2, big));
             require!(n1 == n2 && !n1.is_empty());
@@ -500,6 +511,11 @@ fn reshape_keeps_symbolic_shape(g: &Graph, x: ValueId, shape: &[i64], allowzero:
 fn transpose_of_unit_axes(g: &Graph, id: NodeId, x: ValueId, perm: &[i64]) -> Option<Outcome> {
     let dims = g.value_type(x)?.shape?;
     if dims.len() != perm.len() {
+        return None;
+    }
+    // An empty dim would turn into a 0 in the target, which Reshape reads as
+    // "copy the input dim".
+    if dims.iter().any(|d| matches!(d, infopt_ir::Dim::Known(0))) {
         return None;
     }
     let unit = |a: i64| matches!(dims.get(a as usize), Some(infopt_ir::Dim::Known(1)));

@@ -43,6 +43,11 @@ impl Pass for RemoveInitializerInputs {
         let mut k = keep.iter();
         g.inputs.retain(|_| *k.next().unwrap_or(&true));
         let removed = before - g.inputs.len();
+        // IR 3 requires every initializer to be a graph input; IR 4 lifted that.
+        if removed > 0 && model.meta.ir_version.is_some_and(|v| v < 4) {
+            model.meta.ir_version = Some(4);
+            cx.note("remove-initializer-inputs: ir_version raised to 4 (IR 3 requires initializers to be inputs)");
+        }
         if removed > 0 {
             cx.note(format!(
                 "remove-initializer-inputs: {removed} initializers are no longer graph inputs (they were defaults callers could override)"

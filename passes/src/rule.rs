@@ -63,6 +63,13 @@ pub fn apply_rule_to_graph(
                 cx.decline(&at, reason);
             }
             Outcome::Rewrite(patch) => {
+                // A patch the graph cannot take (it would capture the wrong
+                // value in a subgraph, say) is declined, not an error.
+                if let Err(e) = graph.check_patch(&patch) {
+                    let at = graph.node(id).name_or_op().to_string();
+                    cx.decline(&at, format!("rewrite not applied: {e}"));
+                    continue;
+                }
                 let removed = patch.remove.len();
                 graph.apply(patch)?;
                 cx.applied();
