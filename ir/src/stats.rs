@@ -26,7 +26,7 @@ pub struct GraphStats {
     pub subgraph_ops: BTreeMap<String, usize>,
     /// Number of subgraphs (If branches, Loop/Scan bodies), all levels.
     pub subgraphs: usize,
-    /// Elements of all initializers (main graph and subgraphs).
+    /// Elements of all initializers and Constant-node tensors (main graph and subgraphs).
     pub parameters: u64,
     /// Bytes of all initializers' data.
     pub parameter_bytes: u64,
@@ -47,6 +47,14 @@ impl GraphStats {
             self.parameter_bytes += t.payload_bytes() as u64;
         }
         for (_, node) in g.nodes() {
+            // Weights stored as Constant nodes (paddle2onnx, some torch
+            // exports) are parameters too.
+            if node.is("Constant")
+                && let Ok(Some(t)) = node.attr_tensor("value")
+            {
+                self.parameters += t.numel().unwrap_or(0) as u64;
+                self.parameter_bytes += t.payload_bytes() as u64;
+            }
             let key = op_key(node.domain(), &node.op_type);
             if nested {
                 self.subgraph_nodes += 1;

@@ -36,6 +36,7 @@ pub enum PassConfig {
     PerturbWeight,
     SimplifyReshape,
     RemoveInitializerInputs,
+    FuseParallelMatmul,
     InferShapes,
     FixShapes(crate::fix_shapes::FixShapesOptions),
     FoldConstants(crate::fold_constants::FoldConstantsOptions),
@@ -55,6 +56,7 @@ impl PassConfig {
             PassConfig::PerturbWeight => "perturb-weight",
             PassConfig::SimplifyReshape => "simplify-reshape",
             PassConfig::RemoveInitializerInputs => "remove-initializer-inputs",
+            PassConfig::FuseParallelMatmul => "fuse-parallel-matmul",
             PassConfig::InferShapes => "infer-shapes",
             PassConfig::FixShapes(_) => "fix-shapes",
             PassConfig::FoldConstants(_) => "fold-constants",
@@ -81,6 +83,9 @@ impl PassConfig {
             PassConfig::SimplifyReshape => Box::new(crate::simplify_reshape::SimplifyReshape),
             PassConfig::RemoveInitializerInputs => {
                 Box::new(crate::remove_initializer_inputs::RemoveInitializerInputs)
+            }
+            PassConfig::FuseParallelMatmul => {
+                Box::new(crate::fuse_parallel_matmul::FuseParallelMatmul)
             }
             PassConfig::InferShapes => Box::new(crate::infer_shapes::InferShapes),
             PassConfig::FixShapes(o) => {
@@ -130,6 +135,7 @@ impl<'de> DeserializeSeed<'de> for OptionsSeed<'_> {
             | PassConfig::FuseConvActivation
             | PassConfig::FusePadConv
             | PassConfig::RemoveInitializerInputs
+            | PassConfig::FuseParallelMatmul
             | PassConfig::SimplifyReshape
             | PassConfig::PerturbWeight
             | PassConfig::InferShapes => {

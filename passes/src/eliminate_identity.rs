@@ -143,6 +143,9 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     let node = g.node(id);
     require!(node.domain().is_empty());
     let x = require_some!(input(g, id, 0));
+    if let Some(outcome) = collapse_layout_chain(g, id, x) {
+        return outcome;
+    }
     match node.op_type.as_str() {
         "Identity" => bypass(g, id, x),
         "Dropout" => {
@@ -251,9 +254,15 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
         }
         "Unsqueeze" | "Squeeze" => {
             let (first, _) = require_some!(g.value(x).producer);
+            // Merge with the Unsqueeze before; when that one has several
+            // readers, all Unsqueezes, each merges and it dies with the last.
             if node.op_type == "Unsqueeze"
                 && g.node(first).is("Unsqueeze")
-                && single_reader(g, x).is_some()
+                && !g.is_graph_output(x)
+                && g.value(x)
+                    .uses
+                    .iter()
+                    .all(|u| u.slot == infopt_ir::Slot::Input(0) && g.node(u.node).is("Unsqueeze"))
             {
                 return merge_unsqueezes(g, first, id, cx.opset);
             }
@@ -480,7 +489,9 @@ fn merge_unsqueezes(g: &Graph, first: NodeId, second: NodeId, opset: i64) -> Out
         PatchValue::NewNode { node: n, output: 0 },
     );
     p.remove_node(second);
-    p.remove_node(first);
+    if single_reader(g, require_some!(output(g, first, 0))).is_some() {
+        p.remove_node(first);
+    }
     Outcome::Rewrite(p)
 }
 
@@ -699,4 +710,79 @@ fn constant_condition(g: &Graph, id: NodeId) -> Outcome {
             .any(|d| matches!(d, infopt_ir::Dim::Unknown))
     );
     bypass(g, id, chosen)
+}
+
+const LAYOUT_OPS: &[&str] = &["Reshape", "Squeeze", "Unsqueeze", "Flatten"];
+
+/// Two data-preserving layout ops in a row (Reshape then Squeeze, Unsqueeze
+/// then Reshape, Flatten then Reshape, ...) are one Reshape to the final
+/// shape, when that shape can be written as a Reshape target of the first
+/// op's input. Pairs with a dedicated rule (inverse Squeeze/Unsqueeze,
+/// Unsqueeze chains, Reshape chains) are left to it.
+fn collapse_layout_chain(g: &Graph, id: NodeId, x: ValueId) -> Option<Outcome> {
+    let node = g.node(id);
+    if !LAYOUT_OPS.contains(&node.op_type.as_str()) {
+        return None;
+    }
+    let (first, _) = g.value(x).producer?;
+    let first_node = g.node(first);
+    if !first_node.domain().is_empty() || !LAYOUT_OPS.contains(&first_node.op_type.as_str()) {
+        return None;
+    }
+    let pair = (first_node.op_type.as_str(), node.op_type.as_str());
+    if matches!(
+        pair,
+        ("Squeeze", "Unsqueeze")
+            | ("Unsqueeze", "Squeeze")
+            | ("Unsqueeze", "Unsqueeze")
+            | ("Reshape", "Reshape")
+    ) {
+        return None;
+    }
+    single_reader(g, x)?;
+    let src = input(g, first, 0)?;
+    let src_dims = g.value_type(src)?.shape?;
+    let out = output(g, id, 0)?;
+    let out_dims = g.value_type(out)?.shape?;
+    // The target: known dims as numbers, a symbol at the same position of the
+    // source as 0 ("copy"), at most one other dim as -1.
+    let mut target = Vec::with_capacity(out_dims.len());
+    let mut wildcard = 0;
+    for (j, d) in out_dims.iter().enumerate() {
+        match d {
+            infopt_ir::Dim::Known(0) => return None,
+            infopt_ir::Dim::Known(k) => target.push(*k),
+            infopt_ir::Dim::Sym(s) if matches!(src_dims.get(j), Some(infopt_ir::Dim::Sym(t)) if t == s) => {
+                target.push(0)
+            }
+            _ => {
+                wildcard += 1;
+                target.push(-1);
+            }
+        }
+    }
+    if wildcard > 1
+        || src_dims
+            .iter()
+            .any(|d| matches!(d, infopt_ir::Dim::Known(0)))
+    {
+        return None;
+    }
+    let mut reshape = Node::new("Reshape");
+    reshape.name = node.name.clone();
+    let mut p = Patch::new();
+    let shape_name = format!("{}.shape", node.name_or_op());
+    let shape = p.add_initializer(
+        &shape_name,
+        infopt_ir::Tensor::from_i64(vec![target.len() as i64], &target),
+    );
+    let n = p.add_node(
+        reshape,
+        vec![Some(PatchValue::Existing(src)), Some(shape)],
+        vec![String::new()],
+    );
+    p.replace(out, PatchValue::NewNode { node: n, output: 0 });
+    p.remove_node(id);
+    p.remove_node(first);
+    Some(Outcome::Rewrite(p))
 }

@@ -18,6 +18,7 @@ pub mod fuse_conv_activation;
 pub mod fuse_conv_bn;
 pub mod fuse_matmul_add;
 pub mod fuse_pad_conv;
+pub mod fuse_parallel_matmul;
 pub mod infer_shapes;
 pub mod perturb_weight;
 pub mod remove_initializer_inputs;

@@ -158,6 +158,12 @@ fn all_passes() -> &'static [PassInfo] {
                 PassConfig::FuseConvBn
             ),
             pass_info!(
+                "fuse-parallel-matmul",
+                Fuse,
+                "fuse_parallel_matmul.rs",
+                PassConfig::FuseParallelMatmul
+            ),
+            pass_info!(
                 "fuse-matmul-add",
                 Fuse,
                 "fuse_matmul_add.rs",

@@ -507,3 +507,67 @@ fn sizes_are_never_minus_one_so_the_hf_expand_idiom_folds() {
     assert_eq!(ops(&m), histogram(&[("Expand", 1), ("Shape", 1)]));
     assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
 }
+
+#[test]
+fn layout_chains_collapse_into_one_reshape() {
+    // tf2onnx's Einsum lowering: Reshape to [.., 1] then Squeeze the 1.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "64"]));
+    let s1 = b.i64("s1", &[4], &[0, 4, 16, 1]);
+    let r = b.op("Reshape", &[x, s1], vec![]);
+    let ax = b.i64("ax", &[1], &[3]);
+    let q = b.op("Squeeze", &[r, ax], vec![]);
+    // and an Unsqueeze feeding a Reshape
+    let ax2 = b.i64("ax2", &[2], &[2, 3]);
+    let u = b.op("Unsqueeze", &[q, ax2], vec![]);
+    let s2 = b.i64("s2", &[2], &[-1, 64]);
+    let r2 = b.op("Reshape", &[u, s2], vec![]);
+    b.output(r2, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    run_passes(
+        &mut m,
+        &["infer-shapes", "eliminate-identity", "eliminate-dead"],
+    );
+    assert!(
+        ops(&m).get("Reshape").copied().unwrap_or(0) <= 1,
+        "{:?}",
+        ops(&m)
+    );
+    assert_eq!(ops(&m).get("Squeeze"), None);
+    assert_eq!(ops(&m).get("Unsqueeze"), None);
+    assert_equivalent(
+        &original,
+        &m,
+        &infopt_runtime::InputShapes::new().with_symbol("batch", 3),
+        0.0,
+        0.0,
+    );
+}
+
+#[test]
+fn recurrent_ops_have_inferred_shapes() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["seq", "batch", "3"]));
+    let w = b.f32("w", &[2, 12, 3], &[0.1; 72]);
+    let r = b.f32("r", &[2, 12, 4], &[0.1; 96]);
+    let node = infopt_ir::Node {
+        op_type: "GRU".into(),
+        inputs: vec![Some(x), Some(w), Some(r)],
+        attributes: vec![
+            Attribute::int("hidden_size", 4),
+            Attribute::string("direction", "bidirectional"),
+        ],
+        ..Default::default()
+    };
+    let id = b.graph_mut().add_node(node, &["y", "y_h"]);
+    let y = b.graph_mut().node(id).outputs[0].unwrap();
+    let y_h = b.graph_mut().node(id).outputs[1].unwrap();
+    b.output(y, "y", DataType::Float, None);
+    b.output(y_h, "y_h", DataType::Float, None);
+    let mut m = b.build(17);
+    infopt_ir::infer::infer_shapes(&mut m);
+    let shape = |v| m.graph.value_type(v).unwrap().shape.unwrap();
+    assert_eq!(shape(y), dims(&["seq", "2", "batch", "4"]));
+    assert_eq!(shape(y_h), dims(&["2", "batch", "4"]));
+}

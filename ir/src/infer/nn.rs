@@ -37,6 +37,7 @@ pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
             out
         }
         "LayerNormalization" => layer_norm(cx, cx.attr_int("axis", -1)),
+        "LSTM" | "GRU" | "RNN" => recurrent(cx),
         "GroupNormalization" | "RMSNormalization" => {
             vec![cx.like(0, cx.shape(0).map(|s| s.to_vec()))]
         }
@@ -248,6 +249,47 @@ fn conv_transpose(cx: &RuleCx) -> Fact {
         });
     }
     Fact::new(dtype, Some(out))
+}
+
+/// RNN/GRU/LSTM: `Y [seq, dirs, batch, hidden]`, `Y_h` (and LSTM's `Y_c`)
+/// `[dirs, batch, hidden]`; with `layout=1` batch comes first.
+fn recurrent(cx: &RuleCx) -> Vec<Fact> {
+    let x = cx.shape(0);
+    let layout = cx.attr_int("layout", 0);
+    let at = |i: usize| x.and_then(|s| s.get(i).cloned()).unwrap_or(Dim::Unknown);
+    let (seq, batch) = if layout == 0 {
+        (at(0), at(1))
+    } else {
+        (at(1), at(0))
+    };
+    let dirs = match cx.attr_string("direction").as_deref() {
+        Some("bidirectional") => Dim::Known(2),
+        _ => Dim::Known(1),
+    };
+    let hidden = match cx.attr_int_opt("hidden_size") {
+        Some(h) => Dim::Known(h),
+        None => Dim::Unknown,
+    };
+    let known_rank = x.is_some_and(|s| s.len() == 3);
+    let y = if !known_rank {
+        None
+    } else if layout == 0 {
+        Some(vec![seq, dirs.clone(), batch.clone(), hidden.clone()])
+    } else {
+        Some(vec![batch.clone(), seq, dirs.clone(), hidden.clone()])
+    };
+    let state = if !known_rank {
+        None
+    } else if layout == 0 {
+        Some(vec![dirs, batch, hidden])
+    } else {
+        Some(vec![batch, dirs, hidden])
+    };
+    let mut out = vec![cx.like(0, y)];
+    for _ in 1..cx.node.outputs.len() {
+        out.push(cx.like(0, state.clone()));
+    }
+    out
 }
 
 #[cfg(test)]
