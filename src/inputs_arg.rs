@@ -26,16 +26,17 @@ use crate::shape_args::{self, ShapeArg};
 #[derive(clap::Args, Debug, Clone)]
 pub struct InputArgs {
     /// Input shape `NAME:1x3x224x224`, or symbol values `NAME:batch=1,seq=128` (repeatable).
-    /// Symbols nothing binds take 1.
+    /// Symbols nothing binds take 1 (bench, compare); optimize verifies with
+    /// distinct values 2, 3, ... per symbol.
     #[arg(long = "input-shape", value_name = "NAME:DIMS")]
     pub input_shapes: Vec<String>,
     /// Run on these arrays instead of generated ones: an .npz, one .npy, or a folder of
     /// .npy files, named after the model inputs. Their shapes fix the input shapes.
     #[arg(long, value_name = "FILE.npz|DIR")]
     pub inputs: Option<std::path::PathBuf>,
-    /// Seed of the generated inputs.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// Seed of the generated inputs (default 0; for optimize, the pipeline's verify.seed).
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Generated integer inputs are drawn from [0, VOCAB) (token ids, indices);
     /// `*token_type*` inputs from [0, 2); `*mask*` inputs are all ones.
     #[arg(long, default_value_t = 16, value_name = "VOCAB")]
@@ -88,7 +89,7 @@ impl InputArgs {
             None => (
                 None,
                 InputSource::Generated {
-                    seed: self.seed,
+                    seed: self.seed.unwrap_or(0),
                     vocab: self.vocab,
                 },
             ),

@@ -142,7 +142,9 @@ fn external_bytes(files: &[PathBuf]) -> u64 {
 /// then the command line. Dims nobody binds run with 2 (1 would hide broadcasting
 /// mistakes) and the report lists them.
 fn resolve_inputs(config: &PipelineConfig, args: &Args) -> CliResult<crate::inputs_arg::Inputs> {
-    let mut inputs = args.inputs.resolve().map_err(CliError::usage)?;
+    let mut input_args = args.inputs.clone();
+    input_args.seed = input_args.seed.or(Some(config.verify.seed));
+    let mut inputs = input_args.resolve().map_err(CliError::usage)?;
     let mut shapes = InputShapes::new().with_default_dim(2);
     for (name, dims) in &config.inputs {
         let dims = dims
