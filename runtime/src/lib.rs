@@ -33,4 +33,4 @@ pub use error::{Result, RuntimeError};
 pub use ort_backend::{OptLevel, OrtBackend, OrtOptions, backend_by_name};
 pub use tensor::{DType, HostTensor, TensorData};
 pub use timing::Latency;
-pub use tract_backend::TractBackend;
+pub use tract_backend::{TractBackend, TractOneShot};

@@ -267,6 +267,35 @@ fn unsupported_ops(
     }
 }
 
+/// tract without its graph optimizer: loads much faster, runs slower. For
+/// one-shot runs such as verifying a rewrite on a large graph.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TractOneShot;
+
+impl Backend for TractOneShot {
+    fn name(&self) -> &str {
+        BACKEND
+    }
+
+    fn version(&self) -> String {
+        format!("tract-onnx {TRACT_VERSION} (unoptimized plan)")
+    }
+
+    fn load(
+        &self,
+        model_bytes: &[u8],
+        model_dir: Option<&Path>,
+        input_shapes: &InputShapes,
+    ) -> Result<Box<dyn LoadedModel>> {
+        guard(|| load_model(model_bytes, model_dir, input_shapes, false)).map_err(|panic| {
+            RuntimeError::Load {
+                backend: BACKEND.into(),
+                message: panic,
+            }
+        })?
+    }
+}
+
 impl Backend for TractBackend {
     fn name(&self) -> &str {
         BACKEND
@@ -282,7 +311,7 @@ impl Backend for TractBackend {
         model_dir: Option<&Path>,
         input_shapes: &InputShapes,
     ) -> Result<Box<dyn LoadedModel>> {
-        guard(|| load_model(model_bytes, model_dir, input_shapes)).map_err(|panic| {
+        guard(|| load_model(model_bytes, model_dir, input_shapes, true)).map_err(|panic| {
             RuntimeError::Load {
                 backend: BACKEND.into(),
                 message: panic,
@@ -313,6 +342,7 @@ fn load_model(
     model_bytes: &[u8],
     model_dir: Option<&Path>,
     input_shapes: &InputShapes,
+    optimize: bool,
 ) -> Result<Box<dyn LoadedModel>> {
     let onnx = tract_onnx::onnx();
     let mut reader = model_bytes;
@@ -391,7 +421,14 @@ fn load_model(
     }
 
     let typed = model.into_typed().map_err(|e| load_error(&e))?;
-    let optimized = typed.into_optimized().map_err(|e| load_error(&e))?;
+    // tract's optimizer makes repeated runs fast but costs time superlinear in
+    // the graph size (94 s for a 24k-node graph); a one-shot run (verifying a
+    // rewrite) is faster on the plain typed model.
+    let optimized = if optimize {
+        typed.into_optimized().map_err(|e| load_error(&e))?
+    } else {
+        typed
+    };
 
     // Output specs from the typed model: the element type tract computes and the
     // concrete dims it inferred.

@@ -174,3 +174,37 @@ fn bad_fixtures_are_refused() {
         assert!(!msg.contains('\n'), "{rel}: {msg}");
     }
 }
+
+#[test]
+fn one_shot_plan_computes_what_the_optimized_plan_computes() {
+    for rel in [
+        "cnn_bn_relu.onnx",
+        "transformer_block.onnx",
+        "exported/resnet_block.onnx",
+    ] {
+        let Some((bytes, dir)) = read(rel) else {
+            continue;
+        };
+        let optimized = TractBackend
+            .load(&bytes, Some(&dir), &shapes())
+            .expect("optimized plan");
+        let one_shot = infopt_runtime::TractOneShot
+            .load(&bytes, Some(&dir), &shapes())
+            .expect("one-shot plan");
+        let inputs = generate_for_model(optimized.as_ref(), &gen_opts()).unwrap();
+        let a = optimized.run(&inputs).unwrap();
+        let b = one_shot.run(&inputs).unwrap();
+        let agreement = compare::compare_outputs(
+            &b,
+            &a,
+            compare::Tolerance {
+                atol: 1e-5,
+                rtol: 1e-4,
+            },
+        );
+        assert!(
+            compare::all_within_tolerance(&agreement),
+            "{rel}: {agreement:?}"
+        );
+    }
+}

@@ -14,6 +14,9 @@ use crate::exit::{CliError, CliResult, Exit};
 use crate::report::{self, Report};
 use crate::verify;
 
+/// Above this many nodes, verification runs tract without its graph optimizer.
+const LARGE_GRAPH_NODES: usize = 2000;
+
 /// The pipeline used when neither `-c` nor `--passes` is given (configs/default.yaml).
 pub const DEFAULT_PIPELINE: &str = include_str!("../../configs/default.yaml");
 
@@ -195,7 +198,16 @@ fn make_verifier(
         }
         let mut last = String::new();
         for attempt in [&distinct, inputs] {
-            let (backend, info) = args.backend.build(name)?;
+            // "tract-oneshot": tract without its graph optimizer, which loads
+            // far faster on large graphs (the optimizer's cost grows faster
+            // than the graph) but runs convolutions slower.
+            let one_shot = name == "tract-oneshot";
+            let name = if one_shot { "tract" } else { name };
+            let (mut backend, mut info) = args.backend.build(name)?;
+            if one_shot && backend.name() == "tract" {
+                backend = Box::new(infopt_runtime::TractOneShot);
+                info.version = backend.version();
+            }
             let backend_name = backend.name().to_string();
             match verify::Verifier::new(
                 backend,
@@ -328,10 +340,18 @@ pub fn run(args: Args) -> CliResult {
         };
         // ONNX Runtime first for its own target: tract cannot run the
         // com.microsoft ops that target produces.
-        let prefer: &[&str] = if config.target == Target::Onnxruntime {
-            &["ort", "tract"]
+        // Verification runs each model once; timing (--bench) is about the
+        // optimized plan. Large graphs skip tract's optimizer.
+        let large = stats_before.nodes + stats_before.subgraph_nodes > LARGE_GRAPH_NODES;
+        let tract = if large && !args.bench {
+            "tract-oneshot"
         } else {
-            &["tract", "ort"]
+            "tract"
+        };
+        let prefer: &[&str] = if config.target == Target::Onnxruntime {
+            &["ort", tract]
+        } else {
+            &[tract, "ort"]
         };
         let symbols = input_symbols(&original);
         let (v, note) = make_verifier(&args, &bytes, dir, &inputs, &symbols, tol, prefer)?;
