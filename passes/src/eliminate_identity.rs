@@ -549,24 +549,7 @@ fn transpose_of_unit_axes(g: &Graph, id: NodeId, x: ValueId, perm: &[i64]) -> Op
     if unknown > 1 {
         return None;
     }
-    let node = g.node(id);
-    let mut reshape = Node::new("Reshape");
-    reshape.name = node.name.clone();
-    let mut p = Patch::new();
-    let shape_name = format!("{}.shape", node.name_or_op());
-    let shape = p.add_initializer(
-        &shape_name,
-        infopt_ir::Tensor::from_i64(vec![target.len() as i64], &target),
-    );
-    let n = p.add_node(
-        reshape,
-        vec![Some(PatchValue::Existing(x)), Some(shape)],
-        vec![String::new()],
-    );
-    p.replace(
-        output(g, id, 0)?,
-        PatchValue::NewNode { node: n, output: 0 },
-    );
+    let mut p = reshape_patch(g, id, x, &target, output(g, id, 0)?);
     p.remove_node(id);
     Some(Outcome::Rewrite(p))
 }
@@ -768,13 +751,23 @@ fn collapse_layout_chain(g: &Graph, id: NodeId, x: ValueId) -> Option<Outcome> {
     {
         return None;
     }
+    let mut p = reshape_patch(g, id, src, &target, out);
+    p.remove_node(id);
+    p.remove_node(first);
+    Some(Outcome::Rewrite(p))
+}
+
+/// A patch with `Reshape(src, target)` (a new constant shape) in place of
+/// node `id`, whose output `out` it replaces; the caller adds the removals.
+fn reshape_patch(g: &Graph, id: NodeId, src: ValueId, target: &[i64], out: ValueId) -> Patch {
+    let node = g.node(id);
     let mut reshape = Node::new("Reshape");
     reshape.name = node.name.clone();
     let mut p = Patch::new();
     let shape_name = format!("{}.shape", node.name_or_op());
     let shape = p.add_initializer(
         &shape_name,
-        infopt_ir::Tensor::from_i64(vec![target.len() as i64], &target),
+        infopt_ir::Tensor::from_i64(vec![target.len() as i64], target),
     );
     let n = p.add_node(
         reshape,
@@ -782,7 +775,5 @@ fn collapse_layout_chain(g: &Graph, id: NodeId, x: ValueId) -> Option<Outcome> {
         vec![String::new()],
     );
     p.replace(out, PatchValue::NewNode { node: n, output: 0 });
-    p.remove_node(id);
-    p.remove_node(first);
-    Some(Outcome::Rewrite(p))
+    p
 }

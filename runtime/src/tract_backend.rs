@@ -287,12 +287,7 @@ impl Backend for TractOneShot {
         model_dir: Option<&Path>,
         input_shapes: &InputShapes,
     ) -> Result<Box<dyn LoadedModel>> {
-        guard(|| load_model(model_bytes, model_dir, input_shapes, false)).map_err(|panic| {
-            RuntimeError::Load {
-                backend: BACKEND.into(),
-                message: panic,
-            }
-        })?
+        guarded_load(model_bytes, model_dir, input_shapes, false)
     }
 }
 
@@ -311,13 +306,23 @@ impl Backend for TractBackend {
         model_dir: Option<&Path>,
         input_shapes: &InputShapes,
     ) -> Result<Box<dyn LoadedModel>> {
-        guard(|| load_model(model_bytes, model_dir, input_shapes, true)).map_err(|panic| {
-            RuntimeError::Load {
-                backend: BACKEND.into(),
-                message: panic,
-            }
-        })?
+        guarded_load(model_bytes, model_dir, input_shapes, true)
     }
+}
+
+/// Loads with tract's panics turned into load errors.
+fn guarded_load(
+    model_bytes: &[u8],
+    model_dir: Option<&Path>,
+    input_shapes: &InputShapes,
+    optimize: bool,
+) -> Result<Box<dyn LoadedModel>> {
+    guard(|| load_model(model_bytes, model_dir, input_shapes, optimize)).map_err(|panic| {
+        RuntimeError::Load {
+            backend: BACKEND.into(),
+            message: panic,
+        }
+    })?
 }
 
 /// Runs `f`, turning a panic inside tract into an error message. tract panics on some

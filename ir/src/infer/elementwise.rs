@@ -241,10 +241,9 @@ fn map_value(cx: &RuleCx, f: impl Fn(&Expr) -> Option<Expr>) -> Option<SymValue>
     })
 }
 
-/// Comparisons of shape-like values, as 0/1: known numbers compare as usual,
-/// and a size (a symbol, non-negative) is never equal to a negative number
-/// (the `Where(Equal(shape, -1), 1, shape)` idiom of HF exports).
-fn compare_value(cx: &RuleCx, op: &str) -> Option<SymValue> {
+/// The element pairs of two integer shape-like values, broadcast (one side
+/// may have a single element), and whether the result is a scalar.
+fn value_pairs(cx: &RuleCx) -> Option<(Vec<(Dim, Dim)>, bool)> {
     if cx.n_inputs() != 2 || !super::is_int(cx.dtype(0)) {
         return None;
     }
@@ -255,16 +254,20 @@ fn compare_value(cx: &RuleCx, op: &str) -> Option<SymValue> {
         (x, 1) => x,
         _ => return None,
     };
-    let get = |v: &SymValue, i: usize| {
-        if v.elems.len() == 1 {
-            v.elems[0].clone()
-        } else {
-            v.elems[i].clone()
-        }
-    };
-    let mut elems = Vec::with_capacity(n);
-    for i in 0..n {
-        let (x, y) = (get(a, i), get(b, i));
+    let get = |v: &SymValue, i: usize| v.elems[if v.elems.len() == 1 { 0 } else { i }].clone();
+    Some((
+        (0..n).map(|i| (get(a, i), get(b, i))).collect(),
+        a.scalar && b.scalar,
+    ))
+}
+
+/// Comparisons of shape-like values, as 0/1: known numbers compare as usual,
+/// and a size (a symbol, non-negative) is never equal to a negative number
+/// (the `Where(Equal(shape, -1), 1, shape)` idiom of HF exports).
+fn compare_value(cx: &RuleCx, op: &str) -> Option<SymValue> {
+    let (pairs, scalar) = value_pairs(cx)?;
+    let mut elems = Vec::with_capacity(pairs.len());
+    for (x, y) in pairs {
         let r = match (&x, &y) {
             (Dim::Known(p), Dim::Known(q)) => Some(match op {
                 "Equal" => p == q,
@@ -286,35 +289,14 @@ fn compare_value(cx: &RuleCx, op: &str) -> Option<SymValue> {
         };
         elems.push(r.map(|t| Dim::Known(t as i64)).unwrap_or(Dim::Unknown));
     }
-    Some(SymValue {
-        scalar: a.scalar && b.scalar,
-        elems,
-    })
+    Some(SymValue { scalar, elems })
 }
 
 /// Elementwise value arithmetic on two shape-like values with broadcasting.
 fn binary_value(cx: &RuleCx, op: &str) -> Option<SymValue> {
-    if cx.n_inputs() != 2 || !super::is_int(cx.dtype(0)) {
-        return None;
-    }
-    let a = cx.value(0)?;
-    let b = cx.value(1)?;
-    let n = match (a.elems.len(), b.elems.len()) {
-        (x, y) if x == y => x,
-        (1, y) => y,
-        (x, 1) => x,
-        _ => return None,
-    };
-    let get = |v: &SymValue, i: usize| {
-        if v.elems.len() == 1 {
-            v.elems[0].clone()
-        } else {
-            v.elems[i].clone()
-        }
-    };
-    let mut elems = Vec::with_capacity(n);
-    for i in 0..n {
-        let (x, y) = (get(a, i), get(b, i));
+    let (pairs, scalar) = value_pairs(cx)?;
+    let mut elems = Vec::with_capacity(pairs.len());
+    for (x, y) in pairs {
         elems.push(match op {
             "Add" => sym::add(&x, &y),
             "Sub" => sym::sub(&x, &y),
@@ -347,10 +329,7 @@ fn binary_value(cx: &RuleCx, op: &str) -> Option<SymValue> {
             _ => return None,
         });
     }
-    Some(SymValue {
-        scalar: a.scalar && b.scalar,
-        elems,
-    })
+    Some(SymValue { scalar, elems })
 }
 
 /// True when the dim expression is provably ≥ 0 (sizes are non-negative).
