@@ -4,31 +4,14 @@
 //! checkout's `.venv` from `scripts/setup-venv.sh`). Without one, ORT tests say so and
 //! pass, except under CI (`CI` set), where that is a failure.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::{fixture, infopt, s, stderr};
+
 use infopt_ir::{Model, SaveOptions, Tensor};
-
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/models")
-        .join(rel)
-}
-
-fn infopt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .args(args)
-        .output()
-        .expect("run infopt")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 fn json(o: &Output) -> serde_json::Value {
     assert!(o.status.success(), "{}", stderr(o));

@@ -1,28 +1,11 @@
 //! End-to-end `infopt optimize` runs on fixtures.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/models")
-        .join(rel)
-}
+use std::path::Path;
+use std::process::Command;
 
-fn infopt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .args(args)
-        .output()
-        .expect("run infopt")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use common::{fixture, infopt, s, stderr};
 
 #[test]
 fn json_report_on_the_transformer_fixture() {

@@ -218,6 +218,25 @@ pub fn apply_pipeline_shapes(
     Ok(found)
 }
 
+/// Notes, per dim that was not fixed before, whether it became static or
+/// stayed dynamic.
+fn note_dims(notes: &mut Vec<String>, kind: &str, name: &str, old: Option<&[Dim]>, new: &[Dim]) {
+    for (i, d) in new.iter().enumerate() {
+        let was = old.and_then(|o| o.get(i)).cloned().unwrap_or(Dim::Unknown);
+        match (&was, d) {
+            (Dim::Known(_), _) => {}
+            (_, Dim::Known(v)) => notes.push(format!(
+                "fix-shapes: {kind} '{name}' dim {i}{} is now {v}",
+                label(&was)
+            )),
+            (_, d) => notes.push(format!(
+                "fix-shapes: {kind} '{name}' dim {i}{} stays dynamic",
+                label(d)
+            )),
+        }
+    }
+}
+
 pub struct FixShapes {
     pub options: FixShapesOptions,
 }
@@ -453,24 +472,7 @@ impl Pass for FixShapes {
                 (None, None) => None,
             };
             let Some(new) = new else { continue };
-            for (i, d) in new.iter().enumerate() {
-                let was = old
-                    .as_ref()
-                    .and_then(|o| o.get(i))
-                    .cloned()
-                    .unwrap_or(Dim::Unknown);
-                match (&was, d) {
-                    (Dim::Known(_), _) => {}
-                    (_, Dim::Known(v)) => notes.push(format!(
-                        "fix-shapes: input '{name}' dim {i}{} is now {v}",
-                        label(&was)
-                    )),
-                    (_, d) => notes.push(format!(
-                        "fix-shapes: input '{name}' dim {i}{} stays dynamic",
-                        label(d)
-                    )),
-                }
-            }
+            note_dims(&mut notes, "input", &name, old.as_deref(), &new);
             if old.as_ref() != Some(&new) {
                 let new_ty = TensorType {
                     dtype: ty.dtype,
@@ -495,24 +497,7 @@ impl Pass for FixShapes {
                 notes.push(format!("fix-shapes: output '{name}' has an unknown shape"));
                 continue;
             };
-            for (i, d) in new.iter().enumerate() {
-                let was = old
-                    .as_ref()
-                    .and_then(|o| o.get(i))
-                    .cloned()
-                    .unwrap_or(Dim::Unknown);
-                match (&was, d) {
-                    (Dim::Known(_), _) => {}
-                    (_, Dim::Known(v)) => notes.push(format!(
-                        "fix-shapes: output '{name}' dim {i}{} is now {v}",
-                        label(&was)
-                    )),
-                    (_, d) => notes.push(format!(
-                        "fix-shapes: output '{name}' dim {i}{} stays dynamic",
-                        label(d)
-                    )),
-                }
-            }
+            note_dims(&mut notes, "output", &name, old.as_deref(), &new);
         }
         for n in notes {
             cx.note(n);

@@ -66,6 +66,17 @@ impl BackendInfo {
     }
 }
 
+/// "input `x` dim 0 (batch) unbound, took 1; ...": shared by bench and compare.
+pub fn defaulted_dim_note(d: &DefaultedDim) -> String {
+    format!(
+        "input `{}` dim {} ({}) unbound, took {}; set it with --input-shape",
+        d.input,
+        d.axis,
+        d.symbol.as_deref().unwrap_or("unnamed"),
+        d.value
+    )
+}
+
 /// A runtime error as a CLI error: configuration problems (no library, bad option) are
 /// usage errors, the rest `exit`.
 pub fn runtime_error(e: RuntimeError, exit: Exit) -> CliError {
@@ -363,14 +374,7 @@ pub fn render_text(r: &BenchReport) -> String {
             r.input_source.describe()
         );
         for d in &m.defaulted_dims {
-            let _ = writeln!(
-                s,
-                "  note      input `{}` dim {} ({}) unbound, took {}; set it with --input-shape",
-                d.input,
-                d.axis,
-                d.symbol.as_deref().unwrap_or("unnamed"),
-                d.value
-            );
+            let _ = writeln!(s, "  note      {}", defaulted_dim_note(d));
         }
         let l = &m.latency;
         let _ = writeln!(

@@ -132,14 +132,7 @@ pub fn render_text(r: &CompareReport) -> String {
         r.input_source.describe()
     );
     for d in &r.defaulted_dims {
-        let _ = writeln!(
-            s,
-            "note        input `{}` dim {} ({}) unbound, took {}; set it with --input-shape",
-            d.input,
-            d.axis,
-            d.symbol.as_deref().unwrap_or("unnamed"),
-            d.value
-        );
+        let _ = writeln!(s, "note        {}", super::bench::defaulted_dim_note(d));
     }
     let _ = writeln!(
         s,

@@ -415,6 +415,19 @@ mod tests {
     use crate::graph::{GraphIo, Node, Value};
     use crate::proto::ValueInfoProto;
 
+    /// Adds a one-output node and returns its output.
+    fn op1(g: &mut Graph, op: &str, inputs: Vec<Option<ValueId>>, out: &str) -> ValueId {
+        let n = g.add_node(
+            Node {
+                op_type: op.into(),
+                inputs,
+                ..Default::default()
+            },
+            &[out],
+        );
+        g.node(n).outputs[0].unwrap()
+    }
+
     fn io(g: &mut Graph, name: &str, ty: Option<TensorType>) -> ValueId {
         let v = g.add_value(Value::named(name));
         let info = ValueInfoProto {
@@ -444,27 +457,11 @@ mod tests {
         // then: Relu(x) : [n, 4]; else: Transpose(x) : [4, n] → join [?, ?] unless n == 4.
         let mut then_g = Graph::new("then");
         let x1 = outer(&mut then_g, "x");
-        let r = then_g.add_node(
-            Node {
-                op_type: "Relu".into(),
-                inputs: vec![Some(x1)],
-                ..Default::default()
-            },
-            &["t_out"],
-        );
-        let t_out = then_g.node(r).outputs[0].unwrap();
+        let t_out = op1(&mut then_g, "Relu", vec![Some(x1)], "t_out");
         out(&mut then_g, t_out);
         let mut else_g = Graph::new("else");
         let x2 = outer(&mut else_g, "x");
-        let e = else_g.add_node(
-            Node {
-                op_type: "Sigmoid".into(),
-                inputs: vec![Some(x2)],
-                ..Default::default()
-            },
-            &["e_out"],
-        );
-        let e_out = else_g.node(e).outputs[0].unwrap();
+        let e_out = op1(&mut else_g, "Sigmoid", vec![Some(x2)], "e_out");
         out(&mut else_g, e_out);
 
         let mut b = GraphBuilder::new();
@@ -514,24 +511,8 @@ mod tests {
         );
         let acc = io(&mut body, "acc", None);
         let w = outer(&mut body, "w");
-        let a = body.add_node(
-            Node {
-                op_type: "Add".into(),
-                inputs: vec![Some(acc), Some(w)],
-                ..Default::default()
-            },
-            &["acc2"],
-        );
-        let acc2 = body.node(a).outputs[0].unwrap();
-        let s = body.add_node(
-            Node {
-                op_type: "Identity".into(),
-                inputs: vec![Some(acc2)],
-                ..Default::default()
-            },
-            &["scan"],
-        );
-        let scan = body.node(s).outputs[0].unwrap();
+        let acc2 = op1(&mut body, "Add", vec![Some(acc), Some(w)], "acc2");
+        let scan = op1(&mut body, "Identity", vec![Some(acc2)], "scan");
         out(&mut body, cond);
         out(&mut body, acc2);
         out(&mut body, scan);
@@ -605,24 +586,8 @@ mod tests {
         let mut body = Graph::new("body");
         let st = io(&mut body, "st", None);
         let el = io(&mut body, "el", None);
-        let a = body.add_node(
-            Node {
-                op_type: "Add".into(),
-                inputs: vec![Some(st), Some(el)],
-                ..Default::default()
-            },
-            &["s2"],
-        );
-        let s2 = body.node(a).outputs[0].unwrap();
-        let i = body.add_node(
-            Node {
-                op_type: "Identity".into(),
-                inputs: vec![Some(el)],
-                ..Default::default()
-            },
-            &["o"],
-        );
-        let o = body.node(i).outputs[0].unwrap();
+        let s2 = op1(&mut body, "Add", vec![Some(st), Some(el)], "s2");
+        let o = op1(&mut body, "Identity", vec![Some(el)], "o");
         out(&mut body, s2);
         out(&mut body, o);
         let mut b = GraphBuilder::new();
