@@ -35,11 +35,12 @@
 //! `y = com.microsoft.FusedConv(x, W, b, pads=[1,1,1,1], activation="Relu")`.
 
 use infopt_ir::proto::OperatorSetIdProto;
-use infopt_ir::{Attribute, DataType, Graph, Model, NodeId, Patch, PatchValue, ValueId};
+use infopt_ir::{Attribute, DataType, Graph, Model, NodeId, PatchValue, ValueId};
 
 use crate::pass::{Pass, PassCx, PassError, Target};
 use crate::rule::{Outcome, apply_rule};
-use crate::util::{carry_type, input, output};
+use crate::util::replace_with_node;
+use crate::util::{input, output};
 use crate::{decline, require, require_some};
 
 pub struct FuseConvActivation;
@@ -149,14 +150,7 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
         .map(|v| v.map(PatchValue::Existing))
         .collect();
     let out = require_some!(output(g, id, 0));
-    let mut p = Patch::new();
-    let n = p.add_node(fused, inputs, vec![String::new()]);
-    let new = PatchValue::NewNode { node: n, output: 0 };
-    p.replace(out, new);
-    carry_type(&mut p, g, out, new);
-    p.remove_node(conv);
-    p.remove_node(id);
-    Outcome::Rewrite(p)
+    Outcome::Rewrite(replace_with_node(g, fused, inputs, out, &[conv, id]))
 }
 
 impl Pass for FuseConvActivation {

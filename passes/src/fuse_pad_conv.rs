@@ -25,11 +25,12 @@
 //! `p = Pad(x, pads=[0,0,1,2,0,0,1,2])`, `y = Conv(p, W, pads=[1,1,1,1])`
 //! becomes `y = Conv(x, W, pads=[2,3,2,3])`.
 
-use infopt_ir::{Attribute, Graph, Model, NodeId, Patch, PatchValue};
+use infopt_ir::{Attribute, Graph, Model, NodeId, PatchValue};
 
 use crate::pass::{Pass, PassCx, PassError};
 use crate::rule::{Outcome, apply_rule};
-use crate::util::{carry_type, const_i64s, input, output};
+use crate::util::replace_with_node;
+use crate::util::{const_i64s, input, output};
 use crate::{decline, require, require_some};
 
 pub struct FusePadConv;
@@ -162,14 +163,7 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
         .collect();
     inputs[0] = x.map(PatchValue::Existing);
     let out = require_some!(output(g, id, 0));
-    let mut p = Patch::new();
-    let n = p.add_node(fused, inputs, vec![String::new()]);
-    let new = PatchValue::NewNode { node: n, output: 0 };
-    p.replace(out, new);
-    carry_type(&mut p, g, out, new);
-    p.remove_node(pad);
-    p.remove_node(id);
-    Outcome::Rewrite(p)
+    Outcome::Rewrite(replace_with_node(g, fused, inputs, out, &[pad, id]))
 }
 
 impl Pass for FusePadConv {

@@ -104,6 +104,26 @@ pub fn carry_type(p: &mut infopt_ir::Patch, g: &Graph, old: ValueId, new: infopt
     }
 }
 
+/// A patch in which `node` (reading `inputs`) replaces the nodes `remove`;
+/// its single output takes over `out` (readers, name and type).
+pub fn replace_with_node(
+    g: &Graph,
+    node: infopt_ir::Node,
+    inputs: Vec<Option<infopt_ir::PatchValue>>,
+    out: ValueId,
+    remove: &[NodeId],
+) -> infopt_ir::Patch {
+    let mut p = infopt_ir::Patch::new();
+    let n = p.add_node(node, inputs, vec![String::new()]);
+    let new = infopt_ir::PatchValue::NewNode { node: n, output: 0 };
+    p.replace(out, new);
+    carry_type(&mut p, g, out, new);
+    for &r in remove {
+        p.remove_node(r);
+    }
+    p
+}
+
 /// Dims rendered as `[1,16,1,1]` for messages.
 pub fn dims_string(dims: &[i64]) -> String {
     let parts: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
