@@ -26,7 +26,8 @@ pub mod timing;
 pub mod tract_backend;
 
 pub use backend::{
-    Backend, DefaultedDim, DimSpec, InputShapes, IoSpec, LoadedModel, ShapeResolution,
+    Backend, DefaultedDim, DimSpec, InputShapes, IoSpec, LoadedModel, Observe, ShapeResolution,
+    TensorSink,
 };
 pub use compare::{OutputAgreement, Tolerance};
 pub use error::{Result, RuntimeError};
