@@ -156,7 +156,8 @@ uint8_t* dupBytes(void const* data, size_t size)
 
 // Sets *error and returns the failure status. `detail` is TensorRT's own log, appended
 // after the message so the caller sees the cause.
-int32_t fail(char** error, std::string message, std::string const& detail = std::string())
+int32_t fail(char** error, std::string message, std::string const& detail = std::string(),
+    int32_t status = INFOPT_TRT_ERR_FAILED)
 {
     if (!detail.empty())
     {
@@ -167,7 +168,13 @@ int32_t fail(char** error, std::string message, std::string const& detail = std:
     {
         *error = dupString(message);
     }
-    return 1;
+    return status;
+}
+
+// A library that cannot be loaded: the caller reports TensorRT (or CUDA) as unavailable.
+int32_t missing(char** error, std::string message)
+{
+    return fail(error, std::move(message), std::string(), INFOPT_TRT_ERR_MISSING);
 }
 
 std::string dimsToString(nvinfer1::Dims const& dims)
@@ -691,14 +698,14 @@ int32_t infopt_trt_open(char const* nvinfer_path, char const* onnxparser_path, c
     lib->nvinfer = dlopen(nvinfer_path, RTLD_NOW | RTLD_GLOBAL);
     if (lib->nvinfer == nullptr)
     {
-        return fail(error, "cannot load TensorRT " + std::string(nvinfer_path) + ": " + dlerrorText());
+        return missing(error, "cannot load TensorRT " + std::string(nvinfer_path) + ": " + dlerrorText());
     }
     LibVersionFn libVersion = nullptr;
     if (!lookup(lib->nvinfer, "getInferLibVersion", libVersion)
         || !lookup(lib->nvinfer, "createInferBuilder_INTERNAL", lib->createBuilder)
         || !lookup(lib->nvinfer, "createInferRuntime_INTERNAL", lib->createRuntime))
     {
-        return fail(error, std::string(nvinfer_path) + " is not a TensorRT library: " + dlerrorText());
+        return missing(error, std::string(nvinfer_path) + " is not a TensorRT library: " + dlerrorText());
     }
     lib->version = libVersion();
     int32_t major = lib->version / 10000;
@@ -709,17 +716,19 @@ int32_t infopt_trt_open(char const* nvinfer_path, char const* onnxparser_path, c
                 + nvinfer_path + " does not match this shim, compiled for TensorRT "
                 + std::to_string(NV_TENSORRT_MAJOR) + "; rebuild the shim against TensorRT "
                 + std::to_string(major) + "'s headers (runtime/tensorrt/build.sh) or point --trt-lib at TensorRT "
-                + std::to_string(NV_TENSORRT_MAJOR));
+                + std::to_string(NV_TENSORRT_MAJOR),
+            std::string(), INFOPT_TRT_ERR_VERSION);
     }
     // The parser's DT_NEEDED libnvinfer resolves to the copy loaded above (same soname).
     lib->onnxparser = dlopen(onnxparser_path, RTLD_NOW | RTLD_LOCAL);
     if (lib->onnxparser == nullptr)
     {
-        return fail(error, "cannot load the TensorRT ONNX parser " + std::string(onnxparser_path) + ": " + dlerrorText());
+        return missing(
+            error, "cannot load the TensorRT ONNX parser " + std::string(onnxparser_path) + ": " + dlerrorText());
     }
     if (!lookup(lib->onnxparser, "createNvOnnxParser_INTERNAL", lib->createParser))
     {
-        return fail(error, std::string(onnxparser_path) + " is not the TensorRT ONNX parser: " + dlerrorText());
+        return missing(error, std::string(onnxparser_path) + " is not the TensorRT ONNX parser: " + dlerrorText());
     }
     // CUDA is only needed for timing; a missing libcudart is reported there.
     if (cudart_path != nullptr && cudart_path[0] != '\0')
@@ -727,7 +736,7 @@ int32_t infopt_trt_open(char const* nvinfer_path, char const* onnxparser_path, c
         std::string cudaError;
         if (!loadCuda(*lib, cudart_path, cudaError))
         {
-            return fail(error, cudaError);
+            return missing(error, cudaError);
         }
     }
     *out = lib.release();
@@ -912,7 +921,7 @@ int32_t infopt_trt_time(InfoptTrtLib* lib, uint8_t const* engineData, uint64_t e
         std::string problem;
         if (!loadCuda(*lib, nullptr, problem))
         {
-            return fail(error, problem);
+            return missing(error, problem);
         }
         CudaApi const& cuda = lib->cuda;
         // Declared first so that it is released last: buffers and output allocators must

@@ -8,8 +8,8 @@
  * INFOPT_TRT_ABI_VERSION.
  *
  * Conventions:
- *  - Functions returning int32_t return 0 on success and non-zero on failure;
- *    on failure *error receives a one-line (or few-line) message allocated by
+ *  - Functions returning int32_t return INFOPT_TRT_OK (0) on success and an
+ *    INFOPT_TRT_ERR_* code on failure; on failure *error receives a one-line (or few-line) message allocated by
  *    the shim, to be released with infopt_trt_free.
  *  - Every buffer the shim hands out is released with infopt_trt_free (or
  *    infopt_trt_free_build_result for a whole result).
@@ -26,6 +26,12 @@ extern "C" {
 
 /* Bumped whenever a struct or a signature below changes. */
 #define INFOPT_TRT_ABI_VERSION 1
+
+/* Status codes of the int32_t-returning functions. */
+#define INFOPT_TRT_OK 0
+#define INFOPT_TRT_ERR_FAILED 1  /* TensorRT or CUDA failed; *error says why */
+#define INFOPT_TRT_ERR_MISSING 2 /* a library (TensorRT, its parser, libcudart) cannot be loaded */
+#define INFOPT_TRT_ERR_VERSION 3 /* the TensorRT library's major differs from the shim's */
 
 /* Same limit as nvinfer1::Dims::MAX_DIMS. */
 #define INFOPT_TRT_MAX_DIMS 8
