@@ -6,7 +6,7 @@
 # usage: runtime/tensorrt/build.sh [-o OUTPUT.so] [-I TENSORRT_INCLUDE_DIR] [-c CUDA_INCLUDE_DIR]
 #   defaults: TENSORRT_INCLUDE (env), then $TENSORRT_ROOT/include, /usr/include/x86_64-linux-gnu,
 #             /usr/include; CUDA_INCLUDE (env), then $CUDA_HOME/include, /usr/local/cuda/include,
-#             the include folder of a pip-installed nvidia-cuda-runtime-cu12/cu13.
+#             the include folder of a pip-installed nvidia-cuda-runtime-cu12 or nvidia-cuda-runtime (13).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -41,10 +41,12 @@ fi
 if [ -z "$cuda_inc" ]; then
     pip_cuda=""
     if command -v python3 >/dev/null; then
-        pip_cuda="$(python3 -c 'import nvidia.cuda_runtime, os; print(os.path.join(list(nvidia.cuda_runtime.__path__)[0], "include"))' 2>/dev/null || true)"
+        # nvidia-cuda-runtime-cu12 installs nvidia/cuda_runtime/include, nvidia-cuda-runtime 13 nvidia/cu13/include.
+        pip_cuda="$(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, d, "include") for p in nvidia.__path__ for d in ("cuda_runtime", "cu13")))' 2>/dev/null || true)"
     fi
-    cuda_inc="$(first_with cuda_runtime_api.h "${CUDA_HOME:+$CUDA_HOME/include}" /usr/local/cuda/include "$pip_cuda" /usr/include)" || {
-        echo "build.sh: cuda_runtime_api.h not found; pass -c DIR (CUDA toolkit include folder) or pip install nvidia-cuda-runtime-cu12" >&2
+    # shellcheck disable=SC2086 # pip_cuda is a list of folders without spaces
+    cuda_inc="$(first_with cuda_runtime_api.h "${CUDA_HOME:+$CUDA_HOME/include}" /usr/local/cuda/include $pip_cuda /usr/include)" || {
+        echo "build.sh: cuda_runtime_api.h not found; pass -c DIR (CUDA toolkit include folder) or pip install nvidia-cuda-runtime-cu12 (CUDA 12) / nvidia-cuda-runtime (CUDA 13)" >&2
         exit 1
     }
 fi

@@ -26,8 +26,18 @@ pub const SHIM_ENV: &str = "INFOPT_TRT_SHIM";
 pub const LIB_ENV: &str = "TENSORRT_LIB";
 pub const SHIM_FILE: &str = "libinfopt_trt_shim.so";
 
-/// How to get TensorRT, ending every "not found" message.
-pub const INSTALL_HINT: &str = "install it with `pip install tensorrt-cu12` (or unpack NVIDIA's TensorRT tarball) and pass --trt-lib DIR (the folder holding libnvinfer.so), or set TENSORRT_LIB";
+/// How to get TensorRT `major`, ending every "not found" message. PyPI's `tensorrt-cu12`
+/// and `tensorrt-cu13` are TensorRT 11 since 11.0; TensorRT 10 is `tensorrt-cu12<11`.
+pub fn install_hint(major: u32) -> String {
+    let pip = if major >= 11 {
+        "`pip install tensorrt-cu12` (CUDA 12; tensorrt-cu13 for CUDA 13)".to_string()
+    } else {
+        format!("`pip install 'tensorrt-cu12<{}'`", major + 1)
+    };
+    format!(
+        "install it with {pip} or unpack NVIDIA's TensorRT {major} tarball, then pass --trt-lib DIR (the folder holding libnvinfer.so.{major}) or set TENSORRT_LIB"
+    )
+}
 
 /// How to get the shim.
 pub const SHIM_HINT: &str = "build it on a machine with TensorRT's headers with runtime/tensorrt/build.sh (see docs/tensorrt.md) and pass --trt-shim PATH, set INFOPT_TRT_SHIM, or put it next to the infopt executable";
@@ -251,7 +261,8 @@ impl LibSearch {
             )
         };
         Err(unavailable(format!(
-            "TensorRT {major} (libnvinfer.so.{major}, libnvonnxparser.so.{major}) not found: no --trt-lib, no {LIB_ENV}, no pip install with a tensorrt_libs folder, nothing in LD_LIBRARY_PATH or the system folders{mismatch}; {INSTALL_HINT}"
+            "TensorRT {major} (libnvinfer.so.{major}, libnvonnxparser.so.{major}) not found: no --trt-lib, no {LIB_ENV}, no pip install with a tensorrt_libs folder, nothing in LD_LIBRARY_PATH or the system folders{mismatch}; {}",
+            install_hint(major)
         )))
     }
 
@@ -261,7 +272,7 @@ impl LibSearch {
         let mut dirs = vec![trt_dir.to_path_buf()];
         if let Some(site) = trt_dir.parent() {
             dirs.push(site.join("nvidia").join("cuda_runtime").join("lib"));
-            // CUDA 13 wheels put every library in nvidia/cu13/lib.
+            // nvidia-cuda-runtime 13.x installs nvidia/cu13/lib.
             dirs.push(site.join("nvidia").join("cu13").join("lib"));
         }
         dirs.extend(self.system_dirs.iter().cloned());
@@ -344,7 +355,7 @@ fn present_majors(dir: &Path) -> Vec<u32> {
 /// Why `dir` does not have TensorRT `major`, for a folder the user named.
 fn missing_in(dir: &Path, major: u32) -> String {
     if !dir.is_dir() {
-        return format!("not a folder; {INSTALL_HINT}");
+        return format!("not a folder; {}", install_hint(major));
     }
     let nvinfer = dir.join(format!("libnvinfer.so.{major}"));
     let others: Vec<u32> = present_majors(dir)
@@ -366,7 +377,7 @@ fn missing_in(dir: &Path, major: u32) -> String {
     if !dir.join(format!("libnvonnxparser.so.{major}")).is_file() {
         lacking.push(format!("libnvonnxparser.so.{major}"));
     }
-    format!("no {} there; {INSTALL_HINT}", lacking.join(" or "))
+    format!("no {} there; {}", lacking.join(" or "), install_hint(major))
 }
 
 /// `prefix` + the highest version found in `dir` (`libcudart.so.12` over `.11.0`).
@@ -582,6 +593,20 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn the_install_hint_fits_the_major() {
+        let h11 = install_hint(11);
+        assert!(
+            h11.contains("`pip install tensorrt-cu12`") && h11.contains("libnvinfer.so.11"),
+            "{h11}"
+        );
+        let h10 = install_hint(10);
+        assert!(
+            h10.contains("`pip install 'tensorrt-cu12<11'`") && h10.contains("TensorRT 10 tarball"),
+            "{h10}"
+        );
     }
 
     #[test]

@@ -139,7 +139,7 @@ impl TensorRt {
                 ffi::STATUS_MISSING => unavailable(format!(
                     "{message} (found through {}); {}",
                     libs.source,
-                    discover::INSTALL_HINT
+                    discover::install_hint(major)
                 )),
                 ffi::STATUS_VERSION => unavailable(message),
                 _ => RuntimeError::Load {

@@ -717,7 +717,8 @@ fn a_library_that_does_not_load_is_unavailable_with_the_install_hint() {
         text.contains("libcublas.so.12: cannot open shared object file (found through --trt-lib)"),
         "{text}"
     );
-    assert!(text.contains("pip install tensorrt-cu12"), "{text}");
+    assert!(text.contains("pip install 'tensorrt-cu12<11'"), "{text}");
+    assert!(text.contains("TensorRT 10 tarball"), "{text}");
     assert!(!text.contains('\n'));
 }
 
