@@ -21,6 +21,7 @@
 #include <NvInfer.h>
 #include <NvOnnxParser.h>
 
+#include <dirent.h>
 #include <dlfcn.h>
 
 #include <cstdint>
@@ -244,6 +245,9 @@ struct InfoptTrtLib
     int32_t version = 0;
     CudaApi cuda;
     bool cudaLoaded = false;
+    // Folder of libnvinfer, and whether its builder resources have been preloaded.
+    std::string nvinferDir;
+    bool builderResourcesLoaded = false;
     // One logger for the library's lifetime: TensorRT keeps the first logger it is given.
     CollectingLogger logger;
     // One call at a time per handle, since the logger's messages belong to the running call.
@@ -316,6 +320,41 @@ bool loadCuda(InfoptTrtLib& lib, char const* cudartPath, std::string& error)
     }
     lib.cudaLoaded = true;
     return true;
+}
+
+// The builder dlopens its kernel library (libnvinfer_builder_resource.so.X.Y.Z, or
+// libnvinfer_builder_resource_smNN.so.* on Jetson) by file name, which only resolves when
+// TensorRT's folder is on the loader's path (a pip install's tensorrt_libs or a tarball
+// usually is not). Loading the ones beside libnvinfer first, globally, makes the builder's
+// later dlopen find them already loaded. Failures are left for the builder to report.
+void preloadBuilderResources(InfoptTrtLib& lib)
+{
+    if (lib.builderResourcesLoaded || lib.nvinferDir.empty())
+    {
+        return;
+    }
+    lib.builderResourcesLoaded = true;
+    DIR* dir = opendir(lib.nvinferDir.c_str());
+    if (dir == nullptr)
+    {
+        return;
+    }
+    std::vector<std::string> found;
+    while (dirent* entry = readdir(dir))
+    {
+        std::string name = entry->d_name;
+        // The _win resource builds Windows engines from Linux: never needed here, and large.
+        if (name.rfind("libnvinfer_builder_resource", 0) == 0 && name.find(".so") != std::string::npos
+            && name.find("_win") == std::string::npos)
+        {
+            found.push_back(lib.nvinferDir + "/" + name);
+        }
+    }
+    closedir(dir);
+    for (auto const& path : found)
+    {
+        dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    }
 }
 
 std::string cudaText(CudaApi const& cuda, CudaError status)
@@ -708,6 +747,12 @@ int32_t infopt_trt_open(char const* nvinfer_path, char const* onnxparser_path, c
         return missing(error, std::string(nvinfer_path) + " is not a TensorRT library: " + dlerrorText());
     }
     lib->version = libVersion();
+    std::string nvinferPath(nvinfer_path);
+    size_t slash = nvinferPath.rfind('/');
+    if (slash != std::string::npos)
+    {
+        lib->nvinferDir = nvinferPath.substr(0, slash == 0 ? 1 : slash);
+    }
     int32_t major = lib->version / 10000;
     if (major != NV_TENSORRT_MAJOR)
     {
@@ -773,6 +818,7 @@ int32_t infopt_trt_build(InfoptTrtLib* lib, uint8_t const* onnx, uint64_t onnx_s
             return fail(error, "a strongly typed network takes its precision from the graph; drop the precision flags");
         }
 #endif
+        preloadBuilderResources(*lib);
         Owned<nvinfer1::IBuilder> builder(
             static_cast<nvinfer1::IBuilder*>(lib->createBuilder(&lib->logger, NV_TENSORRT_VERSION)));
         if (!builder)

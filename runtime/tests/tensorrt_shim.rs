@@ -121,6 +121,7 @@ fn built() -> Option<&'static Built> {
             );
             c("fake_onnxparser.c", "onnxparser.so", &[]);
             c("fake_cudart.c", "cudart.so", &[]);
+            c("fake_builder_resource.c", "builder_resource.so", &[]);
             Some(Built {
                 _dir: dir,
                 shim,
@@ -147,6 +148,14 @@ fn trt_folder(
     place(nvinfer, "libnvinfer.so.11");
     place(parser, "libnvonnxparser.so.11");
     place(Some("cudart.so"), "libcudart.so.12");
+    place(
+        Some("builder_resource.so"),
+        "libnvinfer_builder_resource.so.11.4.0",
+    );
+    place(
+        Some("builder_resource.so"),
+        "libnvinfer_builder_resource_win.so.11.4.0",
+    );
     let search = LibSearch {
         explicit: Some(t.path().to_path_buf()),
         ..Default::default()
@@ -169,9 +178,14 @@ fn the_real_shim_speaks_this_abi_for_tensorrt_11() {
 #[test]
 fn opens_a_matching_library_then_reports_tensorrts_failures() {
     let Some(b) = built() else { return };
-    let (_t, search) = trt_folder(b, Some("nvinfer_11_4.so"), Some("onnxparser.so"));
+    let (t, search) = trt_folder(b, Some("nvinfer_11_4.so"), Some("onnxparser.so"));
     let trt = TensorRt::open_with(ShimApi::load(&b.shim).unwrap(), &search).unwrap();
     assert_eq!(trt.version().to_string(), "11.4.0");
+    let loaded = |name: &str| t.path().join(format!("{name}.loaded")).exists();
+    assert!(
+        !loaded("libnvinfer_builder_resource.so.11.4.0"),
+        "loaded before any build"
+    );
     // The fake builder factory returns NULL, as TensorRT does when it cannot start.
     let e = trt
         .build_engine(b"not onnx", &EngineBuildConfig::default())
@@ -181,6 +195,9 @@ fn opens_a_matching_library_then_reports_tensorrts_failures() {
         e.to_string(),
         "TensorRT cannot load the model: createInferBuilder failed"
     );
+    // The builder's kernel library beside libnvinfer was preloaded; the Windows one not.
+    assert!(loaded("libnvinfer_builder_resource.so.11.4.0"));
+    assert!(!loaded("libnvinfer_builder_resource_win.so.11.4.0"));
     // Timing loads the (fake) CUDA runtime, then stops at TensorRT's runtime factory.
     let e = trt.time_engine(b"plan", &[], 1, 2).unwrap_err();
     assert!(matches!(e, RuntimeError::Run { .. }), "{e:?}");
