@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use super::config::{EngineBuildConfig, Profile};
+use super::config::{EngineBuildConfig, LayerOverride, LayerPrecision, Profile};
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -155,6 +155,26 @@ pub fn parse_shape_spec(text: &str) -> Result<Profile, String> {
     Ok(profile)
 }
 
+/// Parses a TensorRT 10 layer override `LAYER:PRECISION` (`/head/Softmax:fp32`); the
+/// layer name is everything before the last `:`.
+pub fn parse_layer_override(text: &str) -> Result<LayerOverride, String> {
+    let Some((layer, precision)) = text.rsplit_once(':') else {
+        return Err(format!(
+            "`{text}`: write LAYER:PRECISION, e.g. /head/Softmax:fp32 (precision fp32, fp16, bf16 or int8)"
+        ));
+    };
+    if layer.is_empty() {
+        return Err(format!("`{text}`: the layer name before `:` is empty"));
+    }
+    let precision: LayerPrecision = precision
+        .parse()
+        .map_err(|e: crate::error::RuntimeError| format!("layer `{layer}`: {e}"))?;
+    Ok(LayerOverride {
+        layer: layer.to_string(),
+        precision,
+    })
+}
+
 /// The `trtexec` command line that builds the same engine as `build_engine` with `cfg`
 /// on TensorRT `major` (10 or 11), one argument per element.
 ///
@@ -265,7 +285,7 @@ pub fn shell_join(args: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tensorrt::config::{LayerOverride, LayerPrecision, Trt10Precision};
+    use crate::tensorrt::config::Trt10Precision;
     use std::path::PathBuf;
 
     #[test]
@@ -354,6 +374,32 @@ mod tests {
             ("x:", "empty shape"),
         ] {
             let e = parse_shape_spec(bad).unwrap_err();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn layer_overrides() {
+        assert_eq!(
+            parse_layer_override("/head/Softmax:FP32"),
+            Ok(LayerOverride {
+                layer: "/head/Softmax".into(),
+                precision: LayerPrecision::Fp32
+            })
+        );
+        assert_eq!(
+            parse_layer_override("a:b:bfloat16").map(|o| (o.layer, o.precision)),
+            Ok(("a:b".to_string(), LayerPrecision::Bf16))
+        );
+        for (bad, needle) in [
+            ("softmax", "write LAYER:PRECISION"),
+            (":fp16", "layer name before `:` is empty"),
+            (
+                "x:fp64",
+                "layer `x`: unknown layer precision `fp64`; use fp32, fp16, bf16 or int8",
+            ),
+        ] {
+            let e = parse_layer_override(bad).unwrap_err();
             assert!(e.contains(needle), "{bad}: {e}");
         }
     }
