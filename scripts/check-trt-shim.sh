@@ -26,6 +26,7 @@ trt_dir_name="TRT-Enterprise-11.4"
 
 cxx="${CXX:-g++}"
 command -v "$cxx" >/dev/null || { echo "check-trt-shim: $cxx not found (install g++)" >&2; exit 1; }
+command -v nm >/dev/null || { echo "check-trt-shim: nm not found (install binutils)" >&2; exit 1; }
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -52,7 +52,13 @@ if [ -z "$cuda_inc" ]; then
 fi
 
 mkdir -p "$(dirname "$out")"
-set -x
-"${CXX:-g++}" -std=c++17 -O2 -shared -fPIC -Wall -Wextra \
-    -isystem "$trt_inc" -isystem "$cuda_inc" -I"$here" \
-    "$here/infopt_trt_shim.cpp" -o "$out" -ldl
+(
+    set -x
+    "${CXX:-g++}" -std=c++17 -O2 -shared -fPIC -Wall -Wextra \
+        -isystem "$trt_inc" -isystem "$cuda_inc" -I"$here" \
+        "$here/infopt_trt_shim.cpp" -o "$out" -ldl
+)
+# The preprocessor resolves NV_TENSORRT_MAJOR (a macro of a macro in TensorRT 11).
+major="$(echo NV_TENSORRT_MAJOR | "${CXX:-g++}" -E -P -x c++ -include "$trt_inc/NvInferVersion.h" - 2>/dev/null | tr -d '[:space:]' || true)"
+echo "built $out${major:+ for TensorRT $major}"
+echo "infopt finds it with --trt-shim $out, INFOPT_TRT_SHIM=$out, or next to the infopt executable"
