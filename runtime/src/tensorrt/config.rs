@@ -260,6 +260,9 @@ pub struct BuiltEngine {
     pub bytes: Vec<u8>,
     /// Layers of the engine with their precision, from the engine inspector.
     pub layers: Vec<LayerInfo>,
+    /// The inspector's JSON as TensorRT wrote it (what `trtexec --exportLayerInfo` saves).
+    #[serde(skip)]
+    pub layer_json: String,
     /// Wall time of the shim's build call (parse, build, serialize, inspect).
     pub build_time: Duration,
     /// The timing cache after the build, to save for the next one.

@@ -273,6 +273,7 @@ impl TensorRt {
         Ok(BuiltEngine {
             bytes,
             layers,
+            layer_json: json,
             build_time,
             timing_cache_bytes: cache_out,
             warnings: warnings

@@ -465,6 +465,7 @@ fn build_passes_every_tensorrt_10_setting_across_the_boundary() {
         }
     );
     assert_eq!(built.bytes, b"PLAN-BYTES");
+    assert_eq!(built.layer_json, LAYER_JSON);
     assert_eq!(built.timing_cache_bytes.as_deref(), Some(&b"NEW-CACHE"[..]));
     assert_eq!(built.warnings, vec!["weights clipped", "unused input"]);
     assert_eq!(built.trt_version.to_string(), "10.13.0");
