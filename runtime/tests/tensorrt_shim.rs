@@ -3,7 +3,8 @@
 //! (tests/tensorrt_fakes/*.c) that export the symbols the shim looks up. Without a GPU or
 //! TensorRT this exercises everything up to TensorRT's first object: the shim's dlopen and
 //! dlsym, its version check, its status codes and messages, and the Rust side's loading
-//! and error mapping.
+//! and error mapping. A last test checks the Rust mirror of the C ABI (`tensorrt::ffi`)
+//! against the header: struct sizes, field offsets and constants.
 //!
 //! Needs g++ and the TensorRT headers shipped in the `trtx-sys` crate's source
 //! (scripts/check-trt-shim.sh fetches them into $CARGO_HOME; INFOPT_TRT_HEADERS points
@@ -246,4 +247,165 @@ fn a_library_that_does_not_load_is_unavailable() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("cannot load the TensorRT ONNX parser"), "{e}");
+}
+
+/// The Rust mirror (`tensorrt::ffi`) and the C header agree on every struct's size and
+/// field offsets and on every constant. Needs only a C compiler and the header.
+#[test]
+fn the_rust_mirror_matches_the_c_header() {
+    use infopt_runtime::tensorrt::ffi;
+    use std::mem::{offset_of, size_of};
+
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("layout.c");
+    let exe = dir.path().join("layout");
+    let structs: [(&str, &[&str]); 5] = [
+        (
+            "InfoptTrtProfileEntry",
+            &["input", "nb_dims", "min", "opt", "max"],
+        ),
+        ("InfoptTrtShape", &["input", "nb_dims", "dims"]),
+        ("InfoptTrtLayerPrecision", &["layer", "precision"]),
+        (
+            "InfoptTrtBuildConfig",
+            &[
+                "workspace_bytes",
+                "opt_level",
+                "profile",
+                "nb_profile",
+                "timing_cache",
+                "timing_cache_size",
+                "error_on_timing_cache_miss",
+                "strongly_typed",
+                "fp16",
+                "bf16",
+                "int8",
+                "layer_precisions",
+                "nb_layer_precisions",
+                "obey_precision_constraints",
+                "model_path",
+            ],
+        ),
+        (
+            "InfoptTrtBuildResult",
+            &[
+                "engine",
+                "engine_size",
+                "timing_cache",
+                "timing_cache_size",
+                "layer_json",
+                "warnings",
+            ],
+        ),
+    ];
+    let constants = [
+        "INFOPT_TRT_ABI_VERSION",
+        "INFOPT_TRT_MAX_DIMS",
+        "INFOPT_TRT_OK",
+        "INFOPT_TRT_ERR_FAILED",
+        "INFOPT_TRT_ERR_MISSING",
+        "INFOPT_TRT_ERR_VERSION",
+        "INFOPT_TRT_FP32",
+        "INFOPT_TRT_FP16",
+        "INFOPT_TRT_BF16",
+        "INFOPT_TRT_INT8",
+    ];
+    let mut c = String::from(
+        "#include <stdio.h>\n#include <stddef.h>\n#include \"infopt_trt_shim.h\"\nint main(void) {\n",
+    );
+    for (name, fields) in &structs {
+        c += &format!("printf(\"{name} size %zu\\n\", sizeof({name}));\n");
+        for f in *fields {
+            c += &format!("printf(\"{name}.{f} %zu\\n\", offsetof({name}, {f}));\n");
+        }
+    }
+    for k in constants {
+        c += &format!("printf(\"{k} %d\\n\", (int) {k});\n");
+    }
+    c += "return 0;\n}\n";
+    std::fs::write(&src, c).unwrap();
+    let compiled = run(Command::new("g++")
+        .args(["-x", "c", "-I"])
+        .arg(Path::new(CRATE_DIR).join("tensorrt"))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe));
+    if let Err(e) = compiled {
+        assert!(
+            std::env::var_os("INFOPT_REQUIRE_TRT_SHIM_TEST").is_none(),
+            "{e}"
+        );
+        eprintln!("skipping the layout check: {e}");
+        return;
+    }
+    let out = Command::new(&exe).output().unwrap();
+    let c_side = String::from_utf8(out.stdout).unwrap();
+
+    macro_rules! layout {
+        ($ty:ty, $name:literal, [$($field:ident),*]) => {{
+            let mut s = format!("{} size {}\n", $name, size_of::<$ty>());
+            $( s += &format!("{}.{} {}\n", $name, stringify!($field), offset_of!($ty, $field)); )*
+            s
+        }};
+    }
+    let mut rust_side = String::new();
+    rust_side += &layout!(
+        ffi::ProfileEntry,
+        "InfoptTrtProfileEntry",
+        [input, nb_dims, min, opt, max]
+    );
+    rust_side += &layout!(ffi::Shape, "InfoptTrtShape", [input, nb_dims, dims]);
+    rust_side += &layout!(
+        ffi::LayerPrecision,
+        "InfoptTrtLayerPrecision",
+        [layer, precision]
+    );
+    rust_side += &layout!(
+        ffi::BuildConfig,
+        "InfoptTrtBuildConfig",
+        [
+            workspace_bytes,
+            opt_level,
+            profile,
+            nb_profile,
+            timing_cache,
+            timing_cache_size,
+            error_on_timing_cache_miss,
+            strongly_typed,
+            fp16,
+            bf16,
+            int8,
+            layer_precisions,
+            nb_layer_precisions,
+            obey_precision_constraints,
+            model_path
+        ]
+    );
+    rust_side += &layout!(
+        ffi::BuildResult,
+        "InfoptTrtBuildResult",
+        [
+            engine,
+            engine_size,
+            timing_cache,
+            timing_cache_size,
+            layer_json,
+            warnings
+        ]
+    );
+    for (k, v) in [
+        ("INFOPT_TRT_ABI_VERSION", ffi::ABI_VERSION),
+        ("INFOPT_TRT_MAX_DIMS", ffi::MAX_DIMS as i32),
+        ("INFOPT_TRT_OK", ffi::STATUS_OK),
+        ("INFOPT_TRT_ERR_FAILED", ffi::STATUS_FAILED),
+        ("INFOPT_TRT_ERR_MISSING", ffi::STATUS_MISSING),
+        ("INFOPT_TRT_ERR_VERSION", ffi::STATUS_VERSION),
+        ("INFOPT_TRT_FP32", ffi::PRECISION_FP32),
+        ("INFOPT_TRT_FP16", ffi::PRECISION_FP16),
+        ("INFOPT_TRT_BF16", ffi::PRECISION_BF16),
+        ("INFOPT_TRT_INT8", ffi::PRECISION_INT8),
+    ] {
+        rust_side += &format!("{k} {v}\n");
+    }
+    assert_eq!(rust_side, c_side);
 }
