@@ -22,6 +22,7 @@ pub mod error;
 pub mod inputs;
 pub mod ort_backend;
 pub mod tensor;
+pub mod tensorrt;
 pub mod timing;
 pub mod tract_backend;
 
