@@ -2,6 +2,7 @@
 
 mod commands;
 mod exit;
+mod gates;
 mod inputs_arg;
 mod intermediates;
 mod report;

@@ -292,6 +292,9 @@ pub struct PipelineConfig {
     /// Values of symbolic dims, `batch: 1`.
     #[serde(default)]
     pub symbols: BTreeMap<String, i64>,
+    /// Release gates (see [`crate::gates`]).
+    #[serde(default)]
+    pub gates: crate::gates::GatesConfig,
 }
 
 pub const PIPELINE_VERSION: u32 = 1;
@@ -335,6 +338,7 @@ impl PipelineConfig {
             verify: VerifyConfig::default(),
             inputs: BTreeMap::new(),
             symbols: BTreeMap::new(),
+            gates: Default::default(),
         })
     }
 

@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod driver;
+pub mod gates;
 pub mod pass;
 pub mod registry;
 pub mod rule;

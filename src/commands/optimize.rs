@@ -50,9 +50,12 @@ pub struct Args {
     /// Override the pipeline's target.
     #[arg(long, value_enum)]
     pub target: Option<TargetArg>,
-    /// Also write the report to FILE (.json for JSON, .md for Markdown).
+    /// Also write the report to FILE (repeatable): .json (JSON), .md (Markdown for a
+    /// pull-request comment), .xml (JUnit XML, one test case per gate).
     #[arg(long, value_name = "FILE")]
-    pub report: Option<PathBuf>,
+    pub report: Vec<PathBuf>,
+    #[command(flatten)]
+    pub gates: crate::gates::GateArgs,
     /// Print the report as JSON on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -269,7 +272,7 @@ fn input_symbols(model: &Model) -> Vec<String> {
     out
 }
 
-pub fn run(args: Args) -> CliResult {
+pub fn run(mut args: Args) -> CliResult {
     let started = Instant::now();
     let output = args
         .output
@@ -299,6 +302,18 @@ pub fn run(args: Args) -> CliResult {
         );
     }
     let save_options = args.save.options()?;
+    let gates = crate::gates::Gates::resolve(Some(&config.gates), &args.gates)?;
+    crate::report::ci::report_kinds(&args.report)?;
+    if gates.config.has_accuracy() && (args.no_verify || !config.verify.enabled) {
+        return Err(CliError::usage(
+            "accuracy gates compare the outputs with the original's: drop --no-verify",
+        ));
+    }
+    // The latency gate times the models itself (more runs, a confidence interval).
+    let latency_gate = gates.latency_threshold().is_some();
+    args.bench |= latency_gate;
+    let mut gate_results: Vec<crate::gates::GateResult> = Vec::new();
+    let mut latency_evidence = None;
 
     let t = Instant::now();
     let mut model = super::load_model(&args.model)?;
@@ -496,6 +511,16 @@ pub fn run(args: Args) -> CliResult {
                 v.backend.name(),
                 t.elapsed().as_secs_f64() * 1e3
             );
+            if gates.config.min_topk_agreement.is_some() {
+                let actual = loaded.run(&v.inputs).map_err(|e| {
+                    CliError::new(Exit::Verify, format!("the optimized model fails to run: {e}"))
+                })?;
+                gate_results.extend(crate::gates::accuracy(
+                    &crate::gates::only_topk(&gates.config),
+                    &[],
+                    Some((&v.expected, &actual)),
+                ));
+            }
             verification = Some(v.verification(outputs, passed));
             // A disagreement seen only by tract may be tract's own error on
             // one of the two graphs: ask ONNX Runtime for a second opinion
@@ -535,7 +560,12 @@ pub fn run(args: Args) -> CliResult {
         let verified = verification
             .as_ref()
             .is_none_or(|x: &verify::Verification| x.passed);
-        if args.bench && verified {
+        if latency_gate && verified {
+            let (comparison, evidence) =
+                crate::gates::optimize_latency(v, loaded, &gates, args.warmup, args.runs)?;
+            latency = Some(comparison);
+            latency_evidence = Some(evidence);
+        } else if args.bench && verified {
             latency = Some(v.bench(loaded, args.warmup, args.runs)?);
         }
     } else {
@@ -558,6 +588,21 @@ pub fn run(args: Args) -> CliResult {
             .save(&output, &save_options)
             .map_err(CliError::from_ir)?;
         super::print_save_summary(&output, &summary);
+        if let Some(v) = &verification {
+            let topk = gate_results.clone();
+            gate_results = crate::gates::accuracy(
+                &crate::gates::without_topk(&gates.config),
+                &v.outputs,
+                None,
+            );
+            gate_results.extend(topk);
+        }
+        gate_results.extend(latency_evidence.as_ref().map(crate::gates::latency::gate_result));
+        gate_results.extend(crate::gates::structure(
+            &gates,
+            &model,
+            summary.model_bytes + summary.external_bytes,
+        ));
         output_facts = Some(report::facts(
             &output.display().to_string(),
             summary.model_bytes,
@@ -590,8 +635,13 @@ pub fn run(args: Args) -> CliResult {
         notes: run.notes.iter().cloned().chain(notes).collect(),
         warnings,
         total_time_ms: started.elapsed().as_secs_f64() * 1e3,
+        gates: (!gates.is_empty() && verified_ok)
+            .then(|| crate::gates::GateReport::new(gate_results, latency_evidence)),
     };
     emit_report(&report, &args)?;
+    if let Some(e) = report.gates.as_ref().and_then(|g| g.error()) {
+        return Err(e);
+    }
     if !verified_ok {
         if let Some(b) = &bisect {
             let what = match (&b.error, &b.first_tensor) {
@@ -662,13 +712,10 @@ fn emit_report(report: &Report, args: &Args) -> CliResult {
     } else {
         print!("{}", report::render::render(report, false));
     }
-    if let Some(path) = &args.report {
-        let text = match path.extension().and_then(|e| e.to_str()) {
-            Some("md") | Some("markdown") => report::render::render(report, true),
-            _ => json()? + "\n",
-        };
-        infopt_ir::save::write_atomically(path, |w| std::io::Write::write_all(w, text.as_bytes()))
-            .map_err(CliError::from_ir)?;
+    let step_summary = report::ci::step_summary_path();
+    if !args.report.is_empty() || step_summary.is_some() {
+        let summary = report::summaries::optimize(report);
+        report::ci::write_reports(&args.report, &json()?, &summary, step_summary.as_deref())?;
     }
     Ok(())
 }

@@ -1,7 +1,9 @@
 //! The optimize report: one data structure, serialized as JSON (with a schema
 //! version) or rendered as a terminal table or Markdown.
 
+pub mod ci;
 pub mod render;
+pub mod summaries;
 
 use std::collections::BTreeMap;
 
@@ -80,6 +82,8 @@ pub struct Report {
     pub notes: Vec<String>,
     pub warnings: Vec<String>,
     pub total_time_ms: f64,
+    /// Release gates, when any were set (absent when verification failed).
+    pub gates: Option<crate::gates::GateReport>,
 }
 
 pub fn facts(path: &str, file_bytes: u64, external_bytes: u64, stats: &GraphStats) -> ModelFacts {

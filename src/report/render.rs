@@ -301,5 +301,22 @@ pub fn render(r: &Report, markdown: bool) -> String {
     if let Some(p) = &r.stopped_after {
         let _ = writeln!(s, "stopped after pass '{p}'");
     }
+    if let Some(g) = &r.gates {
+        if markdown {
+            h(&mut s, "Release gates");
+            let mut t = table(markdown, &["gate", "value", "threshold", "verdict"]);
+            for x in &g.results {
+                t.add_row(vec![
+                    x.gate.clone(),
+                    x.value.clone(),
+                    x.threshold.clone(),
+                    format!("{} {}", if x.passed { "pass" } else { "FAIL" }, x.message),
+                ]);
+            }
+            let _ = writeln!(s, "{t}");
+        } else {
+            s.push_str(&super::ci::render_gates_text(g));
+        }
+    }
     s
 }
