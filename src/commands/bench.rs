@@ -160,6 +160,12 @@ pub struct Args {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Also write the report to FILE (repeatable): .json, .md (pull-request comment),
+    /// .xml (JUnit XML).
+    #[arg(long, value_name = "FILE")]
+    pub report: Vec<PathBuf>,
+    #[command(flatten)]
+    pub gates: crate::gates::GateArgs,
 }
 
 /// Version of the JSON layout below; bumped on incompatible changes.
@@ -192,6 +198,9 @@ pub struct BenchReport {
     pub speedup: Option<f64>,
     /// With `--compare`: MODEL's median over each compared model's, in order.
     pub speedups: Vec<f64>,
+    /// Release gates, when any were set. With a latency gate the timings above come from
+    /// the gate's runs.
+    pub gates: Option<crate::gates::GateReport>,
 }
 
 pub struct Loaded {
@@ -409,6 +418,9 @@ pub fn run(args: Args) -> CliResult {
         return Err(CliError::usage("--runs must be at least 1"));
     }
     let inputs = args.inputs.resolve().map_err(CliError::usage)?;
+    let gates = crate::gates::Gates::resolve(None, &args.gates)?;
+    crate::gates::check_bench_gates(&gates, args.compare.len())?;
+    crate::report::ci::report_kinds(&args.report)?;
     let (backend, info) = args.backend.build("tract")?;
     let mut paths = vec![args.model.clone()];
     paths.extend(args.compare.clone());
@@ -416,7 +428,12 @@ pub fn run(args: Args) -> CliResult {
         .iter()
         .map(|p| load(backend.as_ref(), p, &inputs))
         .collect::<CliResult<Vec<_>>>()?;
-    let latencies = time_interleaved(&loaded, args.warmup, args.runs)?;
+    let (latencies, gate_report) = if gates.is_empty() {
+        (time_interleaved(&loaded, args.warmup, args.runs)?, None)
+    } else {
+        let (l, g) = crate::gates::bench_gates(&gates, &loaded, &info.name, args.warmup, args.runs)?;
+        (l, Some(g))
+    };
     let models: Vec<ModelBench> = loaded
         .iter()
         .zip(latencies)
@@ -458,6 +475,7 @@ pub fn run(args: Args) -> CliResult {
         models,
         speedup,
         speedups,
+        gates: gate_report,
     };
     if args.json {
         let text =
@@ -465,6 +483,19 @@ pub fn run(args: Args) -> CliResult {
         println!("{text}");
     } else {
         print!("{}", render_text(&report));
+        if let Some(g) = &report.gates {
+            print!("{}", crate::report::ci::render_gates_text(g));
+        }
+    }
+    let step_summary = crate::report::ci::step_summary_path();
+    if !args.report.is_empty() || step_summary.is_some() {
+        let json =
+            serde_json::to_string_pretty(&report).map_err(|e| CliError::new(Exit::Internal, e))?;
+        let summary = crate::report::summaries::bench(&report);
+        crate::report::ci::write_reports(&args.report, &json, &summary, step_summary.as_deref())?;
+    }
+    if let Some(e) = report.gates.as_ref().and_then(|g| g.error()) {
+        return Err(e);
     }
     Ok(())
 }

@@ -38,6 +38,18 @@ pub struct Args {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Also write the report to FILE (repeatable): .json, .md (pull-request comment),
+    /// .xml (JUnit XML).
+    #[arg(long, value_name = "FILE")]
+    pub report: Vec<PathBuf>,
+    #[command(flatten)]
+    pub gates: crate::gates::GateArgs,
+    /// Untimed runs per model before a latency gate's timed runs.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: usize,
+    /// Timed runs per model for a latency gate (at least 30).
+    #[arg(long, default_value_t = 30)]
+    pub runs: usize,
 }
 
 /// Version of the JSON layout below; bumped on incompatible changes.
@@ -59,6 +71,9 @@ pub struct CompareReport {
     /// Every output agrees within tolerance.
     pub passed: bool,
     pub intermediate: Option<IntermediateReport>,
+    /// Release gates, when any were set; then they (not the tolerance) decide the exit code
+    /// of accuracy.
+    pub gates: Option<crate::gates::GateReport>,
 }
 
 /// Inputs for B: A's tensor of the same name where B's input has the same shape
@@ -232,6 +247,8 @@ pub fn run(args: Args) -> CliResult {
         rtol: args.rtol,
     };
     let inputs = args.inputs.resolve().map_err(CliError::usage)?;
+    let gates = crate::gates::Gates::resolve(None, &args.gates)?;
+    crate::report::ci::report_kinds(&args.report)?;
     let default_backend = if args.intermediate { "ort" } else { "tract" };
     let (backend, info) = args.backend.build(default_backend)?;
     let a = super::bench::load(backend.as_ref(), &args.a, &inputs)?;
@@ -261,7 +278,22 @@ pub fn run(args: Args) -> CliResult {
     } else {
         None
     };
-    let resolution = a.model.resolution();
+    let resolution = a.model.resolution().clone();
+    let gate_report = if gates.is_empty() {
+        None
+    } else {
+        Some(crate::gates::compare_gates(
+            &gates,
+            &outputs,
+            &ya,
+            &yb,
+            (a.model.as_ref(), &a.inputs),
+            (b.model.as_ref(), &b_inputs),
+            &args.b,
+            &info.name,
+            (args.warmup, args.runs),
+        )?)
+    };
     let report = CompareReport {
         schema_version: COMPARE_SCHEMA_VERSION,
         a: args.a.display().to_string(),
@@ -275,6 +307,7 @@ pub fn run(args: Args) -> CliResult {
         outputs,
         passed,
         intermediate,
+        gates: gate_report,
     };
     if args.json {
         let text =
@@ -282,8 +315,23 @@ pub fn run(args: Args) -> CliResult {
         println!("{text}");
     } else {
         print!("{}", render_text(&report));
+        if let Some(g) = &report.gates {
+            print!("{}", crate::report::ci::render_gates_text(g));
+        }
     }
-    if !report.passed {
+    let step_summary = crate::report::ci::step_summary_path();
+    if !args.report.is_empty() || step_summary.is_some() {
+        let json =
+            serde_json::to_string_pretty(&report).map_err(|e| CliError::new(Exit::Internal, e))?;
+        let summary = crate::report::summaries::compare(&report);
+        crate::report::ci::write_reports(&args.report, &json, &summary, step_summary.as_deref())?;
+    }
+    if let Some(e) = report.gates.as_ref().and_then(|g| g.error()) {
+        return Err(e);
+    }
+    // Accuracy gates replace the tolerance as the verdict on the outputs.
+    let accuracy_gated = gates.config.has_accuracy();
+    if !report.passed && !accuracy_gated {
         let bad: Vec<&str> = report
             .outputs
             .iter()

@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::{GateKind, GateResult};
-use crate::commands::bench::Loaded;
 use crate::exit::{CliError, CliResult, Exit};
 
 /// Fewest timed runs per model.
@@ -33,6 +32,14 @@ pub const MAX_RUNS: usize = 300;
 pub const EXTRA_BUDGET: Duration = Duration::from_secs(90);
 pub const CONFIDENCE: f64 = 0.95;
 pub const RESAMPLES: usize = 2000;
+
+/// A model ready to time.
+#[derive(Clone, Copy)]
+pub struct Timed<'a> {
+    pub label: &'a str,
+    pub model: &'a dyn infopt_runtime::LoadedModel,
+    pub inputs: &'a [infopt_runtime::HostTensor],
+}
 
 /// How the gate measures.
 #[derive(Debug, Clone, Copy)]
@@ -131,12 +138,12 @@ pub fn ratio_ci(reference: &[f64], candidate: &[f64], paired: bool, confidence: 
     (ratio, at(tail), at(1.0 - tail))
 }
 
-fn run_once(m: &Loaded) -> CliResult<f64> {
+fn run_once(m: &Timed<'_>) -> CliResult<f64> {
     let started = Instant::now();
     let out = m
         .model
-        .run(&m.inputs)
-        .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", m.path.display())))?;
+        .run(m.inputs)
+        .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", m.label)))?;
     let t = started.elapsed().as_secs_f64() * 1e3;
     drop(out);
     Ok(t)
@@ -146,14 +153,14 @@ fn run_once(m: &Loaded) -> CliResult<f64> {
 /// the gate, or the run or time limits are reached. `fixed_reference` holds baseline
 /// samples when only the candidate runs.
 fn sample(
-    models: &[&Loaded],
+    models: &[Timed<'_>],
     fixed_reference: Option<&[f64]>,
     plan: &LatencyPlan,
 ) -> CliResult<(Vec<f64>, Vec<f64>)> {
     let first_batch = plan.runs.max(MIN_RUNS);
     for round in 0..plan.warmup {
         for i in order(models.len(), round) {
-            run_once(models[i])?;
+            run_once(&models[i])?;
         }
     }
     let mut samples = vec![Vec::new(); models.len()];
@@ -168,7 +175,7 @@ fn sample(
         );
         while round < target {
             for i in order(models.len(), round) {
-                samples[i].push(run_once(models[i])?);
+                samples[i].push(run_once(&models[i])?);
             }
             round += 1;
         }
@@ -240,8 +247,8 @@ pub fn decide(
 /// Times `candidate` against `reference`, interleaved, and decides the gate.
 pub fn measure_pair(
     reference_name: &str,
-    reference: &Loaded,
-    candidate: &Loaded,
+    reference: Timed<'_>,
+    candidate: Timed<'_>,
     backend: &str,
     plan: &LatencyPlan,
 ) -> CliResult<LatencyEvidence> {
@@ -252,7 +259,7 @@ pub fn measure_pair(
 /// Times `candidate` alone against the samples of an earlier report.
 pub fn measure_against_baseline(
     baseline: &Path,
-    candidate: &Loaded,
+    candidate: Timed<'_>,
     backend: &str,
     plan: &LatencyPlan,
 ) -> CliResult<LatencyEvidence> {

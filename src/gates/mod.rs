@@ -633,58 +633,206 @@ pub fn optimize_latency(
     warmup: usize,
     runs: usize,
 ) -> CliResult<(crate::verify::LatencyComparison, latency::LatencyEvidence)> {
-    use crate::commands::bench::Loaded;
-    let threshold = gates.latency_threshold().unwrap_or(f64::INFINITY);
     let plan = latency::LatencyPlan {
-        threshold,
+        threshold: gates.latency_threshold().unwrap_or(f64::INFINITY),
         warmup,
         runs,
     };
     let backend = v.info.name.clone();
-    let candidate = Loaded {
-        path: PathBuf::from("optimized"),
-        model: optimized,
-        inputs: v.inputs.clone(),
-        load_ms: 0.0,
+    let candidate = latency::Timed {
+        label: "the optimized model",
+        model: optimized.as_ref(),
+        inputs: &v.inputs,
     };
-    let evidence = match &gates.baseline {
-        Some(b) => latency::measure_against_baseline(b, &candidate, &backend, &plan)?,
-        None => {
-            let original = v.original.ok_or_else(|| {
-                CliError::new(
-                    crate::exit::Exit::Internal,
-                    "the original model was not kept for timing",
-                )
-            })?;
-            let reference = Loaded {
-                path: PathBuf::from("original"),
-                model: original,
-                inputs: v.inputs.clone(),
-                load_ms: 0.0,
+    let evidence = match (&gates.baseline, &v.original) {
+        (Some(b), _) => latency::measure_against_baseline(b, candidate, &backend, &plan)?,
+        (None, Some(original)) => {
+            let reference = latency::Timed {
+                label: "the original model",
+                model: original.as_ref(),
+                inputs: &v.inputs,
             };
-            latency::measure_pair("original model", &reference, &candidate, &backend, &plan)?
+            latency::measure_pair("original model", reference, candidate, &backend, &plan)?
+        }
+        (None, None) => {
+            return Err(CliError::new(
+                crate::exit::Exit::Internal,
+                "the original model was not kept for timing",
+            ));
         }
     };
+    let comparison = latency_comparison(v.info, &evidence, warmup)?;
+    Ok((comparison, evidence))
+}
+
+/// Before/after latency summaries from a latency gate's samples.
+pub fn latency_comparison(
+    backend: crate::commands::bench::BackendInfo,
+    e: &latency::LatencyEvidence,
+    warmup: usize,
+) -> CliResult<crate::verify::LatencyComparison> {
     let summarize = |s: &[f64]| {
         infopt_runtime::Latency::from_samples(warmup, s)
             .map_err(|e| CliError::new(crate::exit::Exit::Internal, e))
     };
-    let before = summarize(&evidence.reference_samples_ms)?;
-    let after = summarize(&evidence.candidate_samples_ms)?;
+    let before = summarize(&e.reference_samples_ms)?;
+    let after = summarize(&e.candidate_samples_ms)?;
     let speedup = if after.median_ms > 0.0 {
         before.median_ms / after.median_ms
     } else {
         0.0
     };
-    Ok((
-        crate::verify::LatencyComparison {
-            backend: v.info,
-            before,
-            after,
-            speedup,
-        },
-        evidence,
-    ))
+    Ok(crate::verify::LatencyComparison {
+        backend,
+        before,
+        after,
+        speedup,
+    })
+}
+
+/// The candidate model file's size with its external data, and the model.
+pub fn load_candidate(path: &std::path::Path) -> CliResult<(Model, u64)> {
+    let model = crate::commands::load_model(path)?;
+    let src = model.source.clone().unwrap_or_default();
+    let external: u64 = src
+        .external_files
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).ok())
+        .map(|m| m.len())
+        .sum();
+    Ok((model, src.file_size + external))
+}
+
+/// `compare`'s gates: accuracy of B against A, structure of B, latency of B against A
+/// (or a baseline).
+#[allow(clippy::too_many_arguments)]
+pub fn compare_gates(
+    gates: &Gates,
+    outputs: &[OutputAgreement],
+    ya: &[HostTensor],
+    yb: &[HostTensor],
+    a: (&dyn infopt_runtime::LoadedModel, &[HostTensor]),
+    b: (&dyn infopt_runtime::LoadedModel, &[HostTensor]),
+    b_path: &std::path::Path,
+    backend: &str,
+    timing: (usize, usize),
+) -> CliResult<GateReport> {
+    let mut results = accuracy(&gates.config, outputs, Some((ya, yb)));
+    let mut evidence = None;
+    if let Some(threshold) = gates.latency_threshold() {
+        let plan = latency::LatencyPlan {
+            threshold,
+            warmup: timing.0,
+            runs: timing.1,
+        };
+        let candidate = latency::Timed {
+            label: "B",
+            model: b.0,
+            inputs: b.1,
+        };
+        let e = match &gates.baseline {
+            Some(base) => latency::measure_against_baseline(base, candidate, backend, &plan)?,
+            None => {
+                let reference = latency::Timed {
+                    label: "A",
+                    model: a.0,
+                    inputs: a.1,
+                };
+                latency::measure_pair("reference model A", reference, candidate, backend, &plan)?
+            }
+        };
+        results.push(latency::gate_result(&e));
+        evidence = Some(e);
+    }
+    if gates.config.has_structure() {
+        let (model, bytes) = load_candidate(b_path)?;
+        results.extend(structure(gates, &model, bytes));
+    }
+    Ok(GateReport::new(results, evidence))
+}
+
+/// `bench` has no outputs to compare; its latency gate needs a reference.
+pub fn check_bench_gates(gates: &Gates, compared: usize) -> CliResult {
+    if gates.config.has_accuracy() {
+        return Err(CliError::usage(
+            "accuracy gates compare two models' outputs: use them with `infopt compare` or `infopt optimize`",
+        ));
+    }
+    if gates.latency_threshold().is_some() {
+        match (gates.baseline.is_some(), compared) {
+            (true, 0) | (false, 1) => {}
+            (true, _) => {
+                return Err(CliError::usage(
+                    "with --baseline, bench times MODEL alone: drop --compare",
+                ));
+            }
+            (false, _) => {
+                return Err(CliError::usage(
+                    "the max_latency_ratio gate in bench needs one reference: MODEL --compare CANDIDATE.onnx (ratio CANDIDATE / MODEL), or MODEL --baseline EARLIER.json",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `bench`'s gates: latency of the last model against MODEL (or a baseline), structure of
+/// the last model. With a latency gate, the latencies come from the gate's runs.
+pub fn bench_gates(
+    gates: &Gates,
+    loaded: &[crate::commands::bench::Loaded],
+    backend: &str,
+    warmup: usize,
+    runs: usize,
+) -> CliResult<(Vec<infopt_runtime::Latency>, GateReport)> {
+    fn timed(m: &crate::commands::bench::Loaded) -> latency::Timed<'_> {
+        latency::Timed {
+            label: "",
+            model: m.model.as_ref(),
+            inputs: &m.inputs,
+        }
+    }
+    let (Some(first), Some(last)) = (loaded.first(), loaded.last()) else {
+        return Err(CliError::new(crate::exit::Exit::Internal, "no model to time"));
+    };
+    let mut results = Vec::new();
+    let mut evidence = None;
+    let latencies = match gates.latency_threshold() {
+        Some(threshold) => {
+            let plan = latency::LatencyPlan {
+                threshold,
+                warmup,
+                runs,
+            };
+            let e = match &gates.baseline {
+                Some(b) => latency::measure_against_baseline(b, timed(last), backend, &plan)?,
+                None => {
+                    latency::measure_pair("first model (MODEL)", timed(first), timed(last), backend, &plan)?
+                }
+            };
+            let summarize = |s: &[f64]| {
+                infopt_runtime::Latency::from_samples(warmup, s)
+                    .map_err(|e| CliError::new(crate::exit::Exit::Internal, e))
+            };
+            let l = if gates.baseline.is_some() {
+                vec![summarize(&e.candidate_samples_ms)?]
+            } else {
+                vec![
+                    summarize(&e.reference_samples_ms)?,
+                    summarize(&e.candidate_samples_ms)?,
+                ]
+            };
+            results.push(latency::gate_result(&e));
+            evidence = Some(e);
+            l
+        }
+        None => crate::commands::bench::time_interleaved(loaded, warmup, runs)?,
+    };
+    if gates.config.has_structure() {
+        let (model, bytes) = load_candidate(&last.path)?;
+        results.extend(structure(gates, &model, bytes));
+    }
+    Ok((latencies, GateReport::new(results, evidence)))
 }
 
 #[cfg(test)]

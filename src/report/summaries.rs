@@ -125,3 +125,62 @@ pub fn optimize(r: &Report) -> CiSummary<'_> {
         details: Some(super::render::render(r, true)),
     }
 }
+
+pub fn compare(r: &crate::commands::compare::CompareReport) -> CiSummary<'_> {
+    let checks = if r.gates.as_ref().is_some_and(|g| {
+        g.results
+            .iter()
+            .any(|x| x.kind == crate::gates::GateKind::Accuracy)
+    }) {
+        Vec::new()
+    } else {
+        vec![Check {
+            name: "agreement".into(),
+            passed: r.passed,
+            message: format!(
+                "{} outputs of B against A (rtol {:e}, atol {:e}){}",
+                r.outputs.len(),
+                r.tolerance.rtol,
+                r.tolerance.atol,
+                if r.passed { "" } else { ": outside tolerance" }
+            ),
+        }]
+    };
+    CiSummary {
+        title: "infopt compare".into(),
+        subject: format!("`{}` (A) vs `{}` (B)", r.a, r.b),
+        facts: Vec::new(),
+        checks,
+        gates: r.gates.as_ref(),
+        ops: Vec::new(),
+        agreement: &r.outputs,
+        latency: latency_line(r.gates.as_ref(), None),
+        details: None,
+    }
+}
+
+pub fn bench(r: &crate::commands::bench::BenchReport) -> CiSummary<'_> {
+    let paths: Vec<String> = r.models.iter().map(|m| format!("`{}`", m.path)).collect();
+    let fallback = (r.models.len() == 2).then(|| {
+        (
+            r.backend.name.as_str(),
+            r.models[0].latency.median_ms,
+            r.models[1].latency.median_ms,
+        )
+    });
+    CiSummary {
+        title: "infopt bench".into(),
+        subject: paths.join(" vs "),
+        facts: Vec::new(),
+        checks: Vec::new(),
+        gates: r.gates.as_ref(),
+        ops: Vec::new(),
+        agreement: &[],
+        latency: latency_line(r.gates.as_ref(), fallback).or_else(|| {
+            r.models
+                .first()
+                .map(|m| format!("median {:.3} ms ({})", m.latency.median_ms, r.backend.name))
+        }),
+        details: None,
+    }
+}
