@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod compare;
 pub mod convert;
+pub mod doctor;
 pub mod inspect;
 pub mod optimize;
 pub mod passes;
@@ -35,6 +36,8 @@ pub enum Command {
     Bench(bench::Args),
     /// Run two models on the same inputs and compare their outputs (exit 4 on mismatch).
     Compare(compare::Args),
+    /// Check what this machine can run: tract, ONNX Runtime, TensorRT, GPU, CPU features (and how to fix what is missing).
+    Doctor(doctor::Args),
 }
 
 pub fn run(cli: Cli) -> CliResult {
@@ -45,6 +48,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Passes(a) => passes::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Doctor(a) => doctor::run(a),
     }
 }
 

@@ -1,0 +1,369 @@
+//! `infopt doctor`: what this machine can run (tract, ONNX Runtime, TensorRT, GPU, CPU
+//! features) and how to fix each missing piece. Always exits 0: everything but tract is
+//! optional.
+
+use std::process::{Command, Stdio};
+
+use infopt_runtime::Backend;
+use infopt_runtime::ort_backend::{self, OrtBackend, OrtOptions};
+use infopt_runtime::tensorrt::{TensorRt, TrtOptions, discover};
+use serde::Serialize;
+
+use crate::exit::{CliError, CliResult, Exit};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// ONNX Runtime library to check (default: found as `--backend ort` finds it).
+    #[arg(long, value_name = "PATH")]
+    pub ort_dylib: Option<std::path::PathBuf>,
+    /// TensorRT shim to check (default: INFOPT_TRT_SHIM, then next to infopt).
+    #[arg(long, value_name = "PATH")]
+    pub trt_shim: Option<std::path::PathBuf>,
+    /// Folder of libnvinfer (default: TENSORRT_LIB, pip installs, system folders).
+    #[arg(long, value_name = "DIR")]
+    pub trt_lib: Option<std::path::PathBuf>,
+}
+
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    Missing,
+    /// Present but unusable (wrong version, fails to load).
+    Broken,
+}
+
+/// One component.
+#[derive(Serialize, Debug)]
+pub struct Item {
+    pub name: String,
+    pub status: Status,
+    pub version: Option<String>,
+    /// Where it was found, providers, devices.
+    pub detail: String,
+    /// What to do when it is missing or broken.
+    pub fix: Option<String>,
+}
+
+#[derive(Serialize, Debug)]
+pub struct Cpu {
+    pub arch: String,
+    pub logical_cores: usize,
+    /// Detected features among those the runtimes use.
+    pub features: Vec<String>,
+    /// Checked but absent.
+    pub missing: Vec<String>,
+}
+
+#[derive(Serialize, Debug)]
+pub struct DoctorReport {
+    pub schema_version: u32,
+    pub infopt_version: String,
+    pub os: String,
+    pub items: Vec<Item>,
+    pub cpu: Cpu,
+}
+
+fn tract() -> Item {
+    let b = infopt_runtime::TractBackend;
+    Item {
+        name: "tract".into(),
+        status: Status::Ok,
+        version: Some(b.version()),
+        detail: "built in (default backend; one thread)".into(),
+        fix: None,
+    }
+}
+
+const ORT_FIX: &str = "pip install onnxruntime (in python3 or a .venv above the working directory), or set ORT_DYLIB_PATH to libonnxruntime.so";
+
+fn onnxruntime(dylib: Option<&std::path::Path>) -> Item {
+    let loc = match ort_backend::find_dylib(dylib) {
+        Ok(l) => l,
+        Err(e) => {
+            return Item {
+                name: "ONNX Runtime".into(),
+                status: Status::Missing,
+                version: None,
+                detail: first_clause(&e.to_string()),
+                fix: Some(ORT_FIX.into()),
+            };
+        }
+    };
+    let found = format!("{} (from {})", loc.path.display(), loc.source);
+    match OrtBackend::new(OrtOptions {
+        dylib: Some(loc.path.clone()),
+        ..Default::default()
+    }) {
+        Ok(b) => Item {
+            name: "ONNX Runtime".into(),
+            status: Status::Ok,
+            version: Some(b.library_version().to_string()),
+            detail: format!(
+                "{found}; execution providers: {}",
+                b.available_providers().join(", ")
+            ),
+            fix: None,
+        },
+        Err(e) => Item {
+            name: "ONNX Runtime".into(),
+            status: Status::Broken,
+            version: None,
+            detail: format!("{found}: {e}"),
+            fix: Some(format!(
+                "infopt needs ONNX Runtime >= 1.17: {ORT_FIX} (pip install -U onnxruntime)"
+            )),
+        },
+    }
+}
+
+const SHIM_FIX: &str = "pip install tensorrt-cu12 and build the shim: bash runtime/tensorrt/build.sh (then set INFOPT_TRT_SHIM or put libinfopt_trt_shim.so next to infopt)";
+
+/// The part of an error before its fix hint (the doctor prints its own fix).
+fn first_clause(message: &str) -> String {
+    message
+        .split("; ")
+        .next()
+        .unwrap_or(message)
+        .trim()
+        .to_string()
+}
+
+fn tensorrt(args: &Args) -> Item {
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(std::path::Path::to_path_buf));
+    let shim = match discover::find_shim(
+        args.trt_shim.as_deref(),
+        std::env::var_os(discover::SHIM_ENV),
+        exe_dir.as_deref(),
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            // Without the shim, still say whether TensorRT's libraries are there.
+            let search = discover::LibSearch::from_environment(args.trt_lib.clone());
+            let libs = [11, 10]
+                .iter()
+                .find_map(|&major| search.find(major).ok().map(|l| (major, l)));
+            let (libs_note, fix) = match libs {
+                Some((major, l)) => (
+                    format!(
+                        "; TensorRT {major} libraries found: {} (from {})",
+                        l.nvinfer.display(),
+                        l.source
+                    ),
+                    "build the shim against them: bash runtime/tensorrt/build.sh (then set INFOPT_TRT_SHIM or put libinfopt_trt_shim.so next to infopt)".to_string(),
+                ),
+                None => ("; libnvinfer not found".to_string(), SHIM_FIX.to_string()),
+            };
+            return Item {
+                name: "TensorRT".into(),
+                status: Status::Missing,
+                version: None,
+                detail: format!("{}{libs_note}", first_clause(&e.to_string())),
+                fix: Some(fix),
+            };
+        }
+    };
+    match TensorRt::open(&TrtOptions {
+        shim: Some(shim.clone()),
+        lib_dir: args.trt_lib.clone(),
+    }) {
+        Ok(trt) => {
+            let libs = trt.libraries();
+            Item {
+                name: "TensorRT".into(),
+                status: Status::Ok,
+                version: Some(trt.version().to_string()),
+                detail: format!(
+                    "shim {}; {} (from {}){}",
+                    shim.display(),
+                    libs.nvinfer.display(),
+                    libs.source,
+                    libs.cudart
+                        .as_ref()
+                        .map(|c| format!("; cudart {}", c.display()))
+                        .unwrap_or_default()
+                ),
+                fix: None,
+            }
+        }
+        Err(e) => Item {
+            name: "TensorRT".into(),
+            status: Status::Missing,
+            version: None,
+            detail: format!("shim {}: {}", shim.display(), first_clause(&e.to_string())),
+            fix: Some(
+                "pip install tensorrt-cu12 (or unpack NVIDIA's tarball and set TENSORRT_LIB); a shim built for another major needs bash runtime/tensorrt/build.sh".into(),
+            ),
+        },
+    }
+}
+
+/// GPUs as `nvidia-smi` lists them: name, compute capability, driver.
+fn gpu() -> Item {
+    let out = Command::new("nvidia-smi")
+        .args([
+            "--query-gpu=name,compute_cap,driver_version,memory.total",
+            "--format=csv,noheader",
+        ])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output();
+    let lines: Vec<String> = match &out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    };
+    if lines.is_empty() {
+        let why = match out {
+            Err(_) => "no GPU (nvidia-smi not found)",
+            Ok(_) => "no GPU (nvidia-smi lists none)",
+        };
+        return Item {
+            name: "GPU".into(),
+            status: Status::Missing,
+            version: None,
+            detail: why.into(),
+            fix: Some(
+                "TensorRT and the CUDA execution provider need an NVIDIA GPU and its driver; tract and ONNX Runtime on CPU work without".into(),
+            ),
+        };
+    }
+    let detail = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let f: Vec<&str> = l.split(',').map(str::trim).collect();
+            match f.as_slice() {
+                [name, cc, driver, mem] => {
+                    format!("#{i} {name}, compute capability {cc}, driver {driver}, {mem}")
+                }
+                _ => format!("#{i} {l}"),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    Item {
+        name: "GPU".into(),
+        status: Status::Ok,
+        version: None,
+        detail,
+        fix: None,
+    }
+}
+
+fn cpu() -> Cpu {
+    let mut features = Vec::new();
+    let mut missing = Vec::new();
+    let mut note = |name: &str, present: bool| {
+        if present {
+            features.push(name.to_string());
+        } else {
+            missing.push(name.to_string());
+        }
+    };
+    #[cfg(target_arch = "x86_64")]
+    {
+        note("sse4.2", std::arch::is_x86_feature_detected!("sse4.2"));
+        note("avx", std::arch::is_x86_feature_detected!("avx"));
+        note("avx2", std::arch::is_x86_feature_detected!("avx2"));
+        note("fma", std::arch::is_x86_feature_detected!("fma"));
+        note("f16c", std::arch::is_x86_feature_detected!("f16c"));
+        note("avx512f", std::arch::is_x86_feature_detected!("avx512f"));
+        note("avx512bw", std::arch::is_x86_feature_detected!("avx512bw"));
+        note("avx512vnni", std::arch::is_x86_feature_detected!("avx512vnni"));
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        note("neon", std::arch::is_aarch64_feature_detected!("neon"));
+        note("fp16", std::arch::is_aarch64_feature_detected!("fp16"));
+        note("dotprod", std::arch::is_aarch64_feature_detected!("dotprod"));
+        note("sve", std::arch::is_aarch64_feature_detected!("sve"));
+    }
+    let _ = &mut note;
+    Cpu {
+        arch: std::env::consts::ARCH.into(),
+        logical_cores: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        features,
+        missing,
+    }
+}
+
+pub fn collect(args: &Args) -> DoctorReport {
+    DoctorReport {
+        schema_version: 1,
+        infopt_version: env!("CARGO_PKG_VERSION").into(),
+        os: format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
+        items: vec![
+            tract(),
+            onnxruntime(args.ort_dylib.as_deref()),
+            tensorrt(args),
+            gpu(),
+        ],
+        cpu: cpu(),
+    }
+}
+
+pub fn render_text(r: &DoctorReport) -> String {
+    use comfy_table::presets::UTF8_FULL_CONDENSED;
+    let mut t = comfy_table::Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
+    if t.width().is_none() {
+        t.set_width(160);
+    }
+    t.set_header(vec!["component", "status", "version", "details", "fix"]);
+    for i in &r.items {
+        t.add_row(vec![
+            i.name.clone(),
+            match i.status {
+                Status::Ok => "ok".into(),
+                Status::Missing => "missing".into(),
+                Status::Broken => "BROKEN".into(),
+            },
+            i.version.clone().unwrap_or_else(|| "-".into()),
+            i.detail.clone(),
+            i.fix.clone().unwrap_or_default(),
+        ]);
+    }
+    t.add_row(vec![
+        "CPU".to_string(),
+        "ok".into(),
+        "-".into(),
+        format!(
+            "{}, {} logical cores; features: {}{}",
+            r.cpu.arch,
+            r.cpu.logical_cores,
+            r.cpu.features.join(" "),
+            if r.cpu.missing.is_empty() {
+                String::new()
+            } else {
+                format!("; absent: {}", r.cpu.missing.join(" "))
+            }
+        ),
+        String::new(),
+    ]);
+    format!("infopt {} on {}\n{t}\n", r.infopt_version, r.os)
+}
+
+pub fn run(args: Args) -> CliResult {
+    let report = collect(&args);
+    if args.json {
+        let text =
+            serde_json::to_string_pretty(&report).map_err(|e| CliError::new(Exit::Internal, e))?;
+        println!("{text}");
+    } else {
+        print!("{}", render_text(&report));
+    }
+    Ok(())
+}
