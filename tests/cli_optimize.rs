@@ -51,7 +51,12 @@ fn default_output_name_and_report_files() {
         "the input is never modified"
     );
     let text = std::fs::read_to_string(&md).unwrap();
-    assert!(text.starts_with("## infopt optimize report"), "{text}");
+    // Fit for a pull-request comment: verdict first, the full report folded below.
+    assert!(text.starts_with("## ✅ infopt optimize: "), "{text}");
+    assert!(
+        text.contains("<details><summary>Full report</summary>"),
+        "{text}"
+    );
     assert!(text.contains("| nodes"), "{text}");
     let o = infopt(&[
         "optimize",

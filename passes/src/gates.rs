@@ -180,7 +180,9 @@ impl<'de> Deserialize<'de> for TopKGate {
                 let m = TopKMap::deserialize(de::value::MapAccessDeserializer::new(map))?;
                 let k = m.k.unwrap_or(1);
                 if k == 0 {
-                    return Err(de::Error::custom("min_topk_agreement: k must be at least 1"));
+                    return Err(de::Error::custom(
+                        "min_topk_agreement: k must be at least 1",
+                    ));
                 }
                 Ok(TopKGate {
                     min: m.min,

@@ -431,7 +431,8 @@ pub fn run(args: Args) -> CliResult {
     let (latencies, gate_report) = if gates.is_empty() {
         (time_interleaved(&loaded, args.warmup, args.runs)?, None)
     } else {
-        let (l, g) = crate::gates::bench_gates(&gates, &loaded, &info.name, args.warmup, args.runs)?;
+        let (l, g) =
+            crate::gates::bench_gates(&gates, &loaded, &info.name, args.warmup, args.runs)?;
         (l, Some(g))
     };
     let models: Vec<ModelBench> = loaded

@@ -279,13 +279,19 @@ fn cpu() -> Cpu {
         note("f16c", std::arch::is_x86_feature_detected!("f16c"));
         note("avx512f", std::arch::is_x86_feature_detected!("avx512f"));
         note("avx512bw", std::arch::is_x86_feature_detected!("avx512bw"));
-        note("avx512vnni", std::arch::is_x86_feature_detected!("avx512vnni"));
+        note(
+            "avx512vnni",
+            std::arch::is_x86_feature_detected!("avx512vnni"),
+        );
     }
     #[cfg(target_arch = "aarch64")]
     {
         note("neon", std::arch::is_aarch64_feature_detected!("neon"));
         note("fp16", std::arch::is_aarch64_feature_detected!("fp16"));
-        note("dotprod", std::arch::is_aarch64_feature_detected!("dotprod"));
+        note(
+            "dotprod",
+            std::arch::is_aarch64_feature_detected!("dotprod"),
+        );
         note("sve", std::arch::is_aarch64_feature_detected!("sve"));
     }
     let _ = &mut note;

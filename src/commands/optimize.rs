@@ -513,7 +513,10 @@ pub fn run(mut args: Args) -> CliResult {
             );
             if gates.config.min_topk_agreement.is_some() {
                 let actual = loaded.run(&v.inputs).map_err(|e| {
-                    CliError::new(Exit::Verify, format!("the optimized model fails to run: {e}"))
+                    CliError::new(
+                        Exit::Verify,
+                        format!("the optimized model fails to run: {e}"),
+                    )
                 })?;
                 gate_results.extend(crate::gates::accuracy(
                     &crate::gates::only_topk(&gates.config),
@@ -597,7 +600,11 @@ pub fn run(mut args: Args) -> CliResult {
             );
             gate_results.extend(topk);
         }
-        gate_results.extend(latency_evidence.as_ref().map(crate::gates::latency::gate_result));
+        gate_results.extend(
+            latency_evidence
+                .as_ref()
+                .map(crate::gates::latency::gate_result),
+        );
         gate_results.extend(crate::gates::structure(
             &gates,
             &model,

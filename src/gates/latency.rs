@@ -108,7 +108,12 @@ pub fn median(v: &mut [f64]) -> f64 {
 
 /// The ratio of medians candidate / reference and its bootstrap percentile interval at
 /// `confidence`. `paired` resamples indices shared by both sides (equal lengths).
-pub fn ratio_ci(reference: &[f64], candidate: &[f64], paired: bool, confidence: f64) -> (f64, f64, f64) {
+pub fn ratio_ci(
+    reference: &[f64],
+    candidate: &[f64],
+    paired: bool,
+    confidence: f64,
+) -> (f64, f64, f64) {
     let ratio = median(&mut candidate.to_vec()) / median(&mut reference.to_vec());
     let mut rng = Rng(0x1f0_c0de);
     let mut ratios = Vec::with_capacity(RESAMPLES);
@@ -183,7 +188,12 @@ fn sample(
             Some(r) => (r.to_vec(), samples[0].clone()),
             None => (samples[0].clone(), samples[1].clone()),
         };
-        let (_, lo, hi) = ratio_ci(&reference, &candidate, fixed_reference.is_none(), CONFIDENCE);
+        let (_, lo, hi) = ratio_ci(
+            &reference,
+            &candidate,
+            fixed_reference.is_none(),
+            CONFIDENCE,
+        );
         let decided = lo > plan.threshold || hi <= plan.threshold;
         if decided || round >= MAX_RUNS.max(first_batch) || started.elapsed() > EXTRA_BUDGET {
             return Ok((reference, candidate));
@@ -253,7 +263,14 @@ pub fn measure_pair(
     plan: &LatencyPlan,
 ) -> CliResult<LatencyEvidence> {
     let (r, c) = sample(&[reference, candidate], None, plan)?;
-    Ok(decide(reference_name.into(), backend.into(), r, c, true, plan))
+    Ok(decide(
+        reference_name.into(),
+        backend.into(),
+        r,
+        c,
+        true,
+        plan,
+    ))
 }
 
 /// Times `candidate` alone against the samples of an earlier report.
@@ -279,9 +296,8 @@ pub fn measure_against_baseline(
 pub fn read_baseline(path: &Path) -> CliResult<Vec<f64>> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| CliError::usage(format!("cannot read --baseline {}: {e}", path.display())))?;
-    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        CliError::usage(format!("--baseline {}: not JSON: {e}", path.display()))
-    })?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| CliError::usage(format!("--baseline {}: not JSON: {e}", path.display())))?;
     let samples: Option<Vec<f64>> = json
         .pointer("/gates/latency/candidate_samples_ms")
         .and_then(|v| v.as_array())
@@ -339,7 +355,11 @@ mod tests {
         let e = decide("original".into(), "t".into(), a, slow, true, &plan);
         assert!(!e.passed, "{}", e.verdict);
         assert!(e.ci_low > 1.05);
-        assert!(e.verdict.contains("significantly above 1.05"), "{}", e.verdict);
+        assert!(
+            e.verdict.contains("significantly above 1.05"),
+            "{}",
+            e.verdict
+        );
     }
 
     #[test]

@@ -91,6 +91,14 @@ fn suggest(name: &str) -> String {
         .filter(|(d, n)| *d <= 3.max(n.len() / 3));
     let hint = best
         .map(|(_, n)| format!("did you mean '{n}'? "))
+        .or_else(|| {
+            // `max_abs_diff`, `latency_ratio`: a gate name inside the word.
+            GATE_NAMES
+                .iter()
+                .filter(|n| name.contains(**n) || n.contains(name))
+                .max_by_key(|n| n.len())
+                .map(|n| format!("did you mean '{n}'? "))
+        })
         .unwrap_or_default();
     format!(
         "unknown gate '{name}'; {hint}valid gates: {}",
@@ -133,7 +141,10 @@ pub fn apply_cli(cfg: &mut GatesConfig, arg: &str) -> Result<(), String> {
     if !GATE_NAMES.contains(&name) {
         return Err(suggest(name));
     }
-    let per_output = matches!(name, "min_cosine" | "max_abs" | "max_rel" | "min_topk_agreement");
+    let per_output = matches!(
+        name,
+        "min_cosine" | "max_abs" | "max_rel" | "min_topk_agreement"
+    );
     if output.is_some() && !per_output {
         return Err(format!(
             "--gate {arg}: `{name}` is about the whole model; drop `@{}`",
@@ -205,7 +216,9 @@ fn check(cfg: &GatesConfig) -> Result<(), String> {
     for (name, m) in [("max_abs", &cfg.max_abs), ("max_rel", &cfg.max_rel)] {
         for (o, v) in &m.0 {
             if !(v.is_finite() && *v >= 0.0) {
-                return Err(format!("gate {name}@{o}: {v} must be a non-negative number"));
+                return Err(format!(
+                    "gate {name}@{o}: {v} must be a non-negative number"
+                ));
             }
         }
     }
@@ -793,7 +806,10 @@ pub fn bench_gates(
         }
     }
     let (Some(first), Some(last)) = (loaded.first(), loaded.last()) else {
-        return Err(CliError::new(crate::exit::Exit::Internal, "no model to time"));
+        return Err(CliError::new(
+            crate::exit::Exit::Internal,
+            "no model to time",
+        ));
     };
     let mut results = Vec::new();
     let mut evidence = None;
@@ -806,9 +822,13 @@ pub fn bench_gates(
             };
             let e = match &gates.baseline {
                 Some(b) => latency::measure_against_baseline(b, timed(last), backend, &plan)?,
-                None => {
-                    latency::measure_pair("first model (MODEL)", timed(first), timed(last), backend, &plan)?
-                }
+                None => latency::measure_pair(
+                    "first model (MODEL)",
+                    timed(first),
+                    timed(last),
+                    backend,
+                    &plan,
+                )?,
             };
             let summarize = |s: &[f64]| {
                 infopt_runtime::Latency::from_samples(warmup, s)
@@ -869,7 +889,10 @@ mod tests {
     #[test]
     fn misspelled_gate_suggests() {
         let e = cfg(&["min_cosin=0.9"]).unwrap_err();
-        assert!(e.contains("unknown gate 'min_cosin'; did you mean 'min_cosine'?"), "{e}");
+        assert!(
+            e.contains("unknown gate 'min_cosin'; did you mean 'min_cosine'?"),
+            "{e}"
+        );
         let e = cfg(&["max_latency@x=1.1"]).unwrap_err();
         assert!(e.contains("did you mean 'max_latency_ratio'?"), "{e}");
         assert!(cfg(&["max_nodes@x=3"]).is_err());

@@ -79,7 +79,11 @@ pub fn render_markdown(s: &CiSummary<'_>) -> String {
         });
     }
     for c in &s.checks {
-        parts.push(format!("{} {}", c.name, if c.passed { "passed" } else { "FAILED" }));
+        parts.push(format!(
+            "{} {}",
+            c.name,
+            if c.passed { "passed" } else { "FAILED" }
+        ));
     }
     let _ = writeln!(
         out,
@@ -113,7 +117,14 @@ pub fn render_markdown(s: &CiSummary<'_>) -> String {
         let _ = writeln!(out, "| | before | after | change |");
         let _ = writeln!(out, "|---|---:|---:|---:|");
         for [a, b, c, d] in &s.facts {
-            let _ = writeln!(out, "| {} | {} | {} | {} |", cell(a), cell(b), cell(c), cell(d));
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} |",
+                cell(a),
+                cell(b),
+                cell(c),
+                cell(d)
+            );
         }
         let _ = writeln!(out);
     }
@@ -135,7 +146,10 @@ pub fn render_markdown(s: &CiSummary<'_>) -> String {
         let _ = writeln!(out);
     }
     if !s.agreement.is_empty() {
-        let _ = writeln!(out, "| output | max abs | max rel | cosine | within tolerance |");
+        let _ = writeln!(
+            out,
+            "| output | max abs | max rel | cosine | within tolerance |"
+        );
         let _ = writeln!(out, "|---|---:|---:|---:|---|");
         for o in s.agreement {
             let _ = writeln!(
@@ -212,10 +226,7 @@ pub fn render_junit(s: &CiSummary<'_>) -> String {
                 name: &r.gate,
                 passed: r.passed,
                 message: &r.message,
-                detail: format!(
-                    "value {} threshold {}: {}",
-                    r.value, r.threshold, r.message
-                ),
+                detail: format!("value {} threshold {}: {}", r.value, r.threshold, r.message),
             });
         }
     }
@@ -325,7 +336,10 @@ pub fn write_reports(
             .map_err(|e| {
                 CliError::new(
                     Exit::Write,
-                    format!("cannot append to ${STEP_SUMMARY_ENV} {}: {e}", path.display()),
+                    format!(
+                        "cannot append to ${STEP_SUMMARY_ENV} {}: {e}",
+                        path.display()
+                    ),
                 )
             })?;
     }
@@ -402,7 +416,10 @@ mod tests {
         };
         let x = render_junit(&s);
         assert!(x.contains("tests=\"2\" failures=\"1\""), "{x}");
-        assert!(x.contains("name=\"max_abs@a&lt;b&gt;&amp;&quot;c&quot;\""), "{x}");
+        assert!(
+            x.contains("name=\"max_abs@a&lt;b&gt;&amp;&quot;c&quot;\""),
+            "{x}"
+        );
         assert!(!x.contains('\u{1}'));
         let md = render_markdown(&s);
         assert!(md.starts_with("## ❌ infopt compare"), "{md}");

@@ -23,7 +23,10 @@ fn change(before: u64, after: u64) -> String {
     if before == 0 {
         return "-".into();
     }
-    format!("{:+.1}%", (after as f64 - before as f64) / before as f64 * 100.0)
+    format!(
+        "{:+.1}%",
+        (after as f64 - before as f64) / before as f64 * 100.0
+    )
 }
 
 /// One line about a latency gate's evidence, or the before/after medians.
@@ -118,9 +121,13 @@ pub fn optimize(r: &Report) -> CiSummary<'_> {
             .unwrap_or(&[]),
         latency: latency_line(
             r.gates.as_ref(),
-            r.latency
-                .as_ref()
-                .map(|l| (l.backend.name.as_str(), l.before.median_ms, l.after.median_ms)),
+            r.latency.as_ref().map(|l| {
+                (
+                    l.backend.name.as_str(),
+                    l.before.median_ms,
+                    l.after.median_ms,
+                )
+            }),
         ),
         details: Some(super::render::render(r, true)),
     }
