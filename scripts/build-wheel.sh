@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds the `pip install infopt` wheel into dist/:
+#   1. maturin (bin bindings) builds the release binary and the wheel, checking that it
+#      only needs the glibc of the manylinux policy asked for;
+#   2. the binary's debug info (line tables, for symbolized backtraces) moves to
+#      dist/infopt-VERSION-PLATFORM.debug and the wheel ships the stripped binary, which
+#      points at that file with a .gnu_debuglink (gdb/addr2line find it beside it);
+#   3. auditwheel shows the wheel's policy.
+#
+#   bash scripts/build-wheel.sh                # manylinux tag: $MANYLINUX, else the
+#                                              # lowest of 2_17 / 2_28 / 2_34 / 2_35 / 2_36 that this binary meets
+# Tools come from PyPI into .venv-wheel (pinned). A release build takes ~8 min on 2 cores.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root="$PWD"
+venv="$root/.venv-wheel"
+python="${PYTHON:-python3}"
+if [ ! -x "$venv/bin/maturin" ]; then
+    "$python" -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+        maturin==1.16.0 wheel==0.48.0 auditwheel==6.8.2
+fi
+export PATH="$venv/bin:$PATH"
+mkdir -p dist
+raw="$(mktemp -d)"
+trap 'rm -rf "$raw"' EXIT
+
+# maturin refuses a tag the binary does not meet; try the oldest first.
+tags="${MANYLINUX:-manylinux_2_17 manylinux_2_28 manylinux_2_34 manylinux_2_35 manylinux_2_36}"
+built=""
+for tag in $tags; do
+    echo "build-wheel: maturin build --release --compatibility $tag"
+    if maturin build --release --compatibility "$tag" --out "$raw" 2> "$raw/maturin.log"; then
+        built="$tag"
+        break
+    fi
+    grep -iE "error|glibc|symbol" "$raw/maturin.log" | tail -n 3 || true
+done
+[ -n "$built" ] || { cat "$raw/maturin.log" >&2; echo "build-wheel: no manylinux tag accepted" >&2; exit 1; }
+whl="$(ls "$raw"/*.whl)"
+
+# Split the debug info off the shipped binary.
+wheel unpack "$whl" -d "$raw/unpacked" > /dev/null
+pkg="$(ls -d "$raw"/unpacked/*/)"
+bin="$(ls "$pkg"*.data/scripts/infopt)"
+name="$(basename "$whl" .whl)"
+debug="dist/${name}.debug"
+before=$(stat -c %s "$bin")
+objcopy --only-keep-debug "$bin" "$debug"
+# --strip-debug keeps the symbol table: backtraces still name functions without the .debug file.
+objcopy --strip-debug --add-gnu-debuglink="$debug" "$bin"
+after=$(stat -c %s "$bin")
+rm -f "dist/${name}.whl"
+wheel pack "$pkg" -d dist > /dev/null
+echo "build-wheel: binary $before bytes with line tables -> $after bytes shipped; debug info in $debug ($(stat -c %s "$debug") bytes)"
+echo "build-wheel: dist/${name}.whl ($(stat -c %s "dist/${name}.whl") bytes), tag $built"
+auditwheel show "dist/${name}.whl"
