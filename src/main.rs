@@ -1,14 +1,14 @@
 //! infopt: offline ONNX model optimizer.
 
+mod backend_args;
 mod commands;
 mod exit;
 mod gates;
 mod inputs_arg;
-mod intermediates;
 mod report;
 mod shape_args;
+mod stages;
 mod tract_eval;
-mod verify;
 
 use std::process::ExitCode;
 

@@ -629,35 +629,31 @@ pub fn without_topk(cfg: &GatesConfig) -> GatesConfig {
     }
 }
 
-/// Only `min_topk_agreement` of the configuration.
-pub fn only_topk(cfg: &GatesConfig) -> GatesConfig {
-    GatesConfig {
-        min_topk_agreement: cfg.min_topk_agreement.clone(),
-        ..Default::default()
-    }
-}
-
-/// `optimize`'s latency gate: the original (kept by the verifier) against the optimized
-/// model, interleaved; also returns the before/after latency the report shows.
+/// `optimize`'s latency gate: the original against the optimized model, interleaved;
+/// also returns the before/after latency the report shows.
 pub fn optimize_latency(
-    v: crate::verify::Verifier,
+    v: &mut infopt_verify::Verifier,
     optimized: Box<dyn infopt_runtime::LoadedModel>,
     gates: &Gates,
     warmup: usize,
     runs: usize,
-) -> CliResult<(crate::verify::LatencyComparison, latency::LatencyEvidence)> {
+) -> CliResult<(infopt_verify::LatencyComparison, latency::LatencyEvidence)> {
     let plan = latency::LatencyPlan {
         threshold: gates.latency_threshold().unwrap_or(f64::INFINITY),
         warmup,
         runs,
     };
-    let backend = v.info.name.clone();
+    let backend = v.chosen.info.name.clone();
+    let original = match &gates.baseline {
+        Some(_) => None,
+        None => Some(v.take_original().map_err(CliError::from)?),
+    };
     let candidate = latency::Timed {
         label: "the optimized model",
         model: optimized.as_ref(),
         inputs: &v.inputs,
     };
-    let evidence = match (&gates.baseline, &v.original) {
+    let evidence = match (&gates.baseline, &original) {
         (Some(b), _) => latency::measure_against_baseline(b, candidate, &backend, &plan)?,
         (None, Some(original)) => {
             let reference = latency::Timed {
@@ -670,20 +666,20 @@ pub fn optimize_latency(
         (None, None) => {
             return Err(CliError::new(
                 crate::exit::Exit::Internal,
-                "the original model was not kept for timing",
+                "the original model is not loaded for timing",
             ));
         }
     };
-    let comparison = latency_comparison(v.info, &evidence, warmup)?;
+    let comparison = latency_comparison(v.chosen.info.clone(), &evidence, warmup)?;
     Ok((comparison, evidence))
 }
 
 /// Before/after latency summaries from a latency gate's samples.
 pub fn latency_comparison(
-    backend: crate::commands::bench::BackendInfo,
+    backend: infopt_verify::BackendInfo,
     e: &latency::LatencyEvidence,
     warmup: usize,
-) -> CliResult<crate::verify::LatencyComparison> {
+) -> CliResult<infopt_verify::LatencyComparison> {
     let summarize = |s: &[f64]| {
         infopt_runtime::Latency::from_samples(warmup, s)
             .map_err(|e| CliError::new(crate::exit::Exit::Internal, e))
@@ -695,7 +691,7 @@ pub fn latency_comparison(
     } else {
         0.0
     };
-    Ok(crate::verify::LatencyComparison {
+    Ok(infopt_verify::LatencyComparison {
         backend,
         before,
         after,
@@ -789,15 +785,16 @@ pub fn check_bench_gates(gates: &Gates, compared: usize) -> CliResult {
     Ok(())
 }
 
-/// `bench`'s gates: latency of the last model against MODEL (or a baseline), structure of
-/// the last model. With a latency gate, the latencies come from the gate's runs.
-pub fn bench_gates(
+/// `bench`'s latency gate: the last model against MODEL (or a baseline); the latencies
+/// the report shows come from the gate's runs (MODEL's and the last model's, or the
+/// last model's alone against a baseline).
+pub fn bench_latency(
     gates: &Gates,
     loaded: &[crate::commands::bench::Loaded],
     backend: &str,
     warmup: usize,
     runs: usize,
-) -> CliResult<(Vec<infopt_runtime::Latency>, GateReport)> {
+) -> CliResult<(Vec<infopt_runtime::Latency>, latency::LatencyEvidence)> {
     fn timed(m: &crate::commands::bench::Loaded) -> latency::Timed<'_> {
         latency::Timed {
             label: "",
@@ -811,48 +808,48 @@ pub fn bench_gates(
             "no model to time",
         ));
     };
-    let mut results = Vec::new();
-    let mut evidence = None;
-    let latencies = match gates.latency_threshold() {
-        Some(threshold) => {
-            let plan = latency::LatencyPlan {
-                threshold,
-                warmup,
-                runs,
-            };
-            let e = match &gates.baseline {
-                Some(b) => latency::measure_against_baseline(b, timed(last), backend, &plan)?,
-                None => latency::measure_pair(
-                    "first model (MODEL)",
-                    timed(first),
-                    timed(last),
-                    backend,
-                    &plan,
-                )?,
-            };
-            let summarize = |s: &[f64]| {
-                infopt_runtime::Latency::from_samples(warmup, s)
-                    .map_err(|e| CliError::new(crate::exit::Exit::Internal, e))
-            };
-            let l = if gates.baseline.is_some() {
-                vec![summarize(&e.candidate_samples_ms)?]
-            } else {
-                vec![
-                    summarize(&e.reference_samples_ms)?,
-                    summarize(&e.candidate_samples_ms)?,
-                ]
-            };
-            results.push(latency::gate_result(&e));
-            evidence = Some(e);
-            l
-        }
-        None => crate::commands::bench::time_interleaved(loaded, warmup, runs)?,
+    let plan = latency::LatencyPlan {
+        threshold: gates.latency_threshold().unwrap_or(f64::INFINITY),
+        warmup,
+        runs,
     };
+    let e = match &gates.baseline {
+        Some(b) => latency::measure_against_baseline(b, timed(last), backend, &plan)?,
+        None => latency::measure_pair(
+            "first model (MODEL)",
+            timed(first),
+            timed(last),
+            backend,
+            &plan,
+        )?,
+    };
+    let summarize = |s: &[f64]| {
+        infopt_runtime::Latency::from_samples(warmup, s)
+            .map_err(|e| CliError::new(crate::exit::Exit::Internal, e))
+    };
+    let l = if gates.baseline.is_some() {
+        vec![summarize(&e.candidate_samples_ms)?]
+    } else {
+        vec![
+            summarize(&e.reference_samples_ms)?,
+            summarize(&e.candidate_samples_ms)?,
+        ]
+    };
+    Ok((l, e))
+}
+
+/// `bench`'s gate report: the latency gate's row and the structure of `candidate`.
+pub fn bench_report(
+    gates: &Gates,
+    evidence: Option<latency::LatencyEvidence>,
+    candidate: &std::path::Path,
+) -> CliResult<GateReport> {
+    let mut results: Vec<GateResult> = evidence.iter().map(latency::gate_result).collect();
     if gates.config.has_structure() {
-        let (model, bytes) = load_candidate(&last.path)?;
+        let (model, bytes) = load_candidate(candidate)?;
         results.extend(structure(gates, &model, bytes));
     }
-    Ok((latencies, GateReport::new(results, evidence)))
+    Ok(GateReport::new(results, evidence))
 }
 
 #[cfg(test)]
@@ -921,7 +918,11 @@ mod tests {
             }),
             ..Default::default()
         };
-        let res = accuracy(&g, &[], Some((&[r.clone()], &[c.clone()])));
+        let res = accuracy(
+            &g,
+            &[],
+            Some((std::slice::from_ref(&r), std::slice::from_ref(&c))),
+        );
         assert_eq!(res.len(), 1);
         assert!(!res[0].passed);
         assert_eq!(res[0].measured, Some(0.5));

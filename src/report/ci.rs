@@ -378,6 +378,24 @@ pub fn render_gates_text(g: &GateReport) -> String {
     )
 }
 
+/// `optimize`'s output: the table (or JSON) on stdout, the `--report` files, and the
+/// step summary.
+pub fn emit_optimize(report: &super::Report, json: bool, paths: &[PathBuf]) -> CliResult {
+    let text =
+        serde_json::to_string_pretty(report).map_err(|e| CliError::new(Exit::Internal, e))?;
+    if json {
+        println!("{text}");
+    } else {
+        print!("{}", super::render::render(report, false));
+    }
+    let step_summary = step_summary_path();
+    if !paths.is_empty() || step_summary.is_some() {
+        let summary = super::summaries::optimize(report);
+        write_reports(paths, &text, &summary, step_summary.as_deref())?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
