@@ -339,7 +339,7 @@ impl PipelineConfig {
                 let msg = e.to_string();
                 let first = msg.lines().next().unwrap_or("").trim();
                 let first = first.strip_prefix("error: ").unwrap_or(first);
-                PassError::Config(format!("{origin}: {first}"))
+                PassError::Config(format!("{origin}: {}", crate::gates::suggest_field(first)))
             })?;
         if config.version != PIPELINE_VERSION {
             return Err(PassError::Config(format!(

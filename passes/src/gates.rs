@@ -7,7 +7,8 @@
 //!   max_abs: { logits: 1.0e-3, "*": 1.0e-2 }  # per output; "*" is every other output
 //!   max_rel: 0.01
 //!   min_topk_agreement: 0.99            # top-1; or { min: 0.99, k: 5, output: logits }
-//!   max_latency_ratio: 1.05             # optimized / original (or / --baseline)
+//!   max_latency_ratio: 1.05             # optimized / original (or / --baseline), medians
+//!   # or { max: 1.05, quantile: 0.1 }: the ratio of 10th percentiles (busy machines)
 //!   max_file_size: 10M                  # bytes, or K/M/G/T (binary units)
 //!   max_nodes: 500
 //!   forbid_ops: [com.microsoft, Loop]   # op types or domains, subgraphs included
@@ -34,6 +35,30 @@ pub const GATE_NAMES: &[&str] = &[
     "max_opset",
 ];
 
+/// Adds "did you mean `x`?" to serde's "unknown field `y`, expected one of ..." (any
+/// section of a pipeline, gates included); other messages are returned as they are.
+pub fn suggest_field(message: &str) -> String {
+    let Some(rest) = message.split("unknown field `").nth(1) else {
+        return message.to_string();
+    };
+    let Some((field, after)) = rest.split_once('`') else {
+        return message.to_string();
+    };
+    let Some(expected) = after.split("expected").nth(1) else {
+        return message.to_string();
+    };
+    let valid: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    let best = valid
+        .iter()
+        .map(|v| (crate::registry::edit_distance(field, v), *v))
+        .min()
+        .filter(|(d, v)| *d <= 3.max(v.len() / 3));
+    match best {
+        Some((_, v)) => format!("{message}; did you mean `{v}`?"),
+        None => message.to_string(),
+    }
+}
+
 /// The key of a per-output threshold that applies to every output not named.
 pub const ALL_OUTPUTS: &str = "*";
 
@@ -52,9 +77,9 @@ pub struct GatesConfig {
     /// Fraction of rows whose reference top-1 class is among the candidate's top k.
     #[serde(default)]
     pub min_topk_agreement: Option<TopKGate>,
-    /// Largest ratio of median latencies, candidate / reference.
+    /// Largest ratio of latencies (medians, or another quantile), candidate / reference.
     #[serde(default)]
-    pub max_latency_ratio: Option<f64>,
+    pub max_latency_ratio: Option<LatencyGate>,
     /// Largest file size of the result (model file plus external data), as written
     /// (`10485760`, `10M`, `1.5G`).
     #[serde(default)]
@@ -188,6 +213,57 @@ impl<'de> Deserialize<'de> for TopKGate {
                     min: m.min,
                     k,
                     output: m.output,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The latency quantile compared by default: the median.
+pub const DEFAULT_LATENCY_QUANTILE: f64 = 0.5;
+
+/// `max_latency_ratio`: a number (ratio of medians) or `{ max: 1.05, quantile: 0.1 }`
+/// (ratio of that quantile: a low one measures runs the machine did not interrupt).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LatencyGate {
+    pub max: f64,
+    pub quantile: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LatencyMap {
+    max: f64,
+    #[serde(default)]
+    quantile: Option<f64>,
+}
+
+impl<'de> Deserialize<'de> for LatencyGate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<LatencyGate, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = LatencyGate;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a ratio (of medians) or a map { max: 1.05, quantile: 0.1 }")
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<LatencyGate, E> {
+                Ok(LatencyGate {
+                    max: v,
+                    quantile: DEFAULT_LATENCY_QUANTILE,
+                })
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<LatencyGate, E> {
+                self.visit_f64(v as f64)
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<LatencyGate, E> {
+                self.visit_f64(v as f64)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<LatencyGate, A::Error> {
+                let m = LatencyMap::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(LatencyGate {
+                    max: m.max,
+                    quantile: m.quantile.unwrap_or(DEFAULT_LATENCY_QUANTILE),
                 })
             }
         }

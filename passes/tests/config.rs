@@ -101,12 +101,15 @@ fn gates_parse_in_all_forms() {
     assert_eq!(g.max_abs.for_output("other"), Some(0.01));
     let t = g.min_topk_agreement.as_ref().unwrap();
     assert_eq!((t.min, t.k, t.output.as_deref()), (0.99, 5, Some("logits")));
-    assert_eq!(g.max_latency_ratio, Some(1.05));
+    let l = g.max_latency_ratio.as_ref().unwrap();
+    assert_eq!((l.max, l.quantile), (1.05, 0.5));
     assert_eq!(g.max_file_size.as_ref().unwrap().0, "10M");
     assert_eq!(g.max_nodes, Some(500));
     assert_eq!(g.forbid_ops, vec!["com.microsoft", "Loop"]);
     assert_eq!(g.max_opset, Some(17));
-    let cfg = parse("version: 1\npasses: [eliminate-dead]\ngates: { min_topk_agreement: 0.9, max_file_size: 1024 }\n").unwrap();
+    let cfg = parse("version: 1\npasses: [eliminate-dead]\ngates: { min_topk_agreement: 0.9, max_file_size: 1024, max_latency_ratio: { max: 1.1, quantile: 0.1 } }\n").unwrap();
+    let l = cfg.gates.max_latency_ratio.as_ref().unwrap();
+    assert_eq!((l.max, l.quantile), (1.1, 0.1));
     assert_eq!(cfg.gates.min_topk_agreement.unwrap().k, 1);
     assert_eq!(cfg.gates.max_file_size.unwrap().0, "1024");
     assert!(
@@ -122,7 +125,7 @@ fn unknown_gate_key_is_an_error_with_location() {
     let err =
         parse("version: 1\npasses: [eliminate-dead]\ngates:\n  min_cosin: 0.9\n").unwrap_err();
     assert!(err.contains("min_cosin") && err.contains("line 4"), "{err}");
-    assert!(err.contains("min_cosine"), "lists the valid gates: {err}");
+    assert!(err.contains("did you mean `min_cosine`?"), "{err}");
     let err = parse(
         "version: 1\npasses: [eliminate-dead]\ngates:\n  min_topk_agreement: { min: 0.9, k: 0 }\n",
     )

@@ -3,7 +3,9 @@
 //! The rule (also in README.md):
 //! 1. Both models run in one process, interleaved round by round (the model that goes
 //!    first alternates), after warm-up, at least [`MIN_RUNS`] timed runs each.
-//! 2. The statistic is the ratio of medians, candidate / reference. Its 95% confidence
+//! 2. The statistic is the ratio of medians, candidate / reference (or of another
+//!    quantile: `max_latency_ratio=1.05,q=0.1` compares 10th percentiles, which on a busy
+//!    machine measure the runs nothing interrupted while medians measure the load). Its 95% confidence
 //!    interval comes from a bootstrap over rounds: a round's two samples are resampled
 //!    together (they saw the same machine state), [`RESAMPLES`] times, with a fixed seed
 //!    so the same samples always give the same interval.
@@ -45,6 +47,8 @@ pub struct Timed<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct LatencyPlan {
     pub threshold: f64,
+    /// The quantile compared: 0.5 for medians.
+    pub quantile: f64,
     pub warmup: usize,
     /// Timed runs per model before the first decision (raised to [`MIN_RUNS`]).
     pub runs: usize,
@@ -63,7 +67,14 @@ pub struct LatencyEvidence {
     pub runs: usize,
     pub reference_median_ms: f64,
     pub candidate_median_ms: f64,
-    /// candidate median / reference median.
+    /// The quantile the ratio compares (0.5: medians).
+    pub quantile: f64,
+    /// "median" or "p10".
+    pub statistic: String,
+    /// That quantile of each side's samples.
+    pub reference_statistic_ms: f64,
+    pub candidate_statistic_ms: f64,
+    /// candidate / reference, of that quantile.
     pub ratio: f64,
     pub ci_low: f64,
     pub ci_high: f64,
@@ -94,27 +105,43 @@ impl Rng {
 }
 
 pub fn median(v: &mut [f64]) -> f64 {
+    quantile(v, 0.5)
+}
+
+/// The `q` quantile, interpolating between order statistics (the median of an even
+/// count is the mean of the two middle values). Sorts `v`.
+pub fn quantile(v: &mut [f64], q: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     if n == 0 {
         return f64::NAN;
     }
-    if n % 2 == 1 {
-        v[n / 2]
+    let pos = q.clamp(0.0, 1.0) * (n - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+}
+
+/// "median", "p10".
+pub fn statistic_name(q: f64) -> String {
+    if (q - 0.5).abs() < 1e-9 {
+        "median".into()
     } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
+        format!("p{}", (q * 100.0).round())
     }
 }
 
-/// The ratio of medians candidate / reference and its bootstrap percentile interval at
-/// `confidence`. `paired` resamples indices shared by both sides (equal lengths).
+/// The ratio candidate / reference of the `q` quantiles and its bootstrap percentile
+/// interval at `confidence`. `paired` resamples indices shared by both sides (equal
+/// lengths).
 pub fn ratio_ci(
     reference: &[f64],
     candidate: &[f64],
+    q: f64,
     paired: bool,
     confidence: f64,
 ) -> (f64, f64, f64) {
-    let ratio = median(&mut candidate.to_vec()) / median(&mut reference.to_vec());
+    let ratio = quantile(&mut candidate.to_vec(), q) / quantile(&mut reference.to_vec(), q);
     let mut rng = Rng(0x1f0_c0de);
     let mut ratios = Vec::with_capacity(RESAMPLES);
     let (nr, nc) = (reference.len(), candidate.len());
@@ -135,7 +162,7 @@ pub fn ratio_ci(
                 *x = candidate[rng.below(nc)];
             }
         }
-        ratios.push(median(&mut c) / median(&mut r));
+        ratios.push(quantile(&mut c, q) / quantile(&mut r, q));
     }
     ratios.sort_by(f64::total_cmp);
     let tail = (1.0 - confidence) / 2.0;
@@ -191,6 +218,7 @@ fn sample(
         let (_, lo, hi) = ratio_ci(
             &reference,
             &candidate,
+            plan.quantile,
             fixed_reference.is_none(),
             CONFIDENCE,
         );
@@ -219,7 +247,8 @@ pub fn decide(
     paired: bool,
     plan: &LatencyPlan,
 ) -> LatencyEvidence {
-    let (ratio, lo, hi) = ratio_ci(&reference, &candidate, paired, CONFIDENCE);
+    let (ratio, lo, hi) = ratio_ci(&reference, &candidate, plan.quantile, paired, CONFIDENCE);
+    let statistic = statistic_name(plan.quantile);
     let passed = lo <= plan.threshold;
     let t = plan.threshold;
     let why = if !passed {
@@ -230,7 +259,12 @@ pub fn decide(
         format!("not significantly above {t}")
     };
     let verdict = format!(
-        "ratio {ratio:.3} [{lo:.3}, {hi:.3}] {:.0}% CI → {} ({why})",
+        "{}ratio {ratio:.3} [{lo:.3}, {hi:.3}] {:.0}% CI → {} ({why})",
+        if statistic == "median" {
+            String::new()
+        } else {
+            format!("{statistic} ")
+        },
         CONFIDENCE * 100.0,
         if passed { "pass" } else { "fail" }
     );
@@ -242,6 +276,10 @@ pub fn decide(
         runs: candidate.len(),
         reference_median_ms: median(&mut reference.clone()),
         candidate_median_ms: median(&mut candidate.clone()),
+        quantile: plan.quantile,
+        reference_statistic_ms: quantile(&mut reference.clone(), plan.quantile),
+        candidate_statistic_ms: quantile(&mut candidate.clone(), plan.quantile),
+        statistic,
         ratio,
         ci_low: lo,
         ci_high: hi,
@@ -342,6 +380,7 @@ mod tests {
     fn interval_covers_ratio_and_decides() {
         let plan = LatencyPlan {
             threshold: 1.05,
+            quantile: 0.5,
             warmup: 0,
             runs: 30,
         };
@@ -366,6 +405,49 @@ mod tests {
     fn same_samples_same_interval() {
         let a = noisy(5.0, 40, 7);
         let b = noisy(5.5, 40, 8);
-        assert_eq!(ratio_ci(&a, &b, true, 0.95), ratio_ci(&a, &b, true, 0.95));
+        assert_eq!(
+            ratio_ci(&a, &b, 0.5, true, 0.95),
+            ratio_ci(&a, &b, 0.5, true, 0.95)
+        );
+        assert_eq!(quantile(&mut [4.0, 1.0, 3.0, 2.0], 0.5), 2.5);
+        assert_eq!(quantile(&mut [5.0, 1.0, 3.0], 0.5), 3.0);
+        let mut eleven: Vec<f64> = (1..=11).map(f64::from).collect();
+        assert!((quantile(&mut eleven, 0.1) - 2.0).abs() < 1e-12);
+        assert_eq!(statistic_name(0.1), "p10");
+    }
+
+    #[test]
+    fn a_low_quantile_sees_through_interruptions() {
+        // Both models are interrupted (x5 to x10) on 70% of runs; the candidate is 10%
+        // slower. Medians drown in the interruptions; 10th percentiles do not.
+        let mut rng = Rng(11);
+        let mut sample = |base: f64| -> Vec<f64> {
+            (0..200)
+                .map(|_| {
+                    let jitter = 1.0 + (rng.next() % 100) as f64 / 5000.0;
+                    let hit = rng.next() % 10 < 7;
+                    let slow = if hit {
+                        5.0 + (rng.next() % 100) as f64 / 20.0
+                    } else {
+                        1.0
+                    };
+                    base * jitter * slow
+                })
+                .collect()
+        };
+        let a = sample(10.0);
+        let b = sample(11.0);
+        let q10 = LatencyPlan {
+            threshold: 1.05,
+            quantile: 0.1,
+            warmup: 0,
+            runs: 30,
+        };
+        let e = decide("original".into(), "t".into(), a.clone(), b.clone(), true, &q10);
+        assert!(!e.passed, "{}", e.verdict);
+        assert!(e.verdict.starts_with("p10 ratio 1.1"), "{}", e.verdict);
+        let median = LatencyPlan { quantile: 0.5, ..q10 };
+        let e = decide("original".into(), "t".into(), a, b, true, &median);
+        assert!(e.ci_high - e.ci_low > 0.1, "medians are wide here: {}", e.verdict);
     }
 }

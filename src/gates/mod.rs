@@ -26,7 +26,8 @@ use crate::exit::{CliError, CliResult};
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct GateArgs {
     /// A release gate, NAME=VALUE or NAME@OUTPUT=VALUE (repeatable): min_cosine, max_abs,
-    /// max_rel, min_topk_agreement (FRACTION or FRACTION,k=K), max_latency_ratio,
+    /// max_rel, min_topk_agreement (FRACTION or FRACTION,k=K), max_latency_ratio (RATIO of
+    /// medians, or RATIO,q=0.1 for 10th percentiles),
     /// max_file_size (10M, 1G), max_nodes, forbid_ops (A,B), max_opset. A failed gate exits 5.
     #[arg(long = "gate", value_name = "NAME=VALUE")]
     pub gates: Vec<String>,
@@ -78,7 +79,25 @@ impl Gates {
     }
 
     pub fn latency_threshold(&self) -> Option<f64> {
-        self.config.max_latency_ratio
+        self.config.max_latency_ratio.as_ref().map(|l| l.max)
+    }
+
+    /// The latency quantile the gate compares (0.5: medians).
+    pub fn latency_quantile(&self) -> f64 {
+        self.config
+            .max_latency_ratio
+            .as_ref()
+            .map_or(infopt_passes::gates::DEFAULT_LATENCY_QUANTILE, |l| l.quantile)
+    }
+
+    /// How the latency gate measures, from the command's warm-up and run counts.
+    pub fn latency_plan(&self, warmup: usize, runs: usize) -> latency::LatencyPlan {
+        latency::LatencyPlan {
+            threshold: self.latency_threshold().unwrap_or(f64::INFINITY),
+            quantile: self.latency_quantile(),
+            warmup,
+            runs,
+        }
     }
 }
 
@@ -86,7 +105,7 @@ impl Gates {
 fn suggest(name: &str) -> String {
     let best = GATE_NAMES
         .iter()
-        .map(|n| (edit_distance(name, n), *n))
+        .map(|n| (infopt_passes::registry::edit_distance(name, n), *n))
         .min()
         .filter(|(d, n)| *d <= 3.max(n.len() / 3));
     let hint = best
@@ -104,20 +123,6 @@ fn suggest(name: &str) -> String {
         "unknown gate '{name}'; {hint}valid gates: {}",
         GATE_NAMES.join(", ")
     )
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 fn number(gate: &str, v: &str) -> Result<f64, String> {
@@ -175,7 +180,26 @@ pub fn apply_cli(cfg: &mut GatesConfig, arg: &str) -> Result<(), String> {
             };
             cfg.min_topk_agreement = Some(TopKGate { min, k, output });
         }
-        "max_latency_ratio" => cfg.max_latency_ratio = Some(number(name, value)?),
+        "max_latency_ratio" => {
+            let (max, quantile) = match value.split_once(',') {
+                Some((m, q)) => {
+                    let q = q
+                        .trim()
+                        .strip_prefix("q=")
+                        .or_else(|| q.trim().strip_prefix("quantile="))
+                        .and_then(|q| q.parse::<f64>().ok())
+                        .ok_or_else(|| {
+                            format!("gate max_latency_ratio: `{value}`: write RATIO or RATIO,q=QUANTILE, e.g. 1.05 or 1.05,q=0.1")
+                        })?;
+                    (number(name, m)?, q)
+                }
+                None => (
+                    number(name, value)?,
+                    infopt_passes::gates::DEFAULT_LATENCY_QUANTILE,
+                ),
+            };
+            cfg.max_latency_ratio = Some(infopt_passes::gates::LatencyGate { max, quantile });
+        }
         "max_file_size" => {
             infopt_runtime::tensorrt::args::parse_size(value)
                 .map_err(|e| format!("gate max_file_size: {e}"))?;
@@ -230,10 +254,17 @@ fn check(cfg: &GatesConfig) -> Result<(), String> {
             t.min
         ));
     }
-    if let Some(r) = cfg.max_latency_ratio
-        && !(r.is_finite() && r > 0.0)
-    {
-        return Err(format!("gate max_latency_ratio: {r} must be positive"));
+    if let Some(l) = &cfg.max_latency_ratio {
+        if !(l.max.is_finite() && l.max > 0.0) {
+            return Err(format!("gate max_latency_ratio: {} must be positive", l.max));
+        }
+        // Extreme quantiles have no usable bootstrap interval.
+        if !(0.05..=0.95).contains(&l.quantile) {
+            return Err(format!(
+                "gate max_latency_ratio: quantile {} must be within [0.05, 0.95]",
+                l.quantile
+            ));
+        }
     }
     Ok(())
 }
@@ -638,11 +669,7 @@ pub fn optimize_latency(
     warmup: usize,
     runs: usize,
 ) -> CliResult<(infopt_verify::LatencyComparison, latency::LatencyEvidence)> {
-    let plan = latency::LatencyPlan {
-        threshold: gates.latency_threshold().unwrap_or(f64::INFINITY),
-        warmup,
-        runs,
-    };
+    let plan = gates.latency_plan(warmup, runs);
     let backend = v.chosen.info.name.clone();
     let original = match &gates.baseline {
         Some(_) => None,
@@ -728,12 +755,8 @@ pub fn compare_gates(
 ) -> CliResult<GateReport> {
     let mut results = accuracy(&gates.config, outputs, Some((ya, yb)));
     let mut evidence = None;
-    if let Some(threshold) = gates.latency_threshold() {
-        let plan = latency::LatencyPlan {
-            threshold,
-            warmup: timing.0,
-            runs: timing.1,
-        };
+    if gates.latency_threshold().is_some() {
+        let plan = gates.latency_plan(timing.0, timing.1);
         let candidate = latency::Timed {
             label: "B",
             model: b.0,
@@ -808,11 +831,7 @@ pub fn bench_latency(
             "no model to time",
         ));
     };
-    let plan = latency::LatencyPlan {
-        threshold: gates.latency_threshold().unwrap_or(f64::INFINITY),
-        warmup,
-        runs,
-    };
+    let plan = gates.latency_plan(warmup, runs);
     let e = match &gates.baseline {
         Some(b) => latency::measure_against_baseline(b, timed(last), backend, &plan)?,
         None => latency::measure_pair(

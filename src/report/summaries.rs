@@ -33,10 +33,11 @@ fn change(before: u64, after: u64) -> String {
 pub fn latency_line(g: Option<&GateReport>, fallback: Option<(&str, f64, f64)>) -> Option<String> {
     if let Some(e) = g.and_then(|g| g.latency.as_ref()) {
         return Some(format!(
-            "{:.3} ms ({}) → {:.3} ms, {} ({}, {} runs each{})",
-            e.reference_median_ms,
+            "{} {:.3} ms ({}) → {:.3} ms, {} ({}, {} runs each{})",
+            e.statistic,
+            e.reference_statistic_ms,
             e.reference,
-            e.candidate_median_ms,
+            e.candidate_statistic_ms,
             e.verdict,
             e.backend,
             e.runs,
