@@ -289,8 +289,20 @@ fn latency_gate_fails_only_on_a_significant_slowdown() {
     assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(r["gates"]["latency"]["statistic"], "p10");
-    assert!(r["gates"]["latency"]["verdict"].as_str().unwrap().starts_with("p10 ratio "));
-    let o = infopt(&["bench", s(&model), "--compare", s(&model), "--gate", "max_latency_ratio=1.1,q=0.99"]);
+    assert!(
+        r["gates"]["latency"]["verdict"]
+            .as_str()
+            .unwrap()
+            .starts_with("p10 ratio ")
+    );
+    let o = infopt(&[
+        "bench",
+        s(&model),
+        "--compare",
+        s(&model),
+        "--gate",
+        "max_latency_ratio=1.1,q=0.99",
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     // bench has no outputs to gate.
     let o = infopt(&["bench", s(&model), "--gate", "min_cosine=0.9"]);

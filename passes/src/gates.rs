@@ -47,7 +47,13 @@ pub fn suggest_field(message: &str) -> String {
     let Some(expected) = after.split("expected").nth(1) else {
         return message.to_string();
     };
-    let valid: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    // "one of a, b, c", "`a` or `b`": the names, with or without backticks.
+    let expected = expected.trim().trim_start_matches("one of").trim();
+    let valid: Vec<&str> = expected
+        .split([',', ' '])
+        .map(|w| w.trim().trim_matches('`'))
+        .filter(|w| !w.is_empty() && *w != "or")
+        .collect();
     let best = valid
         .iter()
         .map(|v| (crate::registry::edit_distance(field, v), *v))

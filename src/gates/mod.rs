@@ -87,7 +87,9 @@ impl Gates {
         self.config
             .max_latency_ratio
             .as_ref()
-            .map_or(infopt_passes::gates::DEFAULT_LATENCY_QUANTILE, |l| l.quantile)
+            .map_or(infopt_passes::gates::DEFAULT_LATENCY_QUANTILE, |l| {
+                l.quantile
+            })
     }
 
     /// How the latency gate measures, from the command's warm-up and run counts.
@@ -256,7 +258,10 @@ fn check(cfg: &GatesConfig) -> Result<(), String> {
     }
     if let Some(l) = &cfg.max_latency_ratio {
         if !(l.max.is_finite() && l.max > 0.0) {
-            return Err(format!("gate max_latency_ratio: {} must be positive", l.max));
+            return Err(format!(
+                "gate max_latency_ratio: {} must be positive",
+                l.max
+            ));
         }
         // Extreme quantiles have no usable bootstrap interval.
         if !(0.05..=0.95).contains(&l.quantile) {
