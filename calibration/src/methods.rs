@@ -1,0 +1,386 @@
+//! Range methods: from a tensor's statistics to `amax`, the clipping threshold of a
+//! symmetric INT8 quantizer (`scale = amax / 127`).
+//!
+//! Notation: the |x| histogram has bins of width `w`, counts `h[0..n)` where `n` is one
+//! past the last non-empty bin, and `N = Σ h` finite values; `m = max |x|`. Every method
+//! returns at most `m`: a threshold beyond the largest value seen only wastes levels.
+//!
+//! * **minmax**: `amax = m`.
+//! * **percentile** (`p`, default 99.99): `k` = smallest bin with `Σ_{j≤k} h[j] ≥ p/100 · N`;
+//!   `amax = min((k + 1) · w, m)` (the upper edge of that bin, so at least `p`% of the
+//!   values lie within `[-amax, amax]`).
+//! * **entropy** (TensorRT's calibrator, as published in "8-bit Inference with TensorRT",
+//!   GTC 2017): for every `i` from `i0` to `n`, `i0` the first bin at or above
+//!   `start_bin · m / 2048` (`start_bin` = 128 counts bins of TensorRT's 2048-bin grid
+//!   over `[0, m]`, so the search starts at `m / 16` as in TensorRT): `P = h[0..i)` with the
+//!   outliers `Σ_{j≥i} h[j]` added to `P[i-1]`; `Q` = `h[0..i)` merged into `L` (128)
+//!   levels (bin `j` belongs to level `⌊j·L/i⌋`), each level's count spread evenly over
+//!   its non-empty bins (empty bins stay 0); both normalized;
+//!   `KL(P‖Q) = Σ_{P_j>0} P_j · ln(P_j / Q_j)` (∞ if some `Q_j = 0 < P_j`). The `i` with
+//!   the smallest divergence wins (ties: the larger `i`) and `amax = min((i + 0.5) · w, m)`.
+//!   pytorch-quantization's port returns the bin edge `i · w` instead, half a bin lower.
+//!   As published, a candidate whose last bin is empty while outliers exist has `D = ∞`;
+//!   so when the bulk ends below `m / 16` and the rest is a sparse tail, no clipping
+//!   candidate survives and `amax` is the largest value (percentile or mse clip there).
+//! * **mse**: for every candidate `a = (i + 0.5) · w`, `i` from `i0` (as for entropy) to
+//!   `n - 1`,
+//!   with `s = a / 127`: `MSE(a) = Σ_j h[j] · (c_j − s · min(round(c_j / s), 127))² / N`
+//!   where `c_j = (j + 0.5) · w` is the bin centre; `amax = min(argmin MSE, m)` (ties: the
+//!   smaller `a`).
+//!
+//! All methods read the same exactly mergeable histogram (see [`crate::histogram`]), so
+//! none of them depends on batch size or sample order.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{CalibError, Result};
+use crate::histogram::AbsHistogram;
+use crate::observer::TensorStats;
+
+/// INT8 levels on each side of zero for symmetric quantization.
+const QMAX: f64 = 127.0;
+
+/// Bins of TensorRT's histogram, the unit of `start_bin`.
+const TRT_BINS: f64 = 2048.0;
+
+/// How `amax` is chosen from a tensor's statistics. Serialized (with its parameters) into
+/// range tables, e.g. `{"name": "percentile", "percentile": 99.99}`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "name", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Method {
+    /// `amax = max |x|`.
+    MinMax,
+    /// The `percentile`-th percentile of |x|.
+    Percentile {
+        #[serde(default = "default_percentile")]
+        percentile: f64,
+    },
+    /// TensorRT's KL-divergence search.
+    Entropy {
+        #[serde(default = "default_levels")]
+        levels: usize,
+        #[serde(default = "default_start_bin")]
+        start_bin: usize,
+    },
+    /// The threshold minimizing the mean squared quantization error.
+    Mse {
+        #[serde(default = "default_start_bin")]
+        start_bin: usize,
+    },
+}
+
+fn default_percentile() -> f64 {
+    99.99
+}
+fn default_levels() -> usize {
+    128
+}
+fn default_start_bin() -> usize {
+    128
+}
+
+impl Method {
+    pub const PERCENTILE: Method = Method::Percentile { percentile: 99.99 };
+    pub const ENTROPY: Method = Method::Entropy {
+        levels: 128,
+        start_bin: 128,
+    };
+    pub const MSE: Method = Method::Mse { start_bin: 128 };
+
+    /// Every method name, as accepted by [`Method::from_name`].
+    pub const NAMES: [&'static str; 4] = ["minmax", "percentile", "entropy", "mse"];
+
+    /// The method's name (`minmax`, `percentile`, `entropy`, `mse`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Method::MinMax => "minmax",
+            Method::Percentile { .. } => "percentile",
+            Method::Entropy { .. } => "entropy",
+            Method::Mse { .. } => "mse",
+        }
+    }
+
+    /// A method with its default parameters, by name.
+    pub fn from_name(name: &str) -> Result<Method> {
+        match name {
+            "minmax" | "min-max" | "max" => Ok(Method::MinMax),
+            "percentile" => Ok(Method::PERCENTILE),
+            "entropy" | "kl" => Ok(Method::ENTROPY),
+            "mse" => Ok(Method::MSE),
+            _ => Err(CalibError::Config(format!(
+                "unknown range method '{name}'; expected one of {}",
+                Method::NAMES.join(", ")
+            ))),
+        }
+    }
+
+    /// Checks the parameters.
+    pub fn validate(&self) -> Result<()> {
+        match *self {
+            Method::Percentile { percentile } if !(percentile > 0.0 && percentile <= 100.0) => {
+                Err(CalibError::Config(format!(
+                    "percentile must be in (0, 100], got {percentile}"
+                )))
+            }
+            Method::Entropy { levels, .. } if levels < 2 => Err(CalibError::Config(format!(
+                "entropy levels must be at least 2, got {levels}"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// `amax` for one tensor (0 when it had no finite value).
+    pub fn amax(&self, stats: &TensorStats) -> f32 {
+        let m = stats.abs_max();
+        let h = &stats.histogram;
+        if m == 0.0 || h.bin_width() == 0.0 {
+            return m;
+        }
+        let a = match *self {
+            Method::MinMax => return m,
+            Method::Percentile { percentile } => percentile_amax(h, percentile),
+            Method::Entropy { levels, start_bin } => {
+                entropy_amax(h, levels, first_candidate(h, m, start_bin))
+            }
+            Method::Mse { start_bin } => mse_amax(h, first_candidate(h, m, start_bin)),
+        };
+        match a {
+            Some(a) => (a as f32).min(m),
+            None => m,
+        }
+    }
+}
+
+/// The first candidate bin for `start_bin`, which is counted in bins of TensorRT's grid
+/// (2048 bins over `[0, m]`) so that the search starts at the same threshold, `start_bin ·
+/// m / 2048`, whatever the resolution of our power-of-two grid.
+fn first_candidate(h: &AbsHistogram, m: f32, start_bin: usize) -> usize {
+    let threshold = start_bin as f64 * f64::from(m) / TRT_BINS;
+    ((threshold / h.bin_width()).ceil() as usize).max(1)
+}
+
+fn percentile_amax(h: &AbsHistogram, percentile: f64) -> Option<f64> {
+    let target = percentile / 100.0 * h.total() as f64;
+    let mut cum = 0u64;
+    for (j, &c) in h.counts().iter().enumerate() {
+        cum += c;
+        if cum as f64 >= target {
+            return Some((j + 1) as f64 * h.bin_width());
+        }
+    }
+    None
+}
+
+fn entropy_amax(h: &AbsHistogram, levels: usize, first: usize) -> Option<f64> {
+    let counts = h.counts();
+    let n = h.used_bins();
+    if n <= first {
+        return None;
+    }
+    let total: u64 = counts[..n].iter().sum();
+    let mut level_sum = vec![0u64; levels];
+    let mut level_nonempty = vec![0u64; levels];
+    let mut kept = counts[..first - 1].iter().sum::<u64>();
+    let mut best = (f64::INFINITY, n);
+    for i in first..=n {
+        kept += counts[i - 1];
+        let outliers = total - kept;
+        if outliers > 0 && counts[i - 1] == 0 {
+            // P[i-1] holds the outliers but Q[i-1] is 0: D = inf, cannot win.
+            continue;
+        }
+        level_sum.fill(0);
+        level_nonempty.fill(0);
+        for (j, &c) in counts[..i].iter().enumerate() {
+            if c > 0 {
+                let l = j * levels / i;
+                level_sum[l] += c;
+                level_nonempty[l] += 1;
+            }
+        }
+        let kl = if kept == 0 {
+            f64::INFINITY
+        } else {
+            let (p_total, q_total) = (total as f64, kept as f64);
+            let mut kl = 0.0;
+            for (j, &c) in counts[..i].iter().enumerate() {
+                let p = if j == i - 1 { c + outliers } else { c };
+                if p == 0 {
+                    continue;
+                }
+                if c == 0 {
+                    kl = f64::INFINITY;
+                    break;
+                }
+                let l = j * levels / i;
+                let q = level_sum[l] as f64 / level_nonempty[l] as f64 / q_total;
+                let p = p as f64 / p_total;
+                kl += p * (p / q).ln();
+            }
+            kl
+        };
+        // `<=`: on ties the larger threshold wins, as in TensorRT's reference code.
+        if kl <= best.0 {
+            best = (kl, i);
+        }
+    }
+    Some((best.1 as f64 + 0.5) * h.bin_width())
+}
+
+fn mse_amax(h: &AbsHistogram, first: usize) -> Option<f64> {
+    let counts = h.counts();
+    let n = h.used_bins();
+    let w = h.bin_width();
+    let total = h.total() as f64;
+    let mut best: Option<(f64, f64)> = None;
+    for i in first.min(n.saturating_sub(1))..n {
+        let a = (i as f64 + 0.5) * w;
+        let s = a / QMAX;
+        let mut err = 0.0;
+        for (j, &c) in counts[..n].iter().enumerate() {
+            if c > 0 {
+                let x = (j as f64 + 0.5) * w;
+                let q = (x / s).round().min(QMAX) * s;
+                err += c as f64 * (x - q) * (x - q);
+            }
+        }
+        let mse = err / total;
+        if best.is_none_or(|(b, _)| mse < b) {
+            best = Some((mse, a));
+        }
+    }
+    best.map(|(_, a)| a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observer::RangeCollector;
+    use infopt_runtime::HostTensor;
+
+    /// Deterministic pseudo-random numbers (SplitMix64), so tests need no dependency.
+    pub(crate) struct Rng(u64);
+    impl Rng {
+        pub(crate) fn new(seed: u64) -> Rng {
+            Rng(seed)
+        }
+        pub(crate) fn next_u64(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+        /// Uniform in [0, 1).
+        pub(crate) fn uniform(&mut self) -> f64 {
+            (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        }
+        /// Standard normal (Box-Muller).
+        pub(crate) fn normal(&mut self) -> f64 {
+            let u = self.uniform().max(1e-300);
+            let v = self.uniform();
+            (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+        }
+    }
+
+    fn stats_of(values: &[f32]) -> TensorStats {
+        let mut c = RangeCollector::new();
+        c.observe("t", &HostTensor::from_vec(vec![values.len()], values.to_vec()).unwrap());
+        c.get("t").unwrap().clone()
+    }
+
+    fn gaussian_with_outliers() -> Vec<f32> {
+        let mut rng = Rng::new(1);
+        let mut v: Vec<f32> = (0..200_000).map(|_| rng.normal() as f32).collect();
+        // A handful of outliers far in the tail, on both sides.
+        v.extend([20.0, -25.0, 18.0, -30.0, 28.0]);
+        v
+    }
+
+    fn all_methods() -> [Method; 4] {
+        [Method::MinMax, Method::PERCENTILE, Method::ENTROPY, Method::MSE]
+    }
+
+    #[test]
+    fn gaussian_with_outliers_clips_the_tail_except_minmax() {
+        let s = stats_of(&gaussian_with_outliers());
+        assert_eq!(Method::MinMax.amax(&s), 30.0);
+        for m in [Method::PERCENTILE, Method::ENTROPY] {
+            let a = m.amax(&s);
+            // A standard normal: the useful range is a few sigma; the outliers are at 18+.
+            assert!((2.0..8.0).contains(&a), "{}: amax {a}", m.name());
+        }
+        // MSE weighs the outliers' squared clipping error (~20² each) against the bulk's
+        // rounding error (~s²/12): it clips the farthest ones but keeps most of the tail.
+        let mse = Method::MSE.amax(&s);
+        assert!((10.0..25.0).contains(&mse), "mse amax {mse}");
+        // Without the outliers the squared error is all bulk: a few sigma.
+        let bulk: Vec<f32> = gaussian_with_outliers()[..200_000].to_vec();
+        let mse = Method::MSE.amax(&stats_of(&bulk));
+        assert!((2.5..5.0).contains(&mse), "mse amax without outliers {mse}");
+        // 99.99th percentile of |N(0,1)| is about 3.9.
+        let p = Method::PERCENTILE.amax(&s);
+        assert!((3.5..4.5).contains(&p), "percentile {p}");
+        // A lower percentile clips more.
+        let p99 = Method::Percentile { percentile: 99.0 }.amax(&s);
+        assert!((2.4..2.8).contains(&p99), "p99 {p99}");
+    }
+
+    #[test]
+    fn uniform_keeps_nearly_the_whole_range() {
+        let mut rng = Rng::new(2);
+        let v: Vec<f32> = (0..200_000).map(|_| (rng.uniform() * 2.0 - 1.0) as f32 * 3.0).collect();
+        let s = stats_of(&v);
+        let m = s.abs_max();
+        for method in all_methods() {
+            let a = method.amax(&s);
+            assert!(a <= m && a > 0.93 * m, "{}: amax {a} of max {m}", method.name());
+        }
+    }
+
+    #[test]
+    fn entropy_clips_a_sparse_tail_within_its_search_range() {
+        let mut rng = Rng::new(3);
+        let mut v: Vec<f32> = (0..100_000).map(|_| rng.normal().abs() as f32).collect();
+        v.push(20.0);
+        let a = Method::ENTROPY.amax(&stats_of(&v));
+        assert!((2.5..6.0).contains(&a), "entropy amax {a}");
+        // Without the tail value the bulk is kept almost whole.
+        v.pop();
+        let s = stats_of(&v);
+        let a = Method::ENTROPY.amax(&s);
+        assert!(a > 0.6 * s.abs_max() && a <= s.abs_max(), "amax {a}, max {}", s.abs_max());
+        // Beyond 16x the bulk, the published algorithm cannot clip: every candidate
+        // between the bulk (below max/16, where the search starts) and the outlier ends
+        // in an empty bin that receives the outliers, so D is infinite there.
+        v.push(100.0);
+        assert_eq!(Method::ENTROPY.amax(&stats_of(&v)), 100.0);
+    }
+
+    #[test]
+    fn degenerate_inputs() {
+        for m in all_methods() {
+            assert_eq!(m.amax(&stats_of(&[0.0, 0.0])), 0.0, "{}", m.name());
+            assert_eq!(m.amax(&stats_of(&[f32::NAN])), 0.0, "{}", m.name());
+            // One distinct value: nothing to clip.
+            let a = m.amax(&stats_of(&[2.5; 10]));
+            assert!(a <= 2.5 && a > 2.4, "{}: {a}", m.name());
+        }
+    }
+
+    #[test]
+    fn names_and_params_round_trip() {
+        for name in Method::NAMES {
+            let m = Method::from_name(name).unwrap();
+            assert_eq!(m.name(), name);
+            let json = serde_json::to_string(&m).unwrap();
+            let back: Method = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, m);
+        }
+        let m: Method = serde_json::from_str(r#"{"name":"percentile","percentile":99.9}"#).unwrap();
+        assert_eq!(m, Method::Percentile { percentile: 99.9 });
+        assert!(Method::from_name("kld").unwrap_err().to_string().contains("entropy"));
+        assert!(Method::Percentile { percentile: 0.0 }.validate().is_err());
+        assert!(Method::Percentile { percentile: 100.0 }.validate().is_ok());
+    }
+}
