@@ -34,11 +34,13 @@ pub mod observer;
 pub mod table;
 
 
+pub use cache::{CacheFormat, CalibratorName, ImportedRange, ImportedRanges, TrtCacheHeader};
 pub use error::{CalibError, Result};
 pub use histogram::{AbsHistogram, DEFAULT_BINS};
 
 pub use methods::Method;
 pub use observer::{RangeCollector, TensorStats};
+pub use table::{RangeTable, TensorRange};
 
 
 /// The range methods and their formulas, for `infopt passes explain quantize-int8`.
