@@ -251,7 +251,10 @@ fn check_ranges(ranges: &BTreeMap<String, ImportedRange>, path: &Path) -> Result
 }
 
 fn parse_trt_cache(text: &str, path: &Path) -> Result<ImportedRanges> {
-    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
     let (i, first) = lines.next().unwrap_or((0, ""));
     let header = parse_header(first.trim())
         .ok_or_else(|| {
@@ -286,7 +289,10 @@ fn parse_trt_cache(text: &str, path: &Path) -> Result<ImportedRanges> {
                 "tensor '{name}': scale {scale} must be finite and >= 0"
             )));
         }
-        if ranges.insert(name.to_string(), ImportedRange::amax(scale * QMAX)).is_some() {
+        if ranges
+            .insert(name.to_string(), ImportedRange::amax(scale * QMAX))
+            .is_some()
+        {
             return Err(err(format!("tensor '{name}' appears twice")));
         }
     }
@@ -323,7 +329,10 @@ fn parse_ort_text(text: &str, path: &Path) -> Result<BTreeMap<String, ImportedRa
             .map_err(|_| err(format!("tensor '{name}': '{value}' is not a number")))?;
         // ORT stores max(highest, lowest); its TensorRT provider uses it as a symmetric
         // range, so a negative value (an all-negative tensor) is taken by magnitude.
-        if ranges.insert(name.to_string(), ImportedRange::amax(v.abs())).is_some() {
+        if ranges
+            .insert(name.to_string(), ImportedRange::amax(v.abs()))
+            .is_some()
+        {
             return Err(err(format!("tensor '{name}' appears twice")));
         }
     }
@@ -446,7 +455,10 @@ impl<'de> Visitor<'de> for OrtNumberVisitor {
 /// ORT's flatbuffer starts with the root table offset; the text formats start with a
 /// printable character.
 fn looks_like_flatbuffer(bytes: &[u8]) -> bool {
-    bytes.len() >= 8 && bytes[..4].iter().any(|b| !b.is_ascii_graphic() && *b != b' ')
+    bytes.len() >= 8
+        && bytes[..4]
+            .iter()
+            .any(|b| !b.is_ascii_graphic() && *b != b' ')
 }
 
 /// Reads ONNX Runtime's `calibration.flatbuffers`: root `TrtTable { dict: [KeyValue] }`,
@@ -456,21 +468,33 @@ fn parse_ort_flatbuffers(bytes: &[u8], path: &Path) -> Result<ImportedRanges> {
         CalibError::parse(
             path,
             0,
-            format!("not a readable calibration file: {what} (expected a TensorRT cache, JSON, or ONNX Runtime's calibration.cache/.flatbuffers)"),
+            format!(
+                "not a readable calibration file: {what} (expected a TensorRT cache, JSON, or ONNX Runtime's calibration.cache/.flatbuffers)"
+            ),
         )
     };
     let fb = Flat(bytes);
     let root = fb.u32(0).ok_or_else(|| bad("too short"))? as usize;
-    let dict = fb.field_target(root, 0).ok_or_else(|| bad("no dict vector"))?;
+    let dict = fb
+        .field_target(root, 0)
+        .ok_or_else(|| bad("no dict vector"))?;
     let len = fb.u32(dict).ok_or_else(|| bad("truncated vector"))? as usize;
     let mut ranges = BTreeMap::new();
     for k in 0..len {
         let slot = dict + 4 + 4 * k;
         let entry = slot + fb.u32(slot).ok_or_else(|| bad("truncated vector"))? as usize;
-        let key = fb.string(entry, 0).ok_or_else(|| bad("entry without key"))?;
-        let value = fb.string(entry, 1).ok_or_else(|| bad("entry without value"))?;
+        let key = fb
+            .string(entry, 0)
+            .ok_or_else(|| bad("entry without key"))?;
+        let value = fb
+            .string(entry, 1)
+            .ok_or_else(|| bad("entry without value"))?;
         let v: f32 = value.trim().parse().map_err(|_| {
-            CalibError::parse(path, 0, format!("tensor '{key}': '{value}' is not a number"))
+            CalibError::parse(
+                path,
+                0,
+                format!("tensor '{key}': '{value}' is not a number"),
+            )
         })?;
         ranges.insert(key.to_string(), ImportedRange::amax(v.abs()));
     }
@@ -558,7 +582,10 @@ mod tests {
 
     #[test]
     fn writes_the_tensorrt_format() {
-        let t = table(&[("input", 1.0), ("(Unnamed Layer* 3) [Convolution]_output", 2.0)]);
+        let t = table(&[
+            ("input", 1.0),
+            ("(Unnamed Layer* 3) [Convolution]_output", 2.0),
+        ]);
         let text = trt_cache_text(&t, TrtCacheHeader::default());
         // 1/127 = 0x3c010204 and 2/127 = 0x3c810204 as float32 bits.
         assert_eq!(
@@ -577,10 +604,17 @@ mod tests {
         let t = table(&[("a", 3.5), ("b:0", 0.0123), ("c", 0.0)]);
         let text = trt_cache_text(&t, TrtCacheHeader::default());
         let back = parse_ranges(text.as_bytes(), Path::new("calib.cache")).unwrap();
-        assert_eq!(back.format, CacheFormat::TensorRt(TrtCacheHeader::default()));
+        assert_eq!(
+            back.format,
+            CacheFormat::TensorRt(TrtCacheHeader::default())
+        );
         for (name, r) in &t.tensors {
             let a = back.ranges[name].amax;
-            assert!((a - r.amax).abs() <= r.amax * 1e-6, "{name}: {a} vs {}", r.amax);
+            assert!(
+                (a - r.amax).abs() <= r.amax * 1e-6,
+                "{name}: {a} vs {}",
+                r.amax
+            );
         }
         // Short hex (no zero padding) is accepted too, as is a trailing CRLF.
         let r = parse_ranges(b"TRT-8601-EntropyCalibration2\r\nx: 0\r\n", Path::new("c")).unwrap();
@@ -590,28 +624,56 @@ mod tests {
     #[test]
     fn malformed_caches_name_file_and_line() {
         let cases: [(&str, &str); 5] = [
-            ("TRT-100300-Entropy\nx: 3c010204\n", "c.cache:1: 'TRT-100300-Entropy' is not"),
-            ("TRT-100300-EntropyCalibration2\nx 3c010204\n", "c.cache:2: expected 'tensor_name: hex_scale'"),
-            ("TRT-100300-EntropyCalibration2\nx: 3c01zz04\n", "c.cache:2: tensor 'x': '3c01zz04'"),
-            ("TRT-100300-EntropyCalibration2\nx: 7f800000\n", "c.cache:2: tensor 'x': scale inf"),
-            ("TRT-100300-EntropyCalibration2\n\nx: 1\nx: 2\n", "c.cache:4: tensor 'x' appears twice"),
+            (
+                "TRT-100300-Entropy\nx: 3c010204\n",
+                "c.cache:1: 'TRT-100300-Entropy' is not",
+            ),
+            (
+                "TRT-100300-EntropyCalibration2\nx 3c010204\n",
+                "c.cache:2: expected 'tensor_name: hex_scale'",
+            ),
+            (
+                "TRT-100300-EntropyCalibration2\nx: 3c01zz04\n",
+                "c.cache:2: tensor 'x': '3c01zz04'",
+            ),
+            (
+                "TRT-100300-EntropyCalibration2\nx: 7f800000\n",
+                "c.cache:2: tensor 'x': scale inf",
+            ),
+            (
+                "TRT-100300-EntropyCalibration2\n\nx: 1\nx: 2\n",
+                "c.cache:4: tensor 'x' appears twice",
+            ),
         ];
         for (text, want) in cases {
-            let err = parse_ranges(text.as_bytes(), Path::new("c.cache")).unwrap_err().to_string();
+            let err = parse_ranges(text.as_bytes(), Path::new("c.cache"))
+                .unwrap_err()
+                .to_string();
             assert!(err.starts_with(want), "{err}");
             assert!(!err.contains('\n'));
         }
         let err = parse_ranges(b"a 1.0\nb x\n", Path::new("calibration.cache")).unwrap_err();
-        assert!(err.to_string().starts_with("calibration.cache:2: tensor 'b'"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("calibration.cache:2: tensor 'b'"),
+            "{err}"
+        );
         let err = parse_ranges(b"{\"a\": \"x\"}", Path::new("c.json")).unwrap_err();
-        assert!(err.to_string().starts_with("c.json:1: invalid type"), "{err}");
+        assert!(
+            err.to_string().starts_with("c.json:1: invalid type"),
+            "{err}"
+        );
         let err = parse_ranges(b"{\n\"a\": {\"lowest\": 1}\n}", Path::new("c.json")).unwrap_err();
         assert!(err.to_string().contains("needs both"), "{err}");
     }
 
     #[test]
     fn reads_plain_json_maps() {
-        let r = parse_ranges(br#"{"a": 2.5, "b": [-3, 1.5], "c": 4}"#, Path::new("r.json")).unwrap();
+        let r = parse_ranges(
+            br#"{"a": 2.5, "b": [-3, 1.5], "c": 4}"#,
+            Path::new("r.json"),
+        )
+        .unwrap();
         assert_eq!(r.format, CacheFormat::JsonMap);
         assert_eq!(r.ranges["a"].amax, 2.5);
         assert_eq!(r.ranges["b"], ImportedRange::min_max(-3.0, 1.5));

@@ -74,7 +74,10 @@ impl AbsHistogram {
 
     /// One past the last non-empty bin (0 for an empty histogram).
     pub fn used_bins(&self) -> usize {
-        self.counts.iter().rposition(|&c| c > 0).map_or(0, |i| i + 1)
+        self.counts
+            .iter()
+            .rposition(|&c| c > 0)
+            .map_or(0, |i| i + 1)
     }
 
     /// Counts finite values of `xs` (by absolute value); NaN and ±inf are skipped, the
@@ -228,7 +231,10 @@ mod tests {
     fn merge_is_order_independent() {
         let a: Vec<f32> = (0..500).map(|i| i as f32 * 0.01).collect();
         let b: Vec<f32> = (0..500).map(|i| -(i as f32) * 0.9).collect();
-        let (mut ha, mut hb) = (AbsHistogram::new(512).unwrap(), AbsHistogram::new(512).unwrap());
+        let (mut ha, mut hb) = (
+            AbsHistogram::new(512).unwrap(),
+            AbsHistogram::new(512).unwrap(),
+        );
         ha.add(&a);
         hb.add(&b);
         let mut ab = ha.clone();

@@ -33,15 +33,14 @@ pub mod methods;
 pub mod observer;
 pub mod table;
 
-
 pub use cache::{CacheFormat, CalibratorName, ImportedRange, ImportedRanges, TrtCacheHeader};
 pub use error::{CalibError, Result};
 pub use histogram::{AbsHistogram, DEFAULT_BINS};
+pub use images::{ImageFolder, ImageSpec};
 
 pub use methods::Method;
 pub use observer::{RangeCollector, TensorStats};
 pub use table::{RangeTable, TensorRange};
-
 
 /// The range methods and their formulas, for `infopt passes explain quantize-int8`.
 pub const METHODS_DOC: &str = "\

@@ -117,11 +117,9 @@ impl Method {
     /// Checks the parameters.
     pub fn validate(&self) -> Result<()> {
         match *self {
-            Method::Percentile { percentile } if !(percentile > 0.0 && percentile <= 100.0) => {
-                Err(CalibError::Config(format!(
-                    "percentile must be in (0, 100], got {percentile}"
-                )))
-            }
+            Method::Percentile { percentile } if !(percentile > 0.0 && percentile <= 100.0) => Err(
+                CalibError::Config(format!("percentile must be in (0, 100], got {percentile}")),
+            ),
             Method::Entropy { levels, .. } if levels < 2 => Err(CalibError::Config(format!(
                 "entropy levels must be at least 2, got {levels}"
             ))),
@@ -285,7 +283,10 @@ mod tests {
 
     fn stats_of(values: &[f32]) -> TensorStats {
         let mut c = RangeCollector::new();
-        c.observe("t", &HostTensor::from_vec(vec![values.len()], values.to_vec()).unwrap());
+        c.observe(
+            "t",
+            &HostTensor::from_vec(vec![values.len()], values.to_vec()).unwrap(),
+        );
         c.get("t").unwrap().clone()
     }
 
@@ -298,7 +299,12 @@ mod tests {
     }
 
     fn all_methods() -> [Method; 4] {
-        [Method::MinMax, Method::PERCENTILE, Method::ENTROPY, Method::MSE]
+        [
+            Method::MinMax,
+            Method::PERCENTILE,
+            Method::ENTROPY,
+            Method::MSE,
+        ]
     }
 
     #[test]
@@ -329,12 +335,18 @@ mod tests {
     #[test]
     fn uniform_keeps_nearly_the_whole_range() {
         let mut rng = Rng::new(2);
-        let v: Vec<f32> = (0..200_000).map(|_| (rng.uniform() * 2.0 - 1.0) as f32 * 3.0).collect();
+        let v: Vec<f32> = (0..200_000)
+            .map(|_| (rng.uniform() * 2.0 - 1.0) as f32 * 3.0)
+            .collect();
         let s = stats_of(&v);
         let m = s.abs_max();
         for method in all_methods() {
             let a = method.amax(&s);
-            assert!(a <= m && a > 0.93 * m, "{}: amax {a} of max {m}", method.name());
+            assert!(
+                a <= m && a > 0.93 * m,
+                "{}: amax {a} of max {m}",
+                method.name()
+            );
         }
     }
 
@@ -349,7 +361,11 @@ mod tests {
         v.pop();
         let s = stats_of(&v);
         let a = Method::ENTROPY.amax(&s);
-        assert!(a > 0.6 * s.abs_max() && a <= s.abs_max(), "amax {a}, max {}", s.abs_max());
+        assert!(
+            a > 0.6 * s.abs_max() && a <= s.abs_max(),
+            "amax {a}, max {}",
+            s.abs_max()
+        );
         // Beyond 16x the bulk, the published algorithm cannot clip: every candidate
         // between the bulk (below max/16, where the search starts) and the outlier ends
         // in an empty bin that receives the outliers, so D is infinite there.
@@ -379,7 +395,12 @@ mod tests {
         }
         let m: Method = serde_json::from_str(r#"{"name":"percentile","percentile":99.9}"#).unwrap();
         assert_eq!(m, Method::Percentile { percentile: 99.9 });
-        assert!(Method::from_name("kld").unwrap_err().to_string().contains("entropy"));
+        assert!(
+            Method::from_name("kld")
+                .unwrap_err()
+                .to_string()
+                .contains("entropy")
+        );
         assert!(Method::Percentile { percentile: 0.0 }.validate().is_err());
         assert!(Method::Percentile { percentile: 100.0 }.validate().is_ok());
     }

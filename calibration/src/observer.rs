@@ -189,17 +189,26 @@ mod tests {
     #[test]
     fn observes_floats_of_every_width_and_ignores_integers() {
         let mut c = RangeCollector::new();
-        c.observe("a", &HostTensor::from_vec(vec![3], vec![-1.5f32, 0.25, 2.0]).unwrap());
+        c.observe(
+            "a",
+            &HostTensor::from_vec(vec![3], vec![-1.5f32, 0.25, 2.0]).unwrap(),
+        );
         c.observe(
             "a",
             &HostTensor::from_vec(vec![2], vec![f16::from_f32(-3.0), f16::from_f32(1.0)]).unwrap(),
         );
-        c.observe("b", &HostTensor::from_vec(vec![2], vec![bf16::from_f32(0.5), bf16::NAN]).unwrap());
+        c.observe(
+            "b",
+            &HostTensor::from_vec(vec![2], vec![bf16::from_f32(0.5), bf16::NAN]).unwrap(),
+        );
         c.observe("c", &HostTensor::from_vec(vec![1], vec![7.0f64]).unwrap());
         c.observe("i", &HostTensor::from_vec(vec![2], vec![1i64, 99]).unwrap());
         assert_eq!(c.len(), 3);
         let a = c.get("a").unwrap();
-        assert_eq!((a.min, a.max, a.observations, a.elements), (-3.0, 2.0, 2, 5));
+        assert_eq!(
+            (a.min, a.max, a.observations, a.elements),
+            (-3.0, 2.0, 2, 5)
+        );
         assert_eq!(a.abs_max(), 3.0);
         let b = c.get("b").unwrap();
         assert_eq!((b.elements, b.non_finite, b.histogram.total()), (1, 1, 1));
@@ -217,7 +226,10 @@ mod tests {
         b.observe("y", &t);
         a.merge(b).unwrap();
         let x = a.get("x").unwrap();
-        assert_eq!((x.min, x.max, x.observations, x.elements), (-9.0, 4.0, 2, 3));
+        assert_eq!(
+            (x.min, x.max, x.observations, x.elements),
+            (-9.0, 4.0, 2, 3)
+        );
         assert!(a.get("y").is_some());
         assert!(a.merge(RangeCollector::with_bins(4096).unwrap()).is_err());
     }
@@ -225,7 +237,9 @@ mod tests {
     #[test]
     fn chunked_conversion_counts_every_element() {
         let n = CHUNK * 2 + 5;
-        let v: Vec<f16> = (0..n).map(|i| f16::from_f32((i % 100) as f32 - 50.0)).collect();
+        let v: Vec<f16> = (0..n)
+            .map(|i| f16::from_f32((i % 100) as f32 - 50.0))
+            .collect();
         let mut c = RangeCollector::new();
         c.observe("h", &HostTensor::from_vec(vec![n], v).unwrap());
         let h = c.get("h").unwrap();

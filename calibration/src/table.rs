@@ -146,7 +146,10 @@ impl RangeTable {
                 return Err(CalibError::parse(
                     path,
                     0,
-                    format!("tensor '{name}': amax must be finite and >= 0, got {}", r.amax),
+                    format!(
+                        "tensor '{name}': amax must be finite and >= 0, got {}",
+                        r.amax
+                    ),
                 ));
             }
         }
@@ -204,8 +207,14 @@ mod tests {
 
     fn collector() -> RangeCollector {
         let mut c = RangeCollector::new();
-        c.observe("b", &HostTensor::from_vec(vec![3], vec![-1.5f32, 0.1, 2.75]).unwrap());
-        c.observe("a", &HostTensor::from_vec(vec![2], vec![0.3f32, f32::NAN]).unwrap());
+        c.observe(
+            "b",
+            &HostTensor::from_vec(vec![3], vec![-1.5f32, 0.1, 2.75]).unwrap(),
+        );
+        c.observe(
+            "a",
+            &HostTensor::from_vec(vec![2], vec![0.3f32, f32::NAN]).unwrap(),
+        );
         c.observe("a", &HostTensor::from_vec(vec![1], vec![0.7f32]).unwrap());
         c
     }
@@ -219,7 +228,10 @@ mod tests {
         );
         assert_eq!(t.tensors.len(), 2);
         let a = &t.tensors["a"];
-        assert_eq!((a.min, a.max, a.samples, a.elements, a.non_finite), (0.3, 0.7, 2, 2, 1));
+        assert_eq!(
+            (a.min, a.max, a.samples, a.elements, a.non_finite),
+            (0.3, 0.7, 2, 2, 1)
+        );
         assert_eq!(t.tensors["b"].method, "percentile");
         let json = t.to_json();
         assert!(json.contains("\"schema_version\": 1"), "{json}");
@@ -250,7 +262,9 @@ mod tests {
         let newer = json.replace("\"schema_version\": 1", "\"schema_version\": 9");
         let err = RangeTable::from_json(&newer, p).unwrap_err().to_string();
         assert!(err.contains("schema_version 9"), "{err}");
-        let err = RangeTable::from_json("{\"x\": 1.0}", p).unwrap_err().to_string();
+        let err = RangeTable::from_json("{\"x\": 1.0}", p)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("no schema_version"), "{err}");
         let err = RangeTable::from_json("{", p).unwrap_err().to_string();
         assert!(err.starts_with("r.json:1:"), "{err}");

@@ -102,7 +102,14 @@ fn fingerprint(c: &RangeCollector, m: Method) -> Vec<(String, u32, u32, u32)> {
     let t = RangeTable::from_collector(c, m, b"model").unwrap();
     t.tensors
         .iter()
-        .map(|(n, r)| (n.clone(), r.amax.to_bits(), r.min.to_bits(), r.max.to_bits()))
+        .map(|(n, r)| {
+            (
+                n.clone(),
+                r.amax.to_bits(),
+                r.min.to_bits(),
+                r.max.to_bits(),
+            )
+        })
         .collect()
 }
 
@@ -136,7 +143,10 @@ fn ranges_are_bit_identical_across_batching_order_and_merging() {
     for (what, c) in &variants {
         for (name, stats) in reference.iter() {
             let other = c.get(name).unwrap();
-            assert_eq!(stats.histogram, other.histogram, "{what}: histogram of {name}");
+            assert_eq!(
+                stats.histogram, other.histogram,
+                "{what}: histogram of {name}"
+            );
             assert_eq!(stats.elements, other.elements, "{what}: {name}");
         }
         for m in methods() {

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use infopt_calibration::cache::{CacheFormat, read_ranges};
 
 fn data(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/ort").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/ort")
+        .join(name)
 }
 
 #[test]
@@ -15,7 +17,10 @@ fn ort_calibration_json_gives_min_max_and_symmetric_amax() {
     assert_eq!(r.format, CacheFormat::JsonMap);
     assert_eq!(r.ranges.len(), 3);
     let conv = r.ranges["conv1_out"];
-    assert_eq!((conv.min, conv.max, conv.amax), (Some(-1.25), Some(3.5), 3.5));
+    assert_eq!(
+        (conv.min, conv.max, conv.amax),
+        (Some(-1.25), Some(3.5), 3.5)
+    );
     let relu = r.ranges["relu:0"];
     assert_eq!(relu.max, Some(0.123_456_79));
     let neg = r.ranges["neg"];
