@@ -46,7 +46,11 @@ fn median(mut v: Vec<Duration>) -> Duration {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let elements: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1 << 20);
-    let repeats: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(20).max(1);
+    let repeats: usize = args
+        .get(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(20)
+        .max(1);
 
     let mut rng = Rng(7);
     // ReLU-like activations with a growing scale, so the histogram range widens while
@@ -69,7 +73,9 @@ fn main() {
         })
         .collect();
 
-    println!("observe: {elements} elements per tensor, {repeats} tensors, median of per-tensor times");
+    println!(
+        "observe: {elements} elements per tensor, {repeats} tensors, median of per-tensor times"
+    );
     let mut collector = RangeCollector::new();
     for (label, tensors) in [("f32", &f32_tensors), ("f16", &f16_tensors)] {
         let mut c = RangeCollector::new();
@@ -96,7 +102,12 @@ fn main() {
         stats.histogram.bins(),
         stats.histogram.used_bins()
     );
-    for method in [Method::MinMax, Method::PERCENTILE, Method::ENTROPY, Method::MSE] {
+    for method in [
+        Method::MinMax,
+        Method::PERCENTILE,
+        Method::ENTROPY,
+        Method::MSE,
+    ] {
         let times: Vec<Duration> = (0..5)
             .map(|_| {
                 let start = Instant::now();
@@ -116,5 +127,8 @@ fn main() {
     let other = collector.clone();
     let start = Instant::now();
     collector.merge(other).expect("same bins");
-    println!("merge of one tensor's statistics: {:.1} µs", start.elapsed().as_secs_f64() * 1e6);
+    println!(
+        "merge of one tensor's statistics: {:.1} µs",
+        start.elapsed().as_secs_f64() * 1e6
+    );
 }

@@ -88,6 +88,11 @@ impl AbsHistogram {
             .map(|x| x.abs())
             .filter(|a| a.is_finite())
             .fold(0f32, f32::max);
+        self.add_with_max(xs, batch_max);
+    }
+
+    /// [`add`](Self::add) when the caller already knows the largest finite |x| of `xs`.
+    pub(crate) fn add_with_max(&mut self, xs: &[f32], batch_max: f32) {
         if batch_max > 0.0 {
             self.cover(exponent_above(f64::from(batch_max)));
         }
@@ -96,14 +101,29 @@ impl AbsHistogram {
             self.counts[0] += xs.iter().filter(|x| **x == 0.0).count() as u64;
             return;
         };
-        let to_bins = pow2(self.bins_log2 as i32 - e);
-        let last = self.counts.len() - 1;
-        for &x in xs {
-            let a = f64::from(x.abs());
-            if a.is_finite() {
-                // Exact: `to_bins` is a power of two and the product stays a normal f64.
-                let bin = (a * to_bins) as usize;
-                self.counts[bin.min(last)] += 1;
+        let shift = self.bins_log2 as i32 - e;
+        let bins = self.counts.len();
+        if (-126..=127).contains(&shift) {
+            // Fast path in f32. Exact: `to_bins` is a power of two, so the product is
+            // exact unless it is subnormal, and then it is below 1 (bin 0) either way.
+            // NaN and inf fail the `< bins` test and are skipped.
+            let to_bins = f32::from_bits(((shift + 127) as u32) << 23);
+            let limit = bins as f32;
+            for &x in xs {
+                let y = x.abs() * to_bins;
+                if y < limit {
+                    self.counts[y as usize] += 1;
+                }
+            }
+        } else {
+            // Tiny ranges (subnormal data): the scale factor only exists in f64.
+            let to_bins = pow2(shift);
+            for &x in xs {
+                let a = f64::from(x.abs());
+                if a.is_finite() {
+                    let bin = (a * to_bins) as usize;
+                    self.counts[bin.min(bins - 1)] += 1;
+                }
             }
         }
     }
@@ -211,6 +231,24 @@ mod tests {
         known.add(&small);
         assert_eq!(grown, known);
         assert_eq!(grown.total(), 2000);
+    }
+
+    #[test]
+    fn tiny_and_huge_ranges_take_the_f64_path_and_agree() {
+        // 1e-40 is subnormal in f32: the scale factor 2^(11 - e) does not fit an f32.
+        let tiny = [1e-40f32, 3e-41, 0.0, -7e-41];
+        let mut h = AbsHistogram::new(2048).unwrap();
+        h.add(&tiny);
+        assert_eq!(h.total(), 4);
+        let w = h.bin_width();
+        for x in tiny {
+            let bin = (f64::from(x.abs()) / w) as usize;
+            assert!(h.counts()[bin] >= 1, "{x}");
+        }
+        let mut h = AbsHistogram::new(128).unwrap();
+        h.add(&[3e38, -1e38, 1.0]);
+        assert_eq!(h.top_exponent(), Some(128));
+        assert_eq!(h.total(), 3);
     }
 
     #[test]

@@ -170,59 +170,92 @@ fn percentile_amax(h: &AbsHistogram, percentile: f64) -> Option<f64> {
 }
 
 fn entropy_amax(h: &AbsHistogram, levels: usize, first: usize) -> Option<f64> {
-    let counts = h.counts();
-    let n = h.used_bins();
+    let counts = &h.counts()[..h.used_bins()];
+    let n = counts.len();
     if n <= first {
         return None;
     }
-    let total: u64 = counts[..n].iter().sum();
-    let mut level_sum = vec![0u64; levels];
-    let mut level_nonempty = vec![0u64; levels];
-    let mut kept = counts[..first - 1].iter().sum::<u64>();
+    let prefix = Prefix::new(counts);
     let mut best = (f64::INFINITY, n);
     for i in first..=n {
-        kept += counts[i - 1];
-        let outliers = total - kept;
-        if outliers > 0 && counts[i - 1] == 0 {
-            // P[i-1] holds the outliers but Q[i-1] is 0: D = inf, cannot win.
-            continue;
-        }
-        level_sum.fill(0);
-        level_nonempty.fill(0);
-        for (j, &c) in counts[..i].iter().enumerate() {
-            if c > 0 {
-                let l = j * levels / i;
-                level_sum[l] += c;
-                level_nonempty[l] += 1;
-            }
-        }
-        let kl = if kept == 0 {
-            f64::INFINITY
-        } else {
-            let (p_total, q_total) = (total as f64, kept as f64);
-            let mut kl = 0.0;
-            for (j, &c) in counts[..i].iter().enumerate() {
-                let p = if j == i - 1 { c + outliers } else { c };
-                if p == 0 {
-                    continue;
-                }
-                if c == 0 {
-                    kl = f64::INFINITY;
-                    break;
-                }
-                let l = j * levels / i;
-                let q = level_sum[l] as f64 / level_nonempty[l] as f64 / q_total;
-                let p = p as f64 / p_total;
-                kl += p * (p / q).ln();
-            }
-            kl
-        };
+        let kl = kl_divergence(&prefix, counts, i, levels);
         // `<=`: on ties the larger threshold wins, as in TensorRT's reference code.
         if kl <= best.0 {
             best = (kl, i);
         }
     }
     Some((best.1 as f64 + 0.5) * h.bin_width())
+}
+
+/// Prefix sums over the histogram, so each candidate's divergence costs O(levels)
+/// instead of O(bins).
+struct Prefix {
+    /// `count[k] = Σ_{j<k} h[j]`.
+    count: Vec<u64>,
+    /// Non-empty bins among the first `k`.
+    nonempty: Vec<u64>,
+    /// `Σ_{j<k} h[j] · ln h[j]`.
+    c_ln_c: Vec<f64>,
+}
+
+impl Prefix {
+    fn new(counts: &[u64]) -> Prefix {
+        let n = counts.len();
+        let (mut count, mut nonempty, mut c_ln_c) =
+            (vec![0; n + 1], vec![0; n + 1], vec![0.0; n + 1]);
+        for (j, &c) in counts.iter().enumerate() {
+            count[j + 1] = count[j] + c;
+            nonempty[j + 1] = nonempty[j] + u64::from(c > 0);
+            c_ln_c[j + 1] = c_ln_c[j]
+                + if c > 0 {
+                    c as f64 * (c as f64).ln()
+                } else {
+                    0.0
+                };
+        }
+        Prefix {
+            count,
+            nonempty,
+            c_ln_c,
+        }
+    }
+}
+
+/// `KL(P‖Q)` for threshold bin `i`, from `KL = Σ P ln P − Σ P ln Q`: the first sum comes
+/// from the prefix of `h ln h`; in the second, `Q` is constant over a level's non-empty
+/// bins, so it is `Σ_levels mass · ln(level average / kept)`. Bin `j` is in level
+/// `⌊j·L/i⌋`, so level `l` spans bins `[⌈l·i/L⌉, ⌈(l+1)·i/L⌉)`.
+fn kl_divergence(pre: &Prefix, counts: &[u64], i: usize, levels: usize) -> f64 {
+    let total = pre.count[counts.len()];
+    let kept = pre.count[i];
+    let outliers = total - kept;
+    if kept == 0 || (outliers > 0 && counts[i - 1] == 0) {
+        // P[i-1] holds the outliers but Q[i-1] is 0 (or Q is empty): D = inf.
+        return f64::INFINITY;
+    }
+    let t = total as f64;
+    let last = (counts[i - 1] + outliers) as f64;
+    let sum_p_ln_p = (pre.c_ln_c[i - 1] - pre.count[i - 1] as f64 * t.ln()) / t
+        + if last > 0.0 {
+            last / t * (last / t).ln()
+        } else {
+            0.0
+        };
+    let last_level = (i - 1) * levels / i;
+    let mut sum_p_ln_q = 0.0;
+    for l in 0..levels {
+        let lo = (l * i).div_ceil(levels);
+        let hi = ((l + 1) * i).div_ceil(levels);
+        let nonempty = pre.nonempty[hi] - pre.nonempty[lo];
+        if nonempty == 0 {
+            continue;
+        }
+        let sum = pre.count[hi] - pre.count[lo];
+        let mass = sum + if l == last_level { outliers } else { 0 };
+        let q = sum as f64 / nonempty as f64 / kept as f64;
+        sum_p_ln_q += mass as f64 / t * q.ln();
+    }
+    sum_p_ln_p - sum_p_ln_q
 }
 
 fn mse_amax(h: &AbsHistogram, first: usize) -> Option<f64> {
@@ -371,6 +404,74 @@ mod tests {
         // in an empty bin that receives the outliers, so D is infinite there.
         v.push(100.0);
         assert_eq!(Method::ENTROPY.amax(&stats_of(&v)), 100.0);
+    }
+
+    /// The divergence transcribed bin by bin from the published pseudocode: the reference
+    /// for the prefix-sum version.
+    fn kl_direct(counts: &[u64], i: usize, levels: usize) -> f64 {
+        let total: u64 = counts.iter().sum();
+        let kept: u64 = counts[..i].iter().sum();
+        let outliers = total - kept;
+        let mut p: Vec<f64> = counts[..i].iter().map(|&c| c as f64).collect();
+        p[i - 1] += outliers as f64;
+        let (mut sum, mut nonempty) = (vec![0.0; levels], vec![0.0; levels]);
+        for (j, &c) in counts[..i].iter().enumerate() {
+            if c > 0 {
+                sum[j * levels / i] += c as f64;
+                nonempty[j * levels / i] += 1.0;
+            }
+        }
+        let q: Vec<f64> = (0..i)
+            .map(|j| {
+                let l = j * levels / i;
+                if counts[j] > 0 {
+                    sum[l] / nonempty[l]
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let (ps, qs): (f64, f64) = (p.iter().sum(), q.iter().sum());
+        let mut kl = 0.0;
+        for j in 0..i {
+            let (pj, qj) = (p[j] / ps, q[j] / qs);
+            if pj > 0.0 {
+                if qj == 0.0 {
+                    return f64::INFINITY;
+                }
+                kl += pj * (pj / qj).ln();
+            }
+        }
+        kl
+    }
+
+    #[test]
+    fn prefix_sum_divergence_matches_the_bin_by_bin_definition() {
+        let mut rng = Rng::new(9);
+        let mut v: Vec<f32> = (0..50_000).map(|_| rng.normal() as f32).collect();
+        v.extend((0..40).map(|k| 4.0 + k as f32 * 0.1));
+        let s = stats_of(&v);
+        let counts = &s.histogram.counts()[..s.histogram.used_bins()];
+        let pre = Prefix::new(counts);
+        let mut finite = 0;
+        for levels in [128, 16] {
+            for i in (1..=counts.len()).step_by(7).chain([counts.len()]) {
+                let (fast, direct) = (
+                    kl_divergence(&pre, counts, i, levels),
+                    kl_direct(counts, i, levels),
+                );
+                if direct.is_infinite() {
+                    assert!(fast.is_infinite(), "i {i}: fast {fast}, direct inf");
+                } else {
+                    finite += 1;
+                    assert!(
+                        (fast - direct).abs() <= 1e-9 + 1e-9 * direct.abs(),
+                        "i {i} L {levels}: {fast} vs {direct}"
+                    );
+                }
+            }
+        }
+        assert!(finite > 50, "only {finite} finite candidates compared");
     }
 
     #[test]

@@ -8,14 +8,15 @@
 
 use std::collections::BTreeMap;
 
-use half::{bf16, f16};
+use half::slice::HalfFloatSliceExt;
 use infopt_runtime::{HostTensor, TensorData};
 
 use crate::error::Result;
 use crate::histogram::{AbsHistogram, DEFAULT_BINS};
 
-/// Elements converted to f32 at a time for f16/bf16/f64 tensors, so a large tensor is not
-/// copied whole.
+/// Elements processed at a time: f16/bf16/f64 tensors are converted to f32 this many
+/// elements at a time (never copied whole), and the min/max pass and the binning pass
+/// over a chunk run while it is in cache.
 const CHUNK: usize = 1 << 14;
 
 /// Everything known about one tensor's values.
@@ -55,16 +56,28 @@ impl TensorStats {
     }
 
     fn add(&mut self, xs: &[f32]) {
+        // One pass for min, max and the finite count; the histogram then needs only the
+        // binning pass. NaN fails both comparisons, inf is excluded by the finite count.
+        let (mut lo, mut hi, mut finite) = (f32::INFINITY, f32::NEG_INFINITY, 0u64);
         for &x in xs {
             if x.is_finite() {
-                self.min = self.min.min(x);
-                self.max = self.max.max(x);
-                self.elements += 1;
-            } else {
-                self.non_finite += 1;
+                lo = lo.min(x);
+                hi = hi.max(x);
+                finite += 1;
             }
         }
-        self.histogram.add(xs);
+        self.elements += finite;
+        self.non_finite += xs.len() as u64 - finite;
+        if finite > 0 {
+            self.min = self.min.min(lo);
+            self.max = self.max.max(hi);
+        }
+        let batch_abs_max = if finite > 0 {
+            lo.abs().max(hi.abs())
+        } else {
+            0.0
+        };
+        self.histogram.add_with_max(xs, batch_abs_max);
     }
 
     fn merge(&mut self, other: &TensorStats) -> Result<()> {
@@ -127,10 +140,15 @@ impl RangeCollector {
         };
         stats.observations += 1;
         match t.data() {
-            TensorData::F32(v) => stats.add(v),
-            TensorData::F16(v) => add_converted(stats, v, f16::to_f32),
-            TensorData::BF16(v) => add_converted(stats, v, bf16::to_f32),
-            TensorData::F64(v) => add_converted(stats, v, |x: f64| x as f32),
+            // In chunks too: the binning pass then re-reads data still in cache.
+            TensorData::F32(v) => v.chunks(CHUNK).for_each(|c| stats.add(c)),
+            TensorData::F16(v) => add_converted(stats, v, |c, buf| c.convert_to_f32_slice(buf)),
+            TensorData::BF16(v) => add_converted(stats, v, |c, buf| c.convert_to_f32_slice(buf)),
+            TensorData::F64(v) => add_converted(stats, v, |c, buf| {
+                for (o, &x) in buf.iter_mut().zip(c) {
+                    *o = x as f32;
+                }
+            }),
             _ => {}
         }
     }
@@ -173,18 +191,21 @@ impl RangeCollector {
     }
 }
 
-fn add_converted<T: Copy>(stats: &mut TensorStats, v: &[T], f: impl Fn(T) -> f32) {
-    let mut buf = Vec::with_capacity(CHUNK.min(v.len()));
+/// Converts `v` to f32 a chunk at a time (`convert` fills a buffer of the chunk's length;
+/// half's slice conversion uses the CPU's f16 instructions where available).
+fn add_converted<T>(stats: &mut TensorStats, v: &[T], convert: impl Fn(&[T], &mut [f32])) {
+    let mut buf = vec![0f32; CHUNK.min(v.len())];
     for chunk in v.chunks(CHUNK) {
-        buf.clear();
-        buf.extend(chunk.iter().map(|&x| f(x)));
-        stats.add(&buf);
+        let out = &mut buf[..chunk.len()];
+        convert(chunk, out);
+        stats.add(out);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use half::{bf16, f16};
 
     #[test]
     fn observes_floats_of_every_width_and_ignores_integers() {
