@@ -504,5 +504,13 @@ mod tests {
         );
         assert!(Method::Percentile { percentile: 0.0 }.validate().is_err());
         assert!(Method::Percentile { percentile: 100.0 }.validate().is_ok());
+        assert!(serde_json::from_str::<Method>(r#"{"name":"minmax","bins":3}"#).is_err());
+        // The explain text documents every method.
+        for name in Method::NAMES {
+            assert!(
+                crate::METHODS_DOC.contains(&format!("\n  {name} ")),
+                "{name}"
+            );
+        }
     }
 }
