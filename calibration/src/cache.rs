@@ -28,6 +28,7 @@ use std::path::Path;
 
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+use crate::amax::Amax;
 use crate::error::{CalibError, Result};
 use crate::table::{RangeTable, json_error};
 
@@ -184,6 +185,20 @@ impl ImportedRange {
 pub struct ImportedRanges {
     pub format: CacheFormat,
     pub ranges: BTreeMap<String, ImportedRange>,
+}
+
+impl ImportedRanges {
+    /// The per-tensor thresholds for `quantize-int8`; zero ranges are left out (no
+    /// usable scale).
+    pub fn to_amax(&self) -> Amax {
+        Amax(
+            self.ranges
+                .iter()
+                .filter(|(_, r)| r.amax > 0.0)
+                .map(|(n, r)| (n.clone(), r.amax))
+                .collect(),
+        )
+    }
 }
 
 /// Reads ranges from any supported file (format detected from the content).
@@ -619,6 +634,8 @@ mod tests {
         // Short hex (no zero padding) is accepted too, as is a trailing CRLF.
         let r = parse_ranges(b"TRT-8601-EntropyCalibration2\r\nx: 0\r\n", Path::new("c")).unwrap();
         assert_eq!(r.ranges["x"].amax, 0.0);
+        assert!(r.to_amax().is_empty());
+        assert_eq!(back.to_amax().len(), 2);
     }
 
     #[test]

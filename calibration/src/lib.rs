@@ -10,6 +10,8 @@
 //!   parameters, sample counts, the model's SHA-256).
 //! * [`cache`]: TensorRT calibration caches (write and read) and the files ONNX Runtime's
 //!   `write_calibration_table` produces (read).
+//! * [`Amax`]: what the `quantize-int8` pass reads; [`RangeTable::to_amax`] and
+//!   [`ImportedRanges::to_amax`] reduce a table or an imported cache to it.
 //! * [`images`]: an image folder turned into model inputs, with the preprocessing declared
 //!   in YAML.
 //!
@@ -25,6 +27,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod amax;
 pub mod cache;
 pub mod error;
 pub mod histogram;
@@ -33,6 +36,7 @@ pub mod methods;
 pub mod observer;
 pub mod table;
 
+pub use amax::Amax;
 pub use cache::{CacheFormat, CalibratorName, ImportedRange, ImportedRanges, TrtCacheHeader};
 pub use error::{CalibError, Result};
 pub use histogram::{AbsHistogram, DEFAULT_BINS};

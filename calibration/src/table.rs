@@ -21,6 +21,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::amax::Amax;
 use crate::error::{CalibError, Result};
 use crate::methods::Method;
 use crate::observer::RangeCollector;
@@ -171,6 +172,18 @@ impl RangeTable {
         })
     }
 
+    /// The per-tensor thresholds for `quantize-int8`. Tensors with `amax` 0 (no finite
+    /// value, or only zeros) are left out: they have no usable scale.
+    pub fn to_amax(&self) -> Amax {
+        Amax(
+            self.tensors
+                .iter()
+                .filter(|(_, r)| r.amax > 0.0)
+                .map(|(n, r)| (n.clone(), r.amax))
+                .collect(),
+        )
+    }
+
     /// `Err` naming both hashes when the table was collected on another model.
     pub fn check_model(&self, model: &[u8], table_path: &Path) -> Result<()> {
         let actual = sha256_hex(model);
@@ -233,6 +246,9 @@ mod tests {
             (0.3, 0.7, 2, 2, 1)
         );
         assert_eq!(t.tensors["b"].method, "percentile");
+        let amax = t.to_amax();
+        assert_eq!(amax.len(), 2);
+        assert_eq!(amax.get("a"), Some(t.tensors["a"].amax));
         let json = t.to_json();
         assert!(json.contains("\"schema_version\": 1"), "{json}");
         assert!(json.contains("\"percentile\": 99.99"), "{json}");

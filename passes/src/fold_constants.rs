@@ -36,6 +36,14 @@
 //! `u = Unsqueeze(b, [0])`, `c = Concat(u, [-1])`, `y = Reshape(x, c)` becomes
 //! initializer `c = [1, -1]` and `y = Reshape(x, c)`.
 
+crate::register_pass! {
+    name: "fold-constants",
+    kind: Fold,
+    file: "fold_constants.rs",
+    options: FoldConstantsOptions,
+    build: |o: &FoldConstantsOptions| FoldConstants::new(o.clone()),
+}
+
 use std::collections::HashMap;
 
 use infopt_ir::infer::{GraphFacts, InferReport, Opsets, Scope, infer_graph};
@@ -318,7 +326,6 @@ impl FoldConstants {
                 Err(e) => cx.decline(&at, format!("cannot evaluate {op}: {e}")),
             }
         }
-        cx.rewrites += count;
         Ok(count)
     }
 
