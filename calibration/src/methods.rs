@@ -366,6 +366,29 @@ mod tests {
     }
 
     #[test]
+    fn percentile_is_within_one_bin_of_the_exact_order_statistic() {
+        let mut rng = Rng::new(4);
+        let v: Vec<f32> = (0..100_000)
+            .map(|_| (rng.normal() * (1.0 + rng.uniform() * 3.0)) as f32)
+            .collect();
+        let s = stats_of(&v);
+        let w = s.histogram.bin_width() as f32;
+        let mut abs: Vec<f32> = v.iter().map(|x| x.abs()).collect();
+        abs.sort_by(f32::total_cmp);
+        for p in [50.0, 99.0, 99.9, 99.99, 100.0] {
+            // Smallest value with at least p% of the data at or below it.
+            let k = ((p / 100.0 * abs.len() as f64).ceil() as usize).max(1) - 1;
+            let exact = abs[k];
+            let a = Method::Percentile { percentile: p }.amax(&s);
+            // The upper edge of the bin holding the exact value: above it, by < 1 bin.
+            assert!(
+                a >= exact && a - exact <= w,
+                "p {p}: amax {a}, exact {exact}, bin {w}"
+            );
+        }
+    }
+
+    #[test]
     fn uniform_keeps_nearly_the_whole_range() {
         let mut rng = Rng::new(2);
         let v: Vec<f32> = (0..200_000)
