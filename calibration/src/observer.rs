@@ -153,6 +153,14 @@ impl RangeCollector {
         }
     }
 
+    /// [`observe`](Self::observe) under the tensor's own name, the shape of a runtime
+    /// `TensorSink` (`|t| { c.observe_named(t); Ok(()) }`); unnamed tensors are ignored.
+    pub fn observe_named(&mut self, t: &HostTensor) {
+        if let Some(name) = t.name() {
+            self.observe(name, t);
+        }
+    }
+
     /// Adds another collector's statistics (built with the same number of bins).
     pub fn merge(&mut self, other: RangeCollector) -> Result<()> {
         if other.bins() != self.bins() {
