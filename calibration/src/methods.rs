@@ -259,28 +259,77 @@ fn kl_divergence(pre: &Prefix, counts: &[u64], i: usize, levels: usize) -> f64 {
 }
 
 fn mse_amax(h: &AbsHistogram, first: usize) -> Option<f64> {
-    let counts = h.counts();
-    let n = h.used_bins();
-    let w = h.bin_width();
-    let total = h.total() as f64;
-    let mut best: Option<(f64, f64)> = None;
-    for i in first.min(n.saturating_sub(1))..n {
-        let a = (i as f64 + 0.5) * w;
-        let s = a / QMAX;
-        let mut err = 0.0;
-        for (j, &c) in counts[..n].iter().enumerate() {
-            if c > 0 {
-                let x = (j as f64 + 0.5) * w;
-                let q = (x / s).round().min(QMAX) * s;
-                err += c as f64 * (x - q) * (x - q);
-            }
-        }
-        let mse = err / total;
-        if best.is_none_or(|(b, _)| mse < b) {
-            best = Some((mse, a));
+    let counts = &h.counts()[..h.used_bins()];
+    let n = counts.len();
+    if n == 0 {
+        return None;
+    }
+    let moments = Moments::new(counts);
+    let mut best: Option<(f64, usize)> = None;
+    for i in first.min(n - 1)..n {
+        // The total squared error in bin units: dividing by N and multiplying by w² is
+        // the same for every candidate, so the argmin does not need it.
+        let err = squared_error_bins(&moments, i);
+        if best.is_none_or(|(b, _)| err < b) {
+            best = Some((err, i));
         }
     }
-    best.map(|(_, a)| a)
+    best.map(|(_, i)| (i as f64 + 0.5) * h.bin_width())
+}
+
+/// Prefix sums of `h[j]·j^k`, k = 0, 1, 2, exact in integers.
+struct Moments {
+    m: [Vec<u128>; 3],
+}
+
+impl Moments {
+    fn new(counts: &[u64]) -> Moments {
+        let mut m = [
+            vec![0u128; counts.len() + 1],
+            vec![0; counts.len() + 1],
+            vec![0; counts.len() + 1],
+        ];
+        for (j, &c) in counts.iter().enumerate() {
+            let (c, j) = (u128::from(c), j as u128);
+            m[0][j as usize + 1] = m[0][j as usize] + c;
+            m[1][j as usize + 1] = m[1][j as usize] + c * j;
+            m[2][j as usize + 1] = m[2][j as usize] + c * j * j;
+        }
+        Moments { m }
+    }
+
+    /// `(Σ h, Σ h·j, Σ h·j²)` over bins `lo..hi`.
+    fn range(&self, lo: usize, hi: usize) -> [u128; 3] {
+        [0, 1, 2].map(|k| self.m[k][hi] - self.m[k][lo])
+    }
+}
+
+/// `Σ_j h[j] · ((j + ½) − q_j)²`, in bin units, for the threshold at the centre of bin
+/// `i` (`a = (i + ½)·w`, step `σ = (i + ½) / 127` bins). Bins at or above `i` clip to `a`:
+/// their error `(j − i)²` sums exactly from integer moments. Below `i`, value `j + ½`
+/// rounds to level `k` for `(k − ½)σ ≤ j + ½ < (k + ½)σ` (halves round up, as
+/// `f64::round` does for positive values), and each level's bins sum
+/// `h·(j − μ)²` with `μ = kσ − ½` from the same moments: O(levels) per candidate.
+fn squared_error_bins(m: &Moments, i: usize) -> f64 {
+    let n = m.m[0].len() - 1;
+    let [t0, t1, t2] = m.range(i, n);
+    let ii = i as u128;
+    let clipped = (t2 + ii * ii * t0 - 2 * ii * t1) as f64;
+    let sigma = (i as f64 + 0.5) / QMAX;
+    let mut rounded = 0.0;
+    let mut lo = 0;
+    let mut k = 0.0f64;
+    while lo < i {
+        let hi = ((((k + 0.5) * sigma - 0.5).ceil().max(0.0)) as usize).min(i);
+        if hi > lo {
+            let [c0, c1, c2] = m.range(lo, hi);
+            let mu = k * sigma - 0.5;
+            rounded += c2 as f64 - 2.0 * mu * c1 as f64 + mu * mu * c0 as f64;
+            lo = hi;
+        }
+        k += 1.0;
+    }
+    clipped + rounded
 }
 
 #[cfg(test)]
@@ -495,6 +544,48 @@ mod tests {
             }
         }
         assert!(finite > 50, "only {finite} finite candidates compared");
+    }
+
+    /// The squared error bin by bin, straight from the definition: the reference for
+    /// the moment-based version.
+    fn squared_error_direct(counts: &[u64], i: usize) -> f64 {
+        let s = (i as f64 + 0.5) / QMAX;
+        counts
+            .iter()
+            .enumerate()
+            .map(|(j, &c)| {
+                let x = j as f64 + 0.5;
+                let q = (x / s).round().min(QMAX) * s;
+                c as f64 * (x - q) * (x - q)
+            })
+            .sum()
+    }
+
+    #[test]
+    fn moment_based_mse_matches_the_bin_by_bin_definition() {
+        let mut rng = Rng::new(5);
+        let mut v: Vec<f32> = (0..50_000).map(|_| (rng.normal() * 2.0) as f32).collect();
+        v.extend([15.0, -20.0, 31.0]);
+        let s = stats_of(&v);
+        let counts = &s.histogram.counts()[..s.histogram.used_bins()];
+        let m = Moments::new(counts);
+        for i in (0..counts.len()).step_by(5).chain([counts.len() - 1]) {
+            let (fast, direct) = (squared_error_bins(&m, i), squared_error_direct(counts, i));
+            assert!(
+                (fast - direct).abs() <= 1e-9 * direct.max(1.0),
+                "i {i}: {fast} vs {direct}"
+            );
+        }
+        // And the chosen threshold is the direct argmin.
+        let first = first_candidate(&s.histogram, s.abs_max(), 128);
+        let direct_best = (first..counts.len())
+            .map(|i| (squared_error_direct(counts, i), i))
+            .fold((f64::INFINITY, 0), |b, c| if c.0 < b.0 { c } else { b });
+        let w = s.histogram.bin_width();
+        assert_eq!(
+            Method::MSE.amax(&s),
+            ((direct_best.1 as f64 + 0.5) * w) as f32
+        );
     }
 
     #[test]
