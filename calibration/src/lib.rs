@@ -34,6 +34,7 @@ pub mod histogram;
 pub mod images;
 pub mod methods;
 pub mod observer;
+pub mod run;
 pub mod table;
 
 pub use amax::Amax;
