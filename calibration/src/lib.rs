@@ -7,3 +7,4 @@
 pub mod amax;
 
 pub use amax::Amax;
+pub mod quantize;
