@@ -38,11 +38,11 @@
 //! `depthwise: true`.
 //!
 //! ## When it declines
-//! - a BatchNormalization reads a Conv output (run `fuse-conv-bn` first): the
-//!   whole pass declines, quantizing the unfused conv would be wrong in TensorRT;
-//! - the model already holds QuantizeLinear/DequantizeLinear nodes;
+//! - the model already holds QuantizeLinear/DequantizeLinear nodes (the
+//!   whole pass declines);
 //! - per layer (reported with the layer's name): no range for an input,
-//!   excluded, first/last layer with `keep_first_last`, weight not a float32
+//!   excluded, first/last layer with `keep_first_last`, a BatchNormalization
+//!   reads the layer's output (run `fuse-conv-bn` first), weight not a float32
 //!   constant, on ONNX Runtime a Conv whose output is a graph output or has no
 //!   range, depthwise Conv on ONNX Runtime. Softmax, LayerNormalization and
 //!   other normalizations are never quantized.
@@ -217,21 +217,6 @@ impl Pass for QuantizeInt8 {
                 "the model is already quantized (it has QuantizeLinear/DequantizeLinear nodes)",
             );
             let _ = id;
-            return Ok(0);
-        }
-        if let Some((_, bn)) = g.nodes().find(|(_, n)| {
-            n.op_type == "BatchNormalization"
-                && n.inputs
-                    .first()
-                    .copied()
-                    .flatten()
-                    .and_then(|x| g.producer(x))
-                    .is_some_and(|p| matches!(p.op_type.as_str(), "Conv" | "ConvTranspose"))
-        }) {
-            cx.decline(
-                bn.name_or_op(),
-                "BatchNormalization follows a Conv: run fuse-conv-bn before quantize-int8 (a quantized conv must carry the folded weights)",
-            );
             return Ok(0);
         }
         let settings = Settings {

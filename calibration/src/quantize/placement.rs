@@ -155,6 +155,16 @@ fn weighted_layer(g: &Graph, id: NodeId) -> Result<Option<Layer>, String> {
     if g.constant(x).is_some() {
         return Err("its first input is a constant".into());
     }
+    if let Some(out) = n.outputs.first().copied().flatten()
+        && let Some((bn, _)) = g
+            .input_uses(out)
+            .find(|&(r, _)| g.node(r).op_type == "BatchNormalization")
+    {
+        return Err(format!(
+            "BatchNormalization '{}' reads its output: run fuse-conv-bn before quantize-int8 (the quantized weights must be the folded ones)",
+            g.node(bn).name_or_op()
+        ));
+    }
     let bias = input(g, id, 2)
         .filter(|&b| float_const(g, b))
         .map(|b| (2u32, b));
