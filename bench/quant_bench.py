@@ -6,7 +6,8 @@
                                        onnx.helper (no torch needed), opset 13
   quant_bench.py ranges MODEL OUT.json max|x| of every float tensor over N random
                                        inputs (all intermediate outputs exposed)
-  quant_bench.py ort-qdq MODEL OUT     ORT quantize_static, QDQ, per-channel, S8S8
+  quant_bench.py ort-qdq MODEL OUT [s8|u8]  ORT quantize_static, QDQ, per-channel
+                                       weights, S8 (default) or U8 activations
   quant_bench.py latency M1 M2 ...     interleaved ORT CPU latency, same threads
   quant_bench.py accuracy REF M1 ...   cosine similarity of outputs vs REF
   quant_bench.py dump MODEL OUT        ORT's optimized graph (which QDQ groups fused)
@@ -134,7 +135,7 @@ def ranges(model_path, out, n=8):
     json.dump({"tensors": {k: {"amax": v} for k, v in sorted(amax.items())}}, open(out, "w"), indent=1)
 
 
-def ort_qdq(model_path, out, n=8):
+def ort_qdq(model_path, out, act="s8", n=8):
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     class Reader(CalibrationDataReader):
@@ -145,7 +146,8 @@ def ort_qdq(model_path, out, n=8):
             return next(self.it, None)
 
     quantize_static(model_path, out, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+                    activation_type=QuantType.QUInt8 if act == "u8" else QuantType.QInt8,
+                    weight_type=QuantType.QInt8)
 
 
 def session(path, threads, opt_out=None):
@@ -206,7 +208,7 @@ if __name__ == "__main__":
     elif cmd == "ranges":
         ranges(args[0], args[1])
     elif cmd == "ort-qdq":
-        ort_qdq(args[0], args[1])
+        ort_qdq(args[0], args[1], *args[2:3])
     elif cmd == "latency":
         latency(args)
     elif cmd == "accuracy":

@@ -393,6 +393,120 @@ fn onnxruntime_placement_quantizes_layer_outputs_and_biases() {
     assert_close_to_fp32(&fp32, &m);
 }
 
+fn conv(
+    b: &mut GraphBuilder,
+    x: ValueId,
+    name: &str,
+    cout: i64,
+    cin: i64,
+    k: i64,
+    group: i64,
+    seed: u32,
+) -> ValueId {
+    let n = (cout * cin / group * k * k) as usize;
+    let w = b.f32(
+        &format!("{name}.w"),
+        &[cout, cin / group, k, k],
+        &values(n, seed, 1.0 / ((cin / group * k * k) as f32).sqrt()),
+    );
+    let bias = b.f32(
+        &format!("{name}.b"),
+        &[cout],
+        &values(cout as usize, seed + 100, 0.1),
+    );
+    let p = k / 2;
+    b.op(
+        "Conv",
+        &[x, w, bias],
+        vec![
+            Attribute::ints("pads", vec![p, p, p, p]),
+            Attribute::ints("kernel_shape", vec![k, k]),
+            Attribute::int("group", group),
+        ],
+    )
+}
+
+fn silu(b: &mut GraphBuilder, x: ValueId) -> ValueId {
+    let s = b.op("Sigmoid", &[x], vec![]);
+    b.op("Mul", &[x, s], vec![])
+}
+
+/// An EfficientNet MBConv block: 1x1 expand + SiLU, depthwise 3x3 + SiLU,
+/// squeeze-excite (GlobalAveragePool, 1x1 + SiLU, 1x1 + Sigmoid, Mul),
+/// 1x1 project, residual Add.
+fn mbconv() -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "8", "6", "6"]));
+    let e = conv(&mut b, x, "expand", 16, 8, 1, 1, 21);
+    let e = silu(&mut b, e);
+    let d = conv(&mut b, e, "dw", 16, 16, 3, 16, 22);
+    let d = silu(&mut b, d);
+    let g = b.op("GlobalAveragePool", &[d], vec![]);
+    let s1 = conv(&mut b, g, "se1", 4, 16, 1, 1, 23);
+    let s1 = silu(&mut b, s1);
+    let s2 = conv(&mut b, s1, "se2", 16, 4, 1, 1, 24);
+    let s2 = b.op("Sigmoid", &[s2], vec![]);
+    let m = b.op("Mul", &[d, s2], vec![]);
+    let p = conv(&mut b, m, "project", 8, 16, 1, 1, 25);
+    let y = b.op("Add", &[p, x], vec![]);
+    b.output(y, "y", DataType::Float, Some(dims(&["1", "8", "6", "6"])));
+    b.build(13)
+}
+
+#[test]
+fn onnxruntime_placement_chains_silu_and_squeeze_excite() {
+    let fp32 = mbconv();
+    let amax = minmax_ranges(&fp32, &[1, 2, 3]);
+    let mut m = fp32.clone();
+    let run = quantize_with(&mut m, Target::Onnxruntime, "", Some(amax.clone())).unwrap();
+    let g = &m.graph;
+    // Every Conv, Sigmoid and Mul output, the pool output and x: 15 pairs;
+    // the final Add's output is the graph output, so the Add stays float.
+    assert_eq!(ops(&m, "QuantizeLinear"), 15, "{:?}", run.notes);
+    assert_eq!(ops(&m, "DequantizeLinear"), 15 + 5 + 5);
+    assert_eq!(reads(g, "sigmoid_2", 0), "conv_1_out_dq");
+    assert_eq!(reads(g, "mul_3", 0), "conv_1_out_dq");
+    assert_eq!(reads(g, "mul_3", 1), "sigmoid_2_out_dq");
+    assert_eq!(
+        reads(g, "conv_4", 0),
+        "mul_3_out_dq",
+        "depthwise conv quantized"
+    );
+    assert_eq!(reads(g, "globalaveragepool_7", 0), "mul_6_out_dq");
+    assert_eq!(reads(g, "mul_13", 1), "sigmoid_12_out_dq");
+    // The Add writes the graph output: it stays float and reads x unquantized.
+    assert_eq!(reads(g, "add_15", 0), "conv_14_out_dq");
+    assert_eq!(reads(g, "add_15", 1), "x");
+    assert_close_to_fp32(&fp32, &m);
+
+    let mut m = fp32.clone();
+    let run = quantize_with(
+        &mut m,
+        Target::Onnxruntime,
+        "float_depthwise: true",
+        Some(amax.clone()),
+    )
+    .unwrap();
+    assert_eq!(reads(&m.graph, "conv_4", 1), "dw.w");
+    assert!(
+        run.declined
+            .iter()
+            .any(|d| d.at.contains("conv_4") && d.reason.contains("float_depthwise"))
+    );
+
+    // TensorRT: only the layer inputs (SiLU and the SE stay float; TensorRT
+    // fuses them into the convolutions).
+    let mut m = fp32.clone();
+    quantize_with(&mut m, Target::Tensorrt, "", Some(amax)).unwrap();
+    assert_eq!(
+        ops(&m, "QuantizeLinear"),
+        6,
+        "x, mul_3, pool, mul_10 (SE), mul_13, and the residual x (shared)"
+    );
+    assert_eq!(reads(&m.graph, "sigmoid_2", 0), "conv_1_out");
+    assert_eq!(reads(&m.graph, "add_15", 1), "x_dq");
+}
+
 #[test]
 fn exclusions_and_keep_first_last() {
     let fp32 = net(13);
@@ -816,5 +930,16 @@ fn quantized_fixtures_are_current() {
     quantize_with(&mut m, Target::Portable, "", Some(amax)).unwrap();
     assert_eq!(m.opset(""), Some(13));
     check_or_bless("opset12_fp32.onnx", &mut fp32);
+    let mut mb = mbconv();
+    let mut mb_int8 = mb.clone();
+    quantize_with(
+        &mut mb_int8,
+        Target::Onnxruntime,
+        "",
+        Some(minmax_ranges(&mb, &[1, 2, 3])),
+    )
+    .unwrap();
+    check_or_bless("mbconv_fp32.onnx", &mut mb);
+    check_or_bless("mbconv_int8_onnxruntime.onnx", &mut mb_int8);
     check_or_bless("opset12_int8.onnx", &mut m);
 }

@@ -23,6 +23,7 @@ CASES = [
     ("cnn_int8_tensorrt.onnx", _interop.MODELS / "cnn_bn_relu.onnx"),
     ("cnn_int8_onnxruntime.onnx", _interop.MODELS / "cnn_bn_relu.onnx"),
     ("opset12_int8.onnx", Q / "opset12_fp32.onnx"),
+    ("mbconv_int8_onnxruntime.onnx", Q / "mbconv_fp32.onnx"),
 ]
 
 
@@ -53,15 +54,19 @@ def test_quantized_fixture_is_valid_runs_and_is_close(name, fp32):
             assert cosine(got[out], w) >= 0.99, f"{out}: cosine {cosine(got[out], w)}"
 
 
-def test_onnxruntime_placement_fuses_into_integer_kernels(tmp_path):
+def ort_optimized_ops(path, tmp_path) -> Counter:
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.log_severity_level = 3
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
     so.optimized_model_filepath = str(tmp_path / "opt.onnx")
-    ort.InferenceSession(str(Q / "cnn_int8_onnxruntime.onnx"), so, providers=["CPUExecutionProvider"])
-    ops = Counter(n.op_type for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node)
+    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    return Counter(n.op_type for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node)
+
+
+def test_onnxruntime_placement_fuses_into_integer_kernels(tmp_path):
+    ops = ort_optimized_ops(Q / "cnn_int8_onnxruntime.onnx", tmp_path)
     src = onnx.load(str(Q / "cnn_int8_onnxruntime.onnx"))
     # Convs the pass quantized: those reading a dequantized weight.
     quantized = sum(1 for n in src.graph.node if n.op_type == "Conv" and n.input[1].endswith("_dq"))
@@ -72,3 +77,15 @@ def test_onnxruntime_placement_fuses_into_integer_kernels(tmp_path):
     # The one float Conv is the one fuse-conv-bn could not fold (its output
     # also feeds an Add); no float Conv reads a DequantizeLinear.
     assert ops["Conv"] + ops.get("FusedConv", 0) == 1, ops
+
+
+def test_mbconv_runs_as_one_integer_chain(tmp_path):
+    # SiLU (Sigmoid, Mul), the depthwise conv and squeeze-excite stay in INT8:
+    # no float Conv/Sigmoid/Mul and no QuantizeLinear in the middle.
+    ops = ort_optimized_ops(Q / "mbconv_int8_onnxruntime.onnx", tmp_path)
+    assert ops["QLinearConv"] == 5, ops
+    assert ops["QLinearSigmoid"] == 4 and ops["QLinearMul"] == 4, ops
+    assert ops["QLinearGlobalAveragePool"] == 1, ops
+    for float_op in ("Conv", "FusedConv", "Sigmoid", "Mul", "QuickGelu", "GlobalAveragePool"):
+        assert ops.get(float_op, 0) == 0, ops
+    assert ops["QuantizeLinear"] == 1, ops  # the model input

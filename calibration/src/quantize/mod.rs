@@ -21,8 +21,10 @@
 //!   zero point and `scale = amax / 255`, so ORT drops the Relu), biases
 //!   become INT32 (`scale = s_x * s_w[c]`) behind a DQ, and MaxPool / Reshape
 //!   / Flatten keep their input's parameters so ORT runs them on INT8.
-//!   Depthwise convolutions stay float (ORT's INT8 depthwise kernel is slower
-//!   than FP32 on x86); `depthwise: true` quantizes them too.
+//!   Sigmoid, Mul (SiLU, squeeze-excite) and LeakyRelu between quantized
+//!   tensors become QLinearSigmoid / QLinearMul / QLinearLeakyRelu, so a
+//!   MobileNet/EfficientNet block runs as one integer chain
+//!   (`float_depthwise: true` keeps depthwise convolutions float).
 //!
 //! Each activation gets one Q→DQ pair shared by all its quantized readers.
 //! Names: `{tensor}_q`, `{tensor}_dq`, `{tensor}_scale`, `{tensor}_zero_point`,
@@ -35,7 +37,7 @@
 //! `{name: N}`, `{op: T}` or `{regex: R}` (node names) kept float;
 //! `keep_first_last: true` keeps the first and last weighted layers float;
 //! `activations: uint8 | int8` (ONNX Runtime only; default uint8);
-//! `depthwise: true`.
+//! `float_depthwise: true` (ONNX Runtime only).
 //!
 //! ## When it declines
 //! - the model already holds QuantizeLinear/DequantizeLinear nodes (the
@@ -44,7 +46,7 @@
 //!   excluded, first/last layer with `keep_first_last`, a BatchNormalization
 //!   reads the layer's output (run `fuse-conv-bn` first), weight not a float32
 //!   constant, on ONNX Runtime a Conv whose output is a graph output or has no
-//!   range, depthwise Conv on ONNX Runtime. Softmax, LayerNormalization and
+//!   range, depthwise Conv on ONNX Runtime with `float_depthwise`. Softmax, LayerNormalization and
 //!   other normalizations are never quantized.
 //! - Fails (does not decline) when the opset cannot be raised to 13 exactly,
 //!   naming the node, or when no ranges are given.
@@ -126,7 +128,7 @@ pub struct QuantizeOptions {
     #[serde(default)]
     pub activations: Option<ActivationOption>,
     #[serde(default)]
-    pub depthwise: bool,
+    pub float_depthwise: bool,
 }
 
 pub struct QuantizeInt8 {
@@ -227,7 +229,7 @@ impl Pass for QuantizeInt8 {
                 Some(ActivationOption::Int8) => DataType::Int8,
                 Some(ActivationOption::Uint8) | None => DataType::Uint8,
             },
-            ort_depthwise: o.depthwise,
+            ort_float_depthwise: o.float_depthwise,
         };
         let plan = placement::plan(g, &amax, &settings).map_err(PassError::Config)?;
         for (at, reason) in &plan.skipped {

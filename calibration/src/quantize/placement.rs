@@ -46,8 +46,8 @@ pub struct Settings {
     pub keep_first_last: bool,
     /// Activation integer type on ONNX Runtime (INT8 elsewhere).
     pub ort_activation: DataType,
-    /// ONNX Runtime: depthwise convolutions run in INT8 too.
-    pub ort_depthwise: bool,
+    /// ONNX Runtime: depthwise convolutions stay float.
+    pub ort_float_depthwise: bool,
 }
 
 /// One activation to quantize.
@@ -476,7 +476,8 @@ fn is_depthwise(g: &Graph, id: NodeId) -> bool {
 /// (bias included, as INT32) is a DQ and its output goes to a Q, so layer
 /// outputs are quantized too (after a following Relu, with the lowest zero
 /// point so ORT drops the Relu); Add, Concat and pooling between quantized
-/// tensors become QLinearAdd / QLinearConcat / QLinearGlobalAveragePool, and
+/// tensors become QLinearAdd / QLinearMul / QLinearConcat /
+/// QLinearGlobalAveragePool / QLinearSigmoid / QLinearLeakyRelu, and
 /// MaxPool / reshapes keep their input's parameters so ORT drops their Q/DQ.
 fn plan_ort(
     g: &Graph,
@@ -495,13 +496,13 @@ fn plan_ort(
         }
     };
     let mut layers = with_ranges(g, amax, layers, plan);
-    if !s.ort_depthwise {
+    if s.ort_float_depthwise {
         layers.retain(|l| {
             let dw = g.node(l.node).op_type == "Conv" && is_depthwise(g, l.node);
             if dw {
                 plan.skipped.push((
                     label(g, l.node),
-                    "depthwise Conv stays float on ONNX Runtime (its INT8 depthwise kernel is slower than FP32)".into(),
+                    "depthwise Conv kept float (float_depthwise: true)".into(),
                 ));
             }
             !dw
@@ -600,8 +601,10 @@ fn plan_ort(
         let op = n.op_type.as_str();
         let data_slots: Vec<(u32, ValueId)> = match op {
             "MaxPool" | "Flatten" | "Reshape" | "Transpose" | "Squeeze" | "Unsqueeze"
-            | "GlobalAveragePool" | "AveragePool" => ins.iter().take(1).copied().collect(),
-            "Add" | "Concat" => ins.clone(),
+            | "GlobalAveragePool" | "AveragePool" | "Sigmoid" | "LeakyRelu" => {
+                ins.iter().take(1).copied().collect()
+            }
+            "Add" | "Mul" | "Concat" => ins.clone(),
             _ => continue,
         };
         if data_slots.is_empty() || !data_slots.iter().all(|&(_, v)| is_q(plan, &all_readers, v)) {
