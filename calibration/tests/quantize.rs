@@ -393,16 +393,9 @@ fn onnxruntime_placement_quantizes_layer_outputs_and_biases() {
     assert_close_to_fp32(&fp32, &m);
 }
 
-fn conv(
-    b: &mut GraphBuilder,
-    x: ValueId,
-    name: &str,
-    cout: i64,
-    cin: i64,
-    k: i64,
-    group: i64,
-    seed: u32,
-) -> ValueId {
+/// Conv with bias; `[cout, cin, k, group]`.
+fn conv(b: &mut GraphBuilder, x: ValueId, name: &str, spec: [i64; 4], seed: u32) -> ValueId {
+    let [cout, cin, k, group] = spec;
     let n = (cout * cin / group * k * k) as usize;
     let w = b.f32(
         &format!("{name}.w"),
@@ -437,17 +430,17 @@ fn silu(b: &mut GraphBuilder, x: ValueId) -> ValueId {
 fn mbconv() -> Model {
     let mut b = GraphBuilder::new();
     let x = b.input("x", DataType::Float, dims(&["1", "8", "6", "6"]));
-    let e = conv(&mut b, x, "expand", 16, 8, 1, 1, 21);
+    let e = conv(&mut b, x, "expand", [16, 8, 1, 1], 21);
     let e = silu(&mut b, e);
-    let d = conv(&mut b, e, "dw", 16, 16, 3, 16, 22);
+    let d = conv(&mut b, e, "dw", [16, 16, 3, 16], 22);
     let d = silu(&mut b, d);
     let g = b.op("GlobalAveragePool", &[d], vec![]);
-    let s1 = conv(&mut b, g, "se1", 4, 16, 1, 1, 23);
+    let s1 = conv(&mut b, g, "se1", [4, 16, 1, 1], 23);
     let s1 = silu(&mut b, s1);
-    let s2 = conv(&mut b, s1, "se2", 16, 4, 1, 1, 24);
+    let s2 = conv(&mut b, s1, "se2", [16, 4, 1, 1], 24);
     let s2 = b.op("Sigmoid", &[s2], vec![]);
     let m = b.op("Mul", &[d, s2], vec![]);
-    let p = conv(&mut b, m, "project", 8, 16, 1, 1, 25);
+    let p = conv(&mut b, m, "project", [8, 16, 1, 1], 25);
     let y = b.op("Add", &[p, x], vec![]);
     b.output(y, "y", DataType::Float, Some(dims(&["1", "8", "6", "6"])));
     b.build(13)
