@@ -936,3 +936,73 @@ fn quantized_fixtures_are_current() {
     check_or_bless("mbconv_int8_onnxruntime.onnx", &mut mb_int8);
     check_or_bless("opset12_int8.onnx", &mut m);
 }
+
+/// ConvTranspose → {a, Relu(a)} → Concat → Conv → Reshape → MatMul of two
+/// activations (r · rᵀ).
+fn concat_net() -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "2", "4", "4"]));
+    let wt = b.f32("wt", &[2, 3, 2, 2], &values(24, 31, 0.7));
+    let a = b.op(
+        "ConvTranspose",
+        &[x, wt],
+        vec![
+            Attribute::ints("strides", vec![2, 2]),
+            Attribute::ints("kernel_shape", vec![2, 2]),
+        ],
+    );
+    let r = b.op("Relu", &[a], vec![]);
+    let two = b.f32("two", &[], &[2.0]);
+    let r = b.op("Mul", &[r, two], vec![]);
+    let c = b.op("Concat", &[a, r], vec![Attribute::int("axis", 1)]);
+    let w = b.f32("w", &[2, 6, 1, 1], &values(12, 32, 0.5));
+    let d = b.op("Conv", &[c, w], vec![]);
+    let shape = b.i64("shape", &[3], &[1, 2, 64]);
+    let f = b.op("Reshape", &[d, shape], vec![]);
+    let t = b.op(
+        "Transpose",
+        &[f],
+        vec![Attribute::ints("perm", vec![0, 2, 1])],
+    );
+    let y = b.op("MatMul", &[f, t], vec![]);
+    b.output(y, "y", DataType::Float, Some(dims(&["1", "2", "2"])));
+    b.build(13)
+}
+
+#[test]
+fn tensorrt_concat_conv_transpose_and_two_activation_matmul() {
+    let fp32 = concat_net();
+    let amax = minmax_ranges(&fp32, &[1, 2, 3]);
+    let mut m = fp32.clone();
+    let run = quantize_with(&mut m, Target::Tensorrt, "", Some(amax.clone())).unwrap();
+    let g = &m.graph;
+    // x, both Concat inputs, the Concat output (Conv input), both MatMul inputs.
+    assert_eq!(ops(&m, "QuantizeLinear"), 6, "{:?}", run.notes);
+    assert_eq!(ops(&m, "DequantizeLinear"), 6 + 2);
+    assert_eq!(reads(g, "convtranspose_1", 1), "wt_dq");
+    assert_eq!(dq_axis(g, "wt_DequantizeLinear"), Some(1));
+    assert_eq!(
+        init_f32(g, "wt_scale").len(),
+        3,
+        "ConvTranspose: one scale per output channel"
+    );
+    assert_eq!(reads(g, "concat_4", 0), "convtranspose_1_out_dq");
+    assert_eq!(reads(g, "concat_4", 1), "mul_3_out_dq");
+    // One scale for all Concat inputs: the larger range.
+    let shared = amax
+        .get("convtranspose_1_out")
+        .unwrap()
+        .max(amax.get("mul_3_out").unwrap())
+        / 127.0;
+    assert_eq!(
+        init_f32(g, "convtranspose_1_out_scale")[0].to_bits(),
+        shared.to_bits()
+    );
+    assert_eq!(
+        init_f32(g, "mul_3_out_scale")[0].to_bits(),
+        shared.to_bits()
+    );
+    assert_eq!(reads(g, "matmul_8", 0), "reshape_6_out_dq");
+    assert_eq!(reads(g, "matmul_8", 1), "transpose_7_out_dq");
+    assert_close_to_fp32(&fp32, &m);
+}

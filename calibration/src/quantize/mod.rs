@@ -231,7 +231,7 @@ impl Pass for QuantizeInt8 {
             },
             ort_float_depthwise: o.float_depthwise,
         };
-        let plan = placement::plan(g, &amax, &settings).map_err(PassError::Config)?;
+        let plan = placement::plan(g, &amax, &settings).map_err(PassError::Model)?;
         for (at, reason) in &plan.skipped {
             cx.decline(at, reason);
         }
@@ -247,7 +247,7 @@ impl Pass for QuantizeInt8 {
         // load everywhere) need 13.
         if model.opset("").unwrap_or(1) < 13 {
             let changes = opset::upgrade_to_13(model)
-                .map_err(|e| PassError::Config(format!("quantize-int8: {e}")))?;
+                .map_err(|e| PassError::Model(format!("quantize-int8: {e}")))?;
             cx.note(format!(
                 "quantize-int8: default-domain opset raised to 13 for per-channel DequantizeLinear{}",
                 if changes.is_empty() { String::new() } else { format!(" ({})", changes.join("; ")) }
