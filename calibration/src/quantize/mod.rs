@@ -21,6 +21,11 @@
 //!   zero point and `scale = amax / 255`, so ORT drops the Relu), biases
 //!   become INT32 (`scale = s_x * s_w[c]`) behind a DQ, and MaxPool / Reshape
 //!   / Flatten keep their input's parameters so ORT runs them on INT8.
+//!   Activations are UINT8 by default (a signed tensor gets zero point 128
+//!   and `scale = amax / 127`: the same symmetric range). ORT's x86 kernels
+//!   are U8S8 and ORT rewrites INT8 activation pairs to UINT8 itself, but not
+//!   all of them (ORT 1.31: a Q read by several DQs kept INT8), and a Conv
+//!   whose input and output types then differ is not fused.
 //!   Sigmoid, Mul (SiLU, squeeze-excite) and LeakyRelu between quantized
 //!   tensors become QLinearSigmoid / QLinearMul / QLinearLeakyRelu, so a
 //!   MobileNet/EfficientNet block runs as one integer chain
@@ -46,8 +51,9 @@
 //!   excluded, first/last layer with `keep_first_last`, a BatchNormalization
 //!   reads the layer's output (run `fuse-conv-bn` first), weight not a float32
 //!   constant, on ONNX Runtime a Conv whose output is a graph output or has no
-//!   range, depthwise Conv on ONNX Runtime with `float_depthwise`. Softmax, LayerNormalization and
-//!   other normalizations are never quantized.
+//!   range, depthwise Conv on ONNX Runtime with `float_depthwise`. Softmax,
+//!   LayerNormalization and other normalizations are never quantized.
+//! - Nodes inside subgraphs (If/Loop/Scan bodies) are left float.
 //! - Fails (does not decline) when the opset cannot be raised to 13 exactly,
 //!   naming the node, or when no ranges are given.
 //!

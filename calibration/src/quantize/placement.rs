@@ -299,7 +299,10 @@ fn with_ranges(g: &Graph, amax: &Amax, layers: Vec<Layer>, plan: &mut Plan) -> V
             if let Some(v) = missing {
                 plan.skipped.push((
                     label(g, l.node),
-                    format!("no range for input '{}'", g.value(v).name),
+                    format!(
+                        "no range for input '{}' (not in the ranges, or amax 0)",
+                        g.value(v).name
+                    ),
                 ));
                 return false;
             }
