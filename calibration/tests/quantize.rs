@@ -1006,3 +1006,26 @@ fn tensorrt_concat_conv_transpose_and_two_activation_matmul() {
     assert_eq!(reads(g, "matmul_8", 1), "transpose_7_out_dq");
     assert_close_to_fp32(&fp32, &m);
 }
+
+#[test]
+fn integer_tensors_are_never_quantized_even_with_a_range() {
+    let mut b = GraphBuilder::new();
+    let a = b.input("a", DataType::Int32, dims(&["2", "2"]));
+    let c = b.input("c", DataType::Int32, dims(&["2", "2"]));
+    let y = b.op("MatMul", &[a, c], vec![]);
+    b.output(y, "y", DataType::Int32, None);
+    let mut m = b.build(13);
+    let before = m.to_bytes().unwrap();
+    let mut amax = Amax::default();
+    amax.insert("a", 3.0);
+    amax.insert("c", 3.0);
+    for target in [Target::Tensorrt, Target::Onnxruntime] {
+        let run = quantize_with(&mut m, target, "", Some(amax.clone())).unwrap();
+        assert_eq!(m.to_bytes().unwrap(), before);
+        assert!(
+            run.declined
+                .iter()
+                .any(|d| d.reason.contains("no range for input 'a'"))
+        );
+    }
+}

@@ -218,7 +218,12 @@ fn weighted_layer(g: &Graph, id: NodeId) -> Result<Option<Layer>, String> {
     }))
 }
 
+/// The usable range of a float activation (a range table may also name
+/// integer tensors, which are never quantized).
 fn range_of(g: &Graph, amax: &Amax, v: ValueId) -> Option<f32> {
+    if g.constant(v).is_some() || g.value_type(v).is_some_and(|t| t.dtype != DataType::Float) {
+        return None;
+    }
     amax.get(&g.value(v).name)
         .filter(|a| a.is_finite() && *a > 0.0)
 }
