@@ -1029,3 +1029,51 @@ fn integer_tensors_are_never_quantized_even_with_a_range() {
         );
     }
 }
+
+/// The passes a pipeline may run after quantize-int8 keep the Q/DQ pattern:
+/// no fold of weight Q/DQ, no FusedConv around a quantized Conv (ORT would
+/// no longer see `DQ → Conv → Q`), nothing removed.
+#[test]
+fn later_passes_keep_the_quantized_pattern() {
+    let fp32 = net(13);
+    let amax = minmax_ranges(&fp32, &[1]);
+    for (target, weights) in [(Target::Onnxruntime, "int8"), (Target::Tensorrt, "qdq")] {
+        let mut m = fp32.clone();
+        quantize_with(
+            &mut m,
+            target,
+            &format!("weights: {weights}"),
+            Some(amax.clone()),
+        )
+        .unwrap();
+        let before = ops_all(&m);
+        let names: Vec<String> = [
+            "fold-constants",
+            "eliminate-identity",
+            "eliminate-duplicates",
+            "fuse-conv-bn",
+            "fuse-matmul-add",
+            "fuse-conv-activation",
+            "eliminate-dead",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let config = PipelineConfig::from_pass_names(&names, target).unwrap();
+        let options = DriverOptions {
+            validate: true,
+            ..Default::default()
+        };
+        infopt_passes::run_pipeline(&mut m, &config, &options, &mut |_, _| Ok(Flow::Continue))
+            .unwrap();
+        assert_eq!(ops_all(&m), before, "{target}");
+    }
+}
+
+fn ops_all(m: &Model) -> BTreeMap<String, usize> {
+    let mut h = BTreeMap::new();
+    for (_, n) in m.graph.nodes() {
+        *h.entry(n.op_type.clone()).or_insert(0) += 1;
+    }
+    h
+}
