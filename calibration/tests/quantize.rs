@@ -865,6 +865,20 @@ fn ranges_json(amax: &Amax) -> String {
     format!("{{\n  \"tensors\": {{\n{}\n  }}\n}}\n", body.join(",\n"))
 }
 
+/// The ranges of a fixture, measured in tract and written with
+/// `INFOPT_BLESS=1`, read from the committed `{name}.ranges.json` otherwise:
+/// the fixture check is then exact arithmetic, independent of how this
+/// machine's tract rounds.
+fn committed_ranges(name: &str, model: &Model, seeds: &[u64]) -> (Amax, std::path::PathBuf) {
+    let path = fixtures_dir().join(format!("{name}.ranges.json"));
+    if std::env::var_os("INFOPT_BLESS").is_some() {
+        std::fs::create_dir_all(fixtures_dir()).unwrap();
+        std::fs::write(&path, ranges_json(&minmax_ranges(model, seeds))).unwrap();
+    }
+    let amax = quantize::read_ranges(&path).unwrap_or_else(|e| panic!("{e}"));
+    (amax, path)
+}
+
 /// The quantized models tests/interop/test_quantize.py runs in ONNX Runtime:
 /// cnn_bn_relu.onnx after fuse-conv-bn, for TensorRT and ONNX Runtime (ranges
 /// measured once in tract and committed, so the check is exact arithmetic),
@@ -872,7 +886,6 @@ fn ranges_json(amax: &Amax) -> String {
 #[test]
 fn quantized_fixtures_are_current() {
     quantize::register();
-    let bless = std::env::var_os("INFOPT_BLESS").is_some();
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../fixtures/models/cnn_bn_relu.onnx");
     let fused = {
@@ -886,15 +899,7 @@ fn quantized_fixtures_are_current() {
         .unwrap();
         m
     };
-    let ranges_path = fixtures_dir().join("cnn_bn_relu.ranges.json");
-    if bless {
-        std::fs::create_dir_all(fixtures_dir()).unwrap();
-        std::fs::write(
-            &ranges_path,
-            ranges_json(&minmax_ranges(&fused, &[1, 2, 3, 4])),
-        )
-        .unwrap();
-    }
+    let ranges_path = committed_ranges("cnn_bn_relu", &fused, &[1, 2, 3, 4]).1;
     let yaml_ranges = format!("ranges: '{}'", ranges_path.display());
     for (target, name) in [
         (Target::Tensorrt, "cnn_int8_tensorrt.onnx"),
@@ -918,7 +923,7 @@ fn quantized_fixtures_are_current() {
     }
     let mut fp32 = net_opset11(2);
     fp32.meta.opset_import[0].version = Some(12);
-    let amax = minmax_ranges(&fp32, &[1, 2]);
+    let amax = committed_ranges("opset12", &fp32, &[1, 2]).0;
     let mut m = fp32.clone();
     quantize_with(&mut m, Target::Portable, "", Some(amax)).unwrap();
     assert_eq!(m.opset(""), Some(13));
@@ -929,7 +934,7 @@ fn quantized_fixtures_are_current() {
         &mut mb_int8,
         Target::Onnxruntime,
         "",
-        Some(minmax_ranges(&mb, &[1, 2, 3])),
+        Some(committed_ranges("mbconv", &mb, &[1, 2, 3]).0),
     )
     .unwrap();
     check_or_bless("mbconv_fp32.onnx", &mut mb);
