@@ -177,12 +177,14 @@ pub fn verify_policy(
     })
 }
 
+/// Called after every pass that changed the model; `Flow::Stop` ends the pipeline.
+pub type AfterPass<'a> = Box<dyn FnMut(&'static str, &Model) -> Flow + 'a>;
+
 /// Hooks into the pipeline: a model dump after every pass that changed it,
 /// and a check after each (`--verify-each-pass`).
 pub struct PassHooks<'a> {
     pub dump_dir: Option<PathBuf>,
-    /// Returns `Flow::Stop` to end the pipeline after this pass.
-    pub after_pass: Option<Box<dyn FnMut(&'static str, &Model) -> Flow + 'a>>,
+    pub after_pass: Option<AfterPass<'a>>,
 }
 
 /// Runs the pipeline on `model`.

@@ -286,7 +286,7 @@ pub enum CriterionName {
 }
 
 fn default_max_scaled_error() -> f64 {
-    1e-3
+    1e-4
 }
 fn default_min_cosine() -> f64 {
     0.9999

@@ -305,11 +305,10 @@ pub fn run(args: Args) -> CliResult {
     };
     let mut each = EachPass::default();
     let mut last_good = original.clone();
-    let after_pass: Option<Box<dyn FnMut(&'static str, &Model) -> Flow + '_>> =
-        match (&verifier, args.verify_each_pass) {
-            (Some(v), true) => Some(Box::new(|pass, m| each.after(v, &mut last_good, pass, m))),
-            _ => None,
-        };
+    let after_pass: Option<stages::AfterPass<'_>> = match (&verifier, args.verify_each_pass) {
+        (Some(v), true) => Some(Box::new(|pass, m| each.after(v, &mut last_good, pass, m))),
+        _ => None,
+    };
     let hooks = PassHooks {
         dump_dir: args.dump_dir.clone(),
         after_pass,
