@@ -617,14 +617,7 @@ fn ranges_from_a_file_and_errors() {
         .iter()
         .map(|(k, v)| format!("\"{k}\": {{\"amax\": {v}, \"min\": 0}}"))
         .collect();
-    std::fs::write(
-        &path,
-        format!(
-            "{{\"schema_version\": 1, \"tensors\": {{{}}}}}",
-            body.join(", ")
-        ),
-    )
-    .unwrap();
+    std::fs::write(&path, format!("{{\"tensors\": {{{}}}}}", body.join(", "))).unwrap();
     let mut from_file = fp32.clone();
     quantize_with(
         &mut from_file,
@@ -1081,4 +1074,40 @@ fn ops_all(m: &Model) -> BTreeMap<String, usize> {
         *h.entry(n.op_type.clone()).or_insert(0) += 1;
     }
     h
+}
+
+#[test]
+fn range_files_of_every_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    // A TensorRT cache: scale = amax / 127 as big-endian f32 hex (1.0 / 127 = 0x3c010204).
+    let trt = file("cal.cache", "TRT-100300-EntropyCalibration2\nx: 3c010204\n");
+    let a = quantize::read_ranges(&trt).unwrap();
+    assert!((a.get("x").unwrap() - 1.0).abs() < 1e-6, "{a:?}");
+    // ranges.json of a newer schema: refused with the version.
+    let newer = file("new.json", "{\"schema_version\": 99, \"tensors\": {}}");
+    let e = quantize::read_ranges(&newer).unwrap_err();
+    assert!(e.contains("schema_version 99"), "{e}");
+    // The minimal table.
+    let minimal = file("min.json", "{\"tensors\": {\"x\": {\"amax\": 2.5}}}");
+    assert_eq!(quantize::read_ranges(&minimal).unwrap().get("x"), Some(2.5));
+    // A table written by the calibration side.
+    let mut collector = infopt_calibration::RangeCollector::new();
+    let t = HostTensor::from_vec(vec![4], vec![-1.0f32, 0.5, 2.0, -0.25]).unwrap();
+    collector.observe("conv1_out", &t);
+    let table = infopt_calibration::RangeTable::from_collector(
+        &collector,
+        infopt_calibration::Method::PERCENTILE,
+        b"model",
+    )
+    .unwrap();
+    let written = dir.path().join("ranges.json");
+    table.write(&written).unwrap();
+    assert_eq!(quantize::read_ranges(&written).unwrap(), table.to_amax());
+    let e = quantize::read_ranges(&dir.path().join("missing.json")).unwrap_err();
+    assert!(e.contains("missing.json"), "{e}");
 }

@@ -2,9 +2,10 @@
 //!
 //! ## What it does
 //! Reads one clipping range (amax) per tensor, from the pipeline's side data
-//! (`infopt calibrate` / `optimize --int8`) or from the `ranges` file
-//! (`{"tensors": {"name": {"amax": 1.5, ...}}}`, the `ranges.json` a
-//! calibration run writes), and inserts Q/DQ pairs:
+//! (`infopt calibrate` / `optimize --int8`) or from the `ranges` file (the
+//! `ranges.json` a calibration run writes, a minimal
+//! `{"tensors": {"name": {"amax": 1.5}}}`, or a TensorRT calibration cache /
+//! ONNX Runtime calibration table), and inserts Q/DQ pairs:
 //!
 //! - `tensorrt`, `portable` (TensorRT's explicit-quantization placement):
 //!   symmetric INT8 (zero point 0, `scale = amax / 127`) on the inputs of
@@ -141,11 +142,31 @@ pub struct QuantizeInt8 {
     pub options: QuantizeOptions,
 }
 
-/// Reads `{"tensors": {"name": {"amax": 1.5, ...}}}` (other fields ignored).
+/// Reads a range file: `ranges.json` from `infopt calibrate` (checked by
+/// [`crate::RangeTable`]: schema version, values), a minimal
+/// `{"tensors": {"name": {"amax": 1.5}}}` table, or a TensorRT calibration
+/// cache / ONNX Runtime calibration table (read by [`crate::cache`]).
 pub fn read_ranges(path: &Path) -> Result<Amax, String> {
-    let text = std::fs::read_to_string(path)
+    let bytes = std::fs::read(path)
         .map_err(|e| format!("cannot read ranges file {}: {e}", path.display()))?;
-    parse_ranges(&text).map_err(|e| format!("ranges file {}: {e}", path.display()))
+    let json = std::str::from_utf8(&bytes).ok().and_then(|t| {
+        serde_json::from_str::<serde_json::Value>(t)
+            .ok()
+            .map(|v| (t, v))
+    });
+    match json {
+        Some((text, v)) if v.get("schema_version").is_some() => {
+            crate::RangeTable::from_json(text, path)
+                .map(|t| t.to_amax())
+                .map_err(|e| e.to_string())
+        }
+        Some((text, v)) if v.get("tensors").is_some() => {
+            parse_ranges(text).map_err(|e| format!("ranges file {}: {e}", path.display()))
+        }
+        _ => crate::cache::parse_ranges(&bytes, path)
+            .map(|r| r.to_amax())
+            .map_err(|e| e.to_string()),
+    }
 }
 
 pub fn parse_ranges(text: &str) -> Result<Amax, String> {
