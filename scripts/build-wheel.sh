@@ -9,6 +9,8 @@
 #
 #   bash scripts/build-wheel.sh                # manylinux tag: $MANYLINUX, else the
 #                                              # lowest of 2_17 / 2_28 / 2_34 / 2_35 / 2_36 that this binary meets
+#   PROFILE=dev bash scripts/build-wheel.sh    # package the debug build (checks the packaging
+#                                              # only: the binary is unoptimized)
 # Tools come from PyPI into .venv-wheel (pinned). A release build takes ~8 min on 2 cores.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -29,8 +31,10 @@ trap 'rm -rf "$raw"' EXIT
 tags="${MANYLINUX:-manylinux_2_17 manylinux_2_28 manylinux_2_34 manylinux_2_35 manylinux_2_36}"
 built=""
 for tag in $tags; do
-    echo "build-wheel: maturin build --release --compatibility $tag"
-    if maturin build --release --compatibility "$tag" --out "$raw" 2> "$raw/maturin.log"; then
+    profile=(--release)
+    [ "${PROFILE:-release}" = dev ] && profile=()
+    echo "build-wheel: maturin build ${profile[*]} --compatibility $tag"
+    if maturin build "${profile[@]}" --compatibility "$tag" --out "$raw" 2> "$raw/maturin.log"; then
         built="$tag"
         break
     fi
