@@ -201,6 +201,91 @@ pub fn parse_override_arg(arg: &str) -> Result<Override, String> {
     Ok(Override { selector, to })
 }
 
+/// The passes that read the precision map.
+const PRECISION_PASSES: [&str; 3] = ["convert-float16", "convert-bfloat16", "quantize-int8"];
+
+/// Verification tolerance for pipelines that convert to a half type, when
+/// the pipeline keeps the float32 defaults (float16 rounds at ~5e-4 per op).
+pub const HALF_RTOL: f64 = 2e-2;
+pub const HALF_ATOL: f64 = 2e-2;
+
+/// Applies the command line's precision options to a pipeline: `half`
+/// (`--fp16`/`--bf16`) sets the map's default, `overrides` (`--precision
+/// NAME_OR_OP=P`) go first in the map; a float16/bfloat16 default appends the
+/// convert pass when the pipeline has none (after its fusions), and the
+/// float32 verification defaults widen to [`HALF_RTOL`]/[`HALF_ATOL`].
+/// Returns notes for the report.
+pub fn apply_to_pipeline(
+    config: &mut crate::config::PipelineConfig,
+    overrides: &[String],
+    half: Option<Precision>,
+) -> Result<Vec<String>, String> {
+    use crate::config::{PassConfig, Step};
+    let mut notes = Vec::new();
+    if overrides.is_empty() && half.is_none() && config.precision.is_none() {
+        return Ok(notes);
+    }
+    let map = config.precision.get_or_insert_with(PrecisionMap::default);
+    if let Some(p) = half {
+        match map.default {
+            Some(d) if d != p && d != Precision::Fp32 => {
+                return Err(format!(
+                    "--{p} conflicts with the pipeline's precision default {d}; drop one of them"
+                ));
+            }
+            _ => map.default = Some(p),
+        }
+    }
+    for o in overrides.iter().rev() {
+        map.add_arg(o)?;
+    }
+    let default = map.default;
+    let pass = match default {
+        Some(Precision::Fp16) => Some("convert-float16"),
+        Some(Precision::Bf16) => Some("convert-bfloat16"),
+        _ => None,
+    };
+    let names = config.pass_names();
+    if let Some(pass) = pass
+        && !names.contains(&pass)
+    {
+        config.passes.push(Step::Pass(PassConfig::from_name(pass)?));
+        notes.push(format!(
+            "precision default {}: appended {pass} to the pipeline",
+            default.map(|d| d.as_str()).unwrap_or("")
+        ));
+    }
+    if !config
+        .pass_names()
+        .iter()
+        .any(|n| PRECISION_PASSES.contains(n))
+    {
+        let what = if overrides.is_empty() {
+            "the pipeline's `precision:` map"
+        } else {
+            "--precision"
+        };
+        return Err(format!(
+            "{what} needs a pass that reads it ({}); add --fp16 or --bf16, or use a pipeline that runs one",
+            PRECISION_PASSES.join(", ")
+        ));
+    }
+    let converts = config
+        .pass_names()
+        .iter()
+        .any(|n| *n == "convert-float16" || *n == "convert-bfloat16");
+    let v = &mut config.verify;
+    let defaults = crate::config::VerifyConfig::default();
+    if converts && v.rtol == defaults.rtol && v.atol == defaults.atol {
+        v.rtol = HALF_RTOL;
+        v.atol = HALF_ATOL;
+        notes.push(format!(
+            "verification tolerance widened to rtol {HALF_RTOL:e} / atol {HALF_ATOL:e} for the half-precision conversion"
+        ));
+    }
+    Ok(notes)
+}
+
 /// YAML form of one override: `{ op: X, to: P }` or `{ name: RE, to: P }`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -212,13 +297,31 @@ struct OverrideSpec {
     to: String,
 }
 
+impl<'de> Deserialize<'de> for Override {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Override, D::Error> {
+        use serde::de::Error;
+        let o = OverrideSpec::deserialize(d)?;
+        let to = Precision::parse(&o.to).map_err(D::Error::custom)?;
+        let selector = match (o.op, o.name) {
+            (Some(op), None) => Selector::op(&op).map_err(D::Error::custom)?,
+            (None, Some(name)) => Selector::name(&name).map_err(D::Error::custom)?,
+            _ => {
+                return Err(D::Error::custom(
+                    "a precision override has exactly one of `op:` or `name:`",
+                ));
+            }
+        };
+        Ok(Override { selector, to })
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct MapSpec {
     #[serde(default)]
     default: Option<String>,
     #[serde(default)]
-    overrides: Vec<OverrideSpec>,
+    overrides: Vec<Override>,
 }
 
 impl<'de> Deserialize<'de> for PrecisionMap {
@@ -231,21 +334,10 @@ impl<'de> Deserialize<'de> for PrecisionMap {
             .map(Precision::parse)
             .transpose()
             .map_err(D::Error::custom)?;
-        let mut overrides = Vec::new();
-        for o in spec.overrides {
-            let to = Precision::parse(&o.to).map_err(D::Error::custom)?;
-            let selector = match (o.op, o.name) {
-                (Some(op), None) => Selector::op(&op).map_err(D::Error::custom)?,
-                (None, Some(name)) => Selector::name(&name).map_err(D::Error::custom)?,
-                _ => {
-                    return Err(D::Error::custom(
-                        "a precision override has exactly one of `op:` or `name:`",
-                    ));
-                }
-            };
-            overrides.push(Override { selector, to });
-        }
-        Ok(PrecisionMap { default, overrides })
+        Ok(PrecisionMap {
+            default,
+            overrides: spec.overrides,
+        })
     }
 }
 
@@ -492,9 +584,9 @@ mod tests {
     fn mistakes_are_one_line_with_a_hint() {
         let e = Precision::parse("fp61").unwrap_err();
         assert!(e.contains("did you mean 'fp16'"), "{e}");
-        let e = parse_override_arg("Softmax=fp23").unwrap_err();
+        let e = parse_override_arg("Softmax=fp33").unwrap_err();
         assert!(
-            e.contains("did you mean 'fp32'") && e.contains("Softmax=fp23"),
+            e.contains("did you mean 'fp32'") && e.contains("Softmax=fp33"),
             "{e}"
         );
         let e = Selector::op("Sofmax").unwrap_err();

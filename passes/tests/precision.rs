@@ -461,3 +461,81 @@ fn converting_twice_changes_nothing_more() {
     assert_eq!(run.records[0].rewrites, 0);
     assert_eq!(bytes(&m), once);
 }
+
+#[test]
+fn precision_yaml_mistakes_are_one_line_with_location_and_hint() {
+    let parse = |yaml: &str| {
+        PipelineConfig::from_yaml(yaml, "p.yaml")
+            .unwrap_err()
+            .to_string()
+    };
+    let e = parse("version: 1\npasses: [convert-float16]\nprecision:\n  default: fp61\n");
+    assert!(
+        e.contains("did you mean 'fp16'") && e.contains("line 4"),
+        "{e}"
+    );
+    let e = parse(
+        "version: 1\npasses: [convert-float16]\nprecision:\n  overrides:\n    - { op: Sofmax, to: fp32 }\n",
+    );
+    assert!(
+        e.contains("did you mean 'Softmax'") && e.contains("line 5"),
+        "{e}"
+    );
+    let e = parse(
+        "version: 1\npasses: [convert-float16]\nprecision:\n  overrides:\n    - { op: Relu, name: r, to: fp32 }\n",
+    );
+    assert!(e.contains("exactly one of"), "{e}");
+    let e = parse("version: 1\npasses: [convert-float16]\nprecision:\n  overides: []\n");
+    assert!(e.contains("overides"), "{e}");
+    for e in [&e] {
+        assert!(!e.contains('\n'), "{e}");
+    }
+}
+
+#[test]
+fn command_line_precision_sets_up_the_pipeline() {
+    use infopt_passes::precision::apply_to_pipeline;
+    let mut config =
+        PipelineConfig::from_yaml("version: 1\npasses: [fold-constants]\n", "p.yaml").unwrap();
+    // --precision without a pass that reads it is a usage error.
+    let e = apply_to_pipeline(&mut config.clone(), &["Softmax=fp32".into()], None).unwrap_err();
+    assert!(e.contains("--fp16"), "{e}");
+    let notes = apply_to_pipeline(
+        &mut config,
+        &["Softmax=fp16".into(), "/head/.*=fp32".into()],
+        Some(Precision::Fp16),
+    )
+    .unwrap();
+    assert_eq!(
+        config.pass_names(),
+        vec!["fold-constants", "convert-float16"]
+    );
+    assert!(
+        notes.iter().any(|n| n.contains("appended convert-float16")),
+        "{notes:?}"
+    );
+    assert_eq!(config.verify.rtol, infopt_passes::precision::HALF_RTOL);
+    let map = config.precision.as_ref().unwrap();
+    assert_eq!(map.default, Some(Precision::Fp16));
+    // Command-line order is kept.
+    assert_eq!(map.overrides[0].selector.to_string(), "op Softmax");
+    // A contradicting default is an error; the convert pass is not added twice.
+    let mut c2 = config.clone();
+    assert!(apply_to_pipeline(&mut c2, &[], Some(Precision::Bf16)).is_err());
+    apply_to_pipeline(&mut config, &[], Some(Precision::Fp16)).unwrap();
+    assert_eq!(config.pass_names().len(), 2);
+    // Shipped configs parse and carry a float16 map.
+    for file in ["fp16.yaml", "tensorrt-fp16.yaml"] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../configs")
+            .join(file);
+        let cfg =
+            PipelineConfig::from_yaml(&std::fs::read_to_string(&path).unwrap(), file).unwrap();
+        assert_eq!(
+            cfg.precision.as_ref().unwrap().default,
+            Some(Precision::Fp16),
+            "{file}"
+        );
+        assert_eq!(cfg.pass_names().last(), Some(&"convert-float16"), "{file}");
+    }
+}

@@ -87,6 +87,17 @@ pub struct Args {
     pub validate: bool,
     #[command(flatten)]
     pub save: super::save_args::SaveArgs,
+    /// Convert to float16 after the pipeline's other passes (appends convert-float16).
+    #[arg(long, conflicts_with = "bf16")]
+    pub fp16: bool,
+    /// Convert to bfloat16 after the pipeline's other passes (appends convert-bfloat16).
+    #[arg(long)]
+    pub bf16: bool,
+    /// Per-layer precision, NAME_OR_OP=fp32|fp16|bf16|int8 (repeatable): a
+    /// bare op type (Softmax) matches the op, anything else a node name,
+    /// exactly or as a regex matching the whole name.
+    #[arg(long = "precision", value_name = "NAME_OR_OP=P")]
+    pub precision: Vec<String>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -279,6 +290,14 @@ pub fn run(args: Args) -> CliResult {
     if let Some(t) = args.target {
         config.target = t.into();
     }
+    let half = match (args.fp16, args.bf16) {
+        (true, _) => Some(infopt_passes::Precision::Fp16),
+        (_, true) => Some(infopt_passes::Precision::Bf16),
+        _ => None,
+    };
+    let precision_notes =
+        infopt_passes::precision::apply_to_pipeline(&mut config, &args.precision, half)
+            .map_err(CliError::usage)?;
     // Check the whole command line before the (possibly long) work starts.
     let inputs = resolve_inputs(&config, &args)?;
     // --input-shape also feeds the pipeline's fix-shapes step(s).
@@ -327,7 +346,7 @@ pub fn run(args: Args) -> CliResult {
         ));
     }
     let mut warnings: Vec<String> = Vec::new();
-    let mut notes: Vec<String> = Vec::new();
+    let mut notes: Vec<String> = precision_notes;
     // The original runs once; its outputs are the reference for every check.
     let verifier = if do_verify || args.bench {
         let t = Instant::now();
