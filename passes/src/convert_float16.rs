@@ -18,8 +18,9 @@
 //! readers get the float16 source. Cast pairs that cancel exactly
 //! (float16→float32→float16) and Casts to the type a value already has are
 //! removed. Shape, index and integer tensors are never touched; inputs that
-//! ONNX types separately (Resize roi/scales, Pad pads, Where's condition, the
-//! exponent of Pow) keep their type. With `keep_io_types: true` (the default)
+//! ONNX types separately (Resize roi/scales, Pad pads, Where's condition, an
+//! integer exponent of Pow) keep their type; a float exponent follows the
+//! base (TensorRT wants one type for both operands). With `keep_io_types: true` (the default)
 //! graph inputs and outputs stay float32 with one Cast each; with `false`
 //! they are declared float16. Kept in float32 automatically, each with its
 //! reason in the report: Softmax/LogSoftmax, summing reductions
@@ -164,11 +165,11 @@ impl Pass for ConvertFloat {
         }
         let islands = plan.islands(g);
         cx.note(format!(
-            "{}: {} of {} nodes with float tensors in {} ({} island{}), {} Cast{} added, {} removed, {} initializer{} converted ({} -> {} bytes)",
+            "{}: {} nodes in {}, {} kept in float32 ({} island{}), {} Cast{} added, {} removed, {} initializer{} converted ({} -> {} bytes)",
             self.to.pass_name(),
             plan.convert.len(),
-            plan.considered,
             self.to.type_name(),
+            plan.kept,
             islands,
             if islands == 1 { "" } else { "s" },
             stats.casts,
@@ -191,8 +192,8 @@ struct Plan {
     /// Converted nodes and the roles of their inputs.
     roles: HashMap<NodeId, Vec<Role>>,
     convert: HashSet<NodeId>,
-    /// Nodes with float32 tensors (the denominator of the summary).
-    considered: usize,
+    /// Nodes with float32 tensors that stay float32.
+    kept: usize,
 }
 
 impl Plan {
@@ -285,7 +286,7 @@ impl ConvertFloat {
                 continue;
             }
             let forced = ov.is_some();
-            let Some(roles) = ops::signature(node, opset, self.to) else {
+            let Some(mut roles) = ops::signature(node, opset, self.to) else {
                 cx.decline(
                     &name,
                     format!(
@@ -295,6 +296,14 @@ impl ConvertFloat {
                 );
                 continue;
             };
+            // From opset 12 Pow's exponent may be an integer: it keeps its type.
+            if node.is("Pow")
+                && opset >= 12
+                && let Some(Some(e)) = node.inputs.get(1)
+                && plan.dt(*e) != DataType::Float
+            {
+                roles[1] = Role::Keep;
+            }
             if !forced && let Some(r) = sensitive.get(&id) {
                 cx.decline(&name, format!("kept in fp32: {r}"));
                 continue;
@@ -307,7 +316,7 @@ impl ConvertFloat {
             }
             decided.push((id, roles));
         }
-        plan.considered = considered;
+        plan.kept = considered - decided.len();
         for (id, roles) in decided {
             plan.convert.insert(id);
             plan.roles.insert(id, roles);

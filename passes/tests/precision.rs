@@ -539,3 +539,44 @@ fn command_line_precision_sets_up_the_pipeline() {
         assert_eq!(cfg.pass_names().last(), Some(&"convert-float16"), "{file}");
     }
 }
+
+#[test]
+fn decomposed_layernorm_and_rmsnorm_on_large_activations() {
+    // Activations ~±500: their squares overflow float16, eps 1e-12 flushes.
+    let original = load("norm_block.onnx");
+    let mut m = original.clone();
+    let run = fp16(&mut m);
+    let kept: Vec<&str> = run
+        .declined
+        .iter()
+        .filter(|d| d.reason.contains("normalization"))
+        .map(|d| d.at.as_str())
+        .collect();
+    for node in [
+        "/ln/ReduceMean",
+        "/ln/Sub",
+        "/ln/Pow",
+        "/ln/ReduceMean_1",
+        "/ln/Add",
+        "/ln/Sqrt",
+        "/ln/Div",
+        "/rms/Pow",
+        "/rms/ReduceMean",
+        "/rms/Add",
+        "/rms/Sqrt",
+        "/rms/Reciprocal",
+        "/rms/Mul",
+    ] {
+        assert!(kept.contains(&node), "{node} not kept: {kept:?}");
+    }
+    // The affine part, the matmuls and the GELU (its Pow(x, 3) included) convert.
+    for v in ["ln_out", "h", "h2", "act", "cube"] {
+        assert_eq!(dtype_of(&m, v), DataType::Float16, "{v}");
+    }
+    assert_eq!(dtype_of(&m, "ln_eps"), DataType::Float);
+    // Casts: x in; h up for the LN (shared by ReduceMean and Sub); normed
+    // down; h2 up for the RMSNorm; its output down; out up.
+    assert_eq!(casts(&m), 6, "{:?}", ops(&m));
+    let cos = min_cosine(&original, &m, &default_shapes());
+    assert!(cos >= 0.999, "cosine {cos}");
+}

@@ -52,7 +52,9 @@ const TABLE: &[(&str, i64, i64, Slots)] = &[
     ("Sqrt", 6, 13, Slots::All),
     ("Exp", 6, 13, Slots::All),
     ("Log", 6, 13, Slots::All),
-    ("Pow", 7, 13, Slots::First),
+    // Both operands follow (TensorRT and tract want one type); an integer
+    // exponent keeps its type (see the plan).
+    ("Pow", 7, 13, Slots::All),
     ("Sin", 7, 22, Slots::All),
     ("Cos", 7, 22, Slots::All),
     ("Identity", 1, 13, Slots::All),
@@ -131,8 +133,6 @@ pub fn signature(node: &Node, opset: i64, to: Half) -> Option<Vec<Role>> {
     // Older forms read these from attributes, or need one type throughout.
     match node.op_type.as_str() {
         "Pad" | "Clip" if opset < 11 => slots = Slots::First,
-        // Pow: the exponent may keep its own type from opset 12 on.
-        "Pow" if opset < 12 => slots = Slots::All,
         _ => {}
     }
     let n = node.inputs.len();
