@@ -163,9 +163,9 @@ impl Pass for ConvertFloat {
         if plan.convert.is_empty() {
             return Ok(removed);
         }
-        let islands = plan.islands(g);
+        let islands = plan.islands(g).len();
         cx.note(format!(
-            "{}: {} nodes in {}, {} kept in float32 ({} island{}), {} Cast{} added, {} removed, {} initializer{} converted ({} -> {} bytes)",
+            "{}: {} nodes in {}, {} kept in float32 ({} island{}), {} Cast{} added, {} removed, {} constant{} converted ({} -> {} bytes)",
             self.to.pass_name(),
             plan.convert.len(),
             self.to.type_name(),
@@ -213,15 +213,17 @@ impl Plan {
         }
     }
 
-    /// Converted nodes connected through converted values.
-    fn islands(&self, g: &Graph) -> usize {
+    /// Converted nodes connected through converted values, as components.
+    fn islands(&self, g: &Graph) -> Vec<Vec<NodeId>> {
         let mut seen: HashSet<NodeId> = HashSet::new();
-        let mut count = 0;
-        for &start in &self.convert {
+        let mut out = Vec::new();
+        let mut starts: Vec<NodeId> = self.convert.iter().copied().collect();
+        starts.sort();
+        for start in starts {
             if !seen.insert(start) {
                 continue;
             }
-            count += 1;
+            let mut island = vec![start];
             let mut stack = vec![start];
             while let Some(n) = stack.pop() {
                 let node = g.node(n);
@@ -235,11 +237,51 @@ impl Plan {
                 for m in next {
                     if self.convert.contains(&m) && seen.insert(m) {
                         stack.push(m);
+                        island.push(m);
                     }
                 }
             }
+            out.push(island);
         }
-        count
+        out
+    }
+
+    /// Casts an island needs: float32 values it reads in half (constants are
+    /// converted, not cast) and half values read in float32 outside it.
+    fn border_casts(&self, g: &Graph, island: &HashSet<NodeId>, keep_io: bool) -> usize {
+        let mut inputs: HashSet<ValueId> = HashSet::new();
+        let mut outputs = 0;
+        for &n in island {
+            let node = g.node(n);
+            for (slot, v) in node.inputs.iter().enumerate() {
+                let Some(v) = *v else { continue };
+                let half = self
+                    .roles
+                    .get(&n)
+                    .and_then(|r| r.get(slot))
+                    .is_some_and(|r| *r == Role::Half);
+                let constant = g.constant(v).is_some() || g.producer(v).is_some_and(|p| p.is("Constant"));
+                let outside = g.value(v).producer.is_none_or(|(p, _)| !island.contains(&p));
+                // Without keep_io_types a graph input is declared half instead.
+                let free_input = g.is_graph_input(v) && !keep_io;
+                if half && !constant && outside && !free_input {
+                    inputs.insert(v);
+                }
+            }
+            for v in node.outputs.iter().flatten() {
+                if self.dt(*v) != DataType::Float {
+                    continue;
+                }
+                let outside = g.value(*v).uses.iter().any(|u| {
+                    !island.contains(&u.node)
+                        && !matches!(u.slot, Slot::Input(i) if ops::reads_any_float(g.node(u.node), i))
+                });
+                if outside || (g.is_graph_output(*v) && keep_io) {
+                    outputs += 1;
+                }
+            }
+        }
+        inputs.len() + outputs
     }
 }
 
@@ -361,6 +403,38 @@ impl ConvertFloat {
             plan.convert.insert(id);
             plan.roles.insert(id, vec![Role::Keep; g.node(id).inputs.len()]);
         }
+
+        // Phase 3: an island without a heavy op that needs as many Casts as
+        // it has ops gains nothing (the Casts cost what float16 saves) and
+        // only loses precision: it stays float32. Islands holding a node an
+        // override asked for are kept.
+        for island in plan.islands(g) {
+            let set: HashSet<NodeId> = island.iter().copied().collect();
+            let heavy = island.iter().any(|&n| {
+                let node = g.node(n);
+                HEAVY.iter().any(|op| node.is(op)) || map.override_for(node).is_some()
+            });
+            let ops = island.iter().filter(|&&n| !is_retypable(g.node(n))).count();
+            let casts = plan.border_casts(g, &set, self.options.keep_io_types);
+            if heavy || casts < ops {
+                continue;
+            }
+            for &n in &island {
+                plan.convert.remove(&n);
+                plan.roles.remove(&n);
+                let node = g.node(n);
+                if !is_retypable(node) {
+                    plan.kept += 1;
+                    cx.decline(
+                        node.name_or_op(),
+                        format!(
+                            "kept in fp32: a {ty} island of {ops} op{} without MatMul/Conv/Gemm would need {casts} Casts",
+                            if ops == 1 { "" } else { "s" }
+                        ),
+                    );
+                }
+            }
+        }
         plan
     }
 
@@ -468,6 +542,9 @@ impl ConvertFloat {
                         let name = node.name_or_op().to_string();
                         let conv = values::convert_tensor(&t, self.to)?;
                         values::note_rounding(cx, self.to, &name, &conv);
+                        stats.initializers += 1;
+                        stats.bytes_before += t.payload_bytes();
+                        stats.bytes_after += conv.tensor.payload_bytes();
                         replace_attrs = Some(vec![Attribute::tensor("value", &conv.tensor)]);
                     }
                 }
@@ -669,6 +746,16 @@ enum HalfSource {
     Existing(ValueId),
     Cast,
 }
+
+/// Ops whose float16 form pays for Casts around them.
+const HEAVY: &[&str] = &[
+    "MatMul",
+    "Gemm",
+    "Conv",
+    "ConvTranspose",
+    "Einsum",
+    "LayerNormalization",
+];
 
 /// Nodes whose output type is set by an attribute (phase 2 of the plan).
 fn is_retypable(node: &Node) -> bool {

@@ -321,8 +321,23 @@ fn default_fp32_converts_only_the_overridden_nodes() {
 #[test]
 fn if_node_stays_fp32_with_casts_at_its_border() {
     let original = load("if_subgraph.onnx");
+    // Alone, the Sigmoid after the If is an island that would need two
+    // Casts for one op: it stays float32.
     let mut m = original.clone();
     let run = fp16(&mut m);
+    assert!(
+        declined_reason(&run, "Sigmoid").contains("island of 1 op without MatMul"),
+        "{:?}",
+        run.declined
+    );
+    assert_eq!(casts(&m), 0);
+    // Asked for by an override, it converts with a Cast on each side.
+    let mut m = original.clone();
+    let run = run_yaml(
+        &mut m,
+        "version: 1\npasses: [convert-float16]\nprecision: { overrides: [{ op: Sigmoid, to: fp16 }] }\n",
+        SideData::default(),
+    );
     // Relu's output is read inside both branches: it stays float32.
     assert!(
         declined_reason(&run, "Relu").contains("read by a subgraph"),
@@ -353,6 +368,12 @@ fn initializers_beyond_range_are_clamped_and_reported() {
     let x = b.input("x", DataType::Float, dims(&["2", "3"]));
     let big = b.f32("big", &[3], &[1e6, -7e4, 1.0]);
     let tiny = b.f32("tiny", &[3], &[1e-9, 0.0, 0.5]);
+    let eye = b.f32(
+        "eye",
+        &[3, 3],
+        &[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+    );
+    let x = b.op("MatMul", &[x, eye], vec![]);
     let a = b.op("Mul", &[x, big], vec![]);
     let y = b.op("Add", &[a, tiny], vec![]);
     b.output(y, "y", DataType::Float, None);
