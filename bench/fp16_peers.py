@@ -74,8 +74,10 @@ def export_hf(kind: str, path: Path) -> None:
                             attn_implementation="eager", use_cache=False)
         model = tf.GPT2Model(cfg).eval()
         ids = torch.randint(0, 1000, (1, 64))
-        args = (ids,)
-        names = ["input_ids"]
+        # With an explicit mask transformers skips its packed-sequence
+        # detection (torch.diff, which the TorchScript exporter lacks).
+        args = (ids, torch.ones_like(ids))
+        names = ["input_ids", "attention_mask"]
     elif kind == "vit":
         model = tf.ViTModel(tf.ViTConfig(image_size=224, patch_size=16, attn_implementation="eager",
                                          **common)).eval()
@@ -90,7 +92,7 @@ def export_hf(kind: str, path: Path) -> None:
             self.m = m
 
         def forward(self, *a):
-            return self.m(*a, return_dict=False)[0]
+            return self.m(**dict(zip(names, a)), return_dict=False)[0]
 
     torch.onnx.export(Wrap(model), args, str(path), opset_version=17, input_names=names,
                       output_names=["hidden"], dynamo=False)
