@@ -676,7 +676,7 @@ impl ConvertFloat {
                 .iter()
                 .all(|u| plan.wants_half(u) || matches!(u.slot, Slot::Input(i) if ops::reads_any_float(g.node(u.node), i)));
         if let Some(t) = g.constant(v) {
-            return Ok(HalfSource::Constant(t.clone(), only_half));
+            return Ok(HalfSource::Constant(Box::new(t.clone()), only_half));
         }
         if let Some((p, _)) = value.producer {
             let pn = g.node(p);
@@ -684,7 +684,7 @@ impl ConvertFloat {
                 && let Some(t) = infopt_ir::infer::constant_value(pn)
                 && t.dtype() == DataType::Float
             {
-                return Ok(HalfSource::Constant(t, false));
+                return Ok(HalfSource::Constant(Box::new(t), false));
             }
             // Cast(to=float) of a half value: read the half value itself.
             if pn.is("Cast")
@@ -741,7 +741,7 @@ impl ConvertFloat {
 
 enum HalfSource {
     /// Constant data; `true`: convert the initializer in place.
-    Constant(infopt_ir::Tensor, bool),
+    Constant(Box<infopt_ir::Tensor>, bool),
     /// An existing half value computing the same tensor.
     Existing(ValueId),
     Cast,
