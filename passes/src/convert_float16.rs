@@ -31,14 +31,18 @@
 //! bounds or integer sizes), everything off the allow-list (Range, If/Loop
 //! and their subgraphs, comparisons, RNNs, custom domains), nodes whose
 //! outputs a subgraph reads, and LayerNormalization/BatchNormalization whose
-//! statistics outputs are used.
+//! statistics outputs are used. Last, an island without MatMul, Gemm, Conv,
+//! ConvTranspose, Einsum or LayerNormalization that would need as many Casts
+//! as it has ops stays float32 as well: its Casts would cost what float16
+//! saves (an override to fp16 keeps such an island).
 //!
 //! ## When it declines
 //! Per node, reason recorded: the precision map keeps it; the op is not on
 //! the allow-list or has no float16 form at the model's opset; it is
 //! numerically sensitive (see above); an input or output type is unknown
 //! (run `infer-shapes` first; the pass also infers); an output is read by a
-//! subgraph. Nodes without float32 tensors are not considered at all.
+//! subgraph; its island is too small to pay for its Casts. Nodes without
+//! float32 tensors are not considered at all.
 //!
 //! ## Numerics
 //! float16 keeps 11 significant bits (relative error ~5e-4 per rounding) and
