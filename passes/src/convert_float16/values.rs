@@ -17,12 +17,21 @@ pub struct Converted {
 /// Converts a float32 tensor to `to`, clamping finite values beyond the
 /// range (rather than producing infinities) and counting values flushed to zero.
 pub fn convert_tensor(t: &Tensor, to: Half) -> Result<Converted, IrError> {
-    let values = t.to_f64_vec()?;
+    if t.dtype() != DataType::Float {
+        return Err(IrError::Unsupported(format!(
+            "converting a {} tensor to {}",
+            t.dtype(),
+            to.type_name()
+        )));
+    }
+    // Straight from the (possibly memory-mapped) bytes: no f64 copy of a
+    // large weight.
+    let raw = t.raw_bytes()?;
     let mut clamped = 0;
     let mut flushed = 0;
-    let mut bytes: Vec<u8> = Vec::with_capacity(values.len() * 2);
-    for x in values {
-        let x = x as f32;
+    let mut bytes: Vec<u8> = Vec::with_capacity(raw.len() / 2);
+    for c in raw.chunks_exact(4) {
+        let x = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
         let bits = match to {
             Half::F16 => {
                 let max = half::f16::MAX.to_f32();
