@@ -51,7 +51,9 @@
 //! range stays float32 (clamping would change its result: a BatchNorm
 //! variance of 1e8 in PaddleOCR's detector, say); when an override asks for
 //! it, the values are clamped to ±65504 and listed by tensor name in the
-//! notes. Nonzero weight values below the smallest subnormal (6e-8) become
+//! notes. Magnitudes of 1e30 and more stand for infinity (the
+//! `finfo(float32).min` of attention masks): they are clamped to ±65504
+//! (noted) without keeping the node. Nonzero weight values below the smallest subnormal (6e-8) become
 //! zero and are counted per tensor.
 //! LayerNormalization keeps its float32 statistics (`stash_type` 1).
 //! Expect cosine similarity ≥ 0.999 against float32; `optimize` verifies

@@ -413,6 +413,34 @@ fn weights_beyond_range_keep_their_node_or_are_clamped_on_request() {
 }
 
 #[test]
+fn mask_sentinels_are_clamped_without_keeping_the_node() {
+    // HF masks: (1 - mask) * finfo(float32).min, added to the scores.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2", "3"]));
+    let eye = b.f32(
+        "eye",
+        &[3, 3],
+        &[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+    );
+    let h = b.op("MatMul", &[x, eye], vec![]);
+    let min = b.f32("neg_inf", &[3], &[f32::MIN, 0.0, f32::MIN]);
+    let y = b.op("Add", &[h, min], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(17);
+    let run = fp16(&mut m);
+    assert_eq!(dtype_of(&m, "neg_inf"), DataType::Float16);
+    let g = &m.graph;
+    let t = g.constant(g.find_value("neg_inf").unwrap()).unwrap();
+    assert_eq!(t.to_f64_vec().unwrap(), vec![-65504.0, 0.0, -65504.0]);
+    assert!(
+        run.notes.join("\n").contains("'neg_inf': 2 values beyond"),
+        "{:?}",
+        run.notes
+    );
+    assert_eq!(casts(&m), 2);
+}
+
+#[test]
 fn shared_weight_read_in_both_precisions_gets_a_copy_and_casts_cancel() {
     // w feeds a converted MatMul and a Softmax (kept): two initializers, no Cast of w.
     let mut b = GraphBuilder::new();

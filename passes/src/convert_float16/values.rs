@@ -77,7 +77,13 @@ pub fn convert_tensor(t: &Tensor, to: Half) -> Result<Converted, IrError> {
     })
 }
 
-/// Largest finite magnitude of a float32 tensor (0 for other types).
+/// Magnitudes at or above this stand for infinity (`finfo(float32).min` in
+/// attention masks): clamping them to the half type's largest value keeps
+/// their meaning.
+pub const SENTINEL: f32 = 1e30;
+
+/// Largest finite magnitude of a float32 tensor below [`SENTINEL`] (0 for
+/// other types).
 pub fn largest_finite(t: &Tensor) -> f32 {
     if t.dtype() != DataType::Float {
         return 0.0;
@@ -87,7 +93,7 @@ pub fn largest_finite(t: &Tensor) -> f32 {
     };
     raw.chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]).abs())
-        .filter(|x| x.is_finite())
+        .filter(|x| x.is_finite() && *x < SENTINEL)
         .fold(0.0, f32::max)
 }
 
