@@ -114,6 +114,33 @@ impl Method {
         }
     }
 
+    /// Parses `name` or `name:param`: `minmax`, `percentile`, `percentile:99.9`,
+    /// `entropy`, `mse` (the command-line form).
+    pub fn parse(spec: &str) -> Result<Method> {
+        let (name, param) = match spec.split_once(':') {
+            Some((n, p)) => (n.trim(), Some(p.trim())),
+            None => (spec.trim(), None),
+        };
+        let method = match (Method::from_name(name)?, param) {
+            (m, None) => m,
+            (Method::Percentile { .. }, Some(p)) => Method::Percentile {
+                percentile: p.parse().map_err(|_| {
+                    CalibError::Config(format!(
+                        "percentile '{p}' is not a number (e.g. percentile:99.99)"
+                    ))
+                })?,
+            },
+            (m, Some(p)) => {
+                return Err(CalibError::Config(format!(
+                    "range method '{}' takes no parameter, got ':{p}'",
+                    m.name()
+                )));
+            }
+        };
+        method.validate()?;
+        Ok(method)
+    }
+
     /// Checks the parameters.
     pub fn validate(&self) -> Result<()> {
         match *self {
@@ -626,6 +653,24 @@ mod tests {
         assert!(Method::Percentile { percentile: 0.0 }.validate().is_err());
         assert!(Method::Percentile { percentile: 100.0 }.validate().is_ok());
         assert!(serde_json::from_str::<Method>(r#"{"name":"minmax","bins":3}"#).is_err());
+        assert_eq!(
+            Method::parse("percentile:99.9").unwrap(),
+            Method::Percentile { percentile: 99.9 }
+        );
+        assert_eq!(Method::parse(" entropy ").unwrap(), Method::ENTROPY);
+        assert!(Method::parse("percentile:101").is_err());
+        assert!(
+            Method::parse("percentile:x")
+                .unwrap_err()
+                .to_string()
+                .contains("'x'")
+        );
+        assert!(
+            Method::parse("mse:3")
+                .unwrap_err()
+                .to_string()
+                .contains("no parameter")
+        );
         // The explain text documents every method.
         for name in Method::NAMES {
             assert!(
