@@ -65,21 +65,32 @@ fn geometry(img: RgbImage, spec: &ImageSpec) -> RgbImage {
             canvas
         }
         ResizeMode::ResizeShorterThenCrop => {
-            let r = f64::from(spec.shorter_side()) / f64::from(iw.min(ih));
-            // At least the crop size, whatever rounding does to the longer side.
-            let nw = scaled(iw, r).max(w);
-            let nh = scaled(ih, r).max(h);
+            // As torchvision's Resize(int): the shorter side becomes exactly `shorter`,
+            // the longer one `⌊shorter · long / short⌋` (truncated, not rounded).
+            let s = spec.shorter_side();
+            let along = |len: u32, other: u32| {
+                if len <= other {
+                    s
+                } else {
+                    (u64::from(s) * u64::from(len) / u64::from(other)) as u32
+                }
+            };
+            // At least the crop size, whatever the arithmetic does to the longer side.
+            let nw = along(iw, ih).max(w);
+            let nh = along(ih, iw).max(h);
             let big = resize(&img, nw, nh);
-            // Centre crop, offsets rounded as torchvision's CenterCrop does.
-            let left = ((f64::from(nw - w)) / 2.0).round() as u32;
-            let top = ((f64::from(nh - h)) / 2.0).round() as u32;
+            // Centre crop, offsets rounded half-to-even as torchvision's CenterCrop
+            // (Python's round) does.
+            let left = (f64::from(nw - w) / 2.0).round_ties_even() as u32;
+            let top = (f64::from(nh - h) / 2.0).round_ties_even() as u32;
             imageops::crop_imm(&big, left, top, w, h).to_image()
         }
     }
 }
 
+/// `len · r` rounded half-to-even (as the Python letterbox implementations round).
 fn scaled(len: u32, r: f64) -> u32 {
-    ((f64::from(len) * r).round() as u32).max(1)
+    ((f64::from(len) * r).round_ties_even() as u32).max(1)
 }
 
 fn resize(img: &RgbImage, w: u32, h: u32) -> RgbImage {
@@ -200,8 +211,16 @@ mod tests {
         };
         let v = preprocess(&img, &s);
         assert_eq!(&v[..4], &[20.0, 30.0, 40.0, 50.0]);
-        // Default shorter side 4/0.875 = 5 (rounded): 10×5, then a 4×4 crop.
+        // Default shorter side 4/0.875 = 5 (rounded): 10×5, then a 4×4 crop at column
+        // round_half_even(3) = 3, row round_half_even(0.5) = 0.
         let v = preprocess(&img, &spec([4, 4], ResizeMode::ResizeShorterThenCrop));
         assert_eq!(v.len(), 48);
+        // 9 wide, 4 high, shorter 4: 9×4, crop offset (9 - 4) / 2 = 2.5 -> 2 (half to even).
+        let s = ImageSpec {
+            shorter: Some(4),
+            ..spec([4, 4], ResizeMode::ResizeShorterThenCrop)
+        };
+        let v = preprocess(&ramp(9, 4), &s);
+        assert_eq!(&v[..4], &[20.0, 30.0, 40.0, 50.0]);
     }
 }

@@ -8,13 +8,15 @@ use crate::error::{CalibError, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ResizeMode {
-    /// Stretch to exactly H×W (bilinear, antialiased when shrinking, like PIL).
+    /// Stretch to exactly H×W (bilinear, antialiased when shrinking: within one pixel
+    /// level of PIL's `resize(..., BILINEAR)`).
     #[default]
     Resize,
     /// Keep the aspect ratio, fit inside H×W, centre, fill the rest with `pad`.
     Letterbox,
     /// Scale the shorter side to `shorter` (keeping the aspect ratio), then crop the
-    /// centre H×W (the ImageNet evaluation transform: 256 then 224).
+    /// centre H×W (the ImageNet evaluation transform: 256 then 224), with torchvision's
+    /// size and offset arithmetic.
     ResizeShorterThenCrop,
 }
 
