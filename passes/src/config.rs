@@ -264,6 +264,32 @@ pub struct VerifyConfig {
     /// Seed of the generated inputs.
     #[serde(default)]
     pub seed: u64,
+    /// `scaled` (default): the largest difference relative to the output's
+    /// magnitude, with the cosine; `elementwise`: every element within
+    /// `atol + rtol * |expected|`.
+    #[serde(default)]
+    pub criterion: CriterionName,
+    /// Scaled criterion: largest |difference| / largest |expected|.
+    #[serde(default = "default_max_scaled_error")]
+    pub max_scaled_error: f64,
+    /// Scaled criterion: smallest cosine similarity per output.
+    #[serde(default = "default_min_cosine")]
+    pub min_cosine: f64,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CriterionName {
+    #[default]
+    Scaled,
+    Elementwise,
+}
+
+fn default_max_scaled_error() -> f64 {
+    1e-4
+}
+fn default_min_cosine() -> f64 {
+    0.9999
 }
 
 impl Default for VerifyConfig {
@@ -273,6 +299,9 @@ impl Default for VerifyConfig {
             rtol: default_rtol(),
             atol: default_atol(),
             seed: 0,
+            criterion: CriterionName::Scaled,
+            max_scaled_error: default_max_scaled_error(),
+            min_cosine: default_min_cosine(),
         }
     }
 }

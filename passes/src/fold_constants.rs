@@ -439,14 +439,14 @@ fn inline_if(g: &mut Graph, id: NodeId, cond: bool) -> Result<(), PassError> {
         .and_then(|a| a.subgraphs.first())
         .cloned()
         .ok_or_else(|| {
-            PassError::Config(format!(
+            PassError::Model(format!(
                 "If node '{}' has no {attr}",
                 g.node(id).name_or_op()
             ))
         })?;
     let if_outs: Vec<Option<ValueId>> = g.node(id).outputs.clone();
     if branch.outputs.len() != if_outs.len() {
-        return Err(PassError::Config(format!(
+        return Err(PassError::Model(format!(
             "If node '{}': {attr} has {} outputs, the node {}",
             g.node(id).name_or_op(),
             branch.outputs.len(),
@@ -460,7 +460,7 @@ fn inline_if(g: &mut Graph, id: NodeId, cond: bool) -> Result<(), PassError> {
         let value = branch.value(v);
         if value.outer {
             let outer = g.find_value(&value.name).ok_or_else(|| {
-                PassError::Config(format!(
+                PassError::Model(format!(
                     "If branch reads '{}', which the enclosing graph does not define",
                     value.name
                 ))
@@ -526,7 +526,7 @@ fn inline_if(g: &mut Graph, id: NodeId, cond: bool) -> Result<(), PassError> {
     for (io, out) in branch.outputs.iter().zip(&if_outs) {
         let Some(out) = *out else { continue };
         let Some(&src) = map.get(&io.value) else {
-            return Err(PassError::Config(format!(
+            return Err(PassError::Model(format!(
                 "If branch output '{}' is undefined",
                 branch.value(io.value).name
             )));

@@ -43,6 +43,6 @@ builtin_passes! {
 #[doc(hidden)]
 pub use erased_serde as __erased_serde;
 
-pub use config::{PassConfig, PipelineConfig, Step, VerifyConfig};
+pub use config::{CriterionName, PassConfig, PipelineConfig, Step, VerifyConfig};
 pub use driver::{DriverOptions, Flow, PassRecord, PipelineRun, run_pipeline, run_pipeline_with};
 pub use pass::{Declined, Pass, PassCx, PassError, SideData, Target};

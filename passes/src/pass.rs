@@ -42,8 +42,13 @@ pub enum PassError {
     Ir(#[from] IrError),
     #[error("pass '{pass}' left an invalid graph: {detail}")]
     BrokeGraph { pass: String, detail: String },
+    /// A mistake in the pipeline or the command line (usage error).
     #[error("{0}")]
     Config(String),
+    /// The user's model is malformed in a way only a pass discovers (an
+    /// `If` branch with the wrong number of outputs, say): a model error.
+    #[error("{0}")]
+    Model(String),
 }
 
 /// Context handed to every pass: settings in, statistics out.
