@@ -17,7 +17,7 @@ use std::time::Instant;
 use infopt_ir::Model;
 use infopt_ir::stats::GraphStats;
 use infopt_passes::{
-    DriverOptions, PassConfig, PipelineConfig, PipelineRun, Precision, PrecisionMap, SideData,
+    DriverOptions, PipelineConfig, PipelineRun, Precision, PrecisionMap, SideData,
     Step, Target,
 };
 use infopt_runtime::tensorrt::{

@@ -87,6 +87,17 @@ pub struct Args {
     pub validate: bool,
     #[command(flatten)]
     pub save: super::save_args::SaveArgs,
+    /// Convert to float16 after the pipeline's other passes (appends convert-float16).
+    #[arg(long, conflicts_with = "bf16")]
+    pub fp16: bool,
+    /// Convert to bfloat16 after the pipeline's other passes (appends convert-bfloat16).
+    #[arg(long)]
+    pub bf16: bool,
+    /// Per-layer precision, NAME_OR_OP=fp32|fp16|bf16|int8 (repeatable): a
+    /// bare op type (Softmax) matches the op, anything else a node name,
+    /// exactly or as a regex matching the whole name.
+    #[arg(long = "precision", value_name = "NAME_OR_OP=P")]
+    pub precision: Vec<String>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -248,6 +259,14 @@ pub fn run(args: Args) -> CliResult {
         &args.passes,
         args.target.map(Into::into),
     )?;
+    let half = match (args.fp16, args.bf16) {
+        (true, _) => Some(infopt_passes::Precision::Fp16),
+        (_, true) => Some(infopt_passes::Precision::Bf16),
+        _ => None,
+    };
+    let precision_notes =
+        infopt_passes::precision::apply_to_pipeline(&mut config, &args.precision, half)
+            .map_err(CliError::usage)?;
     let inputs = stages::resolve_inputs(&config, &args.inputs)?;
     stages::apply_input_shapes(&mut config, &args.inputs)?;
     let save_options = args.save.options()?;
@@ -324,7 +343,7 @@ pub fn run(args: Args) -> CliResult {
     );
     let mut warnings: Vec<String> = run.budget_exhausted.clone();
     warnings.extend(growth_warning(&stats_before, &stats_after));
-    let mut notes: Vec<String> = Vec::new();
+    let mut notes: Vec<String> = precision_notes;
 
     // Verification and latency.
     let mut verification = None;
