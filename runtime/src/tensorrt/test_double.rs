@@ -24,9 +24,9 @@ pub struct BuildCall {
     pub timing_cache: Option<Vec<u8>>,
     pub error_on_timing_cache_miss: i32,
     pub strongly_typed: i32,
-    fp16: i32,
-    bf16: i32,
-    int8: i32,
+    pub fp16: i32,
+    pub bf16: i32,
+    pub int8: i32,
     pub layer_precisions: Vec<(String, i32)>,
     pub obey_precision_constraints: i32,
     pub model_path: Option<String>,
@@ -90,18 +90,19 @@ pub const LAYER_JSON: &str = r#"{"Layers": [
   "Outputs": [{"Name": "z", "Format/Datatype": "Row major linear FP32 format"}]}
 ], "Bindings": ["x", "z"]}"#;
 
-struct State {
-    canned: Canned,
-    calls: Vec<Call>,
+pub struct State {
+    pub canned: Canned,
+    pub calls: Vec<Call>,
     /// Buffers and strings the double handed out and the Rust side has not released.
-    live: i64,
+    pub live: i64,
 }
 
 thread_local! {
     static STATE: RefCell<Option<State>> = const { RefCell::new(None) };
 }
 
-fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
+/// Runs `f` on the installed double's state (to change what it answers mid-test).
+pub fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
     STATE.with(|s| f(s.borrow_mut().as_mut().expect("double not installed")))
 }
 

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::ffi;
+use super::ffi::{self, ShimApi};
 use super::test_double::*;
 use super::*;
 

@@ -180,8 +180,8 @@ mod tests {
             ("y:1x3x8", "`y`, which is not an input of the model (inputs: x, m)"),
             ("x:1x3/2x3/4x3", "rank 2 but the model's input has rank 3"),
             (
-                "x:1x3x8/2x4x8/4x3x8",
-                "dim 1 is fixed to 3 in the model [batch, 3, 8], but the profile gives 3/4/3",
+                "x:1x3x8/2x4x8/4x4x8",
+                "dim 1 is fixed to 3 in the model [batch, 3, 8], but the profile gives 3/4/4",
             ),
         ] {
             let e = profiles(&model(), &[parse(spec).unwrap()], &[], &BTreeMap::new())
