@@ -141,7 +141,10 @@ fn emit_onnx_fp16_types_the_graph_for_11_and_flags_for_10() {
     let cmds = commands(&r);
     let (_, c11) = &cmds[0];
     assert!(c11.contains(&format!("--onnx={}", out.display())), "{c11}");
-    assert!(!c11.contains("--fp16") && !c11.contains("--layerPrecisions"), "{c11}");
+    assert!(
+        !c11.contains("--fp16") && !c11.contains("--layerPrecisions"),
+        "{c11}"
+    );
     // --input-shape fixed the input through fix-shapes: no profile needed.
     assert!(!c11.contains("--minShapes"), "{c11}");
     let (_, c10) = &cmds[1];
@@ -178,11 +181,11 @@ fn emit_onnx_strongly_typed_for_10_and_one_major() {
     let text = stdout(&o);
     assert!(text.contains("# TensorRT 10 (strongly typed)"), "{text}");
     assert!(!text.contains("# TensorRT 11"), "{text}");
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("trtexec"))
-        .unwrap();
-    assert!(line.contains("--stronglyTyped") && !line.contains("--bf16"), "{line}");
+    let line = text.lines().find(|l| l.starts_with("trtexec")).unwrap();
+    assert!(
+        line.contains("--stronglyTyped") && !line.contains("--bf16"),
+        "{line}"
+    );
     assert!(!dir.path().join("m.fp32.onnx").exists());
 }
 
@@ -191,13 +194,11 @@ fn without_tensorrt_the_build_is_exit_8_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let engine = dir.path().join("m.engine");
     let model = fixture("cnn_bn_relu.onnx");
-    for extra in [&[][..], &["--trt-shim", "/nonexistent/libinfopt_trt_shim.so"][..]] {
-        let mut args = vec![
-            "build-engine",
-            s(&model),
-            "-o",
-            s(&engine),
-        ];
+    for extra in [
+        &[][..],
+        &["--trt-shim", "/nonexistent/libinfopt_trt_shim.so"][..],
+    ] {
+        let mut args = vec!["build-engine", s(&model), "-o", s(&engine)];
         args.extend_from_slice(extra);
         let o = infopt_no_trt(&args);
         assert_eq!(o.status.code(), Some(8), "{}", stderr(&o));
@@ -216,22 +217,40 @@ fn bad_settings_are_one_line_usage_errors() {
     let model = fixture("cnn_bn_relu.onnx");
     let cases: &[(&[&str], &str)] = &[
         (&["--workspace", "1X"], "--workspace `1X` is not a size"),
-        (&["--workspace", "0"], "--workspace 0 leaves TensorRT no scratch memory"),
+        (
+            &["--workspace", "0"],
+            "--workspace 0 leaves TensorRT no scratch memory",
+        ),
         (&["--shapes", "input:4x3/2x3"], "has 2 shapes"),
         (
             &["--shapes", "input:8x3x32x32/2x3x32x32/16x3x32x32"],
             "need min <= opt <= max",
         ),
-        (&["--shapes", "images:1x3x32x32"], "`images`, which is not an input of the model (inputs: input)"),
+        (
+            &["--shapes", "images:1x3x32x32"],
+            "`images`, which is not an input of the model (inputs: input)",
+        ),
         (
             &["--shapes", "input:1x4x32x32/2x4x32x32/4x4x32x32"],
             "dim 1 is fixed to 3 in the model",
         ),
-        (&[], "input `input` has dynamic dims [batch, 3, 32, 32] and no shapes for TensorRT: give --shapes input:MIN/OPT/MAX"),
-        (&["--int8"], "quantize first with `infopt optimize MODEL --int8"),
+        (
+            &[],
+            "input `input` has dynamic dims [batch, 3, 32, 32] and no shapes for TensorRT: give --shapes input:MIN/OPT/MAX",
+        ),
+        (
+            &["--int8"],
+            "quantize first with `infopt optimize MODEL --int8",
+        ),
     ];
     for (extra, needle) in cases {
-        let mut args = vec!["build-engine", s(&model), "--emit-onnx", s(&out), "--no-verify"];
+        let mut args = vec![
+            "build-engine",
+            s(&model),
+            "--emit-onnx",
+            s(&out),
+            "--no-verify",
+        ];
         args.extend_from_slice(extra);
         let o = infopt(&args);
         assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));

@@ -83,9 +83,18 @@ fn precision_mistakes_are_usage_errors() {
     let out = tmp.path().join("x.onnx");
     let model = fixture("cnn_bn_relu.onnx");
     let cases: [(&[&str], &str); 3] = [
-        (&["--fp16", "--precision", "Relu=fp61"], "did you mean 'fp16'"),
-        (&["--precision", "Softmax=fp32"], "needs a pass that reads it"),
-        (&["--fp16", "--precision", "Relu"], "expected NAME_OR_OP=PRECISION"),
+        (
+            &["--fp16", "--precision", "Relu=fp61"],
+            "did you mean 'fp16'",
+        ),
+        (
+            &["--precision", "Softmax=fp32"],
+            "needs a pass that reads it",
+        ),
+        (
+            &["--fp16", "--precision", "Relu"],
+            "expected NAME_OR_OP=PRECISION",
+        ),
     ];
     for (extra, want) in cases {
         let mut args = vec!["optimize", s(&model), "-o", s(&out)];

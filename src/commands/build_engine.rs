@@ -17,12 +17,11 @@ use std::time::Instant;
 use infopt_ir::Model;
 use infopt_ir::stats::GraphStats;
 use infopt_passes::{
-    DriverOptions, PipelineConfig, PipelineRun, Precision, PrecisionMap, SideData,
-    Step, Target,
+    DriverOptions, PipelineConfig, PipelineRun, Precision, PrecisionMap, SideData, Step, Target,
 };
 use infopt_runtime::tensorrt::{
     self, BuiltEngine, EngineBuildConfig, LayerOverride, LayerPrecision, Profile, TensorRt,
-    TrtOptions, Trt10Precision, args as trt_args,
+    Trt10Precision, TrtOptions, args as trt_args,
 };
 use infopt_runtime::{Latency, RuntimeError};
 use infopt_verify::{BackendKind, ChosenBackend, Criterion, Inputs, Verifier};
@@ -187,7 +186,9 @@ fn parse_settings(args: &Args) -> CliResult<Settings> {
     let shapes = args
         .shapes
         .iter()
-        .map(|s| trt_args::parse_shape_spec(s).map_err(|e| CliError::usage(format!("--shapes {e}"))))
+        .map(|s| {
+            trt_args::parse_shape_spec(s).map_err(|e| CliError::usage(format!("--shapes {e}")))
+        })
         .collect::<CliResult<Vec<_>>>()?;
     for (i, p) in shapes.iter().enumerate() {
         if shapes[..i].iter().any(|q| q.input == p.input) {
@@ -416,7 +417,11 @@ fn trtexec_commands(
             continue;
         }
         let strongly = plan.typed_on(major);
-        let onnx = if strongly { typed } else { fp32.unwrap_or(typed) };
+        let onnx = if strongly {
+            typed
+        } else {
+            fp32.unwrap_or(typed)
+        };
         let args = trt_args::trtexec_args(onnx, engine, &plan.config_for(major), major)
             .map_err(CliError::usage)?;
         out.push(TrtexecCommand {
@@ -528,8 +533,13 @@ pub fn run(args: Args) -> CliResult {
         after_pass: None,
     };
     let mut fp32_model = model_in.clone();
-    let mut run =
-        stages::run_passes(&mut fp32_model, &base_cfg, &options, SideData::default(), hooks())?;
+    let mut run = stages::run_passes(
+        &mut fp32_model,
+        &base_cfg,
+        &options,
+        SideData::default(),
+        hooks(),
+    )?;
     let typed_model = match &precision_cfg {
         Some(pc) => {
             let mut m = fp32_model.clone();
@@ -600,7 +610,9 @@ pub fn run(args: Args) -> CliResult {
         );
         verification = Some(checked);
     } else {
-        warnings.push("verification disabled: the rewritten ONNX was not checked against the original".into());
+        warnings.push(
+            "verification disabled: the rewritten ONNX was not checked against the original".into(),
+        );
     }
     let verified = verification.as_ref().is_none_or(|v| v.passed);
 
@@ -619,13 +631,13 @@ pub fn run(args: Args) -> CliResult {
         model_path: Some(args.model.clone()),
         ..Default::default()
     };
-    let to_bytes = |m: &Model| {
-        m.to_bytes_referencing_sources()
-            .map_err(CliError::from_ir)
-    };
+    let to_bytes = |m: &Model| m.to_bytes_referencing_sources().map_err(CliError::from_ir);
     let plan = EnginePlan {
         typed_onnx: to_bytes(typed)?,
-        flags_onnx: typed_model.as_ref().map(|_| to_bytes(&fp32_model)).transpose()?,
+        flags_onnx: typed_model
+            .as_ref()
+            .map(|_| to_bytes(&fp32_model))
+            .transpose()?,
         common,
         trt10: trt10.clone(),
         strongly_typed_on_10: args.strongly_typed,
@@ -665,11 +677,11 @@ pub fn run(args: Args) -> CliResult {
             warnings.extend(outcome.warnings.iter().cloned());
             if let Some(l) = outcome.latency.clone() {
                 let onnx = if args.runs > 0 {
-                    match onnx_latency(&model_in, &stages::model_dir(&args.model), &inputs, &args)
-                    {
+                    match onnx_latency(&model_in, &stages::model_dir(&args.model), &inputs, &args) {
                         Ok(o) => Some(o),
                         Err(e) => {
-                            notes.push(format!("the input ONNX was not timed in ONNX Runtime: {e}"));
+                            notes
+                                .push(format!("the input ONNX was not timed in ONNX Runtime: {e}"));
                             None
                         }
                     }

@@ -6,7 +6,6 @@
 //!
 //! Not a stable API; test code only (it panics when misused).
 
-
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_void};
 

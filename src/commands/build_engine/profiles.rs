@@ -173,19 +173,24 @@ mod tests {
     #[test]
     fn errors_name_the_input_and_the_flag() {
         let e = profiles(&model(), &[], &[], &BTreeMap::new()).unwrap_err();
-        assert!(e.contains("input `x` has dynamic dims [batch, 3, 8]"), "{e}");
+        assert!(
+            e.contains("input `x` has dynamic dims [batch, 3, 8]"),
+            "{e}"
+        );
         assert!(e.contains("--shapes x:MIN/OPT/MAX"), "{e}");
         let parse = infopt_runtime::tensorrt::args::parse_shape_spec;
         for (spec, needle) in [
-            ("y:1x3x8", "`y`, which is not an input of the model (inputs: x, m)"),
+            (
+                "y:1x3x8",
+                "`y`, which is not an input of the model (inputs: x, m)",
+            ),
             ("x:1x3/2x3/4x3", "rank 2 but the model's input has rank 3"),
             (
                 "x:1x3x8/2x4x8/4x4x8",
                 "dim 1 is fixed to 3 in the model [batch, 3, 8], but the profile gives 3/4/4",
             ),
         ] {
-            let e = profiles(&model(), &[parse(spec).unwrap()], &[], &BTreeMap::new())
-                .unwrap_err();
+            let e = profiles(&model(), &[parse(spec).unwrap()], &[], &BTreeMap::new()).unwrap_err();
             assert!(e.contains(needle), "{spec}: {e}");
         }
     }

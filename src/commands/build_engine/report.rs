@@ -106,7 +106,10 @@ fn table(markdown: bool, header: &[&str]) -> Table {
 }
 
 fn ms(l: &Latency) -> String {
-    format!("{:.3} ms (p90 {:.3}, {} runs)", l.median_ms, l.p90_ms, l.runs)
+    format!(
+        "{:.3} ms (p90 {:.3}, {} runs)",
+        l.median_ms, l.p90_ms, l.runs
+    )
 }
 
 /// At most this many layers are listed in the table (all are in the JSON).
@@ -139,7 +142,11 @@ pub fn render(r: &EngineReport, markdown: bool) -> String {
         h(&mut s, "Ops changed by the passes");
         let mut t = table(markdown, &["op", "before", "after"]);
         for o in changed {
-            t.add_row(vec![o.op.clone(), o.before.to_string(), o.after.to_string()]);
+            t.add_row(vec![
+                o.op.clone(),
+                o.before.to_string(),
+                o.after.to_string(),
+            ]);
         }
         let _ = writeln!(s, "{t}");
     }

@@ -184,7 +184,11 @@ fn a_build_failure_writes_no_engine() {
         .err()
         .unwrap();
     assert_eq!(e.exit, Exit::Load);
-    assert!(e.message.contains("network has no outputs"), "{}", e.message);
+    assert!(
+        e.message.contains("network has no outputs"),
+        "{}",
+        e.message
+    );
     assert!(!out.exists());
 }
 
@@ -208,7 +212,11 @@ fn trtexec_lines_follow_the_plan() {
         "--memPoolSize=workspace:1G",
         "--minShapes=x:1x4",
     ] {
-        assert!(cmds[1].command.contains(needle), "{needle}: {}", cmds[1].command);
+        assert!(
+            cmds[1].command.contains(needle),
+            "{needle}: {}",
+            cmds[1].command
+        );
     }
     let only10 = trtexec_commands(&p, typed, Some(fp32), Path::new("m.engine"), Some(10)).unwrap();
     assert_eq!(only10.len(), 1);
