@@ -675,6 +675,11 @@ pub fn run(args: Args) -> CliResult {
             }
             let outcome = build_with(trt, &plan, &output, args.warmup, args.runs)?;
             warnings.extend(outcome.warnings.iter().cloned());
+            if !outcome.strongly_typed && plan.flags_onnx.is_some() {
+                notes.push(
+                    "TensorRT 10 built the float32 graph with builder flags; the graph verified is the strongly typed one (--strongly-typed builds exactly that)".into(),
+                );
+            }
             if let Some(l) = outcome.latency.clone() {
                 let onnx = if args.runs > 0 {
                     match onnx_latency(&model_in, &stages::model_dir(&args.model), &inputs, &args) {

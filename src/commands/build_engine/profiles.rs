@@ -54,7 +54,7 @@ pub fn profiles(
     for a in input_shapes {
         if let ShapeArg::Symbols { symbols, .. } = a {
             for (s, v) in symbols {
-                bound.insert(s.clone(), *v as i64);
+                bound.insert(s.clone(), *v);
             }
         }
     }
@@ -79,7 +79,7 @@ pub fn profiles(
             _ => None,
         });
         let resolved: Option<Vec<i64>> = match given {
-            Some(d) => Some(d.iter().map(|&v| v as i64).collect()),
+            Some(d) => Some(d.clone()),
             None => dims
                 .iter()
                 .map(|d| match d {
