@@ -240,7 +240,7 @@ fn bad_settings_are_one_line_usage_errors() {
         ),
         (
             &["--int8"],
-            "quantize first with `infopt optimize MODEL --int8",
+            "then pass -c with a pipeline ending in `- quantize-int8: { ranges: ranges.json }`",
         ),
     ];
     for (extra, needle) in cases {
@@ -259,4 +259,70 @@ fn bad_settings_are_one_line_usage_errors() {
         assert!(err[0].contains(needle), "{extra:?}: {}", err[0]);
         assert!(!out.exists(), "{extra:?} wrote the ONNX");
     }
+}
+
+#[test]
+fn int8_through_a_quantize_pipeline_and_from_a_quantized_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let ranges = fixture("quantized/cnn_bn_relu.ranges.json");
+    let base = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/tensorrt.yaml"),
+    )
+    .unwrap();
+    let yaml = base.replace(
+        "\nverify:",
+        &format!(
+            "\n  - quantize-int8: {{ ranges: \"{}\" }}\nverify:",
+            ranges.display()
+        ),
+    );
+    assert_ne!(yaml, base);
+    let pipeline = dir.path().join("int8.yaml");
+    std::fs::write(&pipeline, yaml).unwrap();
+    let out = dir.path().join("q.onnx");
+    let o = infopt(&[
+        "build-engine",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "-c",
+        s(&pipeline),
+        "--emit-onnx",
+        s(&out),
+        "--input-shape",
+        "input:1x3x32x32",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = json(&o);
+    // Verified with the INT8 criterion, and the quantized graph is what both majors build.
+    assert!(r["verification"]["passed"].as_bool().unwrap());
+    assert_eq!(r["verification"]["criterion"]["min_cosine"], 0.99);
+    let q = r["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["op"] == "QuantizeLinear")
+        .expect("Q/DQ inserted");
+    assert!(q["after"].as_u64().unwrap() > 0);
+    assert!(!dir.path().join("q.fp32.onnx").exists());
+    let cmds = commands(&r);
+    assert!(!cmds[0].1.contains("--int8"), "{}", cmds[0].1);
+    assert!(cmds[1].1.contains("--int8"), "{}", cmds[1].1);
+    assert!(cmds[1].1.contains(&format!("--onnx={}", out.display())));
+
+    // A model quantized beforehand: its Q/DQ nodes turn on INT8 for TensorRT 10.
+    let o = infopt(&[
+        "build-engine",
+        s(&fixture("quantized/cnn_int8_tensorrt.onnx")),
+        "--emit-onnx",
+        s(&dir.path().join("q2.onnx")),
+        "--input-shape",
+        "input:1x3x32x32",
+        "--trt-major",
+        "10",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cmds = commands(&json(&o));
+    assert_eq!(cmds.len(), 1);
+    assert!(cmds[0].1.contains("--int8"), "{}", cmds[0].1);
 }

@@ -12,6 +12,8 @@
 //!   `write_calibration_table` produces (read).
 //! * [`Amax`]: what the `quantize-int8` pass reads; [`RangeTable::to_amax`] and
 //!   [`ImportedRanges::to_amax`] reduce a table or an imported cache to it.
+//! * [`quantize`]: the `quantize-int8` pass (Q/DQ placement per target; register it with
+//!   [`quantize::register`]).
 //! * [`images`]: an image folder turned into model inputs, with the preprocessing declared
 //!   in YAML.
 //!
@@ -34,6 +36,8 @@ pub mod histogram;
 pub mod images;
 pub mod methods;
 pub mod observer;
+pub mod quantize;
+pub mod run;
 pub mod table;
 
 pub use amax::Amax;

@@ -35,9 +35,11 @@ use report::{
 /// The pipeline used without `-c` (configs/tensorrt.yaml).
 const TENSORRT_PIPELINE: &str = include_str!("../../configs/tensorrt.yaml");
 
-/// Passes that change precision; they run after the rest of the pipeline, so the graph
-/// before them is the float32 graph TensorRT 10's builder flags apply to.
-const PRECISION_PASSES: [&str; 3] = ["convert-float16", "convert-bfloat16", "quantize-int8"];
+/// Passes that convert to a half type; they run after the rest of the pipeline, so the
+/// graph before them is the float32 graph TensorRT 10's builder flags apply to.
+/// `quantize-int8` stays in the pipeline: its Q/DQ nodes are explicit quantization, which
+/// TensorRT 10 builds with `kINT8` (it has no other INT8 without a calibrator).
+const HALF_PASSES: [&str; 2] = ["convert-float16", "convert-bfloat16"];
 
 /// Verification of a half-precision graph: float16 rounds at ~5e-4 per op, bfloat16 at
 /// ~4e-3; both keep the direction of the outputs (cosine) close to 1.
@@ -49,6 +51,26 @@ const BF16_CRITERION: Criterion = Criterion::Scaled {
     max_scaled_error: 6e-2,
     min_cosine: 0.999,
 };
+/// INT8 Q/DQ: 256 levels per tensor; a ResNet-like block lands near 5e-2 of the scale
+/// with a cosine above 0.999 on calibrated ranges.
+const INT8_CRITERION: Criterion = Criterion::Scaled {
+    max_scaled_error: 1e-1,
+    min_cosine: 0.99,
+};
+
+/// The criterion for the precision the pipeline converts to (the loosest one it runs).
+fn precision_criterion(config: &PipelineConfig) -> Option<Criterion> {
+    let names = config.pass_names();
+    if names.contains(&"quantize-int8") {
+        Some(INT8_CRITERION)
+    } else if names.contains(&"convert-bfloat16") {
+        Some(BF16_CRITERION)
+    } else if names.contains(&"convert-float16") {
+        Some(FP16_CRITERION)
+    } else {
+        None
+    }
+}
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -200,16 +222,15 @@ fn parse_settings(args: &Args) -> CliResult<Settings> {
     }
     if args.int8 {
         return Err(CliError::usage(
-            "build-engine --int8 needs calibration, which build-engine does not run yet: quantize first with `infopt optimize MODEL --int8 --calib-data PATH -c configs/tensorrt.yaml` and pass the quantized model (its Q/DQ nodes make TensorRT build INT8)",
+            "build-engine --int8 is not wired to calibration yet: run `infopt calibrate MODEL --data PATH -o ranges.json`, then pass -c with a pipeline ending in `- quantize-int8: { ranges: ranges.json }`, or quantize with `infopt optimize --int8` and pass the quantized model (its Q/DQ nodes make TensorRT build INT8)",
         ));
     }
     Ok(Settings { workspace, shapes })
 }
 
-/// The pipeline split in two: everything but the precision passes, then those.
+/// The pipeline split in two: everything but the half-precision passes, then those.
 fn split_precision(config: &PipelineConfig) -> (PipelineConfig, Option<PipelineConfig>) {
-    let is_precision =
-        |s: &Step| matches!(s, Step::Pass(p) if PRECISION_PASSES.contains(&p.name()));
+    let is_precision = |s: &Step| matches!(s, Step::Pass(p) if HALF_PASSES.contains(&p.name()));
     let mut base = config.clone();
     base.passes.retain(|s| !is_precision(s));
     let steps: Vec<Step> = config
@@ -336,9 +357,25 @@ impl EnginePlan {
         cfg
     }
 
-    /// Whether TensorRT `major` builds the typed graph.
-    fn typed_on(&self, major: u32) -> bool {
-        major >= 11 || self.strongly_typed_on_10 || self.flags_onnx.is_none()
+    /// Whether TensorRT `major` builds strongly typed (precision from the graph only).
+    fn strongly_typed_on(&self, major: u32) -> bool {
+        major >= 11 || self.strongly_typed_on_10
+    }
+
+    /// Whether TensorRT `major` parses the float32 graph (builder flags) rather than the typed one.
+    fn parses_fp32(&self, major: u32) -> bool {
+        self.flags_onnx.is_some() && !self.strongly_typed_on(major)
+    }
+
+    /// How reports and trtexec headers name the build mode.
+    fn mode(&self, major: u32) -> &'static str {
+        if self.strongly_typed_on(major) {
+            "strongly typed"
+        } else if self.trt10.is_set() {
+            "builder flags"
+        } else {
+            "float32"
+        }
     }
 }
 
@@ -362,9 +399,9 @@ pub fn build_with(
 ) -> CliResult<EngineOutcome> {
     let major = trt.version().major;
     let cfg = plan.config_for(major);
-    let strongly_typed = plan.typed_on(major);
-    let onnx = match (&plan.flags_onnx, strongly_typed) {
-        (Some(fp32), false) => fp32,
+    let strongly_typed = plan.strongly_typed_on(major);
+    let onnx = match &plan.flags_onnx {
+        Some(fp32) if plan.parses_fp32(major) => fp32,
         _ => &plan.typed_onnx,
     };
     let built = trt.build_engine(onnx, &cfg).map_err(trt_error)?;
@@ -416,21 +453,15 @@ fn trtexec_commands(
         if only.is_some_and(|m| m != major) {
             continue;
         }
-        let strongly = plan.typed_on(major);
-        let onnx = if strongly {
-            typed
-        } else {
-            fp32.unwrap_or(typed)
+        let onnx = match fp32 {
+            Some(f) if plan.parses_fp32(major) => f,
+            _ => typed,
         };
         let args = trt_args::trtexec_args(onnx, engine, &plan.config_for(major), major)
             .map_err(CliError::usage)?;
         out.push(TrtexecCommand {
             tensorrt_major: major,
-            mode: if strongly {
-                "strongly typed".into()
-            } else {
-                "builder flags".into()
-            },
+            mode: plan.mode(major).into(),
             command: trt_args::shell_join(&args),
         });
     }
@@ -473,6 +504,8 @@ fn onnx_latency(
 
 pub fn run(args: Args) -> CliResult {
     let started = Instant::now();
+    // `quantize-int8` lives in infopt-calibration; `-c` pipelines may run it.
+    infopt_calibration::quantize::register();
     let settings = parse_settings(&args)?;
     let output = args
         .output
@@ -590,12 +623,11 @@ pub fn run(args: Args) -> CliResult {
         let defaults = infopt_passes::VerifyConfig::default();
         let pipeline_default = config.verify.max_scaled_error == defaults.max_scaled_error
             && config.verify.min_cosine == defaults.min_cosine;
-        if pipeline_default && matches!(policy.criterion, Criterion::Scaled { .. }) {
-            match config.precision.as_ref().and_then(|m| m.default) {
-                Some(Precision::Fp16) => policy.criterion = FP16_CRITERION,
-                Some(Precision::Bf16) => policy.criterion = BF16_CRITERION,
-                _ => {}
-            }
+        if pipeline_default
+            && matches!(policy.criterion, Criterion::Scaled { .. })
+            && let Some(c) = precision_criterion(&config)
+        {
+            policy.criterion = c;
         }
         let t = Instant::now();
         let mut v = Verifier::new(&model_in, stages::model_dir(&args.model), &inputs, policy)?;

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod build_engine;
+pub mod calibrate;
 pub mod compare;
 pub mod convert;
 pub mod inspect;
@@ -38,6 +39,8 @@ pub enum Command {
     Compare(compare::Args),
     /// Build a TensorRT engine: tensorrt pipeline, precision as graph passes, verification, engine (or --emit-onnx and the trtexec commands).
     BuildEngine(Box<build_engine::Args>),
+    /// Run a model over calibration data and write activation ranges (and a TensorRT cache).
+    Calibrate(Box<calibrate::Args>),
 }
 
 pub fn run(cli: Cli) -> CliResult {
@@ -49,6 +52,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Bench(a) => bench::run(a),
         Command::Compare(a) => compare::run(a),
         Command::BuildEngine(a) => build_engine::run(*a),
+        Command::Calibrate(a) => calibrate::run(*a),
     }
 }
 
