@@ -39,16 +39,22 @@
 //! ## When it declines
 //! Per node, reason recorded: the precision map keeps it; the op is not on
 //! the allow-list or has no float16 form at the model's opset; it is
-//! numerically sensitive (see above); an input or output type is unknown
+//! numerically sensitive (see above); a weight it reads holds values beyond
+//! the half type's range; an input or output type is unknown
 //! (run `infer-shapes` first; the pass also infers); an output is read by a
 //! subgraph; its island is too small to pay for its Casts. Nodes without
 //! float32 tensors are not considered at all.
 //!
 //! ## Numerics
 //! float16 keeps 11 significant bits (relative error ~5e-4 per rounding) and
-//! a range of ±65504. Initializer values beyond the range are clamped to
-//! ±65504 and listed by tensor name in the notes; nonzero values below the
-//! smallest subnormal (6e-8) become zero and are counted per tensor.
+//! a range of ±65504. A node reading a weight with finite values beyond the
+//! range stays float32 (clamping would change its result: a BatchNorm
+//! variance of 1e8 in PaddleOCR's detector, say); when an override asks for
+//! it, the values are clamped to ±65504 and listed by tensor name in the
+//! notes. Magnitudes of 1e30 and more stand for infinity (the
+//! `finfo(float32).min` of attention masks): they are clamped to ±65504
+//! (noted) without keeping the node. Nonzero weight values below the smallest subnormal (6e-8) become
+//! zero and are counted per tensor.
 //! LayerNormalization keeps its float32 statistics (`stash_type` 1).
 //! Expect cosine similarity ≥ 0.999 against float32; `optimize` verifies
 //! against tolerances, so loosen `verify` (configs/fp16.yaml does).
@@ -312,6 +318,7 @@ impl ConvertFloat {
         // Phase 1: compute nodes.
         let mut decided: Vec<(NodeId, Vec<Role>)> = Vec::new();
         let mut considered = 0;
+        let mut range_cache: HashMap<ValueId, f32> = HashMap::new();
         for (id, node) in g.nodes() {
             let is_f32 = |v: &ValueId| plan.dt(*v) == DataType::Float;
             let float_io = node.inputs.iter().flatten().any(is_f32)
@@ -358,6 +365,13 @@ impl ConvertFloat {
                 if let Some(r) = reason {
                     cx.decline(&name, format!("kept in fp32: {r}"));
                 }
+                continue;
+            }
+            // Weights beyond the range would be clamped, which changes the
+            // result (a BatchNorm variance of 1e8, say): keep the node,
+            // unless an override asks for it (then clamp and report).
+            if !forced && let Some(r) = self.out_of_range_weight(g, node, &roles, &mut range_cache) {
+                cx.decline(&name, format!("kept in fp32: {r}"));
                 continue;
             }
             decided.push((id, roles));
@@ -440,6 +454,50 @@ impl ConvertFloat {
             }
         }
         plan
+    }
+
+    /// A reason when a constant `Half` input of `node` holds finite values
+    /// beyond the half type's range.
+    fn out_of_range_weight(
+        &self,
+        g: &Graph,
+        node: &Node,
+        roles: &[Role],
+        cache: &mut HashMap<ValueId, f32>,
+    ) -> Option<String> {
+        let max = match self.to {
+            Half::F16 => half::f16::MAX.to_f32(),
+            Half::Bf16 => half::bf16::MAX.to_f32(),
+        };
+        for (slot, v) in node.inputs.iter().enumerate() {
+            let Some(v) = *v else { continue };
+            if roles.get(slot) != Some(&Role::Half) {
+                continue;
+            }
+            let largest = match cache.get(&v) {
+                Some(m) => *m,
+                None => {
+                    let t = match g.constant(v) {
+                        Some(t) => Some(t.clone()),
+                        None => g
+                            .producer(v)
+                            .filter(|p| p.is("Constant"))
+                            .and_then(infopt_ir::infer::constant_value),
+                    };
+                    let m = t.map_or(0.0, |t| values::largest_finite(&t));
+                    cache.insert(v, m);
+                    m
+                }
+            };
+            if largest > max {
+                return Some(format!(
+                    "weight '{}' holds values up to {largest:e}, beyond {}'s ±{max:e}",
+                    g.value(v).name,
+                    self.to.type_name()
+                ));
+            }
+        }
+        None
     }
 
     /// `Some(reason)` when `node` cannot convert (`Some(None)`: silently, its

@@ -208,6 +208,10 @@ const PRECISION_PASSES: [&str; 3] = ["convert-float16", "convert-bfloat16", "qua
 /// the pipeline keeps the float32 defaults (float16 rounds at ~5e-4 per op).
 pub const HALF_RTOL: f64 = 2e-2;
 pub const HALF_ATOL: f64 = 2e-2;
+/// The same for the scaled criterion: largest difference relative to the
+/// output's magnitude, and the smallest cosine.
+pub const HALF_MAX_SCALED_ERROR: f64 = 1e-2;
+pub const HALF_MIN_COSINE: f64 = 0.999;
 
 /// Applies the command line's precision options to a pipeline: `half`
 /// (`--fp16`/`--bf16`) sets the map's default, `overrides` (`--precision
@@ -276,11 +280,17 @@ pub fn apply_to_pipeline(
         .any(|n| *n == "convert-float16" || *n == "convert-bfloat16");
     let v = &mut config.verify;
     let defaults = crate::config::VerifyConfig::default();
-    if converts && v.rtol == defaults.rtol && v.atol == defaults.atol {
+    let default_tolerance = v.rtol == defaults.rtol
+        && v.atol == defaults.atol
+        && v.max_scaled_error == defaults.max_scaled_error
+        && v.min_cosine == defaults.min_cosine;
+    if converts && default_tolerance {
         v.rtol = HALF_RTOL;
         v.atol = HALF_ATOL;
+        v.max_scaled_error = HALF_MAX_SCALED_ERROR;
+        v.min_cosine = HALF_MIN_COSINE;
         notes.push(format!(
-            "verification tolerance widened to rtol {HALF_RTOL:e} / atol {HALF_ATOL:e} for the half-precision conversion"
+            "verification tolerance widened for the half-precision conversion: scaled error {HALF_MAX_SCALED_ERROR:e}, cosine {HALF_MIN_COSINE} (elementwise: rtol {HALF_RTOL:e} / atol {HALF_ATOL:e})"
         ));
     }
     Ok(notes)

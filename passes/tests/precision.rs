@@ -362,8 +362,7 @@ fn if_node_stays_fp32_with_casts_at_its_border() {
     assert!(cos >= 0.999, "cosine {cos}");
 }
 
-#[test]
-fn initializers_beyond_range_are_clamped_and_reported() {
+fn beyond_range_block() -> Model {
     let mut b = GraphBuilder::new();
     let x = b.input("x", DataType::Float, dims(&["2", "3"]));
     let big = b.f32("big", &[3], &[1e6, -7e4, 1.0]);
@@ -377,8 +376,31 @@ fn initializers_beyond_range_are_clamped_and_reported() {
     let a = b.op("Mul", &[x, big], vec![]);
     let y = b.op("Add", &[a, tiny], vec![]);
     b.output(y, "y", DataType::Float, None);
-    let mut m = b.build(17);
+    b.build(17)
+}
+
+#[test]
+fn weights_beyond_range_keep_their_node_or_are_clamped_on_request() {
+    // By default the Mul reading 1e6 stays float32 (clamping would change it).
+    let mut m = beyond_range_block();
     let run = fp16(&mut m);
+    assert!(
+        declined_reason(&run, "mul_2").contains("weight 'big' holds values up to 1e6"),
+        "{:?}",
+        run.declined
+    );
+    let g = &m.graph;
+    assert_eq!(
+        g.constant(g.find_value("big").unwrap()).unwrap().dtype(),
+        DataType::Float
+    );
+    // Asked for, it converts: values clamped to ±65504, tiny ones flushed, both noted.
+    let mut m = beyond_range_block();
+    let run = run_yaml(
+        &mut m,
+        "version: 1\npasses: [convert-float16]\nprecision: { overrides: [{ op: Mul, to: fp16 }] }\n",
+        SideData::default(),
+    );
     let g = &m.graph;
     let t = g.constant(g.find_value("big").unwrap()).unwrap();
     assert_eq!(t.dtype(), DataType::Float16);
@@ -388,6 +410,34 @@ fn initializers_beyond_range_are_clamped_and_reported() {
     let notes = run.notes.join("\n");
     assert!(notes.contains("'big': 2 values beyond"), "{notes}");
     assert!(notes.contains("'tiny': 1 nonzero value below"), "{notes}");
+}
+
+#[test]
+fn mask_sentinels_are_clamped_without_keeping_the_node() {
+    // HF masks: (1 - mask) * finfo(float32).min, added to the scores.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2", "3"]));
+    let eye = b.f32(
+        "eye",
+        &[3, 3],
+        &[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+    );
+    let h = b.op("MatMul", &[x, eye], vec![]);
+    let min = b.f32("neg_inf", &[3], &[f32::MIN, 0.0, f32::MIN]);
+    let y = b.op("Add", &[h, min], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(17);
+    let run = fp16(&mut m);
+    assert_eq!(dtype_of(&m, "neg_inf"), DataType::Float16);
+    let g = &m.graph;
+    let t = g.constant(g.find_value("neg_inf").unwrap()).unwrap();
+    assert_eq!(t.to_f64_vec().unwrap(), vec![-65504.0, 0.0, -65504.0]);
+    assert!(
+        run.notes.join("\n").contains("'neg_inf': 2 values beyond"),
+        "{:?}",
+        run.notes
+    );
+    assert_eq!(casts(&m), 2);
 }
 
 #[test]

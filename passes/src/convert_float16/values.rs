@@ -77,6 +77,26 @@ pub fn convert_tensor(t: &Tensor, to: Half) -> Result<Converted, IrError> {
     })
 }
 
+/// Magnitudes at or above this stand for infinity (`finfo(float32).min` in
+/// attention masks): clamping them to the half type's largest value keeps
+/// their meaning.
+pub const SENTINEL: f32 = 1e30;
+
+/// Largest finite magnitude of a float32 tensor below [`SENTINEL`] (0 for
+/// other types).
+pub fn largest_finite(t: &Tensor) -> f32 {
+    if t.dtype() != DataType::Float {
+        return 0.0;
+    }
+    let Ok(raw) = t.raw_bytes() else {
+        return 0.0;
+    };
+    raw.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]).abs())
+        .filter(|x| x.is_finite() && *x < SENTINEL)
+        .fold(0.0, f32::max)
+}
+
 /// Notes what converting tensor `name` lost, if anything.
 pub fn note_rounding(cx: &mut PassCx, to: Half, name: &str, c: &Converted) {
     let pass = to.pass_name();
