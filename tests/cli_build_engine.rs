@@ -208,6 +208,10 @@ fn without_tensorrt_the_build_is_exit_8_with_one_line() {
         assert!(err[0].contains("--trt-shim"), "{}", err[0]);
         assert!(!engine.exists());
     }
+    // The engine never replaces the model.
+    let o = infopt_no_trt(&["build-engine", s(&model), "-o", s(&model)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(error_lines(&o)[0].contains("is the input model"));
 }
 
 #[test]

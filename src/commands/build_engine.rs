@@ -496,6 +496,16 @@ pub fn run(args: Args) -> CliResult {
         .output
         .clone()
         .unwrap_or_else(|| default_output(&args.model));
+    let same_file = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    };
+    if args.emit_onnx.is_none() && same_file(&output, &args.model) {
+        return Err(CliError::usage(format!(
+            "-o {} is the input model; give the engine another path (default: MODEL.engine)",
+            output.display()
+        )));
+    }
 
     // The pipeline, with precision as passes.
     let (mut config, pipeline_name) = match &args.config {
