@@ -330,3 +330,37 @@ fn int8_through_a_quantize_pipeline_and_from_a_quantized_model() {
     assert_eq!(cmds.len(), 1);
     assert!(cmds[0].1.contains("--int8"), "{}", cmds[0].1);
 }
+
+#[test]
+fn a_rewrite_that_breaks_the_model_is_not_emitted() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = dir.path().join("broken.yaml");
+    std::fs::write(
+        &pipeline,
+        "version: 1\ntarget: tensorrt\npasses: [perturb-weight]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("m.onnx");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args([
+            "build-engine",
+            s(&fixture("cnn_bn_relu.onnx")),
+            "-c",
+            s(&pipeline),
+            "--emit-onnx",
+            s(&out),
+            "--input-shape",
+            "input:1x3x32x32",
+        ])
+        .env("INFOPT_TEST_PASSES", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let err = error_lines(&o);
+    assert_eq!(err.len(), 1, "{}", stderr(&o));
+    assert!(err[0].contains("does not match the original"), "{}", err[0]);
+    assert!(!out.exists());
+    // The report still says what ran, and no trtexec command is offered.
+    assert!(stdout(&o).contains("FAILED"), "{}", stdout(&o));
+    assert!(!stdout(&o).contains("trtexec"));
+}
