@@ -756,7 +756,11 @@ pub fn run(args: Args) -> CliResult {
         input: crate::report::facts(
             &args.model.display().to_string(),
             src.file_size,
-            0,
+            src.external_files
+                .iter()
+                .filter_map(|f| std::fs::metadata(f).ok())
+                .map(|m| m.len())
+                .sum(),
             &stats_before,
         ),
         onnx: onnx_facts,
