@@ -182,6 +182,7 @@ pub type AfterPass<'a> = Box<dyn FnMut(&'static str, &Model) -> Flow + 'a>;
 
 /// Hooks into the pipeline: a model dump after every pass that changed it,
 /// and a check after each (`--verify-each-pass`).
+#[derive(Default)]
 pub struct PassHooks<'a> {
     pub dump_dir: Option<PathBuf>,
     pub after_pass: Option<AfterPass<'a>>,

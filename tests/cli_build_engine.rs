@@ -244,7 +244,7 @@ fn bad_settings_are_one_line_usage_errors() {
         ),
         (
             &["--int8"],
-            "then pass -c with a pipeline ending in `- quantize-int8: { ranges: ranges.json }`",
+            "quantize-int8 needs ranges: give --calib-data PATH",
         ),
     ];
     for (extra, needle) in cases {
@@ -312,6 +312,24 @@ fn int8_through_a_quantize_pipeline_and_from_a_quantized_model() {
     assert!(!cmds[0].1.contains("--int8"), "{}", cmds[0].1);
     assert!(cmds[1].1.contains("--int8"), "{}", cmds[1].1);
     assert!(cmds[1].1.contains(&format!("--onnx={}", out.display())));
+
+    // The same through --int8 --ranges (the step optimize --int8 appends).
+    let o = infopt(&[
+        "build-engine",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "--int8",
+        "--ranges",
+        s(&ranges),
+        "--emit-onnx",
+        s(&dir.path().join("q1.onnx")),
+        "--input-shape",
+        "input:1x3x32x32",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = json(&o);
+    assert!(r["verification"]["passed"].as_bool().unwrap());
+    assert!(commands(&r)[1].1.contains("--int8"));
 
     // A model quantized beforehand: its Q/DQ nodes turn on INT8 for TensorRT 10.
     let o = infopt(&[

@@ -7,6 +7,7 @@ pub mod backend;
 pub mod criterion;
 pub mod dataset;
 pub mod error;
+pub mod evaluate;
 pub mod inputs;
 pub mod intermediates;
 pub mod observe;

@@ -30,6 +30,8 @@ pub struct EngineReport {
     pub passes: Vec<PassStat>,
     pub declined: Vec<DeclinedGroup>,
     pub verification: Option<Verification>,
+    /// Calibration and held-out accuracy of an INT8 pipeline.
+    pub int8: Option<crate::int8::Int8Report>,
     pub settings: BuildSettings,
     pub engine: Option<EngineFacts>,
     pub latency: Option<EngineLatency>,
