@@ -175,6 +175,21 @@ pub fn render(r: &EngineReport, markdown: bool) -> String {
             v.criterion.describe()
         );
     }
+    if let Some(q) = &r.int8 {
+        let held = q
+            .held_out
+            .as_ref()
+            .map(|h| {
+                let worst = h.outputs.iter().map(|o| o.cosine).fold(1.0, f64::min);
+                format!(", held-out cosine {worst:.5} on {} samples", h.samples)
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "INT8: {} ranges from {} samples ({}){held}",
+            q.method, q.calibration_samples, q.calibration_data
+        );
+    }
     if let Some(e) = &r.engine {
         h(&mut s, "Engine");
         let _ = writeln!(
