@@ -402,6 +402,25 @@ pub fn build_with(
     })
 }
 
+/// The engine as the report shows it.
+fn engine_facts(output: &Path, outcome: &EngineOutcome) -> EngineFacts {
+    let b = &outcome.built;
+    EngineFacts {
+        path: output.display().to_string(),
+        bytes: b.bytes.len() as u64,
+        tensorrt_version: b.trt_version.to_string(),
+        strongly_typed: outcome.strongly_typed,
+        build_time_ms: b.build_time.as_secs_f64() * 1e3,
+        layers: b.layers.clone(),
+        precisions: tensorrt::layers::precision_histogram(&b.layers),
+        tensorrt_warnings: b.warnings.clone(),
+        timing_cache_written: outcome
+            .timing_cache_written
+            .as_ref()
+            .map(|p| p.display().to_string()),
+    }
+}
+
 /// The trtexec commands equivalent to `plan`, for TensorRT 11 and 10 (or `only`).
 fn trtexec_commands(
     plan: &EnginePlan,
@@ -730,21 +749,7 @@ pub fn run(args: Args) -> CliResult {
                     speedup,
                 });
             }
-            let b = &outcome.built;
-            engine = Some(EngineFacts {
-                path: output.display().to_string(),
-                bytes: b.bytes.len() as u64,
-                tensorrt_version: b.trt_version.to_string(),
-                strongly_typed: outcome.strongly_typed,
-                build_time_ms: b.build_time.as_secs_f64() * 1e3,
-                layers: b.layers.clone(),
-                precisions: tensorrt::layers::precision_histogram(&b.layers),
-                tensorrt_warnings: b.warnings.clone(),
-                timing_cache_written: outcome
-                    .timing_cache_written
-                    .as_ref()
-                    .map(|p| p.display().to_string()),
-            });
+            engine = Some(engine_facts(&output, &outcome));
         }
     }
 

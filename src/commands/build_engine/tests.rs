@@ -38,7 +38,7 @@ fn build_call() -> BuildCall {
         .expect("a build call")
 }
 
-/// Conv -> Softmax with named nodes, and an unnamed Relu.
+/// Relu (unnamed) -> Softmax (named `/head/Softmax`).
 fn model() -> Model {
     let mut b = GraphBuilder::new();
     let x = b.input("x", DataType::Float, dims(&["batch", "4"]));
@@ -119,9 +119,41 @@ fn tensorrt_11_builds_the_typed_graph_with_workspace_profile_and_cache() {
             runs: 4
         }
     );
-    let l = outcome.latency.unwrap();
+    let l = outcome.latency.clone().unwrap();
     assert_eq!((l.runs, l.median_ms, l.min_ms), (4, 2.5, 1.0));
     assert_eq!(test_double::live(), 0);
+
+    // What the report shows of it: layers with their precisions, size, cache.
+    let facts = engine_facts(&out, &outcome);
+    assert_eq!(facts.bytes, 10);
+    assert_eq!(facts.tensorrt_version, "11.4.0");
+    let layers: Vec<(&str, String)> = facts
+        .layers
+        .iter()
+        .map(|l| (l.name.as_str(), l.precision.to_string()))
+        .collect();
+    assert_eq!(
+        layers,
+        vec![
+            ("/conv/Conv + /relu/Relu", "fp16".to_string()),
+            ("/head/Softmax", "fp32".to_string())
+        ]
+    );
+    let json = serde_json::to_value(&facts).unwrap();
+    assert_eq!(
+        json["precisions"],
+        serde_json::json!([["fp16", 1], ["fp32", 1]])
+    );
+    assert_eq!(
+        json["tensorrt_warnings"],
+        serde_json::json!(["weights clipped", "unused input"])
+    );
+    assert!(
+        json["timing_cache_written"]
+            .as_str()
+            .unwrap()
+            .ends_with("cache.timing")
+    );
 }
 
 #[test]
