@@ -4,6 +4,7 @@
 pub mod config;
 pub mod driver;
 pub mod pass;
+pub mod precision;
 pub mod registry;
 pub mod rule;
 pub mod util;
@@ -37,6 +38,8 @@ builtin_passes! {
     fuse_matmul_add,
     fuse_conv_activation,
     eliminate_dead,
+    convert_float16,
+    convert_bfloat16,
     perturb_weight,
 }
 
@@ -46,3 +49,4 @@ pub use erased_serde as __erased_serde;
 pub use config::{CriterionName, PassConfig, PipelineConfig, Step, VerifyConfig};
 pub use driver::{DriverOptions, Flow, PassRecord, PipelineRun, run_pipeline, run_pipeline_with};
 pub use pass::{Declined, Pass, PassCx, PassError, SideData, Target};
+pub use precision::{Precision, PrecisionMap};

@@ -87,6 +87,17 @@ pub struct Args {
     pub validate: bool,
     #[command(flatten)]
     pub save: super::save_args::SaveArgs,
+    /// Convert to float16 after the pipeline's other passes (appends convert-float16).
+    #[arg(long, conflicts_with = "bf16")]
+    pub fp16: bool,
+    /// Convert to bfloat16 after the pipeline's other passes (appends convert-bfloat16).
+    #[arg(long)]
+    pub bf16: bool,
+    /// Per-layer precision, NAME_OR_OP=fp32|fp16|bf16|int8 (repeatable): a
+    /// bare op type (Softmax) matches the op, anything else a node name,
+    /// exactly or as a regex matching the whole name.
+    #[arg(long = "precision", value_name = "NAME_OR_OP=P")]
+    pub precision: Vec<String>,
     #[command(flatten)]
     pub int8: crate::int8::Int8Args,
 }
@@ -250,6 +261,14 @@ pub fn run(args: Args) -> CliResult {
         &args.passes,
         args.target.map(Into::into),
     )?;
+    let half = match (args.fp16, args.bf16) {
+        (true, _) => Some(infopt_passes::Precision::Fp16),
+        (_, true) => Some(infopt_passes::Precision::Bf16),
+        _ => None,
+    };
+    let precision_notes =
+        infopt_passes::precision::apply_to_pipeline(&mut config, &args.precision, half)
+            .map_err(CliError::usage)?;
     let inputs = stages::resolve_inputs(&config, &args.inputs)?;
     stages::apply_input_shapes(&mut config, &args.inputs)?;
     if args.int8.int8 {
@@ -290,7 +309,7 @@ pub fn run(args: Args) -> CliResult {
         stats_before.nodes + stats_before.subgraph_nodes,
         args.bench,
     )?;
-    let mut notes: Vec<String> = Vec::new();
+    let mut notes: Vec<String> = precision_notes;
     if int8_step.is_some() {
         // INT8 changes every value a little: judged by the accuracy target.
         let min_cosine = args.int8.int8_min_cosine.unwrap_or(0.99);
