@@ -1,6 +1,7 @@
 //! One module per subcommand; each has an `Args` struct and a `run` function.
 
 pub mod bench;
+pub mod build_engine;
 pub mod calibrate;
 pub mod compare;
 pub mod convert;
@@ -36,6 +37,8 @@ pub enum Command {
     Bench(bench::Args),
     /// Run two models on the same inputs and compare their outputs (exit 4 on mismatch).
     Compare(compare::Args),
+    /// Build a TensorRT engine: tensorrt pipeline, precision as graph passes, verification, engine (or --emit-onnx and the trtexec commands).
+    BuildEngine(Box<build_engine::Args>),
     /// Run a model over calibration data and write activation ranges (and a TensorRT cache).
     Calibrate(Box<calibrate::Args>),
 }
@@ -48,6 +51,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Passes(a) => passes::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::BuildEngine(a) => build_engine::run(*a),
         Command::Calibrate(a) => calibrate::run(*a),
     }
 }

@@ -87,8 +87,6 @@ pub struct Args {
     pub validate: bool,
     #[command(flatten)]
     pub save: super::save_args::SaveArgs,
-    #[command(flatten)]
-    pub int8: crate::int8::Int8Args,
     /// Convert to float16 after the pipeline's other passes (appends convert-float16).
     #[arg(long, conflicts_with = "bf16")]
     pub fp16: bool,
@@ -100,6 +98,8 @@ pub struct Args {
     /// exactly or as a regex matching the whole name.
     #[arg(long = "precision", value_name = "NAME_OR_OP=P")]
     pub precision: Vec<String>,
+    #[command(flatten)]
+    pub int8: crate::int8::Int8Args,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]

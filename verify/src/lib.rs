@@ -10,6 +10,7 @@ pub mod error;
 pub mod evaluate;
 pub mod inputs;
 pub mod intermediates;
+pub mod memory;
 pub mod observe;
 pub mod shapes;
 pub mod timing;
