@@ -7,7 +7,10 @@
 //! knows exactly: `Shape`/`Size` of a tensor whose shape is fully known, and
 //! the `Gather`/`Unsqueeze`/`Concat`/arithmetic built on them. The results
 //! become initializers that keep the outputs' names. An `If` whose condition
-//! is a constant is replaced by the branch it takes. Repeats until nothing
+//! is a constant is replaced by the branch it takes, and so is an `If` one of
+//! whose branches cannot run with the known shapes (an LSTM fed a rank-5
+//! tensor, a Squeeze of an axis of size 2: ONNX Runtime refuses such a model at
+//! load), with a note naming the failing node. Repeats until nothing
 //! more folds, then recurses into the bodies of If/Loop/Scan. Exporters' shape
 //! scaffolding (`Shape → Gather → Unsqueeze → Concat → Reshape`) collapses once
 //! `fix-shapes` has fixed the dims it reads; dims left symbolic keep their
@@ -42,6 +45,7 @@ use infopt_ir::infer::{GraphFacts, InferReport, Opsets, Scope, infer_graph};
 use infopt_ir::kernels::{Evaluator, Fallback, KernelError, ReferenceKernels};
 use infopt_ir::{DataType, Graph, Model, Node, NodeId, Tensor, ValueId};
 
+use crate::branch_check::static_failure;
 use crate::pass::{Pass, PassCx, PassError};
 use crate::util::{is_nondeterministic, is_renamable};
 
@@ -167,7 +171,50 @@ impl FoldConstants {
             }
             g.refresh_captures(id);
         }
+        total += self.drop_failing_branches(g, opsets, &child.infer, cx)?;
         Ok(total)
+    }
+
+    /// Replaces each `If` one of whose branches fails for every value it can
+    /// receive (see `branch_check`) by the other branch: every run of the
+    /// original that succeeds takes that one. Left in place, the failing
+    /// branch makes the model unloadable once its shapes are fixed.
+    fn drop_failing_branches(
+        &self,
+        g: &mut Graph,
+        opsets: Opsets,
+        scope: &Scope,
+        cx: &mut PassCx,
+    ) -> Result<usize, PassError> {
+        let mut count = 0;
+        for id in g.node_ids() {
+            if g.try_node(id).is_none() || !g.node(id).is("If") {
+                continue;
+            }
+            let failure = |attr: &str| {
+                let branch = g.node(id).attr(attr)?.subgraphs.first()?;
+                static_failure(branch, opsets, scope)
+            };
+            let (keep_then, why) = match (failure("then_branch"), failure("else_branch")) {
+                (None, Some(why)) => (true, why),
+                (Some(why), None) => (false, why),
+                _ => continue,
+            };
+            let (dropped, kept) = if keep_then {
+                ("else", "then")
+            } else {
+                ("then", "else")
+            };
+            cx.note(format!(
+                "fold-constants: If '{}': the {dropped} branch cannot run with these shapes \
+                 ({why}); only the {kept} branch is kept (inputs that took the {dropped} \
+                 branch made the original fail)",
+                g.node(id).name_or_op()
+            ));
+            inline_if(g, id, keep_then)?;
+            count += 1;
+        }
+        Ok(count)
     }
 
     /// The constant behind an input: a local initializer or an outer constant.

@@ -8,6 +8,7 @@ pub mod registry;
 pub mod rule;
 pub mod util;
 
+pub mod branch_check;
 pub mod constants_to_initializers;
 pub mod eliminate_dead;
 pub mod eliminate_duplicates;

@@ -697,3 +697,54 @@ fn infer_shapes_pass_reports_blocked_ops() {
         reasons(&run)
     );
 }
+
+// ----- If branches that cannot run with the fixed shapes (issue 9) -----
+
+/// `if_lstm.onnx` with `t` fixed to 3: the else branch feeds its LSTM a rank-4
+/// tensor, so it is dropped and the then branch inlined, with a note. Neither
+/// ORT nor tract loads the original with `t` fixed (both infer through the
+/// else branch), so the numbers are checked in ORT by
+/// tests/interop/test_if_branches.py against the original with `t` dynamic.
+#[test]
+fn if_branch_that_cannot_run_with_fixed_shapes_is_dropped() {
+    let mut m = load("if_lstm.onnx");
+    let run = run_static(&mut m, "{inputs: {x: [1, 4, 3]}}");
+    assert_eq!(
+        ops(&m),
+        histogram(&[
+            ("LSTM", 1),
+            ("ReduceMean", 1),
+            ("Squeeze", 2),
+            ("Tanh", 1),
+            ("Unsqueeze", 1),
+        ]),
+        "{:?}",
+        run.notes
+    );
+    let note = run
+        .notes
+        .iter()
+        .find(|n| n.contains("If 'If'"))
+        .expect("a note on the dropped branch");
+    assert!(
+        note.contains("else branch") && note.contains("'raw/LSTM'") && note.contains("rank 4"),
+        "{note}"
+    );
+    saved_ok(&m);
+}
+
+/// With `t` dynamic the else branch runs (t = 1): both branches stay. (tract
+/// cannot load this model: its nested Ifs return different ranks; ORT runs
+/// it in tests/interop/test_if_branches.py.)
+#[test]
+fn if_branches_that_can_run_are_kept() {
+    let mut m = load("if_lstm.onnx");
+    let run = run_passes(&mut m, &["fold-constants", "eliminate-dead"]);
+    assert_eq!(ops(&m), histogram(&[("If", 1), ("Less", 1), ("Tanh", 1)]));
+    assert!(
+        !run.notes.iter().any(|n| n.contains("cannot run")),
+        "{:?}",
+        run.notes
+    );
+    saved_ok(&m);
+}
