@@ -1009,3 +1009,113 @@ fn fusion_passes_are_registered_with_documented_sections() {
         assert!(PipelineConfig::from_yaml(&bad, "test").is_err());
     }
 }
+
+// ----- fuse-pad-conv: pooling -----
+
+/// x [-> Relu] -> Pad(pads, value) -> `pool`(kernel 3x3, `attrs`) -> y.
+fn pad_pool(pool: &str, relu: bool, pads: &[i64], value: f32, attrs: Vec<Attribute>) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "3", "6", "7"]));
+    let src = if relu { b.op("Relu", &[x], vec![]) } else { x };
+    let p = b.i64("pads", &[8], pads);
+    let v = b.f32("value", &[], &[value]);
+    let padded = b.op("Pad", &[src, p, v], vec![]);
+    let mut attrs = attrs;
+    attrs.push(Attribute::ints("kernel_shape", vec![3, 3]));
+    let y = b.op(pool, &[padded], attrs);
+    b.output(y, "y", DataType::Float, None);
+    b.build(17)
+}
+
+fn pool_node(m: &Model, op: &str) -> infopt_ir::Node {
+    let (_, n) = m.graph.nodes().find(|(_, n)| n.is(op)).expect("the pool");
+    n.clone()
+}
+
+#[test]
+fn zero_pad_folds_into_average_pool_counting_the_padding() {
+    let original = pad_pool("AveragePool", false, &[0, 0, 1, 2, 0, 0, 1, 0], 0.0, vec![]);
+    let mut m = original.clone();
+    run(
+        &mut m,
+        &["fuse-pad-conv", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert_eq!(ops(&m), hist(&[("AveragePool", 1)]));
+    let pool = pool_node(&m, "AveragePool");
+    assert_eq!(pool.attr_ints("pads").unwrap(), Some(&[1i64, 2, 1, 0][..]));
+    assert_eq!(pool.attr_int("count_include_pad").unwrap(), Some(1));
+    assert_equivalent(&original, &m, &batch2());
+}
+
+#[test]
+fn pad_folds_into_max_pool_when_it_cannot_win() {
+    // Zero padding of a Relu output, and -inf padding of anything.
+    for (relu, value) in [(true, 0.0), (false, f32::NEG_INFINITY)] {
+        let original = pad_pool(
+            "MaxPool",
+            relu,
+            &[0, 0, 1, 1, 0, 0, 2, 1],
+            value,
+            vec![Attribute::ints("strides", vec![2, 2])],
+        );
+        let mut m = original.clone();
+        run(
+            &mut m,
+            &["fuse-pad-conv", "eliminate-dead"],
+            Target::Portable,
+        );
+        let expected = if relu {
+            hist(&[("MaxPool", 1), ("Relu", 1)])
+        } else {
+            hist(&[("MaxPool", 1)])
+        };
+        assert_eq!(ops(&m), expected, "relu {relu}");
+        let pool = pool_node(&m, "MaxPool");
+        assert_eq!(pool.attr_ints("pads").unwrap(), Some(&[1i64, 1, 2, 1][..]));
+        assert_equivalent(&original, &m, &batch2());
+    }
+}
+
+#[test]
+fn pad_into_pool_declines() {
+    // A zero could beat the negative elements of a window.
+    assert_unchanged(
+        pad_pool("MaxPool", false, &[0, 0, 1, 1, 0, 0, 1, 1], 0.0, vec![]),
+        "fuse-pad-conv",
+        "maxpool_2",
+        "pad value 0 is neither -inf nor a zero over a non-negative input",
+    );
+    // A window of padding only: MaxPool would give -inf, the Pad gave 0.
+    assert_unchanged(
+        pad_pool("MaxPool", true, &[0, 0, 3, 0, 0, 0, 0, 0], 0.0, vec![]),
+        "fuse-pad-conv",
+        "maxpool_3",
+        "pads [3, 0, 0, 0] reach the kernel extent 3 on axis 0",
+    );
+    // The pool's own padding is left out of the average, the Pad's is not.
+    assert_unchanged(
+        pad_pool(
+            "AveragePool",
+            false,
+            &[0, 0, 1, 1, 0, 0, 1, 1],
+            0.0,
+            vec![Attribute::ints("pads", vec![1, 0, 0, 0])],
+        ),
+        "fuse-pad-conv",
+        "averagepool_2",
+        "AveragePool pads with count_include_pad=0",
+    );
+    assert_unchanged(
+        pad_pool(
+            "AveragePool",
+            false,
+            &[0, 0, 1, 1, 0, 0, 1, 1],
+            0.0,
+            vec![Attribute::int("ceil_mode", 1)],
+        ),
+        "fuse-pad-conv",
+        "averagepool_2",
+        "AveragePool uses ceil_mode=1",
+    );
+}
