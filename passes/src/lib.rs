@@ -22,6 +22,7 @@ pub mod fuse_pad_conv;
 pub mod fuse_parallel_matmul;
 pub mod infer_shapes;
 pub mod perturb_weight;
+pub mod redundant_ops;
 pub mod remove_initializer_inputs;
 pub mod simplify_reshape;
 
