@@ -20,6 +20,14 @@
 //! after a `MatMul` with a constant 2-D `B` (an `Add` after a MatMul is
 //! `fuse-matmul-add`'s pattern).
 //!
+//! And a scale before the layer: `Conv(Mul(x, c), W)` (or `Div(x, c)`,
+//! ConvTranspose, Gemm, MatMul with a constant 2-D `B`) becomes
+//! `Conv(x, W')` with `W'` scaled per input channel, for a constant `c` that
+//! varies along the input-channel axis only (a scalar, `[1,C,1,1]`; for
+//! Gemm/MatMul `[K]`), when the scaled value has no other reader. A scale
+//! commutes with zero padding, so conv pads are fine. The weight
+//! initializer is named `{layer}.{mul}.weight`.
+//!
 //! The conv keeps its name and the output keeps the name of the value it
 //! replaces (the BN / Mul / Add output). New initializers are named
 //! `{conv}.{bn}.weight` and `{conv}.{bn}.bias` after the two node names; the
@@ -36,7 +44,10 @@
 //! - the BN size (or the constant's channel dim) does not match the
 //!   channel count, or the constant broadcasts along another axis than the
 //!   channel axis, or would raise the output rank;
-//! - a `ConvTranspose` whose input channels do not divide by `group`.
+//! - a `ConvTranspose` whose input channels do not divide by `group`;
+//! - a scale before the layer that varies along another axis than the
+//!   input channels, whose value has other readers, that divides by zero,
+//!   or whose dtype differs from the weight's.
 //!
 //! ## Numerics
 //! Computed in f64 and rounded once to the weight dtype. The result differs
@@ -595,6 +606,9 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     match node.op_type.as_str() {
         "BatchNormalization" => fuse_bn(g, id, cx),
         "Mul" | "Add" => fuse_affine(g, id, cx),
+        "Conv" | "ConvTranspose" | "Gemm" | "MatMul" => {
+            crate::scale_into_weights::fold_input_scale(g, id)
+        }
         _ => Outcome::Skip,
     }
 }

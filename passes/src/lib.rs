@@ -24,6 +24,7 @@ pub mod infer_shapes;
 pub mod perturb_weight;
 pub mod redundant_ops;
 pub mod remove_initializer_inputs;
+pub mod scale_into_weights;
 pub mod simplify_reshape;
 
 pub use config::{PassConfig, PipelineConfig, Step, VerifyConfig};

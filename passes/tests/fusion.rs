@@ -1119,3 +1119,143 @@ fn pad_into_pool_declines() {
         "AveragePool uses ceil_mode=1",
     );
 }
+
+// ----- fuse-conv-bn: a scale before the layer -----
+
+/// x[batch,3,6,7] -> Mul/Div(x, c) -> `layer` -> y, run through fuse-conv-bn
+/// and eliminate-dead; the histogram must be the layer alone.
+fn check_scale_before(
+    op: &str,
+    scale_op: &str,
+    c_shape: &[i64],
+    layer: impl FnOnce(&mut GraphBuilder, ValueId) -> ValueId,
+) {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "3", "6", "7"]));
+    let c = init(&mut b, "c", c_shape, 9, 0.5, 2.0);
+    let s = b.op(scale_op, &[x, c], vec![]);
+    let y = layer(&mut b, s);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    let r = run(
+        &mut m,
+        &["fuse-conv-bn", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert_eq!(
+        r.records[0].rewrites,
+        1,
+        "{op} {scale_op} {c_shape:?}: {:?}",
+        reasons(&r)
+    );
+    assert_eq!(ops(&m), hist(&[(op, 1)]), "{op} {scale_op} {c_shape:?}");
+    assert_equivalent(&original, &m, &batch2());
+}
+
+#[test]
+fn scale_before_conv_folds_into_weights_per_input_channel() {
+    // Per-channel Mul before a padded conv.
+    check_scale_before("Conv", "Mul", &[1, 3, 1, 1], |b, s| {
+        let w = init(b, "w", &[4, 3, 3, 3], 1, -1.0, 1.0);
+        let bias = init(b, "b", &[4], 2, -1.0, 1.0);
+        b.op(
+            "Conv",
+            &[s, w, bias],
+            vec![Attribute::ints("pads", vec![1, 1, 1, 1])],
+        )
+    });
+    // Div by per-channel [3,1,1] before a depthwise-style grouped conv.
+    check_scale_before("Conv", "Div", &[3, 1, 1], |b, s| {
+        let w = init(b, "w", &[6, 1, 3, 3], 1, -1.0, 1.0);
+        b.op("Conv", &[s, w], vec![Attribute::int("group", 3)])
+    });
+    // Scalar, then per-channel, before a ConvTranspose.
+    check_scale_before("ConvTranspose", "Mul", &[1], |b, s| {
+        let w = init(b, "w", &[3, 2, 2, 2], 1, -1.0, 1.0);
+        b.op(
+            "ConvTranspose",
+            &[s, w],
+            vec![Attribute::ints("strides", vec![2, 2])],
+        )
+    });
+    check_scale_before("ConvTranspose", "Mul", &[3, 1, 1], |b, s| {
+        let w = init(b, "w", &[3, 2, 2, 2], 1, -1.0, 1.0);
+        b.op("ConvTranspose", &[s, w], vec![])
+    });
+}
+
+#[test]
+fn scale_before_gemm_and_matmul_folds_into_weight_rows() {
+    for trans_b in [0, 1] {
+        let mut b = GraphBuilder::new();
+        let a = b.input("a", DataType::Float, dims(&["batch", "5"]));
+        let c = init(&mut b, "c", &[5], 4, 0.5, 2.0);
+        let s = b.op("Mul", &[c, a], vec![]);
+        let shape: &[i64] = if trans_b == 1 { &[4, 5] } else { &[5, 4] };
+        let w = init(&mut b, "w", shape, 5, -1.0, 1.0);
+        let bias = init(&mut b, "bias", &[4], 6, -1.0, 1.0);
+        let y = b.op(
+            "Gemm",
+            &[s, w, bias],
+            vec![Attribute::int("transB", trans_b)],
+        );
+        b.output(y, "y", DataType::Float, None);
+        let original = b.build(17);
+        let mut m = original.clone();
+        run(
+            &mut m,
+            &["fuse-conv-bn", "eliminate-dead"],
+            Target::Portable,
+        );
+        assert_eq!(ops(&m), hist(&[("Gemm", 1)]), "transB {trans_b}");
+        assert_equivalent(&original, &m, &batch2());
+    }
+    // GELU's `* 0.5` (here `/ 2`) before a MatMul on rank-3 activations.
+    let mut b = GraphBuilder::new();
+    let a = b.input("a", DataType::Float, dims(&["batch", "3", "5"]));
+    let two = b.f32("two", &[], &[2.0]);
+    let s = b.op("Div", &[a, two], vec![]);
+    let w = init(&mut b, "w", &[5, 4], 5, -1.0, 1.0);
+    let y = b.op("MatMul", &[s, w], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    run(
+        &mut m,
+        &["fuse-conv-bn", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert_eq!(ops(&m), hist(&[("MatMul", 1)]));
+    assert_equivalent(&original, &m, &batch2());
+}
+
+#[test]
+fn scale_before_layer_declines() {
+    let model = |c_shape: &[i64], second_reader: bool| {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["batch", "3", "6", "7"]));
+        let c = init(&mut b, "c", c_shape, 9, 0.5, 2.0);
+        let s = b.op("Mul", &[x, c], vec![]);
+        let w = init(&mut b, "w", &[4, 3, 3, 3], 1, -1.0, 1.0);
+        let y = b.op("Conv", &[s, w], vec![]);
+        b.output(y, "y", DataType::Float, None);
+        if second_reader {
+            let r = b.op("Relu", &[s], vec![]);
+            b.output(r, "r", DataType::Float, None);
+        }
+        b.build(17)
+    };
+    assert_unchanged(
+        model(&[1, 1, 6, 1], false),
+        "fuse-conv-bn",
+        "conv_2",
+        "scale of shape [1,1,6,1] varies along an axis other than the 3 input channels",
+    );
+    assert_unchanged(
+        model(&[1, 3, 1, 1], true),
+        "fuse-conv-bn",
+        "conv_2",
+        "the scaled input of conv_2 has other readers",
+    );
+}

@@ -1,0 +1,175 @@
+//! The `fuse-conv-bn` rule for a scale *before* a layer: `Conv(x * c, W)` is
+//! `Conv(x, W')` with `W'` scaled per input channel, for `c` a constant that
+//! varies along the input-channel axis only (or a scalar); `x / c` is
+//! `x * (1/c)`. Zero padding commutes with the scale (0·c = 0), so Conv pads
+//! need no care; an additive constant would not commute and is not handled.
+//! Input channel of a weight element: Conv `W[M, C/group, k..]` element
+//! `[o, j, ..]` reads channel `(o / (M/group))·(C/group) + j`; ConvTranspose
+//! `W[C, M/group, k..]` element `[c, ..]` reads channel `c`; Gemm/MatMul `B`
+//! row `k` (column `k` with `transB`) reads column `k` of `A`.
+
+use infopt_ir::{DataType, Graph, NodeId, Patch, PatchValue, Tensor, ValueId};
+
+use crate::rule::Outcome;
+use crate::util::{carry_type, dims_string, input, node_label, output, tensor_from_f64};
+use crate::{decline, require, require_some};
+
+fn rank(g: &Graph, v: ValueId) -> Option<usize> {
+    g.value_type(v)?.shape.map(|s| s.len())
+}
+
+/// Per-input-channel factors of constant `c` (length `channels`) for a layer
+/// whose data input has rank `r` and channels on axis `axis`; `Err` says why
+/// `c` is not of that form.
+fn channel_factors(c: &Tensor, r: usize, axis: usize, channels: usize) -> Result<Vec<f64>, String> {
+    let dims = c.dims();
+    if dims.len() > r {
+        return Err(format!(
+            "scale of shape {} would raise the rank",
+            dims_string(dims)
+        ));
+    }
+    let values = c.to_f64_vec().map_err(|e| e.to_string())?;
+    let offset = r - dims.len();
+    for (k, &d) in dims.iter().enumerate() {
+        if d != 1 && (k + offset != axis || d as usize != channels) {
+            return Err(format!(
+                "scale of shape {} varies along an axis other than the {channels} input channels",
+                dims_string(dims)
+            ));
+        }
+    }
+    Ok(match values.len() {
+        1 => vec![values[0]; channels],
+        n if n == channels => values,
+        n => return Err(format!("scale holds {n} values for {channels} channels")),
+    })
+}
+
+/// Rewrites `layer(Mul(x, c), W, ..)` (or `Div(x, c)`) at layer node `id`.
+pub fn fold_input_scale(g: &Graph, id: NodeId) -> Outcome {
+    let node = g.node(id);
+    require!(node.domain().is_empty());
+    require!(matches!(
+        node.op_type.as_str(),
+        "Conv" | "ConvTranspose" | "Gemm" | "MatMul"
+    ));
+    let scaled = require_some!(input(g, id, 0));
+    let (mul, _) = require_some!(g.value(scaled).producer);
+    let mul_node = g.node(mul);
+    require!(mul_node.domain().is_empty() && matches!(mul_node.op_type.as_str(), "Mul" | "Div"));
+    let (a, b) = (
+        require_some!(input(g, mul, 0)),
+        require_some!(input(g, mul, 1)),
+    );
+    let (x, c) = match (g.constant(a), g.constant(b)) {
+        (None, Some(c)) => (a, c),
+        (Some(c), None) if mul_node.op_type == "Mul" => (b, c),
+        _ => return Outcome::Skip,
+    };
+    let label = node_label(g, id);
+    if g.is_graph_output(scaled) || g.reader_count(scaled) != 1 {
+        decline!("the scaled input of {label} has other readers");
+    }
+    let wv = require_some!(input(g, id, 1));
+    let Some(w) = g.constant(wv) else {
+        decline!("weight '{}' of {label} is not a constant", g.value(wv).name);
+    };
+    let dtype = w.dtype();
+    if !matches!(
+        dtype,
+        DataType::Float | DataType::Float16 | DataType::Double
+    ) || c.dtype() != dtype
+    {
+        decline!(
+            "weight dtype {dtype} / scale dtype {} not supported",
+            c.dtype()
+        );
+    }
+    let wd = w.dims().to_vec();
+    let group = node.attr_int_or("group", 1).unwrap_or(1).max(1) as usize;
+    let trans_a = node.attr_int_or("transA", 0).unwrap_or(0) != 0;
+    let trans_b = node.attr_int_or("transB", 0).unwrap_or(0) != 0;
+    // (input rank, channel axis of the input, channel count).
+    let (r, axis, channels) = match node.op_type.as_str() {
+        "Conv" | "ConvTranspose" if wd.len() >= 3 => {
+            let cin = if node.op_type == "Conv" {
+                wd[1] as usize * group
+            } else {
+                wd[0] as usize
+            };
+            (wd.len(), 1, cin)
+        }
+        "Gemm" if wd.len() == 2 => {
+            let k = if trans_b { wd[1] } else { wd[0] } as usize;
+            (2, if trans_a { 0 } else { 1 }, k)
+        }
+        "MatMul" if wd.len() == 2 => {
+            let r = require_some!(rank(g, x));
+            require!(r >= 2);
+            (r, r - 1, wd[0] as usize)
+        }
+        _ => decline!("weight of {label} has shape {}", dims_string(&wd)),
+    };
+    let mut factors = match channel_factors(c, r, axis, channels) {
+        Ok(f) => f,
+        Err(why) => decline!("{why}"),
+    };
+    if mul_node.op_type == "Div" {
+        if factors.iter().any(|&f| f == 0.0) {
+            decline!("division by a zero constant");
+        }
+        factors.iter_mut().for_each(|f| *f = 1.0 / *f);
+    }
+    let values = match w.to_f64_vec() {
+        Ok(v) => v,
+        Err(e) => decline!("cannot read weight of {label}: {e}"),
+    };
+    let kernel: usize = wd
+        .iter()
+        .skip(2)
+        .map(|&d| d as usize)
+        .product::<usize>()
+        .max(1);
+    let channel_of = |i: usize| -> usize {
+        match node.op_type.as_str() {
+            "Conv" => {
+                let per_group_in = wd[1] as usize;
+                let o = i / (per_group_in * kernel);
+                let j = (i / kernel) % per_group_in;
+                let per_group_out = (wd[0] as usize / group).max(1);
+                (o / per_group_out) * per_group_in + j
+            }
+            "ConvTranspose" => i / (wd[1] as usize * kernel),
+            // B [K, N] (row k), or [N, K] with transB (column k).
+            _ if trans_b => i % wd[1] as usize,
+            _ => i / wd[1] as usize,
+        }
+    };
+    let scaled_w: Vec<f64> = values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| v * factors[channel_of(i)])
+        .collect();
+    let mut p = Patch::new();
+    let name = format!("{}.{}.weight", label, node_label(g, mul));
+    let w_new = p.add_initializer(&name, require_some!(tensor_from_f64(dtype, wd, &scaled_w)));
+    let mut fused = node.clone();
+    fused.inputs.clear();
+    fused.outputs.clear();
+    let mut inputs: Vec<Option<PatchValue>> = node
+        .inputs
+        .iter()
+        .map(|v| v.map(PatchValue::Existing))
+        .collect();
+    inputs[0] = Some(PatchValue::Existing(x));
+    inputs[1] = Some(w_new);
+    let n = p.add_node(fused, inputs, vec![String::new()]);
+    let out = require_some!(output(g, id, 0));
+    let new = PatchValue::NewNode { node: n, output: 0 };
+    p.replace(out, new);
+    carry_type(&mut p, g, out, new);
+    p.remove_node(id);
+    p.remove_node(mul);
+    Outcome::Rewrite(p)
+}
