@@ -821,7 +821,9 @@ impl TensorType {
                     s.dim
                         .iter()
                         .map(|d| match &d.value {
-                            Some(tensor_shape::DimValue::DimValue(v)) => Dim::Known(*v),
+                            // Paddle exports write -1 for a dynamic dim.
+                            Some(tensor_shape::DimValue::DimValue(v)) if *v >= 0 => Dim::Known(*v),
+                            Some(tensor_shape::DimValue::DimValue(_)) => Dim::Unknown,
                             Some(tensor_shape::DimValue::DimParam(p)) => Dim::Sym(p.clone()),
                             None => Dim::Unknown,
                         })
