@@ -26,7 +26,10 @@
 //! varies along the input-channel axis only (a scalar, `[1,C,1,1]`; for
 //! Gemm/MatMul `[K]`), when the scaled value has no other reader. A scale
 //! commutes with zero padding, so conv pads are fine. The weight
-//! initializer is named `{layer}.{mul}.weight`.
+//! initializer is named `{layer}.{mul}.weight`. Likewise a shift before the
+//! layer, `Conv(Add(x, c), W, b)` (or `Sub`), goes into the bias
+//! (`b'[o] = b[o] + Σ W[o,..]·c`) when the conv does not pad (its padding
+//! would be shifted too), and into Gemm's `C` (`C' = beta·C + alpha·c·B`).
 //!
 //! The conv keeps its name and the output keeps the name of the value it
 //! replaces (the BN / Mul / Add output). New initializers are named
@@ -47,7 +50,8 @@
 //! - a `ConvTranspose` whose input channels do not divide by `group`;
 //! - a scale before the layer that varies along another axis than the
 //!   input channels, whose value has other readers, that divides by zero,
-//!   or whose dtype differs from the weight's.
+//!   or whose dtype differs from the weight's; a shift before a conv that
+//!   pads.
 //!
 //! ## Numerics
 //! Computed in f64 and rounded once to the weight dtype. The result differs
@@ -607,7 +611,10 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
         "BatchNormalization" => fuse_bn(g, id, cx),
         "Mul" | "Add" => fuse_affine(g, id, cx),
         "Conv" | "ConvTranspose" | "Gemm" | "MatMul" => {
-            crate::scale_into_weights::fold_input_scale(g, id)
+            match crate::scale_into_weights::fold_input_shift(g, id, cx.opset) {
+                Outcome::Skip => crate::scale_into_weights::fold_input_scale(g, id),
+                other => other,
+            }
         }
         _ => Outcome::Skip,
     }

@@ -1,4 +1,5 @@
-//! The `fuse-conv-bn` rule for a scale *before* a layer: `Conv(x * c, W)` is
+//! The `fuse-conv-bn` rules for a scale or shift *before* a layer (a shift
+//! is described at [`fold_input_shift`]). `Conv(x * c, W)` is
 //! `Conv(x, W')` with `W'` scaled per input channel, for `c` a constant that
 //! varies along the input-channel axis only (or a scalar); `x / c` is
 //! `x * (1/c)`. Zero padding commutes with the scale (0·c = 0), so Conv pads
@@ -171,5 +172,177 @@ pub fn fold_input_scale(g: &Graph, id: NodeId) -> Outcome {
     carry_type(&mut p, g, out, new);
     p.remove_node(id);
     p.remove_node(mul);
+    Outcome::Rewrite(p)
+}
+
+/// Rewrites `layer(Add(x, c), W, b)` (or `Sub(x, c)`) at layer node `id`:
+/// the shift moves into the bias. Only for a Conv without padding (a padded
+/// border would read shifted zeros the rewrite cannot reproduce) and for
+/// Gemm, where `C' = beta·C + alpha·(c·B)` and beta becomes 1.
+pub fn fold_input_shift(g: &Graph, id: NodeId, opset: i64) -> Outcome {
+    let node = g.node(id);
+    require!(node.domain().is_empty() && matches!(node.op_type.as_str(), "Conv" | "Gemm"));
+    let shifted = require_some!(input(g, id, 0));
+    let (add, _) = require_some!(g.value(shifted).producer);
+    let add_node = g.node(add);
+    require!(add_node.domain().is_empty() && matches!(add_node.op_type.as_str(), "Add" | "Sub"));
+    let (a, b) = (
+        require_some!(input(g, add, 0)),
+        require_some!(input(g, add, 1)),
+    );
+    let (x, c) = match (g.constant(a), g.constant(b)) {
+        (None, Some(c)) => (a, c),
+        (Some(c), None) if add_node.op_type == "Add" => (b, c),
+        _ => return Outcome::Skip,
+    };
+    let label = node_label(g, id);
+    if g.is_graph_output(shifted) || g.reader_count(shifted) != 1 {
+        decline!("the shifted input of {label} has other readers");
+    }
+    let wv = require_some!(input(g, id, 1));
+    let Some(w) = g.constant(wv) else {
+        decline!("weight '{}' of {label} is not a constant", g.value(wv).name);
+    };
+    let dtype = w.dtype();
+    if !matches!(
+        dtype,
+        DataType::Float | DataType::Float16 | DataType::Double
+    ) || c.dtype() != dtype
+    {
+        decline!(
+            "weight dtype {dtype} / shift dtype {} not supported",
+            c.dtype()
+        );
+    }
+    let wd = w.dims().to_vec();
+    let values = match w.to_f64_vec() {
+        Ok(v) => v,
+        Err(e) => decline!("cannot read weight of {label}: {e}"),
+    };
+    let sign = if add_node.op_type == "Sub" { -1.0 } else { 1.0 };
+    let is_conv = node.op_type == "Conv";
+    let trans_a = node.attr_int_or("transA", 0).unwrap_or(0) != 0;
+    let trans_b = node.attr_int_or("transB", 0).unwrap_or(0) != 0;
+    // (input rank, channel axis, input channels, output channels).
+    let (r, axis, cin, cout) = if is_conv {
+        require!(wd.len() >= 3);
+        let padded = node
+            .attr_ints("pads")
+            .ok()
+            .flatten()
+            .is_some_and(|p| p.iter().any(|&v| v != 0));
+        let auto = node.attr_string("auto_pad").ok().flatten();
+        if padded || auto.is_some_and(|a| a != "NOTSET" && a != "VALID") {
+            decline!("{label} pads its input; a shift before it would move the padding too");
+        }
+        let group = node.attr_int_or("group", 1).unwrap_or(1).max(1) as usize;
+        (wd.len(), 1, wd[1] as usize * group, wd[0] as usize)
+    } else {
+        require!(wd.len() == 2);
+        let (k, n) = if trans_b {
+            (wd[1], wd[0])
+        } else {
+            (wd[0], wd[1])
+        };
+        (2, if trans_a { 0 } else { 1 }, k as usize, n as usize)
+    };
+    let shift = match channel_factors(c, r, axis, cin) {
+        Ok(v) => v,
+        Err(why) => decline!("{}", why.replace("scale", "shift")),
+    };
+    // delta[o] = sum of W over everything output o reads, times the shift.
+    let mut delta = vec![0.0; cout];
+    if is_conv {
+        let group = node.attr_int_or("group", 1).unwrap_or(1).max(1) as usize;
+        let per_in = wd[1] as usize;
+        let kernel: usize = wd
+            .iter()
+            .skip(2)
+            .map(|&d| d as usize)
+            .product::<usize>()
+            .max(1);
+        let per_out = (cout / group).max(1);
+        for (i, &v) in values.iter().enumerate() {
+            let o = i / (per_in * kernel);
+            let j = (i / kernel) % per_in;
+            delta[o] += v * shift[(o / per_out) * per_in + j];
+        }
+    } else {
+        let alpha = node.attr_float_or("alpha", 1.0).unwrap_or(1.0) as f64;
+        for (i, &v) in values.iter().enumerate() {
+            let (k, n) = if trans_b {
+                (i % wd[1] as usize, i / wd[1] as usize)
+            } else {
+                (i / wd[1] as usize, i % wd[1] as usize)
+            };
+            delta[n] += alpha * v * shift[k];
+        }
+    }
+    let delta: Vec<f64> = delta.iter().map(|d| d * sign).collect();
+    let old = input(g, id, 2);
+    let (bias, dims) = match old {
+        None => {
+            if !is_conv && opset < 7 {
+                decline!("Gemm before opset 7 needs broadcast=1 for a [N] C");
+            }
+            (delta.clone(), vec![cout as i64])
+        }
+        Some(bv) => {
+            let Some(t) = g.constant(bv) else {
+                decline!("bias '{}' of {label} is not a constant", g.value(bv).name);
+            };
+            let Ok(b) = t.to_f64_vec() else {
+                decline!("cannot read the bias of {label}");
+            };
+            let beta = if is_conv {
+                1.0
+            } else {
+                node.attr_float_or("beta", 1.0).unwrap_or(1.0) as f64
+            };
+            let bd = t.dims().to_vec();
+            let cols = bd.last().copied().unwrap_or(1) as usize;
+            if bd.len() > 2 || (cols != 1 && cols != cout) || (is_conv && b.len() != cout) {
+                decline!("bias of {label} has shape {}", dims_string(&bd));
+            }
+            let rows = b.len() / cols.max(1);
+            let mut nb = Vec::with_capacity(rows * cout);
+            for row in 0..rows {
+                for o in 0..cout {
+                    let bv = b[row * cols + if cols == 1 { 0 } else { o }];
+                    nb.push(beta * bv + delta[o]);
+                }
+            }
+            let dims = if bd.len() == 2 {
+                vec![rows as i64, cout as i64]
+            } else {
+                vec![cout as i64]
+            };
+            (nb, dims)
+        }
+    };
+    let mut p = Patch::new();
+    let name = format!("{}.{}.bias", label, node_label(g, add));
+    let b_new = p.add_initializer(&name, require_some!(tensor_from_f64(dtype, dims, &bias)));
+    let mut fused = node.clone();
+    fused.inputs.clear();
+    fused.outputs.clear();
+    if !is_conv {
+        fused.set_attr(infopt_ir::Attribute::float("beta", 1.0));
+    }
+    let mut inputs: Vec<Option<PatchValue>> = node
+        .inputs
+        .iter()
+        .map(|v| v.map(PatchValue::Existing))
+        .collect();
+    inputs[0] = Some(PatchValue::Existing(x));
+    inputs.resize(3, None);
+    inputs[2] = Some(b_new);
+    let n = p.add_node(fused, inputs, vec![String::new()]);
+    let out = require_some!(output(g, id, 0));
+    let new = PatchValue::NewNode { node: n, output: 0 };
+    p.replace(out, new);
+    carry_type(&mut p, g, out, new);
+    p.remove_node(id);
+    p.remove_node(add);
     Outcome::Rewrite(p)
 }
