@@ -16,7 +16,11 @@
 //! `keepdims=0` reduction removed (the reduction keeps them instead). Splices
 //! a single-reader `Concat` into the `Concat` on the same axis after it, and
 //! turns `Log(Softmax(x))` into `LogSoftmax(x)`. A single-reader 2-D
-//! `Transpose` feeding `Gemm` becomes the Gemm's `transA`/`transB`.
+//! `Transpose` feeding `Gemm` becomes the Gemm's `transA`/`transB`. Two
+//! `Slice`s with constant parameters on disjoint axes become one (when the
+//! first has several readers, all such Slices, it goes with the last), and
+//! `Unsqueeze(Gather(x, i, axis=a), [a])` with a constant scalar `i` becomes
+//! `Slice(x, [i], [i+1], [a])`.
 //!
 //! ## When it declines
 //! When removing the node would rename a graph input or output (an Identity
@@ -273,6 +277,13 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             {
                 return Outcome::Rewrite(p);
             }
+            if node.op_type == "Unsqueeze"
+                && let Some(ax) = axes(g, id, cx.opset)
+                && let Outcome::Rewrite(p) =
+                    redundant_ops::gather_then_unsqueeze(g, id, &ax, cx.opset)
+            {
+                return Outcome::Rewrite(p);
+            }
             let (first, _) = require_some!(g.value(x).producer);
             // Merge with the Unsqueeze before; when that one has several
             // readers, all Unsqueezes, each merges and it dies with the last.
@@ -324,6 +335,9 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             Outcome::Rewrite(p)
         }
         "Slice" => {
+            if let Outcome::Rewrite(p) = redundant_ops::merge_slices(g, id, cx.opset) {
+                return Outcome::Rewrite(p);
+            }
             let (starts, ends, axes, steps) = if cx.opset < 10 {
                 let s = require_some!(node.attr_ints("starts").ok().flatten()).to_vec();
                 let e = require_some!(node.attr_ints("ends").ok().flatten()).to_vec();

@@ -264,3 +264,148 @@ pub fn transpose_into_gemm(g: &Graph, id: NodeId) -> Outcome {
     let out = require_some!(output(g, id, 0));
     Outcome::Rewrite(replace_with_node(g, gemm, inputs, out, &removed))
 }
+
+/// Constant parameters of a Slice (opset >= 10 input form): starts, ends,
+/// normalized axes, steps.
+struct SliceParams {
+    starts: Vec<i64>,
+    ends: Vec<i64>,
+    axes: Vec<i64>,
+    steps: Vec<i64>,
+}
+
+/// Rank of `v`, looking through Slices (which keep the rank) when the value
+/// has no recorded type.
+fn rank_through_slices(g: &Graph, v: ValueId) -> Option<usize> {
+    let mut v = v;
+    for _ in 0..8 {
+        if let Some(r) = rank(g, v) {
+            return Some(r);
+        }
+        let (p, _) = g.value(v).producer?;
+        let node = g.node(p);
+        if !(node.domain().is_empty() && node.is("Slice")) {
+            return None;
+        }
+        v = input(g, p, 0)?;
+    }
+    None
+}
+
+fn slice_params(g: &Graph, id: NodeId) -> Option<SliceParams> {
+    let starts = const_i64s(g, input(g, id, 1))?;
+    let ends = const_i64s(g, input(g, id, 2))?;
+    let r = input(g, id, 0).and_then(|x| rank_through_slices(g, x));
+    let axes = match input(g, id, 3) {
+        Some(v) => const_i64s(g, Some(v))?,
+        None => (0..starts.len() as i64).collect(),
+    };
+    let steps = match input(g, id, 4) {
+        Some(v) => const_i64s(g, Some(v))?,
+        None => vec![1; starts.len()],
+    };
+    if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
+        return None;
+    }
+    let axes = axes
+        .iter()
+        .map(|&a| normalize(a, r))
+        .collect::<Option<Vec<_>>>()?;
+    Some(SliceParams {
+        starts,
+        ends,
+        axes,
+        steps,
+    })
+}
+
+/// `Slice(Slice(x, axes a1), axes a2)` with constant parameters and disjoint
+/// axes is one Slice over `a1 ∪ a2` (YOLOv5's Focus slices H, then W). When
+/// the first Slice has several readers, all Slices that merge, each merges
+/// and the first dies with the last.
+pub fn merge_slices(g: &Graph, id: NodeId, opset: i64) -> Outcome {
+    require!(opset >= 10);
+    let x = require_some!(input(g, id, 0));
+    let (first, first_node) = require_some!(g.value(x).producer.map(|(p, _)| (p, g.node(p))));
+    require!(first_node.domain().is_empty() && first_node.is("Slice") && !g.is_graph_output(x));
+    let outer = require_some!(slice_params(g, id));
+    let inner = require_some!(slice_params(g, first));
+    require!(outer.axes.iter().all(|a| !inner.axes.contains(a)));
+    // Every reader of the first Slice must merge, or it stays and the merge
+    // only adds work.
+    let all_merge = g.value(x).uses.iter().all(|u| {
+        u.slot == infopt_ir::Slot::Input(0)
+            && g.node(u.node).is("Slice")
+            && slice_params(g, u.node)
+                .is_some_and(|p| p.axes.iter().all(|a| !inner.axes.contains(a)))
+    });
+    require!(all_merge);
+    let src = require_some!(input(g, first, 0));
+    let cat = |a: &[i64], b: &[i64]| -> Vec<i64> { a.iter().chain(b).copied().collect() };
+    let label = g.node(id).name_or_op().to_string();
+    let mut p = infopt_ir::Patch::new();
+    let mut param = |suffix: &str, values: Vec<i64>| {
+        let t = infopt_ir::Tensor::from_i64(vec![values.len() as i64], &values);
+        Some(p.add_initializer(&format!("{label}.{suffix}"), t))
+    };
+    let inputs = vec![
+        Some(PatchValue::Existing(src)),
+        param("starts", cat(&inner.starts, &outer.starts)),
+        param("ends", cat(&inner.ends, &outer.ends)),
+        param("axes", cat(&inner.axes, &outer.axes)),
+        param("steps", cat(&inner.steps, &outer.steps)),
+    ];
+    let mut merged = Node::new("Slice");
+    merged.name = g.node(id).name.clone();
+    let n = p.add_node(merged, inputs, vec![String::new()]);
+    let out = require_some!(output(g, id, 0));
+    let new = PatchValue::NewNode { node: n, output: 0 };
+    p.replace(out, new);
+    crate::util::carry_type(&mut p, g, out, new);
+    p.remove_node(id);
+    if single_reader(g, x).is_some() {
+        p.remove_node(first);
+    }
+    Outcome::Rewrite(p)
+}
+
+/// `Unsqueeze(Gather(x, i, axis=a), [a])` for a constant scalar `i` is
+/// `Slice(x, [i], [i+1], [a])`: the Gather drops the axis the Unsqueeze
+/// puts back.
+pub fn gather_then_unsqueeze(g: &Graph, id: NodeId, unsqueeze_axes: &[i64], opset: i64) -> Outcome {
+    require!(opset >= 10 && unsqueeze_axes.len() == 1);
+    let gathered = require_some!(input(g, id, 0));
+    let (gather, g_node) = require_some!(sole_producer(g, gathered, &["Gather"]));
+    let idx = require_some!(input(g, gather, 1));
+    let t = require_some!(g.constant(idx));
+    require!(t.dims().is_empty());
+    let i = require_some!(t.to_i64_vec().ok().and_then(|v| v.first().copied()));
+    let src = require_some!(input(g, gather, 0));
+    let r = rank(g, src);
+    let axis = require_some!(normalize(g_node.attr_int_or("axis", 0).unwrap_or(0), r));
+    require!(normalize(unsqueeze_axes[0], r) == Some(axis));
+    // -1 + 1 would be 0: slice to the end instead.
+    let end = if i == -1 { i64::MAX } else { i + 1 };
+    let label = g.node(id).name_or_op().to_string();
+    let mut p = infopt_ir::Patch::new();
+    let mut param = |suffix: &str, v: i64| {
+        let t = infopt_ir::Tensor::from_i64(vec![1], &[v]);
+        Some(p.add_initializer(&format!("{label}.{suffix}"), t))
+    };
+    let inputs = vec![
+        Some(PatchValue::Existing(src)),
+        param("starts", i),
+        param("ends", end),
+        param("axes", axis),
+    ];
+    let mut slice = Node::new("Slice");
+    slice.name = g.node(id).name.clone();
+    let n = p.add_node(slice, inputs, vec![String::new()]);
+    let out = require_some!(output(g, id, 0));
+    let new = PatchValue::NewNode { node: n, output: 0 };
+    p.replace(out, new);
+    crate::util::carry_type(&mut p, g, out, new);
+    p.remove_node(id);
+    p.remove_node(gather);
+    Outcome::Rewrite(p)
+}

@@ -779,3 +779,70 @@ fn transpose_of_a_gemm_operand_becomes_trans_flag() {
     assert_eq!(gemm.attr_int("transB").unwrap(), Some(0));
     assert_equivalent(&original, &m, &default_shapes(), 1e-6, 1e-6);
 }
+
+#[test]
+fn focus_slices_merge_into_one_slice_per_output() {
+    // YOLOv5 Focus: rows even/odd, then columns even/odd of each.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "3", "6", "8"]));
+    let big = i64::MAX;
+    let mut slice = |b: &mut GraphBuilder, src, start: i64, axis: i64, k: usize| {
+        let s = b.i64(&format!("s{k}"), &[1], &[start]);
+        let e = b.i64(&format!("e{k}"), &[1], &[big]);
+        let a = b.i64(&format!("a{k}"), &[1], &[axis]);
+        let st = b.i64(&format!("st{k}"), &[1], &[2]);
+        b.op("Slice", &[src, s, e, a, st], vec![])
+    };
+    let even = slice(&mut b, x, 0, 2, 0);
+    let odd = slice(&mut b, x, 1, 2, 1);
+    let parts = [
+        slice(&mut b, even, 0, 3, 2),
+        slice(&mut b, odd, 0, -1, 3),
+        slice(&mut b, even, 1, 3, 4),
+        slice(&mut b, odd, 1, -1, 5),
+    ];
+    let y = b.op("Concat", &parts, vec![Attribute::int("axis", 1)]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(13);
+    let mut m = original.clone();
+    run_passes(&mut m, &["eliminate-identity", "eliminate-dead"]);
+    assert_eq!(ops(&m), histogram(&[("Slice", 4), ("Concat", 1)]));
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+
+    // The same axis twice does not merge.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "3", "6", "8"]));
+    let first = slice(&mut b, x, 1, 2, 0);
+    let second = slice(&mut b, first, 1, -2, 1);
+    b.output(second, "y", DataType::Float, None);
+    let mut m = b.build(13);
+    run_passes(&mut m, &["eliminate-identity", "eliminate-dead"]);
+    assert_eq!(ops(&m), histogram(&[("Slice", 2)]));
+}
+
+#[test]
+fn gather_of_a_scalar_index_then_unsqueeze_is_a_slice() {
+    for (i, axes) in [(2i64, 1i64), (-1, -2)] {
+        let (original, m) = simplify(13, |b, x| {
+            let idx = b.i64("idx", &[], &[i]);
+            let g = b.op("Gather", &[x, idx], vec![Attribute::int("axis", 1)]);
+            let ax = b.i64("axes", &[1], &[axes]);
+            let u = b.op("Unsqueeze", &[g, ax], vec![]);
+            b.op("Relu", &[u], vec![])
+        });
+        assert_eq!(
+            ops(&m),
+            histogram(&[("Slice", 1), ("Relu", 1)]),
+            "index {i}"
+        );
+        assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+    }
+    // Unsqueeze on another axis: unchanged.
+    let (_, m) = simplify(13, |b, x| {
+        let idx = b.i64("idx", &[], &[0]);
+        let g = b.op("Gather", &[x, idx], vec![Attribute::int("axis", 1)]);
+        let ax = b.i64("axes", &[1], &[0]);
+        b.op("Unsqueeze", &[g, ax], vec![])
+    });
+    assert_eq!(ops(&m), histogram(&[("Gather", 1), ("Unsqueeze", 1)]));
+}
