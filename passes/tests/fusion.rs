@@ -582,7 +582,38 @@ fn matmul_add_declines_on_shared_output_and_non_constant_bias() {
         b.build(17),
         "fuse-matmul-add",
         "add_2",
-        "bias 'r' is not a constant",
+        "bias has shape [4,16]; Gemm C here must be [16] or [1,16]",
+    );
+}
+
+#[test]
+fn matmul_add_takes_a_weight_fed_as_graph_input() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["4", "8"]));
+    let w = b.input("w", DataType::Float, dims(&["8", "16"]));
+    let mm = b.op("MatMul", &[x, w], vec![]);
+    let bias = init(&mut b, "b", &[16], 2, -1.0, 1.0);
+    let y = b.op("Add", &[bias, mm], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    run(&mut m, &["fuse-matmul-add"], Target::Portable);
+    assert_eq!(ops(&m), hist(&[("Gemm", 1)]));
+    assert_equivalent(&original, &m, &InputShapes::new());
+
+    // Without a known column count there is no way to check the bias.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["4", "8"]));
+    let w = b.input("w", DataType::Float, dims(&["8", "n"]));
+    let mm = b.op("MatMul", &[x, w], vec![]);
+    let bias = init(&mut b, "b", &[16], 2, -1.0, 1.0);
+    let y = b.op("Add", &[mm, bias], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    assert_unchanged(
+        b.build(17),
+        "fuse-matmul-add",
+        "add_2",
+        "B 'w' has an unknown column count",
     );
 }
 
