@@ -117,7 +117,7 @@ pub fn fold_input_scale(g: &Graph, id: NodeId) -> Outcome {
         Err(why) => decline!("{why}"),
     };
     if mul_node.op_type == "Div" {
-        if factors.iter().any(|&f| f == 0.0) {
+        if factors.contains(&0.0) {
             decline!("division by a zero constant");
         }
         factors.iter_mut().for_each(|f| *f = 1.0 / *f);

@@ -786,7 +786,7 @@ fn focus_slices_merge_into_one_slice_per_output() {
     let mut b = GraphBuilder::new();
     let x = b.input("x", DataType::Float, dims(&["batch", "3", "6", "8"]));
     let big = i64::MAX;
-    let mut slice = |b: &mut GraphBuilder, src, start: i64, axis: i64, k: usize| {
+    let slice = |b: &mut GraphBuilder, src, start: i64, axis: i64, k: usize| {
         let s = b.i64(&format!("s{k}"), &[1], &[start]);
         let e = b.i64(&format!("e{k}"), &[1], &[big]);
         let a = b.i64(&format!("a{k}"), &[1], &[axis]);
