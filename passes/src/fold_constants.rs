@@ -41,6 +41,14 @@
 //! `u = Unsqueeze(b, [0])`, `c = Concat(u, [-1])`, `y = Reshape(x, c)` becomes
 //! initializer `c = [1, -1]` and `y = Reshape(x, c)`.
 
+crate::register_pass! {
+    name: "fold-constants",
+    kind: Fold,
+    file: "fold_constants.rs",
+    options: FoldConstantsOptions,
+    build: |o: &FoldConstantsOptions| FoldConstants::new(o.clone()),
+}
+
 use std::collections::HashMap;
 
 use infopt_ir::infer::{GraphFacts, InferReport, Opsets, Scope, infer_graph};
@@ -392,7 +400,6 @@ impl FoldConstants {
                 Err(e) => cx.decline(&at, format!("cannot evaluate {op}: {e}")),
             }
         }
-        cx.rewrites += count;
         Ok(count)
     }
 
@@ -506,14 +513,14 @@ fn inline_if(g: &mut Graph, id: NodeId, cond: bool) -> Result<(), PassError> {
         .and_then(|a| a.subgraphs.first())
         .cloned()
         .ok_or_else(|| {
-            PassError::Config(format!(
+            PassError::Model(format!(
                 "If node '{}' has no {attr}",
                 g.node(id).name_or_op()
             ))
         })?;
     let if_outs: Vec<Option<ValueId>> = g.node(id).outputs.clone();
     if branch.outputs.len() != if_outs.len() {
-        return Err(PassError::Config(format!(
+        return Err(PassError::Model(format!(
             "If node '{}': {attr} has {} outputs, the node {}",
             g.node(id).name_or_op(),
             branch.outputs.len(),
@@ -537,10 +544,10 @@ fn inline_loop(g: &mut Graph, id: NodeId, opset: i64) -> Result<(), PassError> {
         .attr("body")
         .and_then(|a| a.subgraphs.first())
         .cloned()
-        .ok_or_else(|| PassError::Config(format!("Loop node '{label}' has no body")))?;
+        .ok_or_else(|| PassError::Model(format!("Loop node '{label}' has no body")))?;
     let carried: Vec<Option<ValueId>> = g.node(id).inputs.iter().skip(2).copied().collect();
     if body.inputs.len() != carried.len() + 2 || body.outputs.len() < carried.len() + 1 {
-        return Err(PassError::Config(format!(
+        return Err(PassError::Model(format!(
             "Loop node '{label}': its body has {} inputs and {} outputs for {} carried values",
             body.inputs.len(),
             body.outputs.len(),
@@ -560,7 +567,7 @@ fn inline_loop(g: &mut Graph, id: NodeId, opset: i64) -> Result<(), PassError> {
     bound.insert(body.inputs[1].value, cond);
     for (io, v) in body.inputs.iter().skip(2).zip(&carried) {
         let Some(v) = *v else {
-            return Err(PassError::Config(format!(
+            return Err(PassError::Model(format!(
                 "Loop node '{label}': a carried value has no initial value"
             )));
         };
@@ -611,7 +618,7 @@ fn splice_body(
         }
         if value.outer {
             let outer = g.find_value(&value.name).ok_or_else(|| {
-                PassError::Config(format!(
+                PassError::Model(format!(
                     "subgraph reads '{}', which the enclosing graph does not define",
                     value.name
                 ))
@@ -677,7 +684,7 @@ fn splice_body(
     let mut outs = Vec::with_capacity(body.outputs.len());
     for io in &body.outputs {
         let Some(&src) = map.get(&io.value) else {
-            return Err(PassError::Config(format!(
+            return Err(PassError::Model(format!(
                 "subgraph output '{}' is undefined",
                 body.value(io.value).name
             )));

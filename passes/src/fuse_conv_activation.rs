@@ -34,6 +34,14 @@
 //! `c = Conv(x, W, b, pads=[1,1,1,1])`, `y = Relu(c)` becomes
 //! `y = com.microsoft.FusedConv(x, W, b, pads=[1,1,1,1], activation="Relu")`.
 
+crate::register_pass! {
+    name: "fuse-conv-activation",
+    kind: Fuse,
+    file: "fuse_conv_activation.rs",
+    options: crate::registry::NoOptions,
+    build: |_| FuseConvActivation,
+}
+
 use infopt_ir::proto::OperatorSetIdProto;
 use infopt_ir::{Attribute, DataType, Graph, Model, NodeId, PatchValue, ValueId};
 
