@@ -39,6 +39,7 @@ builtin_passes! {
     fuse_conv_bn,
     fuse_parallel_matmul,
     fuse_matmul_add,
+    fuse_activation_patterns,
     fuse_conv_activation,
     eliminate_dead,
     perturb_weight,

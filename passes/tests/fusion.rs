@@ -1357,3 +1357,119 @@ fn shift_before_unpadded_conv_and_gemm_goes_into_the_bias() {
         "conv_2 pads its input; a shift before it would move the padding too",
     );
 }
+
+// ----- fuse-activation-patterns -----
+
+/// x -> `build` -> Neg -> y at `opset`, through fuse-activation-patterns and
+/// eliminate-dead.
+fn activation(
+    opset: i64,
+    build: impl FnOnce(&mut GraphBuilder, ValueId) -> ValueId,
+) -> (Model, Model, PipelineRun) {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "3", "6", "7"]));
+    let a = build(&mut b, x);
+    let y = b.op("Neg", &[a], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(opset);
+    let mut m = original.clone();
+    let r = run(
+        &mut m,
+        &["fuse-activation-patterns", "eliminate-dead"],
+        Target::Portable,
+    );
+    (original, m, r)
+}
+
+fn relu6_plus_3(b: &mut GraphBuilder, x: ValueId, swap: bool) -> ValueId {
+    let three = b.f32("three", &[1], &[3.0]);
+    let lo = b.f32("lo", &[], &[0.0]);
+    let hi = b.f32("hi", &[], &[6.0]);
+    let a = if swap {
+        b.op("Add", &[three, x], vec![])
+    } else {
+        b.op("Add", &[x, three], vec![])
+    };
+    b.op("Clip", &[a, lo, hi], vec![])
+}
+
+#[test]
+fn hard_swish_and_hard_sigmoid_patterns_become_the_ops() {
+    // PaddleOCR's form: Mul(x, clip) / 6; and clip * x * (1/6).
+    for (swap, div) in [(false, true), (true, false)] {
+        let (original, m, _) = activation(14, |b, x| {
+            let c = relu6_plus_3(b, x, swap);
+            let m = if swap {
+                b.op("Mul", &[c, x], vec![])
+            } else {
+                b.op("Mul", &[x, c], vec![])
+            };
+            if div {
+                let six = b.f32("six", &[1], &[6.0]);
+                b.op("Div", &[m, six], vec![])
+            } else {
+                let sixth = b.f32("sixth", &[], &[1.0 / 6.0]);
+                b.op("Mul", &[sixth, m], vec![])
+            }
+        });
+        assert_eq!(
+            ops(&m),
+            hist(&[("HardSwish", 1), ("Neg", 1)]),
+            "swap {swap}"
+        );
+        assert_equivalent(&original, &m, &batch2());
+    }
+    // Clip(x + 3, 0, 6) / 6 alone; and x times it, which becomes HardSwish.
+    let (original, m, _) = activation(14, |b, x| {
+        let c = relu6_plus_3(b, x, false);
+        let six = b.f32("six", &[], &[6.0]);
+        b.op("Div", &[c, six], vec![])
+    });
+    assert_eq!(ops(&m), hist(&[("HardSigmoid", 1), ("Neg", 1)]));
+    assert_equivalent(&original, &m, &batch2());
+    let (original, m, _) = activation(14, |b, x| {
+        let c = relu6_plus_3(b, x, false);
+        let six = b.f32("six", &[], &[6.0]);
+        let s = b.op("Div", &[c, six], vec![]);
+        b.op("Mul", &[x, s], vec![])
+    });
+    assert_eq!(ops(&m), hist(&[("HardSwish", 1), ("Neg", 1)]));
+    assert_equivalent(&original, &m, &batch2());
+}
+
+#[test]
+fn activation_patterns_decline() {
+    // Opset 13 has no HardSwish.
+    let (_, m, r) = activation(13, |b, x| {
+        let c = relu6_plus_3(b, x, false);
+        let m = b.op("Mul", &[x, c], vec![]);
+        let six = b.f32("six", &[], &[6.0]);
+        b.op("Div", &[m, six], vec![])
+    });
+    assert_eq!(
+        ops(&m),
+        hist(&[("Add", 1), ("Clip", 1), ("Mul", 1), ("Div", 1), ("Neg", 1)])
+    );
+    assert!(
+        reasons(&r).contains(&(
+            "div_4".to_string(),
+            "HardSwish needs opset 14; the model imports 13".to_string()
+        )),
+        "{:?}",
+        reasons(&r)
+    );
+    // Clip to 0..5: not relu6; nothing happens.
+    let (_, m, _) = activation(14, |b, x| {
+        let three = b.f32("three", &[], &[3.0]);
+        let lo = b.f32("lo", &[], &[0.0]);
+        let hi = b.f32("hi", &[], &[5.0]);
+        let a = b.op("Add", &[x, three], vec![]);
+        let c = b.op("Clip", &[a, lo, hi], vec![]);
+        let six = b.f32("six", &[], &[6.0]);
+        b.op("Div", &[c, six], vec![])
+    });
+    assert_eq!(
+        ops(&m),
+        hist(&[("Add", 1), ("Clip", 1), ("Div", 1), ("Neg", 1)])
+    );
+}
