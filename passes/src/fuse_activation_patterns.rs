@@ -12,7 +12,8 @@
 //! ## When it declines
 //! Only where the pattern is present: when an intermediate value of the
 //! pattern has another reader or is a graph output (it would still be
-//! needed), and for hard-swish before opset 14 (no HardSwish op).
+//! needed). Before opset 14 (no HardSwish op) hard-swish becomes
+//! `x * HardSigmoid(x, 1/6, 0.5)`, two nodes instead of four.
 //!
 //! ## Numerics
 //! Not bit-exact: the op computes `x · max(0, min(1, x/6 + 0.5))` where the
@@ -118,11 +119,10 @@ fn times_hard_sigmoid(g: &Graph, id: NodeId, opset: i64) -> Outcome {
             .then_some((x, s, hs))
     });
     let (x, s, hs) = require_some!(found);
+    // Before opset 14 this Mul is what the hard-swish rewrite leaves.
+    require!(opset >= 14);
     if !private(g, s) {
         decline!("the HardSigmoid output has other readers");
-    }
-    if opset < 14 {
-        decline!("HardSwish needs opset 14; the model imports {opset}");
     }
     let mut swish = Node::new("HardSwish");
     swish.name = g.node(id).name.clone();
@@ -166,12 +166,41 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
         decline!("a value inside the hard-swish pattern has other readers");
     }
     if cx.opset < 14 {
-        decline!("HardSwish needs opset 14; the model imports {}", cx.opset);
+        return hard_swish_before_opset_14(g, x, out, &[add, clip, mul, id]);
     }
     let mut hs = Node::new("HardSwish");
     hs.name = node.name.clone();
     let inputs = vec![Some(PatchValue::Existing(x))];
     Outcome::Rewrite(replace_with_node(g, hs, inputs, out, &[add, clip, mul, id]))
+}
+
+/// Without the HardSwish op: `x * HardSigmoid(x, 1/6, 0.5)`, two nodes for
+/// the pattern's four.
+fn hard_swish_before_opset_14(g: &Graph, x: ValueId, out: ValueId, remove: &[NodeId]) -> Outcome {
+    let last = *require_some!(remove.last());
+    let mut p = infopt_ir::Patch::new();
+    let mut hs = Node::new("HardSigmoid");
+    hs.name = g.node(last).name.as_ref().map(|n| format!("{n}.hard_sigmoid"));
+    hs.set_attr(Attribute::float("alpha", 1.0 / 6.0));
+    hs.set_attr(Attribute::float("beta", 0.5));
+    let h = p.add_node(hs, vec![Some(PatchValue::Existing(x))], vec![String::new()]);
+    let mut mul = Node::new("Mul");
+    mul.name = g.node(last).name.clone();
+    let m = p.add_node(
+        mul,
+        vec![
+            Some(PatchValue::Existing(x)),
+            Some(PatchValue::NewNode { node: h, output: 0 }),
+        ],
+        vec![String::new()],
+    );
+    let new = PatchValue::NewNode { node: m, output: 0 };
+    p.replace(out, new);
+    crate::util::carry_type(&mut p, g, out, new);
+    for &r in remove {
+        p.remove_node(r);
+    }
+    Outcome::Rewrite(p)
 }
 
 impl Pass for FuseActivationPatterns {

@@ -1439,8 +1439,8 @@ fn hard_swish_and_hard_sigmoid_patterns_become_the_ops() {
 
 #[test]
 fn activation_patterns_decline() {
-    // Opset 13 has no HardSwish.
-    let (_, m, r) = activation(13, |b, x| {
+    // Opset 12 has no HardSwish: x * HardSigmoid(x).
+    let (original, m, r) = activation(12, |b, x| {
         let c = relu6_plus_3(b, x, false);
         let m = b.op("Mul", &[x, c], vec![]);
         let six = b.f32("six", &[], &[6.0]);
@@ -1448,12 +1448,27 @@ fn activation_patterns_decline() {
     });
     assert_eq!(
         ops(&m),
-        hist(&[("Add", 1), ("Clip", 1), ("Mul", 1), ("Div", 1), ("Neg", 1)])
+        hist(&[("HardSigmoid", 1), ("Mul", 1), ("Neg", 1)]),
+        "{:?}",
+        reasons(&r)
+    );
+    assert_equivalent(&original, &m, &batch2());
+    // A second reader of the product keeps the pattern.
+    let (_, m, r) = activation(14, |b, x| {
+        let c = relu6_plus_3(b, x, false);
+        let m = b.op("Mul", &[x, c], vec![]);
+        let six = b.f32("six", &[], &[6.0]);
+        let d = b.op("Div", &[m, six], vec![]);
+        b.op("Add", &[d, m], vec![])
+    });
+    assert_eq!(
+        ops(&m),
+        hist(&[("Add", 2), ("Clip", 1), ("Mul", 1), ("Div", 1), ("Neg", 1)])
     );
     assert!(
         reasons(&r).contains(&(
             "div_4".to_string(),
-            "HardSwish needs opset 14; the model imports 13".to_string()
+            "a value inside the hard-swish pattern has other readers".to_string()
         )),
         "{:?}",
         reasons(&r)
