@@ -20,7 +20,8 @@
 //! `Slice`s with constant parameters on disjoint axes become one (when the
 //! first has several readers, all such Slices, it goes with the last), and
 //! `Unsqueeze(Gather(x, i, axis=a), [a])` with a constant scalar `i` becomes
-//! `Slice(x, [i], [i+1], [a])`.
+//! `Slice(x, [i], [i+1], [a])`, and `Squeeze(Slice(x, [i], [i+1], [a]), [a])`
+//! becomes `Gather(x, i, axis=a)`.
 //!
 //! ## When it declines
 //! When removing the node would rename a graph input or output (an Identity
@@ -289,6 +290,13 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
                 && let Some(ax) = axes(g, id, cx.opset)
                 && let Outcome::Rewrite(p) =
                     redundant_ops::gather_then_unsqueeze(g, id, &ax, cx.opset)
+            {
+                return Outcome::Rewrite(p);
+            }
+            if node.op_type == "Squeeze"
+                && let Some(ax) = axes(g, id, cx.opset)
+                && let Outcome::Rewrite(p) =
+                    redundant_ops::slice_then_squeeze(g, id, &ax, cx.opset)
             {
                 return Outcome::Rewrite(p);
             }

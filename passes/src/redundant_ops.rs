@@ -409,3 +409,45 @@ pub fn gather_then_unsqueeze(g: &Graph, id: NodeId, unsqueeze_axes: &[i64], opse
     p.remove_node(gather);
     Outcome::Rewrite(p)
 }
+
+/// `Squeeze(Slice(x, [i], [i+1], [a]), [a])` is `Gather(x, i, axis=a)`: the
+/// Slice keeps one element of axis `a`, the Squeeze drops the axis (the
+/// inverse of [`gather_then_unsqueeze`]).
+pub fn slice_then_squeeze(g: &Graph, id: NodeId, squeeze_axes: &[i64], opset: i64) -> Outcome {
+    require!(opset >= 10 && squeeze_axes.len() == 1);
+    let sliced = require_some!(input(g, id, 0));
+    let (slice, _) = require_some!(sole_producer(g, sliced, &["Slice"]));
+    let params = require_some!(slice_params(g, slice));
+    require!(params.axes.len() == 1 && params.steps[0] == 1);
+    let (start, end) = (params.starts[0], params.ends[0]);
+    let one = if start == -1 {
+        end >= i32::MAX as i64
+    } else {
+        end == start + 1 && (start >= 0 || end < 0)
+    };
+    require!(one);
+    let src = require_some!(input(g, slice, 0));
+    let r = rank_through_slices(g, src);
+    require!(normalize(squeeze_axes[0], r) == Some(params.axes[0]));
+    let label = g.node(id).name_or_op().to_string();
+    let mut p = infopt_ir::Patch::new();
+    let index = p.add_initializer(
+        &format!("{label}.index"),
+        infopt_ir::Tensor::from_i64(vec![], &[start]),
+    );
+    let mut gather = Node::new("Gather");
+    gather.name = g.node(id).name.clone();
+    gather.set_attr(Attribute::int("axis", params.axes[0]));
+    let n = p.add_node(
+        gather,
+        vec![Some(PatchValue::Existing(src)), Some(index)],
+        vec![String::new()],
+    );
+    let out = require_some!(output(g, id, 0));
+    let new = PatchValue::NewNode { node: n, output: 0 };
+    p.replace(out, new);
+    crate::util::carry_type(&mut p, g, out, new);
+    p.remove_node(id);
+    p.remove_node(slice);
+    Outcome::Rewrite(p)
+}

@@ -846,3 +846,33 @@ fn gather_of_a_scalar_index_then_unsqueeze_is_a_slice() {
     });
     assert_eq!(ops(&m), histogram(&[("Gather", 1), ("Unsqueeze", 1)]));
 }
+
+#[test]
+fn slice_of_one_element_then_squeeze_is_a_gather() {
+    for (start, end, axes) in [(1i64, 2i64, 1i64), (-1, i64::MAX, -2), (-3, -2, 1)] {
+        let (original, m) = simplify(13, |b, x| {
+            let s = b.i64("s", &[1], &[start]);
+            let e = b.i64("e", &[1], &[end]);
+            let a = b.i64("a", &[1], &[1]);
+            let sl = b.op("Slice", &[x, s, e, a], vec![]);
+            let ax = b.i64("axes", &[1], &[axes]);
+            let q = b.op("Squeeze", &[sl, ax], vec![]);
+            b.op("Relu", &[q], vec![])
+        });
+        assert_eq!(
+            ops(&m),
+            histogram(&[("Gather", 1), ("Relu", 1)]),
+            "slice {start}..{end}"
+        );
+        assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+    }
+    // Two elements: not a Gather.
+    let (_, m) = simplify(13, |b, x| {
+        let s = b.i64("s", &[1], &[0]);
+        let e = b.i64("e", &[1], &[2]);
+        let a = b.i64("a", &[1], &[2]);
+        let sl = b.op("Slice", &[x, s, e, a], vec![]);
+        b.op("Relu", &[sl], vec![])
+    });
+    assert_eq!(ops(&m), histogram(&[("Slice", 1), ("Relu", 1)]));
+}
