@@ -30,6 +30,8 @@
 //! layer, `Conv(Add(x, c), W, b)` (or `Sub`), goes into the bias
 //! (`b'[o] = b[o] + Σ W[o,..]·c`) when the conv does not pad (its padding
 //! would be shifted too), and into Gemm's `C` (`C' = beta·C + alpha·c·B`).
+//! Before a conv that pads, `Conv(x * s + t)` becomes `Conv(x + t/s)` with
+//! the scale in the weight: one node fewer, the shift stays.
 //!
 //! The conv keeps its name and the output keeps the name of the value it
 //! replaces (the BN / Mul / Add output). New initializers are named
@@ -620,8 +622,13 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
         "Mul" | "Add" => fuse_affine(g, id, cx),
         "Conv" | "ConvTranspose" | "Gemm" | "MatMul" => {
             match crate::scale_into_weights::fold_input_shift(g, id, cx.opset) {
+                Outcome::Rewrite(p) => Outcome::Rewrite(p),
+                // A padded conv: the scale can still move under the shift.
+                Outcome::Decline(why) => match crate::scale_into_weights::fold_scale_under_shift(g, id) {
+                    Outcome::Rewrite(p) => Outcome::Rewrite(p),
+                    _ => Outcome::Decline(why),
+                },
                 Outcome::Skip => crate::scale_into_weights::fold_input_scale(g, id),
-                other => other,
             }
         }
         _ => Outcome::Skip,

@@ -346,3 +346,119 @@ pub fn fold_input_shift(g: &Graph, id: NodeId, opset: i64) -> Outcome {
     p.remove_node(add);
     Outcome::Rewrite(p)
 }
+
+/// `Conv(x * s + t, W)` for a conv that pads (where the shift cannot go into
+/// the bias): `x * s + t = (x + t/s) * s`, so the scale goes into `W` and one
+/// Add by `t/s` stays: `Conv(x + t/s, W·s)`, one node fewer. Zero padding of
+/// `x + t/s` scaled by `s` is still zero.
+pub fn fold_scale_under_shift(g: &Graph, id: NodeId) -> Outcome {
+    let node = g.node(id);
+    require!(node.domain().is_empty() && node.is("Conv"));
+    let shifted = require_some!(input(g, id, 0));
+    let (add, add_node) = require_some!(g.value(shifted).producer.map(|(p, _)| (p, g.node(p))));
+    require!(add_node.domain().is_empty() && add_node.is("Add"));
+    let (a, b) = (
+        require_some!(input(g, add, 0)),
+        require_some!(input(g, add, 1)),
+    );
+    let (m, t) = match (g.constant(a), g.constant(b)) {
+        (None, Some(t)) => (a, t),
+        (Some(t), None) => (b, t),
+        _ => return Outcome::Skip,
+    };
+    let (mul, mul_node) = require_some!(g.value(m).producer.map(|(p, _)| (p, g.node(p))));
+    require!(mul_node.domain().is_empty() && mul_node.is("Mul"));
+    let (ma, mb) = (
+        require_some!(input(g, mul, 0)),
+        require_some!(input(g, mul, 1)),
+    );
+    let (x, s) = match (g.constant(ma), g.constant(mb)) {
+        (None, Some(s)) => (ma, s),
+        (Some(s), None) => (mb, s),
+        _ => return Outcome::Skip,
+    };
+    let private = |v: ValueId| !g.is_graph_output(v) && g.reader_count(v) == 1;
+    require!(private(shifted) && private(m));
+    let wv = require_some!(input(g, id, 1));
+    let w = require_some!(g.constant(wv));
+    let dtype = w.dtype();
+    require!(matches!(
+        dtype,
+        DataType::Float | DataType::Float16 | DataType::Double
+    ));
+    require!(s.dtype() == dtype && t.dtype() == dtype);
+    let wd = w.dims().to_vec();
+    require!(wd.len() >= 3);
+    let group = node.attr_int_or("group", 1).unwrap_or(1).max(1) as usize;
+    let (r, cin) = (wd.len(), wd[1] as usize * group);
+    let scale = require_some!(channel_factors(s, r, 1, cin).ok());
+    let shift = require_some!(channel_factors(t, r, 1, cin).ok());
+    require!(!scale.contains(&0.0));
+    let values = require_some!(w.to_f64_vec().ok());
+    let kernel: usize = wd
+        .iter()
+        .skip(2)
+        .map(|&d| d as usize)
+        .product::<usize>()
+        .max(1);
+    let per_in = wd[1] as usize;
+    let per_out = (wd[0] as usize / group).max(1);
+    let scaled_w: Vec<f64> = values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let o = i / (per_in * kernel);
+            let j = (i / kernel) % per_in;
+            v * scale[(o / per_out) * per_in + j]
+        })
+        .collect();
+    let moved: Vec<f64> = shift.iter().zip(&scale).map(|(t, s)| t / s).collect();
+    let uniform = moved.iter().all(|&v| v == moved[0]);
+    let (t_dims, t_vals) = if uniform {
+        (vec![], vec![moved[0]])
+    } else {
+        let mut d = vec![1i64; r];
+        d[1] = cin as i64;
+        (d, moved)
+    };
+    let label = node_label(g, id);
+    let mut p = Patch::new();
+    let w_new = p.add_initializer(
+        &format!("{label}.{}.weight", node_label(g, mul)),
+        require_some!(tensor_from_f64(dtype, wd, &scaled_w)),
+    );
+    let t_new = p.add_initializer(
+        &format!("{label}.{}.shift", node_label(g, add)),
+        require_some!(tensor_from_f64(dtype, t_dims, &t_vals)),
+    );
+    let mut new_add = add_node.clone();
+    new_add.inputs.clear();
+    new_add.outputs.clear();
+    let na = p.add_node(
+        new_add,
+        vec![Some(PatchValue::Existing(x)), Some(t_new)],
+        vec![String::new()],
+    );
+    let mut fused = node.clone();
+    fused.inputs.clear();
+    fused.outputs.clear();
+    let mut inputs: Vec<Option<PatchValue>> = node
+        .inputs
+        .iter()
+        .map(|v| v.map(PatchValue::Existing))
+        .collect();
+    inputs[0] = Some(PatchValue::NewNode {
+        node: na,
+        output: 0,
+    });
+    inputs[1] = Some(w_new);
+    let n = p.add_node(fused, inputs, vec![String::new()]);
+    let out = require_some!(output(g, id, 0));
+    let new = PatchValue::NewNode { node: n, output: 0 };
+    p.replace(out, new);
+    carry_type(&mut p, g, out, new);
+    p.remove_node(id);
+    p.remove_node(add);
+    p.remove_node(mul);
+    Outcome::Rewrite(p)
+}

@@ -1488,3 +1488,34 @@ fn activation_patterns_decline() {
         hist(&[("Add", 1), ("Clip", 1), ("Div", 1), ("Neg", 1)])
     );
 }
+
+#[test]
+fn scale_moves_under_the_shift_before_a_padded_conv() {
+    for (s_shape, t_shape) in [
+        (&[1i64][..], &[1i64][..]),
+        (&[1, 3, 1, 1][..], &[3, 1, 1][..]),
+    ] {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["batch", "3", "6", "7"]));
+        let s = init(&mut b, "s", s_shape, 9, 0.5, 2.0);
+        let t = init(&mut b, "t", t_shape, 10, -1.0, 1.0);
+        let scaled = b.op("Mul", &[x, s], vec![]);
+        let shifted = b.op("Add", &[t, scaled], vec![]);
+        let w = init(&mut b, "w", &[4, 3, 3, 3], 1, -1.0, 1.0);
+        let y = b.op(
+            "Conv",
+            &[shifted, w],
+            vec![Attribute::ints("pads", vec![1, 1, 1, 1])],
+        );
+        b.output(y, "y", DataType::Float, None);
+        let original = b.build(17);
+        let mut m = original.clone();
+        run(
+            &mut m,
+            &["fuse-conv-bn", "eliminate-dead"],
+            Target::Portable,
+        );
+        assert_eq!(ops(&m), hist(&[("Add", 1), ("Conv", 1)]), "{s_shape:?}");
+        assert_equivalent(&original, &m, &batch2());
+    }
+}
