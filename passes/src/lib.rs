@@ -9,6 +9,10 @@ pub mod registry;
 pub mod rule;
 pub mod util;
 
+pub mod branch_check;
+pub mod redundant_ops;
+pub mod scale_into_weights;
+
 /// Every built-in pass, one line each, in the order a default pipeline would
 /// run them: `mod` of the pass's file plus its registry entry (the file
 /// declares the entry itself with [`register_pass!`]).
@@ -32,6 +36,7 @@ builtin_passes! {
     simplify_reshape,
     eliminate_identity,
     eliminate_duplicates,
+    fuse_activation_patterns,
     fuse_pad_conv,
     fuse_conv_bn,
     fuse_parallel_matmul,
