@@ -5,6 +5,7 @@ mod commands;
 mod exit;
 mod gates;
 mod inputs_arg;
+mod int8;
 mod report;
 mod shape_args;
 mod stages;
@@ -29,6 +30,8 @@ fn main() -> ExitCode {
             return code.into();
         }
     };
+    // Passes of other crates join the registry.
+    infopt_calibration::quantize::register();
     // Constant folding may ask tract for ops the reference kernels lack.
     infopt_passes::fold_constants::register_fallback_evaluator(tract_eval::factory);
     match commands::run(cli) {

@@ -182,6 +182,7 @@ pub type AfterPass<'a> = Box<dyn FnMut(&'static str, &Model) -> Flow + 'a>;
 
 /// Hooks into the pipeline: a model dump after every pass that changed it,
 /// and a check after each (`--verify-each-pass`).
+#[derive(Default)]
 pub struct PassHooks<'a> {
     pub dump_dir: Option<PathBuf>,
     pub after_pass: Option<AfterPass<'a>>,
@@ -240,4 +241,30 @@ pub fn save(
         summary.external_bytes,
         stats,
     ))
+}
+
+/// Prints the report (table or JSON) and writes `--report FILE`
+/// (`.md`: Markdown, else JSON).
+pub fn emit_report<R: serde::Serialize>(
+    report: &R,
+    json: bool,
+    path: Option<&Path>,
+    render: impl Fn(&R, bool) -> String,
+) -> CliResult {
+    let as_json =
+        || serde_json::to_string_pretty(report).map_err(|e| CliError::new(Exit::Internal, e));
+    if json {
+        println!("{}", as_json()?);
+    } else {
+        print!("{}", render(report, false));
+    }
+    if let Some(path) = path {
+        let text = match path.extension().and_then(|e| e.to_str()) {
+            Some("md") | Some("markdown") => render(report, true),
+            _ => as_json()? + "\n",
+        };
+        infopt_ir::save::write_atomically(path, |w| std::io::Write::write_all(w, text.as_bytes()))
+            .map_err(CliError::from_ir)?;
+    }
+    Ok(())
 }

@@ -34,6 +34,7 @@ pub mod cache;
 pub mod error;
 pub mod histogram;
 pub mod images;
+pub mod int8;
 pub mod methods;
 pub mod observer;
 pub mod quantize;

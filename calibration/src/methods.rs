@@ -114,6 +114,33 @@ impl Method {
         }
     }
 
+    /// Parses `name` or `name:param`: `minmax`, `percentile`, `percentile:99.9`,
+    /// `entropy`, `mse` (the command-line form).
+    pub fn parse(spec: &str) -> Result<Method> {
+        let (name, param) = match spec.split_once(':') {
+            Some((n, p)) => (n.trim(), Some(p.trim())),
+            None => (spec.trim(), None),
+        };
+        let method = match (Method::from_name(name)?, param) {
+            (m, None) => m,
+            (Method::Percentile { .. }, Some(p)) => Method::Percentile {
+                percentile: p.parse().map_err(|_| {
+                    CalibError::Config(format!(
+                        "percentile '{p}' is not a number (e.g. percentile:99.99)"
+                    ))
+                })?,
+            },
+            (m, Some(p)) => {
+                return Err(CalibError::Config(format!(
+                    "range method '{}' takes no parameter, got ':{p}'",
+                    m.name()
+                )));
+            }
+        };
+        method.validate()?;
+        Ok(method)
+    }
+
     /// Checks the parameters.
     pub fn validate(&self) -> Result<()> {
         match *self {
@@ -269,7 +296,10 @@ fn mse_amax(h: &AbsHistogram, first: usize) -> Option<f64> {
     for i in first.min(n - 1)..n {
         // The total squared error in bin units: dividing by N and multiplying by w² is
         // the same for every candidate, so the argmin does not need it.
-        let err = squared_error_bins(&moments, i);
+        let err = match &moments {
+            Some(m) => squared_error_bins(m, i),
+            None => squared_error_direct(counts, i),
+        };
         if best.is_none_or(|(b, _)| err < b) {
             best = Some((err, i));
         }
@@ -277,29 +307,43 @@ fn mse_amax(h: &AbsHistogram, first: usize) -> Option<f64> {
     best.map(|(_, i)| (i as f64 + 0.5) * h.bin_width())
 }
 
+/// The squared error bin by bin, straight from the definition: O(bins) per candidate.
+/// Used when the moments would overflow, and as the reference in tests.
+fn squared_error_direct(counts: &[u64], i: usize) -> f64 {
+    let s = (i as f64 + 0.5) / QMAX;
+    counts
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| **c > 0)
+        .map(|(j, &c)| {
+            let x = j as f64 + 0.5;
+            let q = (x / s).round().min(QMAX) * s;
+            c as f64 * (x - q) * (x - q)
+        })
+        .sum()
+}
+
 /// Prefix sums of `h[j]·j^k`, k = 0, 1, 2, exact in integers.
 struct Moments {
-    m: [Vec<u128>; 3],
+    m: [Vec<u64>; 3],
 }
 
 impl Moments {
-    fn new(counts: &[u64]) -> Moments {
-        let mut m = [
-            vec![0u128; counts.len() + 1],
-            vec![0; counts.len() + 1],
-            vec![0; counts.len() + 1],
-        ];
+    /// `None` if `Σ h·j²` overflows u64 (beyond ~4·10^12 values for 2048 bins).
+    fn new(counts: &[u64]) -> Option<Moments> {
+        let len = counts.len() + 1;
+        let mut m = [vec![0u64; len], vec![0; len], vec![0; len]];
         for (j, &c) in counts.iter().enumerate() {
-            let (c, j) = (u128::from(c), j as u128);
-            m[0][j as usize + 1] = m[0][j as usize] + c;
-            m[1][j as usize + 1] = m[1][j as usize] + c * j;
-            m[2][j as usize + 1] = m[2][j as usize] + c * j * j;
+            let jj = j as u64;
+            m[0][j + 1] = m[0][j].checked_add(c)?;
+            m[1][j + 1] = m[1][j].checked_add(c.checked_mul(jj)?)?;
+            m[2][j + 1] = m[2][j].checked_add(c.checked_mul(jj.checked_mul(jj)?)?)?;
         }
-        Moments { m }
+        Some(Moments { m })
     }
 
     /// `(Σ h, Σ h·j, Σ h·j²)` over bins `lo..hi`.
-    fn range(&self, lo: usize, hi: usize) -> [u128; 3] {
+    fn range(&self, lo: usize, hi: usize) -> [u64; 3] {
         [0, 1, 2].map(|k| self.m[k][hi] - self.m[k][lo])
     }
 }
@@ -313,7 +357,8 @@ impl Moments {
 fn squared_error_bins(m: &Moments, i: usize) -> f64 {
     let n = m.m[0].len() - 1;
     let [t0, t1, t2] = m.range(i, n);
-    let ii = i as u128;
+    // Exact in u128: Σ h·(j − i)² = Σ h·j² + i²·Σ h − 2i·Σ h·j ≥ 0.
+    let (t0, t1, t2, ii) = (u128::from(t0), u128::from(t1), u128::from(t2), i as u128);
     let clipped = (t2 + ii * ii * t0 - 2 * ii * t1) as f64;
     let sigma = (i as f64 + 0.5) / QMAX;
     let mut rounded = 0.0;
@@ -546,21 +591,6 @@ mod tests {
         assert!(finite > 50, "only {finite} finite candidates compared");
     }
 
-    /// The squared error bin by bin, straight from the definition: the reference for
-    /// the moment-based version.
-    fn squared_error_direct(counts: &[u64], i: usize) -> f64 {
-        let s = (i as f64 + 0.5) / QMAX;
-        counts
-            .iter()
-            .enumerate()
-            .map(|(j, &c)| {
-                let x = j as f64 + 0.5;
-                let q = (x / s).round().min(QMAX) * s;
-                c as f64 * (x - q) * (x - q)
-            })
-            .sum()
-    }
-
     #[test]
     fn moment_based_mse_matches_the_bin_by_bin_definition() {
         let mut rng = Rng::new(5);
@@ -568,7 +598,7 @@ mod tests {
         v.extend([15.0, -20.0, 31.0]);
         let s = stats_of(&v);
         let counts = &s.histogram.counts()[..s.histogram.used_bins()];
-        let m = Moments::new(counts);
+        let m = Moments::new(counts).expect("small counts");
         for i in (0..counts.len()).step_by(5).chain([counts.len() - 1]) {
             let (fast, direct) = (squared_error_bins(&m, i), squared_error_direct(counts, i));
             assert!(
@@ -586,6 +616,10 @@ mod tests {
             Method::MSE.amax(&s),
             ((direct_best.1 as f64 + 0.5) * w) as f32
         );
+        // Moments that do not fit u64 are refused (the direct sum is used instead).
+        assert!(Moments::new(&[1, u64::MAX / 2, u64::MAX / 2, 2]).is_none());
+        assert!(Moments::new(&[0, 0, u64::MAX / 3]).is_none());
+        assert!(Moments::new(&[0, 0, u64::MAX / 4]).is_some());
     }
 
     #[test]
@@ -619,6 +653,24 @@ mod tests {
         assert!(Method::Percentile { percentile: 0.0 }.validate().is_err());
         assert!(Method::Percentile { percentile: 100.0 }.validate().is_ok());
         assert!(serde_json::from_str::<Method>(r#"{"name":"minmax","bins":3}"#).is_err());
+        assert_eq!(
+            Method::parse("percentile:99.9").unwrap(),
+            Method::Percentile { percentile: 99.9 }
+        );
+        assert_eq!(Method::parse(" entropy ").unwrap(), Method::ENTROPY);
+        assert!(Method::parse("percentile:101").is_err());
+        assert!(
+            Method::parse("percentile:x")
+                .unwrap_err()
+                .to_string()
+                .contains("'x'")
+        );
+        assert!(
+            Method::parse("mse:3")
+                .unwrap_err()
+                .to_string()
+                .contains("no parameter")
+        );
         // The explain text documents every method.
         for name in Method::NAMES {
             assert!(

@@ -136,7 +136,7 @@ pub struct Calibrated {
 pub type ProgressFn<'a> = dyn FnMut(usize, Option<usize>) + 'a;
 
 /// Opens the dataset for `model` (random data needs the model loaded).
-fn open_dataset(
+pub fn open_dataset(
     source: &DataSource,
     chosen: &ChosenBackend,
     model_bytes: &[u8],

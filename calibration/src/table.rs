@@ -80,6 +80,16 @@ impl RangeTable {
         method: Method,
         model: &[u8],
     ) -> Result<RangeTable> {
+        RangeTable::from_collector_hashed(collector, method, sha256_hex(model))
+    }
+
+    /// [`from_collector`](Self::from_collector) with the model's SHA-256 (lower-case
+    /// hex, see [`sha256_hex`]) already computed, e.g. while the file was read.
+    pub fn from_collector_hashed(
+        collector: &RangeCollector,
+        method: Method,
+        model_sha256: String,
+    ) -> Result<RangeTable> {
         method.validate()?;
         let tensors = collector
             .iter()
@@ -99,7 +109,7 @@ impl RangeTable {
             .collect();
         Ok(RangeTable {
             schema_version: SCHEMA_VERSION,
-            model_sha256: sha256_hex(model),
+            model_sha256,
             method,
             histogram_bins: collector.bins(),
             tensors,

@@ -821,8 +821,16 @@ impl TensorType {
                     s.dim
                         .iter()
                         .map(|d| match &d.value {
-                            Some(tensor_shape::DimValue::DimValue(v)) => Dim::Known(*v),
-                            Some(tensor_shape::DimValue::DimParam(p)) => Dim::Sym(p.clone()),
+                            // Paddle exports write -1 for a dynamic dim.
+                            Some(tensor_shape::DimValue::DimValue(v)) if *v >= 0 => Dim::Known(*v),
+                            Some(tensor_shape::DimValue::DimValue(_)) => Dim::Unknown,
+                            // Paddle names every unknown dim "?": not one shared symbol.
+                            Some(tensor_shape::DimValue::DimParam(p))
+                                if p != "?" && !p.is_empty() =>
+                            {
+                                Dim::Sym(p.clone())
+                            }
+                            Some(tensor_shape::DimValue::DimParam(_)) => Dim::Unknown,
                             None => Dim::Unknown,
                         })
                         .collect()

@@ -137,3 +137,38 @@ fn subgraph_fixtures() {
         eprintln!("loop out {}", shape_str(&m, &m.graph.value(io.value).name));
     }
 }
+
+/// Paddle writes `dim_value: -1` and `dim_param: "?"` for dynamic dims: they
+/// read as unknown, not as a fixed -1 or one symbol shared by every `?`.
+#[test]
+fn negative_dim_value_reads_as_unknown() {
+    use infopt_ir::proto::{TypeProto, tensor_shape, type_proto};
+    let dim = |v: i64| tensor_shape::Dimension {
+        value: Some(tensor_shape::DimValue::DimValue(v)),
+        ..Default::default()
+    };
+    let param = |p: &str| tensor_shape::Dimension {
+        value: Some(tensor_shape::DimValue::DimParam(p.to_string())),
+        ..Default::default()
+    };
+    let tp = TypeProto {
+        value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+            elem_type: Some(1),
+            shape: Some(infopt_ir::proto::TensorShapeProto {
+                dim: vec![dim(-1), dim(3), param("?"), param("?"), param("w")],
+            }),
+        })),
+        ..Default::default()
+    };
+    let ty = infopt_ir::TensorType::from_proto(&tp).expect("a tensor type");
+    assert_eq!(
+        ty.shape,
+        Some(vec![
+            Dim::Unknown,
+            Dim::Known(3),
+            Dim::Unknown,
+            Dim::Unknown,
+            Dim::Sym("w".into())
+        ])
+    );
+}

@@ -9,6 +9,9 @@
 //!       max_iterations: 8
 //!       passes: [eliminate-identity, eliminate-dead]
 //! verify: { enabled: true, rtol: 1.0e-4, atol: 1.0e-5 }
+//! precision:                  # per-layer precision (see precision.rs)
+//!   default: fp16
+//!   overrides: [{ op: Softmax, to: fp32 }]
 //! ```
 //! A pass with options is a one-key map: `- fold-constants: { max_tensor_bytes: 1048576 }`.
 //! Unknown keys and pass names are errors with line and column.
@@ -324,6 +327,10 @@ pub struct PipelineConfig {
     /// Release gates (see [`crate::gates`]).
     #[serde(default)]
     pub gates: crate::gates::GatesConfig,
+    /// Per-layer precision (`precision: {default: fp16, overrides: [...]}`),
+    /// handed to the passes through `cx.side`.
+    #[serde(default)]
+    pub precision: Option<crate::precision::PrecisionMap>,
 }
 
 pub const PIPELINE_VERSION: u32 = 1;
@@ -368,6 +375,7 @@ impl PipelineConfig {
             inputs: BTreeMap::new(),
             symbols: BTreeMap::new(),
             gates: Default::default(),
+            precision: None,
         })
     }
 

@@ -84,6 +84,12 @@ pub fn run_pipeline_with(
     }
     let mut cx = PassCx::new(config.target);
     cx.side = side;
+    // The pipeline's `precision:` map, unless the caller handed its own.
+    if let Some(map) = &config.precision
+        && cx.side.get::<crate::precision::PrecisionMap>().is_none()
+    {
+        cx.side.insert(map.clone());
+    }
     cx.opset = model.opset("").unwrap_or(1);
     let mut run = PipelineRun::default();
     let mut group_index = 0;

@@ -9,7 +9,19 @@
 //! `Unsqueeze`→`Squeeze` on the same axes; `Slice` over the full range;
 //! `Pad` with all-zero pads; `Expand` that does not broadcast; `Concat` of a
 //! single input. Merges `Transpose`→`Transpose` into one (or none) and
-//! `Reshape`→`Reshape` into one.
+//! `Reshape`→`Reshape` into one. Drops the second of two idempotent ops
+//! (`Relu`, `Abs`, `Ceil`, `Floor`, `Round`, `Sign`), a strictly increasing
+//! op (`Exp`, `Sigmoid`, `Softmax`/`LogSoftmax` over the same axis) under
+//! `ArgMax`/`ArgMin`, and an `Unsqueeze` that restores exactly the dims a
+//! `keepdims=0` reduction removed (the reduction keeps them instead). Splices
+//! a single-reader `Concat` into the `Concat` on the same axis after it, and
+//! turns `Log(Softmax(x))` into `LogSoftmax(x)`. A single-reader 2-D
+//! `Transpose` feeding `Gemm` becomes the Gemm's `transA`/`transB`. Two
+//! `Slice`s with constant parameters on disjoint axes become one (when the
+//! first has several readers, all such Slices, it goes with the last), and
+//! `Unsqueeze(Gather(x, i, axis=a), [a])` with a constant scalar `i` becomes
+//! `Slice(x, [i], [i+1], [a])`, and `Squeeze(Slice(x, [i], [i+1], [a]), [a])`
+//! becomes `Gather(x, i, axis=a)`.
 //!
 //! ## When it declines
 //! When removing the node would rename a graph input or output (an Identity
@@ -19,7 +31,12 @@
 //! unknown; run shape inference or `fix-shapes` first.
 //!
 //! ## Numerics
-//! Exact.
+//! Exact, except two rewrites that compute more precisely than the original:
+//! `LogSoftmax` does not round the softmax before the log (where the softmax
+//! underflowed to 0 the original gave -inf); and ArgMax/ArgMin over `x`
+//! instead of `f(x)` can pick another index where rounding made `f` equal on
+//! two different elements (a saturated Sigmoid, an overflowed Exp): the
+//! original returned the first of the tied, the rewrite the true extreme.
 //!
 //! ## Example
 //! `t1 = Transpose(x, perm=[0,2,3,1])`, `t2 = Transpose(t1, perm=[0,3,1,2])`,
@@ -36,6 +53,7 @@ crate::register_pass! {
 use infopt_ir::{Attribute, Graph, Model, Node, NodeId, Patch, PatchValue, ValueId};
 
 use crate::pass::{Pass, PassCx, PassError};
+use crate::redundant_ops;
 use crate::rule::{Outcome, apply_rule};
 use crate::util::{const_i64s, input, is_renamable, output, single_reader};
 use crate::{decline, require, require_some};
@@ -261,6 +279,27 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             Outcome::Rewrite(p)
         }
         "Unsqueeze" | "Squeeze" => {
+            if node.op_type == "Unsqueeze"
+                && let Some(ax) = axes(g, id, cx.opset)
+                && let Outcome::Rewrite(p) =
+                    redundant_ops::reduce_then_unsqueeze(g, id, &ax, cx.opset)
+            {
+                return Outcome::Rewrite(p);
+            }
+            if node.op_type == "Unsqueeze"
+                && let Some(ax) = axes(g, id, cx.opset)
+                && let Outcome::Rewrite(p) =
+                    redundant_ops::gather_then_unsqueeze(g, id, &ax, cx.opset)
+            {
+                return Outcome::Rewrite(p);
+            }
+            if node.op_type == "Squeeze"
+                && let Some(ax) = axes(g, id, cx.opset)
+                && let Outcome::Rewrite(p) =
+                    redundant_ops::slice_then_squeeze(g, id, &ax, cx.opset)
+            {
+                return Outcome::Rewrite(p);
+            }
             let (first, _) = require_some!(g.value(x).producer);
             // Merge with the Unsqueeze before; when that one has several
             // readers, all Unsqueezes, each merges and it dies with the last.
@@ -312,6 +351,9 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             Outcome::Rewrite(p)
         }
         "Slice" => {
+            if let Outcome::Rewrite(p) = redundant_ops::merge_slices(g, id, cx.opset) {
+                return Outcome::Rewrite(p);
+            }
             let (starts, ends, axes, steps) = if cx.opset < 10 {
                 let s = require_some!(node.attr_ints("starts").ok().flatten()).to_vec();
                 let e = require_some!(node.attr_ints("ends").ok().flatten()).to_vec();
@@ -387,9 +429,18 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             bypass(g, id, x)
         }
         "Concat" => {
-            require!(node.inputs.len() == 1);
-            bypass(g, id, x)
+            if node.inputs.len() == 1 {
+                return bypass(g, id, x);
+            }
+            redundant_ops::concat_of_concat(g, id)
         }
+        "Relu" | "Abs" | "Ceil" | "Floor" | "Round" | "Sign" => {
+            let src = require_some!(redundant_ops::idempotent_source(g, id));
+            bypass(g, id, src)
+        }
+        "ArgMax" | "ArgMin" => redundant_ops::monotone_before_arg(g, id, cx.opset),
+        "Log" => redundant_ops::log_of_softmax(g, id),
+        "Gemm" => redundant_ops::transpose_into_gemm(g, id),
         "Add" | "Sub" | "Mul" | "Div" | "And" | "Or" => neutral_operand(g, id),
         "Split" => {
             // One output: the whole input.

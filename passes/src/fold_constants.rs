@@ -7,7 +7,12 @@
 //! knows exactly: `Shape`/`Size` of a tensor whose shape is fully known, and
 //! the `Gather`/`Unsqueeze`/`Concat`/arithmetic built on them. The results
 //! become initializers that keep the outputs' names. An `If` whose condition
-//! is a constant is replaced by the branch it takes. Repeats until nothing
+//! is a constant is replaced by the branch it takes, and so is an `If` one of
+//! whose branches cannot run with the known shapes (an LSTM fed a rank-5
+//! tensor, a Squeeze of an axis of size 2: ONNX Runtime refuses such a model at
+//! load), with a note naming the failing node. A `Loop` with a constant trip
+//! count of 1 and a constant true (or no) initial condition is replaced by
+//! its body (scan outputs gain their leading axis of 1). Repeats until nothing
 //! more folds, then recurses into the bodies of If/Loop/Scan. Exporters' shape
 //! scaffolding (`Shape → Gather → Unsqueeze → Concat → Reshape`) collapses once
 //! `fix-shapes` has fixed the dims it reads; dims left symbolic keep their
@@ -50,6 +55,7 @@ use infopt_ir::infer::{GraphFacts, InferReport, Opsets, Scope, infer_graph};
 use infopt_ir::kernels::{Evaluator, Fallback, KernelError, ReferenceKernels};
 use infopt_ir::{DataType, Graph, Model, Node, NodeId, Tensor, ValueId};
 
+use crate::branch_check::static_failure;
 use crate::pass::{Pass, PassCx, PassError};
 use crate::util::{is_nondeterministic, is_renamable};
 
@@ -175,7 +181,68 @@ impl FoldConstants {
             }
             g.refresh_captures(id);
         }
+        total += self.drop_failing_branches(g, opsets, &child.infer, cx)?;
         Ok(total)
+    }
+
+    /// Replaces each `If` one of whose branches fails for every value it can
+    /// receive (see `branch_check`) by the other branch: every run of the
+    /// original that succeeds takes that one. Left in place, the failing
+    /// branch makes the model unloadable once its shapes are fixed.
+    fn drop_failing_branches(
+        &self,
+        g: &mut Graph,
+        opsets: Opsets,
+        scope: &Scope,
+        cx: &mut PassCx,
+    ) -> Result<usize, PassError> {
+        let mut count = 0;
+        for id in g.node_ids() {
+            if g.try_node(id).is_none() || !g.node(id).is("If") {
+                continue;
+            }
+            let failure = |attr: &str| {
+                let branch = g.node(id).attr(attr)?.subgraphs.first()?;
+                static_failure(branch, opsets, scope)
+            };
+            let (keep_then, why) = match (failure("then_branch"), failure("else_branch")) {
+                (None, Some(why)) => (true, why),
+                (Some(why), None) => (false, why),
+                _ => continue,
+            };
+            let (dropped, kept) = if keep_then {
+                ("else", "then")
+            } else {
+                ("then", "else")
+            };
+            cx.note(format!(
+                "fold-constants: If '{}': the {dropped} branch cannot run with these shapes \
+                 ({why}); only the {kept} branch is kept (inputs that took the {dropped} \
+                 branch made the original fail)",
+                g.node(id).name_or_op()
+            ));
+            inline_if(g, id, keep_then)?;
+            count += 1;
+        }
+        Ok(count)
+    }
+
+    /// True for a Loop whose trip count is a constant 1 and whose initial
+    /// condition is absent or a constant true: its body runs exactly once.
+    fn runs_once(g: &Graph, scope: &FoldScope, id: NodeId) -> bool {
+        let scalar = |slot: usize| {
+            let v = g.node(id).inputs.get(slot).copied().flatten()?;
+            let t = Self::constant_of(g, scope, v)?;
+            match t.to_i64_vec() {
+                Ok(v) if v.len() == 1 => Some(v[0]),
+                _ => None,
+            }
+        };
+        let cond_true = match g.node(id).inputs.get(1).copied().flatten() {
+            None => true,
+            Some(_) => scalar(1).is_some_and(|c| c != 0),
+        };
+        scalar(0) == Some(1) && cond_true
     }
 
     /// The constant behind an input: a local initializer or an outer constant.
@@ -218,6 +285,13 @@ impl FoldConstants {
                         }
                         _ => cx.decline(&at, "the If condition is not a single boolean"),
                     }
+                }
+                continue;
+            }
+            if node.is("Loop") {
+                if Self::runs_once(g, scope, id) {
+                    inline_loop(g, id, opsets.onnx)?;
+                    count += 1;
                 }
                 continue;
             }
@@ -454,20 +528,104 @@ fn inline_if(g: &mut Graph, id: NodeId, cond: bool) -> Result<(), PassError> {
         )));
     }
     let mut taken = std::collections::HashSet::new();
-    let mut map: HashMap<ValueId, ValueId> = HashMap::new();
+    let (srcs, at) = splice_body(g, id, &branch, &HashMap::new(), &mut taken)?;
+    let srcs: Vec<Option<ValueId>> = srcs.into_iter().map(Some).collect();
+    take_over_outputs(g, id, &srcs, at, &mut taken)
+}
+
+/// Replaces `Loop` node `id`, which runs its body once, by the body: the
+/// iteration number is 0, the condition true, the carried values their
+/// initial values; each scan output gains its leading axis of 1 through an
+/// Unsqueeze.
+fn inline_loop(g: &mut Graph, id: NodeId, opset: i64) -> Result<(), PassError> {
+    let label = g.node(id).name_or_op().to_string();
+    let body = g
+        .node(id)
+        .attr("body")
+        .and_then(|a| a.subgraphs.first())
+        .cloned()
+        .ok_or_else(|| PassError::Model(format!("Loop node '{label}' has no body")))?;
+    let carried: Vec<Option<ValueId>> = g.node(id).inputs.iter().skip(2).copied().collect();
+    if body.inputs.len() != carried.len() + 2 || body.outputs.len() < carried.len() + 1 {
+        return Err(PassError::Model(format!(
+            "Loop node '{label}': its body has {} inputs and {} outputs for {} carried values",
+            body.inputs.len(),
+            body.outputs.len(),
+            carried.len()
+        )));
+    }
+    let mut taken = std::collections::HashSet::new();
+    let mut bound = HashMap::new();
+    let iter_name = unique_name(g, &format!("{label}.iteration"), &mut taken);
+    let iter = g.add_initializer(&iter_name, Tensor::from_i64(vec![], &[0]));
+    bound.insert(body.inputs[0].value, iter);
+    let cond_name = unique_name(g, &format!("{label}.condition"), &mut taken);
+    let cond = g.add_initializer(
+        &cond_name,
+        Tensor::from_raw(DataType::Bool, vec![], vec![1u8].into()),
+    );
+    bound.insert(body.inputs[1].value, cond);
+    for (io, v) in body.inputs.iter().skip(2).zip(&carried) {
+        let Some(v) = *v else {
+            return Err(PassError::Model(format!(
+                "Loop node '{label}': a carried value has no initial value"
+            )));
+        };
+        bound.insert(io.value, v);
+    }
+    let (outs, mut at) = splice_body(g, id, &body, &bound, &mut taken)?;
+    // Body outputs: condition, carried values, scan outputs.
+    let mut srcs: Vec<Option<ValueId>> =
+        outs[1..=carried.len()].iter().copied().map(Some).collect();
+    for &scan in &outs[carried.len() + 1..] {
+        let mut unsqueeze = Node {
+            op_type: "Unsqueeze".into(),
+            inputs: vec![Some(scan)],
+            ..Default::default()
+        };
+        if opset < 13 {
+            unsqueeze.set_attr(infopt_ir::Attribute::ints("axes", vec![0]));
+        } else {
+            let axes_name = unique_name(g, &format!("{label}.scan_axes"), &mut taken);
+            let axes = g.add_initializer(&axes_name, Tensor::from_i64(vec![1], &[0]));
+            unsqueeze.inputs.push(Some(axes));
+        }
+        let name = unique_name(g, &format!("{}.stacked", g.value(scan).name), &mut taken);
+        let nid = g.insert_node(at, unsqueeze, &[&name]);
+        at += 1;
+        srcs.push(g.node(nid).outputs[0]);
+    }
+    take_over_outputs(g, id, &srcs, at, &mut taken)
+}
+
+/// Copies the nodes of `body` into `g` before node `id`, reading `bound`
+/// for the body values given (its inputs) and the enclosing graph for what
+/// it captures. Returns the outer values of the body outputs and the
+/// position after the copied nodes.
+fn splice_body(
+    g: &mut Graph,
+    id: NodeId,
+    body: &Graph,
+    bound: &HashMap<ValueId, ValueId>,
+    taken: &mut std::collections::HashSet<String>,
+) -> Result<(Vec<ValueId>, usize), PassError> {
+    let mut map: HashMap<ValueId, ValueId> = bound.clone();
     let mut renamed: Vec<(String, String)> = Vec::new();
-    for v in branch.value_ids().collect::<Vec<_>>() {
-        let value = branch.value(v);
+    for v in body.value_ids().collect::<Vec<_>>() {
+        let value = body.value(v);
+        if map.contains_key(&v) {
+            continue;
+        }
         if value.outer {
             let outer = g.find_value(&value.name).ok_or_else(|| {
                 PassError::Model(format!(
-                    "If branch reads '{}', which the enclosing graph does not define",
+                    "subgraph reads '{}', which the enclosing graph does not define",
                     value.name
                 ))
             })?;
             map.insert(v, outer);
         } else if let Some(t) = &value.initializer {
-            let name = unique_name(g, &value.name, &mut taken);
+            let name = unique_name(g, &value.name, taken);
             if name != value.name {
                 renamed.push((value.name.clone(), name.clone()));
             }
@@ -476,9 +634,9 @@ fn inline_if(g: &mut Graph, id: NodeId, cond: bool) -> Result<(), PassError> {
         }
     }
     let mut at = g.position(id).unwrap_or(0);
-    let order = branch.topological_order()?;
+    let order = body.topological_order()?;
     for n in order {
-        let src = branch.node(n);
+        let src = body.node(n);
         let mut node = src.clone();
         node.inputs = src
             .inputs
@@ -491,8 +649,8 @@ fn inline_if(g: &mut Graph, id: NodeId, cond: bool) -> Result<(), PassError> {
             .iter()
             .map(|o| match o {
                 Some(v) => {
-                    let old = branch.value(*v).name.clone();
-                    let new = unique_name(g, &old, &mut taken);
+                    let old = body.value(*v).name.clone();
+                    let new = unique_name(g, &old, taken);
                     if new != old {
                         renamed.push((old, new.clone()));
                     }
@@ -508,7 +666,7 @@ fn inline_if(g: &mut Graph, id: NodeId, cond: bool) -> Result<(), PassError> {
         for (o, no) in src.outputs.iter().zip(new_outs) {
             if let (Some(o), Some(no)) = (o, no) {
                 map.insert(*o, no);
-                if let Some(ty) = branch.value_type(*o) {
+                if let Some(ty) = body.value_type(*o) {
                     g.set_value_type(no, &ty);
                 }
             }
@@ -523,13 +681,32 @@ fn inline_if(g: &mut Graph, id: NodeId, cond: bool) -> Result<(), PassError> {
             g.refresh_captures(new_id);
         }
     }
-    for (io, out) in branch.outputs.iter().zip(&if_outs) {
-        let Some(out) = *out else { continue };
+    let mut outs = Vec::with_capacity(body.outputs.len());
+    for io in &body.outputs {
         let Some(&src) = map.get(&io.value) else {
             return Err(PassError::Model(format!(
-                "If branch output '{}' is undefined",
-                branch.value(io.value).name
+                "subgraph output '{}' is undefined",
+                body.value(io.value).name
             )));
+        };
+        outs.push(src);
+    }
+    Ok((outs, at))
+}
+
+/// Makes the readers of node `id`'s outputs read `srcs` (a graph output
+/// keeps its name through an Identity) and removes the node.
+fn take_over_outputs(
+    g: &mut Graph,
+    id: NodeId,
+    srcs: &[Option<ValueId>],
+    mut at: usize,
+    taken: &mut std::collections::HashSet<String>,
+) -> Result<(), PassError> {
+    let outs: Vec<Option<ValueId>> = g.node(id).outputs.clone();
+    for (src, out) in srcs.iter().zip(&outs) {
+        let (Some(src), Some(out)) = (*src, *out) else {
+            continue;
         };
         let src = if g.is_graph_output(out) && !is_renamable(g, src) {
             // Keep the interface names: route through an Identity.
@@ -538,7 +715,7 @@ fn inline_if(g: &mut Graph, id: NodeId, cond: bool) -> Result<(), PassError> {
                 inputs: vec![Some(src)],
                 ..Default::default()
             };
-            let name = unique_name(g, &format!("{}.taken", g.value(out).name), &mut taken);
+            let name = unique_name(g, &format!("{}.taken", g.value(out).name), taken);
             let nid = g.insert_node(at, ident, &[&name]);
             at += 1;
             g.node(nid).outputs[0].expect("identity output")
@@ -548,7 +725,7 @@ fn inline_if(g: &mut Graph, id: NodeId, cond: bool) -> Result<(), PassError> {
         g.replace_all_uses(out, src);
     }
     g.remove_node(id);
-    for out in if_outs.into_iter().flatten() {
+    for out in outs.into_iter().flatten() {
         if g.reader_count(out) == 0 {
             g.remove_value(out);
         }

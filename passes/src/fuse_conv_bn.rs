@@ -20,6 +20,19 @@
 //! after a `MatMul` with a constant 2-D `B` (an `Add` after a MatMul is
 //! `fuse-matmul-add`'s pattern).
 //!
+//! And a scale before the layer: `Conv(Mul(x, c), W)` (or `Div(x, c)`,
+//! ConvTranspose, Gemm, MatMul with a constant 2-D `B`) becomes
+//! `Conv(x, W')` with `W'` scaled per input channel, for a constant `c` that
+//! varies along the input-channel axis only (a scalar, `[1,C,1,1]`; for
+//! Gemm/MatMul `[K]`), when the scaled value has no other reader. A scale
+//! commutes with zero padding, so conv pads are fine. The weight
+//! initializer is named `{layer}.{mul}.weight`. Likewise a shift before the
+//! layer, `Conv(Add(x, c), W, b)` (or `Sub`), goes into the bias
+//! (`b'[o] = b[o] + Σ W[o,..]·c`) when the conv does not pad (its padding
+//! would be shifted too), and into Gemm's `C` (`C' = beta·C + alpha·c·B`).
+//! Before a conv that pads, `Conv(x * s + t)` becomes `Conv(x + t/s)` with
+//! the scale in the weight: one node fewer, the shift stays.
+//!
 //! The conv keeps its name and the output keeps the name of the value it
 //! replaces (the BN / Mul / Add output). New initializers are named
 //! `{conv}.{bn}.weight` and `{conv}.{bn}.bias` after the two node names; the
@@ -36,7 +49,11 @@
 //! - the BN size (or the constant's channel dim) does not match the
 //!   channel count, or the constant broadcasts along another axis than the
 //!   channel axis, or would raise the output rank;
-//! - a `ConvTranspose` whose input channels do not divide by `group`.
+//! - a `ConvTranspose` whose input channels do not divide by `group`;
+//! - a scale before the layer that varies along another axis than the
+//!   input channels, whose value has other readers, that divides by zero,
+//!   or whose dtype differs from the weight's; a shift before a conv that
+//!   pads.
 //!
 //! ## Numerics
 //! Computed in f64 and rounded once to the weight dtype. The result differs
@@ -603,6 +620,17 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     match node.op_type.as_str() {
         "BatchNormalization" => fuse_bn(g, id, cx),
         "Mul" | "Add" => fuse_affine(g, id, cx),
+        "Conv" | "ConvTranspose" | "Gemm" | "MatMul" => {
+            match crate::scale_into_weights::fold_input_shift(g, id, cx.opset) {
+                Outcome::Rewrite(p) => Outcome::Rewrite(p),
+                // A padded conv: the scale can still move under the shift.
+                Outcome::Decline(why) => match crate::scale_into_weights::fold_scale_under_shift(g, id) {
+                    Outcome::Rewrite(p) => Outcome::Rewrite(p),
+                    _ => Outcome::Decline(why),
+                },
+                Outcome::Skip => crate::scale_into_weights::fold_input_scale(g, id),
+            }
+        }
         _ => Outcome::Skip,
     }
 }

@@ -3,17 +3,18 @@
 //! ## What it does
 //! `t = MatMul(A, B)`, `y = Add(t, bias)` (either operand order) becomes
 //! `y = Gemm(A, B, bias)` (alpha = beta = 1, no transposes) when `A` is known
-//! to be 2-D (from its value type), `B` is a constant 2-D `[K, N]`
-//! initializer, `bias` is a constant `[N]` or `[1, N]` tensor of the same
-//! dtype, and the MatMul output is read by the Add only. The Gemm takes the
+//! to be 2-D (from its value type), `B` is 2-D `[K, N]` with a known `N` (a
+//! constant, or a weight fed as a graph input), `bias` is `[N]` or `[1, N]`
+//! (a constant or a value of that known shape) of the same dtype, and the
+//! MatMul output is read by the Add only. The Gemm takes the
 //! MatMul's name; its output keeps the name of the Add output.
 //!
 //! ## When it declines
 //! Only where the MatMul → Add pattern is present:
 //! - `A` has another rank than 2, or its rank is unknown (Gemm is 2-D only;
 //!   run shape inference first);
-//! - `B` is not a constant initializer or is not 2-D;
-//! - `bias` is not a constant, or has another shape than `[N]` / `[1, N]`;
+//! - `B` is not known to be 2-D with a known column count;
+//! - `bias` has an unknown shape or another one than `[N]` / `[1, N]`;
 //! - the MatMul output has other readers or is a graph output;
 //! - the dtype is not float32, float64, float16 (or bfloat16 from opset 13).
 //!
@@ -41,6 +42,24 @@ use crate::util::{carry_type, dims_string, input, output};
 use crate::{decline, require, require_some};
 
 pub struct FuseMatmulAdd;
+
+/// Dims (`None` where unknown) and dtype of `v`: a constant's, else its
+/// declared or inferred type's.
+fn known_type(g: &Graph, v: infopt_ir::ValueId) -> Option<(Vec<Option<i64>>, DataType)> {
+    if let Some(t) = g.constant(v) {
+        return Some((t.dims().iter().map(|&d| Some(d)).collect(), t.dtype()));
+    }
+    let ty = g.value_type(v)?;
+    let dims = ty
+        .shape?
+        .iter()
+        .map(|d| match d {
+            infopt_ir::Dim::Known(k) => Some(*k),
+            _ => None,
+        })
+        .collect();
+    (ty.dtype != DataType::Undefined).then_some((dims, ty.dtype))
+}
 
 fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     let add = g.node(id);
@@ -71,31 +90,34 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     }
     let a = require_some!(input(g, mm, 0));
     let b = require_some!(input(g, mm, 1));
-    let Some(b_t) = g.constant(b) else {
-        decline!("B '{}' is not a constant", g.value(b).name);
+    // B: a constant, or any value (a weight fed as a graph input) whose
+    // type says it is 2-D with a known column count.
+    let Some((b_dims, dtype)) = known_type(g, b) else {
+        decline!("B '{}' has no known 2-D shape", g.value(b).name);
     };
-    if b_t.dims().len() != 2 {
-        decline!("B has rank {}; Gemm needs 2-D", b_t.dims().len());
+    if b_dims.len() != 2 {
+        decline!("B has rank {}; Gemm needs 2-D", b_dims.len());
     }
-    let n = b_t.dims()[1];
+    let Some(n) = b_dims[1] else {
+        decline!("B '{}' has an unknown column count", g.value(b).name);
+    };
     match g.value_type(a).and_then(|t| t.shape).map(|s| s.len()) {
         Some(2) => {}
         Some(r) => decline!("A has rank {r}; Gemm needs 2-D"),
         None => decline!("rank of A '{}' is unknown; Gemm needs 2-D", g.value(a).name),
     }
-    let Some(bias_t) = g.constant(bias) else {
-        decline!("bias '{}' is not a constant", g.value(bias).name);
+    let Some((bias_dims, bias_dtype)) = known_type(g, bias) else {
+        decline!("bias '{}' has no known shape", g.value(bias).name);
     };
-    let bd = bias_t.dims();
-    if !(bd == [n] || bd == [1, n]) {
+    if !(bias_dims == [Some(n)] || bias_dims == [Some(1), Some(n)]) {
+        let shown: Vec<i64> = bias_dims.iter().map(|d| d.unwrap_or(-1)).collect();
         decline!(
             "bias has shape {}; Gemm C here must be [{n}] or [1,{n}]",
-            dims_string(bd)
+            dims_string(&shown)
         );
     }
-    let dtype = b_t.dtype();
-    if bias_t.dtype() != dtype {
-        decline!("bias dtype {} differs from B dtype {dtype}", bias_t.dtype());
+    if bias_dtype != dtype {
+        decline!("bias dtype {bias_dtype} differs from B dtype {dtype}");
     }
     let supported = match dtype {
         DataType::Float | DataType::Double | DataType::Float16 => true,

@@ -1,9 +1,14 @@
-//! Folds a zero `Pad` of the spatial axes into the `pads` of the Conv after it.
+//! Folds a constant `Pad` of the spatial axes into the `pads` of the Conv or
+//! pooling op after it.
 //!
 //! ## What it does
 //! `p = Pad(x, pads, 0)`, `y = Conv(p, W[, b])` becomes `y = Conv(x, W[, b])`
 //! with the Pad's spatial begin/end amounts added to the conv's `pads`
-//! (which default to zeros). Handles Pad-1 (`paddings` attribute), Pad-2
+//! (which default to zeros). The same for `AveragePool` (a zero Pad; the pool
+//! then counts padding in the average, `count_include_pad=1`, as it counted
+//! the Pad's zeros) and `MaxPool` (a Pad of -inf, or of zero when the input
+//! is known non-negative: it comes from Relu, Sigmoid, Softplus, Exp or Abs).
+//! Handles Pad-1 (`paddings` attribute), Pad-2
 //! (`pads` / `value` attributes), Pad-11 (`pads` / `constant_value` inputs)
 //! and Pad-18 (`axes` input). The conv keeps its name, attributes and
 //! output.
@@ -16,10 +21,18 @@
 //!   channel axis;
 //! - the Pad output has other readers or is a graph output;
 //! - the conv uses `auto_pad` other than `NOTSET`;
+//! - an AveragePool with `count_include_pad=0` already pads (its own pads
+//!   would leave the average, the Pad's would not), or either pool uses
+//!   `ceil_mode=1` (the extra partial window is not padding);
+//! - a MaxPool pad value is neither -inf nor a zero over a non-negative
+//!   input, a pad reaches the kernel size (a window of padding only would
+//!   give -inf where the Pad gave its value), or the Indices output is read;
 //! - the rank of the conv input cannot be determined (Pad-18 `axes`).
 //!
 //! ## Numerics
-//! Exact: the conv pads with zeros, as the Pad did.
+//! Exact: the conv and AveragePool pad with zeros, as the Pad did; a
+//! MaxPool ignores its padding, which the Pad filled with values no larger
+//! than any real element of the window.
 //!
 //! ## Example
 //! `p = Pad(x, pads=[0,0,1,2,0,0,1,2])`, `y = Conv(p, W, pads=[1,1,1,1])`
@@ -56,9 +69,25 @@ fn conv_rank(g: &Graph, conv: NodeId) -> Option<usize> {
     None
 }
 
+/// Ops whose output is never negative: a zero pad before a MaxPool reading
+/// them never wins a window that holds a real element.
+fn non_negative(g: &Graph, v: infopt_ir::ValueId) -> bool {
+    g.producer(v).is_some_and(|n| {
+        n.domain().is_empty()
+            && matches!(
+                n.op_type.as_str(),
+                "Relu" | "Sigmoid" | "Softplus" | "Exp" | "Abs"
+            )
+    })
+}
+
 fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     let conv = g.node(id);
-    require!(conv.is("Conv"));
+    require!(conv.domain().is_empty());
+    require!(matches!(
+        conv.op_type.as_str(),
+        "Conv" | "AveragePool" | "MaxPool"
+    ));
     let px = require_some!(input(g, id, 0));
     let (pad, _) = require_some!(g.value(px).producer);
     let pad_node = g.node(pad);
@@ -133,7 +162,17 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
         };
         (pads, value)
     };
-    if value != 0.0 {
+    let x = input(g, pad, 0);
+    let ok_value = match conv.op_type.as_str() {
+        "MaxPool" => {
+            value == f64::NEG_INFINITY || (value == 0.0 && x.is_some_and(|x| non_negative(g, x)))
+        }
+        _ => value == 0.0,
+    };
+    if !ok_value && conv.op_type == "MaxPool" {
+        decline!("pad value {value} is neither -inf nor a zero over a non-negative input");
+    }
+    if !ok_value {
         decline!("pad value {value} is not zero");
     }
     if pads.len() != 2 * rank {
@@ -162,8 +201,15 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
         conv_pads[k + i] += pads[rank + 2 + i];
     }
     let mut fused = conv.clone();
+    if conv.op_type != "Conv" {
+        if let Err(why) = pool_accepts(g, id, &conv_pads) {
+            decline!("{why}");
+        }
+        if conv.op_type == "AveragePool" {
+            fused.set_attr(Attribute::int("count_include_pad", 1));
+        }
+    }
     fused.set_attr(Attribute::ints("pads", conv_pads));
-    let x = input(g, pad, 0);
     let mut inputs: Vec<Option<PatchValue>> = conv
         .inputs
         .iter()
@@ -172,6 +218,53 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     inputs[0] = x.map(PatchValue::Existing);
     let out = require_some!(output(g, id, 0));
     Outcome::Rewrite(replace_with_node(g, fused, inputs, out, &[pad, id]))
+}
+
+/// Whether the pool `id` computes the same with `pads` as with the Pad.
+fn pool_accepts(g: &Graph, id: NodeId, pads: &[i64]) -> Result<(), String> {
+    let pool = g.node(id);
+    if pool
+        .attr_int_or("ceil_mode", 0)
+        .map_err(|e| e.to_string())?
+        != 0
+    {
+        return Err(format!("{} uses ceil_mode=1", pool.op_type));
+    }
+    if pool.op_type == "AveragePool" {
+        let include = pool
+            .attr_int_or("count_include_pad", 0)
+            .map_err(|e| e.to_string())?;
+        let own = pool.attr_ints("pads").map_err(|e| e.to_string())?;
+        if include == 0 && own.is_some_and(|p| p.iter().any(|&v| v != 0)) {
+            return Err("AveragePool pads with count_include_pad=0".into());
+        }
+        return Ok(());
+    }
+    if output(g, id, 1).is_some_and(|v| g.reader_count(v) > 0 || g.is_graph_output(v)) {
+        return Err("MaxPool Indices output is read".into());
+    }
+    let kernel = pool
+        .attr_ints("kernel_shape")
+        .map_err(|e| e.to_string())?
+        .ok_or("MaxPool has no kernel_shape")?;
+    let k = kernel.len();
+    if pads.len() != 2 * k {
+        return Err(format!(
+            "MaxPool has {} pads for {k} spatial axes",
+            pads.len()
+        ));
+    }
+    let dilations = pool.attr_ints("dilations").map_err(|e| e.to_string())?;
+    for (i, &kk) in kernel.iter().enumerate() {
+        let d = dilations.and_then(|d| d.get(i).copied()).unwrap_or(1);
+        let extent = (kk - 1) * d + 1;
+        if pads[i] >= extent || pads[k + i] >= extent {
+            return Err(format!(
+                "pads {pads:?} reach the kernel extent {extent} on axis {i}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl Pass for FusePadConv {

@@ -5,9 +5,14 @@ pub mod config;
 pub mod driver;
 pub mod gates;
 pub mod pass;
+pub mod precision;
 pub mod registry;
 pub mod rule;
 pub mod util;
+
+pub mod branch_check;
+pub mod redundant_ops;
+pub mod scale_into_weights;
 
 /// Every built-in pass, one line each, in the order a default pipeline would
 /// run them: `mod` of the pass's file plus its registry entry (the file
@@ -32,12 +37,15 @@ builtin_passes! {
     simplify_reshape,
     eliminate_identity,
     eliminate_duplicates,
+    fuse_activation_patterns,
     fuse_pad_conv,
     fuse_conv_bn,
     fuse_parallel_matmul,
     fuse_matmul_add,
     fuse_conv_activation,
     eliminate_dead,
+    convert_float16,
+    convert_bfloat16,
     perturb_weight,
 }
 
@@ -47,3 +55,4 @@ pub use erased_serde as __erased_serde;
 pub use config::{CriterionName, PassConfig, PipelineConfig, Step, VerifyConfig};
 pub use driver::{DriverOptions, Flow, PassRecord, PipelineRun, run_pipeline, run_pipeline_with};
 pub use pass::{Declined, Pass, PassCx, PassError, SideData, Target};
+pub use precision::{Precision, PrecisionMap};

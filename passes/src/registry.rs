@@ -176,18 +176,23 @@ pub fn find(name: &str) -> Option<&'static PassInfo> {
 /// "unknown pass 'fuse-conv-nb'; did you mean 'fuse-conv-bn'? valid passes: ...".
 pub fn unknown_pass_message(name: &str) -> String {
     let names: Vec<&str> = visible().map(|p| p.name).collect();
-    let best = names
-        .iter()
-        .map(|n| (edit_distance(name, n), *n))
-        .min()
-        .filter(|(d, n)| *d <= 3.max(n.len() / 3));
-    let hint = best
-        .map(|(_, n)| format!("did you mean '{n}'? "))
+    let hint = closest(name, &names)
+        .map(|n| format!("did you mean '{n}'? "))
         .unwrap_or_default();
     format!(
         "unknown pass '{name}'; {hint}valid passes: {}",
         names.join(", ")
     )
+}
+
+/// The candidate nearest to `name` by edit distance, if near enough to be a typo.
+pub fn closest<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|n| (edit_distance(name, n), *n))
+        .min()
+        .filter(|(d, n)| *d <= 3.max(n.len() / 3))
+        .map(|(_, n)| n)
 }
 
 pub fn edit_distance(a: &str, b: &str) -> usize {

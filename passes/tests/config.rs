@@ -8,23 +8,6 @@ fn parse(yaml: &str) -> Result<PipelineConfig, String> {
 }
 
 #[test]
-fn every_config_in_the_repo_loads() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
-    let mut n = 0;
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "yaml") {
-            let text = std::fs::read_to_string(&path).unwrap();
-            let cfg = PipelineConfig::from_yaml(&text, &path.display().to_string())
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            assert!(!cfg.passes.is_empty(), "{}", path.display());
-            n += 1;
-        }
-    }
-    assert!(n >= 1);
-}
-
-#[test]
 fn steps_parse_in_all_forms() {
     let cfg = parse(
         "version: 1\ntarget: onnxruntime\npasses:\n  - eliminate-dead\n  - eliminate-identity: {}\n  - fixed-point:\n      max_iterations: 3\n      passes: [eliminate-duplicates, eliminate-dead]\n",

@@ -571,3 +571,308 @@ fn recurrent_ops_have_inferred_shapes() {
     assert_eq!(shape(y), dims(&["seq", "2", "batch", "4"]));
     assert_eq!(shape(y_h), dims(&["2", "batch", "4"]));
 }
+
+// ----- redundant neighbours (issue 13) -----
+
+/// `x [batch,3,4] -> build(x) -> y`, opset `opset`, run through
+/// eliminate-identity + eliminate-dead; returns (original, result).
+fn simplify(
+    opset: i64,
+    build: impl FnOnce(&mut GraphBuilder, infopt_ir::ValueId) -> infopt_ir::ValueId,
+) -> (infopt_ir::Model, infopt_ir::Model) {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "3", "4"]));
+    let y = build(&mut b, x);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(opset);
+    let mut m = original.clone();
+    run_passes(&mut m, &["eliminate-identity", "eliminate-dead"]);
+    (original, m)
+}
+
+#[test]
+fn second_of_two_idempotent_ops_goes() {
+    for op in ["Relu", "Abs", "Ceil", "Floor", "Round", "Sign"] {
+        let (original, m) = simplify(17, |b, x| {
+            let a = b.op(op, &[x], vec![]);
+            let c = b.op(op, &[a], vec![]);
+            b.op("Neg", &[c], vec![])
+        });
+        assert_eq!(ops(&m), histogram(&[(op, 1), ("Neg", 1)]), "{op}");
+        assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+    }
+    // Different ops are not merged.
+    let (_, m) = simplify(17, |b, x| {
+        let a = b.op("Floor", &[x], vec![]);
+        b.op("Ceil", &[a], vec![])
+    });
+    assert_eq!(ops(&m), histogram(&[("Floor", 1), ("Ceil", 1)]));
+}
+
+fn arg_of(b: &mut GraphBuilder, f: &str, f_axis: Option<i64>, arg_axis: i64) -> infopt_ir::ValueId {
+    let x = b.graph_mut().inputs[0].value;
+    let attrs = f_axis
+        .map(|a| vec![Attribute::int("axis", a)])
+        .unwrap_or_default();
+    let y = b.op(f, &[x], attrs);
+    let i = b.op("ArgMax", &[y], vec![Attribute::int("axis", arg_axis)]);
+    b.op("Cast", &[i], vec![Attribute::int("to", 1)])
+}
+
+#[test]
+fn strictly_increasing_op_under_argmax_goes() {
+    for (f, f_axis, arg_axis) in [
+        ("Softmax", Some(-1), 2),
+        ("LogSoftmax", Some(1), -2),
+        ("Exp", None, 1),
+        ("Sigmoid", None, 0),
+    ] {
+        let (original, m) = simplify(17, |b, _| arg_of(b, f, f_axis, arg_axis));
+        assert_eq!(
+            ops(&m),
+            histogram(&[("ArgMax", 1), ("Cast", 1)]),
+            "{f} axis {f_axis:?}"
+        );
+        assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+    }
+    // Softmax over another axis, Relu (ties), and opset-11 Softmax over a
+    // flattened range stay.
+    for (opset, f, f_axis, arg_axis) in [
+        (17, "Softmax", Some(1), 2),
+        (17, "Relu", None, 1),
+        (11, "Softmax", Some(1), 1),
+    ] {
+        let (_, m) = simplify(opset, |b, _| arg_of(b, f, f_axis, arg_axis));
+        assert_eq!(
+            ops(&m),
+            histogram(&[(f, 1), ("ArgMax", 1), ("Cast", 1)]),
+            "{f} opset {opset}"
+        );
+    }
+    // Opset 11 Softmax over the last axis is one axis.
+    let (original, m) = simplify(11, |b, _| arg_of(b, "Softmax", Some(2), -1));
+    assert_eq!(ops(&m), histogram(&[("ArgMax", 1), ("Cast", 1)]));
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+}
+
+#[test]
+fn concat_of_single_reader_concat_on_the_same_axis_is_one_concat() {
+    let (original, m) = simplify(17, |b, x| {
+        let r = b.op("Relu", &[x], vec![]);
+        let inner = b.op("Concat", &[x, r], vec![Attribute::int("axis", 1)]);
+        let n = b.op("Neg", &[x], vec![]);
+        b.op("Concat", &[n, inner, x], vec![Attribute::int("axis", -2)])
+    });
+    assert_eq!(
+        ops(&m),
+        histogram(&[("Concat", 1), ("Relu", 1), ("Neg", 1)])
+    );
+    let (_, concat) = m.graph.nodes().find(|(_, n)| n.is("Concat")).unwrap();
+    assert_eq!(concat.inputs.len(), 4);
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+    // Another axis, or a second reader of the inner Concat: both stay.
+    let (_, m) = simplify(17, |b, x| {
+        let inner = b.op("Concat", &[x, x], vec![Attribute::int("axis", 2)]);
+        let y = b.op("Concat", &[inner, inner], vec![Attribute::int("axis", 1)]);
+        b.op("Neg", &[y], vec![])
+    });
+    assert_eq!(ops(&m), histogram(&[("Concat", 2), ("Neg", 1)]));
+}
+
+#[test]
+fn log_of_softmax_is_log_softmax() {
+    let (original, m) = simplify(17, |b, x| {
+        let s = b.op("Softmax", &[x], vec![Attribute::int("axis", 1)]);
+        b.op("Log", &[s], vec![])
+    });
+    assert_eq!(ops(&m), histogram(&[("LogSoftmax", 1)]));
+    let (_, n) = m.graph.nodes().next().unwrap();
+    assert_eq!(n.attr_int("axis").unwrap(), Some(1));
+    assert_equivalent(&original, &m, &default_shapes(), 1e-6, 1e-5);
+}
+
+#[test]
+fn unsqueeze_restoring_reduced_dims_becomes_keepdims() {
+    // ReduceMean-13: axes attribute; Unsqueeze-13: axes input (negative).
+    let (original, m) = simplify(13, |b, x| {
+        let r = b.op(
+            "ReduceMean",
+            &[x],
+            vec![
+                Attribute::ints("axes", vec![2, 0]),
+                Attribute::int("keepdims", 0),
+            ],
+        );
+        let axes = b.i64("axes", &[2], &[0, -1]);
+        b.op("Unsqueeze", &[r, axes], vec![])
+    });
+    assert_eq!(ops(&m), histogram(&[("ReduceMean", 1)]));
+    let (_, n) = m.graph.nodes().next().unwrap();
+    assert_eq!(n.attr_int("keepdims").unwrap(), Some(1));
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+    // ReduceSum-13 with an axes input, ArgMax (axis attribute) at opset 11.
+    let (original, m) = simplify(13, |b, x| {
+        let axes = b.i64("raxes", &[1], &[1]);
+        let r = b.op("ReduceSum", &[x, axes], vec![Attribute::int("keepdims", 0)]);
+        let u = b.i64("uaxes", &[1], &[1]);
+        b.op("Unsqueeze", &[r, u], vec![])
+    });
+    assert_eq!(ops(&m), histogram(&[("ReduceSum", 1)]));
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+    let (original, m) = simplify(11, |b, x| {
+        let a = b.op(
+            "ArgMax",
+            &[x],
+            vec![Attribute::int("axis", 1), Attribute::int("keepdims", 0)],
+        );
+        let u = b.op("Unsqueeze", &[a], vec![Attribute::ints("axes", vec![1])]);
+        b.op("Cast", &[u], vec![Attribute::int("to", 1)])
+    });
+    assert_eq!(ops(&m), histogram(&[("ArgMax", 1), ("Cast", 1)]));
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+    // Unsqueeze on another axis: both stay.
+    let (_, m) = simplify(13, |b, x| {
+        let r = b.op(
+            "ReduceMax",
+            &[x],
+            vec![
+                Attribute::ints("axes", vec![1]),
+                Attribute::int("keepdims", 0),
+            ],
+        );
+        let axes = b.i64("axes", &[1], &[0]);
+        b.op("Unsqueeze", &[r, axes], vec![])
+    });
+    assert_eq!(ops(&m), histogram(&[("ReduceMax", 1), ("Unsqueeze", 1)]));
+}
+
+#[test]
+fn transpose_of_a_gemm_operand_becomes_trans_flag() {
+    let build = |trans_b: i64| {
+        let mut b = GraphBuilder::new();
+        let a = b.input("a", DataType::Float, dims(&["4", "3"]));
+        let w = b.f32(
+            "w",
+            &[3, 5],
+            &(0..15).map(|i| (i as f32 - 7.0) / 8.0).collect::<Vec<_>>(),
+        );
+        let ta = b.op("Transpose", &[a], vec![Attribute::ints("perm", vec![1, 0])]);
+        let tw = b.op("Transpose", &[w], vec![]);
+        // ta: [3,4] -> transA=1 reads [4,3]; tw: [5,3] -> transB flips it back.
+        let y = b.op(
+            "Gemm",
+            &[ta, tw],
+            vec![
+                Attribute::int("transA", 1),
+                Attribute::int("transB", trans_b),
+            ],
+        );
+        b.output(y, "y", DataType::Float, None);
+        b.build(17)
+    };
+    let original = build(1);
+    let mut m = original.clone();
+    run_passes(&mut m, &["eliminate-identity", "eliminate-dead"]);
+    assert_eq!(ops(&m), histogram(&[("Gemm", 1)]));
+    let (_, gemm) = m.graph.nodes().next().unwrap();
+    assert_eq!(gemm.attr_int("transA").unwrap(), Some(0));
+    assert_eq!(gemm.attr_int("transB").unwrap(), Some(0));
+    assert_equivalent(&original, &m, &default_shapes(), 1e-6, 1e-6);
+}
+
+#[test]
+fn focus_slices_merge_into_one_slice_per_output() {
+    // YOLOv5 Focus: rows even/odd, then columns even/odd of each.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "3", "6", "8"]));
+    let big = i64::MAX;
+    let slice = |b: &mut GraphBuilder, src, start: i64, axis: i64, k: usize| {
+        let s = b.i64(&format!("s{k}"), &[1], &[start]);
+        let e = b.i64(&format!("e{k}"), &[1], &[big]);
+        let a = b.i64(&format!("a{k}"), &[1], &[axis]);
+        let st = b.i64(&format!("st{k}"), &[1], &[2]);
+        b.op("Slice", &[src, s, e, a, st], vec![])
+    };
+    let even = slice(&mut b, x, 0, 2, 0);
+    let odd = slice(&mut b, x, 1, 2, 1);
+    let parts = [
+        slice(&mut b, even, 0, 3, 2),
+        slice(&mut b, odd, 0, -1, 3),
+        slice(&mut b, even, 1, 3, 4),
+        slice(&mut b, odd, 1, -1, 5),
+    ];
+    let y = b.op("Concat", &parts, vec![Attribute::int("axis", 1)]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(13);
+    let mut m = original.clone();
+    run_passes(&mut m, &["eliminate-identity", "eliminate-dead"]);
+    assert_eq!(ops(&m), histogram(&[("Slice", 4), ("Concat", 1)]));
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+
+    // The same axis twice does not merge.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "3", "6", "8"]));
+    let first = slice(&mut b, x, 1, 2, 0);
+    let second = slice(&mut b, first, 1, -2, 1);
+    b.output(second, "y", DataType::Float, None);
+    let mut m = b.build(13);
+    run_passes(&mut m, &["eliminate-identity", "eliminate-dead"]);
+    assert_eq!(ops(&m), histogram(&[("Slice", 2)]));
+}
+
+#[test]
+fn gather_of_a_scalar_index_then_unsqueeze_is_a_slice() {
+    for (i, axes) in [(2i64, 1i64), (-1, -2)] {
+        let (original, m) = simplify(13, |b, x| {
+            let idx = b.i64("idx", &[], &[i]);
+            let g = b.op("Gather", &[x, idx], vec![Attribute::int("axis", 1)]);
+            let ax = b.i64("axes", &[1], &[axes]);
+            let u = b.op("Unsqueeze", &[g, ax], vec![]);
+            b.op("Relu", &[u], vec![])
+        });
+        assert_eq!(
+            ops(&m),
+            histogram(&[("Slice", 1), ("Relu", 1)]),
+            "index {i}"
+        );
+        assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+    }
+    // Unsqueeze on another axis: unchanged.
+    let (_, m) = simplify(13, |b, x| {
+        let idx = b.i64("idx", &[], &[0]);
+        let g = b.op("Gather", &[x, idx], vec![Attribute::int("axis", 1)]);
+        let ax = b.i64("axes", &[1], &[0]);
+        b.op("Unsqueeze", &[g, ax], vec![])
+    });
+    assert_eq!(ops(&m), histogram(&[("Gather", 1), ("Unsqueeze", 1)]));
+}
+
+#[test]
+fn slice_of_one_element_then_squeeze_is_a_gather() {
+    for (start, end, axes) in [(1i64, 2i64, 1i64), (-1, i64::MAX, -2), (-3, -2, 1)] {
+        let (original, m) = simplify(13, |b, x| {
+            let s = b.i64("s", &[1], &[start]);
+            let e = b.i64("e", &[1], &[end]);
+            let a = b.i64("a", &[1], &[1]);
+            let sl = b.op("Slice", &[x, s, e, a], vec![]);
+            let ax = b.i64("axes", &[1], &[axes]);
+            let q = b.op("Squeeze", &[sl, ax], vec![]);
+            b.op("Relu", &[q], vec![])
+        });
+        assert_eq!(
+            ops(&m),
+            histogram(&[("Gather", 1), ("Relu", 1)]),
+            "slice {start}..{end}"
+        );
+        assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+    }
+    // Two elements: not a Gather.
+    let (_, m) = simplify(13, |b, x| {
+        let s = b.i64("s", &[1], &[0]);
+        let e = b.i64("e", &[1], &[2]);
+        let a = b.i64("a", &[1], &[2]);
+        let sl = b.op("Slice", &[x, s, e, a], vec![]);
+        b.op("Relu", &[sl], vec![])
+    });
+    assert_eq!(ops(&m), histogram(&[("Slice", 1), ("Relu", 1)]));
+}

@@ -173,10 +173,12 @@ fn transformer_block_batch_fixed_keeps_seq_symbolic() {
         "{:?}",
         run.notes
     );
-    // The batch Gather folded; the seq one still reads Shape(hidden).
+    // The batch Gather folded; the seq dim still reads Shape(hidden), its
+    // Gather + Unsqueeze now one Slice.
     let h = ops(&m);
     assert_eq!(h.get("Shape"), Some(&1), "{h:?}");
-    assert_eq!(h.get("Gather"), Some(&1), "{h:?}");
+    assert_eq!(h.get("Gather"), None, "{h:?}");
+    assert_eq!(h.get("Slice"), Some(&1), "{h:?}");
     let m = saved_ok(&m);
     // It still runs at two different sequence lengths, with the original's outputs.
     for seq in [5, 11] {
@@ -696,4 +698,130 @@ fn infer_shapes_pass_reports_blocked_ops() {
         "{:?}",
         reasons(&run)
     );
+}
+
+// ----- If branches that cannot run with the fixed shapes (issue 9) -----
+
+/// `if_lstm.onnx` with `t` fixed to 3: the else branch feeds its LSTM a rank-4
+/// tensor, so it is dropped and the then branch inlined, with a note. Neither
+/// ORT nor tract loads the original with `t` fixed (both infer through the
+/// else branch), so the numbers are checked in ORT by
+/// tests/interop/test_if_branches.py against the original with `t` dynamic.
+#[test]
+fn if_branch_that_cannot_run_with_fixed_shapes_is_dropped() {
+    let mut m = load("if_lstm.onnx");
+    let run = run_static(&mut m, "{inputs: {x: [1, 4, 3]}}");
+    assert_eq!(
+        ops(&m),
+        histogram(&[
+            ("LSTM", 1),
+            ("ReduceMean", 1),
+            ("Squeeze", 2),
+            ("Tanh", 1),
+            ("Unsqueeze", 1),
+        ]),
+        "{:?}",
+        run.notes
+    );
+    let note = run
+        .notes
+        .iter()
+        .find(|n| n.contains("If 'If'"))
+        .expect("a note on the dropped branch");
+    assert!(
+        note.contains("else branch") && note.contains("'raw/LSTM'") && note.contains("rank 4"),
+        "{note}"
+    );
+    saved_ok(&m);
+}
+
+/// With `t` dynamic the else branch runs (t = 1): both branches stay. (tract
+/// cannot load this model: its nested Ifs return different ranks; ORT runs
+/// it in tests/interop/test_if_branches.py.)
+#[test]
+fn if_branches_that_can_run_are_kept() {
+    let mut m = load("if_lstm.onnx");
+    let run = run_passes(&mut m, &["fold-constants", "eliminate-dead"]);
+    assert_eq!(ops(&m), histogram(&[("If", 1), ("Less", 1), ("Tanh", 1)]));
+    assert!(
+        !run.notes.iter().any(|n| n.contains("cannot run")),
+        "{:?}",
+        run.notes
+    );
+    saved_ok(&m);
+}
+
+// ----- Loop that runs once -----
+
+/// `Loop(M=trips, cond=true, v0=x)` whose body computes `v' = v*w + i`
+/// (w an outer initializer) and scans out `Relu(v')`.
+fn loop_model(trips: i64) -> Model {
+    let mut body = GraphBuilder::new();
+    let i = body.input("i", DataType::Int64, vec![]);
+    let c = body.input("c", DataType::Bool, vec![]);
+    let v = body.input("v", DataType::Float, dims(&["2", "3"]));
+    let w = body.graph_mut().add_value(Value {
+        outer: true,
+        ..Value::named("w")
+    });
+    let scaled = body.op("Mul", &[v, w], vec![]);
+    let i_f = body.op("Cast", &[i], vec![Attribute::int("to", 1)]);
+    let next = body.op("Add", &[scaled, i_f], vec![]);
+    let scan = body.op("Relu", &[next], vec![]);
+    body.output(c, "c_out", DataType::Bool, Some(vec![]));
+    body.output(next, "v_out", DataType::Float, None);
+    body.output(scan, "scan_out", DataType::Float, None);
+    let body = body.into_graph();
+
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2", "3"]));
+    b.f32("w", &[3], &[0.5, -1.0, 2.0]);
+    let m = b.i64("trips", &[], &[trips]);
+    let cond = b.initializer(
+        "keep_going",
+        Tensor::from_raw(DataType::Bool, vec![], vec![1u8].into()),
+    );
+    let outs = b.op_n(
+        "Loop",
+        &[m, cond, x],
+        vec![Attribute::graph("body", body)],
+        2,
+    );
+    b.output(outs[0], "v_final", DataType::Float, None);
+    b.output(outs[1], "scanned", DataType::Float, None);
+    b.build(13)
+}
+
+#[test]
+fn loop_that_runs_once_is_its_body() {
+    let original = loop_model(1);
+    let mut m = original.clone();
+    run_passes(&mut m, &["fold-constants", "eliminate-dead"]);
+    assert_eq!(
+        ops(&m),
+        histogram(&[("Mul", 1), ("Add", 1), ("Relu", 1), ("Unsqueeze", 1)])
+    );
+    // tract has no Loop: check the result against the body computed by hand
+    // (v_final = x*w + 0, scanned = [relu(x*w)]).
+    let m = saved_ok(&m);
+    let loaded = TractBackend
+        .load(&m.to_bytes().unwrap(), None, &InputShapes::new())
+        .expect("result loads in tract");
+    let x: Vec<f32> = vec![1.0, 2.0, -3.0, -0.5, 0.25, 4.0];
+    let input = infopt_runtime::HostTensor::from_vec(vec![2, 3], x.clone()).unwrap();
+    let outs = loaded.run(&[input]).unwrap();
+    let w = [0.5f32, -1.0, 2.0];
+    let v: Vec<f64> = x
+        .iter()
+        .enumerate()
+        .map(|(i, &a)| (a * w[i % 3]) as f64)
+        .collect();
+    assert_eq!(outs[0].to_f64_vec(), v);
+    assert_eq!(outs[1].shape(), &[1, 2, 3]);
+    let relu: Vec<f64> = v.iter().map(|&a| a.max(0.0)).collect();
+    assert_eq!(outs[1].to_f64_vec(), relu);
+    // Two trips: the Loop stays.
+    let mut m = loop_model(2);
+    run_passes(&mut m, &["fold-constants", "eliminate-dead"]);
+    assert_eq!(ops(&m), histogram(&[("Loop", 1)]));
 }

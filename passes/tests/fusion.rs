@@ -582,7 +582,38 @@ fn matmul_add_declines_on_shared_output_and_non_constant_bias() {
         b.build(17),
         "fuse-matmul-add",
         "add_2",
-        "bias 'r' is not a constant",
+        "bias has shape [4,16]; Gemm C here must be [16] or [1,16]",
+    );
+}
+
+#[test]
+fn matmul_add_takes_a_weight_fed_as_graph_input() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["4", "8"]));
+    let w = b.input("w", DataType::Float, dims(&["8", "16"]));
+    let mm = b.op("MatMul", &[x, w], vec![]);
+    let bias = init(&mut b, "b", &[16], 2, -1.0, 1.0);
+    let y = b.op("Add", &[bias, mm], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    run(&mut m, &["fuse-matmul-add"], Target::Portable);
+    assert_eq!(ops(&m), hist(&[("Gemm", 1)]));
+    assert_equivalent(&original, &m, &InputShapes::new());
+
+    // Without a known column count there is no way to check the bias.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["4", "8"]));
+    let w = b.input("w", DataType::Float, dims(&["8", "n"]));
+    let mm = b.op("MatMul", &[x, w], vec![]);
+    let bias = init(&mut b, "b", &[16], 2, -1.0, 1.0);
+    let y = b.op("Add", &[mm, bias], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    assert_unchanged(
+        b.build(17),
+        "fuse-matmul-add",
+        "add_2",
+        "B 'w' has an unknown column count",
     );
 }
 
@@ -1007,5 +1038,484 @@ fn fusion_passes_are_registered_with_documented_sections() {
         assert_eq!(config.pass_names(), vec![name, name]);
         let bad = format!("version: 1\npasses:\n  - {name}: {{ nope: 1 }}\n");
         assert!(PipelineConfig::from_yaml(&bad, "test").is_err());
+    }
+}
+
+// ----- fuse-pad-conv: pooling -----
+
+/// x [-> Relu] -> Pad(pads, value) -> `pool`(kernel 3x3, `attrs`) -> y.
+fn pad_pool(pool: &str, relu: bool, pads: &[i64], value: f32, attrs: Vec<Attribute>) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "3", "6", "7"]));
+    let src = if relu { b.op("Relu", &[x], vec![]) } else { x };
+    let p = b.i64("pads", &[8], pads);
+    let v = b.f32("value", &[], &[value]);
+    let padded = b.op("Pad", &[src, p, v], vec![]);
+    let mut attrs = attrs;
+    attrs.push(Attribute::ints("kernel_shape", vec![3, 3]));
+    let y = b.op(pool, &[padded], attrs);
+    b.output(y, "y", DataType::Float, None);
+    b.build(17)
+}
+
+fn pool_node(m: &Model, op: &str) -> infopt_ir::Node {
+    let (_, n) = m.graph.nodes().find(|(_, n)| n.is(op)).expect("the pool");
+    n.clone()
+}
+
+#[test]
+fn zero_pad_folds_into_average_pool_counting_the_padding() {
+    let original = pad_pool("AveragePool", false, &[0, 0, 1, 2, 0, 0, 1, 0], 0.0, vec![]);
+    let mut m = original.clone();
+    run(
+        &mut m,
+        &["fuse-pad-conv", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert_eq!(ops(&m), hist(&[("AveragePool", 1)]));
+    let pool = pool_node(&m, "AveragePool");
+    assert_eq!(pool.attr_ints("pads").unwrap(), Some(&[1i64, 2, 1, 0][..]));
+    assert_eq!(pool.attr_int("count_include_pad").unwrap(), Some(1));
+    assert_equivalent(&original, &m, &batch2());
+}
+
+#[test]
+fn pad_folds_into_max_pool_when_it_cannot_win() {
+    // Zero padding of a Relu output, and -inf padding of anything.
+    for (relu, value) in [(true, 0.0), (false, f32::NEG_INFINITY)] {
+        let original = pad_pool(
+            "MaxPool",
+            relu,
+            &[0, 0, 1, 1, 0, 0, 2, 1],
+            value,
+            vec![Attribute::ints("strides", vec![2, 2])],
+        );
+        let mut m = original.clone();
+        run(
+            &mut m,
+            &["fuse-pad-conv", "eliminate-dead"],
+            Target::Portable,
+        );
+        let expected = if relu {
+            hist(&[("MaxPool", 1), ("Relu", 1)])
+        } else {
+            hist(&[("MaxPool", 1)])
+        };
+        assert_eq!(ops(&m), expected, "relu {relu}");
+        let pool = pool_node(&m, "MaxPool");
+        assert_eq!(pool.attr_ints("pads").unwrap(), Some(&[1i64, 1, 2, 1][..]));
+        assert_equivalent(&original, &m, &batch2());
+    }
+}
+
+#[test]
+fn pad_into_pool_declines() {
+    // A zero could beat the negative elements of a window.
+    assert_unchanged(
+        pad_pool("MaxPool", false, &[0, 0, 1, 1, 0, 0, 1, 1], 0.0, vec![]),
+        "fuse-pad-conv",
+        "maxpool_2",
+        "pad value 0 is neither -inf nor a zero over a non-negative input",
+    );
+    // A window of padding only: MaxPool would give -inf, the Pad gave 0.
+    assert_unchanged(
+        pad_pool("MaxPool", true, &[0, 0, 3, 0, 0, 0, 0, 0], 0.0, vec![]),
+        "fuse-pad-conv",
+        "maxpool_3",
+        "pads [3, 0, 0, 0] reach the kernel extent 3 on axis 0",
+    );
+    // The pool's own padding is left out of the average, the Pad's is not.
+    assert_unchanged(
+        pad_pool(
+            "AveragePool",
+            false,
+            &[0, 0, 1, 1, 0, 0, 1, 1],
+            0.0,
+            vec![Attribute::ints("pads", vec![1, 0, 0, 0])],
+        ),
+        "fuse-pad-conv",
+        "averagepool_2",
+        "AveragePool pads with count_include_pad=0",
+    );
+    assert_unchanged(
+        pad_pool(
+            "AveragePool",
+            false,
+            &[0, 0, 1, 1, 0, 0, 1, 1],
+            0.0,
+            vec![Attribute::int("ceil_mode", 1)],
+        ),
+        "fuse-pad-conv",
+        "averagepool_2",
+        "AveragePool uses ceil_mode=1",
+    );
+}
+
+// ----- fuse-conv-bn: a scale before the layer -----
+
+/// x[batch,3,6,7] -> Mul/Div(x, c) -> `layer` -> y, run through fuse-conv-bn
+/// and eliminate-dead; the histogram must be the layer alone.
+fn check_scale_before(
+    op: &str,
+    scale_op: &str,
+    c_shape: &[i64],
+    layer: impl FnOnce(&mut GraphBuilder, ValueId) -> ValueId,
+) {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "3", "6", "7"]));
+    let c = init(&mut b, "c", c_shape, 9, 0.5, 2.0);
+    let s = b.op(scale_op, &[x, c], vec![]);
+    let y = layer(&mut b, s);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    let r = run(
+        &mut m,
+        &["fuse-conv-bn", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert!(
+        r.records[0].rewrites >= 1,
+        "{op} {scale_op} {c_shape:?}: {:?}",
+        reasons(&r)
+    );
+    assert_eq!(ops(&m), hist(&[(op, 1)]), "{op} {scale_op} {c_shape:?}");
+    assert_equivalent(&original, &m, &batch2());
+}
+
+#[test]
+fn scale_before_conv_folds_into_weights_per_input_channel() {
+    // Per-channel Mul before a padded conv.
+    check_scale_before("Conv", "Mul", &[1, 3, 1, 1], |b, s| {
+        let w = init(b, "w", &[4, 3, 3, 3], 1, -1.0, 1.0);
+        let bias = init(b, "b", &[4], 2, -1.0, 1.0);
+        b.op(
+            "Conv",
+            &[s, w, bias],
+            vec![Attribute::ints("pads", vec![1, 1, 1, 1])],
+        )
+    });
+    // Div by per-channel [3,1,1] before a depthwise-style grouped conv.
+    check_scale_before("Conv", "Div", &[3, 1, 1], |b, s| {
+        let w = init(b, "w", &[6, 1, 3, 3], 1, -1.0, 1.0);
+        b.op("Conv", &[s, w], vec![Attribute::int("group", 3)])
+    });
+    // Scalar, then per-channel, before a ConvTranspose.
+    check_scale_before("ConvTranspose", "Mul", &[1], |b, s| {
+        let w = init(b, "w", &[3, 2, 2, 2], 1, -1.0, 1.0);
+        b.op(
+            "ConvTranspose",
+            &[s, w],
+            vec![Attribute::ints("strides", vec![2, 2])],
+        )
+    });
+    check_scale_before("ConvTranspose", "Mul", &[3, 1, 1], |b, s| {
+        let w = init(b, "w", &[3, 2, 2, 2], 1, -1.0, 1.0);
+        b.op("ConvTranspose", &[s, w], vec![])
+    });
+}
+
+#[test]
+fn scale_before_gemm_and_matmul_folds_into_weight_rows() {
+    for trans_b in [0, 1] {
+        let mut b = GraphBuilder::new();
+        let a = b.input("a", DataType::Float, dims(&["batch", "5"]));
+        let c = init(&mut b, "c", &[5], 4, 0.5, 2.0);
+        let s = b.op("Mul", &[c, a], vec![]);
+        let shape: &[i64] = if trans_b == 1 { &[4, 5] } else { &[5, 4] };
+        let w = init(&mut b, "w", shape, 5, -1.0, 1.0);
+        let bias = init(&mut b, "bias", &[4], 6, -1.0, 1.0);
+        let y = b.op(
+            "Gemm",
+            &[s, w, bias],
+            vec![Attribute::int("transB", trans_b)],
+        );
+        b.output(y, "y", DataType::Float, None);
+        let original = b.build(17);
+        let mut m = original.clone();
+        run(
+            &mut m,
+            &["fuse-conv-bn", "eliminate-dead"],
+            Target::Portable,
+        );
+        assert_eq!(ops(&m), hist(&[("Gemm", 1)]), "transB {trans_b}");
+        assert_equivalent(&original, &m, &batch2());
+    }
+    // GELU's `* 0.5` (here `/ 2`) before a MatMul on rank-3 activations.
+    let mut b = GraphBuilder::new();
+    let a = b.input("a", DataType::Float, dims(&["batch", "3", "5"]));
+    let two = b.f32("two", &[], &[2.0]);
+    let s = b.op("Div", &[a, two], vec![]);
+    let w = init(&mut b, "w", &[5, 4], 5, -1.0, 1.0);
+    let y = b.op("MatMul", &[s, w], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    run(
+        &mut m,
+        &["fuse-conv-bn", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert_eq!(ops(&m), hist(&[("MatMul", 1)]));
+    assert_equivalent(&original, &m, &batch2());
+}
+
+#[test]
+fn scale_before_layer_declines() {
+    let model = |c_shape: &[i64], second_reader: bool| {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["batch", "3", "6", "7"]));
+        let c = init(&mut b, "c", c_shape, 9, 0.5, 2.0);
+        let s = b.op("Mul", &[x, c], vec![]);
+        let w = init(&mut b, "w", &[4, 3, 3, 3], 1, -1.0, 1.0);
+        let y = b.op("Conv", &[s, w], vec![]);
+        b.output(y, "y", DataType::Float, None);
+        if second_reader {
+            let r = b.op("Relu", &[s], vec![]);
+            b.output(r, "r", DataType::Float, None);
+        }
+        b.build(17)
+    };
+    assert_unchanged(
+        model(&[1, 1, 6, 1], false),
+        "fuse-conv-bn",
+        "conv_2",
+        "scale of shape [1,1,6,1] varies along an axis other than the 3 input channels",
+    );
+    assert_unchanged(
+        model(&[1, 3, 1, 1], true),
+        "fuse-conv-bn",
+        "conv_2",
+        "the scaled input of conv_2 has other readers",
+    );
+}
+
+#[test]
+fn shift_before_unpadded_conv_and_gemm_goes_into_the_bias() {
+    // PP-LCNetV3's learnable affine block: `x * s + t` before a 1x1 conv.
+    check_scale_before("Conv", "Mul", &[1], |b, s| {
+        let t = b.f32("t", &[1, 3, 1, 1], &[0.25, -0.5, 1.0]);
+        let shifted = b.op("Add", &[s, t], vec![]);
+        let w = init(b, "w", &[4, 3, 1, 1], 1, -1.0, 1.0);
+        let bias = init(b, "b", &[4], 2, -1.0, 1.0);
+        b.op("Conv", &[shifted, w, bias], vec![])
+    });
+    // Sub of a scalar before a grouped 3x3 conv without bias.
+    check_scale_before("Conv", "Mul", &[3, 1, 1], |b, s| {
+        let t = b.f32("t", &[], &[0.75]);
+        let shifted = b.op("Sub", &[s, t], vec![]);
+        let w = init(b, "w", &[6, 1, 3, 3], 1, -1.0, 1.0);
+        b.op("Conv", &[shifted, w], vec![Attribute::int("group", 3)])
+    });
+    // Gemm with alpha, beta and C; and without C.
+    for with_c in [true, false] {
+        let mut b = GraphBuilder::new();
+        let a = b.input("a", DataType::Float, dims(&["batch", "5"]));
+        let t = init(&mut b, "t", &[1, 5], 4, -1.0, 1.0);
+        let s = b.op("Add", &[t, a], vec![]);
+        let w = init(&mut b, "w", &[4, 5], 5, -1.0, 1.0);
+        let mut ins = vec![s, w];
+        if with_c {
+            ins.push(init(&mut b, "bias", &[4], 6, -1.0, 1.0));
+        }
+        let y = b.op(
+            "Gemm",
+            &ins,
+            vec![
+                Attribute::int("transB", 1),
+                Attribute::float("alpha", 0.5),
+                Attribute::float("beta", 2.0),
+            ],
+        );
+        b.output(y, "y", DataType::Float, None);
+        let original = b.build(17);
+        let mut m = original.clone();
+        run(
+            &mut m,
+            &["fuse-conv-bn", "eliminate-dead"],
+            Target::Portable,
+        );
+        assert_eq!(ops(&m), hist(&[("Gemm", 1)]), "C {with_c}");
+        assert_equivalent(&original, &m, &batch2());
+    }
+    // A padded conv would see shifted zeros at the border: declined.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "3", "6", "7"]));
+    let t = b.f32("t", &[], &[0.5]);
+    let s = b.op("Add", &[x, t], vec![]);
+    let w = init(&mut b, "w", &[4, 3, 3, 3], 1, -1.0, 1.0);
+    let y = b.op(
+        "Conv",
+        &[s, w],
+        vec![Attribute::ints("pads", vec![1, 1, 1, 1])],
+    );
+    b.output(y, "y", DataType::Float, None);
+    assert_unchanged(
+        b.build(17),
+        "fuse-conv-bn",
+        "conv_2",
+        "conv_2 pads its input; a shift before it would move the padding too",
+    );
+}
+
+// ----- fuse-activation-patterns -----
+
+/// x -> `build` -> Neg -> y at `opset`, through fuse-activation-patterns and
+/// eliminate-dead.
+fn activation(
+    opset: i64,
+    build: impl FnOnce(&mut GraphBuilder, ValueId) -> ValueId,
+) -> (Model, Model, PipelineRun) {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "3", "6", "7"]));
+    let a = build(&mut b, x);
+    let y = b.op("Neg", &[a], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(opset);
+    let mut m = original.clone();
+    let r = run(
+        &mut m,
+        &["fuse-activation-patterns", "eliminate-dead"],
+        Target::Portable,
+    );
+    (original, m, r)
+}
+
+fn relu6_plus_3(b: &mut GraphBuilder, x: ValueId, swap: bool) -> ValueId {
+    let three = b.f32("three", &[1], &[3.0]);
+    let lo = b.f32("lo", &[], &[0.0]);
+    let hi = b.f32("hi", &[], &[6.0]);
+    let a = if swap {
+        b.op("Add", &[three, x], vec![])
+    } else {
+        b.op("Add", &[x, three], vec![])
+    };
+    b.op("Clip", &[a, lo, hi], vec![])
+}
+
+#[test]
+fn hard_swish_and_hard_sigmoid_patterns_become_the_ops() {
+    // PaddleOCR's form: Mul(x, clip) / 6; and clip * x * (1/6).
+    for (swap, div) in [(false, true), (true, false)] {
+        let (original, m, _) = activation(14, |b, x| {
+            let c = relu6_plus_3(b, x, swap);
+            let m = if swap {
+                b.op("Mul", &[c, x], vec![])
+            } else {
+                b.op("Mul", &[x, c], vec![])
+            };
+            if div {
+                let six = b.f32("six", &[1], &[6.0]);
+                b.op("Div", &[m, six], vec![])
+            } else {
+                let sixth = b.f32("sixth", &[], &[1.0 / 6.0]);
+                b.op("Mul", &[sixth, m], vec![])
+            }
+        });
+        assert_eq!(
+            ops(&m),
+            hist(&[("HardSwish", 1), ("Neg", 1)]),
+            "swap {swap}"
+        );
+        assert_equivalent(&original, &m, &batch2());
+    }
+    // Clip(x + 3, 0, 6) / 6 alone; and x times it, which becomes HardSwish.
+    let (original, m, _) = activation(14, |b, x| {
+        let c = relu6_plus_3(b, x, false);
+        let six = b.f32("six", &[], &[6.0]);
+        b.op("Div", &[c, six], vec![])
+    });
+    assert_eq!(ops(&m), hist(&[("HardSigmoid", 1), ("Neg", 1)]));
+    assert_equivalent(&original, &m, &batch2());
+    let (original, m, _) = activation(14, |b, x| {
+        let c = relu6_plus_3(b, x, false);
+        let six = b.f32("six", &[], &[6.0]);
+        let s = b.op("Div", &[c, six], vec![]);
+        b.op("Mul", &[x, s], vec![])
+    });
+    assert_eq!(ops(&m), hist(&[("HardSwish", 1), ("Neg", 1)]));
+    assert_equivalent(&original, &m, &batch2());
+}
+
+#[test]
+fn activation_patterns_decline() {
+    // Opset 12 has no HardSwish: x * HardSigmoid(x).
+    let (original, m, r) = activation(12, |b, x| {
+        let c = relu6_plus_3(b, x, false);
+        let m = b.op("Mul", &[x, c], vec![]);
+        let six = b.f32("six", &[], &[6.0]);
+        b.op("Div", &[m, six], vec![])
+    });
+    assert_eq!(
+        ops(&m),
+        hist(&[("HardSigmoid", 1), ("Mul", 1), ("Neg", 1)]),
+        "{:?}",
+        reasons(&r)
+    );
+    assert_equivalent(&original, &m, &batch2());
+    // A second reader of the product keeps the pattern.
+    let (_, m, r) = activation(14, |b, x| {
+        let c = relu6_plus_3(b, x, false);
+        let m = b.op("Mul", &[x, c], vec![]);
+        let six = b.f32("six", &[], &[6.0]);
+        let d = b.op("Div", &[m, six], vec![]);
+        b.op("Add", &[d, m], vec![])
+    });
+    assert_eq!(
+        ops(&m),
+        hist(&[("Add", 2), ("Clip", 1), ("Mul", 1), ("Div", 1), ("Neg", 1)])
+    );
+    assert!(
+        reasons(&r).contains(&(
+            "div_4".to_string(),
+            "a value inside the hard-swish pattern has other readers".to_string()
+        )),
+        "{:?}",
+        reasons(&r)
+    );
+    // Clip to 0..5: not relu6; nothing happens.
+    let (_, m, _) = activation(14, |b, x| {
+        let three = b.f32("three", &[], &[3.0]);
+        let lo = b.f32("lo", &[], &[0.0]);
+        let hi = b.f32("hi", &[], &[5.0]);
+        let a = b.op("Add", &[x, three], vec![]);
+        let c = b.op("Clip", &[a, lo, hi], vec![]);
+        let six = b.f32("six", &[], &[6.0]);
+        b.op("Div", &[c, six], vec![])
+    });
+    assert_eq!(
+        ops(&m),
+        hist(&[("Add", 1), ("Clip", 1), ("Div", 1), ("Neg", 1)])
+    );
+}
+
+#[test]
+fn scale_moves_under_the_shift_before_a_padded_conv() {
+    for (s_shape, t_shape) in [
+        (&[1i64][..], &[1i64][..]),
+        (&[1, 3, 1, 1][..], &[3, 1, 1][..]),
+    ] {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["batch", "3", "6", "7"]));
+        let s = init(&mut b, "s", s_shape, 9, 0.5, 2.0);
+        let t = init(&mut b, "t", t_shape, 10, -1.0, 1.0);
+        let scaled = b.op("Mul", &[x, s], vec![]);
+        let shifted = b.op("Add", &[t, scaled], vec![]);
+        let w = init(&mut b, "w", &[4, 3, 3, 3], 1, -1.0, 1.0);
+        let y = b.op(
+            "Conv",
+            &[shifted, w],
+            vec![Attribute::ints("pads", vec![1, 1, 1, 1])],
+        );
+        b.output(y, "y", DataType::Float, None);
+        let original = b.build(17);
+        let mut m = original.clone();
+        run(
+            &mut m,
+            &["fuse-conv-bn", "eliminate-dead"],
+            Target::Portable,
+        );
+        assert_eq!(ops(&m), hist(&[("Add", 1), ("Conv", 1)]), "{s_shape:?}");
+        assert_equivalent(&original, &m, &batch2());
     }
 }

@@ -90,6 +90,9 @@ pub struct OutputAgreement {
     /// Largest finite `|b|`: the reference's scale, for errors judged
     /// relative to the output's magnitude.
     pub scale: f64,
+    /// Signal-to-noise ratio in dB, `10 log10(sum b^2 / sum (a - b)^2)` over
+    /// the finite elements (infinite when they are equal).
+    pub snr_db: f64,
     /// Elements outside `atol + rtol * |b|`, NaN mismatches included.
     pub mismatches: usize,
     /// Elements where exactly one side is NaN.
@@ -112,6 +115,7 @@ impl OutputAgreement {
             max_rel: 0.0,
             cosine: 0.0,
             scale: 0.0,
+            snr_db: f64::NEG_INFINITY,
             mismatches: 0,
             nan_mismatches: 0,
             elements: 0,
@@ -160,6 +164,7 @@ pub fn compare_values(name: &str, a: &[f64], b: &[f64], tol: Tolerance) -> Outpu
     let (mut mismatches, mut nan_mismatches) = (0usize, 0usize);
     let (mut dot, mut na, mut nb) = (0f64, 0f64, 0f64);
     let mut scale = 0f64;
+    let mut noise = 0f64;
     for (&x, &y) in a.iter().zip(b) {
         if y.is_finite() {
             scale = scale.max(y.abs());
@@ -177,6 +182,7 @@ pub fn compare_values(name: &str, a: &[f64], b: &[f64], tol: Tolerance) -> Outpu
             dot += x * y;
             na += x * x;
             nb += y * y;
+            noise += (x - y) * (x - y);
         }
         // Equal values (equal infinities included) differ by zero.
         let diff = if x == y { 0.0 } else { (x - y).abs() };
@@ -206,6 +212,11 @@ pub fn compare_values(name: &str, a: &[f64], b: &[f64], tol: Tolerance) -> Outpu
         max_rel,
         cosine,
         scale,
+        snr_db: if noise == 0.0 {
+            f64::INFINITY
+        } else {
+            10.0 * (nb / noise).log10()
+        },
         mismatches,
         nan_mismatches,
         elements,

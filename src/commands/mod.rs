@@ -1,6 +1,7 @@
 //! One module per subcommand; each has an `Args` struct and a `run` function.
 
 pub mod bench;
+pub mod build_engine;
 pub mod calibrate;
 pub mod compare;
 pub mod convert;
@@ -39,6 +40,8 @@ pub enum Command {
     Compare(compare::Args),
     /// Check what this machine can run: tract, ONNX Runtime, TensorRT, GPU, CPU features (and how to fix what is missing).
     Doctor(doctor::Args),
+    /// Build a TensorRT engine: tensorrt pipeline, precision as graph passes, verification, engine (or --emit-onnx and the trtexec commands).
+    BuildEngine(Box<build_engine::Args>),
     /// Run a model over calibration data and write activation ranges (and a TensorRT cache).
     Calibrate(Box<calibrate::Args>),
 }
@@ -52,6 +55,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Bench(a) => bench::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Doctor(a) => doctor::run(a),
+        Command::BuildEngine(a) => build_engine::run(*a),
         Command::Calibrate(a) => calibrate::run(*a),
     }
 }

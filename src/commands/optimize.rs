@@ -90,6 +90,19 @@ pub struct Args {
     pub validate: bool,
     #[command(flatten)]
     pub save: super::save_args::SaveArgs,
+    /// Convert to float16 after the pipeline's other passes (appends convert-float16).
+    #[arg(long, conflicts_with = "bf16")]
+    pub fp16: bool,
+    /// Convert to bfloat16 after the pipeline's other passes (appends convert-bfloat16).
+    #[arg(long)]
+    pub bf16: bool,
+    /// Per-layer precision, NAME_OR_OP=fp32|fp16|bf16|int8 (repeatable): a
+    /// bare op type (Softmax) matches the op, anything else a node name,
+    /// exactly or as a regex matching the whole name.
+    #[arg(long = "precision", value_name = "NAME_OR_OP=P")]
+    pub precision: Vec<String>,
+    #[command(flatten)]
+    pub int8: crate::int8::Int8Args,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -253,6 +266,18 @@ pub fn run(args: Args) -> CliResult {
     )?;
     let inputs = stages::resolve_inputs(&config, &args.inputs)?;
     stages::apply_input_shapes(&mut config, &args.inputs)?;
+    if args.int8.int8 {
+        infopt_calibration::int8::ensure_step(&mut config).map_err(CliError::usage)?;
+    }
+    let int8_step = infopt_calibration::int8::find_step(&config);
+    let half = match (args.fp16, args.bf16) {
+        (true, _) => Some(infopt_passes::Precision::Fp16),
+        (_, true) => Some(infopt_passes::Precision::Bf16),
+        _ => None,
+    };
+    let precision_notes =
+        infopt_passes::precision::apply_to_pipeline(&mut config, &args.precision, half)
+            .map_err(CliError::usage)?;
     let save_options = args.save.options()?;
     let do_verify = config.verify.enabled && !args.no_verify;
     if args.verify_each_pass && !do_verify {
@@ -291,13 +316,25 @@ pub fn run(args: Args) -> CliResult {
     );
 
     // The original runs once; its outputs are the reference for every check.
-    let policy = stages::verify_policy(
+    let mut policy = stages::verify_policy(
         &config,
         &overrides,
         &args.backend,
         stats_before.nodes + stats_before.subgraph_nodes,
         args.bench || latency_gate,
     )?;
+    let mut notes: Vec<String> = precision_notes;
+    if int8_step.is_some() {
+        // INT8 changes every value a little: judged by the accuracy target.
+        let min_cosine = args.int8.int8_min_cosine.unwrap_or(0.99);
+        policy.criterion = infopt_verify::Criterion::Scaled {
+            max_scaled_error: f64::INFINITY,
+            min_cosine,
+        };
+        notes.push(format!(
+            "verification of the INT8 model uses its accuracy target (cosine >= {min_cosine} per output), not the float tolerance"
+        ));
+    }
     let mut verifier = if do_verify || args.bench || latency_gate {
         let t = Instant::now();
         let v = Verifier::new(&original, stages::model_dir(&args.model), &inputs, policy)?;
@@ -328,7 +365,36 @@ pub fn run(args: Args) -> CliResult {
         after_pass,
     };
     let t = Instant::now();
-    let run = stages::run_passes(&mut model, &config, &options, SideData::default(), hooks)?;
+    let mut int8_report = None;
+    let run = match int8_step {
+        Some(index) => {
+            drop(hooks);
+            let fallback;
+            let backend = match &verifier {
+                Some(v) => &v.chosen,
+                None => {
+                    fallback = args.backend.build(infopt_verify::BackendKind::Tract)?;
+                    &fallback
+                }
+            };
+            let dir = stages::model_dir(&args.model);
+            let shapes = verifier
+                .as_ref()
+                .map(|v| v.shapes.clone())
+                .unwrap_or_else(|| inputs.shapes.clone());
+            let cx = crate::int8::Context {
+                original: &original,
+                dir: &dir,
+                shapes: &shapes,
+                backend,
+                options: &options,
+            };
+            let (run, report) = crate::int8::run(&mut model, &config, index, &args.int8, &cx)?;
+            int8_report = report;
+            run
+        }
+        None => stages::run_passes(&mut model, &config, &options, SideData::default(), hooks)?,
+    };
     let stats_after = GraphStats::of_model(&model);
     eprintln!(
         "pipeline {pipeline_name}: {} -> {} nodes in {:.0} ms",
@@ -337,8 +403,9 @@ pub fn run(args: Args) -> CliResult {
         t.elapsed().as_secs_f64() * 1e3
     );
     let mut warnings: Vec<String> = run.budget_exhausted.clone();
-    warnings.extend(growth_warning(&stats_before, &stats_after));
-    let mut notes: Vec<String> = Vec::new();
+    if int8_step.is_none() {
+        warnings.extend(growth_warning(&stats_before, &stats_after));
+    }
 
     // Verification and latency.
     let mut verification = None;
@@ -460,6 +527,7 @@ pub fn run(args: Args) -> CliResult {
         pass_checks: each.checks,
         first_failing_pass: bisect.as_ref().map(|b| b.pass.to_string()),
         first_diverging_tensor: bisect.as_ref().and_then(|b| b.first_tensor.clone()),
+        int8: int8_report,
         notes: run.notes.iter().cloned().chain(notes).collect(),
         warnings,
         total_time_ms: started.elapsed().as_secs_f64() * 1e3,

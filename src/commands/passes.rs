@@ -50,6 +50,12 @@ pub fn markdown() -> String {
     s
 }
 
+/// Documentation that lives with a pass's library rather than its file:
+/// the range methods `quantize-int8` is calibrated with.
+fn companion_doc(pass: &str) -> Option<&'static str> {
+    (pass == infopt_calibration::int8::STEP).then_some(infopt_calibration::METHODS_DOC)
+}
+
 fn find(name: &str) -> CliResult<&'static PassInfo> {
     visible()
         .find(|p| p.name == name)
@@ -73,6 +79,9 @@ pub fn run(args: Args) -> CliResult {
             let p = find(&name)?;
             println!("{} ({})\n", p.name, p.kind.as_str());
             print!("{}", p.doc());
+            if let Some(extra) = companion_doc(p.name) {
+                print!("\n{extra}");
+            }
         }
         Action::Markdown => print!("{}", markdown()),
     }

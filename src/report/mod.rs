@@ -88,6 +88,8 @@ pub struct Report {
     pub pass_checks: Vec<PassCheck>,
     pub first_failing_pass: Option<String>,
     pub first_diverging_tensor: Option<String>,
+    /// With INT8 quantization: calibration, held-out accuracy, worst layers.
+    pub int8: Option<crate::int8::Int8Report>,
     pub notes: Vec<String>,
     pub warnings: Vec<String>,
     pub total_time_ms: f64,

@@ -216,9 +216,10 @@ pub fn render(r: &Report, markdown: bool) -> String {
             .collect();
         let _ = writeln!(
             s,
-            "{}, inputs {}, rtol {:e}, atol {:e}, shapes {}: {}",
+            "{}, inputs {}, criterion: {} (mismatches counted at rtol {:e}, atol {:e}), shapes {}: {}",
             v.backend.describe(),
             v.inputs,
+            v.criterion.describe(),
             v.rtol,
             v.atol,
             shapes.join(" "),
@@ -291,6 +292,56 @@ pub fn render(r: &Report, markdown: bool) -> String {
             ]);
         }
         let _ = writeln!(s, "{t}");
+    }
+    if let Some(q) = &r.int8 {
+        let _ = writeln!(
+            s,
+            "int8: {} ranges of {} tensors from {} sample(s) of {} in {:.2} s ({})",
+            q.method,
+            q.tensors_calibrated,
+            q.calibration_samples,
+            q.calibration_data,
+            q.calibration_seconds,
+            q.backend
+        );
+        if let Some(h) = &q.held_out {
+            let mut t = table(
+                markdown,
+                &["output (held-out)", "cosine", "max abs", "SNR dB"],
+            );
+            for o in &h.outputs {
+                t.add_row(vec![
+                    o.name.clone(),
+                    format!("{:.6}", o.cosine),
+                    format!("{:.3e}", o.max_abs),
+                    format!("{:.1}", o.snr_db),
+                ]);
+            }
+            let _ = writeln!(
+                s,
+                "accuracy against the float model on {} held-out sample(s) (after the {} calibration samples):\n{t}",
+                h.samples, h.skipped
+            );
+        }
+        if !q.worst_layers.is_empty() {
+            let mut t = table(markdown, &["layer (lowest SNR)", "op", "SNR dB", "cosine"]);
+            for l in &q.worst_layers {
+                t.add_row(vec![
+                    l.layer.clone(),
+                    l.op.clone(),
+                    format!("{:.1}", l.snr_db),
+                    format!("{:.5}", l.cosine),
+                ]);
+            }
+            let _ = writeln!(s, "{t}");
+        }
+        for k in &q.kept_float {
+            let _ = writeln!(
+                s,
+                "kept in float: {} (lowest output cosine {:.5} -> {:.5})",
+                k.layer, k.cosine_before, k.cosine_after
+            );
+        }
     }
     for n in &r.notes {
         let _ = writeln!(s, "note: {n}");

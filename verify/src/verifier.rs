@@ -94,6 +94,16 @@ impl Verifier {
         inputs: &Inputs,
         policy: VerifyPolicy,
     ) -> Result<Verifier> {
+        // Refuse before loading what cannot fit, rather than be killed.
+        let weights = infopt_ir::stats::GraphStats::of_model(original).parameter_bytes;
+        let inline = original
+            .source
+            .as_ref()
+            .is_none_or(|s| s.external_files.is_empty());
+        let copies = 1 + u64::from(policy.keep_original) + u64::from(inline);
+        if let Some(why) = crate::memory::refusal(weights, copies) {
+            return Err(VerifyError::new(ErrorKind::CannotVerify, why));
+        }
         let bytes = original
             .to_bytes_referencing_sources()
             .map_err(|e| VerifyError::new(ErrorKind::Load, e))?;

@@ -8,14 +8,28 @@ use crate::error::{CalibError, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ResizeMode {
-    /// Stretch to exactly H×W (bilinear, antialiased when shrinking, like PIL).
+    /// Stretch to exactly H×W (with `interpolation`).
     #[default]
     Resize,
     /// Keep the aspect ratio, fit inside H×W, centre, fill the rest with `pad`.
     Letterbox,
     /// Scale the shorter side to `shorter` (keeping the aspect ratio), then crop the
-    /// centre H×W (the ImageNet evaluation transform: 256 then 224).
+    /// centre H×W (the ImageNet evaluation transform: 256 then 224), with torchvision's
+    /// size and offset arithmetic.
     ResizeShorterThenCrop,
+}
+
+/// The resampling filter of every resize.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Interpolation {
+    /// Bilinear, antialiased when shrinking: PIL's `BILINEAR`, what torchvision uses on
+    /// PIL images.
+    #[default]
+    Bilinear,
+    /// OpenCV's `INTER_LINEAR`: half-pixel centres, 2×2 taps, no antialiasing (what
+    /// `cv2.resize`-based pipelines, e.g. YOLO letterboxing, use).
+    OpencvLinear,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -68,6 +82,8 @@ pub struct ImageSpec {
     /// i.e. 256 for 224).
     #[serde(default)]
     pub shorter: Option<u32>,
+    #[serde(default)]
+    pub interpolation: Interpolation,
     /// Fill value of `letterbox` borders, as a pixel value 0..=255 (default 114).
     #[serde(default = "default_pad")]
     pub pad: u8,

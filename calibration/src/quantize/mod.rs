@@ -136,6 +136,26 @@ pub struct QuantizeOptions {
     pub activations: Option<ActivationOption>,
     #[serde(default)]
     pub float_depthwise: bool,
+    /// Calibrate inside the pipeline on this data (a folder of .npz/.npy
+    /// samples, a stacked .npz, an image folder with `preprocess`, or
+    /// `random:N`): the command runs the passes before this step, calibrates
+    /// the model as it is at this step, and hands the ranges over. The pass
+    /// itself never runs a model.
+    #[serde(default)]
+    pub data: Option<String>,
+    /// Image preprocessing YAML for `data` (an image folder).
+    #[serde(default)]
+    pub preprocess: Option<PathBuf>,
+    /// Range method for `data`: minmax | percentile | entropy (default) | mse.
+    #[serde(default)]
+    pub method: Option<String>,
+    /// Percentile for `method: percentile` (default 99.99).
+    #[serde(default)]
+    pub percentile: Option<f64>,
+    /// Calibration samples taken from `data` (default 256); the samples after
+    /// them are held out to measure accuracy.
+    #[serde(default)]
+    pub samples: Option<usize>,
 }
 
 pub struct QuantizeInt8 {

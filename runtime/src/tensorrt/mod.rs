@@ -36,6 +36,12 @@ pub mod version;
 #[cfg(test)]
 mod tests;
 
+/// A recording test double of the shim's C ABI (tests only; the `test-double` feature
+/// exposes it to other crates' tests).
+#[cfg(any(test, feature = "test-double"))]
+#[doc(hidden)]
+pub mod test_double;
+
 use std::ffi::{CStr, CString, c_char};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;

@@ -1,0 +1,453 @@
+//! Rules of `eliminate-identity` for a node made redundant by the node before
+//! it: an idempotent op applied twice, a strictly increasing op under
+//! ArgMax/ArgMin, a Concat spliced into the Concat after it, `Log(Softmax)`,
+//! and a reduction without kept dims whose dims an Unsqueeze puts back.
+
+use infopt_ir::{Attribute, Graph, Node, NodeId, PatchValue, ValueId};
+
+use crate::rule::Outcome;
+use crate::util::{const_i64s, input, output, replace_with_node, single_reader};
+use crate::{require, require_some};
+
+/// The producer of `v` when it is a default-domain node of one of `ops`
+/// whose only reader is the node at hand (so the pair can become one node).
+fn sole_producer<'g>(g: &'g Graph, v: ValueId, ops: &[&str]) -> Option<(NodeId, &'g Node)> {
+    let (p, _) = g.value(v).producer?;
+    let node = g.node(p);
+    (node.domain().is_empty() && ops.contains(&node.op_type.as_str())).then_some(())?;
+    single_reader(g, v)?;
+    Some((p, node))
+}
+
+fn rank(g: &Graph, v: ValueId) -> Option<usize> {
+    g.value_type(v)?.shape.map(|s| s.len())
+}
+
+fn normalize(axis: i64, rank: Option<usize>) -> Option<i64> {
+    if axis >= 0 {
+        Some(axis)
+    } else {
+        Some(axis + rank? as i64)
+    }
+}
+
+/// `f(f(x))` for an idempotent `f` (Relu, Abs, Ceil, Floor, Round, Sign) is
+/// `f(x)`: the outer node's readers read the inner one. Returns the value to
+/// bypass to.
+pub fn idempotent_source(g: &Graph, id: NodeId) -> Option<ValueId> {
+    let node = g.node(id);
+    let x = input(g, id, 0)?;
+    let (inner, _) = g.value(x).producer?;
+    let inner = g.node(inner);
+    (inner.domain().is_empty() && inner.op_type == node.op_type).then_some(x)
+}
+
+/// `ArgMax(f(x))` = `ArgMax(x)` (and ArgMin) for `f` strictly increasing
+/// along the reduced axis: Exp, Sigmoid, and Softmax/LogSoftmax over that
+/// same axis (each element's normalizer is shared along it).
+pub fn monotone_before_arg(g: &Graph, id: NodeId, opset: i64) -> Outcome {
+    let node = g.node(id);
+    let y = require_some!(input(g, id, 0));
+    let (f, f_node) = require_some!(sole_producer(
+        g,
+        y,
+        &["Exp", "Sigmoid", "Softmax", "LogSoftmax"]
+    ));
+    let x = require_some!(input(g, f, 0));
+    let r = rank(g, x);
+    let axis = require_some!(normalize(node.attr_int_or("axis", 0).unwrap_or(0), r));
+    if matches!(f_node.op_type.as_str(), "Softmax" | "LogSoftmax") {
+        // Before opset 13 the op normalizes over the flattened axes from
+        // `axis` on: one axis only when it is the last.
+        let default = if opset < 13 { 1 } else { -1 };
+        let f_axis = f_node.attr_int_or("axis", default).unwrap_or(default);
+        let f_axis = require_some!(normalize(f_axis, r));
+        require!(f_axis == axis);
+        if opset < 13 {
+            require!(r.is_some_and(|r| axis as usize + 1 == r));
+        }
+    }
+    let mut arg = node.clone();
+    arg.inputs.clear();
+    arg.outputs.clear();
+    let out = require_some!(output(g, id, 0));
+    Outcome::Rewrite(replace_with_node(
+        g,
+        arg,
+        vec![Some(PatchValue::Existing(x))],
+        out,
+        &[f, id],
+    ))
+}
+
+/// `Concat(a, Concat(b, c), d)` on one axis is `Concat(a, b, c, d)` when the
+/// inner Concat has no other reader.
+pub fn concat_of_concat(g: &Graph, id: NodeId) -> Outcome {
+    let node = g.node(id);
+    let out = require_some!(output(g, id, 0));
+    // Every input and the output have the same rank.
+    let r = rank(g, out).or_else(|| node.inputs.iter().flatten().find_map(|&v| rank(g, v)));
+    let axis = require_some!(node.attr_int("axis").ok().flatten());
+    let axis = require_some!(normalize(axis, r));
+    let mut inputs = Vec::new();
+    let mut removed = Vec::new();
+    for v in node.inputs.iter() {
+        let v = require_some!(*v);
+        let inner = sole_producer(g, v, &["Concat"]).filter(|(_, n)| {
+            n.attr_int("axis")
+                .ok()
+                .flatten()
+                .and_then(|a| normalize(a, r))
+                == Some(axis)
+        });
+        match inner {
+            Some((p, n)) => {
+                removed.push(p);
+                inputs.extend(n.inputs.iter().map(|i| i.map(PatchValue::Existing)));
+            }
+            None => inputs.push(Some(PatchValue::Existing(v))),
+        }
+    }
+    require!(!removed.is_empty());
+    let mut merged = node.clone();
+    merged.inputs.clear();
+    merged.outputs.clear();
+    removed.push(id);
+    Outcome::Rewrite(replace_with_node(g, merged, inputs, out, &removed))
+}
+
+/// `Log(Softmax(x, axis))` is `LogSoftmax(x, axis)` (same axis semantics in
+/// every opset).
+pub fn log_of_softmax(g: &Graph, id: NodeId) -> Outcome {
+    let s = require_some!(input(g, id, 0));
+    let (softmax, s_node) = require_some!(sole_producer(g, s, &["Softmax"]));
+    let mut fused = Node::new("LogSoftmax");
+    fused.name = g.node(id).name.clone();
+    fused.attributes = s_node.attributes.clone();
+    let x = require_some!(input(g, softmax, 0));
+    let out = require_some!(output(g, id, 0));
+    Outcome::Rewrite(replace_with_node(
+        g,
+        fused,
+        vec![Some(PatchValue::Existing(x))],
+        out,
+        &[softmax, id],
+    ))
+}
+
+const REDUCTIONS: &[&str] = &[
+    "ReduceSum",
+    "ReduceMean",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ReduceSumSquare",
+    "ArgMax",
+    "ArgMin",
+];
+
+/// Axes a reduction reduces, normalized against its input rank `r`;
+/// `None` when they are not constant (or a negative one meets an unknown rank).
+fn reduced_axes(g: &Graph, id: NodeId, r: Option<usize>, opset: i64) -> Option<Vec<i64>> {
+    let node = g.node(id);
+    let raw: Vec<i64> = match node.op_type.as_str() {
+        "ArgMax" | "ArgMin" => vec![node.attr_int_or("axis", 0).ok()?],
+        op => {
+            let as_input = if op == "ReduceSum" {
+                opset >= 13
+            } else {
+                opset >= 18
+            };
+            let axes = if as_input {
+                match input(g, id, 1) {
+                    Some(v) => const_i64s(g, Some(v))?,
+                    None => Vec::new(),
+                }
+            } else {
+                node.attr_ints("axes")
+                    .ok()?
+                    .map(|a| a.to_vec())
+                    .unwrap_or_default()
+            };
+            if axes.is_empty() {
+                // No axes: all of them, unless noop_with_empty_axes.
+                if node.attr_int_or("noop_with_empty_axes", 0).ok()? != 0 {
+                    return None;
+                }
+                (0..r? as i64).collect()
+            } else {
+                axes
+            }
+        }
+    };
+    let mut out: Vec<i64> = raw
+        .iter()
+        .map(|&a| normalize(a, r))
+        .collect::<Option<_>>()?;
+    out.sort_unstable();
+    out.dedup();
+    Some(out)
+}
+
+/// `Unsqueeze(Reduce(x, axes, keepdims=0), axes)` is `Reduce(x, axes,
+/// keepdims=1)`: the Unsqueeze puts back exactly the reduced dims. `axes` is
+/// the Unsqueeze's, already read for the opset.
+pub fn reduce_then_unsqueeze(g: &Graph, id: NodeId, unsqueeze_axes: &[i64], opset: i64) -> Outcome {
+    let x = require_some!(input(g, id, 0));
+    let (reduce, r_node) = require_some!(sole_producer(g, x, REDUCTIONS));
+    require!(r_node.attr_int_or("keepdims", 1).unwrap_or(1) == 0);
+    let src = require_some!(input(g, reduce, 0));
+    let r = rank(g, src);
+    let reduced = require_some!(reduced_axes(g, reduce, r, opset));
+    let mut restored: Vec<i64> = require_some!(
+        unsqueeze_axes
+            .iter()
+            .map(|&a| normalize(a, r))
+            .collect::<Option<Vec<_>>>()
+    );
+    restored.sort_unstable();
+    require!(restored == reduced);
+    let mut kept = r_node.clone();
+    kept.name = g.node(id).name.clone().or_else(|| r_node.name.clone());
+    kept.set_attr(Attribute::int("keepdims", 1));
+    let inputs = r_node
+        .inputs
+        .iter()
+        .map(|v| v.map(PatchValue::Existing))
+        .collect();
+    kept.inputs.clear();
+    kept.outputs.clear();
+    let out = require_some!(output(g, id, 0));
+    Outcome::Rewrite(replace_with_node(g, kept, inputs, out, &[reduce, id]))
+}
+
+/// `Gemm(Transpose(A), B)` is `Gemm(A, B, transA = !transA)` (and the same
+/// for B): Gemm transposes its 2-D operands itself.
+pub fn transpose_into_gemm(g: &Graph, id: NodeId) -> Outcome {
+    let node = g.node(id);
+    let mut gemm = node.clone();
+    let mut inputs: Vec<Option<PatchValue>> = node
+        .inputs
+        .iter()
+        .map(|v| v.map(PatchValue::Existing))
+        .collect();
+    let mut removed = Vec::new();
+    for (slot, flag) in [(0, "transA"), (1, "transB")] {
+        let Some(v) = input(g, id, slot) else {
+            continue;
+        };
+        let Some((t, t_node)) = sole_producer(g, v, &["Transpose"]) else {
+            continue;
+        };
+        let swaps = match t_node.attr_ints("perm") {
+            Ok(Some(p)) => p == [1, 0],
+            // No perm: reverse the axes, a swap for a 2-D operand.
+            Ok(None) => input(g, t, 0).and_then(|a| rank(g, a)) == Some(2),
+            Err(_) => false,
+        };
+        if !swaps {
+            continue;
+        }
+        let was = node.attr_int_or(flag, 0).unwrap_or(0);
+        gemm.set_attr(Attribute::int(flag, 1 - was.clamp(0, 1)));
+        inputs[slot] = input(g, t, 0).map(PatchValue::Existing);
+        removed.push(t);
+    }
+    require!(!removed.is_empty());
+    gemm.inputs.clear();
+    gemm.outputs.clear();
+    removed.push(id);
+    let out = require_some!(output(g, id, 0));
+    Outcome::Rewrite(replace_with_node(g, gemm, inputs, out, &removed))
+}
+
+/// Constant parameters of a Slice (opset >= 10 input form): starts, ends,
+/// normalized axes, steps.
+struct SliceParams {
+    starts: Vec<i64>,
+    ends: Vec<i64>,
+    axes: Vec<i64>,
+    steps: Vec<i64>,
+}
+
+/// Rank of `v`, looking through Slices (which keep the rank) when the value
+/// has no recorded type.
+fn rank_through_slices(g: &Graph, v: ValueId) -> Option<usize> {
+    let mut v = v;
+    for _ in 0..8 {
+        if let Some(r) = rank(g, v) {
+            return Some(r);
+        }
+        let (p, _) = g.value(v).producer?;
+        let node = g.node(p);
+        if !(node.domain().is_empty() && node.is("Slice")) {
+            return None;
+        }
+        v = input(g, p, 0)?;
+    }
+    None
+}
+
+fn slice_params(g: &Graph, id: NodeId) -> Option<SliceParams> {
+    let starts = const_i64s(g, input(g, id, 1))?;
+    let ends = const_i64s(g, input(g, id, 2))?;
+    let r = input(g, id, 0).and_then(|x| rank_through_slices(g, x));
+    let axes = match input(g, id, 3) {
+        Some(v) => const_i64s(g, Some(v))?,
+        None => (0..starts.len() as i64).collect(),
+    };
+    let steps = match input(g, id, 4) {
+        Some(v) => const_i64s(g, Some(v))?,
+        None => vec![1; starts.len()],
+    };
+    if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
+        return None;
+    }
+    let axes = axes
+        .iter()
+        .map(|&a| normalize(a, r))
+        .collect::<Option<Vec<_>>>()?;
+    Some(SliceParams {
+        starts,
+        ends,
+        axes,
+        steps,
+    })
+}
+
+/// `Slice(Slice(x, axes a1), axes a2)` with constant parameters and disjoint
+/// axes is one Slice over `a1 ∪ a2` (YOLOv5's Focus slices H, then W). When
+/// the first Slice has several readers, all Slices that merge, each merges
+/// and the first dies with the last.
+pub fn merge_slices(g: &Graph, id: NodeId, opset: i64) -> Outcome {
+    require!(opset >= 10);
+    let x = require_some!(input(g, id, 0));
+    let (first, first_node) = require_some!(g.value(x).producer.map(|(p, _)| (p, g.node(p))));
+    require!(first_node.domain().is_empty() && first_node.is("Slice") && !g.is_graph_output(x));
+    let outer = require_some!(slice_params(g, id));
+    let inner = require_some!(slice_params(g, first));
+    require!(outer.axes.iter().all(|a| !inner.axes.contains(a)));
+    // Every reader of the first Slice must merge, or it stays and the merge
+    // only adds work.
+    let all_merge = g.value(x).uses.iter().all(|u| {
+        u.slot == infopt_ir::Slot::Input(0)
+            && g.node(u.node).is("Slice")
+            && slice_params(g, u.node)
+                .is_some_and(|p| p.axes.iter().all(|a| !inner.axes.contains(a)))
+    });
+    require!(all_merge);
+    let src = require_some!(input(g, first, 0));
+    let cat = |a: &[i64], b: &[i64]| -> Vec<i64> { a.iter().chain(b).copied().collect() };
+    let label = g.node(id).name_or_op().to_string();
+    let mut p = infopt_ir::Patch::new();
+    let mut param = |suffix: &str, values: Vec<i64>| {
+        let t = infopt_ir::Tensor::from_i64(vec![values.len() as i64], &values);
+        Some(p.add_initializer(&format!("{label}.{suffix}"), t))
+    };
+    let inputs = vec![
+        Some(PatchValue::Existing(src)),
+        param("starts", cat(&inner.starts, &outer.starts)),
+        param("ends", cat(&inner.ends, &outer.ends)),
+        param("axes", cat(&inner.axes, &outer.axes)),
+        param("steps", cat(&inner.steps, &outer.steps)),
+    ];
+    let mut merged = Node::new("Slice");
+    merged.name = g.node(id).name.clone();
+    let n = p.add_node(merged, inputs, vec![String::new()]);
+    let out = require_some!(output(g, id, 0));
+    let new = PatchValue::NewNode { node: n, output: 0 };
+    p.replace(out, new);
+    crate::util::carry_type(&mut p, g, out, new);
+    p.remove_node(id);
+    if single_reader(g, x).is_some() {
+        p.remove_node(first);
+    }
+    Outcome::Rewrite(p)
+}
+
+/// `Unsqueeze(Gather(x, i, axis=a), [a])` for a constant scalar `i` is
+/// `Slice(x, [i], [i+1], [a])`: the Gather drops the axis the Unsqueeze
+/// puts back.
+pub fn gather_then_unsqueeze(g: &Graph, id: NodeId, unsqueeze_axes: &[i64], opset: i64) -> Outcome {
+    require!(opset >= 10 && unsqueeze_axes.len() == 1);
+    let gathered = require_some!(input(g, id, 0));
+    let (gather, g_node) = require_some!(sole_producer(g, gathered, &["Gather"]));
+    let idx = require_some!(input(g, gather, 1));
+    let t = require_some!(g.constant(idx));
+    require!(t.dims().is_empty());
+    let i = require_some!(t.to_i64_vec().ok().and_then(|v| v.first().copied()));
+    let src = require_some!(input(g, gather, 0));
+    let r = rank(g, src);
+    let axis = require_some!(normalize(g_node.attr_int_or("axis", 0).unwrap_or(0), r));
+    require!(normalize(unsqueeze_axes[0], r) == Some(axis));
+    // -1 + 1 would be 0: slice to the end instead.
+    let end = if i == -1 { i64::MAX } else { i + 1 };
+    let label = g.node(id).name_or_op().to_string();
+    let mut p = infopt_ir::Patch::new();
+    let mut param = |suffix: &str, v: i64| {
+        let t = infopt_ir::Tensor::from_i64(vec![1], &[v]);
+        Some(p.add_initializer(&format!("{label}.{suffix}"), t))
+    };
+    let inputs = vec![
+        Some(PatchValue::Existing(src)),
+        param("starts", i),
+        param("ends", end),
+        param("axes", axis),
+    ];
+    let mut slice = Node::new("Slice");
+    slice.name = g.node(id).name.clone();
+    let n = p.add_node(slice, inputs, vec![String::new()]);
+    let out = require_some!(output(g, id, 0));
+    let new = PatchValue::NewNode { node: n, output: 0 };
+    p.replace(out, new);
+    crate::util::carry_type(&mut p, g, out, new);
+    p.remove_node(id);
+    p.remove_node(gather);
+    Outcome::Rewrite(p)
+}
+
+/// `Squeeze(Slice(x, [i], [i+1], [a]), [a])` is `Gather(x, i, axis=a)`: the
+/// Slice keeps one element of axis `a`, the Squeeze drops the axis (the
+/// inverse of [`gather_then_unsqueeze`]).
+pub fn slice_then_squeeze(g: &Graph, id: NodeId, squeeze_axes: &[i64], opset: i64) -> Outcome {
+    require!(opset >= 10 && squeeze_axes.len() == 1);
+    let sliced = require_some!(input(g, id, 0));
+    let (slice, _) = require_some!(sole_producer(g, sliced, &["Slice"]));
+    let params = require_some!(slice_params(g, slice));
+    require!(params.axes.len() == 1 && params.steps[0] == 1);
+    let (start, end) = (params.starts[0], params.ends[0]);
+    let one = if start == -1 {
+        end >= i32::MAX as i64
+    } else {
+        end == start + 1 && (start >= 0 || end < 0)
+    };
+    require!(one);
+    let src = require_some!(input(g, slice, 0));
+    let r = rank_through_slices(g, src);
+    require!(normalize(squeeze_axes[0], r) == Some(params.axes[0]));
+    let label = g.node(id).name_or_op().to_string();
+    let mut p = infopt_ir::Patch::new();
+    let index = p.add_initializer(
+        &format!("{label}.index"),
+        infopt_ir::Tensor::from_i64(vec![], &[start]),
+    );
+    let mut gather = Node::new("Gather");
+    gather.name = g.node(id).name.clone();
+    gather.set_attr(Attribute::int("axis", params.axes[0]));
+    let n = p.add_node(
+        gather,
+        vec![Some(PatchValue::Existing(src)), Some(index)],
+        vec![String::new()],
+    );
+    let out = require_some!(output(g, id, 0));
+    let new = PatchValue::NewNode { node: n, output: 0 };
+    p.replace(out, new);
+    crate::util::carry_type(&mut p, g, out, new);
+    p.remove_node(id);
+    p.remove_node(slice);
+    Outcome::Rewrite(p)
+}

@@ -1,0 +1,826 @@
+//! `infopt build-engine`: the pipeline for the `tensorrt` target, precision as graph
+//! passes, verification of the rewritten ONNX against the original, then a TensorRT
+//! engine through the shim (or, with `--emit-onnx`, the ONNX and the equivalent
+//! `trtexec` commands, without TensorRT).
+//!
+//! TensorRT 11 builds the strongly typed graph the precision passes wrote. TensorRT 10
+//! builds, by default, the float32 graph with the same precision map as builder flags
+//! (`--fp16`/`--bf16`, `--int8` when the graph has Q/DQ nodes) and per-layer overrides
+//! (`setPrecision`); `--strongly-typed` gives it the typed graph instead.
+
+mod profiles;
+mod report;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use infopt_ir::Model;
+use infopt_ir::stats::GraphStats;
+use infopt_passes::{
+    DriverOptions, PipelineConfig, PipelineRun, Precision, PrecisionMap, SideData, Step, Target,
+};
+use infopt_runtime::tensorrt::{
+    self, BuiltEngine, EngineBuildConfig, LayerOverride, LayerPrecision, Profile, TensorRt,
+    Trt10Precision, TrtOptions, args as trt_args,
+};
+use infopt_runtime::{Latency, RuntimeError};
+use infopt_verify::{BackendKind, ChosenBackend, Criterion, Inputs, Verifier};
+
+use crate::exit::{CliError, CliResult, Exit};
+use crate::stages::{self, PassHooks, VerifyOverrides};
+use report::{
+    BuildSettings, EngineFacts, EngineLatency, EngineReport, OnnxLatency, TrtexecCommand,
+};
+
+/// The pipeline used without `-c` (configs/tensorrt.yaml).
+const TENSORRT_PIPELINE: &str = include_str!("../../configs/tensorrt.yaml");
+
+/// Passes that convert to a half type; they run after the rest of the pipeline, so the
+/// graph before them is the float32 graph TensorRT 10's builder flags apply to.
+/// `quantize-int8` stays in the pipeline: its Q/DQ nodes are explicit quantization, which
+/// TensorRT 10 builds with `kINT8` (it has no other INT8 without a calibrator).
+const HALF_PASSES: [&str; 2] = ["convert-float16", "convert-bfloat16"];
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Model to build (never modified).
+    pub model: PathBuf,
+    /// Engine file (default: MODEL with `.engine`).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Pipeline YAML (default: the built-in configs/tensorrt.yaml); its target is set to tensorrt.
+    #[arg(short = 'c', long = "config", value_name = "PIPELINE.yaml")]
+    pub config: Option<PathBuf>,
+    /// Float16: append convert-float16 (TensorRT 11: strongly typed graph; 10: kFP16).
+    #[arg(long, conflicts_with = "bf16")]
+    pub fp16: bool,
+    /// Bfloat16: append convert-bfloat16 (TensorRT 11: strongly typed graph; 10: kBF16).
+    #[arg(long)]
+    pub bf16: bool,
+    /// Per-layer precision NAME_OR_OP=fp32|fp16|bf16 (repeatable): a bare op type
+    /// matches the op, anything else a node name, exactly or as a regex.
+    #[arg(long = "precision", value_name = "NAME_OR_OP=P")]
+    pub precision: Vec<String>,
+    /// INT8: `--int8 --calib-data PATH` (or `--ranges FILE`) appends a calibrated
+    /// quantize-int8 step, as `optimize --int8` does.
+    #[command(flatten)]
+    pub int8: crate::int8::Int8Args,
+    /// TensorRT workspace limit: 1G, 512M, 1.5G or bytes.
+    #[arg(long, value_name = "SIZE")]
+    pub workspace: Option<String>,
+    /// Optimization profile of a dynamic input, NAME:MIN/OPT/MAX (each like
+    /// 1x3x224x224), or NAME:DIMS for one shape (repeatable).
+    #[arg(long = "shapes", value_name = "NAME:MIN/OPT/MAX")]
+    pub shapes: Vec<String>,
+    /// Timing cache: read if it exists, written back after the build.
+    #[arg(long, value_name = "FILE")]
+    pub timing_cache: Option<PathBuf>,
+    /// Fail instead of timing a tactic the timing cache lacks (reproducible builds).
+    #[arg(long, requires = "timing_cache")]
+    pub error_on_timing_cache_miss: bool,
+    /// Builder optimization level 0..=5 (TensorRT's default: 3).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=5))]
+    pub builder_opt_level: Option<u8>,
+    /// TensorRT 10: build the strongly typed graph (like TensorRT 11) instead of the
+    /// float32 graph with builder flags.
+    #[arg(long)]
+    pub strongly_typed: bool,
+    /// TensorRT 10: obey the per-layer precisions (fail without a kernel) rather than prefer them.
+    #[arg(long)]
+    pub obey_precision_constraints: bool,
+    /// Write the ONNX TensorRT would build (strongly typed) and print the equivalent
+    /// trtexec commands; TensorRT is not needed.
+    #[arg(long, value_name = "FILE")]
+    pub emit_onnx: Option<PathBuf>,
+    /// The infopt TensorRT shim (default: $INFOPT_TRT_SHIM, then next to infopt).
+    #[arg(long, value_name = "PATH")]
+    pub trt_shim: Option<PathBuf>,
+    /// Folder holding libnvinfer / libnvonnxparser (default: $TENSORRT_LIB, pip, system).
+    #[arg(long, value_name = "DIR")]
+    pub trt_lib: Option<PathBuf>,
+    /// The TensorRT major to target: with --emit-onnx, print only its trtexec command;
+    /// when building, refuse a TensorRT of another major.
+    #[arg(long, value_name = "10|11", value_parser = clap::value_parser!(u32).range(10..=11))]
+    pub trt_major: Option<u32>,
+    /// Do not run the models to check that the rewritten ONNX agrees with the original.
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Timed runs of the engine (and of the input ONNX in ONNX Runtime); 0 skips timing.
+    #[arg(long, default_value_t = 50)]
+    pub runs: usize,
+    /// Untimed warm-up runs before timing.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: usize,
+    /// Also write the report to FILE (.json for JSON, .md for Markdown).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Print the report as JSON on stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub inputs: crate::inputs_arg::InputArgs,
+    #[command(flatten)]
+    pub backend: crate::backend_args::BackendArgs,
+    #[command(flatten)]
+    pub save: super::save_args::SaveArgs,
+}
+
+/// The engine file next to the model: MODEL.engine.
+fn default_output(model: &Path) -> PathBuf {
+    model.with_extension("engine")
+}
+
+/// `FILE.onnx` -> `FILE.fp32.onnx`: the float32 graph for TensorRT 10's builder flags.
+fn fp32_sibling(path: &Path) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into());
+    path.with_file_name(format!("{stem}.fp32.onnx"))
+}
+
+/// A runtime error of TensorRT as a CLI error: missing pieces exit 8, bad settings 2,
+/// a failed build 3.
+fn trt_error(e: RuntimeError) -> CliError {
+    match e {
+        RuntimeError::Unavailable { .. } => CliError::new(Exit::Unavailable, e),
+        RuntimeError::InvalidArgument(_)
+        | RuntimeError::InputShape { .. }
+        | RuntimeError::UnknownName(_) => CliError::usage(e),
+        RuntimeError::Load { .. } | RuntimeError::Decode(_) => CliError::new(
+            Exit::Load,
+            format!("TensorRT could not build the engine: {e}"),
+        ),
+        other => CliError::new(Exit::Internal, other),
+    }
+}
+
+/// The settings every build shares, checked before any work.
+struct Settings {
+    workspace: Option<u64>,
+    shapes: Vec<Profile>,
+}
+
+fn parse_settings(args: &Args) -> CliResult<Settings> {
+    let workspace = args
+        .workspace
+        .as_deref()
+        .map(|w| trt_args::parse_size(w).map_err(|e| CliError::usage(format!("--workspace {e}"))))
+        .transpose()?;
+    if workspace == Some(0) {
+        return Err(CliError::usage(
+            "--workspace 0 leaves TensorRT no scratch memory; give a size such as 1G, or omit it",
+        ));
+    }
+    let shapes = args
+        .shapes
+        .iter()
+        .map(|s| {
+            trt_args::parse_shape_spec(s).map_err(|e| CliError::usage(format!("--shapes {e}")))
+        })
+        .collect::<CliResult<Vec<_>>>()?;
+    for (i, p) in shapes.iter().enumerate() {
+        if shapes[..i].iter().any(|q| q.input == p.input) {
+            return Err(CliError::usage(format!(
+                "--shapes gives input `{}` twice; give each input once",
+                p.input
+            )));
+        }
+    }
+    Ok(Settings { workspace, shapes })
+}
+
+/// The pipeline split in two: everything but the half-precision passes, then those.
+fn split_precision(config: &PipelineConfig) -> (PipelineConfig, Option<PipelineConfig>) {
+    let is_precision = |s: &Step| matches!(s, Step::Pass(p) if HALF_PASSES.contains(&p.name()));
+    let mut base = config.clone();
+    base.passes.retain(|s| !is_precision(s));
+    let steps: Vec<Step> = config
+        .passes
+        .iter()
+        .filter(|s| is_precision(s))
+        .cloned()
+        .collect();
+    if steps.is_empty() {
+        return (base, None);
+    }
+    let mut precision = config.clone();
+    precision.passes = steps;
+    (base, Some(precision))
+}
+
+fn merge_runs(mut a: PipelineRun, b: PipelineRun) -> PipelineRun {
+    a.records.extend(b.records);
+    a.declined.extend(b.declined);
+    a.notes.extend(b.notes);
+    a.budget_exhausted.extend(b.budget_exhausted);
+    a.stopped_after = a.stopped_after.or(b.stopped_after);
+    a
+}
+
+fn has_qdq(model: &Model) -> bool {
+    model
+        .graph
+        .nodes()
+        .any(|(_, n)| n.is("QuantizeLinear") || n.is("DequantizeLinear"))
+}
+
+/// TensorRT 10's builder flags and layer overrides from the precision map, for the
+/// float32 graph. TensorRT's ONNX parser names a layer after its ONNX node, so an
+/// override matched on a node becomes an override of the layer of that name. Limits
+/// (notes say which nodes): unnamed nodes and nodes inside subgraphs have no
+/// predictable layer name and are skipped; an ONNX node that becomes several layers is
+/// overridden on the one carrying its name; int8 comes from Q/DQ nodes, never from an
+/// override; the float32 islands convert-float16 chooses by itself are not mapped (the
+/// builder chooses there).
+pub fn trt10_precision(
+    model: &Model,
+    map: Option<&PrecisionMap>,
+    obey: bool,
+) -> (Trt10Precision, Vec<String>) {
+    let mut p = Trt10Precision {
+        int8: has_qdq(model),
+        obey_constraints: obey,
+        ..Default::default()
+    };
+    let mut notes = Vec::new();
+    let Some(map) = map else {
+        return (p, notes);
+    };
+    match map.default {
+        Some(Precision::Fp16) => p.fp16 = true,
+        Some(Precision::Bf16) => p.bf16 = true,
+        _ => {}
+    }
+    let mut unnamed = 0usize;
+    for (_, node) in model.graph.nodes() {
+        let Some(o) = map.override_for(node) else {
+            continue;
+        };
+        let precision = match o.to {
+            Precision::Fp32 => LayerPrecision::Fp32,
+            Precision::Fp16 => LayerPrecision::Fp16,
+            Precision::Bf16 => LayerPrecision::Bf16,
+            Precision::Int8 => {
+                notes.push(format!(
+                    "TensorRT 10: `{}` asks for int8, which comes from Q/DQ nodes, not a layer precision; skipped",
+                    node.name_or_op()
+                ));
+                continue;
+            }
+        };
+        // A layer may only take a half type the builder is allowed to use.
+        match precision {
+            LayerPrecision::Fp16 => p.fp16 = true,
+            LayerPrecision::Bf16 => p.bf16 = true,
+            _ => {}
+        }
+        match node.name.as_deref().filter(|n| !n.is_empty()) {
+            Some(name) => p.layer_overrides.push(LayerOverride {
+                layer: name.to_string(),
+                precision,
+            }),
+            None => unnamed += 1,
+        }
+    }
+    if unnamed > 0 {
+        notes.push(format!(
+            "TensorRT 10: {unnamed} node(s) matched by a precision override have no name, so their TensorRT layer cannot be named; give them names or use --strongly-typed"
+        ));
+    }
+    (p, notes)
+}
+
+/// What TensorRT is asked to build, decided before TensorRT is opened.
+pub struct EnginePlan {
+    /// The strongly typed graph (TensorRT 11, and 10 with `--strongly-typed`).
+    pub typed_onnx: Vec<u8>,
+    /// The float32 graph for TensorRT 10's builder flags (`None`: the typed graph).
+    pub flags_onnx: Option<Vec<u8>>,
+    /// Workspace, optimization level, profiles, timing cache, model path.
+    pub common: EngineBuildConfig,
+    /// TensorRT 10's flags and overrides.
+    pub trt10: Trt10Precision,
+    /// TensorRT 10: build the typed graph.
+    pub strongly_typed_on_10: bool,
+}
+
+impl EnginePlan {
+    /// The build configuration for TensorRT `major`.
+    pub fn config_for(&self, major: u32) -> EngineBuildConfig {
+        let mut cfg = self.common.clone();
+        if major < 11 {
+            if self.strongly_typed_on_10 {
+                cfg.strongly_typed = true;
+            } else {
+                cfg.precision = self.trt10.clone();
+            }
+        }
+        cfg
+    }
+
+    /// Whether TensorRT `major` builds strongly typed (precision from the graph only).
+    fn strongly_typed_on(&self, major: u32) -> bool {
+        major >= 11 || self.strongly_typed_on_10
+    }
+
+    /// Whether TensorRT `major` parses the float32 graph (builder flags) rather than the typed one.
+    fn parses_fp32(&self, major: u32) -> bool {
+        self.flags_onnx.is_some() && !self.strongly_typed_on(major)
+    }
+
+    /// How reports and trtexec headers name the build mode.
+    fn mode(&self, major: u32) -> &'static str {
+        if self.strongly_typed_on(major) {
+            "strongly typed"
+        } else if self.trt10.is_set() {
+            "builder flags"
+        } else {
+            "float32"
+        }
+    }
+}
+
+/// The result of [`build_with`].
+pub struct EngineOutcome {
+    pub built: BuiltEngine,
+    pub strongly_typed: bool,
+    pub timing_cache_written: Option<PathBuf>,
+    pub latency: Option<Latency>,
+    pub warnings: Vec<String>,
+}
+
+/// Builds the engine in an opened TensorRT, writes it to `output` atomically, saves
+/// the updated timing cache, and times it (`runs` > 0) at the profile's opt shapes.
+pub fn build_with(
+    trt: &TensorRt,
+    plan: &EnginePlan,
+    output: &Path,
+    warmup: usize,
+    runs: usize,
+) -> CliResult<EngineOutcome> {
+    let major = trt.version().major;
+    let cfg = plan.config_for(major);
+    let strongly_typed = plan.strongly_typed_on(major);
+    let onnx = match &plan.flags_onnx {
+        Some(fp32) if plan.parses_fp32(major) => fp32,
+        _ => &plan.typed_onnx,
+    };
+    let built = trt.build_engine(onnx, &cfg).map_err(trt_error)?;
+    infopt_ir::save::write_atomically(output, |w| std::io::Write::write_all(w, &built.bytes))
+        .map_err(CliError::from_ir)?;
+    eprintln!(
+        "wrote {} ({} bytes, TensorRT {}, built in {:.1} s)",
+        output.display(),
+        built.bytes.len(),
+        built.trt_version,
+        built.build_time.as_secs_f64()
+    );
+    let mut timing_cache_written = None;
+    if let (Some(path), Some(bytes)) = (&cfg.timing_cache, &built.timing_cache_bytes) {
+        tensorrt::save_timing_cache(path, bytes).map_err(|e| CliError::new(Exit::Write, e))?;
+        timing_cache_written = Some(path.clone());
+    }
+    let mut warnings = Vec::new();
+    let latency = if runs > 0 {
+        match trt.time_engine(&built.bytes, &[], warmup, runs) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                warnings.push(format!("the engine was built but not timed: {e}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    Ok(EngineOutcome {
+        built,
+        strongly_typed,
+        timing_cache_written,
+        latency,
+        warnings,
+    })
+}
+
+/// The engine as the report shows it.
+fn engine_facts(output: &Path, outcome: &EngineOutcome) -> EngineFacts {
+    let b = &outcome.built;
+    EngineFacts {
+        path: output.display().to_string(),
+        bytes: b.bytes.len() as u64,
+        tensorrt_version: b.trt_version.to_string(),
+        strongly_typed: outcome.strongly_typed,
+        build_time_ms: b.build_time.as_secs_f64() * 1e3,
+        layers: b.layers.clone(),
+        precisions: tensorrt::layers::precision_histogram(&b.layers),
+        tensorrt_warnings: b.warnings.clone(),
+        timing_cache_written: outcome
+            .timing_cache_written
+            .as_ref()
+            .map(|p| p.display().to_string()),
+    }
+}
+
+/// The trtexec commands equivalent to `plan`, for TensorRT 11 and 10 (or `only`).
+fn trtexec_commands(
+    plan: &EnginePlan,
+    typed: &Path,
+    fp32: Option<&Path>,
+    engine: &Path,
+    only: Option<u32>,
+) -> CliResult<Vec<TrtexecCommand>> {
+    let mut out = Vec::new();
+    for major in [11u32, 10] {
+        if only.is_some_and(|m| m != major) {
+            continue;
+        }
+        let onnx = match fp32 {
+            Some(f) if plan.parses_fp32(major) => f,
+            _ => typed,
+        };
+        let args = trt_args::trtexec_args(onnx, engine, &plan.config_for(major), major)
+            .map_err(CliError::usage)?;
+        out.push(TrtexecCommand {
+            tensorrt_major: major,
+            mode: plan.mode(major).into(),
+            command: trt_args::shell_join(&args),
+        });
+    }
+    Ok(out)
+}
+
+/// The input ONNX timed in ONNX Runtime at `shapes`, for comparison with the engine.
+fn onnx_latency(
+    model: &Model,
+    dir: &Path,
+    inputs: &Inputs,
+    args: &Args,
+) -> Result<OnnxLatency, String> {
+    let options = args.backend.options().map_err(|e| e.message)?;
+    let chosen = ChosenBackend::build(BackendKind::Ort, &options).map_err(|e| e.message)?;
+    let bytes = model
+        .to_bytes_referencing_sources()
+        .map_err(|e| e.to_string())?;
+    let loaded = chosen
+        .backend
+        .load(&bytes, Some(dir), &inputs.shapes)
+        .map_err(|e| e.to_string())?;
+    let tensors = inputs.for_model(loaded.as_ref())?;
+    let timed = [infopt_verify::timing::Timed {
+        label: "input ONNX".into(),
+        model: loaded,
+        inputs: tensors,
+    }];
+    let lat = infopt_verify::timing::time_interleaved(&timed, args.warmup, args.runs, &mut |_| {})
+        .map_err(|e| e.message)?;
+    let latency = lat
+        .into_iter()
+        .next()
+        .ok_or_else(|| "no latency measured".to_string())?;
+    Ok(OnnxLatency {
+        backend: chosen.info,
+        latency,
+    })
+}
+
+pub fn run(args: Args) -> CliResult {
+    let started = Instant::now();
+    let settings = parse_settings(&args)?;
+    let output = args
+        .output
+        .clone()
+        .unwrap_or_else(|| default_output(&args.model));
+    let same_file = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    };
+    if args.emit_onnx.is_none() && same_file(&output, &args.model) {
+        return Err(CliError::usage(format!(
+            "-o {} is the input model; give the engine another path (default: MODEL.engine)",
+            output.display()
+        )));
+    }
+
+    // The pipeline, with precision as passes.
+    let (mut config, pipeline_name) = match &args.config {
+        Some(path) => stages::load_pipeline(Some(path), &[], Some(Target::Tensorrt))?,
+        None => {
+            let cfg = PipelineConfig::from_yaml(TENSORRT_PIPELINE, "configs/tensorrt.yaml")
+                .map_err(|e| CliError::new(Exit::Internal, e))?;
+            (cfg, "tensorrt".into())
+        }
+    };
+    config.target = Target::Tensorrt;
+    let half = match (args.fp16, args.bf16) {
+        (true, _) => Some(Precision::Fp16),
+        (_, true) => Some(Precision::Bf16),
+        _ => None,
+    };
+    let mut notes = infopt_passes::precision::apply_to_pipeline(&mut config, &args.precision, half)
+        .map_err(CliError::usage)?;
+    let mut inputs = stages::resolve_inputs(&config, &args.inputs)?;
+    stages::apply_input_shapes(&mut config, &args.inputs)?;
+    if args.int8.int8 {
+        infopt_calibration::int8::ensure_step(&mut config).map_err(CliError::usage)?;
+    }
+    let save_options = args.save.options()?;
+    let do_verify = config.verify.enabled && !args.no_verify;
+
+    // TensorRT before the work, so a missing install costs nothing.
+    let trt = if args.emit_onnx.is_none() {
+        let trt = TensorRt::open(&TrtOptions {
+            shim: args.trt_shim.clone(),
+            lib_dir: args.trt_lib.clone(),
+        })
+        .map_err(trt_error)?;
+        if let Some(m) = args.trt_major
+            && m != trt.version().major
+        {
+            return Err(CliError::usage(format!(
+                "--trt-major {m}, but the TensorRT found is {} ({})",
+                trt.version(),
+                trt.libraries().nvinfer.display()
+            )));
+        }
+        Some(trt)
+    } else {
+        None
+    };
+
+    // Load and run the passes: the float32 part, then the precision part.
+    let model_in = super::load_model(&args.model)?;
+    let stats_before = GraphStats::of_model(&model_in);
+    let src = model_in.source.clone().unwrap_or_default();
+    let (base_cfg, precision_cfg) = split_precision(&config);
+    let options = DriverOptions::default();
+    let hooks = || PassHooks {
+        dump_dir: None,
+        after_pass: None,
+    };
+    let mut fp32_model = model_in.clone();
+    let int8_step = infopt_calibration::int8::find_step(&base_cfg);
+    let mut int8_report = None;
+    let mut run = match int8_step {
+        // Calibration of the model as it is at the quantize-int8 step, then the rest.
+        Some(index) => {
+            let backend = args.backend.build(BackendKind::Tract)?;
+            let dir = stages::model_dir(&args.model);
+            let cx = crate::int8::Context {
+                original: &model_in,
+                dir: &dir,
+                shapes: &inputs.shapes,
+                backend: &backend,
+                options: &options,
+            };
+            let (run, report) =
+                crate::int8::run(&mut fp32_model, &base_cfg, index, &args.int8, &cx)?;
+            int8_report = report;
+            run
+        }
+        None => stages::run_passes(
+            &mut fp32_model,
+            &base_cfg,
+            &options,
+            SideData::default(),
+            hooks(),
+        )?,
+    };
+    let typed_model = match &precision_cfg {
+        Some(pc) => {
+            let mut m = fp32_model.clone();
+            let r = stages::run_passes(&mut m, pc, &options, SideData::default(), hooks())?;
+            run = merge_runs(run, r);
+            Some(m)
+        }
+        None => None,
+    };
+    let typed = typed_model.as_ref().unwrap_or(&fp32_model);
+    let stats_after = GraphStats::of_model(typed);
+    eprintln!(
+        "pipeline {pipeline_name}: {} -> {} nodes",
+        stats_before.nodes, stats_after.nodes
+    );
+
+    // Profiles, from the graph TensorRT parses.
+    let shape_args = args
+        .inputs
+        .input_shapes
+        .iter()
+        .map(|a| crate::shape_args::parse(a))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(CliError::usage)?;
+    let profiles = profiles::profiles(typed, &settings.shapes, &shape_args, &config.symbols)
+        .map_err(CliError::usage)?;
+    // Verification and ONNX Runtime timing run at the profiles' opt shapes, unless
+    // --input-shape said otherwise.
+    for p in &profiles {
+        if !inputs.shapes.shapes.contains_key(&p.input) {
+            let dims = p.opt.iter().map(|&d| d.max(0) as usize).collect();
+            inputs.shapes.shapes.insert(p.input.clone(), dims);
+        }
+    }
+
+    // Verification of the rewritten ONNX.
+    let mut warnings: Vec<String> = run.budget_exhausted.clone();
+    let mut verification = None;
+    if do_verify {
+        let overrides = VerifyOverrides::default();
+        let mut policy = stages::verify_policy(
+            &config,
+            &overrides,
+            &args.backend,
+            stats_before.nodes + stats_before.subgraph_nodes,
+            false,
+        )?;
+        if int8_step.is_some() {
+            // INT8 changes every value a little: judged by its accuracy target, as in optimize.
+            let min_cosine = args.int8.int8_min_cosine.unwrap_or(0.99);
+            policy.criterion = Criterion::Scaled {
+                max_scaled_error: f64::INFINITY,
+                min_cosine,
+            };
+            notes.push(format!(
+                "verification of the INT8 model uses its accuracy target (cosine >= {min_cosine} per output), not the float tolerance"
+            ));
+        }
+        let t = Instant::now();
+        let mut v = Verifier::new(&model_in, stages::model_dir(&args.model), &inputs, policy)?;
+        let (checked, _) = v.verify_candidate(typed, &model_in, &inputs)?;
+        notes.append(&mut v.notes);
+        warnings.append(&mut v.warnings);
+        eprintln!(
+            "verified in {} in {:.0} ms: {}",
+            v.backend_name(),
+            t.elapsed().as_secs_f64() * 1e3,
+            if checked.passed { "agrees" } else { "DIFFERS" }
+        );
+        verification = Some(checked);
+    } else {
+        warnings.push(
+            "verification disabled: the rewritten ONNX was not checked against the original".into(),
+        );
+    }
+    let verified = verification.as_ref().is_none_or(|v| v.passed);
+
+    // The build plan.
+    let (trt10, trt10_notes) = trt10_precision(
+        &fp32_model,
+        config.precision.as_ref(),
+        args.obey_precision_constraints,
+    );
+    let common = EngineBuildConfig {
+        workspace_bytes: settings.workspace,
+        opt_level: args.builder_opt_level,
+        profiles: profiles.clone(),
+        timing_cache: args.timing_cache.clone(),
+        error_on_timing_cache_miss: args.error_on_timing_cache_miss,
+        model_path: Some(args.model.clone()),
+        ..Default::default()
+    };
+    let to_bytes = |m: &Model| m.to_bytes_referencing_sources().map_err(CliError::from_ir);
+    let plan = EnginePlan {
+        typed_onnx: to_bytes(typed)?,
+        flags_onnx: typed_model
+            .as_ref()
+            .map(|_| to_bytes(&fp32_model))
+            .transpose()?,
+        common,
+        trt10: trt10.clone(),
+        strongly_typed_on_10: args.strongly_typed,
+    };
+
+    let mut onnx_facts = None;
+    let mut onnx_fp32_facts = None;
+    let mut trtexec = Vec::new();
+    let mut engine = None;
+    let mut latency = None;
+    if verified {
+        if let Some(path) = &args.emit_onnx {
+            let mut m = typed.clone();
+            onnx_facts = Some(stages::save(&mut m, path, &save_options, &stats_after)?);
+            let wants_fp32 = plan.flags_onnx.is_some()
+                && !args.strongly_typed
+                && args.trt_major.is_none_or(|m| m == 10);
+            let fp32_path = fp32_sibling(path);
+            if wants_fp32 {
+                let mut m = fp32_model.clone();
+                let stats = GraphStats::of_model(&m);
+                onnx_fp32_facts = Some(stages::save(&mut m, &fp32_path, &save_options, &stats)?);
+            }
+            trtexec = trtexec_commands(
+                &plan,
+                path,
+                wants_fp32.then_some(fp32_path.as_path()),
+                &output,
+                args.trt_major,
+            )?;
+            notes.extend(trt10_notes);
+        } else if let Some(trt) = &trt {
+            if trt.version().major < 11 && !args.strongly_typed {
+                notes.extend(trt10_notes);
+            }
+            let outcome = build_with(trt, &plan, &output, args.warmup, args.runs)?;
+            warnings.extend(outcome.warnings.iter().cloned());
+            if !outcome.strongly_typed && plan.flags_onnx.is_some() {
+                notes.push(
+                    "TensorRT 10 built the float32 graph with builder flags; the graph verified is the strongly typed one (--strongly-typed builds exactly that)".into(),
+                );
+            }
+            if let Some(l) = outcome.latency.clone() {
+                let onnx = if args.runs > 0 {
+                    match onnx_latency(&model_in, &stages::model_dir(&args.model), &inputs, &args) {
+                        Ok(o) => Some(o),
+                        Err(e) => {
+                            notes
+                                .push(format!("the input ONNX was not timed in ONNX Runtime: {e}"));
+                            None
+                        }
+                    }
+                } else {
+                    None
+                };
+                let speedup = onnx
+                    .as_ref()
+                    .filter(|_| l.median_ms > 0.0)
+                    .map(|o| o.latency.median_ms / l.median_ms);
+                latency = Some(EngineLatency {
+                    tensorrt: l,
+                    onnx,
+                    speedup,
+                });
+            }
+            engine = Some(engine_facts(&output, &outcome));
+        }
+    }
+
+    let report = EngineReport {
+        schema_version: report::ENGINE_REPORT_SCHEMA_VERSION,
+        infopt_version: env!("CARGO_PKG_VERSION").to_string(),
+        pipeline: pipeline_name,
+        target: config.target.to_string(),
+        input: crate::report::facts(
+            &args.model.display().to_string(),
+            src.file_size,
+            src.external_files
+                .iter()
+                .filter_map(|f| std::fs::metadata(f).ok())
+                .map(|m| m.len())
+                .sum(),
+            &stats_before,
+        ),
+        onnx: onnx_facts,
+        onnx_fp32: onnx_fp32_facts,
+        ops: crate::report::op_diff(&stats_before, &stats_after),
+        passes: crate::report::pass_stats(&run),
+        declined: crate::report::group_declined(&run.declined),
+        verification,
+        int8: int8_report,
+        settings: BuildSettings {
+            workspace_bytes: settings.workspace,
+            builder_opt_level: args.builder_opt_level,
+            profiles,
+            timing_cache: args.timing_cache.as_ref().map(|p| p.display().to_string()),
+            trt10,
+        },
+        engine,
+        latency,
+        trtexec,
+        notes: run.notes.iter().cloned().chain(notes).collect(),
+        warnings,
+        total_time_ms: started.elapsed().as_secs_f64() * 1e3,
+    };
+    stages::emit_report(&report, args.json, args.report.as_deref(), report::render)?;
+    if verified {
+        return Ok(());
+    }
+    let failing: Vec<String> = report
+        .verification
+        .iter()
+        .flat_map(|v| v.outputs.iter())
+        .filter(|o| !o.within_tolerance)
+        .map(|o| {
+            format!(
+                "{} (max abs {:.3e}, {:.2e} of its scale, cosine {:.6})",
+                o.name,
+                o.max_abs,
+                Criterion::scaled_error(o),
+                o.cosine
+            )
+        })
+        .collect();
+    let criterion = report
+        .verification
+        .as_ref()
+        .map(|v| v.criterion.describe())
+        .unwrap_or_default();
+    Err(CliError::new(
+        Exit::Verify,
+        format!(
+            "the rewritten ONNX does not match the original ({criterion}): {}; no engine built (keep a layer in fp32 with --precision NAME_OR_OP=fp32, or --no-verify)",
+            failing.join(", ")
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests;

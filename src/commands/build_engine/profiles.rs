@@ -1,0 +1,197 @@
+//! TensorRT optimization profiles from the command line and the model: `--shapes`
+//! first, then `--input-shape` and the pipeline's `symbols:` for the dynamic inputs
+//! `--shapes` leaves out. Static inputs need no profile. Errors are one line naming the
+//! input and the flag that fixes it.
+
+use std::collections::BTreeMap;
+
+use infopt_ir::{Dim, Model};
+use infopt_runtime::tensorrt::Profile;
+use infopt_verify::ShapeArg;
+
+/// An input of the graph TensorRT parses (initializers excluded), with its dims.
+struct GraphInput {
+    name: String,
+    dims: Option<Vec<Dim>>,
+}
+
+fn graph_inputs(model: &Model) -> Vec<GraphInput> {
+    let g = &model.graph;
+    g.inputs
+        .iter()
+        .filter(|io| g.value(io.value).initializer.is_none())
+        .map(|io| GraphInput {
+            name: g.value(io.value).name.clone(),
+            dims: g.value_type(io.value).and_then(|t| t.shape),
+        })
+        .collect()
+}
+
+fn show(dims: &[Dim]) -> String {
+    let parts: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// The profiles of a build: one per dynamic input.
+pub fn profiles(
+    model: &Model,
+    shapes: &[Profile],
+    input_shapes: &[ShapeArg],
+    symbols: &BTreeMap<String, i64>,
+) -> Result<Vec<Profile>, String> {
+    let inputs = graph_inputs(model);
+    let names: Vec<&str> = inputs.iter().map(|i| i.name.as_str()).collect();
+    for p in shapes {
+        if !names.contains(&p.input.as_str()) {
+            return Err(format!(
+                "--shapes names `{}`, which is not an input of the model (inputs: {})",
+                p.input,
+                names.join(", ")
+            ));
+        }
+    }
+    let mut bound: BTreeMap<String, i64> = symbols.clone();
+    for a in input_shapes {
+        if let ShapeArg::Symbols { symbols, .. } = a {
+            for (s, v) in symbols {
+                bound.insert(s.clone(), *v);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for input in &inputs {
+        let Some(dims) = &input.dims else {
+            return Err(format!(
+                "input `{}` has no known rank; give its shapes with --shapes {}:MIN/OPT/MAX",
+                input.name, input.name
+            ));
+        };
+        if let Some(p) = shapes.iter().find(|p| p.input == input.name) {
+            check_against_model(p, dims)?;
+            out.push(p.clone());
+            continue;
+        }
+        if dims.iter().all(|d| matches!(d, Dim::Known(_))) {
+            continue;
+        }
+        let given = input_shapes.iter().find_map(|a| match a {
+            ShapeArg::Dims { input: i, dims } if *i == input.name => Some(dims),
+            _ => None,
+        });
+        let resolved: Option<Vec<i64>> = match given {
+            Some(d) => Some(d.clone()),
+            None => dims
+                .iter()
+                .map(|d| match d {
+                    Dim::Known(v) => Some(*v),
+                    Dim::Sym(s) => bound.get(s).copied(),
+                    Dim::Unknown => None,
+                })
+                .collect(),
+        };
+        let Some(fixed) = resolved else {
+            return Err(format!(
+                "input `{}` has dynamic dims {} and no shapes for TensorRT: give --shapes {}:MIN/OPT/MAX (each like 1x3x224x224) or --input-shape {}:DIMS",
+                input.name,
+                show(dims),
+                input.name,
+                input.name
+            ));
+        };
+        let p = Profile::fixed(input.name.clone(), fixed);
+        check_against_model(&p, dims).map_err(|e| e.replace("--shapes", "--input-shape"))?;
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// A profile fits the model: same rank, and the model's fixed dims in all of min/opt/max.
+fn check_against_model(p: &Profile, dims: &[Dim]) -> Result<(), String> {
+    if p.min.len() != dims.len() {
+        return Err(format!(
+            "--shapes {}: rank {} but the model's input has rank {} {}",
+            p.input,
+            p.min.len(),
+            dims.len(),
+            show(dims)
+        ));
+    }
+    for (axis, d) in dims.iter().enumerate() {
+        if let Dim::Known(v) = d
+            && [p.min[axis], p.opt[axis], p.max[axis]]
+                .iter()
+                .any(|x| x != v)
+        {
+            return Err(format!(
+                "--shapes {}: dim {axis} is fixed to {v} in the model {}, but the profile gives {}/{}/{}",
+                p.input,
+                show(dims),
+                p.min[axis],
+                p.opt[axis],
+                p.max[axis]
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infopt_ir::DataType;
+    use infopt_ir::builder::{GraphBuilder, dims};
+
+    fn model() -> Model {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["batch", "3", "8"]));
+        let m = b.input("m", DataType::Float, dims(&["1", "8"]));
+        let y = b.op("Mul", &[x, m], vec![]);
+        b.output(y, "y", DataType::Float, Some(dims(&["batch", "3", "8"])));
+        b.build(17)
+    }
+
+    #[test]
+    fn shapes_cover_dynamic_inputs_and_static_ones_need_none() {
+        let p = infopt_runtime::tensorrt::args::parse_shape_spec("x:1x3x8/4x3x8/16x3x8").unwrap();
+        let got = profiles(&model(), std::slice::from_ref(&p), &[], &BTreeMap::new()).unwrap();
+        assert_eq!(got, vec![p]);
+    }
+
+    #[test]
+    fn input_shape_and_symbols_give_fixed_profiles() {
+        let dims = ShapeArg::Dims {
+            input: "x".into(),
+            dims: vec![2, 3, 8],
+        };
+        let got = profiles(&model(), &[], &[dims], &BTreeMap::new()).unwrap();
+        assert_eq!(got, vec![Profile::fixed("x", vec![2, 3, 8])]);
+        let symbols = BTreeMap::from([("batch".to_string(), 5)]);
+        let got = profiles(&model(), &[], &[], &symbols).unwrap();
+        assert_eq!(got, vec![Profile::fixed("x", vec![5, 3, 8])]);
+    }
+
+    #[test]
+    fn errors_name_the_input_and_the_flag() {
+        let e = profiles(&model(), &[], &[], &BTreeMap::new()).unwrap_err();
+        assert!(
+            e.contains("input `x` has dynamic dims [batch, 3, 8]"),
+            "{e}"
+        );
+        assert!(e.contains("--shapes x:MIN/OPT/MAX"), "{e}");
+        let parse = infopt_runtime::tensorrt::args::parse_shape_spec;
+        for (spec, needle) in [
+            (
+                "y:1x3x8",
+                "`y`, which is not an input of the model (inputs: x, m)",
+            ),
+            ("x:1x3/2x3/4x3", "rank 2 but the model's input has rank 3"),
+            (
+                "x:1x3x8/2x4x8/4x4x8",
+                "dim 1 is fixed to 3 in the model [batch, 3, 8], but the profile gives 3/4/4",
+            ),
+        ] {
+            let e = profiles(&model(), &[parse(spec).unwrap()], &[], &BTreeMap::new()).unwrap_err();
+            assert!(e.contains(needle), "{spec}: {e}");
+        }
+    }
+}

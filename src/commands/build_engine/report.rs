@@ -1,0 +1,260 @@
+//! The build-engine report: data first (JSON with a schema version), rendered as a
+//! terminal table or Markdown.
+
+use std::fmt::Write;
+
+use comfy_table::presets::{ASCII_MARKDOWN, UTF8_FULL_CONDENSED};
+use comfy_table::{CellAlignment, Table};
+use infopt_runtime::Latency;
+use infopt_runtime::tensorrt::{EnginePrecision, LayerInfo, Profile, Trt10Precision};
+use infopt_verify::{BackendInfo, Verification};
+use serde::Serialize;
+
+use crate::report::{DeclinedGroup, ModelFacts, OpCount, PassStat};
+
+/// Bumped on incompatible changes to the JSON layout.
+pub const ENGINE_REPORT_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Serialize, Debug, Clone)]
+pub struct EngineReport {
+    pub schema_version: u32,
+    pub infopt_version: String,
+    pub pipeline: String,
+    pub target: String,
+    pub input: ModelFacts,
+    /// The rewritten (strongly typed) ONNX, when `--emit-onnx` wrote it.
+    pub onnx: Option<ModelFacts>,
+    /// Its float32 sibling for TensorRT 10's builder flags, when one was written.
+    pub onnx_fp32: Option<ModelFacts>,
+    pub ops: Vec<OpCount>,
+    pub passes: Vec<PassStat>,
+    pub declined: Vec<DeclinedGroup>,
+    pub verification: Option<Verification>,
+    /// Calibration and held-out accuracy of an INT8 pipeline.
+    pub int8: Option<crate::int8::Int8Report>,
+    pub settings: BuildSettings,
+    pub engine: Option<EngineFacts>,
+    pub latency: Option<EngineLatency>,
+    /// The equivalent trtexec commands (`--emit-onnx`).
+    pub trtexec: Vec<TrtexecCommand>,
+    pub notes: Vec<String>,
+    pub warnings: Vec<String>,
+    pub total_time_ms: f64,
+}
+
+/// What TensorRT is asked for.
+#[derive(Serialize, Debug, Clone)]
+pub struct BuildSettings {
+    pub workspace_bytes: Option<u64>,
+    pub builder_opt_level: Option<u8>,
+    pub profiles: Vec<Profile>,
+    pub timing_cache: Option<String>,
+    /// TensorRT 10 without `--strongly-typed`: the builder flags and layer overrides.
+    pub trt10: Trt10Precision,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct EngineFacts {
+    pub path: String,
+    pub bytes: u64,
+    pub tensorrt_version: String,
+    pub strongly_typed: bool,
+    pub build_time_ms: f64,
+    pub layers: Vec<LayerInfo>,
+    /// Layer count per precision.
+    pub precisions: Vec<(EnginePrecision, usize)>,
+    pub tensorrt_warnings: Vec<String>,
+    pub timing_cache_written: Option<String>,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct EngineLatency {
+    /// GPU time of `enqueueV3` (CUDA events), at the profile's opt shapes.
+    pub tensorrt: Latency,
+    /// The input ONNX model in ONNX Runtime at the same shapes, when it ran.
+    pub onnx: Option<OnnxLatency>,
+    /// onnx.median / tensorrt.median.
+    pub speedup: Option<f64>,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct OnnxLatency {
+    pub backend: BackendInfo,
+    pub latency: Latency,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct TrtexecCommand {
+    pub tensorrt_major: u32,
+    /// "strongly typed" or "builder flags".
+    pub mode: String,
+    pub command: String,
+}
+
+fn table(markdown: bool, header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(if markdown {
+        ASCII_MARKDOWN
+    } else {
+        UTF8_FULL_CONDENSED
+    });
+    t.set_header(header.to_vec());
+    for i in 1..header.len() {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t
+}
+
+fn ms(l: &Latency) -> String {
+    format!(
+        "{:.3} ms (p90 {:.3}, {} runs)",
+        l.median_ms, l.p90_ms, l.runs
+    )
+}
+
+/// At most this many layers are listed in the table (all are in the JSON).
+const MAX_LAYER_ROWS: usize = 40;
+
+pub fn render(r: &EngineReport, markdown: bool) -> String {
+    let mut s = String::new();
+    let h = |s: &mut String, title: &str| {
+        if markdown {
+            let _ = writeln!(s, "\n### {title}\n");
+        } else {
+            let _ = writeln!(s, "\n{title}");
+        }
+    };
+    if markdown {
+        let _ = writeln!(s, "## infopt build-engine report\n");
+    }
+    let target = match (&r.engine, &r.onnx) {
+        (Some(e), _) => e.path.clone(),
+        (None, Some(o)) => format!("{} (ONNX for TensorRT; no engine built)", o.path),
+        (None, None) => "(nothing written)".into(),
+    };
+    let _ = writeln!(
+        s,
+        "{} -> {}  (pipeline {}, target {})",
+        r.input.path, target, r.pipeline, r.target
+    );
+    let changed: Vec<&OpCount> = r.ops.iter().filter(|o| o.delta != 0).collect();
+    if !changed.is_empty() {
+        h(&mut s, "Ops changed by the passes");
+        let mut t = table(markdown, &["op", "before", "after"]);
+        for o in changed {
+            t.add_row(vec![
+                o.op.clone(),
+                o.before.to_string(),
+                o.after.to_string(),
+            ]);
+        }
+        let _ = writeln!(s, "{t}");
+    }
+    let ran: Vec<&PassStat> = r.passes.iter().filter(|p| p.rewrites > 0).collect();
+    if !ran.is_empty() {
+        h(&mut s, "Passes that changed the model");
+        let mut t = table(markdown, &["pass", "rewrites", "nodes removed"]);
+        for p in ran {
+            t.add_row(vec![
+                p.pass.clone(),
+                p.rewrites.to_string(),
+                p.nodes_removed.to_string(),
+            ]);
+        }
+        let _ = writeln!(s, "{t}");
+    }
+    if let Some(v) = &r.verification {
+        let worst = infopt_verify::worst_abs(&v.outputs);
+        let _ = writeln!(
+            s,
+            "\nverification in {}: {} (max abs {worst:.3e}; {})",
+            v.backend.name,
+            if v.passed { "passed" } else { "FAILED" },
+            v.criterion.describe()
+        );
+    }
+    if let Some(q) = &r.int8 {
+        let held = q
+            .held_out
+            .as_ref()
+            .map(|h| {
+                let worst = h.outputs.iter().map(|o| o.cosine).fold(1.0, f64::min);
+                format!(", held-out cosine {worst:.5} on {} samples", h.samples)
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "INT8: {} ranges from {} samples ({}){held}",
+            q.method, q.calibration_samples, q.calibration_data
+        );
+    }
+    if let Some(e) = &r.engine {
+        h(&mut s, "Engine");
+        let _ = writeln!(
+            s,
+            "TensorRT {}{}, {} bytes, built in {:.0} ms, {} layers",
+            e.tensorrt_version,
+            if e.strongly_typed {
+                " (strongly typed)"
+            } else {
+                ""
+            },
+            e.bytes,
+            e.build_time_ms,
+            e.layers.len()
+        );
+        let mut t = table(markdown, &["precision", "layers"]);
+        for (p, n) in &e.precisions {
+            t.add_row(vec![p.to_string(), n.to_string()]);
+        }
+        let _ = writeln!(s, "{t}");
+        let mut t = table(markdown, &["layer", "type", "precision"]);
+        for l in e.layers.iter().take(MAX_LAYER_ROWS) {
+            t.add_row(vec![
+                l.name.clone(),
+                l.layer_type.clone().unwrap_or_default(),
+                l.precision.to_string(),
+            ]);
+        }
+        let _ = writeln!(s, "{t}");
+        if e.layers.len() > MAX_LAYER_ROWS {
+            let _ = writeln!(
+                s,
+                "... {} more layers (all in --json / --report)",
+                e.layers.len() - MAX_LAYER_ROWS
+            );
+        }
+    }
+    if let Some(l) = &r.latency {
+        h(&mut s, "Latency");
+        let _ = writeln!(s, "TensorRT engine (GPU time): {}", ms(&l.tensorrt));
+        if let Some(o) = &l.onnx {
+            let _ = writeln!(
+                s,
+                "input ONNX in {} {}: {}",
+                o.backend.name,
+                o.backend.describe(),
+                ms(&o.latency)
+            );
+        }
+        if let Some(x) = l.speedup {
+            let _ = writeln!(s, "speedup: {x:.2}x");
+        }
+    }
+    if !r.trtexec.is_empty() {
+        h(&mut s, "Equivalent trtexec commands");
+        for c in &r.trtexec {
+            let _ = writeln!(s, "# TensorRT {} ({})", c.tensorrt_major, c.mode);
+            let _ = writeln!(s, "{}", c.command);
+        }
+    }
+    for n in &r.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    for w in &r.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    s
+}

@@ -1,0 +1,150 @@
+"""`infopt optimize --fp16` outputs checked by the onnx checker and ONNX Runtime (CPU).
+
+For each fixture: the float16 model passes `onnx.checker` with full checks,
+loads in ONNX Runtime's CPU provider, gives finite outputs whose cosine
+similarity to the float32 original is >= 0.999 on held-out seeded inputs,
+keeps float32 graph inputs/outputs, and stores its weights in float16.
+ONNX Runtime's float16 compute on CPU goes through Casts it inserts itself,
+so it also runs the per-op strict float16 semantics of onnx's reference
+evaluator on the float16 model (what a GPU computes), where a naive
+conversion of a decomposed normalization overflows.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto
+
+import _interop
+
+FIXTURES = [
+    "cnn_bn_relu.onnx",
+    "transformer_block.onnx",
+    "norm_block.onnx",
+    "if_subgraph.onnx",
+    "opset11.onnx",
+    "exported/resnet_block.onnx",
+    "exported/transformer_encoder.onnx",
+    "exported/bert_tiny.onnx",
+]
+
+MIN_COSINE = 0.999
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a = a.astype(np.float64).ravel()
+    b = b.astype(np.float64).ravel()
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    if na == 0 and nb == 0:
+        return 1.0
+    return float(a @ b / (na * nb))
+
+
+def _io_types(m: onnx.ModelProto):
+    inits = {i.name for i in m.graph.initializer}
+    ins = [(i.name, i.type.tensor_type.elem_type) for i in m.graph.input if i.name not in inits]
+    outs = [(o.name, o.type.tensor_type.elem_type) for o in m.graph.output]
+    return ins, outs
+
+
+def _convert(tmp_path, fixture: str, *extra: str):
+    out = tmp_path / "fp16.onnx"
+    # ONNX Runtime is the judge here; infopt's own verification is covered by
+    # the cargo tests.
+    proc = _interop.run_cli("optimize", _interop.MODELS / fixture, "-o", out, "--fp16",
+                            "--no-verify", "--json", *extra)
+    assert proc.returncode == 0, _interop.describe(proc)
+    return out, json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_fp16_loads_runs_and_agrees_in_onnxruntime(infopt, tmp_path, fixture):
+    # The If fixture's only op after the If would be a one-op island (kept
+    # float32 by default): ask for it, to check Casts at the If's border.
+    extra = ["--precision", "Sigmoid=fp16"] if fixture == "if_subgraph.onnx" else []
+    out, report = _convert(tmp_path, fixture, *extra)
+    onnx.checker.check_model(str(out), full_check=True)
+    original = onnx.load(str(_interop.MODELS / fixture))
+    converted = onnx.load(str(out))
+    assert _io_types(converted) == _io_types(original)
+    half_values = [v for v in converted.graph.value_info
+                   if v.type.tensor_type.elem_type == TensorProto.FLOAT16]
+    assert half_values, "nothing computes in float16"
+    if fixture != "if_subgraph.onnx":  # its only weight is read inside a branch
+        half = [t for t in converted.graph.initializer if t.data_type == TensorProto.FLOAT16]
+        assert half, "no float16 weights"
+    assert any("convert-float16:" in n for n in report["notes"]), report["notes"]
+
+    ref = _interop.ort_session(_interop.MODELS / fixture)
+    sess = _interop.ort_session(out)
+    for seed in ("held-out-1", "held-out-2"):
+        feeds = _interop.make_inputs(ref, f"{fixture}-{seed}")
+        expected = _interop.run(ref, feeds)
+        got = _interop.run(sess, feeds)
+        for name, e in expected.items():
+            g = got[name]
+            assert g.shape == e.shape and g.dtype == e.dtype, name
+            assert np.isfinite(g).all(), f"{name}: inf/NaN"
+            cos = _cosine(e, g)
+            assert cos >= MIN_COSINE, f"{name}: cosine {cos}"
+
+
+def test_fp16_halves_the_weights_of_a_cnn(infopt, tmp_path):
+    fixture = "exported/resnet_block.onnx"
+    out, _ = _convert(tmp_path, fixture)
+    def weight_bytes(path):
+        return sum(len(t.raw_data) for t in onnx.load(str(path)).graph.initializer)
+
+    before, after = weight_bytes(_interop.MODELS / fixture), weight_bytes(out)
+    # Float32 weights become float16; the few int64 shape constants stay.
+    assert after <= 0.51 * before, f"{before} -> {after} bytes"
+
+
+def _strict_fp16_outputs(path, feeds):
+    from onnx.reference import ReferenceEvaluator
+
+    return dict(zip([o.name for o in onnx.load(str(path)).graph.output],
+                    ReferenceEvaluator(str(path)).run(None, feeds)))
+
+
+def test_norm_statistics_stay_finite_in_strict_fp16(infopt, tmp_path):
+    """Per-op float16 (the reference evaluator rounds every op's output to
+    float16): the statistics kept in float32 keep the result finite."""
+    out, report = _convert(tmp_path, "norm_block.onnx")
+    ref = _interop.ort_session(_interop.MODELS / "norm_block.onnx")
+    feeds = _interop.make_inputs(ref, "norm-strict")
+    expected = _interop.run(ref, feeds)
+    got = _strict_fp16_outputs(out, feeds)
+    for name, e in expected.items():
+        assert np.isfinite(got[name]).all(), name
+        assert _cosine(e, got[name]) >= MIN_COSINE
+    kept = {d["reason"] for d in report["declined"] if d["pass"] == "convert-float16"}
+    assert any("normalization" in r for r in kept), kept
+
+
+def test_precision_overrides_reach_the_graph(infopt, tmp_path):
+    out, report = _convert(tmp_path, "transformer_block.onnx",
+                           "--precision", "Softmax=fp16", "--precision", "/ffn.*=fp32")
+    m = onnx.load(str(out))
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in m.graph.value_info}
+    soft = next(n for n in m.graph.node if n.op_type == "Softmax")
+    assert types[soft.output[0]] == TensorProto.FLOAT16
+    for n in m.graph.node:
+        if n.name.startswith("/ffn") and n.op_type not in ("Constant", "Cast"):
+            assert types.get(n.output[0]) == TensorProto.FLOAT, n.name
+    onnx.checker.check_model(str(out), full_check=True)
+    sess = _interop.ort_session(out)
+    feeds = _interop.make_inputs(sess, "overrides")
+    assert all(np.isfinite(v).all() for v in _interop.run(sess, feeds).values())
+
+
+def test_unknown_precision_is_a_one_line_usage_error(infopt, tmp_path):
+    proc = _interop.run_cli("optimize", _interop.MODELS / "cnn_bn_relu.onnx", "-o", tmp_path / "x.onnx",
+                            "--fp16", "--precision", "Relu=fp61")
+    assert proc.returncode == 2, _interop.describe(proc)
+    err = [l for l in proc.stderr.splitlines() if l.startswith("error")]
+    assert len(err) == 1 and "did you mean 'fp16'" in err[0], proc.stderr
