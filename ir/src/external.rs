@@ -17,7 +17,10 @@ use crate::tensor::{ExternalOrigin, Tensor};
 /// Maps each external-data file once and hands out zero-copy slices of it.
 pub struct ExternalResolver {
     base_dir: PathBuf,
-    canonical_base: Option<PathBuf>,
+    /// The model's folder with symlinks resolved, or why it could not be
+    /// resolved: without it no location can be proven to stay inside, so
+    /// every external reference is refused (fail closed).
+    canonical_base: std::result::Result<PathBuf, String>,
     files: HashMap<PathBuf, Bytes>,
 }
 
@@ -30,9 +33,18 @@ fn entry<'a>(entries: &'a [StringStringEntryProto], key: &str) -> Option<&'a str
 
 impl ExternalResolver {
     pub fn new(base_dir: &Path) -> ExternalResolver {
+        // A model path without a folder part (`model.onnx`) has the empty path
+        // as its parent; that folder is the working directory.
+        let base_dir = if base_dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            base_dir.to_path_buf()
+        };
+        let canonical_base = std::fs::canonicalize(&base_dir)
+            .map_err(|e| format!("cannot resolve the model's folder {}: {e}", base_dir.display()));
         ExternalResolver {
-            base_dir: base_dir.to_path_buf(),
-            canonical_base: std::fs::canonicalize(base_dir).ok(),
+            base_dir,
+            canonical_base,
             files: HashMap::new(),
         }
     }
@@ -134,28 +146,21 @@ impl ExternalResolver {
         if !path.exists() {
             return Err(format!(
                 "file '{location}' not found in {} (copy the data file next to the model)",
-                display_dir(&self.base_dir)
+                self.base_dir.display()
             ));
         }
         let canonical = std::fs::canonicalize(&path)
             .map_err(|e| format!("cannot resolve '{location}': {e}"))?;
-        if let Some(base) = &self.canonical_base
-            && !canonical.starts_with(base)
-        {
+        let base = self.canonical_base.as_ref().map_err(|e| {
+            format!("{e}; refusing to read '{location}' without proof it stays inside")
+        })?;
+        if !canonical.starts_with(base) {
             return Err(format!(
                 "location '{location}' resolves to {} outside the model's folder (through a symlink); refusing to read it",
                 canonical.display()
             ));
         }
         Ok(canonical)
-    }
-}
-
-fn display_dir(dir: &Path) -> String {
-    if dir.as_os_str().is_empty() {
-        ".".into()
-    } else {
-        dir.display().to_string()
     }
 }
 
