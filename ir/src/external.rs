@@ -40,8 +40,12 @@ impl ExternalResolver {
         } else {
             base_dir.to_path_buf()
         };
-        let canonical_base = std::fs::canonicalize(&base_dir)
-            .map_err(|e| format!("cannot resolve the model's folder {}: {e}", base_dir.display()));
+        let canonical_base = std::fs::canonicalize(&base_dir).map_err(|e| {
+            format!(
+                "cannot resolve the model's folder {}: {e}",
+                base_dir.display()
+            )
+        });
         ExternalResolver {
             base_dir,
             canonical_base,

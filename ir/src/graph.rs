@@ -821,9 +821,15 @@ impl TensorType {
                     s.dim
                         .iter()
                         .map(|d| match &d.value {
-                            Some(tensor_shape::DimValue::DimValue(v)) => Dim::Known(*v),
-                            Some(tensor_shape::DimValue::DimParam(p)) => Dim::Sym(p.clone()),
-                            None => Dim::Unknown,
+                            // A negative dim_value is how some exporters
+                            // (paddle2onnx) spell "dynamic"; onnx and ONNX
+                            // Runtime read it so, and so do we.
+                            Some(tensor_shape::DimValue::DimValue(v)) if *v >= 0 => Dim::Known(*v),
+                            // An empty dim_param names nothing: an anonymous dynamic dim.
+                            Some(tensor_shape::DimValue::DimParam(p)) if !p.is_empty() => {
+                                Dim::Sym(p.clone())
+                            }
+                            _ => Dim::Unknown,
                         })
                         .collect()
                 });

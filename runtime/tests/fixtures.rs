@@ -125,6 +125,30 @@ fn batch_symbol_reaches_the_outputs() {
     }
 }
 
+/// A declared `dim_value: -1` (paddle2onnx's dynamic dim) is an unknown dim, not a size.
+#[test]
+fn negative_declared_dims_are_unknown() {
+    let (bytes, dir) = read("models/paddle_dynamic.onnx");
+    let m = TractBackend
+        .load(
+            &bytes,
+            Some(&dir),
+            &InputShapes::new().with_shape("x", vec![3, 3, 48, 192]),
+        )
+        .unwrap();
+    let k = DimSpec::Known;
+    assert_eq!(
+        m.inputs()[0].dims,
+        Some(vec![DimSpec::Unknown, k(3), k(48), k(192)])
+    );
+    assert_eq!(m.outputs()[0].dims, Some(vec![k(3), k(2)]));
+    assert!(m.resolution().defaulted.is_empty());
+    let y = m
+        .run(&generate_for_model(m.as_ref(), &InputGen::default()).unwrap())
+        .unwrap();
+    assert_eq!(y[0].shape(), &[3, 2]);
+}
+
 #[test]
 fn unsupported_fixtures_name_the_operator() {
     for (rel, op) in [

@@ -170,11 +170,24 @@ fn reshape(cx: &RuleCx) -> Fact {
         });
     }
     if let (Some(k), false, Some(input)) = (infer_at, uncertain, input) {
-        let total = sym::product(input);
+        // An unknown dim copied by a 0 is the same factor on both sides of the
+        // division, so it cancels (Paddle's `[0, -1]` on a `-1` batch).
+        let copied_unknown = |i: usize| {
+            !allowzero
+                && matches!(target.get(i), Some(Dim::Known(0)))
+                && matches!(input.get(i), Some(Dim::Unknown))
+        };
+        let total = sym::product(
+            input
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !copied_unknown(*i))
+                .map(|(_, d)| d),
+        );
         let rest = sym::product(
             out.iter()
                 .enumerate()
-                .filter(|(i, _)| *i != k)
+                .filter(|(i, _)| *i != k && !copied_unknown(*i))
                 .map(|(_, d)| d),
         );
         if !matches!(total, Dim::Unknown) && !matches!(rest, Dim::Unknown) {
@@ -905,6 +918,15 @@ mod tests {
             1,
         );
         assert_eq!(shape_of(&f[0]), "[batch,32]");
+        // An unknown dim copied by 0 cancels out of the -1.
+        let f = run(
+            "Reshape",
+            14,
+            &[f32s(&["?", "4", "8"]), i64c(&[0, -1])],
+            vec![],
+            1,
+        );
+        assert_eq!(shape_of(&f[0]), "[?,32]");
         // allowzero: 0 is a real zero.
         let f = run(
             "Reshape",
