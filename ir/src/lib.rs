@@ -3,6 +3,7 @@
 
 pub mod attr;
 pub mod builder;
+pub mod context;
 pub mod dtype;
 pub mod error;
 pub mod external;

@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod driver;
+pub mod panic_guard;
 pub mod pass;
 pub mod registry;
 pub mod rule;

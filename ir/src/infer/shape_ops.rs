@@ -113,7 +113,10 @@ fn shape_arg(cx: &RuleCx, i: usize) -> Option<Vec<Dim>> {
         return Some(v.elems.clone());
     }
     match cx.shape(i) {
-        Some([Dim::Known(n)]) => Some(vec![Dim::Unknown; *n as usize]),
+        Some([Dim::Known(n)]) => usize::try_from(*n)
+            .ok()
+            .filter(|&n| n <= crate::shape::MAX_RANK)
+            .map(|n| vec![Dim::Unknown; n]),
         _ => None,
     }
 }
@@ -528,16 +531,22 @@ fn split(cx: &RuleCx) -> Vec<Fact> {
     let parts: Vec<Dim> = match sizes {
         Some(s) => s.into_iter().map(Dim::Known).collect(),
         None if cx.opset() >= 18 && cx.attr_int_opt("num_outputs").is_some() => {
-            // ceil(dim / n) each, the last one takes the rest.
+            // ceil(dim / n) each, the last one takes the rest. Only the
+            // node's own outputs are computed: `num_outputs` is an attribute
+            // a file may set to anything.
             let k = cx.attr_int("num_outputs", n as i64).max(1);
             match dim {
-                Dim::Known(d) => {
-                    let each = (d + k - 1) / k;
-                    (0..k)
-                        .map(|i| Dim::Known(each.min(d - each * i).max(0)))
+                Dim::Known(d) if *d >= 0 => {
+                    let each = d / k + i64::from(d % k != 0);
+                    (0..n as i64)
+                        .map(|i| {
+                            each.checked_mul(i)
+                                .map(|taken| Dim::Known(each.min(d - taken.min(*d))))
+                                .unwrap_or(Dim::Unknown)
+                        })
                         .collect()
                 }
-                _ => vec![Dim::Unknown; k as usize],
+                _ => vec![Dim::Unknown; n],
             }
         }
         None => vec![sym::div_exact(dim, &Dim::Known(n as i64)); n],
