@@ -224,3 +224,28 @@ fn external_data_beside_a_bare_model_name_loads() {
     let secret = std::fs::read(tmp.path().join("secret.bin")).unwrap();
     assert!(out.windows(secret.len()).any(|w| w == secret.as_slice()));
 }
+
+/// `bench` and `compare` hand the file to a runtime that resolves external
+/// data itself; the same containment check runs first.
+#[test]
+fn external_symlink_escape_is_refused_by_bench_and_compare() {
+    let tmp = symlink_escape();
+    let dir = tmp.path().join("dir");
+    let secret = std::fs::canonicalize(tmp.path().join("secret.bin")).unwrap();
+    for args in [
+        &["bench", "model.onnx", "--runs", "1", "--warmup", "0"][..],
+        &["compare", "model.onnx", "model.onnx"][..],
+    ] {
+        let o = bin().current_dir(&dir).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.lines().last().unwrap_or_default(),
+            format!(
+                "error: model.onnx: external data of tensor 'w': location 'w.bin' resolves to {} outside the model's folder (through a symlink); refusing to read it",
+                secret.display()
+            ),
+            "{args:?}"
+        );
+    }
+}

@@ -3,8 +3,9 @@
 //! Options: `--cases N` (default 1000000), `--seconds S` (time budget,
 //! default unlimited), `--seed S` (default 1), `--threads T` (default 1),
 //! `--case-limit S` (seconds before a case counts as a hang, default 10),
-//! `--case I` (replay one case and print what it does). Prints progress every
-//! 10 s and a summary line; exit 1 on any panic, hang or multi-line error.
+//! `--case I` (replay one case and print what it does; `--write FILE` saves
+//! its model). Prints each finding and a summary line (cases, cases/s,
+//! panics, hangs); exit 1 on any panic, hang or multi-line error.
 
 use std::time::Duration;
 

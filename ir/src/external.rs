@@ -11,7 +11,7 @@ use std::path::{Component, Path, PathBuf};
 use bytes::Bytes;
 
 use crate::error::{IrError, Result};
-use crate::proto::{StringStringEntryProto, TensorProto};
+use crate::proto::{GraphProto, ModelProto, NodeProto, StringStringEntryProto, TensorProto};
 use crate::tensor::{ExternalOrigin, Tensor};
 
 /// Maps each external-data file once and hands out zero-copy slices of it.
@@ -166,6 +166,62 @@ impl ExternalResolver {
         }
         Ok(canonical)
     }
+}
+
+/// Calls `f(tensor name, location)` for every external tensor of a model:
+/// initializers, sparse initializers and attribute tensors of every graph,
+/// subgraph and function.
+pub fn for_each_external(model: &ModelProto, f: &mut dyn FnMut(&str, &str)) {
+    fn tensor(t: &TensorProto, f: &mut dyn FnMut(&str, &str)) {
+        if let Some(loc) = entry(&t.external_data, "location") {
+            f(t.name.as_deref().unwrap_or(""), loc);
+        }
+    }
+    fn nodes(ns: &[NodeProto], f: &mut dyn FnMut(&str, &str)) {
+        for n in ns {
+            for a in &n.attribute {
+                a.t.iter().chain(&a.tensors).for_each(|t| tensor(t, f));
+                a.g.iter().chain(&a.graphs).for_each(|g| graph(g, f));
+            }
+        }
+    }
+    fn graph(g: &GraphProto, f: &mut dyn FnMut(&str, &str)) {
+        g.initializer.iter().for_each(|t| tensor(t, f));
+        for s in &g.sparse_initializer {
+            s.values.iter().chain(&s.indices).for_each(|t| tensor(t, f));
+        }
+        nodes(&g.node, f);
+    }
+    model.graph.iter().for_each(|g| graph(g, f));
+    model.functions.iter().for_each(|func| nodes(&func.node, f));
+}
+
+/// Checks every external-data location a model file names, without reading
+/// the data, for callers that hand the file to a runtime that resolves
+/// external data itself (and might follow a symlink out of the folder). A
+/// file that does not decode passes: the runtime reports that itself.
+pub fn check_locations(model_path: &Path) -> Result<()> {
+    use prost::Message;
+    let bytes = map_file(model_path).map_err(|source| IrError::Read {
+        path: model_path.into(),
+        source,
+    })?;
+    let Ok(model) = ModelProto::decode(bytes) else {
+        return Ok(());
+    };
+    let resolver = ExternalResolver::new(model_path.parent().unwrap_or(Path::new("")));
+    let mut first_error = None;
+    for_each_external(&model, &mut |name, location| {
+        if first_error.is_none()
+            && let Err(problem) = resolver.checked_path(location)
+        {
+            first_error = Some(IrError::ExternalData {
+                tensor: name.to_string(),
+                problem,
+            });
+        }
+    });
+    first_error.map_or(Ok(()), Err)
 }
 
 /// Maps a file read-only and wraps the map in `Bytes` (zero copy).

@@ -406,38 +406,9 @@ fn referenced_locations(path: &Path) -> Option<HashSet<PathBuf>> {
     }
     let bytes = crate::external::map_file(path).ok()?;
     let proto = ModelProto::decode(bytes).ok()?;
-    fn tensor(t: &TensorProto, out: &mut HashSet<PathBuf>) {
-        for e in &t.external_data {
-            if e.key.as_deref() == Some("location")
-                && let Some(v) = &e.value
-            {
-                out.insert(normalize(v));
-            }
-        }
-    }
-    fn nodes(ns: &[NodeProto], out: &mut HashSet<PathBuf>) {
-        for n in ns {
-            for a in &n.attribute {
-                a.t.iter().chain(&a.tensors).for_each(|t| tensor(t, out));
-                a.g.iter().chain(&a.graphs).for_each(|g| graph(g, out));
-            }
-        }
-    }
-    fn graph(g: &GraphProto, out: &mut HashSet<PathBuf>) {
-        g.initializer.iter().for_each(|t| tensor(t, out));
-        for s in &g.sparse_initializer {
-            s.values
-                .iter()
-                .chain(&s.indices)
-                .for_each(|t| tensor(t, out));
-        }
-        nodes(&g.node, out);
-    }
-    proto.graph.iter().for_each(|g| graph(g, &mut out));
-    proto
-        .functions
-        .iter()
-        .for_each(|f| nodes(&f.node, &mut out));
+    crate::external::for_each_external(&proto, &mut |_, location| {
+        out.insert(normalize(location));
+    });
     Some(out)
 }
 
