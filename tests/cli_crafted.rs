@@ -104,6 +104,10 @@ fn tensors_claiming_impossible_dims_are_load_errors() {
             "initializer_claims_more_than_it_holds.onnx",
             "tensor 'w': raw data holds 16 bytes, but float32 dims [1000000000000] need 4000000000000",
         ),
+        (
+            "typed_initializer_claims_more_than_it_holds.onnx",
+            "tensor 'w': holds 4 values, but float32 dims [1000000000000] need 1000000000000",
+        ),
     ] {
         let (code, err, out, _tmp) = optimize(name, &[]);
         assert_eq!(code, Some(3), "{name}: {err}");

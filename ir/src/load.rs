@@ -122,13 +122,44 @@ fn check_tensor(name: &str, proto: &TensorProto) -> Result<()> {
         return Ok(());
     }
     let dtype = crate::dtype::DataType::from_code(proto.data_type.unwrap_or(0));
-    if let (Some(raw), Some(need)) = (&proto.raw_data, dtype.storage_bytes(numel))
-        && raw.len() != need
-    {
+    if let Some(raw) = &proto.raw_data {
+        if let Some(need) = dtype.storage_bytes(numel)
+            && raw.len() != need
+        {
+            return Err(bad(format!(
+                "raw data holds {} bytes, but {dtype} dims {:?} need {need}",
+                raw.len(),
+                proto.dims
+            )));
+        }
+        return Ok(());
+    }
+    // Typed fields: one entry per element (two for complex numbers), for the
+    // types whose storage is unambiguous.
+    use crate::dtype::DataType as D;
+    let (held, per) = match dtype {
+        D::Float => (proto.float_data.len(), 1),
+        D::Complex64 => (proto.float_data.len(), 2),
+        D::Double => (proto.double_data.len(), 1),
+        D::Complex128 => (proto.double_data.len(), 2),
+        D::Int64 => (proto.int64_data.len(), 1),
+        D::Uint32 | D::Uint64 => (proto.uint64_data.len(), 1),
+        D::Int32
+        | D::Int16
+        | D::Int8
+        | D::Uint16
+        | D::Uint8
+        | D::Bool
+        | D::Float16
+        | D::Bfloat16 => (proto.int32_data.len(), 1),
+        D::String => (proto.string_data.len(), 1),
+        _ => return Ok(()),
+    };
+    if held != numel.saturating_mul(per) {
         return Err(bad(format!(
-            "raw data holds {} bytes, but {dtype} dims {:?} need {need}",
-            raw.len(),
-            proto.dims
+            "holds {held} values, but {dtype} dims {:?} need {}",
+            proto.dims,
+            numel.saturating_mul(per)
         )));
     }
     Ok(())
