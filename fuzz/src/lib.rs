@@ -163,6 +163,9 @@ pub struct FuzzConfig {
     pub threads: usize,
     /// Give up after this many hangs (each leaves a thread spinning).
     pub max_hangs: usize,
+    /// Append each case number to this file before running it, so a case
+    /// that kills the process (out of memory) can be found afterwards.
+    pub trace: Option<PathBuf>,
 }
 
 /// A finding: the case number (replay with the same seed), the seed model,
@@ -226,6 +229,7 @@ struct Shared {
     next: AtomicU64,
     stop: AtomicBool,
     report: Mutex<Report>,
+    trace: Option<Mutex<std::fs::File>>,
 }
 
 fn record(shared: &Shared, case: u64, outcome: Outcome) {
@@ -252,9 +256,19 @@ fn record(shared: &Shared, case: u64, outcome: Outcome) {
                 r.broke_graph.push(finding(t));
             }
         }
-        Outcome::MultiLine(t) => r.multi_line.push(finding(t)),
-        Outcome::Panicked(t) => r.panics.push(finding(t)),
+        Outcome::MultiLine(t) => r.multi_line.push(announce(finding(t))),
+        Outcome::Panicked(t) => r.panics.push(announce(finding(t))),
     }
+}
+
+/// Prints a finding as soon as it is made: a runaway case may still take the
+/// whole process down later (a hung thread cannot be stopped).
+fn announce(f: Finding) -> Finding {
+    eprintln!(
+        "finding: case {} ({} with {:?}): {}",
+        f.case, f.model, f.mutations, f.what
+    );
+    f
 }
 
 fn worker(shared: Arc<Shared>, slot: Arc<Mutex<Slot>>) {
@@ -270,6 +284,11 @@ fn worker(shared: Arc<Shared>, slot: Arc<Mutex<Slot>>) {
             break;
         }
         let (which, _, bytes) = make_case(&shared.corpus, shared.fuzz.seed, case);
+        if let Some(t) = &shared.trace {
+            use std::io::Write;
+            let mut f = t.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = writeln!(f, "{case}");
+        }
         slot.lock().unwrap_or_else(|p| p.into_inner()).case = Some((case, Instant::now()));
         let outcome = run_case(bytes, &shared.corpus[which].dir, out.path(), &shared.config);
         let mut s = slot.lock().unwrap_or_else(|p| p.into_inner());
@@ -323,6 +342,11 @@ pub fn fuzz(config: FuzzConfig) -> Report {
         next: AtomicU64::new(0),
         stop: AtomicBool::new(false),
         report: Mutex::new(Report::default()),
+        trace: config
+            .trace
+            .as_ref()
+            .and_then(|p| std::fs::File::create(p).ok())
+            .map(Mutex::new),
     });
     let start = Instant::now();
     let mut workers: Vec<Worker> = (0..config.threads.max(1)).map(|_| spawn(&shared)).collect();
@@ -349,12 +373,12 @@ pub fn fuzz(config: FuzzConfig) -> Report {
             let (which, mutations, _) = make_case(&shared.corpus, config.seed, case);
             let mut r = shared.report.lock().unwrap_or_else(|p| p.into_inner());
             r.cases += 1;
-            r.hangs.push(Finding {
+            r.hangs.push(announce(Finding {
                 case,
                 model: shared.corpus[which].name.clone(),
                 mutations,
-                what: format!("still running after {:?}", config.case_limit),
-            });
+                what: format!("hang: still running after {:?}", config.case_limit),
+            }));
             if r.hangs.len() >= config.max_hangs {
                 shared.stop.store(true, Ordering::Relaxed);
             } else {

@@ -50,6 +50,7 @@ fn main() {
         case_limit: Duration::from_secs_f64(arg(&args, "--case-limit").unwrap_or(10.0)),
         threads: arg(&args, "--threads").unwrap_or(1),
         max_hangs: 5,
+        trace: arg::<String>(&args, "--trace").map(Into::into),
     };
     eprintln!("fuzzing: {config:?}");
     let report = infopt_fuzz::fuzz(config);

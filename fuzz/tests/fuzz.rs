@@ -15,6 +15,7 @@ fn bounded_run_finds_no_panic_hang_or_multi_line_error() {
         case_limit: Duration::from_secs(20),
         threads: 2,
         max_hangs: 1,
+        trace: None,
     });
     eprintln!("{}", report.summary());
     let findings: Vec<String> = report
