@@ -21,6 +21,14 @@ pub enum Exit {
     Gate = 5,
     /// The output could not be written.
     Write = 6,
+    /// Verification could not run: the model loads, but no available backend
+    /// runs it at the sizes tried (the message says which `--input-shape`
+    /// would let it, or `--no-verify`).
+    CannotVerify = 7,
+    /// A runtime the command needs is not installed (TensorRT for
+    /// `build-engine`, ONNX Runtime when asked for); the message says how to
+    /// get it.
+    Unavailable = 8,
 }
 
 impl From<Exit> for ExitCode {
@@ -54,10 +62,38 @@ impl CliError {
         use infopt_ir::IrError as E;
         let exit = match &e {
             E::Write { .. } | E::TooLarge { .. } => Exit::Write,
-            E::Invalid(m) if m.starts_with("refusing to overwrite") => Exit::Usage,
+            E::WouldOverwriteInput { .. } => Exit::Usage,
             _ => Exit::Load,
         };
         CliError::new(exit, e)
+    }
+}
+
+impl From<infopt_verify::VerifyError> for CliError {
+    fn from(e: infopt_verify::VerifyError) -> CliError {
+        use infopt_verify::ErrorKind as K;
+        let exit = match e.kind {
+            K::Usage => Exit::Usage,
+            K::Load => Exit::Load,
+            K::Mismatch => Exit::Verify,
+            K::CannotVerify => Exit::CannotVerify,
+            K::Unavailable => Exit::Unavailable,
+            K::Internal => Exit::Internal,
+        };
+        CliError::new(exit, e.message)
+    }
+}
+
+impl From<infopt_passes::PassError> for CliError {
+    /// Pipeline mistakes are usage errors, a malformed model found by a pass
+    /// a model error, anything else a bug.
+    fn from(e: infopt_passes::PassError) -> CliError {
+        use infopt_passes::PassError as P;
+        match e {
+            P::Config(m) => CliError::usage(m),
+            P::Model(m) => CliError::new(Exit::Load, m),
+            other => CliError::new(Exit::Internal, other),
+        }
     }
 }
 

@@ -1,13 +1,13 @@
 //! infopt: offline ONNX model optimizer.
 
+mod backend_args;
 mod commands;
 mod exit;
 mod inputs_arg;
-mod intermediates;
 mod report;
 mod shape_args;
+mod stages;
 mod tract_eval;
-mod verify;
 
 use std::process::ExitCode;
 

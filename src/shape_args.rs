@@ -5,17 +5,7 @@
 
 use infopt_passes::fix_shapes::{ShapeBinding, parse_input_shape};
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ShapeArg {
-    Dims {
-        input: String,
-        dims: Vec<i64>,
-    },
-    Symbols {
-        input: String,
-        symbols: Vec<(String, i64)>,
-    },
-}
+pub use infopt_verify::inputs::ShapeArg;
 
 pub fn parse(arg: &str) -> Result<ShapeArg, String> {
     let spec = parse_input_shape(arg)?;

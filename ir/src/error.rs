@@ -17,6 +17,9 @@ pub enum IrError {
         source: std::io::Error,
     },
 
+    #[error("refusing to overwrite the input file {path}; choose another output path")]
+    WouldOverwriteInput { path: PathBuf },
+
     #[error("{path} is empty (0 bytes): not an ONNX model")]
     EmptyFile { path: PathBuf },
 

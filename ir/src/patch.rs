@@ -5,10 +5,10 @@
 //! checks the whole patch before touching anything, so a rule can never leave a
 //! half-rewritten graph.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 
 use crate::error::{IrError, Result};
-use crate::graph::{Graph, Node, NodeId, ValueId};
+use crate::graph::{Graph, Node, NodeId, Slot, Use, ValueId};
 use crate::shape::TensorType;
 use crate::tensor::Tensor;
 
@@ -38,12 +38,27 @@ pub struct NewNode {
 pub struct Patch {
     pub nodes: Vec<NewNode>,
     pub initializers: Vec<(String, Tensor)>,
-    /// Every reader of the first value reads the second instead.
+    /// Every reader of the first value (that exists before the patch: the
+    /// patch's own nodes keep reading it) reads the second instead, graph
+    /// outputs and subgraph captures included.
     pub rewire: Vec<(ValueId, PatchValue)>,
+    /// Only the listed node inputs that read a value read another instead:
+    /// inserting a node on one edge (a Cast or a Q/DQ pair in front of some
+    /// consumers of a tensor, the others keep the original).
+    pub redirect: Vec<Redirect>,
     pub remove: Vec<NodeId>,
     /// `value_info` types to record on values after the patch is applied
     /// (e.g. a fused node's output keeps the type of the value it replaces).
     pub types: Vec<(PatchValue, TensorType)>,
+}
+
+/// Some readers of `old` read `new` instead (see [`Patch::redirect_uses`]).
+#[derive(Clone, Debug)]
+pub struct Redirect {
+    pub old: ValueId,
+    /// Node inputs (never captures) that currently read `old`.
+    pub uses: Vec<Use>,
+    pub new: PatchValue,
 }
 
 impl Patch {
@@ -75,6 +90,35 @@ impl Patch {
         self.rewire.push((old, new));
     }
 
+    /// The node inputs in `uses` read `new` instead of `old`; other readers of
+    /// `old` (and graph outputs) are left alone.
+    pub fn redirect_uses(&mut self, old: ValueId, uses: Vec<Use>, new: PatchValue) {
+        self.redirect.push(Redirect { old, uses, new });
+    }
+
+    /// Inserts `node` on the edges from `value` to the node inputs `uses`:
+    /// the new node reads `value` as its input `input_slot` (other inputs
+    /// given in `inputs`), and those readers read its first output instead.
+    /// Returns the new node's output.
+    pub fn insert_on_edge(
+        &mut self,
+        value: ValueId,
+        uses: Vec<Use>,
+        node: Node,
+        mut inputs: Vec<Option<PatchValue>>,
+        input_slot: usize,
+        output_name: String,
+    ) -> PatchValue {
+        if inputs.len() <= input_slot {
+            inputs.resize(input_slot + 1, None);
+        }
+        inputs[input_slot] = Some(PatchValue::Existing(value));
+        let n = self.add_node(node, inputs, vec![output_name]);
+        let out = PatchValue::NewNode { node: n, output: 0 };
+        self.redirect_uses(value, uses, out);
+        out
+    }
+
     pub fn remove_node(&mut self, node: NodeId) {
         if !self.remove.contains(&node) {
             self.remove.push(node);
@@ -90,6 +134,7 @@ impl Patch {
         self.nodes.is_empty()
             && self.initializers.is_empty()
             && self.rewire.is_empty()
+            && self.redirect.is_empty()
             && self.remove.is_empty()
     }
 }
@@ -121,6 +166,75 @@ impl Graph {
                     return Err(IrError::Invalid(
                         "patch refers to a missing initializer".into(),
                     ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Existing nodes whose outputs `v` is computed from, through the patch's
+    /// own nodes (for a new node: the producers of everything it reads).
+    fn patch_sources(&self, p: &Patch, v: PatchValue, out: &mut HashSet<NodeId>) {
+        let mut stack = vec![v];
+        let mut seen_new: HashSet<usize> = HashSet::new();
+        while let Some(v) = stack.pop() {
+            match v {
+                PatchValue::Existing(id) => {
+                    if let Some((n, _)) = self.value(id).producer {
+                        out.insert(n);
+                    }
+                }
+                PatchValue::NewNode { node, .. } => {
+                    if seen_new.insert(node) {
+                        stack.extend(p.nodes[node].inputs.iter().flatten().copied());
+                    }
+                }
+                PatchValue::NewInit(_) => {}
+            }
+        }
+    }
+
+    /// A rewire or redirect must not make a value depend on itself: the
+    /// readers it redirects must not reach (through the graph as it stays)
+    /// any node the new value is computed from.
+    fn check_patch_acyclic(&self, p: &Patch, removed: &HashSet<NodeId>) -> Result<()> {
+        let mut edges: Vec<(Vec<NodeId>, PatchValue, ValueId)> = Vec::new();
+        for &(old, new) in &p.rewire {
+            let readers = self.value(old).uses.iter().map(|u| u.node).collect();
+            edges.push((readers, new, old));
+        }
+        for r in &p.redirect {
+            edges.push((r.uses.iter().map(|u| u.node).collect(), r.new, r.old));
+        }
+        for (readers, new, old) in edges {
+            let mut sources = HashSet::new();
+            self.patch_sources(p, new, &mut sources);
+            sources.retain(|n| !removed.contains(n));
+            if sources.is_empty() {
+                continue;
+            }
+            let mut seen: HashSet<NodeId> = HashSet::new();
+            let mut queue: VecDeque<NodeId> = readers
+                .into_iter()
+                .filter(|n| !removed.contains(n))
+                .collect();
+            while let Some(n) = queue.pop_front() {
+                if !seen.insert(n) {
+                    continue;
+                }
+                if sources.contains(&n) {
+                    return Err(IrError::Invalid(format!(
+                        "patch would create a cycle: node '{}' reads the replacement of '{}' and also feeds it",
+                        self.node(n).name_or_op(),
+                        self.value(old).name
+                    )));
+                }
+                for v in self.node(n).outputs.iter().flatten() {
+                    for u in &self.value(*v).uses {
+                        if !removed.contains(&u.node) && !seen.contains(&u.node) {
+                            queue.push_back(u.node);
+                        }
+                    }
                 }
             }
         }
@@ -160,9 +274,37 @@ impl Graph {
                 )));
             }
         }
+        for r in &patch.redirect {
+            self.try_value(r.old)
+                .ok_or_else(|| IrError::Invalid("patch redirects a removed value".into()))?;
+            self.check_patch_value(patch, r.new, patch.nodes.len())?;
+            let old = self.value(r.old);
+            if rewired.contains(&r.old) {
+                return Err(IrError::Invalid(format!(
+                    "patch both rewires and redirects '{}'",
+                    old.name
+                )));
+            }
+            for u in &r.uses {
+                if !matches!(u.slot, Slot::Input(_)) || !old.uses.contains(u) {
+                    return Err(IrError::Invalid(format!(
+                        "patch redirects a use of '{}' that does not exist (or is a subgraph capture)",
+                        old.name
+                    )));
+                }
+                if removed.contains(&u.node) {
+                    return Err(IrError::Invalid(format!(
+                        "patch redirects '{}' into node '{}', which it removes",
+                        old.name,
+                        self.node(u.node).name_or_op()
+                    )));
+                }
+            }
+        }
         for (v, _) in &patch.types {
             self.check_patch_value(patch, *v, patch.nodes.len())?;
         }
+        self.check_patch_acyclic(patch, &removed)?;
         // Every output of a removed node must have lost all readers outside the
         // removed set, or be rewired.
         for &n in &patch.remove {
@@ -208,6 +350,7 @@ impl Graph {
             }
         };
         let mut fresh: HashSet<ValueId> = HashSet::new();
+        let mut new_nodes: HashSet<NodeId> = HashSet::new();
         for (i, nn) in patch.nodes.into_iter().enumerate() {
             let mut node = nn.node;
             node.inputs = nn
@@ -231,6 +374,7 @@ impl Graph {
                 .collect();
             let refs: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
             let id = self.insert_node(at + i, node, &refs);
+            new_nodes.insert(id);
             let outs = self.node(id).outputs.clone();
             fresh.extend(outs.iter().flatten().copied());
             created.push(outs);
@@ -246,7 +390,20 @@ impl Graph {
             if fresh.contains(&new) && !was_output && self.value(new).name.starts_with('\u{0}') {
                 self.value_mut(new).name = old_name.clone();
             }
+            // The patch's own nodes keep reading `old` (a node inserted in
+            // front of all readers reads the value it replaces).
+            let own: Vec<Use> = self
+                .value(old)
+                .uses
+                .iter()
+                .filter(|u| new_nodes.contains(&u.node))
+                .copied()
+                .collect();
+            self.value_mut(old)
+                .uses
+                .retain(|u| !new_nodes.contains(&u.node));
             self.replace_all_uses(old, new);
+            self.value_mut(old).uses.extend(own);
             if fresh.contains(&new) && !was_output && self.value(new).name.starts_with('\u{0}') {
                 self.value_mut(new).name = old_name;
             }
@@ -256,6 +413,29 @@ impl Graph {
                 && self.value(new).info.is_none()
                 && let Some(info) = self.value(old).info.clone()
             {
+                self.value_mut(new).info = Some(info);
+                if !self.value_info_order.contains(&new) {
+                    self.value_info_order.push(new);
+                }
+            }
+        }
+        for r in patch.redirect {
+            let Some(new) = resolve(&created, r.new) else {
+                continue;
+            };
+            for u in r.uses {
+                if let Slot::Input(i) = u.slot {
+                    self.node_mut(u.node).inputs[i as usize] = Some(new);
+                    self.value_mut(r.old).uses.retain(|x| *x != u);
+                    self.value_mut(new).uses.push(u);
+                }
+            }
+            if fresh.contains(&new)
+                && self.value(new).info.is_none()
+                && let Some(info) = self.value(r.old).info.clone()
+            {
+                // Same shape; the element type may differ (a Cast): the
+                // caller records the new type with `set_type`.
                 self.value_mut(new).info = Some(info);
                 if !self.value_info_order.contains(&new) {
                     self.value_info_order.push(new);

@@ -386,10 +386,9 @@ impl Model {
             .chain(src.external_files.iter().cloned());
         for input in inputs {
             if std::fs::canonicalize(&input).ok().as_deref() == Some(target.as_path()) {
-                return Err(IrError::Invalid(format!(
-                    "refusing to overwrite the input file {}; choose another output path",
-                    path.display()
-                )));
+                return Err(IrError::WouldOverwriteInput {
+                    path: path.to_path_buf(),
+                });
             }
         }
         Ok(())

@@ -13,6 +13,7 @@
 //! A pass with options is a one-key map: `- fold-constants: { max_tensor_bytes: 1048576 }`.
 //! Unknown keys and pass names are errors with line and column.
 
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -20,99 +21,129 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
 use crate::pass::{Pass, PassError, Target};
-use crate::registry;
+use crate::registry::{self, PassInfo};
 
-/// A pass and its typed options.
-#[derive(Clone, Debug, PartialEq)]
-pub enum PassConfig {
-    ConstantsToInitializers,
-    EliminateIdentity,
-    EliminateDuplicates,
-    EliminateDead,
-    FuseConvBn,
-    FuseMatmulAdd,
-    FuseConvActivation,
-    FusePadConv,
-    PerturbWeight,
-    SimplifyReshape,
-    RemoveInitializerInputs,
-    FuseParallelMatmul,
-    InferShapes,
-    FixShapes(crate::fix_shapes::FixShapesOptions),
-    FoldConstants(crate::fold_constants::FoldConstantsOptions),
+/// A pass and its typed options. The options type belongs to the pass's own
+/// file (see [`crate::register_pass!`]).
+pub struct PassConfig {
+    info: &'static PassInfo,
+    options: Box<dyn PassOptions>,
+}
+
+/// Type-erased options of one pass.
+trait PassOptions: Send + Sync {
+    fn build(&self) -> Box<dyn Pass>;
+    fn clone_box(&self) -> Box<dyn PassOptions>;
+    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+    fn eq_dyn(&self, other: &dyn PassOptions) -> bool;
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+struct Typed<O> {
+    options: O,
+    build: fn(&O) -> Box<dyn Pass>,
+}
+
+impl<O: Clone + fmt::Debug + PartialEq + Send + Sync + 'static> PassOptions for Typed<O> {
+    fn build(&self) -> Box<dyn Pass> {
+        (self.build)(&self.options)
+    }
+    fn clone_box(&self) -> Box<dyn PassOptions> {
+        Box::new(Typed {
+            options: self.options.clone(),
+            build: self.build,
+        })
+    }
+    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.options.fmt(f)
+    }
+    fn eq_dyn(&self, other: &dyn PassOptions) -> bool {
+        other
+            .as_any()
+            .downcast_ref::<O>()
+            .is_some_and(|o| *o == self.options)
+    }
+    fn as_any(&self) -> &dyn Any {
+        &self.options
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        &mut self.options
+    }
 }
 
 impl PassConfig {
-    pub fn name(&self) -> &'static str {
-        match self {
-            PassConfig::ConstantsToInitializers => "constants-to-initializers",
-            PassConfig::EliminateIdentity => "eliminate-identity",
-            PassConfig::EliminateDuplicates => "eliminate-duplicates",
-            PassConfig::EliminateDead => "eliminate-dead",
-            PassConfig::FuseConvBn => "fuse-conv-bn",
-            PassConfig::FuseMatmulAdd => "fuse-matmul-add",
-            PassConfig::FuseConvActivation => "fuse-conv-activation",
-            PassConfig::FusePadConv => "fuse-pad-conv",
-            PassConfig::PerturbWeight => "perturb-weight",
-            PassConfig::SimplifyReshape => "simplify-reshape",
-            PassConfig::RemoveInitializerInputs => "remove-initializer-inputs",
-            PassConfig::FuseParallelMatmul => "fuse-parallel-matmul",
-            PassConfig::InferShapes => "infer-shapes",
-            PassConfig::FixShapes(_) => "fix-shapes",
-            PassConfig::FoldConstants(_) => "fold-constants",
+    /// Used by [`crate::register_pass!`].
+    pub fn new<O: Clone + fmt::Debug + PartialEq + Send + Sync + 'static>(
+        info: &'static PassInfo,
+        options: O,
+        build: fn(&O) -> Box<dyn Pass>,
+    ) -> PassConfig {
+        PassConfig {
+            info,
+            options: Box::new(Typed { options, build }),
         }
     }
 
+    pub fn name(&self) -> &'static str {
+        self.info.name
+    }
+
+    pub fn info(&self) -> &'static PassInfo {
+        self.info
+    }
+
     pub fn build(&self) -> Box<dyn Pass> {
-        match self {
-            PassConfig::ConstantsToInitializers => {
-                Box::new(crate::constants_to_initializers::ConstantsToInitializers)
-            }
-            PassConfig::EliminateIdentity => Box::new(crate::eliminate_identity::EliminateIdentity),
-            PassConfig::EliminateDuplicates => {
-                Box::new(crate::eliminate_duplicates::EliminateDuplicates)
-            }
-            PassConfig::EliminateDead => Box::new(crate::eliminate_dead::EliminateDead),
-            PassConfig::FuseConvBn => Box::new(crate::fuse_conv_bn::FuseConvBn),
-            PassConfig::FuseMatmulAdd => Box::new(crate::fuse_matmul_add::FuseMatmulAdd),
-            PassConfig::FuseConvActivation => {
-                Box::new(crate::fuse_conv_activation::FuseConvActivation)
-            }
-            PassConfig::FusePadConv => Box::new(crate::fuse_pad_conv::FusePadConv),
-            PassConfig::PerturbWeight => Box::new(crate::perturb_weight::PerturbWeight),
-            PassConfig::SimplifyReshape => Box::new(crate::simplify_reshape::SimplifyReshape),
-            PassConfig::RemoveInitializerInputs => {
-                Box::new(crate::remove_initializer_inputs::RemoveInitializerInputs)
-            }
-            PassConfig::FuseParallelMatmul => {
-                Box::new(crate::fuse_parallel_matmul::FuseParallelMatmul)
-            }
-            PassConfig::InferShapes => Box::new(crate::infer_shapes::InferShapes),
-            PassConfig::FixShapes(o) => {
-                Box::new(crate::fix_shapes::FixShapes { options: o.clone() })
-            }
-            PassConfig::FoldConstants(o) => {
-                Box::new(crate::fold_constants::FoldConstants::new(o.clone()))
-            }
-        }
+        self.options.build()
+    }
+
+    /// The options, when they are of type `O`.
+    pub fn options<O: 'static>(&self) -> Option<&O> {
+        self.options.as_any().downcast_ref()
+    }
+
+    /// The options, mutably, when they are of type `O` (the command line
+    /// adding shapes to `fix-shapes`, say).
+    pub fn options_mut<O: 'static>(&mut self) -> Option<&mut O> {
+        self.options.as_any_mut().downcast_mut()
     }
 
     /// The pass with default options, by name.
     pub fn from_name(name: &str) -> Result<PassConfig, String> {
-        let info = registry::find(name).ok_or_else(|| registry::unknown_pass_message(name))?;
-        if info.hidden
-            && std::env::var(crate::perturb_weight::TEST_PASSES_ENV).as_deref() != Ok("1")
-        {
-            return Err(registry::unknown_pass_message(name));
-        }
-        Ok((info.default_config)())
+        Ok(usable(name)?.default_config())
     }
 }
 
-/// Options of a pass that takes none: `{}` or nothing.
-#[derive(Deserialize, Debug, Default)]
-#[serde(deny_unknown_fields)]
-struct NoOptions {}
+/// The registry entry of a pass the user may name.
+fn usable(name: &str) -> Result<&'static PassInfo, String> {
+    let info = registry::find(name).ok_or_else(|| registry::unknown_pass_message(name))?;
+    if info.hidden && std::env::var(crate::perturb_weight::TEST_PASSES_ENV).as_deref() != Ok("1") {
+        return Err(registry::unknown_pass_message(name));
+    }
+    Ok(info)
+}
+
+impl Clone for PassConfig {
+    fn clone(&self) -> PassConfig {
+        PassConfig {
+            info: self.info,
+            options: self.options.clone_box(),
+        }
+    }
+}
+
+impl fmt::Debug for PassConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ", self.info.name)?;
+        self.options.debug(f)
+    }
+}
+
+impl PartialEq for PassConfig {
+    fn eq(&self, other: &PassConfig) -> bool {
+        self.info.name == other.info.name && self.options.eq_dyn(other.options.as_ref())
+    }
+}
 
 /// Deserializes the options of the pass named `name`.
 struct OptionsSeed<'a> {
@@ -123,33 +154,9 @@ impl<'de> DeserializeSeed<'de> for OptionsSeed<'_> {
     type Value = PassConfig;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<PassConfig, D::Error> {
-        let base = PassConfig::from_name(self.name).map_err(de::Error::custom)?;
-        match base {
-            // Passes without options.
-            PassConfig::ConstantsToInitializers
-            | PassConfig::EliminateIdentity
-            | PassConfig::EliminateDuplicates
-            | PassConfig::EliminateDead
-            | PassConfig::FuseConvBn
-            | PassConfig::FuseMatmulAdd
-            | PassConfig::FuseConvActivation
-            | PassConfig::FusePadConv
-            | PassConfig::RemoveInitializerInputs
-            | PassConfig::FuseParallelMatmul
-            | PassConfig::SimplifyReshape
-            | PassConfig::PerturbWeight
-            | PassConfig::InferShapes => {
-                Option::<NoOptions>::deserialize(d)?;
-                Ok(base)
-            }
-            PassConfig::FixShapes(_) => Ok(PassConfig::FixShapes(
-                Option::<crate::fix_shapes::FixShapesOptions>::deserialize(d)?.unwrap_or_default(),
-            )),
-            PassConfig::FoldConstants(_) => Ok(PassConfig::FoldConstants(
-                Option::<crate::fold_constants::FoldConstantsOptions>::deserialize(d)?
-                    .unwrap_or_default(),
-            )),
-        }
+        let info = usable(self.name).map_err(de::Error::custom)?;
+        let mut erased = <dyn erased_serde::Deserializer>::erase(d);
+        (info.parse)(Some(&mut erased)).map_err(de::Error::custom)
     }
 }
 
@@ -257,6 +264,32 @@ pub struct VerifyConfig {
     /// Seed of the generated inputs.
     #[serde(default)]
     pub seed: u64,
+    /// `scaled` (default): the largest difference relative to the output's
+    /// magnitude, with the cosine; `elementwise`: every element within
+    /// `atol + rtol * |expected|`.
+    #[serde(default)]
+    pub criterion: CriterionName,
+    /// Scaled criterion: largest |difference| / largest |expected|.
+    #[serde(default = "default_max_scaled_error")]
+    pub max_scaled_error: f64,
+    /// Scaled criterion: smallest cosine similarity per output.
+    #[serde(default = "default_min_cosine")]
+    pub min_cosine: f64,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CriterionName {
+    #[default]
+    Scaled,
+    Elementwise,
+}
+
+fn default_max_scaled_error() -> f64 {
+    1e-4
+}
+fn default_min_cosine() -> f64 {
+    0.9999
 }
 
 impl Default for VerifyConfig {
@@ -266,6 +299,9 @@ impl Default for VerifyConfig {
             rtol: default_rtol(),
             atol: default_atol(),
             seed: 0,
+            criterion: CriterionName::Scaled,
+            max_scaled_error: default_max_scaled_error(),
+            min_cosine: default_min_cosine(),
         }
     }
 }

@@ -18,6 +18,14 @@
 //! `c = Constant(value=[2.0])`, `y = Mul(x, c)` becomes initializer `c = [2.0]`
 //! and `y = Mul(x, c)`.
 
+crate::register_pass! {
+    name: "constants-to-initializers",
+    kind: Canonicalize,
+    file: "constants_to_initializers.rs",
+    options: crate::registry::NoOptions,
+    build: |_| ConstantsToInitializers,
+}
+
 use infopt_ir::proto::TensorProto;
 use infopt_ir::{DataType, Graph, Model, NodeId, Tensor};
 
@@ -131,7 +139,6 @@ impl Pass for ConstantsToInitializers {
             count += convert_graph(g, cx);
             Ok(())
         })?;
-        cx.rewrites += count;
         Ok(count)
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use infopt_ir::Model;
 
 use crate::config::{PassConfig, PipelineConfig, Step};
-use crate::pass::{Declined, PassCx, PassError};
+use crate::pass::{Declined, PassCx, PassError, SideData};
 
 #[derive(Clone, Debug, Default)]
 pub struct DriverOptions {
@@ -60,6 +60,17 @@ pub fn run_pipeline(
     options: &DriverOptions,
     observer: &mut Observer<'_>,
 ) -> Result<PipelineRun, PassError> {
+    run_pipeline_with(model, config, options, SideData::default(), observer)
+}
+
+/// [`run_pipeline`], handing `side` data (ranges, a precision map) to the passes.
+pub fn run_pipeline_with(
+    model: &mut Model,
+    config: &PipelineConfig,
+    options: &DriverOptions,
+    side: SideData,
+    observer: &mut Observer<'_>,
+) -> Result<PipelineRun, PassError> {
     for name in &options.disable {
         PassConfig::from_name(name).map_err(PassError::Config)?;
     }
@@ -72,6 +83,7 @@ pub fn run_pipeline(
         }
     }
     let mut cx = PassCx::new(config.target);
+    cx.side = side;
     cx.opset = model.opset("").unwrap_or(1);
     let mut run = PipelineRun::default();
     let mut group_index = 0;
@@ -142,7 +154,6 @@ fn run_one(
     let pass = config.build();
     let nodes_before = model.graph.total_node_count();
     cx.current = name;
-    cx.rewrites = 0;
     let start = Instant::now();
     infopt_ir::context::clear_node();
     // A panic leaves the model half-rewritten; the error stops the pipeline,

@@ -19,6 +19,14 @@
 //! `Shape(x) -> Gather -> (unused)` and an unused initializer `w_old` are
 //! removed; `y = Relu(x)` with `y` a graph output stays.
 
+crate::register_pass! {
+    name: "eliminate-dead",
+    kind: Eliminate,
+    file: "eliminate_dead.rs",
+    options: crate::registry::NoOptions,
+    build: |_| EliminateDead,
+}
+
 use std::collections::BTreeSet;
 
 use infopt_ir::{Graph, Model, NodeId};

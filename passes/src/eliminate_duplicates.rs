@@ -21,6 +21,14 @@
 //! `a = Shape(x)`, `b = Shape(x)`, `y = Concat(a, b)` becomes
 //! `a = Shape(x)`, `y = Concat(a, a)`.
 
+crate::register_pass! {
+    name: "eliminate-duplicates",
+    kind: Eliminate,
+    file: "eliminate_duplicates.rs",
+    options: crate::registry::NoOptions,
+    build: |_| EliminateDuplicates,
+}
+
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
@@ -179,7 +187,6 @@ impl Pass for EliminateDuplicates {
             count += cse(g, cx)?;
             Ok(())
         })?;
-        cx.rewrites += count;
         Ok(count)
     }
 }

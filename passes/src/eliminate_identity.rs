@@ -25,6 +25,14 @@
 //! `t1 = Transpose(x, perm=[0,2,3,1])`, `t2 = Transpose(t1, perm=[0,3,1,2])`,
 //! `y = Relu(t2)` becomes `y = Relu(x)`.
 
+crate::register_pass! {
+    name: "eliminate-identity",
+    kind: Eliminate,
+    file: "eliminate_identity.rs",
+    options: crate::registry::NoOptions,
+    build: |_| EliminateIdentity,
+}
+
 use infopt_ir::{Attribute, Graph, Model, Node, NodeId, Patch, PatchValue, ValueId};
 
 use crate::pass::{Pass, PassCx, PassError};

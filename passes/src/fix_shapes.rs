@@ -26,6 +26,14 @@
 //! `x: [batch, 4, 8, 8]` with `symbols: {batch: 1}` becomes `x: [1, 4, 8, 8]`;
 //! `Shape(x) → Gather(0)` is then known to be `1` and folding replaces it.
 
+crate::register_pass! {
+    name: "fix-shapes",
+    kind: Shape,
+    file: "fix_shapes.rs",
+    options: FixShapesOptions,
+    build: |o: &FixShapesOptions| FixShapes { options: o.clone() },
+}
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use infopt_ir::infer::{infer_shapes, sym};
@@ -205,7 +213,7 @@ pub fn apply_pipeline_shapes(
             Step::FixedPoint { passes, .. } => passes.iter_mut().collect(),
         };
         for p in passes {
-            if let PassConfig::FixShapes(o) = p {
+            if let Some(o) = p.options_mut::<FixShapesOptions>() {
                 o.merge(&inputs, &symbols)?;
                 o.merge(&extra.inputs, &extra.symbols)?;
                 for (s, i) in &extra.symbol_inputs {
@@ -502,7 +510,6 @@ impl Pass for FixShapes {
         for n in notes {
             cx.note(n);
         }
-        cx.rewrites += changed;
         Ok(changed)
     }
 }

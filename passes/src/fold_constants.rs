@@ -36,6 +36,14 @@
 //! `u = Unsqueeze(b, [0])`, `c = Concat(u, [-1])`, `y = Reshape(x, c)` becomes
 //! initializer `c = [1, -1]` and `y = Reshape(x, c)`.
 
+crate::register_pass! {
+    name: "fold-constants",
+    kind: Fold,
+    file: "fold_constants.rs",
+    options: FoldConstantsOptions,
+    build: |o: &FoldConstantsOptions| FoldConstants::new(o.clone()),
+}
+
 use std::collections::HashMap;
 
 use infopt_ir::infer::{GraphFacts, InferReport, Opsets, Scope, infer_graph};
@@ -319,7 +327,6 @@ impl FoldConstants {
                 Err(e) => cx.decline(&at, format!("cannot evaluate {op}: {e}")),
             }
         }
-        cx.rewrites += count;
         Ok(count)
     }
 
@@ -433,14 +440,14 @@ fn inline_if(g: &mut Graph, id: NodeId, cond: bool) -> Result<(), PassError> {
         .and_then(|a| a.subgraphs.first())
         .cloned()
         .ok_or_else(|| {
-            PassError::Config(format!(
+            PassError::Model(format!(
                 "If node '{}' has no {attr}",
                 g.node(id).name_or_op()
             ))
         })?;
     let if_outs: Vec<Option<ValueId>> = g.node(id).outputs.clone();
     if branch.outputs.len() != if_outs.len() {
-        return Err(PassError::Config(format!(
+        return Err(PassError::Model(format!(
             "If node '{}': {attr} has {} outputs, the node {}",
             g.node(id).name_or_op(),
             branch.outputs.len(),
@@ -454,7 +461,7 @@ fn inline_if(g: &mut Graph, id: NodeId, cond: bool) -> Result<(), PassError> {
         let value = branch.value(v);
         if value.outer {
             let outer = g.find_value(&value.name).ok_or_else(|| {
-                PassError::Config(format!(
+                PassError::Model(format!(
                     "If branch reads '{}', which the enclosing graph does not define",
                     value.name
                 ))
@@ -520,7 +527,7 @@ fn inline_if(g: &mut Graph, id: NodeId, cond: bool) -> Result<(), PassError> {
     for (io, out) in branch.outputs.iter().zip(&if_outs) {
         let Some(out) = *out else { continue };
         let Some(&src) = map.get(&io.value) else {
-            return Err(PassError::Config(format!(
+            return Err(PassError::Model(format!(
                 "If branch output '{}' is undefined",
                 branch.value(io.value).name
             )));

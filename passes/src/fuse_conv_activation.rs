@@ -23,7 +23,9 @@
 //! - the conv is not 2-D (ORT's FusedConv is fused for 2-D convs here);
 //! - the element type is not float32, or cannot be determined (ORT
 //!   registers the CPU FusedConv kernel for float only);
-//! - a Clip bound is not a constant scalar.
+//! - a Clip bound is not a constant scalar;
+//! - the conv is quantized (reads DequantizeLinear outputs): ORT's QDQ
+//!   fusion makes it a QLinearConv, which a FusedConv would prevent.
 //!
 //! ## Numerics
 //! The same arithmetic in ONNX Runtime (the activation is applied by the
@@ -33,6 +35,14 @@
 //! ## Example
 //! `c = Conv(x, W, b, pads=[1,1,1,1])`, `y = Relu(c)` becomes
 //! `y = com.microsoft.FusedConv(x, W, b, pads=[1,1,1,1], activation="Relu")`.
+
+crate::register_pass! {
+    name: "fuse-conv-activation",
+    kind: Fuse,
+    file: "fuse_conv_activation.rs",
+    options: crate::registry::NoOptions,
+    build: |_| FuseConvActivation,
+}
 
 use infopt_ir::proto::OperatorSetIdProto;
 use infopt_ir::{Attribute, DataType, Graph, Model, NodeId, PatchValue, ValueId};
@@ -98,6 +108,16 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     let readers = g.reader_count(x);
     if readers != 1 {
         decline!("conv output has {readers} readers");
+    }
+    // A quantized conv (DequantizeLinear inputs): ORT turns `DQ → Conv →
+    // (Relu) → Q` into QLinearConv itself; a FusedConv would hide the pattern
+    // and leave the conv in float.
+    let dequantized = g.node(conv).inputs.iter().flatten().any(|&v| {
+        g.producer(v)
+            .is_some_and(|p| p.op_type == "DequantizeLinear" && p.domain().is_empty())
+    });
+    if dequantized {
+        decline!("the conv reads DequantizeLinear outputs: ONNX Runtime fuses the Q/DQ pattern into QLinearConv");
     }
     match spatial_rank(g, conv) {
         Some(2) => {}

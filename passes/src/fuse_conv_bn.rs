@@ -48,6 +48,14 @@
 //! becomes `y = Conv(x, W', b')` with initializers `conv1.bn1.weight` and
 //! `conv1.bn1.bias`.
 
+crate::register_pass! {
+    name: "fuse-conv-bn",
+    kind: Fuse,
+    file: "fuse_conv_bn.rs",
+    options: crate::registry::NoOptions,
+    build: |_| FuseConvBn,
+}
+
 use infopt_ir::{DataType, Graph, Model, Node, NodeId, Patch, PatchValue, Tensor, ValueId};
 
 use crate::pass::{Pass, PassCx, PassError};

@@ -25,6 +25,14 @@
 //! `t = MatMul(x[8,32], W[32,16])`, `y = Add(t, b[16])` becomes
 //! `y = Gemm(x, W, b)`.
 
+crate::register_pass! {
+    name: "fuse-matmul-add",
+    kind: Fuse,
+    file: "fuse_matmul_add.rs",
+    options: crate::registry::NoOptions,
+    build: |_| FuseMatmulAdd,
+}
+
 use infopt_ir::{Attribute, DataType, Graph, Model, Node, NodeId, Patch, PatchValue};
 
 use crate::pass::{Pass, PassCx, PassError};

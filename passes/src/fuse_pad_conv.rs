@@ -25,6 +25,14 @@
 //! `p = Pad(x, pads=[0,0,1,2,0,0,1,2])`, `y = Conv(p, W, pads=[1,1,1,1])`
 //! becomes `y = Conv(x, W, pads=[2,3,2,3])`.
 
+crate::register_pass! {
+    name: "fuse-pad-conv",
+    kind: Fuse,
+    file: "fuse_pad_conv.rs",
+    options: crate::registry::NoOptions,
+    build: |_| FusePadConv,
+}
+
 use infopt_ir::{Attribute, Graph, Model, NodeId, PatchValue};
 
 use crate::pass::{Pass, PassCx, PassError};

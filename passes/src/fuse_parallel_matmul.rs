@@ -20,6 +20,14 @@
 //! ## Example
 //! Three `MatMul(x, W[64x64])` become `Split(MatMul(x, W[64x192]), [64,64,64])`.
 
+crate::register_pass! {
+    name: "fuse-parallel-matmul",
+    kind: Fuse,
+    file: "fuse_parallel_matmul.rs",
+    options: crate::registry::NoOptions,
+    build: |_| FuseParallelMatmul,
+}
+
 use bytes::Bytes;
 use infopt_ir::{Attribute, Graph, Model, Node, NodeId, Patch, PatchValue, Tensor};
 

@@ -20,6 +20,14 @@
 //! `y = Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]))` with
 //! `x: [batch, 4, 8, 8]` gets `y: [batch, 256]` in `value_info`.
 
+crate::register_pass! {
+    name: "infer-shapes",
+    kind: Shape,
+    file: "infer_shapes.rs",
+    options: crate::registry::NoOptions,
+    build: |_| InferShapes,
+}
+
 use infopt_ir::Model;
 use infopt_ir::infer::infer_shapes;
 
@@ -45,7 +53,6 @@ impl Pass for InferShapes {
         for c in &report.conflicts {
             cx.note(format!("infer-shapes: kept the model's fact: {c}"));
         }
-        cx.rewrites += report.updated;
         Ok(report.updated)
     }
 }

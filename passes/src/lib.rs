@@ -9,22 +9,41 @@ pub mod registry;
 pub mod rule;
 pub mod util;
 
-pub mod constants_to_initializers;
-pub mod eliminate_dead;
-pub mod eliminate_duplicates;
-pub mod eliminate_identity;
-pub mod fix_shapes;
-pub mod fold_constants;
-pub mod fuse_conv_activation;
-pub mod fuse_conv_bn;
-pub mod fuse_matmul_add;
-pub mod fuse_pad_conv;
-pub mod fuse_parallel_matmul;
-pub mod infer_shapes;
-pub mod perturb_weight;
-pub mod remove_initializer_inputs;
-pub mod simplify_reshape;
+/// Every built-in pass, one line each, in the order a default pipeline would
+/// run them: `mod` of the pass's file plus its registry entry (the file
+/// declares the entry itself with [`register_pass!`]).
+macro_rules! builtin_passes {
+    ($($module:ident),* $(,)?) => {
+        $(pub mod $module;)*
 
-pub use config::{PassConfig, PipelineConfig, Step, VerifyConfig};
-pub use driver::{DriverOptions, Flow, PassRecord, PipelineRun, run_pipeline};
-pub use pass::{Declined, Pass, PassCx, PassError, Target};
+        /// The built-in passes' registry entries, in pipeline order.
+        pub(crate) fn builtin_passes() -> &'static [&'static registry::PassInfo] {
+            &[$(&$module::INFO),*]
+        }
+    };
+}
+
+builtin_passes! {
+    remove_initializer_inputs,
+    constants_to_initializers,
+    fix_shapes,
+    infer_shapes,
+    fold_constants,
+    simplify_reshape,
+    eliminate_identity,
+    eliminate_duplicates,
+    fuse_pad_conv,
+    fuse_conv_bn,
+    fuse_parallel_matmul,
+    fuse_matmul_add,
+    fuse_conv_activation,
+    eliminate_dead,
+    perturb_weight,
+}
+
+#[doc(hidden)]
+pub use erased_serde as __erased_serde;
+
+pub use config::{CriterionName, PassConfig, PipelineConfig, Step, VerifyConfig};
+pub use driver::{DriverOptions, Flow, PassRecord, PipelineRun, run_pipeline, run_pipeline_with};
+pub use pass::{Declined, Pass, PassCx, PassError, SideData, Target};

@@ -42,6 +42,7 @@ pub enum PassError {
     Ir(#[from] IrError),
     #[error("pass '{pass}' left an invalid graph: {detail}")]
     BrokeGraph { pass: String, detail: String },
+    /// A mistake in the pipeline or the command line (usage error).
     #[error("{0}")]
     Config(String),
     /// A pass panicked (a bug in infopt); the driver caught it.
@@ -56,6 +57,10 @@ pub enum PassError {
         message: String,
         location: Option<String>,
     },
+    /// The user's model is malformed in a way only a pass discovers (an
+    /// `If` branch with the wrong number of outputs, say): a model error.
+    #[error("{0}")]
+    Model(String),
 }
 
 /// Context handed to every pass: settings in, statistics out.
@@ -64,14 +69,44 @@ pub struct PassCx {
     pub target: Target,
     /// Imported version of the default ONNX domain (decides attribute-vs-input forms).
     pub opset: i64,
-    /// Rewrites applied by the pass currently running.
-    pub rewrites: usize,
     /// Rewrites declined (all passes so far).
     pub declined: Vec<Declined>,
     /// Name of the pass currently running (set by the driver).
     pub current: &'static str,
     /// Notes for the report (e.g. "dim batch fixed to 1").
     pub notes: Vec<String>,
+    /// Data the pipeline hands to passes (a calibration table, a precision
+    /// map), one value per type.
+    pub side: SideData,
+}
+
+/// Values keyed by their type, for passes that need more than their options
+/// (`cx.side.get::<RangeTable>()`).
+#[derive(Default)]
+pub struct SideData {
+    values: Vec<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl SideData {
+    /// Stores `value`, replacing an earlier value of the same type.
+    pub fn insert<T: std::any::Any + Send + Sync>(&mut self, value: T) {
+        self.values.retain(|v| !v.is::<T>());
+        self.values.push(Box::new(value));
+    }
+
+    pub fn get<T: std::any::Any>(&self) -> Option<&T> {
+        self.values.iter().find_map(|v| v.downcast_ref::<T>())
+    }
+
+    pub fn get_mut<T: std::any::Any>(&mut self) -> Option<&mut T> {
+        self.values.iter_mut().find_map(|v| v.downcast_mut::<T>())
+    }
+}
+
+impl fmt::Debug for SideData {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SideData({} values)", self.values.len())
+    }
 }
 
 impl PassCx {
@@ -80,10 +115,6 @@ impl PassCx {
             target,
             ..Default::default()
         }
-    }
-
-    pub fn applied(&mut self) {
-        self.rewrites += 1;
     }
 
     pub fn decline(&mut self, at: &str, reason: impl fmt::Display) {

@@ -15,6 +15,15 @@
 //! ## Example
 //! `INFOPT_TEST_PASSES=1 infopt optimize m.onnx --passes perturb-weight` fails verification.
 
+crate::register_pass! {
+    name: "perturb-weight",
+    kind: Canonicalize,
+    file: "perturb_weight.rs",
+    options: crate::registry::NoOptions,
+    build: |_| PerturbWeight,
+    hidden: true,
+}
+
 use infopt_ir::{DataType, Model, Tensor};
 
 use crate::pass::{Pass, PassCx, PassError};

@@ -28,16 +28,25 @@ impl PassKind {
     }
 }
 
+/// Builds a [`PassConfig`] from the pass's YAML options (`None`: defaults).
+pub type ParseOptions =
+    fn(Option<&mut dyn erased_serde::Deserializer<'_>>) -> Result<PassConfig, String>;
+
+/// What the registry knows of a pass. Each pass file declares its own with
+/// [`crate::register_pass!`]; `lib.rs` lists the files once.
 pub struct PassInfo {
     pub name: &'static str,
     pub kind: PassKind,
     /// The pass file's `//!` doc comment: What it does / When it declines / Numerics / Example.
     pub source: &'static str,
-    /// The pass with default options.
-    pub default_config: fn() -> PassConfig,
+    /// Reads the pass's options and builds its configuration.
+    pub parse: ParseOptions,
     /// Test-only passes: not listed, and usable only with `INFOPT_TEST_PASSES=1`.
     pub hidden: bool,
 }
+
+/// The doc sections every pass documents, in this order.
+pub const DOC_SECTIONS: [&str; 4] = ["What it does", "When it declines", "Numerics", "Example"];
 
 impl PassInfo {
     /// The documentation written at the top of the pass's source file.
@@ -68,134 +77,100 @@ impl PassInfo {
             None => text,
         }
     }
+
+    /// The documentation sections the doc comment lacks (see [`DOC_SECTIONS`]).
+    pub fn missing_doc_sections(&self) -> Vec<&'static str> {
+        let doc = self.doc();
+        DOC_SECTIONS
+            .iter()
+            .filter(|s| {
+                !doc.lines()
+                    .any(|l| l.trim_start_matches('#').trim().eq_ignore_ascii_case(s))
+            })
+            .copied()
+            .collect()
+    }
+
+    /// The pass with default options.
+    pub fn default_config(&self) -> PassConfig {
+        match (self.parse)(None) {
+            Ok(c) => c,
+            // Options types derive `Default`, so this cannot fail for a
+            // registered pass; a registry test builds every one.
+            Err(e) => panic!("pass '{}' has no default options: {e}", self.name),
+        }
+    }
 }
 
-macro_rules! pass_info {
-    ($name:literal, $kind:expr, $file:literal, $cfg:expr) => {
-        PassInfo {
+/// Declares a pass's registry entry in its own file:
+/// ```ignore
+/// crate::register_pass! {
+///     name: "fuse-conv-bn", kind: Fuse, file: "fuse_conv_bn.rs",
+///     options: crate::registry::NoOptions, build: |_o| FuseConvBn,
+/// }
+/// ```
+/// `options` is a `Deserialize + Default + Clone + Debug + PartialEq` type
+/// read from the pass's YAML map; `build` turns it into the pass.
+#[macro_export]
+macro_rules! register_pass {
+    (name: $name:literal, kind: $kind:ident, file: $file:literal, options: $opts:ty, build: $build:expr $(, hidden: $hidden:expr)? $(,)?) => {
+        /// This pass's registry entry.
+        pub const INFO: $crate::registry::PassInfo = $crate::registry::PassInfo {
             name: $name,
-            kind: $kind,
+            kind: $crate::registry::PassKind::$kind,
             source: include_str!($file),
-            default_config: || $cfg,
-            hidden: false,
-        }
+            parse: |d| {
+                let options: $opts = match d {
+                    None => Default::default(),
+                    Some(d) => $crate::__erased_serde::deserialize::<Option<$opts>>(d)
+                        .map_err(|e| e.to_string())?
+                        .unwrap_or_default(),
+                };
+                let build: fn(&$opts) -> Box<dyn $crate::pass::Pass> =
+                    |o| Box::new(($build)(o));
+                Ok($crate::config::PassConfig::new(&INFO, options, build))
+            },
+            hidden: false $(|| $hidden)?,
+        };
     };
 }
 
-/// Every pass, in the order a default pipeline would run them.
-pub fn registry() -> &'static [PassInfo] {
-    all_passes()
+/// Options of a pass that takes none: `{}` or nothing.
+#[derive(serde::Deserialize, Debug, Default, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NoOptions {}
+
+static EXTRA: std::sync::RwLock<Vec<&'static PassInfo>> = std::sync::RwLock::new(Vec::new());
+
+/// Adds a pass that lives outside this crate (e.g. `quantize-int8` in
+/// infopt-calibration). Registering the same name twice keeps the first.
+pub fn register(info: &'static PassInfo) {
+    let mut extra = EXTRA.write().unwrap_or_else(|e| e.into_inner());
+    let known = crate::builtin_passes().iter().any(|p| p.name == info.name)
+        || extra.iter().any(|p| p.name == info.name);
+    if !known {
+        extra.push(info);
+    }
+}
+
+/// Every pass: the built-in ones in the order a default pipeline would run
+/// them, then the registered ones.
+pub fn registry() -> Vec<&'static PassInfo> {
+    let extra = EXTRA.read().unwrap_or_else(|e| e.into_inner());
+    crate::builtin_passes()
+        .iter()
+        .copied()
+        .chain(extra.iter().copied())
+        .collect()
 }
 
 /// The passes a user can see and name (test-only passes left out).
 pub fn visible() -> impl Iterator<Item = &'static PassInfo> {
-    all_passes().iter().filter(|p| !p.hidden)
-}
-
-fn all_passes() -> &'static [PassInfo] {
-    use PassKind::*;
-    static REGISTRY: std::sync::OnceLock<Vec<PassInfo>> = std::sync::OnceLock::new();
-    REGISTRY.get_or_init(|| {
-        vec![
-            pass_info!(
-                "remove-initializer-inputs",
-                Canonicalize,
-                "remove_initializer_inputs.rs",
-                PassConfig::RemoveInitializerInputs
-            ),
-            pass_info!(
-                "constants-to-initializers",
-                Canonicalize,
-                "constants_to_initializers.rs",
-                PassConfig::ConstantsToInitializers
-            ),
-            pass_info!(
-                "fix-shapes",
-                Shape,
-                "fix_shapes.rs",
-                PassConfig::FixShapes(Default::default())
-            ),
-            pass_info!(
-                "infer-shapes",
-                Shape,
-                "infer_shapes.rs",
-                PassConfig::InferShapes
-            ),
-            pass_info!(
-                "fold-constants",
-                Fold,
-                "fold_constants.rs",
-                PassConfig::FoldConstants(Default::default())
-            ),
-            pass_info!(
-                "simplify-reshape",
-                Fold,
-                "simplify_reshape.rs",
-                PassConfig::SimplifyReshape
-            ),
-            pass_info!(
-                "eliminate-identity",
-                Eliminate,
-                "eliminate_identity.rs",
-                PassConfig::EliminateIdentity
-            ),
-            pass_info!(
-                "eliminate-duplicates",
-                Eliminate,
-                "eliminate_duplicates.rs",
-                PassConfig::EliminateDuplicates
-            ),
-            pass_info!(
-                "fuse-pad-conv",
-                Fuse,
-                "fuse_pad_conv.rs",
-                PassConfig::FusePadConv
-            ),
-            pass_info!(
-                "fuse-conv-bn",
-                Fuse,
-                "fuse_conv_bn.rs",
-                PassConfig::FuseConvBn
-            ),
-            pass_info!(
-                "fuse-parallel-matmul",
-                Fuse,
-                "fuse_parallel_matmul.rs",
-                PassConfig::FuseParallelMatmul
-            ),
-            pass_info!(
-                "fuse-matmul-add",
-                Fuse,
-                "fuse_matmul_add.rs",
-                PassConfig::FuseMatmulAdd
-            ),
-            pass_info!(
-                "fuse-conv-activation",
-                Fuse,
-                "fuse_conv_activation.rs",
-                PassConfig::FuseConvActivation
-            ),
-            pass_info!(
-                "eliminate-dead",
-                Eliminate,
-                "eliminate_dead.rs",
-                PassConfig::EliminateDead
-            ),
-            PassInfo {
-                hidden: true,
-                ..pass_info!(
-                    "perturb-weight",
-                    Canonicalize,
-                    "perturb_weight.rs",
-                    PassConfig::PerturbWeight
-                )
-            },
-        ]
-    })
+    registry().into_iter().filter(|p| !p.hidden)
 }
 
 pub fn find(name: &str) -> Option<&'static PassInfo> {
-    registry().iter().find(|p| p.name == name)
+    registry().into_iter().find(|p| p.name == name)
 }
 
 /// "unknown pass 'fuse-conv-nb'; did you mean 'fuse-conv-bn'? valid passes: ...".

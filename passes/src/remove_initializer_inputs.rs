@@ -21,6 +21,14 @@
 //! Inputs `[input, conv1.weight, conv1.bias]` with initializers for both
 //! weights become inputs `[input]`; Conv+BatchNormalization can then fold.
 
+crate::register_pass! {
+    name: "remove-initializer-inputs",
+    kind: Canonicalize,
+    file: "remove_initializer_inputs.rs",
+    options: crate::registry::NoOptions,
+    build: |_| RemoveInitializerInputs,
+}
+
 use infopt_ir::Model;
 
 use crate::pass::{Pass, PassCx, PassError};
@@ -53,7 +61,6 @@ impl Pass for RemoveInitializerInputs {
                 "remove-initializer-inputs: {removed} initializers are no longer graph inputs (they were defaults callers could override)"
             ));
         }
-        cx.rewrites += removed;
         Ok(removed)
     }
 }

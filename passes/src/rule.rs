@@ -73,7 +73,6 @@ pub fn apply_rule_to_graph(
                 }
                 let removed = patch.remove.len();
                 graph.apply(patch)?;
-                cx.applied();
                 count += 1;
                 // Removed nodes shift the order: step back far enough to see
                 // the nodes the patch created where the anchor was.

@@ -25,6 +25,14 @@
 //! `x: [batch, 4, 8, 8]`, `y = Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]))`
 //! becomes `y = Reshape(x, [0, -1])`.
 
+crate::register_pass! {
+    name: "simplify-reshape",
+    kind: Fold,
+    file: "simplify_reshape.rs",
+    options: crate::registry::NoOptions,
+    build: |_| SimplifyReshape,
+}
+
 use infopt_ir::infer::{Opsets, Scope, infer_graph};
 use infopt_ir::{DataType, Dim, Graph, Model, Tensor};
 
@@ -123,7 +131,6 @@ impl Pass for SimplifyReshape {
             count += simplify_graph(g, opsets, cx);
             Ok(())
         })?;
-        cx.rewrites += count;
         Ok(count)
     }
 }

@@ -31,13 +31,14 @@ fn steps_parse_in_all_forms() {
     )
     .unwrap();
     assert_eq!(cfg.target, Target::Onnxruntime);
-    assert_eq!(cfg.passes[0], Step::Pass(PassConfig::EliminateDead));
-    assert_eq!(cfg.passes[1], Step::Pass(PassConfig::EliminateIdentity));
+    let pass = |n: &str| PassConfig::from_name(n).unwrap();
+    assert_eq!(cfg.passes[0], Step::Pass(pass("eliminate-dead")));
+    assert_eq!(cfg.passes[1], Step::Pass(pass("eliminate-identity")));
     assert_eq!(
         cfg.passes[2],
         Step::FixedPoint {
             max_iterations: 3,
-            passes: vec![PassConfig::EliminateDuplicates, PassConfig::EliminateDead]
+            passes: vec![pass("eliminate-duplicates"), pass("eliminate-dead")]
         }
     );
     assert!(cfg.verify.enabled);

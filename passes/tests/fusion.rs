@@ -987,7 +987,7 @@ fn fusion_passes_are_registered_with_documented_sections() {
         let info =
             infopt_passes::registry::find(name).unwrap_or_else(|| panic!("{name} registered"));
         assert_eq!(info.kind, infopt_passes::registry::PassKind::Fuse);
-        assert_eq!((info.default_config)().name(), name);
+        assert_eq!(info.default_config().name(), name);
         let doc = info.doc();
         for section in [
             "## What it does",

@@ -248,6 +248,31 @@ pub fn resolve_input_shapes(inputs: &[IoSpec], wanted: &InputShapes) -> Result<S
     Ok(resolution)
 }
 
+/// Which intermediate tensors a model loaded with [`Backend::load_observing`]
+/// hands to the sink of [`LoadedModel::run_observed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observe {
+    /// Every tensor a node computes (graph inputs and constants left out).
+    All,
+    /// These tensors, by name; names the model does not compute are ignored
+    /// (see [`LoadedModel::observed`] for the ones it does).
+    Names(Vec<String>),
+}
+
+impl Observe {
+    pub fn wants(&self, name: &str) -> bool {
+        match self {
+            Observe::All => !name.is_empty(),
+            Observe::Names(names) => names.iter().any(|n| n == name),
+        }
+    }
+}
+
+/// Receives each observed intermediate tensor as it is computed. The tensor
+/// is only lent: whatever the sink keeps, it copies, so memory stays flat in
+/// the number of tensors and of runs.
+pub type TensorSink<'a> = dyn FnMut(&HostTensor) -> Result<()> + 'a;
+
 /// An execution backend (tract, ONNX Runtime, TensorRT, ...).
 pub trait Backend: Send + Sync {
     /// Short identifier, e.g. `"tract"`.
@@ -265,6 +290,23 @@ pub trait Backend: Send + Sync {
         model_dir: Option<&Path>,
         input_shapes: &InputShapes,
     ) -> Result<Box<dyn LoadedModel>>;
+
+    /// Loads a model whose intermediate tensors [`LoadedModel::run_observed`]
+    /// hands out, as selected by `observe`. The model is prepared once; each
+    /// run streams the tensors to a sink.
+    fn load_observing(
+        &self,
+        model_bytes: &[u8],
+        model_dir: Option<&Path>,
+        input_shapes: &InputShapes,
+        observe: &Observe,
+    ) -> Result<Box<dyn LoadedModel>> {
+        let _ = (model_bytes, model_dir, input_shapes, observe);
+        Err(RuntimeError::InvalidArgument(format!(
+            "{} cannot observe intermediate tensors",
+            self.name()
+        )))
+    }
 }
 
 /// A model ready to run with the concrete input shapes chosen at load time.
@@ -284,6 +326,31 @@ pub trait LoadedModel: Send + Sync {
     /// the concrete shapes of [`LoadedModel::resolution`]; a named tensor must carry the
     /// name of the input at its position. Outputs come back named, in model output order.
     fn run(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>>;
+
+    /// Runs the model and hands every observed intermediate tensor (named) to
+    /// `sink` as it is produced. Only models loaded with
+    /// [`Backend::load_observing`] can.
+    fn run_observed(
+        &self,
+        inputs: &[HostTensor],
+        sink: &mut TensorSink<'_>,
+    ) -> Result<Vec<HostTensor>> {
+        let _ = (inputs, sink);
+        Err(RuntimeError::InvalidArgument(
+            "this model was not loaded for observation (use Backend::load_observing)".into(),
+        ))
+    }
+
+    /// Names of the intermediate tensors `run_observed` hands out, in the
+    /// order they are computed.
+    fn observed(&self) -> &[String] {
+        &[]
+    }
+
+    /// For backends that rebuild a loaded model of their own type.
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        Box::new(())
+    }
 
     /// The concrete dims chosen for every input, in model input order.
     fn input_shapes(&self) -> Vec<Vec<usize>> {

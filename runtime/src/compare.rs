@@ -87,6 +87,9 @@ pub struct OutputAgreement {
     pub max_rel: f64,
     /// Cosine similarity of the finite elements, in [-1, 1].
     pub cosine: f64,
+    /// Largest finite `|b|`: the reference's scale, for errors judged
+    /// relative to the output's magnitude.
+    pub scale: f64,
     /// Elements outside `atol + rtol * |b|`, NaN mismatches included.
     pub mismatches: usize,
     /// Elements where exactly one side is NaN.
@@ -108,6 +111,7 @@ impl OutputAgreement {
             max_abs: 0.0,
             max_rel: 0.0,
             cosine: 0.0,
+            scale: 0.0,
             mismatches: 0,
             nan_mismatches: 0,
             elements: 0,
@@ -155,7 +159,11 @@ pub fn compare_values(name: &str, a: &[f64], b: &[f64], tol: Tolerance) -> Outpu
     let (mut max_abs, mut max_rel) = (0f64, 0f64);
     let (mut mismatches, mut nan_mismatches) = (0usize, 0usize);
     let (mut dot, mut na, mut nb) = (0f64, 0f64, 0f64);
+    let mut scale = 0f64;
     for (&x, &y) in a.iter().zip(b) {
+        if y.is_finite() {
+            scale = scale.max(y.abs());
+        }
         match (x.is_nan(), y.is_nan()) {
             (true, true) => continue,
             (true, false) | (false, true) => {
@@ -197,6 +205,7 @@ pub fn compare_values(name: &str, a: &[f64], b: &[f64], tol: Tolerance) -> Outpu
         max_abs,
         max_rel,
         cosine,
+        scale,
         mismatches,
         nan_mismatches,
         elements,

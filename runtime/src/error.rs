@@ -47,6 +47,12 @@ pub enum RuntimeError {
     /// A caller-side argument is out of range (e.g. zero timed runs).
     #[error("{0}")]
     InvalidArgument(String),
+
+    /// A runtime this operation needs is not installed, not found, or the wrong version
+    /// (e.g. TensorRT, or the infopt TensorRT shim). The message names what is missing and
+    /// how to get it; the CLI maps this variant to its own exit code.
+    #[error("{runtime} is not available: {message}")]
+    Unavailable { runtime: String, message: String },
 }
 
 /// Joins an error chain into one line: each cause separated by `": "`, newlines and

@@ -22,11 +22,13 @@ pub mod error;
 pub mod inputs;
 pub mod ort_backend;
 pub mod tensor;
+pub mod tensorrt;
 pub mod timing;
 pub mod tract_backend;
 
 pub use backend::{
-    Backend, DefaultedDim, DimSpec, InputShapes, IoSpec, LoadedModel, ShapeResolution,
+    Backend, DefaultedDim, DimSpec, InputShapes, IoSpec, LoadedModel, Observe, ShapeResolution,
+    TensorSink,
 };
 pub use compare::{OutputAgreement, Tolerance};
 pub use error::{Result, RuntimeError};

@@ -23,6 +23,7 @@
 //! itself keeps the model's dynamic dims (no free-dimension overrides): it runs the model
 //! the way a deployment with the same file would.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -31,13 +32,13 @@ use std::sync::Mutex;
 
 use ort::environment::Environment;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
-use ort::session::{Session, SessionInputValue};
+use ort::session::{OutputSelector, RunOptions, Session, SessionInputValue};
 use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
 use serde::Serialize;
 
 use crate::backend::{
-    Backend, DimSpec, InputShapes, IoSpec, LoadedModel, ShapeResolution, check_run_inputs,
-    resolve_input_shapes,
+    Backend, DimSpec, InputShapes, IoSpec, LoadedModel, Observe, ShapeResolution, TensorSink,
+    check_run_inputs, resolve_input_shapes,
 };
 use crate::error::{Result, RuntimeError};
 use crate::tensor::{DType, HostTensor, TensorData};
@@ -758,8 +759,86 @@ impl Backend for OrtBackend {
             inputs,
             outputs,
             resolution,
+            observed: Vec::new(),
+            observed_bytes: Mutex::new(HashMap::new()),
         }))
     }
+
+    /// ONNX Runtime hands out graph outputs only: the caller exposes the
+    /// tensors to observe as extra graph outputs (infopt-verify does) and
+    /// names them here. Each run then asks for them in groups that fit
+    /// [`OBSERVE_BUDGET_BYTES`], so no run holds more than that.
+    fn load_observing(
+        &self,
+        model_bytes: &[u8],
+        model_dir: Option<&Path>,
+        input_shapes: &InputShapes,
+        observe: &Observe,
+    ) -> Result<Box<dyn LoadedModel>> {
+        let Observe::Names(names) = observe else {
+            return Err(RuntimeError::InvalidArgument(
+                "ONNX Runtime observes named tensors that the model exposes as graph outputs; name them".into(),
+            ));
+        };
+        let loaded = self.load(model_bytes, model_dir, input_shapes)?;
+        let (inputs, all_outputs, resolution) = (
+            loaded.inputs().to_vec(),
+            loaded.outputs().to_vec(),
+            loaded.resolution().clone(),
+        );
+        let mut observed = Vec::new();
+        let mut outputs = Vec::new();
+        for o in all_outputs {
+            if names.contains(&o.name) {
+                observed.push(o.name);
+            } else {
+                outputs.push(o);
+            }
+        }
+        // Keep the caller's order (computation order).
+        observed.sort_by_key(|n| names.iter().position(|x| x == n));
+        let session = loaded
+            .into_any()
+            .downcast::<OrtModel>()
+            .map_err(|_| RuntimeError::InvalidArgument("unexpected model type".into()))?
+            .session;
+        Ok(Box::new(OrtModel {
+            session,
+            inputs,
+            outputs,
+            resolution,
+            observed,
+            observed_bytes: Mutex::new(HashMap::new()),
+        }))
+    }
+}
+
+/// Most bytes of observed tensors one ONNX Runtime run returns at once.
+pub const OBSERVE_BUDGET_BYTES: usize = 256 << 20;
+
+/// Splits `names` into groups whose known sizes fit `budget`; a tensor of
+/// unknown size counts as a sixteenth of the budget until a run measures it.
+fn observation_groups(
+    names: &[String],
+    known: &HashMap<String, usize>,
+    budget: usize,
+) -> Vec<Vec<String>> {
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    let mut current: Vec<String> = Vec::new();
+    let mut used = 0usize;
+    for n in names {
+        let size = known.get(n).copied().unwrap_or(budget / 16).max(1);
+        if !current.is_empty() && used + size > budget {
+            groups.push(std::mem::take(&mut current));
+            used = 0;
+        }
+        used += size;
+        current.push(n.clone());
+    }
+    if !current.is_empty() || groups.is_empty() {
+        groups.push(current);
+    }
+    groups
 }
 
 /// A model loaded into an ONNX Runtime session.
@@ -769,6 +848,54 @@ struct OrtModel {
     inputs: Vec<IoSpec>,
     outputs: Vec<IoSpec>,
     resolution: ShapeResolution,
+    /// Session outputs that are observed intermediates (not model outputs).
+    observed: Vec<String>,
+    /// Byte size of each observed tensor, learnt from earlier runs.
+    observed_bytes: Mutex<HashMap<String, usize>>,
+}
+
+impl OrtModel {
+    fn input_values<'a>(
+        &'a self,
+        inputs: &'a [HostTensor],
+    ) -> Result<Vec<(&'a str, SessionInputValue<'a>)>> {
+        check_run_inputs(&self.inputs, &self.resolution, inputs)?;
+        let mut values: Vec<(&str, SessionInputValue<'_>)> = Vec::with_capacity(inputs.len());
+        for (spec, t) in self.inputs.iter().zip(inputs) {
+            let v = to_ort(t).map_err(|e| RuntimeError::InputMismatch {
+                input: spec.name.clone(),
+                message: one_line_text(&e.to_string()),
+            })?;
+            values.push((spec.name.as_str(), v));
+        }
+        Ok(values)
+    }
+
+    /// One run returning exactly `names`.
+    fn run_selected(&self, inputs: &[HostTensor], names: &[&str]) -> Result<Vec<HostTensor>> {
+        let values = self.input_values(inputs)?;
+        let mut selector = OutputSelector::no_default();
+        for n in names {
+            selector = selector.with(*n);
+        }
+        let options = RunOptions::new()
+            .map_err(|e| run_error(&e))?
+            .with_outputs(selector);
+        let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        let results = session
+            .run_with_options(values, &options)
+            .map_err(|e| run_error(&e))?;
+        names
+            .iter()
+            .map(|n| {
+                let v = results.get(*n).ok_or_else(|| RuntimeError::Run {
+                    backend: BACKEND.into(),
+                    message: format!("ONNX Runtime returned no value for `{n}`"),
+                })?;
+                from_ort(n, v)
+            })
+            .collect()
+    }
 }
 
 /// A borrowed ONNX Runtime view of a host tensor (no copy).
@@ -857,27 +984,53 @@ impl LoadedModel for OrtModel {
     }
 
     fn run(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>> {
-        check_run_inputs(&self.inputs, &self.resolution, inputs)?;
-        let mut values: Vec<(&str, SessionInputValue<'_>)> = Vec::with_capacity(inputs.len());
-        for (spec, t) in self.inputs.iter().zip(inputs) {
-            let v = to_ort(t).map_err(|e| RuntimeError::InputMismatch {
-                input: spec.name.clone(),
-                message: one_line_text(&e.to_string()),
-            })?;
-            values.push((spec.name.as_str(), v));
+        let names: Vec<&str> = self.outputs.iter().map(|o| o.name.as_str()).collect();
+        self.run_selected(inputs, &names)
+    }
+
+    fn run_observed(
+        &self,
+        inputs: &[HostTensor],
+        sink: &mut TensorSink<'_>,
+    ) -> Result<Vec<HostTensor>> {
+        if self.observed.is_empty() {
+            return Err(RuntimeError::InvalidArgument(
+                "this model was not loaded for observation (use Backend::load_observing)".into(),
+            ));
         }
-        let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
-        let results = session.run(values).map_err(|e| run_error(&e))?;
-        self.outputs
-            .iter()
-            .map(|spec| {
-                let v = results.get(&spec.name).ok_or_else(|| RuntimeError::Run {
-                    backend: BACKEND.into(),
-                    message: format!("ONNX Runtime returned no value for output `{}`", spec.name),
-                })?;
-                from_ort(&spec.name, v)
-            })
-            .collect()
+        let groups = {
+            let known = self
+                .observed_bytes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            observation_groups(&self.observed, &known, OBSERVE_BUDGET_BYTES)
+        };
+        for group in groups {
+            let names: Vec<&str> = group.iter().map(String::as_str).collect();
+            let tensors = self.run_selected(inputs, &names)?;
+            let mut known = self
+                .observed_bytes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            for t in &tensors {
+                if let Some(n) = t.name() {
+                    known.insert(n.to_string(), t.len() * t.dtype().size_of());
+                }
+            }
+            drop(known);
+            for t in &tensors {
+                sink(t)?;
+            }
+        }
+        self.run(inputs)
+    }
+
+    fn observed(&self) -> &[String] {
+        &self.observed
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
     }
 }
 

@@ -343,6 +343,92 @@ impl HostTensor {
     }
 }
 
+impl HostTensor {
+    /// Items `start..end` along the first axis (a sample range of a batch).
+    pub fn slice_outer(&self, start: usize, end: usize) -> Result<HostTensor> {
+        let outer = *self
+            .shape
+            .first()
+            .ok_or_else(|| RuntimeError::InvalidTensor {
+                name: self.name.clone().unwrap_or_default(),
+                message: "a scalar has no first axis to slice".into(),
+            })?;
+        if start > end || end > outer {
+            return Err(RuntimeError::InvalidTensor {
+                name: self.name.clone().unwrap_or_default(),
+                message: format!("items {start}..{end} of a first axis of {outer}"),
+            });
+        }
+        let per = self.shape[1..].iter().product::<usize>();
+        let (a, b) = (start * per, end * per);
+        macro_rules! slice {
+            ($($v:ident),*) => {
+                match &self.data {
+                    $(TensorData::$v(x) => TensorData::$v(x[a..b].to_vec()),)*
+                }
+            };
+        }
+        let data = slice!(
+            F32, F64, F16, BF16, I8, I16, I32, I64, U8, U16, U32, U64, Bool
+        );
+        let mut shape = self.shape.clone();
+        shape[0] = end - start;
+        HostTensor::new(self.name.clone(), shape, data)
+    }
+
+    /// Joins tensors of equal trailing shape and dtype along the first axis
+    /// (samples into a batch).
+    pub fn concat_outer(parts: &[HostTensor]) -> Result<HostTensor> {
+        let first = parts
+            .first()
+            .ok_or_else(|| RuntimeError::InvalidArgument("nothing to concatenate".into()))?;
+        let name = first.name.clone();
+        let mut outer = 0;
+        for p in parts {
+            if p.dtype() != first.dtype()
+                || p.shape.get(1..) != first.shape.get(1..)
+                || p.shape.is_empty()
+            {
+                return Err(RuntimeError::InvalidTensor {
+                    name: name.clone().unwrap_or_default(),
+                    message: format!(
+                        "cannot batch a {} {:?} with a {} {:?}",
+                        first.dtype(),
+                        first.shape,
+                        p.dtype(),
+                        p.shape
+                    ),
+                });
+            }
+            outer += p.shape[0];
+        }
+        let mut data = first.data.clone();
+        for p in &parts[1..] {
+            data.extend_from(&p.data);
+        }
+        let mut shape = first.shape.clone();
+        shape[0] = outer;
+        HostTensor::new(name, shape, data)
+    }
+}
+
+impl TensorData {
+    /// Appends `other`, which has the same dtype (checked by the caller).
+    fn extend_from(&mut self, other: &TensorData) {
+        macro_rules! ext {
+            ($($v:ident),*) => {
+                match (self, other) {
+                    $((TensorData::$v(a), TensorData::$v(b)) => a.extend_from_slice(b),)*
+                    _ => {}
+                }
+            };
+        }
+        ext!(
+            F32, F64, F16, BF16, I8, I16, I32, I64, U8, U16, U32, U64, Bool
+        );
+    }
+}
+
 /// Product of dims, `None` on overflow. The empty shape (a scalar) has one element.
 pub fn element_count(shape: &[usize]) -> Option<usize> {
     shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))

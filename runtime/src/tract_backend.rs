@@ -21,8 +21,8 @@ use tract_onnx::prelude::*;
 use tract_onnx::tract_hir::internal::DimLike;
 
 use crate::backend::{
-    Backend, DimSpec, InputShapes, IoSpec, LoadedModel, ShapeResolution, check_run_inputs,
-    resolve_input_shapes,
+    Backend, DimSpec, InputShapes, IoSpec, LoadedModel, Observe, ShapeResolution, TensorSink,
+    check_run_inputs, resolve_input_shapes,
 };
 use crate::error::{Result, RuntimeError, one_line};
 use crate::tensor::{DType, HostTensor, TensorData};
@@ -287,7 +287,17 @@ impl Backend for TractOneShot {
         model_dir: Option<&Path>,
         input_shapes: &InputShapes,
     ) -> Result<Box<dyn LoadedModel>> {
-        guarded_load(model_bytes, model_dir, input_shapes, false)
+        guarded_load(model_bytes, model_dir, input_shapes, false, None)
+    }
+
+    fn load_observing(
+        &self,
+        model_bytes: &[u8],
+        model_dir: Option<&Path>,
+        input_shapes: &InputShapes,
+        observe: &Observe,
+    ) -> Result<Box<dyn LoadedModel>> {
+        guarded_load(model_bytes, model_dir, input_shapes, false, Some(observe))
     }
 }
 
@@ -306,7 +316,19 @@ impl Backend for TractBackend {
         model_dir: Option<&Path>,
         input_shapes: &InputShapes,
     ) -> Result<Box<dyn LoadedModel>> {
-        guarded_load(model_bytes, model_dir, input_shapes, true)
+        guarded_load(model_bytes, model_dir, input_shapes, true, None)
+    }
+
+    /// Observation runs the plain typed model: tract's optimizer fuses
+    /// nodes, and the fused tensors would no longer exist to observe.
+    fn load_observing(
+        &self,
+        model_bytes: &[u8],
+        model_dir: Option<&Path>,
+        input_shapes: &InputShapes,
+        observe: &Observe,
+    ) -> Result<Box<dyn LoadedModel>> {
+        guarded_load(model_bytes, model_dir, input_shapes, false, Some(observe))
     }
 }
 
@@ -316,13 +338,14 @@ fn guarded_load(
     model_dir: Option<&Path>,
     input_shapes: &InputShapes,
     optimize: bool,
+    observe: Option<&Observe>,
 ) -> Result<Box<dyn LoadedModel>> {
-    guard(|| load_model(model_bytes, model_dir, input_shapes, optimize)).map_err(|panic| {
-        RuntimeError::Load {
+    guard(|| load_model(model_bytes, model_dir, input_shapes, optimize, observe)).map_err(
+        |panic| RuntimeError::Load {
             backend: BACKEND.into(),
             message: panic,
-        }
-    })?
+        },
+    )?
 }
 
 /// Runs `f`, turning a panic inside tract into an error message. tract panics on some
@@ -348,6 +371,7 @@ fn load_model(
     model_dir: Option<&Path>,
     input_shapes: &InputShapes,
     optimize: bool,
+    observe: Option<&Observe>,
 ) -> Result<Box<dyn LoadedModel>> {
     let onnx = tract_onnx::onnx();
     let mut reader = model_bytes;
@@ -476,11 +500,39 @@ fn load_model(
     }
 
     let plan = optimized.into_runnable().map_err(|e| load_error(&e))?;
+    // Observed tensors in the order the plan computes them; graph outputs
+    // are the run's result, not intermediates.
+    let mut taps: Vec<Vec<(usize, String)>> = Vec::new();
+    let mut observed = Vec::new();
+    if let Some(observe) = observe {
+        let model = plan.model();
+        taps = vec![Vec::new(); model.nodes().len()];
+        for &id in plan.order_without_consts() {
+            let node = model.node(id);
+            if node.inputs.is_empty() {
+                continue;
+            }
+            for slot in 0..node.outputs.len() {
+                let Some(label) = model.outlet_label(OutletId::new(id, slot)) else {
+                    continue;
+                };
+                if observe.wants(label)
+                    && !output_names.iter().any(|o| o == label)
+                    && !observed.iter().any(|o: &String| o == label)
+                {
+                    taps[id].push((slot, label.to_string()));
+                    observed.push(label.to_string());
+                }
+            }
+        }
+    }
     Ok(Box::new(TractModel {
         plan,
         inputs,
         outputs,
         resolution,
+        taps,
+        observed,
     }))
 }
 
@@ -490,6 +542,38 @@ struct TractModel {
     inputs: Vec<IoSpec>,
     outputs: Vec<IoSpec>,
     resolution: ShapeResolution,
+    /// Per node id: the output slots to observe and their names (empty
+    /// unless loaded for observation).
+    taps: Vec<Vec<(usize, String)>>,
+    observed: Vec<String>,
+}
+
+impl TractModel {
+    fn values(&self, inputs: &[HostTensor]) -> Result<TVec<TValue>> {
+        check_run_inputs(&self.inputs, &self.resolution, inputs)?;
+        inputs
+            .iter()
+            .map(|t| to_tract(t).map(TValue::from))
+            .collect()
+    }
+
+    fn collect_outputs(&self, results: TVec<TValue>) -> Result<Vec<HostTensor>> {
+        if results.len() != self.outputs.len() {
+            return Err(RuntimeError::Run {
+                backend: BACKEND.into(),
+                message: format!(
+                    "tract returned {} outputs, the model declares {}",
+                    results.len(),
+                    self.outputs.len()
+                ),
+            });
+        }
+        results
+            .iter()
+            .zip(&self.outputs)
+            .map(|(v, spec)| from_tract(&spec.name, v))
+            .collect()
+    }
 }
 
 impl LoadedModel for TractModel {
@@ -508,31 +592,74 @@ impl LoadedModel for TractModel {
     }
 
     fn run(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>> {
-        check_run_inputs(&self.inputs, &self.resolution, inputs)?;
-        let values: TVec<TValue> = inputs
-            .iter()
-            .map(|t| to_tract(t).map(TValue::from))
-            .collect::<Result<_>>()?;
+        let values = self.values(inputs)?;
         let results = guard(|| self.plan.run(values))
             .map_err(|panic| RuntimeError::Run {
                 backend: BACKEND.into(),
                 message: panic,
             })?
             .map_err(|e| run_error(&e))?;
-        if results.len() != self.outputs.len() {
-            return Err(RuntimeError::Run {
-                backend: BACKEND.into(),
-                message: format!(
-                    "tract returned {} outputs, the model declares {}",
-                    results.len(),
-                    self.outputs.len()
-                ),
-            });
+        self.collect_outputs(results)
+    }
+
+    /// Evaluates node by node and hands each tapped output to the sink right
+    /// after its node ran; tract frees every value after its last reader, so
+    /// only the tensors still needed downstream are held.
+    fn run_observed(
+        &self,
+        inputs: &[HostTensor],
+        sink: &mut TensorSink<'_>,
+    ) -> Result<Vec<HostTensor>> {
+        if self.taps.is_empty() {
+            return LoadedModel::run_observed(&NotObserving, inputs, sink);
         }
-        results
-            .iter()
-            .zip(&self.outputs)
-            .map(|(v, spec)| from_tract(&spec.name, v))
-            .collect()
+        let values = self.values(inputs)?;
+        let mut sink_error: Option<RuntimeError> = None;
+        let outcome = guard(|| -> TractResult<TVec<TValue>> {
+            let mut state = tract_onnx::tract_core::plan::SimpleState::new(&self.plan)?;
+            state.run_plan_with_eval(values, |ctx, op_state, node, node_inputs| {
+                let out = tract_onnx::tract_core::plan::eval(ctx, op_state, node, node_inputs)?;
+                for (slot, name) in &self.taps[node.id] {
+                    let result = from_tract(name, &out[*slot]).and_then(|t| sink(&t));
+                    if let Err(e) = result {
+                        sink_error = Some(e);
+                        return Err(TractError::msg("observation stopped"));
+                    }
+                }
+                Ok::<_, TractError>(out)
+            })
+        })
+        .map_err(|panic| RuntimeError::Run {
+            backend: BACKEND.into(),
+            message: panic,
+        })?;
+        if let Some(e) = sink_error {
+            return Err(e);
+        }
+        self.collect_outputs(outcome.map_err(|e| run_error(&e))?)
+    }
+
+    fn observed(&self) -> &[String] {
+        &self.observed
+    }
+}
+
+/// Stands in for a model that was not loaded for observation, to reuse the
+/// trait's error.
+struct NotObserving;
+
+impl LoadedModel for NotObserving {
+    fn inputs(&self) -> &[IoSpec] {
+        &[]
+    }
+    fn outputs(&self) -> &[IoSpec] {
+        &[]
+    }
+    fn resolution(&self) -> &ShapeResolution {
+        static EMPTY: std::sync::OnceLock<ShapeResolution> = std::sync::OnceLock::new();
+        EMPTY.get_or_init(ShapeResolution::default)
+    }
+    fn run(&self, _: &[HostTensor]) -> Result<Vec<HostTensor>> {
+        Ok(Vec::new())
     }
 }

@@ -5,137 +5,22 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use infopt_runtime::ort_backend::{OptLevel, OrtBackend, OrtOptions};
 use infopt_runtime::{Backend, DefaultedDim, HostTensor, Latency, LoadedModel, RuntimeError};
+use infopt_verify::timing::{self, Timed};
+use infopt_verify::{BackendInfo, BackendKind};
 use serde::Serialize;
 
+use crate::backend_args::{BackendArgs, defaulted_dim_note};
 use crate::exit::{CliError, CliResult, Exit};
 use crate::inputs_arg::{self, InputArgs, InputSource};
-
-/// Backend selection, shared by `bench` and `compare`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct BackendArgs {
-    /// Backend to run in: tract (embedded) or ort (ONNX Runtime, loaded at run time).
-    #[arg(long, value_name = "tract|ort")]
-    pub backend: Option<String>,
-    /// ONNX Runtime library (default: $ORT_DYLIB_PATH, else the onnxruntime package of
-    /// python3 or of a .venv above the working directory).
-    #[arg(long, value_name = "PATH")]
-    pub ort_dylib: Option<PathBuf>,
-    /// Threads inside one operator (ort; tract runs on one thread). Default: ONNX
-    /// Runtime's, one per physical core.
-    #[arg(long, value_name = "N")]
-    pub threads: Option<usize>,
-    /// ONNX Runtime graph optimization level.
-    #[arg(long, value_name = "disable|basic|extended|all", default_value = "all")]
-    pub ort_opt_level: String,
-    /// ONNX Runtime execution providers in priority order (repeatable or comma-separated,
-    /// e.g. cuda,cpu). Default: CPU.
-    #[arg(long = "ep", value_name = "NAME", value_delimiter = ',')]
-    pub execution_providers: Vec<String>,
-}
-
-/// The backend as reports describe it.
-#[derive(Serialize, Debug, Clone)]
-pub struct BackendInfo {
-    pub name: String,
-    pub version: String,
-    /// Intra-op threads; `None` is the backend's default.
-    pub threads: Option<usize>,
-    /// ONNX Runtime only.
-    pub opt_level: Option<String>,
-    pub execution_providers: Vec<String>,
-    /// ONNX Runtime only: the shared library in use.
-    pub library: Option<String>,
-}
-
-impl BackendInfo {
-    pub fn describe(&self) -> String {
-        let mut parts = Vec::new();
-        parts.push(match self.threads {
-            Some(n) => format!("threads {n}"),
-            None => "threads default".into(),
-        });
-        if let Some(l) = &self.opt_level {
-            parts.push(format!("opt {l}"));
-        }
-        if !self.execution_providers.is_empty() {
-            parts.push(self.execution_providers.join(" > "));
-        }
-        format!("{} ({})", self.version, parts.join(", "))
-    }
-}
-
-/// "input `x` dim 0 (batch) unbound, took 1; ...": shared by bench and compare.
-pub fn defaulted_dim_note(d: &DefaultedDim) -> String {
-    format!(
-        "input `{}` dim {} ({}) unbound, took {}; set it with --input-shape",
-        d.input,
-        d.axis,
-        d.symbol.as_deref().unwrap_or("unnamed"),
-        d.value
-    )
-}
 
 /// A runtime error as a CLI error: configuration problems (no library, bad option) are
 /// usage errors, the rest `exit`.
 pub fn runtime_error(e: RuntimeError, exit: Exit) -> CliError {
     match e {
         RuntimeError::InvalidArgument(m) => CliError::usage(m),
+        RuntimeError::Unavailable { .. } => CliError::new(Exit::Unavailable, e),
         e => CliError::new(exit, e),
-    }
-}
-
-impl BackendArgs {
-    /// Builds the backend. `default` is used when `--backend` is not given.
-    pub fn build(&self, default: &str) -> CliResult<(Box<dyn Backend>, BackendInfo)> {
-        let name = self.backend.as_deref().unwrap_or(default);
-        let opt_level: OptLevel = self
-            .ort_opt_level
-            .parse()
-            .map_err(|e: RuntimeError| CliError::usage(e))?;
-        match name.to_ascii_lowercase().as_str() {
-            "tract" => {
-                if self.ort_dylib.is_some() || !self.execution_providers.is_empty() {
-                    eprintln!("note: --ort-dylib and --ep apply to --backend ort only");
-                }
-                if self.threads.is_some_and(|n| n != 1) {
-                    eprintln!("note: tract runs on one thread; --threads applies to --backend ort");
-                }
-                let b = infopt_runtime::TractBackend;
-                let info = BackendInfo {
-                    name: b.name().into(),
-                    version: b.version(),
-                    threads: Some(1),
-                    opt_level: None,
-                    execution_providers: vec![],
-                    library: None,
-                };
-                Ok((Box::new(b), info))
-            }
-            "ort" | "onnxruntime" => {
-                let b = OrtBackend::new(OrtOptions {
-                    dylib: self.ort_dylib.clone(),
-                    intra_threads: self.threads,
-                    opt_level,
-                    execution_providers: self.execution_providers.clone(),
-                })
-                .map_err(|e| runtime_error(e, Exit::Usage))?;
-                let info = BackendInfo {
-                    name: b.name().into(),
-                    version: b.version(),
-                    threads: self.threads,
-                    opt_level: Some(opt_level.to_string()),
-                    execution_providers: b.execution_providers(),
-                    library: Some(b.library_path().display().to_string()),
-                };
-                Ok((Box::new(b), info))
-            }
-            other => Err(CliError::usage(format!(
-                "unknown backend `{other}` (choose one of {})",
-                infopt_runtime::ort_backend::BACKEND_NAMES.join(", ")
-            ))),
-        }
     }
 }
 
@@ -303,48 +188,43 @@ impl Progress {
     }
 }
 
-/// Times the models: warm-up and timed runs alternate between the models, and the model
-/// that goes first alternates from one round to the next, so drift (clock scaling,
-/// other load, caches) touches every model alike.
-pub fn time_interleaved(models: &[Loaded], warmup: usize, runs: usize) -> CliResult<Vec<Latency>> {
-    let mut progress = Progress::new();
-    let run = |m: &Loaded| {
-        m.model
-            .run(&m.inputs)
-            .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", m.path.display())))
-    };
-    let order = |round: usize| -> Vec<usize> {
-        let mut ix: Vec<usize> = (0..models.len()).collect();
-        if round % 2 == 1 {
-            ix.reverse();
-        }
-        ix
-    };
-    if warmup > 0 {
-        progress.phase("warm-up", warmup);
-        for round in 0..warmup {
-            for i in order(round) {
-                run(&models[i])?;
+/// Times the models interleaved (see [`infopt_verify::timing`]), with a
+/// progress bar on a terminal.
+pub fn time_interleaved(
+    models: Vec<Loaded>,
+    warmup: usize,
+    runs: usize,
+) -> CliResult<(Vec<Latency>, Vec<Loaded>)> {
+    let mut meta = Vec::new();
+    let timed: Vec<Timed> = models
+        .into_iter()
+        .map(|m| {
+            meta.push((m.path.clone(), m.load_ms));
+            Timed {
+                label: m.path.display().to_string(),
+                model: m.model,
+                inputs: m.inputs,
             }
-            progress.inc();
-        }
-    }
-    progress.phase("timing", runs);
-    let mut samples = vec![Vec::with_capacity(runs); models.len()];
-    for round in 0..runs {
-        for i in order(round) {
-            let started = Instant::now();
-            let out = run(&models[i])?;
-            samples[i].push(started.elapsed().as_secs_f64() * 1e3);
-            drop(out);
-        }
-        progress.inc();
-    }
-    progress.finish();
-    samples
-        .iter()
-        .map(|s| Latency::from_samples(warmup, s).map_err(|e| CliError::new(Exit::Internal, e)))
-        .collect()
+        })
+        .collect();
+    let mut progress = Progress::new();
+    let lat = timing::time_interleaved(&timed, warmup, runs, &mut |p| match p {
+        timing::Progress::Phase(label, total) => progress.phase(label, total),
+        timing::Progress::Round => progress.inc(),
+        timing::Progress::Done => progress.finish(),
+    })
+    .map_err(CliError::from)?;
+    let back = timed
+        .into_iter()
+        .zip(meta)
+        .map(|(t, (path, load_ms))| Loaded {
+            path,
+            model: t.model,
+            inputs: t.inputs,
+            load_ms,
+        })
+        .collect();
+    Ok((lat, back))
 }
 
 fn ms(v: f64) -> String {
@@ -413,14 +293,15 @@ pub fn run(args: Args) -> CliResult {
         return Err(CliError::usage("--runs must be at least 1"));
     }
     let inputs = args.inputs.resolve().map_err(CliError::usage)?;
-    let (backend, info) = args.backend.build("tract")?;
+    let chosen = args.backend.build(BackendKind::Tract)?;
+    let (backend, info) = (chosen.backend, chosen.info);
     let mut paths = vec![args.model.clone()];
     paths.extend(args.compare.clone());
     let loaded = paths
         .iter()
         .map(|p| load(backend.as_ref(), p, &inputs))
         .collect::<CliResult<Vec<_>>>()?;
-    let latencies = time_interleaved(&loaded, args.warmup, args.runs)?;
+    let (latencies, loaded) = time_interleaved(loaded, args.warmup, args.runs)?;
     let models: Vec<ModelBench> = loaded
         .iter()
         .zip(latencies)

@@ -9,10 +9,13 @@ use infopt_runtime::compare::{self, OutputAgreement, Tolerance};
 use infopt_runtime::{Backend, DefaultedDim, HostTensor, LoadedModel};
 use serde::Serialize;
 
-use super::bench::{BackendArgs, BackendInfo, runtime_error};
+use infopt_verify::intermediates::{self, IntermediateReport};
+use infopt_verify::{BackendInfo, BackendKind};
+
+use super::bench::runtime_error;
+use crate::backend_args::BackendArgs;
 use crate::exit::{CliError, CliResult, Exit};
 use crate::inputs_arg::{self, InputArgs, InputSource, Inputs};
-use crate::intermediates::{self, IntermediateReport};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -75,7 +78,7 @@ fn inputs_for_b(
             a_inputs
                 .iter()
                 .find(|x| x.name() == t.name() && x.shape() == t.shape())
-                .and_then(|x| inputs_arg::convert(x, t.dtype()).ok())
+                .and_then(|x| infopt_verify::inputs::convert(x, t.dtype()).ok())
                 .unwrap_or(t)
         })
         .collect())
@@ -132,7 +135,11 @@ pub fn render_text(r: &CompareReport) -> String {
         r.input_source.describe()
     );
     for d in &r.defaulted_dims {
-        let _ = writeln!(s, "note        {}", super::bench::defaulted_dim_note(d));
+        let _ = writeln!(
+            s,
+            "note        {}",
+            crate::backend_args::defaulted_dim_note(d)
+        );
     }
     let _ = writeln!(
         s,
@@ -199,7 +206,7 @@ fn compare_intermediates(
 ) -> CliResult<IntermediateReport> {
     let a = super::load_model(a_path)?;
     let b = super::load_model(b_path)?;
-    intermediates::compare(
+    Ok(intermediates::compare(
         pair.backend,
         &pair.inputs.shapes,
         intermediates::Side {
@@ -213,7 +220,7 @@ fn compare_intermediates(
             inputs: pair.b_inputs,
         },
         tol,
-    )
+    )?)
 }
 
 fn dir_of(p: &Path) -> PathBuf {
@@ -232,8 +239,13 @@ pub fn run(args: Args) -> CliResult {
         rtol: args.rtol,
     };
     let inputs = args.inputs.resolve().map_err(CliError::usage)?;
-    let default_backend = if args.intermediate { "ort" } else { "tract" };
-    let (backend, info) = args.backend.build(default_backend)?;
+    let default_backend = if args.intermediate {
+        BackendKind::Ort
+    } else {
+        BackendKind::Tract
+    };
+    let chosen = args.backend.build(default_backend)?;
+    let (backend, info) = (chosen.backend, chosen.info);
     let a = super::bench::load(backend.as_ref(), &args.a, &inputs)?;
     let b = super::bench::load(backend.as_ref(), &args.b, &inputs)?;
     let b_inputs = inputs_for_b(&a.inputs, b.model.as_ref(), &inputs)

@@ -1,6 +1,7 @@
 //! One module per subcommand; each has an `Args` struct and a `run` function.
 
 pub mod bench;
+pub mod calibrate;
 pub mod compare;
 pub mod convert;
 pub mod inspect;
@@ -35,6 +36,8 @@ pub enum Command {
     Bench(bench::Args),
     /// Run two models on the same inputs and compare their outputs (exit 4 on mismatch).
     Compare(compare::Args),
+    /// Run a model over calibration data and write activation ranges (and a TensorRT cache).
+    Calibrate(Box<calibrate::Args>),
 }
 
 pub fn run(cli: Cli) -> CliResult {
@@ -45,6 +48,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Passes(a) => passes::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Calibrate(a) => calibrate::run(*a),
     }
 }
 

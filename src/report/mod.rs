@@ -9,7 +9,16 @@ use infopt_ir::stats::GraphStats;
 use infopt_passes::{Declined, PipelineRun};
 use serde::Serialize;
 
-use crate::verify::{LatencyComparison, Verification};
+pub use infopt_verify::{LatencyComparison, Verification};
+
+/// Agreement with the original after one pass (`--verify-each-pass`).
+#[derive(Serialize, Debug, Clone)]
+pub struct PassCheck {
+    pub pass: String,
+    pub passed: bool,
+    /// Largest absolute difference over all outputs.
+    pub max_abs: f64,
+}
 
 /// Bumped on incompatible changes to the JSON layout.
 pub const REPORT_SCHEMA_VERSION: u32 = 1;
@@ -74,7 +83,7 @@ pub struct Report {
     pub latency: Option<LatencyComparison>,
     pub stopped_after: Option<String>,
     /// With `--verify-each-pass`: agreement with the original after every pass that changed the model.
-    pub pass_checks: Vec<crate::verify::PassCheck>,
+    pub pass_checks: Vec<PassCheck>,
     pub first_failing_pass: Option<String>,
     pub first_diverging_tensor: Option<String>,
     pub notes: Vec<String>,

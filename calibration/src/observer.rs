@@ -1,0 +1,279 @@
+//! Streaming observers: per-tensor running min/max and an exactly mergeable |x| histogram.
+//!
+//! The model runner hands every intermediate float tensor to
+//! [`RangeCollector::observe`]; collectors filled on different threads or shards combine
+//! with [`RangeCollector::merge`]. Memory is `O(tensors × bins)`, independent of the
+//! number of samples, and the statistics depend only on the multiset of values seen (see
+//! [`crate::histogram`]), so ranges do not change with batch size or sample order.
+
+use std::collections::BTreeMap;
+
+use half::slice::HalfFloatSliceExt;
+use infopt_runtime::{HostTensor, TensorData};
+
+use crate::error::Result;
+use crate::histogram::{AbsHistogram, DEFAULT_BINS};
+
+/// Elements processed at a time: f16/bf16/f64 tensors are converted to f32 this many
+/// elements at a time (never copied whole), and the min/max pass and the binning pass
+/// over a chunk run while it is in cache.
+const CHUNK: usize = 1 << 14;
+
+/// Everything known about one tensor's values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorStats {
+    /// Smallest and largest finite value (`+inf`/`-inf` while none was seen).
+    pub min: f32,
+    pub max: f32,
+    /// How many times the tensor was observed (one per model run).
+    pub observations: u64,
+    /// Finite elements counted.
+    pub elements: u64,
+    /// NaN and ±inf elements, skipped by every statistic.
+    pub non_finite: u64,
+    pub histogram: AbsHistogram,
+}
+
+impl TensorStats {
+    fn new(histogram: AbsHistogram) -> TensorStats {
+        TensorStats {
+            min: f32::INFINITY,
+            max: f32::NEG_INFINITY,
+            observations: 0,
+            elements: 0,
+            non_finite: 0,
+            histogram,
+        }
+    }
+
+    /// Largest finite |x| seen (0 when no finite value was seen).
+    pub fn abs_max(&self) -> f32 {
+        if self.elements == 0 {
+            0.0
+        } else {
+            self.min.abs().max(self.max.abs())
+        }
+    }
+
+    fn add(&mut self, xs: &[f32]) {
+        // One pass for min, max and the finite count; the histogram then needs only the
+        // binning pass. NaN fails both comparisons, inf is excluded by the finite count.
+        let (mut lo, mut hi, mut finite) = (f32::INFINITY, f32::NEG_INFINITY, 0u64);
+        for &x in xs {
+            if x.is_finite() {
+                lo = lo.min(x);
+                hi = hi.max(x);
+                finite += 1;
+            }
+        }
+        self.elements += finite;
+        self.non_finite += xs.len() as u64 - finite;
+        if finite > 0 {
+            self.min = self.min.min(lo);
+            self.max = self.max.max(hi);
+        }
+        let batch_abs_max = if finite > 0 {
+            lo.abs().max(hi.abs())
+        } else {
+            0.0
+        };
+        self.histogram.add_with_max(xs, batch_abs_max);
+    }
+
+    fn merge(&mut self, other: &TensorStats) -> Result<()> {
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        self.observations += other.observations;
+        self.elements += other.elements;
+        self.non_finite += other.non_finite;
+        self.histogram.merge(&other.histogram)
+    }
+}
+
+/// Statistics of every float tensor observed, by tensor name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RangeCollector {
+    /// An empty histogram of the chosen size, cloned for each new tensor.
+    empty: AbsHistogram,
+    tensors: BTreeMap<String, TensorStats>,
+}
+
+impl Default for RangeCollector {
+    fn default() -> Self {
+        RangeCollector {
+            empty: AbsHistogram::new(DEFAULT_BINS).expect("the default bin count is valid"),
+            tensors: BTreeMap::new(),
+        }
+    }
+}
+
+impl RangeCollector {
+    /// A collector with [`DEFAULT_BINS`] histogram bins.
+    pub fn new() -> RangeCollector {
+        RangeCollector::default()
+    }
+
+    /// A collector whose histograms have `bins` bins (a power of two, 128..=2^20).
+    pub fn with_bins(bins: usize) -> Result<RangeCollector> {
+        Ok(RangeCollector {
+            empty: AbsHistogram::new(bins)?,
+            tensors: BTreeMap::new(),
+        })
+    }
+
+    pub fn bins(&self) -> usize {
+        self.empty.bins()
+    }
+
+    /// Records one observation of tensor `name`. Float tensors (f16, bf16, f32, f64, read
+    /// as f32) are counted; integer and bool tensors are not quantized and are ignored.
+    pub fn observe(&mut self, name: &str, t: &HostTensor) {
+        if !t.dtype().is_float() {
+            return;
+        }
+        if !self.tensors.contains_key(name) {
+            let fresh = TensorStats::new(self.empty.clone());
+            self.tensors.insert(name.to_string(), fresh);
+        }
+        let Some(stats) = self.tensors.get_mut(name) else {
+            return;
+        };
+        stats.observations += 1;
+        match t.data() {
+            // In chunks too: the binning pass then re-reads data still in cache.
+            TensorData::F32(v) => v.chunks(CHUNK).for_each(|c| stats.add(c)),
+            TensorData::F16(v) => add_converted(stats, v, |c, buf| c.convert_to_f32_slice(buf)),
+            TensorData::BF16(v) => add_converted(stats, v, |c, buf| c.convert_to_f32_slice(buf)),
+            TensorData::F64(v) => add_converted(stats, v, |c, buf| {
+                for (o, &x) in buf.iter_mut().zip(c) {
+                    *o = x as f32;
+                }
+            }),
+            _ => {}
+        }
+    }
+
+    /// [`observe`](Self::observe) under the tensor's own name, the shape of a runtime
+    /// `TensorSink` (`|t| { c.observe_named(t); Ok(()) }`); unnamed tensors are ignored.
+    pub fn observe_named(&mut self, t: &HostTensor) {
+        if let Some(name) = t.name() {
+            self.observe(name, t);
+        }
+    }
+
+    /// Adds another collector's statistics (built with the same number of bins).
+    pub fn merge(&mut self, other: RangeCollector) -> Result<()> {
+        if other.bins() != self.bins() {
+            return Err(crate::CalibError::Config(format!(
+                "cannot merge collectors with {} and {} histogram bins",
+                self.bins(),
+                other.bins()
+            )));
+        }
+        for (name, stats) in other.tensors {
+            match self.tensors.get_mut(&name) {
+                Some(mine) => mine.merge(&stats)?,
+                None => {
+                    self.tensors.insert(name, stats);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn get(&self, name: &str) -> Option<&TensorStats> {
+        self.tensors.get(name)
+    }
+
+    /// Tensors in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &TensorStats)> {
+        self.tensors.iter().map(|(n, s)| (n.as_str(), s))
+    }
+
+    pub fn len(&self) -> usize {
+        self.tensors.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tensors.is_empty()
+    }
+}
+
+/// Converts `v` to f32 a chunk at a time (`convert` fills a buffer of the chunk's length;
+/// half's slice conversion uses the CPU's f16 instructions where available).
+fn add_converted<T>(stats: &mut TensorStats, v: &[T], convert: impl Fn(&[T], &mut [f32])) {
+    let mut buf = vec![0f32; CHUNK.min(v.len())];
+    for chunk in v.chunks(CHUNK) {
+        let out = &mut buf[..chunk.len()];
+        convert(chunk, out);
+        stats.add(out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::{bf16, f16};
+
+    #[test]
+    fn observes_floats_of_every_width_and_ignores_integers() {
+        let mut c = RangeCollector::new();
+        c.observe(
+            "a",
+            &HostTensor::from_vec(vec![3], vec![-1.5f32, 0.25, 2.0]).unwrap(),
+        );
+        c.observe(
+            "a",
+            &HostTensor::from_vec(vec![2], vec![f16::from_f32(-3.0), f16::from_f32(1.0)]).unwrap(),
+        );
+        c.observe(
+            "b",
+            &HostTensor::from_vec(vec![2], vec![bf16::from_f32(0.5), bf16::NAN]).unwrap(),
+        );
+        c.observe("c", &HostTensor::from_vec(vec![1], vec![7.0f64]).unwrap());
+        c.observe("i", &HostTensor::from_vec(vec![2], vec![1i64, 99]).unwrap());
+        assert_eq!(c.len(), 3);
+        let a = c.get("a").unwrap();
+        assert_eq!(
+            (a.min, a.max, a.observations, a.elements),
+            (-3.0, 2.0, 2, 5)
+        );
+        assert_eq!(a.abs_max(), 3.0);
+        let b = c.get("b").unwrap();
+        assert_eq!((b.elements, b.non_finite, b.histogram.total()), (1, 1, 1));
+        assert_eq!(c.get("c").unwrap().max, 7.0);
+        assert!(c.get("i").is_none());
+    }
+
+    #[test]
+    fn merge_combines_and_checks_bins() {
+        let t = HostTensor::from_vec(vec![2], vec![-1.0f32, 4.0]).unwrap();
+        let mut a = RangeCollector::new();
+        a.observe("x", &t);
+        let mut b = RangeCollector::new();
+        b.observe("x", &HostTensor::from_vec(vec![1], vec![-9.0f32]).unwrap());
+        b.observe("y", &t);
+        a.merge(b).unwrap();
+        let x = a.get("x").unwrap();
+        assert_eq!(
+            (x.min, x.max, x.observations, x.elements),
+            (-9.0, 4.0, 2, 3)
+        );
+        assert!(a.get("y").is_some());
+        assert!(a.merge(RangeCollector::with_bins(4096).unwrap()).is_err());
+    }
+
+    #[test]
+    fn chunked_conversion_counts_every_element() {
+        let n = CHUNK * 2 + 5;
+        let v: Vec<f16> = (0..n)
+            .map(|i| f16::from_f32((i % 100) as f32 - 50.0))
+            .collect();
+        let mut c = RangeCollector::new();
+        c.observe("h", &HostTensor::from_vec(vec![n], v).unwrap());
+        let h = c.get("h").unwrap();
+        assert_eq!(h.elements, n as u64);
+        assert_eq!(h.histogram.total(), n as u64);
+        assert_eq!((h.min, h.max), (-50.0, 49.0));
+    }
+}

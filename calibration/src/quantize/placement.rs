@@ -1,0 +1,661 @@
+//! Where the Q/DQ pairs go, per target.
+//!
+//! The plan is computed on the unchanged graph and then applied as one
+//! patch: a list of activations to quantize (with the node inputs that read
+//! the dequantized copy), of weights (with their channel axis) and, for ONNX
+//! Runtime, of biases to store as INT32.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use infopt_ir::{DataType, Graph, NodeId, Slot, Use, ValueId};
+use infopt_passes::Target;
+
+use super::qdq::ActParams;
+use crate::Amax;
+
+/// Which nodes stay float by the user's choice.
+#[derive(Debug)]
+pub enum Matcher {
+    Name(String),
+    Op(String),
+    Regex(regex_lite::Regex),
+}
+
+impl Matcher {
+    pub fn matches(&self, g: &Graph, id: NodeId) -> bool {
+        let n = g.node(id);
+        match self {
+            Matcher::Name(s) => n.name.as_deref() == Some(s.as_str()),
+            Matcher::Op(s) => n.op_type == *s,
+            Matcher::Regex(r) => r.is_match(n.name.as_deref().unwrap_or("")),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Matcher::Name(s) => format!("name '{s}'"),
+            Matcher::Op(s) => format!("op {s}"),
+            Matcher::Regex(r) => format!("regex '{}'", r.as_str()),
+        }
+    }
+}
+
+pub struct Settings {
+    pub target: Target,
+    pub exclude: Vec<Matcher>,
+    pub keep_first_last: bool,
+    /// Activation integer type on ONNX Runtime (INT8 elsewhere).
+    pub ort_activation: DataType,
+    /// ONNX Runtime: depthwise convolutions stay float.
+    pub ort_float_depthwise: bool,
+}
+
+/// One activation to quantize.
+#[derive(Debug, Clone)]
+pub struct ActQ {
+    pub params: ActParams,
+    pub uses: BTreeSet<(NodeId, u32)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct WeightQ {
+    pub axis: usize,
+    pub uses: BTreeSet<(NodeId, u32)>,
+}
+
+/// A bias read as INT32 (`scale = s_x * s_w`) by a quantized layer.
+#[derive(Debug, Clone)]
+pub struct BiasQ {
+    pub bias: ValueId,
+    pub layer: NodeId,
+    pub slot: u32,
+    pub act: ValueId,
+    pub weight: ValueId,
+}
+
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub acts: BTreeMap<ValueId, ActQ>,
+    pub weights: BTreeMap<ValueId, WeightQ>,
+    pub biases: Vec<BiasQ>,
+    /// Weighted layers that read quantized inputs.
+    pub layers: Vec<NodeId>,
+    /// (node label, reason) of layers and ops left in float.
+    pub skipped: Vec<(String, String)>,
+}
+
+impl Plan {
+    pub fn per_channel(&self) -> bool {
+        !self.weights.is_empty()
+    }
+
+    fn add_act(&mut self, t: ValueId, params: ActParams, user: NodeId, slot: u32) {
+        self.acts
+            .entry(t)
+            .or_insert_with(|| ActQ {
+                params,
+                uses: BTreeSet::new(),
+            })
+            .uses
+            .insert((user, slot));
+    }
+}
+
+pub fn uses_of(q: &BTreeSet<(NodeId, u32)>) -> Vec<Use> {
+    q.iter()
+        .map(|&(node, slot)| Use {
+            node,
+            slot: Slot::Input(slot),
+        })
+        .collect()
+}
+
+/// A weighted layer: activation input slots, its constant weight and bias.
+#[derive(Debug, Clone)]
+struct Layer {
+    node: NodeId,
+    acts: Vec<u32>,
+    weight: Option<(u32, ValueId, usize)>,
+    bias: Option<(u32, ValueId)>,
+}
+
+fn label(g: &Graph, id: NodeId) -> String {
+    let n = g.node(id);
+    match &n.name {
+        Some(name) if !name.is_empty() => format!("{} '{name}'", n.op_type),
+        _ => n.op_type.clone(),
+    }
+}
+
+fn input(g: &Graph, id: NodeId, slot: usize) -> Option<ValueId> {
+    g.node(id).inputs.get(slot).copied().flatten()
+}
+
+fn float_const(g: &Graph, v: ValueId) -> bool {
+    g.constant(v).is_some_and(|t| t.dtype() == DataType::Float)
+}
+
+/// `Ok(None)`: not a weighted layer; `Err`: a weighted layer that cannot be
+/// quantized, with the reason.
+fn weighted_layer(g: &Graph, id: NodeId) -> Result<Option<Layer>, String> {
+    let n = g.node(id);
+    if !n.domain().is_empty() || n.has_subgraphs() {
+        return Ok(None);
+    }
+    let op = n.op_type.as_str();
+    if !matches!(op, "Conv" | "ConvTranspose" | "Gemm" | "MatMul") {
+        return Ok(None);
+    }
+    let Some(x) = input(g, id, 0) else {
+        return Err("no input".into());
+    };
+    let Some(w) = input(g, id, 1) else {
+        return Err("no weight input".into());
+    };
+    if g.constant(x).is_some() {
+        return Err("its first input is a constant".into());
+    }
+    if let Some(out) = n.outputs.first().copied().flatten()
+        && let Some((bn, _)) = g
+            .input_uses(out)
+            .find(|&(r, _)| g.node(r).op_type == "BatchNormalization")
+    {
+        return Err(format!(
+            "BatchNormalization '{}' reads its output: run fuse-conv-bn before quantize-int8 (the quantized weights must be the folded ones)",
+            g.node(bn).name_or_op()
+        ));
+    }
+    let bias = input(g, id, 2)
+        .filter(|&b| float_const(g, b))
+        .map(|b| (2u32, b));
+    if g.constant(w).is_none() {
+        return match op {
+            // Two activations (attention scores, batched products): both per tensor.
+            "MatMul" | "Gemm" => Ok(Some(Layer {
+                node: id,
+                acts: vec![0, 1],
+                weight: None,
+                bias: None,
+            })),
+            _ => Err(format!("weight '{}' is not a constant", g.value(w).name)),
+        };
+    }
+    if !float_const(g, w) {
+        return Err(format!("weight '{}' is not float32", g.value(w).name));
+    }
+    let rank = g.constant(w).map(|t| t.dims().len()).unwrap_or(0);
+    let axis = match op {
+        "Conv" => 0,
+        // [C_in, C_out/group, k...]: output channels along axis 1.
+        "ConvTranspose" => 1,
+        "Gemm" => {
+            if rank != 2 {
+                return Err(format!("Gemm weight of rank {rank}"));
+            }
+            // B is [K, N] (or [N, K] with transB): per output column N.
+            if n.attr_int_or("transB", 0).unwrap_or(0) != 0 {
+                0
+            } else {
+                1
+            }
+        }
+        _ => {
+            if rank < 2 {
+                return Err(format!("MatMul weight of rank {rank}"));
+            }
+            // [.., K, N]: per output column.
+            rank - 1
+        }
+    };
+    if matches!(op, "Conv" | "ConvTranspose") && rank < 3 {
+        return Err(format!("{op} weight of rank {rank}"));
+    }
+    Ok(Some(Layer {
+        node: id,
+        acts: vec![0],
+        weight: Some((1, w, axis)),
+        bias,
+    }))
+}
+
+/// The usable range of a float activation (a range table may also name
+/// integer tensors, which are never quantized).
+fn range_of(g: &Graph, amax: &Amax, v: ValueId) -> Option<f32> {
+    if g.constant(v).is_some() || g.value_type(v).is_some_and(|t| t.dtype != DataType::Float) {
+        return None;
+    }
+    amax.get(&g.value(v).name)
+        .filter(|a| a.is_finite() && *a > 0.0)
+}
+
+fn excluded_by<'a>(s: &'a Settings, g: &Graph, id: NodeId) -> Option<&'a Matcher> {
+    s.exclude.iter().find(|m| m.matches(g, id))
+}
+
+/// Ops that always stay float: their accuracy collapses in INT8 and no
+/// runtime fuses them with Q/DQ.
+pub const FLOAT_OPS: &[&str] = &[
+    "Softmax",
+    "LogSoftmax",
+    "LayerNormalization",
+    "GroupNormalization",
+    "InstanceNormalization",
+    "BatchNormalization",
+    "Erf",
+    "Gelu",
+    "Exp",
+    "Log",
+    "Pow",
+    "Sqrt",
+    "ReduceMean",
+    "Div",
+];
+
+pub fn plan(g: &Graph, amax: &Amax, s: &Settings) -> Result<Plan, String> {
+    let order = g
+        .topological_order()
+        .map_err(|e| format!("graph is not a DAG: {e}"))?;
+    let mut plan = Plan::default();
+    // Candidate layers, in order.
+    let mut layers = Vec::new();
+    for &id in &order {
+        match weighted_layer(g, id) {
+            Ok(None) => {}
+            Ok(Some(l)) => {
+                if let Some(m) = excluded_by(s, g, id) {
+                    plan.skipped
+                        .push((label(g, id), format!("excluded by {}", m.describe())));
+                    continue;
+                }
+                layers.push(l);
+            }
+            Err(reason) => plan.skipped.push((label(g, id), reason)),
+        }
+    }
+    if s.keep_first_last && !layers.is_empty() {
+        let last = layers.len() - 1;
+        for i in [last, 0] {
+            if i < layers.len() {
+                let l = layers.remove(i);
+                plan.skipped.push((
+                    label(g, l.node),
+                    "keep_first_last: first/last weighted layer stays float".into(),
+                ));
+            }
+        }
+    }
+    match s.target {
+        Target::Onnxruntime => plan_ort(g, amax, s, &order, layers, &mut plan),
+        Target::Tensorrt | Target::Portable => plan_trt(g, amax, s, &order, layers, &mut plan),
+    }
+    Ok(plan)
+}
+
+/// Layers whose activation inputs all have a range; the others are skipped.
+fn with_ranges(g: &Graph, amax: &Amax, layers: Vec<Layer>, plan: &mut Plan) -> Vec<Layer> {
+    layers
+        .into_iter()
+        .filter(|l| {
+            let missing = l
+                .acts
+                .iter()
+                .filter_map(|&s| input(g, l.node, s as usize))
+                .find(|&v| range_of(g, amax, v).is_none());
+            if let Some(v) = missing {
+                plan.skipped.push((
+                    label(g, l.node),
+                    format!(
+                        "no range for input '{}' (not in the ranges, or amax 0)",
+                        g.value(v).name
+                    ),
+                ));
+                return false;
+            }
+            true
+        })
+        .collect()
+}
+
+/// TensorRT's explicit-quantization placement: Q/DQ on the inputs of weighted
+/// layers (weights per output channel), on the residual branch of an Add fed
+/// by a quantized layer (so the layer fuses the Add), on pooling inputs and on
+/// Concat inputs (one shared scale, so the Concat runs in INT8). Outputs of
+/// weighted layers are not quantized: TensorRT fuses the following
+/// activation / Add into the layer and quantizes where the next layer reads.
+fn plan_trt(
+    g: &Graph,
+    amax: &Amax,
+    s: &Settings,
+    order: &[NodeId],
+    layers: Vec<Layer>,
+    plan: &mut Plan,
+) {
+    let layers = with_ranges(g, amax, layers, plan);
+    // Concat inputs share the largest of their ranges.
+    let mut shared: BTreeMap<ValueId, f32> = BTreeMap::new();
+    let mut concats = Vec::new();
+    for &id in order {
+        let n = g.node(id);
+        if n.op_type != "Concat" || !n.domain().is_empty() || excluded_by(s, g, id).is_some() {
+            continue;
+        }
+        let ins: Vec<ValueId> = n.inputs.iter().flatten().copied().collect();
+        let ranges: Option<Vec<f32>> = ins
+            .iter()
+            .map(|&v| {
+                if g.constant(v).is_some()
+                    || g.value_type(v).is_some_and(|t| t.dtype != DataType::Float)
+                {
+                    None
+                } else {
+                    range_of(g, amax, v)
+                }
+            })
+            .collect();
+        let Some(ranges) = ranges else {
+            plan.skipped.push((
+                label(g, id),
+                "an input is constant, not float, or has no range".into(),
+            ));
+            continue;
+        };
+        let m = ranges.iter().copied().fold(0f32, f32::max);
+        for &v in &ins {
+            let e = shared.entry(v).or_insert(m);
+            *e = e.max(m);
+        }
+        concats.push(id);
+    }
+    let params = |v: ValueId| -> Option<ActParams> {
+        shared
+            .get(&v)
+            .copied()
+            .or_else(|| range_of(g, amax, v))
+            .map(ActParams::symmetric)
+    };
+    let quantized: HashSet<NodeId> = layers.iter().map(|l| l.node).collect();
+    for l in &layers {
+        for &slot in &l.acts {
+            if let Some(v) = input(g, l.node, slot as usize)
+                && let Some(p) = params(v)
+            {
+                plan.add_act(v, p, l.node, slot);
+            }
+        }
+        if let Some((slot, w, axis)) = l.weight {
+            plan.weights
+                .entry(w)
+                .or_insert_with(|| WeightQ {
+                    axis,
+                    uses: BTreeSet::new(),
+                })
+                .uses
+                .insert((l.node, slot));
+        }
+        plan.layers.push(l.node);
+    }
+    for &id in &concats {
+        for (slot, v) in g.node(id).inputs.iter().enumerate() {
+            if let Some(v) = *v
+                && let Some(p) = params(v)
+            {
+                plan.add_act(v, p, id, slot as u32);
+            }
+        }
+    }
+    for &id in order {
+        let n = g.node(id);
+        if !n.domain().is_empty() || excluded_by(s, g, id).is_some() {
+            continue;
+        }
+        match n.op_type.as_str() {
+            "Add" => {
+                let (Some(a), Some(b)) = (input(g, id, 0), input(g, id, 1)) else {
+                    continue;
+                };
+                if g.constant(a).is_some() || g.constant(b).is_some() {
+                    continue;
+                }
+                let from_layer = |v: ValueId| {
+                    g.value(v)
+                        .producer
+                        .is_some_and(|(p, _)| quantized.contains(&p))
+                };
+                // The branch that does not come from a layer; with two
+                // layer outputs, the second: the first layer fuses the Add
+                // and reads the other, quantized, as its residual.
+                let slot = match (from_layer(a), from_layer(b)) {
+                    (true, _) => 1,
+                    (false, true) => 0,
+                    (false, false) => continue,
+                };
+                let v = if slot == 1 { b } else { a };
+                match params(v) {
+                    Some(p) => plan.add_act(v, p, id, slot),
+                    None => plan.skipped.push((
+                        label(g, id),
+                        format!("no range for residual input '{}'", g.value(v).name),
+                    )),
+                }
+            }
+            "MaxPool" | "AveragePool" | "GlobalAveragePool" | "GlobalMaxPool" => {
+                if let Some(v) = input(g, id, 0)
+                    && let Some(p) = params(v)
+                {
+                    plan.add_act(v, p, id, 0);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// True when `v` cannot be negative: a Relu output, or a pooling /
+/// reshaping of such a value.
+fn non_negative(g: &Graph, v: ValueId) -> bool {
+    let Some((p, _)) = g.value(v).producer else {
+        return false;
+    };
+    let n = g.node(p);
+    if !n.domain().is_empty() {
+        return false;
+    }
+    match n.op_type.as_str() {
+        "Relu" => true,
+        "MaxPool" | "AveragePool" | "GlobalAveragePool" | "GlobalMaxPool" | "Flatten"
+        | "Reshape" | "Transpose" | "Squeeze" | "Unsqueeze" => {
+            input(g, p, 0).is_some_and(|x| non_negative(g, x))
+        }
+        _ => false,
+    }
+}
+
+fn is_depthwise(g: &Graph, id: NodeId) -> bool {
+    let n = g.node(id);
+    let group = n.attr_int_or("group", 1).unwrap_or(1);
+    group > 1
+        && input(g, id, 1)
+            .and_then(|w| g.constant(w))
+            .is_some_and(|w| w.dims().get(1) == Some(&1))
+}
+
+/// ONNX Runtime's CPU placement: the Q/DQ groups its QDQ transformer turns
+/// into integer kernels. A Conv becomes QLinearConv only when every input
+/// (bias included, as INT32) is a DQ and its output goes to a Q, so layer
+/// outputs are quantized too (after a following Relu, with the lowest zero
+/// point so ORT drops the Relu); Add, Concat and pooling between quantized
+/// tensors become QLinearAdd / QLinearMul / QLinearConcat /
+/// QLinearGlobalAveragePool / QLinearSigmoid / QLinearLeakyRelu, and
+/// MaxPool / reshapes keep their input's parameters so ORT drops their Q/DQ.
+fn plan_ort(
+    g: &Graph,
+    amax: &Amax,
+    s: &Settings,
+    order: &[NodeId],
+    layers: Vec<Layer>,
+    plan: &mut Plan,
+) {
+    let dtype = s.ort_activation;
+    let params_for = |v: ValueId, a: f32| {
+        if non_negative(g, v) {
+            ActParams::non_negative(a, dtype)
+        } else {
+            ActParams::symmetric_in(a, dtype)
+        }
+    };
+    let mut layers = with_ranges(g, amax, layers, plan);
+    if s.ort_float_depthwise {
+        layers.retain(|l| {
+            let dw = g.node(l.node).op_type == "Conv" && is_depthwise(g, l.node);
+            if dw {
+                plan.skipped.push((
+                    label(g, l.node),
+                    "depthwise Conv kept float (float_depthwise: true)".into(),
+                ));
+            }
+            !dw
+        });
+    }
+    // Quantized tensors whose every reader reads the DQ (layer outputs).
+    let mut all_readers: BTreeMap<ValueId, ActParams> = BTreeMap::new();
+    // The tensor that carries a node's quantized output: the output itself, or
+    // the output of its only reader when that is a Relu.
+    let quantized_output = |id: NodeId| -> Option<ValueId> {
+        let out = g.node(id).outputs.first().copied().flatten()?;
+        if g.is_graph_output(out) {
+            return None;
+        }
+        let readers: Vec<(NodeId, u32)> = g.input_uses(out).collect();
+        if readers.len() == 1 {
+            let (r, _) = readers[0];
+            let rn = g.node(r);
+            if rn.op_type == "Relu" && rn.domain().is_empty() && excluded_by(s, g, r).is_none() {
+                let ro = rn.outputs.first().copied().flatten()?;
+                if !g.is_graph_output(ro) && range_of(g, amax, ro).is_some() {
+                    return Some(ro);
+                }
+            }
+        }
+        if readers.is_empty() || range_of(g, amax, out).is_none() {
+            return None;
+        }
+        Some(out)
+    };
+    for l in layers {
+        let op = g.node(l.node).op_type.clone();
+        let out = quantized_output(l.node);
+        if out.is_none() && matches!(op.as_str(), "Conv" | "ConvTranspose") {
+            plan.skipped.push((
+                label(g, l.node),
+                "output is a graph output or has no range (ONNX Runtime runs a Conv in INT8 only with a quantized output)".into(),
+            ));
+            continue;
+        }
+        for &slot in &l.acts {
+            if let Some(v) = input(g, l.node, slot as usize)
+                && let Some(a) = range_of(g, amax, v)
+            {
+                plan.add_act(v, params_for(v, a), l.node, slot);
+            }
+        }
+        if let Some((slot, w, axis)) = l.weight {
+            plan.weights
+                .entry(w)
+                .or_insert_with(|| WeightQ {
+                    axis,
+                    uses: BTreeSet::new(),
+                })
+                .uses
+                .insert((l.node, slot));
+            if let (Some((bslot, b)), Some(x)) = (l.bias, input(g, l.node, 0))
+                && g.constant(b).map(|t| t.dims().len()) == Some(1)
+            {
+                plan.biases.push(BiasQ {
+                    bias: b,
+                    layer: l.node,
+                    slot: bslot,
+                    act: x,
+                    weight: w,
+                });
+            }
+        }
+        if let Some(o) = out
+            && let Some(a) = range_of(g, amax, o)
+        {
+            all_readers.insert(o, params_for(o, a));
+        }
+        plan.layers.push(l.node);
+    }
+    // Integer ops between quantized tensors, in order so chains propagate.
+    let is_q = |plan: &Plan, all: &BTreeMap<ValueId, ActParams>, v: ValueId| {
+        all.contains_key(&v) || plan.acts.contains_key(&v)
+    };
+    let q_params = |plan: &Plan, all: &BTreeMap<ValueId, ActParams>, v: ValueId| {
+        all.get(&v)
+            .copied()
+            .or_else(|| plan.acts.get(&v).map(|a| a.params))
+    };
+    for &id in order {
+        let n = g.node(id);
+        if !n.domain().is_empty() || n.has_subgraphs() || excluded_by(s, g, id).is_some() {
+            continue;
+        }
+        let ins: Vec<(u32, ValueId)> = n
+            .inputs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.map(|v| (i as u32, v)))
+            .collect();
+        let op = n.op_type.as_str();
+        let data_slots: Vec<(u32, ValueId)> = match op {
+            "MaxPool" | "Flatten" | "Reshape" | "Transpose" | "Squeeze" | "Unsqueeze"
+            | "GlobalAveragePool" | "AveragePool" | "Sigmoid" | "LeakyRelu" => {
+                ins.iter().take(1).copied().collect()
+            }
+            "Add" | "Mul" | "Concat" => ins.clone(),
+            _ => continue,
+        };
+        if data_slots.is_empty() || !data_slots.iter().all(|&(_, v)| is_q(plan, &all_readers, v)) {
+            continue;
+        }
+        let Some(out) = quantized_output(id) else {
+            continue;
+        };
+        if all_readers.contains_key(&out) {
+            continue;
+        }
+        let same_params = matches!(
+            op,
+            "MaxPool" | "Flatten" | "Reshape" | "Transpose" | "Squeeze" | "Unsqueeze"
+        ) && out == n.outputs[0].unwrap_or(out);
+        let p = if same_params {
+            match q_params(plan, &all_readers, data_slots[0].1) {
+                Some(p) => p,
+                None => continue,
+            }
+        } else {
+            let Some(a) = range_of(g, amax, out) else {
+                continue;
+            };
+            params_for(out, a)
+        };
+        for &(slot, v) in &data_slots {
+            let params = match q_params(plan, &all_readers, v) {
+                Some(p) => p,
+                None => continue,
+            };
+            plan.add_act(v, params, id, slot);
+        }
+        all_readers.insert(out, p);
+    }
+    for (v, p) in all_readers {
+        for (node, slot) in g.input_uses(v) {
+            plan.add_act(v, p, node, slot);
+        }
+        // A pass-through output keeps its input's parameters even where a
+        // layer also reads it, so ORT can drop the pair around the op.
+        if let Some(a) = plan.acts.get_mut(&v) {
+            a.params = p;
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! Calibration as a whole: the model runs over a dataset in a backend, every
+//! intermediate float tensor streams into a [`RangeCollector`], and a range
+//! method turns the statistics into a [`RangeTable`]. Memory is flat in the
+//! number of samples: a run's tensors are observed one by one and dropped
+//! (see `infopt_verify::observe`), and the collector keeps a fixed-size
+//! histogram per tensor.
+
+use std::path::Path;
+use std::time::Instant;
+
+use infopt_ir::Model;
+use infopt_runtime::{HostTensor, InputShapes, IoSpec, LoadedModel, Observe};
+use infopt_verify::dataset::{self, Dataset, Sample};
+use infopt_verify::{ChosenBackend, ErrorKind, VerifyError};
+
+use crate::images::{ImageFolder, ImageSpec};
+use crate::{Method, RangeCollector, RangeTable};
+
+/// Where calibration data comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DataSource {
+    /// A folder of `.npz` / `.npy` samples, or one stacked `.npz`
+    /// (see `infopt_verify::dataset`).
+    Arrays(std::path::PathBuf),
+    /// A folder of images with the preprocessing of a YAML file.
+    Images {
+        dir: std::path::PathBuf,
+        spec: std::path::PathBuf,
+    },
+    /// Seeded random inputs: smoke tests only, meaningless for accuracy.
+    Random { seed: u64, count: usize },
+}
+
+impl DataSource {
+    /// `random`, `random:N`, a path; `preprocess` makes a folder an image folder.
+    pub fn parse(data: &str, preprocess: Option<&Path>) -> Result<DataSource, String> {
+        if let Some(rest) = data.strip_prefix("random") {
+            let count = match rest.strip_prefix(':') {
+                None if rest.is_empty() => 64,
+                Some(n) => n.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
+                    format!("--data {data}: expected random or random:N with N >= 1")
+                })?,
+                _ => return Ok(DataSource::Arrays(data.into())),
+            };
+            return Ok(DataSource::Random { seed: 0, count });
+        }
+        let path = std::path::PathBuf::from(data);
+        if !path.exists() {
+            return Err(format!(
+                "--data {data}: no such file or folder (give a folder of .npz/.npy samples, a stacked .npz, an image folder with --preprocess, or random:N)"
+            ));
+        }
+        Ok(match preprocess {
+            Some(spec) => DataSource::Images {
+                dir: path,
+                spec: spec.to_path_buf(),
+            },
+            None => DataSource::Arrays(path),
+        })
+    }
+}
+
+/// An image folder as a dataset.
+struct ImageSamples {
+    folder: ImageFolder,
+    next: usize,
+}
+
+impl Dataset for ImageSamples {
+    fn describe(&self) -> String {
+        format!(
+            "{} images ({} samples) in {}",
+            self.folder.files().len(),
+            self.folder.len(),
+            self.folder
+                .files()
+                .first()
+                .and_then(|f| f.parent())
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        )
+    }
+    fn meaningful(&self) -> bool {
+        true
+    }
+    fn sample_count(&self) -> Option<usize> {
+        Some(self.folder.len())
+    }
+    fn next_sample(&mut self, inputs: &[IoSpec]) -> Result<Option<Sample>, String> {
+        if self.next >= self.folder.len() {
+            return Ok(None);
+        }
+        let index = self.next;
+        self.next += 1;
+        let b = self.folder.spec().batch;
+        let origin = self
+            .folder
+            .files()
+            .get(index * b)
+            .map(|f| f.display().to_string())
+            .unwrap_or_default();
+        let arrays = self.folder.sample(index).map_err(|e| e.to_string())?;
+        let tensors = infopt_verify::inputs::fit_inputs(inputs, &arrays, &origin)?;
+        Ok(Some(Sample {
+            index,
+            origin,
+            tensors,
+        }))
+    }
+}
+
+/// How to calibrate.
+#[derive(Clone, Debug)]
+pub struct CalibrateOptions {
+    pub method: Method,
+    /// Use at most this many samples.
+    pub samples: Option<usize>,
+    /// Samples joined per run (the models's batch dim must be free).
+    pub batch: usize,
+    /// Histogram bins (default 2048).
+    pub bins: usize,
+}
+
+/// What a calibration produced.
+pub struct Calibrated {
+    pub table: RangeTable,
+    pub samples: usize,
+    pub seconds: f64,
+    pub dataset: String,
+    /// False for random data.
+    pub meaningful: bool,
+    pub backend: String,
+}
+
+/// Progress: samples done, samples expected (when known).
+pub type ProgressFn<'a> = dyn FnMut(usize, Option<usize>) + 'a;
+
+/// Opens the dataset for `model` (random data needs the model loaded).
+fn open_dataset(
+    source: &DataSource,
+    chosen: &ChosenBackend,
+    model_bytes: &[u8],
+    dir: &Path,
+    shapes: &InputShapes,
+) -> Result<Box<dyn Dataset>, VerifyError> {
+    let usage = |m: String| VerifyError::usage(m);
+    match source {
+        DataSource::Arrays(p) => dataset::open(p).map_err(usage),
+        DataSource::Images { dir: images, spec } => {
+            let text = std::fs::read_to_string(spec)
+                .map_err(|e| usage(format!("--preprocess {}: {e}", spec.display())))?;
+            let spec = ImageSpec::from_yaml(&text, &spec.display().to_string())
+                .map_err(|e| usage(e.to_string()))?;
+            let folder = ImageFolder::open(images, spec).map_err(|e| usage(e.to_string()))?;
+            Ok(Box::new(ImageSamples { folder, next: 0 }))
+        }
+        DataSource::Random { seed, count } => {
+            let loaded = chosen
+                .backend
+                .load(model_bytes, Some(dir), shapes)
+                .map_err(|e| VerifyError::runtime(e, ErrorKind::CannotVerify))?;
+            Ok(Box::new(dataset::RandomSamples::new(
+                loaded, *seed, 16, *count,
+            )))
+        }
+    }
+}
+
+/// The model to calibrate.
+pub struct Target<'a> {
+    pub model: &'a Model,
+    /// The model file's bytes, for the table's hash.
+    pub file_bytes: &'a [u8],
+    /// The folder its external data is resolved against.
+    pub dir: &'a Path,
+}
+
+/// A model loaded for observation, for one set of batch shapes.
+type LoadedFor = (Vec<Vec<usize>>, Box<dyn LoadedModel>);
+
+/// Calibrates the target on `source` in `chosen`'s backend.
+pub fn calibrate(
+    target: &Target<'_>,
+    chosen: &ChosenBackend,
+    shapes: &InputShapes,
+    source: &DataSource,
+    options: &CalibrateOptions,
+    progress: &mut ProgressFn<'_>,
+) -> Result<Calibrated, VerifyError> {
+    let started = Instant::now();
+    let (model, model_bytes, dir) = (target.model, target.file_bytes, target.dir);
+    let serialized = model
+        .to_bytes_referencing_sources()
+        .map_err(|e| VerifyError::new(ErrorKind::Load, e))?;
+    let mut data = open_dataset(source, chosen, &serialized, dir, shapes)?;
+    let total = match (data.sample_count(), options.samples) {
+        (Some(n), Some(l)) => Some(n.min(l)),
+        (n, l) => n.or(l),
+    };
+    // The inputs as declared (names, dtypes, fixed dims), from a plain load.
+    let declared: Vec<IoSpec> = chosen
+        .backend
+        .load(&serialized, Some(dir), shapes)
+        .map_err(|e| VerifyError::runtime(e, ErrorKind::CannotVerify))?
+        .inputs()
+        .to_vec();
+    let mut collector = RangeCollector::with_bins(options.bins).map_err(VerifyError::usage)?;
+    // One loaded model per batch shape (the last batch may be smaller).
+    let mut loaded: Option<LoadedFor> = None;
+    let mut failure: Option<VerifyError> = None;
+    let count = dataset::batches(
+        data.as_mut(),
+        &batch_specs(&declared, options.batch),
+        options.batch,
+        options.samples,
+        |tensors, samples| {
+            let key: Vec<Vec<usize>> = tensors.iter().map(|t| t.shape().to_vec()).collect();
+            if loaded.as_ref().is_none_or(|(k, _)| *k != key) {
+                let mut at = shapes.clone();
+                for (t, spec) in tensors.iter().zip(&declared) {
+                    at.shapes.insert(spec.name.clone(), t.shape().to_vec());
+                }
+                let m = infopt_verify::observe::load_observing(
+                    chosen.backend.as_ref(),
+                    model,
+                    dir,
+                    &at,
+                    &Observe::All,
+                )
+                .map_err(|e| {
+                    let m = e.message.clone();
+                    failure = Some(e);
+                    m
+                })?;
+                loaded = Some((key, m));
+            }
+            let Some((_, m)) = loaded.as_ref() else {
+                return Err("no model loaded".into());
+            };
+            for t in &tensors {
+                collector.observe_named(t);
+            }
+            m.run_observed(&tensors, &mut |t: &HostTensor| {
+                collector.observe_named(t);
+                Ok(())
+            })
+            .map_err(|e| format!("{}: {e}", samples[0].origin))?;
+            progress(samples.last().map_or(0, |s| s.index + 1), total);
+            Ok(())
+        },
+    )
+    .map_err(|m| failure.take().unwrap_or_else(|| VerifyError::usage(m)))?;
+    if count == 0 {
+        return Err(VerifyError::usage("the calibration data has no samples"));
+    }
+    let mut table = RangeTable::from_collector(&collector, options.method, model_bytes)
+        .map_err(VerifyError::usage)?;
+    // The collector counts observations (runs); a range table counts the
+    // calibration samples behind each range, whatever the batch size.
+    for r in table.tensors.values_mut() {
+        r.samples = count as u64;
+    }
+    Ok(Calibrated {
+        table,
+        samples: count,
+        seconds: started.elapsed().as_secs_f64(),
+        dataset: data.describe(),
+        meaningful: data.meaningful(),
+        backend: chosen.info.describe(),
+    })
+}
+
+/// Input specs for batches of `batch` samples: the leading dim is free.
+fn batch_specs(declared: &[IoSpec], batch: usize) -> Vec<IoSpec> {
+    if batch <= 1 {
+        return declared.to_vec();
+    }
+    declared
+        .iter()
+        .map(|s| {
+            let mut s = s.clone();
+            if let Some(d) = s.dims.as_mut().and_then(|d| d.first_mut()) {
+                *d = infopt_runtime::DimSpec::Unknown;
+            }
+            s
+        })
+        .collect()
+}

@@ -1,0 +1,79 @@
+//! Backend options shared by the commands that run models.
+
+use std::path::PathBuf;
+
+use infopt_runtime::DefaultedDim;
+use infopt_runtime::ort_backend::OptLevel;
+use infopt_verify::{BackendKind, BackendOptions, ChosenBackend};
+
+use crate::exit::{CliError, CliResult};
+
+/// Backend selection, shared by `optimize`, `bench` and `compare`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BackendArgs {
+    /// Backend to run in: tract (embedded) or ort (ONNX Runtime, loaded at run time).
+    #[arg(long, value_name = "tract|ort")]
+    pub backend: Option<String>,
+    /// ONNX Runtime library (default: $ORT_DYLIB_PATH, else the onnxruntime package of
+    /// python3 or of a .venv above the working directory).
+    #[arg(long, value_name = "PATH")]
+    pub ort_dylib: Option<PathBuf>,
+    /// Threads inside one operator (ort; tract runs on one thread). Default: ONNX
+    /// Runtime's, one per physical core.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// ONNX Runtime graph optimization level.
+    #[arg(long, value_name = "disable|basic|extended|all", default_value = "all")]
+    pub ort_opt_level: String,
+    /// ONNX Runtime execution providers in priority order (repeatable or comma-separated,
+    /// e.g. cuda,cpu). Default: CPU.
+    #[arg(long = "ep", value_name = "NAME", value_delimiter = ',')]
+    pub execution_providers: Vec<String>,
+}
+
+impl BackendArgs {
+    /// The backend options, checked.
+    pub fn options(&self) -> CliResult<BackendOptions> {
+        let ort_opt_level: OptLevel = self
+            .ort_opt_level
+            .parse()
+            .map_err(|e: infopt_runtime::RuntimeError| CliError::usage(e))?;
+        Ok(BackendOptions {
+            ort_dylib: self.ort_dylib.clone(),
+            threads: self.threads,
+            ort_opt_level,
+            execution_providers: self.execution_providers.clone(),
+        })
+    }
+
+    /// `--backend`, if given.
+    pub fn explicit(&self) -> CliResult<Option<BackendKind>> {
+        Ok(self
+            .backend
+            .as_deref()
+            .map(BackendKind::parse)
+            .transpose()?)
+    }
+
+    /// Builds `--backend`, or `default` when it is not given.
+    pub fn build(&self, default: BackendKind) -> CliResult<ChosenBackend> {
+        let options = self.options()?;
+        let kind = self.explicit()?.unwrap_or(default);
+        let chosen = ChosenBackend::build(kind, &options)?;
+        for n in chosen.option_notes(&options) {
+            eprintln!("note: {n}");
+        }
+        Ok(chosen)
+    }
+}
+
+/// "input `x` dim 0 (batch) unbound, took 1; ...": shared by bench and compare.
+pub fn defaulted_dim_note(d: &DefaultedDim) -> String {
+    format!(
+        "input `{}` dim {} ({}) unbound, took {}; set it with --input-shape",
+        d.input,
+        d.axis,
+        d.symbol.as_deref().unwrap_or("unnamed"),
+        d.value
+    )
+}

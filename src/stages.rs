@@ -1,0 +1,269 @@
+//! The stages commands are made of: pipeline → inputs → verifier → passes →
+//! save → report. `optimize` runs them all; `calibrate` and `build-engine`
+//! reuse the ones they need. Logic another command would need lives in the
+//! library crates; this module only turns command-line options into their
+//! arguments and their errors into exit codes.
+
+use std::path::{Path, PathBuf};
+
+use infopt_ir::Model;
+use infopt_passes::{
+    CriterionName, DriverOptions, Flow, PipelineConfig, PipelineRun, SideData, Target,
+    run_pipeline_with,
+};
+use infopt_runtime::InputShapes;
+use infopt_runtime::compare::Tolerance;
+use infopt_verify::{BackendKind, Criterion, Inputs, VerifyPolicy};
+
+use crate::backend_args::BackendArgs;
+use crate::exit::{CliError, CliResult, Exit};
+use crate::inputs_arg::InputArgs;
+use crate::report::{self, ModelFacts};
+
+/// The pipeline used when neither `-c` nor `--passes` is given (configs/default.yaml).
+pub const DEFAULT_PIPELINE: &str = include_str!("../configs/default.yaml");
+
+/// Above this many nodes, verification runs tract without its graph optimizer.
+pub const LARGE_GRAPH_NODES: usize = 2000;
+
+/// The pipeline: `-c FILE`, `--passes a,b`, or the built-in default; with a
+/// name for reports.
+pub fn load_pipeline(
+    config: Option<&Path>,
+    passes: &[String],
+    target: Option<Target>,
+) -> CliResult<(PipelineConfig, String)> {
+    let (mut cfg, name) = if let Some(path) = config {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            CliError::usage(format!("cannot read pipeline {}: {e}", path.display()))
+        })?;
+        let cfg = PipelineConfig::from_yaml(&text, &path.display().to_string())?;
+        (cfg, path.display().to_string())
+    } else if !passes.is_empty() {
+        let cfg = PipelineConfig::from_pass_names(passes, Target::Portable)?;
+        (cfg, format!("--passes {}", passes.join(",")))
+    } else {
+        let cfg = PipelineConfig::from_yaml(DEFAULT_PIPELINE, "configs/default.yaml")
+            .map_err(|e| CliError::new(Exit::Internal, e))?;
+        (cfg, "default".into())
+    };
+    if let Some(t) = target {
+        cfg.target = t;
+    }
+    Ok((cfg, name))
+}
+
+/// `--input-shape` also feeds the pipeline's `fix-shapes` steps.
+pub fn apply_input_shapes(config: &mut PipelineConfig, args: &InputArgs) -> CliResult {
+    let specs = args
+        .input_shapes
+        .iter()
+        .map(|a| infopt_passes::fix_shapes::parse_input_shape(a))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(CliError::usage)?;
+    let extra =
+        infopt_passes::fix_shapes::FixShapesOptions::from_specs(&specs).map_err(CliError::usage)?;
+    let has_fix_shapes = infopt_passes::fix_shapes::apply_pipeline_shapes(config, &extra)
+        .map_err(CliError::usage)?;
+    if !specs.is_empty() && !has_fix_shapes {
+        eprintln!(
+            "note: the pipeline has no fix-shapes step; --input-shape only sets the shapes the models run with"
+        );
+    }
+    Ok(())
+}
+
+/// Shape bindings for running the models: the pipeline's `inputs:`/`symbols:`,
+/// then the command line (which wins).
+pub fn resolve_inputs(config: &PipelineConfig, args: &InputArgs) -> CliResult<Inputs> {
+    let mut input_args = args.clone();
+    input_args.seed = input_args.seed.or(Some(config.verify.seed));
+    let mut inputs = input_args.resolve().map_err(CliError::usage)?;
+    let mut shapes = InputShapes::new().with_default_dim(2);
+    for (name, dims) in &config.inputs {
+        let dims = dims
+            .iter()
+            .map(|&d| usize::try_from(d).ok().filter(|&d| d > 0))
+            .collect::<Option<Vec<usize>>>()
+            .ok_or_else(|| {
+                CliError::usage(format!("pipeline inputs.{name}: dims must be positive"))
+            })?;
+        shapes = shapes.with_shape(name.clone(), dims);
+    }
+    for (name, v) in &config.symbols {
+        let v = usize::try_from(*v)
+            .ok()
+            .filter(|&v| v > 0)
+            .ok_or_else(|| CliError::usage(format!("pipeline symbols.{name}: must be positive")))?;
+        shapes = shapes.with_symbol(name.clone(), v);
+    }
+    shapes.shapes.extend(inputs.shapes.shapes.clone());
+    shapes.symbols.extend(inputs.shapes.symbols.clone());
+    inputs.shapes = shapes;
+    Ok(inputs)
+}
+
+/// The folder a model's external data is resolved against.
+pub fn model_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Command-line overrides of the pipeline's `verify:` section.
+#[derive(Clone, Debug, Default)]
+pub struct VerifyOverrides {
+    pub rtol: Option<f64>,
+    pub atol: Option<f64>,
+    pub criterion: Option<CriterionName>,
+}
+
+/// The verification policy: criterion and tolerance from the pipeline and
+/// the command line, backends in the order the target prefers.
+pub fn verify_policy(
+    config: &PipelineConfig,
+    overrides: &VerifyOverrides,
+    backend: &BackendArgs,
+    nodes: usize,
+    keep_original: bool,
+) -> CliResult<VerifyPolicy> {
+    let v = &config.verify;
+    let tolerance = Tolerance {
+        rtol: overrides.rtol.unwrap_or(v.rtol),
+        atol: overrides.atol.unwrap_or(v.atol),
+    };
+    if !(tolerance.rtol >= 0.0 && tolerance.atol >= 0.0) {
+        return Err(CliError::usage("--rtol and --atol must be non-negative"));
+    }
+    let criterion = match overrides.criterion.unwrap_or(v.criterion) {
+        CriterionName::Elementwise => Criterion::Elementwise {
+            rtol: tolerance.rtol,
+            atol: tolerance.atol,
+        },
+        CriterionName::Scaled => {
+            if !(v.max_scaled_error >= 0.0 && (-1.0..=1.0).contains(&v.min_cosine)) {
+                return Err(CliError::usage(
+                    "verify.max_scaled_error must be >= 0 and verify.min_cosine within [-1, 1]",
+                ));
+            }
+            Criterion::Scaled {
+                max_scaled_error: v.max_scaled_error,
+                min_cosine: v.min_cosine,
+            }
+        }
+    };
+    // Large graphs skip tract's optimizer for a one-shot run; timing wants
+    // the optimized plan.
+    let tract = if nodes > LARGE_GRAPH_NODES && !keep_original {
+        BackendKind::TractOneShot
+    } else {
+        BackendKind::Tract
+    };
+    // ONNX Runtime first for its own target: tract cannot run the
+    // com.microsoft ops that target produces.
+    let prefer = if config.target == Target::Onnxruntime {
+        vec![BackendKind::Ort, tract]
+    } else {
+        vec![tract, BackendKind::Ort]
+    };
+    Ok(VerifyPolicy {
+        prefer,
+        explicit: backend.explicit()?,
+        options: backend.options()?,
+        criterion,
+        tolerance,
+        keep_original,
+    })
+}
+
+/// Called after every pass that changed the model; `Flow::Stop` ends the pipeline.
+pub type AfterPass<'a> = Box<dyn FnMut(&'static str, &Model) -> Flow + 'a>;
+
+/// Hooks into the pipeline: a model dump after every pass that changed it,
+/// and a check after each (`--verify-each-pass`).
+pub struct PassHooks<'a> {
+    pub dump_dir: Option<PathBuf>,
+    pub after_pass: Option<AfterPass<'a>>,
+}
+
+/// Runs the pipeline on `model`.
+pub fn run_passes(
+    model: &mut Model,
+    config: &PipelineConfig,
+    options: &DriverOptions,
+    side: SideData,
+    mut hooks: PassHooks<'_>,
+) -> CliResult<PipelineRun> {
+    if let Some(dir) = &hooks.dump_dir {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            CliError::new(
+                Exit::Write,
+                format!("cannot create --dump-dir {}: {e}", dir.display()),
+            )
+        })?;
+    }
+    let mut dump_index = 0;
+    let mut observer = |pass: &'static str, m: &Model| -> Result<Flow, infopt_passes::PassError> {
+        if let Some(dir) = &hooks.dump_dir {
+            dump_index += 1;
+            let path = dir.join(format!("{dump_index:02}-{pass}.onnx"));
+            let mut copy = m.clone();
+            copy.save(&path, &infopt_ir::SaveOptions::default())?;
+        }
+        Ok(match &mut hooks.after_pass {
+            Some(f) => f(pass, m),
+            None => Flow::Continue,
+        })
+    };
+    Ok(run_pipeline_with(
+        model,
+        config,
+        options,
+        side,
+        &mut observer,
+    )?)
+}
+
+/// Writes the model and returns its facts for the report.
+pub fn save(
+    model: &mut Model,
+    output: &Path,
+    options: &infopt_ir::SaveOptions,
+    stats: &infopt_ir::stats::GraphStats,
+) -> CliResult<ModelFacts> {
+    let summary = model.save(output, options).map_err(CliError::from_ir)?;
+    crate::commands::print_save_summary(output, &summary);
+    Ok(report::facts(
+        &output.display().to_string(),
+        summary.model_bytes,
+        summary.external_bytes,
+        stats,
+    ))
+}
+
+/// Prints the report (table or JSON) and writes `--report FILE`
+/// (`.md`: Markdown, else JSON).
+pub fn emit_report<R: serde::Serialize>(
+    report: &R,
+    json: bool,
+    path: Option<&Path>,
+    render: impl Fn(&R, bool) -> String,
+) -> CliResult {
+    let as_json =
+        || serde_json::to_string_pretty(report).map_err(|e| CliError::new(Exit::Internal, e));
+    if json {
+        println!("{}", as_json()?);
+    } else {
+        print!("{}", render(report, false));
+    }
+    if let Some(path) = path {
+        let text = match path.extension().and_then(|e| e.to_str()) {
+            Some("md") | Some("markdown") => render(report, true),
+            _ => as_json()? + "\n",
+        };
+        infopt_ir::save::write_atomically(path, |w| std::io::Write::write_all(w, text.as_bytes()))
+            .map_err(CliError::from_ir)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,149 @@
+//! `infopt calibrate`: range tables and TensorRT caches from calibration
+//! data, independent of batching, with one-line errors for bad data.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+
+use common::*;
+
+/// An `.npy` image of a float32 C-order array.
+fn npy_f32(shape: &[usize], data: &[f32]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let mut header = format!(
+        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}",
+        dims.join(", ")
+    );
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    for v in data {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out
+}
+
+/// cnn_bn_relu takes `input` [N,3,32,32]: `n` samples stacked in one .npz.
+fn stacked(dir: &Path, n: usize) -> std::path::PathBuf {
+    let mut state = 12345u32;
+    let data: Vec<f32> = (0..n * 3 * 32 * 32)
+        .map(|_| {
+            state = state.wrapping_mul(1664525).wrapping_add(1013904223);
+            (state >> 8) as f32 / (1u32 << 24) as f32 * 4.0 - 2.0
+        })
+        .collect();
+    let path = dir.join("calib.npz");
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+    let opts =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    zip.start_file("input.npy", opts).unwrap();
+    zip.write_all(&npy_f32(&[n, 1, 3, 32, 32], &data)).unwrap();
+    zip.finish().unwrap();
+    path
+}
+
+fn table(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn ranges_and_trt_cache_from_stacked_samples_do_not_depend_on_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = fixture("cnn_bn_relu.onnx");
+    let data = stacked(dir.path(), 6);
+    let run = |batch: &str, out: &Path, cache: &Path| {
+        let o = infopt(&[
+            "calibrate",
+            s(&model),
+            "--data",
+            s(&data),
+            "--method",
+            "percentile",
+            "--batch",
+            batch,
+            "-o",
+            s(out),
+            "--trt-cache",
+            s(cache),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stderr(&o).contains("on 6 samples"), "{}", stderr(&o));
+    };
+    let (a, ca) = (dir.path().join("a.json"), dir.path().join("a.cache"));
+    let (b, cb) = (dir.path().join("b.json"), dir.path().join("b.cache"));
+    run("1", &a, &ca);
+    run("4", &b, &cb);
+    let (ta, tb) = (table(&a), table(&b));
+    assert_eq!(ta["tensors"], tb["tensors"], "batching changed the ranges");
+    assert_eq!(ta["tensors"]["input"]["samples"], 6);
+    for name in ["input", "conv1_out", "relu1_out", "residual_out"] {
+        let amax = ta["tensors"][name]["amax"].as_f64().unwrap();
+        assert!(amax > 0.0, "{name}: {amax}");
+    }
+    // The input is uniform in [-2, 2): its 99.99th percentile is near 2.
+    let amax = ta["tensors"]["input"]["amax"].as_f64().unwrap();
+    assert!((1.9..=2.0).contains(&amax), "{amax}");
+    let cache = std::fs::read_to_string(&ca).unwrap();
+    assert_eq!(cache, std::fs::read_to_string(&cb).unwrap());
+    let mut lines = cache.lines();
+    assert_eq!(lines.next(), Some("TRT-100300-EntropyCalibration2"));
+    let input = lines
+        .find(|l| l.starts_with("input: "))
+        .expect("input line");
+    let bits = u32::from_str_radix(&input["input: ".len()..], 16).unwrap();
+    let scale = f32::from_bits(bits) as f64;
+    assert!((scale * 127.0 - amax).abs() < 1e-5, "{scale} vs {amax}");
+}
+
+#[test]
+fn random_data_is_labelled_meaningless_and_bad_data_is_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = fixture("cnn_bn_relu.onnx");
+    let out = dir.path().join("r.json");
+    let o = infopt(&["calibrate", s(&model), "--data", "random:3", "-o", s(&out)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("meaningless for accuracy"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = infopt(&["calibrate", s(&model), "--data", "nope/", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("no such file or folder"),
+        "{}",
+        stderr(&o)
+    );
+
+    // Samples of the wrong shape name the file and the input.
+    let bad = dir.path().join("bad");
+    std::fs::create_dir(&bad).unwrap();
+    std::fs::write(bad.join("0.npy"), npy_f32(&[1, 3, 8, 8], &[0.0; 192])).unwrap();
+    let o = infopt(&["calibrate", s(&model), "--data", s(&bad), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("0.npy") && e.contains("`input`") && e.contains("[1, 3, 8, 8]"),
+        "{e}"
+    );
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+
+    let o = infopt(&[
+        "calibrate",
+        s(&model),
+        "--data",
+        "random:2",
+        "--method",
+        "median",
+        "-o",
+        s(&out),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("median"), "{}", stderr(&o));
+}

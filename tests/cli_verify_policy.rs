@@ -1,0 +1,206 @@
+//! Verification a user can trust: sizes a detector accepts when the user
+//! fixed none, a documented exit code when verification cannot run, and a
+//! scale-aware default that accepts a correct BN fold and refuses real
+//! breakage.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use infopt_ir::builder::{GraphBuilder, dims};
+use infopt_ir::{Attribute, DataType};
+
+/// A YOLO-style neck: [1,3,H,W] -> MaxPool /2 -> Resize x2 -> Concat with
+/// the input. Runs only when H and W are even: at 2x3 (the first choice for
+/// two unbound dims) tract cannot unify the Concat.
+fn detector(dir: &Path) -> std::path::PathBuf {
+    let mut b = GraphBuilder::new();
+    let x = b.input("images", DataType::Float, dims(&["1", "3", "H", "W"]));
+    let p = b.op(
+        "MaxPool",
+        &[x],
+        vec![
+            Attribute::ints("kernel_shape", vec![2, 2]),
+            Attribute::ints("strides", vec![2, 2]),
+        ],
+    );
+    let roi = b.f32("roi", &[0], &[]);
+    let scales = b.f32("scales", &[4], &[1.0, 1.0, 2.0, 2.0]);
+    let up = b.op(
+        "Resize",
+        &[p, roi, scales],
+        vec![Attribute::string("mode", "nearest")],
+    );
+    let id = b.op("Identity", &[up], vec![]);
+    let c = b.op("Concat", &[x, id], vec![Attribute::int("axis", 1)]);
+    b.output(c, "features", DataType::Float, None);
+    let mut m = b.build(13);
+    let path = dir.join("detector.onnx");
+    m.save(&path, &infopt_ir::SaveOptions::default()).unwrap();
+    path
+}
+
+#[test]
+fn detector_with_unfixed_hw_is_verified_at_sizes_it_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = detector(dir.path());
+    let out = dir.path().join("out.onnx");
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--backend",
+        "tract",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let shapes = &report["verification"]["input_shapes"][0][1];
+    let h = shapes[2].as_u64().unwrap();
+    assert_eq!(h % 32, 0, "verified at {shapes}");
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("verification sizes"), "{notes}");
+}
+
+#[test]
+fn verification_that_cannot_run_exits_7_and_names_the_input_shape_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    // A Reshape to a constant 2x5 needs exactly 10 elements: no size that
+    // infopt would choose for N gives 10, so nothing runs.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["N", "7"]));
+    let shape = b.i64("shape", &[2], &[2, 5]);
+    let r = b.op("Reshape", &[x, shape], vec![]);
+    b.output(r, "y", DataType::Float, None);
+    let mut m = b.build(13);
+    let model = dir.path().join("reshape.onnx");
+    m.save(&model, &infopt_ir::SaveOptions::default()).unwrap();
+    let o = infopt(&["optimize", s(&model), "--backend", "tract"]);
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert_eq!(
+        e.trim()
+            .lines()
+            .last()
+            .unwrap_or("")
+            .matches("error:")
+            .count(),
+        1
+    );
+    assert!(e.contains("--input-shape x:Nx7"), "{e}");
+    assert!(!dir.path().join("reshape.opt.onnx").exists());
+}
+
+/// A Conv + BatchNorm whose BN has large random statistics: folding is
+/// correct but moves float rounding by more than rtol 1e-4 / atol 1e-5 of
+/// each element on outputs of magnitude ~100.
+fn conv_bn(dir: &Path) -> std::path::PathBuf {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "16", "8", "8"]));
+    let mut seed = 7u64;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % 20000) as f32 / 10000.0 - 1.0
+    };
+    let w: Vec<f32> = (0..16 * 16 * 9).map(|_| rnd() * 3.0).collect();
+    let w = b.f32("w", &[16, 16, 3, 3], &w);
+    let c = b.op(
+        "Conv",
+        &[x, w],
+        vec![Attribute::ints("pads", vec![1, 1, 1, 1])],
+    );
+    let scale: Vec<f32> = (0..16).map(|_| rnd() * 40.0).collect();
+    let bias: Vec<f32> = (0..16).map(|_| rnd() * 50.0).collect();
+    let mean: Vec<f32> = (0..16).map(|_| rnd() * 3.0).collect();
+    let var: Vec<f32> = (0..16).map(|_| rnd().abs() * 0.01 + 1e-3).collect();
+    let bn_inputs = [
+        b.f32("scale", &[16], &scale),
+        b.f32("bias", &[16], &bias),
+        b.f32("mean", &[16], &mean),
+        b.f32("var", &[16], &var),
+    ];
+    let bn = b.op(
+        "BatchNormalization",
+        &[c, bn_inputs[0], bn_inputs[1], bn_inputs[2], bn_inputs[3]],
+        vec![],
+    );
+    b.output(bn, "y", DataType::Float, None);
+    let mut m = b.build(13);
+    let path = dir.join("conv_bn.onnx");
+    m.save(&path, &infopt_ir::SaveOptions::default()).unwrap();
+    path
+}
+
+#[test]
+fn correct_bn_fold_passes_the_default_and_elementwise_is_still_available() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = conv_bn(dir.path());
+    let out = dir.path().join("o.onnx");
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--backend",
+        "tract",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["verification"]["criterion"]["kind"], "scaled");
+    assert!(report["ops"].to_string().contains("BatchNormalization"));
+    // The element-wise criterion judges the same fold by every element.
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--backend",
+        "tract",
+        "--criterion",
+        "elementwise",
+        "--rtol",
+        "0",
+        "--atol",
+        "0",
+    ]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("every element within"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn real_breakage_is_refused_by_the_scaled_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = conv_bn(dir.path());
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env("INFOPT_TEST_PASSES", "1")
+        .args([
+            "optimize",
+            s(&model),
+            "-o",
+            s(&dir.path().join("bad.onnx")),
+            "--passes",
+            "perturb-weight",
+            "--backend",
+            "tract",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(stderr(&o).contains("of its scale"), "{}", stderr(&o));
+    assert!(!dir.path().join("bad.onnx").exists());
+}

@@ -1,0 +1,150 @@
+//! Choosing and building a backend: a typed kind instead of names, and the
+//! facts reports print about it.
+
+use std::path::PathBuf;
+
+use infopt_runtime::ort_backend::{OptLevel, OrtBackend, OrtOptions};
+use infopt_runtime::{Backend, TractBackend, TractOneShot};
+use serde::Serialize;
+
+use crate::error::{ErrorKind, Result, VerifyError};
+
+/// The backends infopt runs models in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendKind {
+    /// tract with its graph optimizer: slower to load, faster per run.
+    Tract,
+    /// tract without its optimizer: for one-shot runs of large graphs, whose
+    /// optimization costs more than it saves.
+    TractOneShot,
+    /// ONNX Runtime, loaded at run time.
+    Ort,
+}
+
+impl BackendKind {
+    /// Parses a `--backend` value.
+    pub fn parse(name: &str) -> Result<BackendKind> {
+        match name.to_ascii_lowercase().as_str() {
+            "tract" => Ok(BackendKind::Tract),
+            "ort" | "onnxruntime" => Ok(BackendKind::Ort),
+            other => Err(VerifyError::usage(format!(
+                "unknown backend `{other}` (choose one of {})",
+                infopt_runtime::ort_backend::BACKEND_NAMES.join(", ")
+            ))),
+        }
+    }
+
+    pub fn is_tract(self) -> bool {
+        matches!(self, BackendKind::Tract | BackendKind::TractOneShot)
+    }
+}
+
+/// Options of the backends (`--ort-dylib`, `--threads`, `--ort-opt-level`, `--ep`).
+#[derive(Clone, Debug, Default)]
+pub struct BackendOptions {
+    pub ort_dylib: Option<PathBuf>,
+    pub threads: Option<usize>,
+    pub ort_opt_level: OptLevel,
+    pub execution_providers: Vec<String>,
+}
+
+/// The backend as reports describe it.
+#[derive(Serialize, Debug, Clone)]
+pub struct BackendInfo {
+    pub name: String,
+    pub version: String,
+    /// Intra-op threads; `None` is the backend's default.
+    pub threads: Option<usize>,
+    /// ONNX Runtime only.
+    pub opt_level: Option<String>,
+    pub execution_providers: Vec<String>,
+    /// ONNX Runtime only: the shared library in use.
+    pub library: Option<String>,
+}
+
+impl BackendInfo {
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        parts.push(match self.threads {
+            Some(n) => format!("threads {n}"),
+            None => "threads default".into(),
+        });
+        if let Some(l) = &self.opt_level {
+            parts.push(format!("opt {l}"));
+        }
+        if !self.execution_providers.is_empty() {
+            parts.push(self.execution_providers.join(" > "));
+        }
+        format!("{} ({})", self.version, parts.join(", "))
+    }
+}
+
+/// A backend ready to load models, with its kind and description.
+pub struct ChosenBackend {
+    pub kind: BackendKind,
+    pub backend: Box<dyn Backend>,
+    pub info: BackendInfo,
+}
+
+impl ChosenBackend {
+    /// Builds the backend of `kind`. A missing ONNX Runtime is a usage error
+    /// naming where it was looked for and how to install it.
+    pub fn build(kind: BackendKind, options: &BackendOptions) -> Result<ChosenBackend> {
+        let (backend, info): (Box<dyn Backend>, BackendInfo) = match kind {
+            BackendKind::Tract | BackendKind::TractOneShot => {
+                let b: Box<dyn Backend> = if kind == BackendKind::Tract {
+                    Box::new(TractBackend)
+                } else {
+                    Box::new(TractOneShot)
+                };
+                let info = BackendInfo {
+                    name: b.name().into(),
+                    version: b.version(),
+                    threads: Some(1),
+                    opt_level: None,
+                    execution_providers: vec![],
+                    library: None,
+                };
+                (b, info)
+            }
+            BackendKind::Ort => {
+                let b = OrtBackend::new(OrtOptions {
+                    dylib: options.ort_dylib.clone(),
+                    intra_threads: options.threads,
+                    opt_level: options.ort_opt_level,
+                    execution_providers: options.execution_providers.clone(),
+                })
+                .map_err(|e| VerifyError::runtime(e, ErrorKind::Usage))?;
+                let info = BackendInfo {
+                    name: b.name().into(),
+                    version: b.version(),
+                    threads: options.threads,
+                    opt_level: Some(options.ort_opt_level.to_string()),
+                    execution_providers: b.execution_providers(),
+                    library: Some(b.library_path().display().to_string()),
+                };
+                (Box::new(b), info)
+            }
+        };
+        Ok(ChosenBackend {
+            kind,
+            backend,
+            info,
+        })
+    }
+
+    /// Notes for options that do not apply to this backend.
+    pub fn option_notes(&self, options: &BackendOptions) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.kind.is_tract() {
+            if options.ort_dylib.is_some() || !options.execution_providers.is_empty() {
+                notes.push("--ort-dylib and --ep apply to --backend ort only".into());
+            }
+            if options.threads.is_some_and(|n| n != 1) {
+                notes.push("tract runs on one thread; --threads applies to --backend ort".into());
+            }
+        }
+        notes
+    }
+}

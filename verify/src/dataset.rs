@@ -1,0 +1,344 @@
+//! Datasets: many input samples for one model, from files or seeded random
+//! data. The same type feeds `--inputs`, calibration and held-out
+//! evaluation. Samples come in a deterministic order (sorted file names,
+//! then the leading axis of a stacked archive), one at a time, so a dataset
+//! of any size is never held in memory whole.
+//!
+//! Sources:
+//! - a folder of `.npz` files: one sample per file, arrays named after the
+//!   model inputs;
+//! - a folder of sub-folders of `.npy` files named after the inputs: one
+//!   sample per sub-folder;
+//! - a folder of `.npy` files, for a model with one input: one sample per file;
+//! - one `.npz` whose arrays share a leading sample axis: sample `i` is item
+//!   `i` of every array (kept as a batch of 1 when the model input has that
+//!   leading dim, dropped otherwise);
+//! - seeded random data: only for smoke tests, and said to be meaningless
+//!   for accuracy.
+
+use std::path::{Path, PathBuf};
+
+use infopt_runtime::{HostTensor, IoSpec, LoadedModel};
+
+use crate::inputs::{fit_inputs, generate, read_inputs};
+
+/// One input sample: a tensor per model input, in model input order.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    /// Position in the dataset.
+    pub index: usize,
+    /// Where it came from, for messages (`data/0003.npz`, `stack.npz[3]`).
+    pub origin: String,
+    pub tensors: Vec<HostTensor>,
+}
+
+/// A source of samples.
+pub trait Dataset {
+    /// What the data is, for reports.
+    fn describe(&self) -> String;
+    /// False for seeded random data: statistics from it say nothing of real inputs.
+    fn meaningful(&self) -> bool;
+    /// Number of samples, when known ahead.
+    fn sample_count(&self) -> Option<usize>;
+    /// The next sample fitted to `inputs` (names, dtypes and shapes checked),
+    /// or `None` at the end. Errors are one line naming the file and input.
+    fn next_sample(&mut self, inputs: &[IoSpec]) -> Result<Option<Sample>, String>;
+}
+
+/// Opens `path` as a dataset (see the module doc for the layouts).
+pub fn open(path: &Path) -> Result<Box<dyn Dataset>, String> {
+    let shown = path.display();
+    if path.is_dir() {
+        let mut npz = Vec::new();
+        let mut npy = Vec::new();
+        let mut dirs = Vec::new();
+        for entry in std::fs::read_dir(path).map_err(|e| format!("{shown}: {e}"))? {
+            let p = entry.map_err(|e| format!("{shown}: {e}"))?.path();
+            match p.extension().and_then(|e| e.to_str()) {
+                Some("npz") if p.is_file() => npz.push(p),
+                Some("npy") if p.is_file() => npy.push(p),
+                _ if p.is_dir() => dirs.push(p),
+                _ => {}
+            }
+        }
+        for v in [&mut npz, &mut npy, &mut dirs] {
+            v.sort();
+        }
+        let (items, kind) = match (npz.is_empty(), npy.is_empty(), dirs.is_empty()) {
+            (false, true, _) => (npz, ItemKind::Npz),
+            (true, false, _) => (npy, ItemKind::SingleNpy),
+            (true, true, false) => (dirs, ItemKind::NpyFolder),
+            (false, false, _) => {
+                return Err(format!(
+                    "{shown}: the folder mixes .npz and .npy files; use one layout (one .npz per sample, or one sub-folder of .npy per sample)"
+                ));
+            }
+            (true, true, true) => {
+                return Err(format!(
+                    "{shown}: the folder has no .npz, .npy or sample sub-folders"
+                ));
+            }
+        };
+        return Ok(Box::new(FileSamples {
+            root: path.to_path_buf(),
+            items,
+            kind,
+            next: 0,
+        }));
+    }
+    let arrays = read_inputs(path)?;
+    let outer = arrays
+        .iter()
+        .map(|a| a.shape().first().copied())
+        .collect::<Option<Vec<usize>>>()
+        .ok_or_else(|| format!("{shown}: a scalar array cannot hold a sample axis"))?;
+    let count = outer.first().copied().unwrap_or(0);
+    if let Some((a, n)) = arrays.iter().zip(&outer).find(|(_, n)| **n != count) {
+        return Err(format!(
+            "{shown}: array `{}` has {n} samples, others {count}: every array needs the same leading sample axis",
+            a.name().unwrap_or("?")
+        ));
+    }
+    Ok(Box::new(Stacked {
+        path: path.to_path_buf(),
+        arrays,
+        count,
+        next: 0,
+    }))
+}
+
+#[derive(Clone, Copy, Debug)]
+enum ItemKind {
+    Npz,
+    SingleNpy,
+    NpyFolder,
+}
+
+struct FileSamples {
+    root: PathBuf,
+    items: Vec<PathBuf>,
+    kind: ItemKind,
+    next: usize,
+}
+
+impl Dataset for FileSamples {
+    fn describe(&self) -> String {
+        let what = match self.kind {
+            ItemKind::Npz => ".npz files",
+            ItemKind::SingleNpy => ".npy files",
+            ItemKind::NpyFolder => "folders of .npy files",
+        };
+        format!("{} {what} in {}", self.items.len(), self.root.display())
+    }
+    fn meaningful(&self) -> bool {
+        true
+    }
+    fn sample_count(&self) -> Option<usize> {
+        Some(self.items.len())
+    }
+    fn next_sample(&mut self, inputs: &[IoSpec]) -> Result<Option<Sample>, String> {
+        let Some(path) = self.items.get(self.next) else {
+            return Ok(None);
+        };
+        let index = self.next;
+        self.next += 1;
+        let origin = path.display().to_string();
+        let mut arrays = read_inputs(path)?;
+        if let ItemKind::SingleNpy = self.kind {
+            if inputs.len() != 1 {
+                return Err(format!(
+                    "{origin}: a folder of .npy files holds one sample per file, for a model with one input; this model has {} (use one .npz or one sub-folder per sample)",
+                    inputs.len()
+                ));
+            }
+            arrays = arrays
+                .into_iter()
+                .map(|a| a.named(inputs[0].name.clone()))
+                .collect();
+        }
+        let tensors = fit_inputs(inputs, &arrays, &origin)?;
+        check_shapes(inputs, &tensors, &origin)?;
+        Ok(Some(Sample {
+            index,
+            origin,
+            tensors,
+        }))
+    }
+}
+
+struct Stacked {
+    path: PathBuf,
+    arrays: Vec<HostTensor>,
+    count: usize,
+    next: usize,
+}
+
+impl Dataset for Stacked {
+    fn describe(&self) -> String {
+        format!("{} samples stacked in {}", self.count, self.path.display())
+    }
+    fn meaningful(&self) -> bool {
+        true
+    }
+    fn sample_count(&self) -> Option<usize> {
+        Some(self.count)
+    }
+    fn next_sample(&mut self, inputs: &[IoSpec]) -> Result<Option<Sample>, String> {
+        if self.next >= self.count {
+            return Ok(None);
+        }
+        let index = self.next;
+        self.next += 1;
+        let origin = format!("{}[{index}]", self.path.display());
+        let mut items = Vec::with_capacity(self.arrays.len());
+        for a in &self.arrays {
+            let item = a
+                .slice_outer(index, index + 1)
+                .map_err(|e| format!("{origin}: {e}"))?;
+            // Keep the batch axis of 1 when the input has one more dim than
+            // the sample, else drop it.
+            let want_rank = inputs
+                .iter()
+                .find(|s| Some(s.name.as_str()) == a.name())
+                .and_then(|s| s.dims.as_ref().map(Vec::len));
+            let item = if want_rank == Some(a.shape().len() - 1) {
+                let shape = item.shape()[1..].to_vec();
+                HostTensor::new(item.name().map(str::to_string), shape, item.into_data())
+                    .map_err(|e| format!("{origin}: {e}"))?
+            } else {
+                item
+            };
+            items.push(item);
+        }
+        let tensors = fit_inputs(inputs, &items, &origin)?;
+        check_shapes(inputs, &tensors, &origin)?;
+        Ok(Some(Sample {
+            index,
+            origin,
+            tensors,
+        }))
+    }
+}
+
+/// Seeded random samples (seed + index per sample).
+pub struct RandomSamples {
+    model: Box<dyn LoadedModel>,
+    seed: u64,
+    vocab: u64,
+    count: usize,
+    next: usize,
+}
+
+impl RandomSamples {
+    /// `model` is loaded with the shapes the samples take.
+    pub fn new(model: Box<dyn LoadedModel>, seed: u64, vocab: u64, count: usize) -> RandomSamples {
+        RandomSamples {
+            model,
+            seed,
+            vocab,
+            count,
+            next: 0,
+        }
+    }
+}
+
+impl Dataset for RandomSamples {
+    fn describe(&self) -> String {
+        format!(
+            "{} seeded random samples (seed {}; meaningless for accuracy)",
+            self.count, self.seed
+        )
+    }
+    fn meaningful(&self) -> bool {
+        false
+    }
+    fn sample_count(&self) -> Option<usize> {
+        Some(self.count)
+    }
+    fn next_sample(&mut self, _inputs: &[IoSpec]) -> Result<Option<Sample>, String> {
+        if self.next >= self.count {
+            return Ok(None);
+        }
+        let index = self.next;
+        self.next += 1;
+        let tensors = generate(
+            self.model.as_ref(),
+            self.seed.wrapping_add(index as u64),
+            self.vocab,
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Some(Sample {
+            index,
+            origin: format!("random sample {index}"),
+            tensors,
+        }))
+    }
+}
+
+/// Fixed dims of the declaration must match the sample's.
+fn check_shapes(inputs: &[IoSpec], tensors: &[HostTensor], origin: &str) -> Result<(), String> {
+    for (spec, t) in inputs.iter().zip(tensors) {
+        let Some(dims) = &spec.dims else { continue };
+        let ok = dims.len() == t.shape().len()
+            && dims.iter().zip(t.shape()).all(|(d, &v)| match d {
+                infopt_runtime::DimSpec::Known(k) => *k == v,
+                _ => true,
+            });
+        if !ok {
+            return Err(format!(
+                "{origin}: input `{}` has shape {:?}, the model takes {}",
+                spec.name,
+                t.shape(),
+                spec.dims_string()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Up to `limit` samples joined `batch` at a time along the first axis
+/// (the last batch may be smaller).
+pub fn batches(
+    dataset: &mut dyn Dataset,
+    inputs: &[IoSpec],
+    batch: usize,
+    limit: Option<usize>,
+    mut each: impl FnMut(Vec<HostTensor>, &[Sample]) -> Result<(), String>,
+) -> Result<usize, String> {
+    let batch = batch.max(1);
+    let mut taken = 0;
+    let mut pending: Vec<Sample> = Vec::new();
+    loop {
+        let done = limit.is_some_and(|l| taken >= l);
+        let next = if done {
+            None
+        } else {
+            dataset.next_sample(inputs)?
+        };
+        let end = next.is_none();
+        if let Some(s) = next {
+            taken += 1;
+            pending.push(s);
+        }
+        if pending.len() == batch || (end && !pending.is_empty()) {
+            let tensors = if batch == 1 {
+                pending[0].tensors.clone()
+            } else {
+                (0..inputs.len())
+                    .map(|i| {
+                        let parts: Vec<HostTensor> =
+                            pending.iter().map(|s| s.tensors[i].clone()).collect();
+                        HostTensor::concat_outer(&parts).map_err(|e| {
+                            format!("{}: input `{}`: {e}", pending[0].origin, inputs[i].name)
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?
+            };
+            each(tensors, &pending)?;
+            pending.clear();
+        }
+        if end {
+            return Ok(taken);
+        }
+    }
+}

@@ -1,0 +1,599 @@
+//! Model inputs: shapes from `--input-shape` arguments and arrays, arrays
+//! read from `.npz` / `.npy` files and folders, and seeded generation.
+//!
+//! Files: the `.npy` header is parsed by `ndarray-npy`, the data decoded here, so that any
+//! dtype a model input can have is read in one pass (`<f2` included). `.npz` archives may
+//! be stored or deflate-compressed (`np.savez` / `np.savez_compressed`); inflating uses
+//! `zip` with the pure-Rust zlib-rs backend. Fortran-ordered arrays are refused.
+//!
+//! An array whose dtype differs from the input's is converted when nothing is lost in
+//! kind: float to float (rounded), integer to integer (every value must fit), integer to
+//! float; `bool` only to `bool`. A float array for an integer input is refused.
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::Path;
+
+use half::f16;
+use infopt_runtime::inputs::{self, InputGen};
+use infopt_runtime::{DType, HostTensor, InputShapes, IoSpec, LoadedModel, TensorData};
+use serde::Serialize;
+
+/// One `--input-shape` argument, parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ShapeArg {
+    /// `NAME:1x3x224x224`: every dim of one input.
+    Dims { input: String, dims: Vec<i64> },
+    /// `NAME:batch=1,seq=128`: symbol values.
+    Symbols {
+        input: String,
+        symbols: Vec<(String, i64)>,
+    },
+}
+
+/// Where the inputs came from, for reports.
+#[derive(Serialize, Debug, Clone)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum InputSource {
+    Generated { seed: u64, vocab: u64 },
+    File { path: String },
+}
+
+impl InputSource {
+    pub fn describe(&self) -> String {
+        match self {
+            InputSource::Generated { seed, .. } => format!("generated with seed {seed}"),
+            InputSource::File { path } => format!("from {path}"),
+        }
+    }
+}
+
+/// Resolved input options: the shapes to load with, and the arrays read from `--inputs`.
+#[derive(Clone)]
+pub struct Inputs {
+    pub shape_args: Vec<ShapeArg>,
+    pub shapes: InputShapes,
+    pub file: Option<Vec<HostTensor>>,
+    pub source: InputSource,
+    pub vocab: u64,
+}
+
+impl Inputs {
+    /// Reads `file` (if any) and combines its arrays' shapes with `shape_args`.
+    /// Errors are one line, for the user.
+    pub fn new(
+        shape_args: Vec<ShapeArg>,
+        file: Option<&Path>,
+        seed: u64,
+        vocab: u64,
+    ) -> Result<Inputs, String> {
+        if vocab == 0 {
+            return Err("--vocab must be at least 1".into());
+        }
+        let (file, source) = match file {
+            Some(p) => (
+                Some(read_inputs(p)?),
+                InputSource::File {
+                    path: p.display().to_string(),
+                },
+            ),
+            None => (None, InputSource::Generated { seed, vocab }),
+        };
+        let shapes = input_shapes(&shape_args, file.as_deref())?;
+        Ok(Inputs {
+            shape_args,
+            shapes,
+            file,
+            source,
+            vocab,
+        })
+    }
+
+    /// Tensors for one loaded model: the file's arrays fitted to its inputs, or generated
+    /// ones. Also checks that `NAME:symbol=…` arguments name a symbol of that input.
+    pub fn for_model(&self, model: &dyn LoadedModel) -> Result<Vec<HostTensor>, String> {
+        check_symbol_args(&self.shape_args, model.inputs())?;
+        match (&self.file, &self.source) {
+            (Some(arrays), InputSource::File { path }) => fit_inputs(model.inputs(), arrays, path),
+            (_, InputSource::Generated { seed, .. }) => {
+                generate(model, *seed, self.vocab).map_err(|e| e.to_string())
+            }
+            (None, InputSource::File { path }) => Err(format!("--inputs {path}: no arrays read")),
+        }
+    }
+}
+
+/// Input shapes from the file's arrays, then the `--input-shape` arguments (an input
+/// given twice with different dims is an error).
+pub fn input_shapes(args: &[ShapeArg], file: Option<&[HostTensor]>) -> Result<InputShapes, String> {
+    let mut shapes = InputShapes::new();
+    for t in file.unwrap_or_default() {
+        if let Some(name) = t.name() {
+            shapes = shapes.with_shape(name, t.shape().to_vec());
+        }
+    }
+    for arg in args {
+        match arg {
+            ShapeArg::Dims { input, dims } => {
+                let dims: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+                if let Some(prev) = shapes.shapes.get(input)
+                    && prev != &dims
+                {
+                    return Err(format!(
+                        "--input-shape {input}:{} contradicts the array for `{input}`, of shape {prev:?}",
+                        dims.iter()
+                            .map(|d| d.to_string())
+                            .collect::<Vec<_>>()
+                            .join("x")
+                    ));
+                }
+                shapes = shapes.with_shape(input.clone(), dims);
+            }
+            ShapeArg::Symbols { symbols, .. } => {
+                for (s, v) in symbols {
+                    if let Some(&prev) = shapes.symbols.get(s)
+                        && prev != *v as usize
+                    {
+                        return Err(format!(
+                            "--input-shape binds symbol `{s}` twice ({prev} and {v})"
+                        ));
+                    }
+                    shapes = shapes.with_symbol(s.clone(), *v as usize);
+                }
+            }
+        }
+    }
+    Ok(shapes)
+}
+
+/// `NAME:sym=V` must name a model input that has the symbol `sym`.
+fn check_symbol_args(args: &[ShapeArg], specs: &[IoSpec]) -> Result<(), String> {
+    for arg in args {
+        let ShapeArg::Symbols { input, symbols } = arg else {
+            continue;
+        };
+        let Some(spec) = specs.iter().find(|s| &s.name == input) else {
+            let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+            return Err(format!(
+                "--input-shape {input}:…: `{input}` is not a model input (inputs: {})",
+                names.join(", ")
+            ));
+        };
+        for (s, _) in symbols {
+            let has = spec
+                .dims
+                .iter()
+                .flatten()
+                .any(|d| matches!(d, infopt_runtime::DimSpec::Symbol(x) if x == s));
+            if !has {
+                return Err(format!(
+                    "--input-shape {input}:{s}=…: input `{input}` has no dim named `{s}` (its dims: {})",
+                    spec.dims_string()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Seeded inputs for a model: integers in [0, vocab) (token-type inputs in [0, 2)), masks
+/// all ones, floats uniform in [-1, 1), booleans true.
+pub fn generate(
+    model: &dyn LoadedModel,
+    seed: u64,
+    vocab: u64,
+) -> infopt_runtime::Result<Vec<HostTensor>> {
+    let mut opts = InputGen {
+        seed,
+        vocab,
+        ..InputGen::default()
+    };
+    for spec in model.inputs() {
+        if spec.name.to_lowercase().contains("token_type") {
+            opts = opts.with_vocab_for(spec.name.clone(), 2);
+        }
+    }
+    let mut tensors = inputs::generate_for_model(model, &opts)?;
+    for t in &mut tensors {
+        if !t.name().is_some_and(|n| n.to_lowercase().contains("mask")) {
+            continue;
+        }
+        let n = t.len();
+        let ones = match t.dtype() {
+            DType::F32 => TensorData::F32(vec![1.0; n]),
+            DType::F64 => TensorData::F64(vec![1.0; n]),
+            DType::F16 => TensorData::F16(vec![f16::ONE; n]),
+            DType::I64 => TensorData::I64(vec![1; n]),
+            DType::I32 => TensorData::I32(vec![1; n]),
+            DType::I8 => TensorData::I8(vec![1; n]),
+            DType::U8 => TensorData::U8(vec![1; n]),
+            _ => continue,
+        };
+        *t = HostTensor::new(t.name.clone(), t.shape().to_vec(), ones)?;
+    }
+    Ok(tensors)
+}
+
+/// Reads named arrays from an `.npz`, a single `.npy` (named after the file stem) or a
+/// folder of `.npy` files (each named after its stem).
+pub fn read_inputs(path: &Path) -> Result<Vec<HostTensor>, String> {
+    let shown = path.display();
+    if path.is_dir() {
+        let mut files: Vec<_> = std::fs::read_dir(path)
+            .map_err(|e| format!("--inputs {shown}: {e}"))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "npy") && p.is_file())
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(format!("--inputs {shown}: the folder has no .npy files"));
+        }
+        return files.iter().map(|f| read_npy_file(f)).collect();
+    }
+    let bytes = std::fs::read(path).map_err(|e| format!("--inputs {shown}: {e}"))?;
+    if bytes.starts_with(b"PK") {
+        return read_npz(&bytes).map_err(|e| format!("--inputs {shown}: {e}"));
+    }
+    if bytes.starts_with(b"\x93NUMPY") {
+        return read_npy_file(path).map(|t| vec![t]);
+    }
+    Err(format!(
+        "--inputs {shown}: neither an .npz (zip) nor an .npy file"
+    ))
+}
+
+fn read_npy_file(path: &Path) -> Result<HostTensor, String> {
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    decode_npy(&name, &bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn read_npz(bytes: &[u8]) -> Result<Vec<HostTensor>, String> {
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for i in 0..zip.len() {
+        let mut entry = zip.by_index(i).map_err(|e| e.to_string())?;
+        if entry.is_dir() {
+            continue;
+        }
+        let full = entry.name().to_string();
+        let name = full.strip_suffix(".npy").unwrap_or(&full).to_string();
+        let mut data = Vec::with_capacity(entry.size() as usize);
+        entry
+            .read_to_end(&mut data)
+            .map_err(|e| format!("array `{name}`: {e}"))?;
+        out.push(decode_npy(&name, &data).map_err(|e| format!("array `{name}`: {e}"))?);
+    }
+    if out.is_empty() {
+        return Err("the archive holds no arrays".into());
+    }
+    Ok(out)
+}
+
+/// Decodes one `.npy` image into a named host tensor.
+pub fn decode_npy(name: &str, bytes: &[u8]) -> Result<HostTensor, String> {
+    use ndarray_npy::npy::header::Header;
+    let mut reader = bytes;
+    let header = Header::from_reader(&mut reader).map_err(|e| format!("bad .npy header: {e}"))?;
+    if header.layout.is_fortran() && header.shape.iter().filter(|&&d| d > 1).count() > 1 {
+        return Err(
+            "Fortran-ordered arrays are not supported; save np.ascontiguousarray(a)".into(),
+        );
+    }
+    let descr = header
+        .type_descriptor
+        .as_string()
+        .ok_or_else(|| format!("unsupported dtype {}", header.type_descriptor))?
+        .clone();
+    let (order, code) = descr.split_at(1.min(descr.len()));
+    let (order, code) = if matches!(order, "<" | ">" | "|" | "=") {
+        (order, code)
+    } else {
+        ("=", descr.as_str())
+    };
+    let big = order == ">";
+    let n = header
+        .shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .ok_or("the shape overflows")?;
+    let data = reader;
+    macro_rules! num {
+        ($t:ty, $variant:ident) => {{
+            const W: usize = std::mem::size_of::<$t>();
+            if data.len() != n * W {
+                return Err(format!(
+                    "shape {:?} of {descr} needs {} data bytes, the file has {}",
+                    header.shape,
+                    n * W,
+                    data.len()
+                ));
+            }
+            TensorData::$variant(
+                data.chunks_exact(W)
+                    .map(|c| {
+                        let a: [u8; W] = c.try_into().unwrap();
+                        if big {
+                            <$t>::from_be_bytes(a)
+                        } else {
+                            <$t>::from_le_bytes(a)
+                        }
+                    })
+                    .collect(),
+            )
+        }};
+    }
+    let data = match code {
+        "f4" => num!(f32, F32),
+        "f8" => num!(f64, F64),
+        "f2" | "e" => num!(f16, F16),
+        "i1" | "b" => num!(i8, I8),
+        "i2" => num!(i16, I16),
+        "i4" => num!(i32, I32),
+        "i8" => num!(i64, I64),
+        "u1" | "B" => num!(u8, U8),
+        "u2" => num!(u16, U16),
+        "u4" => num!(u32, U32),
+        "u8" => num!(u64, U64),
+        "b1" | "?" => {
+            if data.len() != n {
+                return Err(format!(
+                    "shape {:?} of bool needs {n} data bytes, the file has {}",
+                    header.shape,
+                    data.len()
+                ));
+            }
+            TensorData::Bool(data.iter().map(|&b| b != 0).collect())
+        }
+        _ => {
+            return Err(format!(
+                "unsupported dtype {descr} (supported: float16/32/64, int8-64, uint8-64, bool)"
+            ));
+        }
+    };
+    HostTensor::new(Some(name.to_string()), header.shape.clone(), data).map_err(|e| e.to_string())
+}
+
+/// Integer elements widened exactly, `None` for float and bool data.
+fn int_values(d: &TensorData) -> Option<Vec<i128>> {
+    Some(match d {
+        TensorData::I8(v) => v.iter().map(|&x| x.into()).collect(),
+        TensorData::I16(v) => v.iter().map(|&x| x.into()).collect(),
+        TensorData::I32(v) => v.iter().map(|&x| x.into()).collect(),
+        TensorData::I64(v) => v.iter().map(|&x| x.into()).collect(),
+        TensorData::U8(v) => v.iter().map(|&x| x.into()).collect(),
+        TensorData::U16(v) => v.iter().map(|&x| x.into()).collect(),
+        TensorData::U32(v) => v.iter().map(|&x| x.into()).collect(),
+        TensorData::U64(v) => v.iter().map(|&x| x.into()).collect(),
+        _ => return None,
+    })
+}
+
+/// Converts `t` to `to` (see the module doc for what is allowed).
+pub fn convert(t: &HostTensor, to: DType) -> Result<HostTensor, String> {
+    let from = t.dtype();
+    if from == to {
+        return Ok(t.clone());
+    }
+    let refuse = || format!("cannot use {from} data for an input of type {to}");
+    let data = if to.is_float() && (from.is_float() || from.is_integer()) {
+        let v = t.to_f64_vec();
+        match to {
+            DType::F32 => TensorData::F32(v.iter().map(|&x| x as f32).collect()),
+            DType::F64 => TensorData::F64(v),
+            DType::F16 => TensorData::F16(v.iter().map(|&x| f16::from_f64(x)).collect()),
+            DType::BF16 => TensorData::BF16(v.iter().map(|&x| half::bf16::from_f64(x)).collect()),
+            _ => unreachable!(),
+        }
+    } else if to.is_integer() {
+        let v = int_values(t.data()).ok_or_else(refuse)?;
+        macro_rules! ints {
+            ($t:ty, $variant:ident) => {
+                TensorData::$variant(
+                    v.iter()
+                        .map(|&x| {
+                            <$t>::try_from(x).map_err(|_| {
+                                format!("value {x} does not fit the input's type {to}")
+                            })
+                        })
+                        .collect::<Result<_, _>>()?,
+                )
+            };
+        }
+        match to {
+            DType::I8 => ints!(i8, I8),
+            DType::I16 => ints!(i16, I16),
+            DType::I32 => ints!(i32, I32),
+            DType::I64 => ints!(i64, I64),
+            DType::U8 => ints!(u8, U8),
+            DType::U16 => ints!(u16, U16),
+            DType::U32 => ints!(u32, U32),
+            DType::U64 => ints!(u64, U64),
+            _ => unreachable!(),
+        }
+    } else {
+        return Err(refuse());
+    };
+    HostTensor::new(t.name.clone(), t.shape().to_vec(), data).map_err(|e| e.to_string())
+}
+
+/// The file's arrays in model input order, converted to the input dtypes. Every input
+/// needs an array and every array must be an input.
+pub fn fit_inputs(
+    specs: &[IoSpec],
+    arrays: &[HostTensor],
+    source: &str,
+) -> Result<Vec<HostTensor>, String> {
+    let wanted: BTreeSet<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    let extra: Vec<&str> = arrays
+        .iter()
+        .filter_map(|t| t.name())
+        .filter(|n| !wanted.contains(n))
+        .collect();
+    if !extra.is_empty() {
+        return Err(format!(
+            "{source} has arrays that are not model inputs: {} (inputs: {})",
+            extra.join(", "),
+            specs
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    specs
+        .iter()
+        .map(|spec| {
+            let t = arrays
+                .iter()
+                .find(|t| t.name() == Some(spec.name.as_str()))
+                .ok_or_else(|| format!("{source} has no array for input `{}`", spec.name))?;
+            convert(t, spec.dtype).map_err(|e| format!("{source}, array `{}`: {e}", spec.name))
+        })
+        .collect()
+}
+
+/// `name dtype [dims]` for each tensor, comma-separated.
+pub fn describe(tensors: &[HostTensor]) -> String {
+    tensors
+        .iter()
+        .map(|t| {
+            format!(
+                "{} {} [{}]",
+                t.name().unwrap_or("?"),
+                t.dtype(),
+                t.shape()
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An `.npy` image as numpy writes it (format 1.0, header padded to 64 bytes).
+    fn npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
+        let mut header =
+            format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+        while (10 + header.len() + 1) % 64 != 0 {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut out = b"\x93NUMPY\x01\x00".to_vec();
+        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(data);
+        out
+    }
+
+    #[test]
+    fn decodes_npy_dtypes() {
+        let f: Vec<u8> = [1.5f32, -2.0]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let t = decode_npy("x", &npy("<f4", "(2,)", &f)).unwrap();
+        assert_eq!(t.as_slice::<f32>(), Some(&[1.5f32, -2.0][..]));
+        assert_eq!(t.name(), Some("x"));
+        let h: Vec<u8> = [f16::from_f32(0.5)]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let t = decode_npy("h", &npy("<f2", "(1, 1)", &h)).unwrap();
+        assert_eq!((t.dtype(), t.shape()), (DType::F16, &[1usize, 1][..]));
+        let i: Vec<u8> = [7i64, -1].iter().flat_map(|x| x.to_be_bytes()).collect();
+        let t = decode_npy("i", &npy(">i8", "(2,)", &i)).unwrap();
+        assert_eq!(t.as_slice::<i64>(), Some(&[7i64, -1][..]));
+        let t = decode_npy("m", &npy("|b1", "(3,)", &[1, 0, 1])).unwrap();
+        assert_eq!(t.as_slice::<bool>(), Some(&[true, false, true][..]));
+        let t = decode_npy("s", &npy("<f8", "()", &2.0f64.to_le_bytes())).unwrap();
+        assert_eq!(t.shape(), &[] as &[usize]);
+        let e = decode_npy("x", &npy("<f4", "(3,)", &f)).unwrap_err();
+        assert!(e.contains("needs 12 data bytes, the file has 8"), "{e}");
+        let e = decode_npy("x", &npy("<c8", "(1,)", &f)).unwrap_err();
+        assert!(e.contains("unsupported dtype <c8"), "{e}");
+        assert!(decode_npy("x", b"garbage").is_err());
+    }
+
+    #[test]
+    fn conversions_keep_kind() {
+        let t = HostTensor::from_vec(vec![2], vec![1.0f64, 2.5]).unwrap();
+        assert_eq!(
+            convert(&t, DType::F32).unwrap().as_slice::<f32>(),
+            Some(&[1.0f32, 2.5][..])
+        );
+        assert!(
+            convert(&t, DType::I64)
+                .unwrap_err()
+                .contains("cannot use f64")
+        );
+        let t = HostTensor::from_vec(vec![2], vec![3i64, 300]).unwrap();
+        assert_eq!(
+            convert(&t, DType::I32).unwrap().as_slice::<i32>(),
+            Some(&[3, 300][..])
+        );
+        assert!(
+            convert(&t, DType::U8)
+                .unwrap_err()
+                .contains("300 does not fit")
+        );
+        assert_eq!(convert(&t, DType::F32).unwrap().dtype(), DType::F32);
+        let b = HostTensor::from_vec(vec![1], vec![true]).unwrap();
+        assert!(convert(&b, DType::I64).is_err());
+    }
+
+    #[test]
+    fn fitting_names_missing_and_extra_arrays() {
+        let spec = |n: &str| IoSpec {
+            name: n.into(),
+            dtype: DType::F32,
+            dims: None,
+        };
+        let a = HostTensor::from_vec(vec![1], vec![1.0f32])
+            .unwrap()
+            .named("a");
+        let z = HostTensor::from_vec(vec![1], vec![1.0f32])
+            .unwrap()
+            .named("z");
+        let e =
+            fit_inputs(&[spec("a"), spec("b")], std::slice::from_ref(&a), "in.npz").unwrap_err();
+        assert_eq!(e, "in.npz has no array for input `b`");
+        let e = fit_inputs(&[spec("a")], &[a.clone(), z], "in.npz").unwrap_err();
+        assert!(
+            e.starts_with("in.npz has arrays that are not model inputs: z"),
+            "{e}"
+        );
+        assert_eq!(fit_inputs(&[spec("a")], &[a], "f").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn shapes_from_file_and_arguments() {
+        let file = vec![
+            HostTensor::from_vec(vec![2, 3], vec![0f32; 6])
+                .unwrap()
+                .named("x"),
+        ];
+        let args = vec![ShapeArg::Symbols {
+            input: "y".into(),
+            symbols: vec![("batch".into(), 4)],
+        }];
+        let s = input_shapes(&args, Some(&file)).unwrap();
+        assert_eq!(s.shapes["x"], vec![2, 3]);
+        assert_eq!(s.symbols["batch"], 4);
+        let args = vec![ShapeArg::Dims {
+            input: "x".into(),
+            dims: vec![1, 3],
+        }];
+        let e = input_shapes(&args, Some(&file)).unwrap_err();
+        assert!(e.contains("contradicts"), "{e}");
+    }
+}

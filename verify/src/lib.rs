@@ -1,0 +1,22 @@
+//! infopt-verify: running models for a purpose. Inputs and datasets,
+//! backend choice (a typed kind), the verifier and its criterion,
+//! observation and comparison of intermediate tensors, interleaved timing.
+//! Commands compose these; none of them lives in a command.
+
+pub mod backend;
+pub mod criterion;
+pub mod dataset;
+pub mod error;
+pub mod inputs;
+pub mod intermediates;
+pub mod observe;
+pub mod shapes;
+pub mod timing;
+pub mod verifier;
+
+pub use backend::{BackendInfo, BackendKind, BackendOptions, ChosenBackend};
+pub use criterion::Criterion;
+pub use dataset::{Dataset, Sample};
+pub use error::{ErrorKind, VerifyError};
+pub use inputs::{InputSource, Inputs, ShapeArg};
+pub use verifier::{LatencyComparison, Verification, Verifier, VerifyPolicy, worst_abs};

@@ -1,0 +1,192 @@
+//! Choosing input sizes a model accepts when the user fixed none.
+//!
+//! Unbound dims first take distinct values (2, 3, 4, ... per symbol), so a
+//! rewrite that confuses batch and sequence does not pass unnoticed; a model
+//! that cannot run like that (a detector whose H and W must be multiples of
+//! 32, whose feature maps are concatenated) gets sizes that such models
+//! accept: spatial dims of 64, then 32 and 128 (divisible by 32 and 64),
+//! batch 1; and last every unbound dim at 2.
+
+use std::collections::BTreeMap;
+
+use infopt_ir::{Dim, Model};
+use infopt_runtime::InputShapes;
+
+/// One unbound dim of a graph input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnboundDim {
+    pub input: String,
+    pub axis: usize,
+    pub rank: usize,
+    /// The symbol, if the dim has one.
+    pub symbol: Option<String>,
+}
+
+/// Declared dims of the model's graph inputs (initializers left out), with
+/// `None` for an input without a shape.
+pub fn declared_inputs(model: &Model) -> Vec<(String, Option<Vec<Dim>>)> {
+    let g = &model.graph;
+    g.inputs
+        .iter()
+        .filter(|io| g.value(io.value).initializer.is_none())
+        .map(|io| {
+            let name = g.value(io.value).name.clone();
+            (name, g.value_type(io.value).and_then(|t| t.shape))
+        })
+        .collect()
+}
+
+/// Dims that neither the model nor `base` fixes.
+pub fn unbound_dims(model: &Model, base: &InputShapes) -> Vec<UnboundDim> {
+    let mut out = Vec::new();
+    for (input, dims) in declared_inputs(model) {
+        if base.shapes.contains_key(&input) {
+            continue;
+        }
+        let Some(dims) = dims else { continue };
+        let rank = dims.len();
+        for (axis, d) in dims.iter().enumerate() {
+            let symbol = match d {
+                Dim::Known(v) if *v > 0 => continue,
+                Dim::Sym(s) if base.symbols.contains_key(s) => continue,
+                Dim::Sym(s) => Some(s.clone()),
+                _ => None,
+            };
+            out.push(UnboundDim {
+                input: input.clone(),
+                axis,
+                rank,
+                symbol,
+            });
+        }
+    }
+    out
+}
+
+/// A set of sizes to try, with a label for notes.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub label: String,
+    pub shapes: InputShapes,
+}
+
+/// Whether a dim looks spatial: a trailing axis of an image-like input
+/// (rank ≥ 3, one of the last two axes: H and W of NCHW; W and C of NHWC,
+/// where a channel dim is rarely left unbound).
+fn spatial(d: &UnboundDim) -> bool {
+    d.rank >= 3 && d.axis >= d.rank - 2
+}
+
+/// The sizes to try, in order (see the module doc). With nothing unbound,
+/// just `base`.
+pub fn candidates(model: &Model, base: &InputShapes) -> Vec<Candidate> {
+    let unbound = unbound_dims(model, base);
+    if unbound.is_empty() {
+        return vec![Candidate {
+            label: "as given".into(),
+            shapes: base.clone(),
+        }];
+    }
+    let mut out = Vec::new();
+    // Distinct values per symbol.
+    let mut distinct = base.clone();
+    let mut next = 2;
+    for d in &unbound {
+        if let Some(s) = &d.symbol
+            && !distinct.symbols.contains_key(s)
+        {
+            distinct.symbols.insert(s.clone(), next);
+            next += 1;
+        }
+    }
+    distinct.default_dim = 2;
+    out.push(Candidate {
+        label: "distinct values for unbound dims".into(),
+        shapes: distinct,
+    });
+    let has_spatial = unbound.iter().any(spatial);
+    if has_spatial {
+        for size in [64usize, 32, 128] {
+            out.push(Candidate {
+                label: format!("spatial dims {size}, other unbound dims 1"),
+                shapes: with_sizes(model, base, &unbound, |d| if spatial(d) { size } else { 1 }),
+            });
+        }
+    }
+    let mut twos = base.clone();
+    twos.default_dim = 2;
+    out.push(Candidate {
+        label: "every unbound dim 2".into(),
+        shapes: twos,
+    });
+    out
+}
+
+/// `base` with every unbound dim set by `size`. Named symbols get one value
+/// (the first dim that uses them decides); unnamed dims fix their input's
+/// whole shape.
+fn with_sizes(
+    model: &Model,
+    base: &InputShapes,
+    unbound: &[UnboundDim],
+    size: impl Fn(&UnboundDim) -> usize,
+) -> InputShapes {
+    let mut shapes = base.clone();
+    let mut per_input: BTreeMap<&str, Vec<&UnboundDim>> = BTreeMap::new();
+    for d in unbound {
+        match &d.symbol {
+            Some(s) => {
+                shapes.symbols.entry(s.clone()).or_insert_with(|| size(d));
+            }
+            None => per_input.entry(d.input.as_str()).or_default().push(d),
+        }
+    }
+    for (input, dims) in declared_inputs(model) {
+        let Some(unnamed) = per_input.get(input.as_str()) else {
+            continue;
+        };
+        let Some(dims) = dims else { continue };
+        let concrete: Vec<usize> = dims
+            .iter()
+            .enumerate()
+            .map(|(axis, d)| match d {
+                Dim::Known(v) if *v > 0 => *v as usize,
+                Dim::Sym(s) => shapes.symbols.get(s).copied().unwrap_or(1),
+                _ => unnamed
+                    .iter()
+                    .find(|u| u.axis == axis)
+                    .map(|u| size(u))
+                    .unwrap_or(1),
+            })
+            .collect();
+        shapes.shapes.insert(input, concrete);
+    }
+    shapes
+}
+
+/// `--input-shape` arguments a user could pass, with `H`/`W`/`N` standing
+/// for the sizes to choose (for the error when nothing runs).
+pub fn suggestion(model: &Model, base: &InputShapes) -> Option<String> {
+    let unbound = unbound_dims(model, base);
+    if unbound.is_empty() {
+        return None;
+    }
+    let mut args = Vec::new();
+    for (input, dims) in declared_inputs(model) {
+        if !unbound.iter().any(|u| u.input == input) {
+            continue;
+        }
+        let Some(dims) = dims else { continue };
+        let text: Vec<String> = dims
+            .iter()
+            .enumerate()
+            .map(|(axis, d)| match d {
+                Dim::Known(v) if *v > 0 => v.to_string(),
+                Dim::Sym(s) => s.to_uppercase(),
+                _ => format!("D{axis}"),
+            })
+            .collect();
+        args.push(format!("--input-shape {input}:{}", text.join("x")));
+    }
+    Some(args.join(" "))
+}

@@ -1,0 +1,74 @@
+//! Interleaved timing: warm-up and timed runs alternate between the models,
+//! and the model that goes first alternates from one round to the next, so
+//! drift (clock scaling, other load, caches) touches every model alike.
+
+use std::time::Instant;
+
+use infopt_runtime::{HostTensor, Latency, LoadedModel};
+
+use crate::error::{ErrorKind, Result, VerifyError};
+
+/// A model to time, with its inputs.
+pub struct Timed {
+    /// Names the model in errors (a path, "original").
+    pub label: String,
+    pub model: Box<dyn LoadedModel>,
+    pub inputs: Vec<HostTensor>,
+}
+
+/// Where timing is, for a progress display.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// A phase starts: its name and number of rounds.
+    Phase(&'static str, usize),
+    /// One round of the phase done.
+    Round,
+    Done,
+}
+
+pub fn time_interleaved(
+    models: &[Timed],
+    warmup: usize,
+    runs: usize,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Vec<Latency>> {
+    let run = |m: &Timed| {
+        m.model
+            .run(&m.inputs)
+            .map_err(|e| VerifyError::new(ErrorKind::Load, format!("{}: {e}", m.label)))
+    };
+    let order = |round: usize| -> Vec<usize> {
+        let mut ix: Vec<usize> = (0..models.len()).collect();
+        if round % 2 == 1 {
+            ix.reverse();
+        }
+        ix
+    };
+    if warmup > 0 {
+        progress(Progress::Phase("warm-up", warmup));
+        for round in 0..warmup {
+            for i in order(round) {
+                run(&models[i])?;
+            }
+            progress(Progress::Round);
+        }
+    }
+    progress(Progress::Phase("timing", runs));
+    let mut samples = vec![Vec::with_capacity(runs); models.len()];
+    for round in 0..runs {
+        for i in order(round) {
+            let started = Instant::now();
+            let out = run(&models[i])?;
+            samples[i].push(started.elapsed().as_secs_f64() * 1e3);
+            drop(out);
+        }
+        progress(Progress::Round);
+    }
+    progress(Progress::Done);
+    samples
+        .iter()
+        .map(|s| {
+            Latency::from_samples(warmup, s).map_err(|e| VerifyError::new(ErrorKind::Internal, e))
+        })
+        .collect()
+}

@@ -1,0 +1,388 @@
+//! The oracle: the original model runs once on seeded (or given) inputs, and
+//! every candidate runs on the same inputs in the same backend and is judged
+//! by a [`Criterion`].
+//!
+//! The policy a user can trust without thinking about backends: tract first
+//! (or ONNX Runtime first for the `onnxruntime` target), the other when the
+//! first cannot run the original; sizes tried in turn when the user fixed
+//! none (see [`crate::shapes`]); ONNX Runtime when tract cannot load the
+//! candidate (a contrib op), and as a second opinion when only tract sees a
+//! difference. An explicit `--backend` turns all fallbacks off.
+
+use std::path::PathBuf;
+
+use infopt_ir::Model;
+use infopt_runtime::compare::{self, Tolerance};
+use infopt_runtime::{
+    DefaultedDim, HostTensor, InputShapes, Latency, LoadedModel, OutputAgreement,
+};
+use serde::Serialize;
+
+use crate::backend::{BackendInfo, BackendKind, BackendOptions, ChosenBackend};
+use crate::criterion::Criterion;
+use crate::error::{ErrorKind, Result, VerifyError};
+use crate::inputs::Inputs;
+use crate::shapes;
+use crate::timing::{Timed, time_interleaved};
+
+/// The verdict on one candidate, as reports show it.
+#[derive(Serialize, Debug, Clone)]
+pub struct Verification {
+    pub backend: BackendInfo,
+    pub inputs: String,
+    /// The criterion that decided `passed`.
+    pub criterion: Criterion,
+    /// The element-wise tolerance, reported next to it (`mismatches`).
+    pub rtol: f64,
+    pub atol: f64,
+    /// Concrete input shapes both models ran with.
+    pub input_shapes: Vec<(String, Vec<usize>)>,
+    /// Symbolic dims nobody fixed, which took a chosen value.
+    pub defaulted_dims: Vec<DefaultedDim>,
+    pub outputs: Vec<OutputAgreement>,
+    pub passed: bool,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct LatencyComparison {
+    pub backend: BackendInfo,
+    pub before: Latency,
+    pub after: Latency,
+    /// before.median / after.median.
+    pub speedup: f64,
+}
+
+/// How to build the verifier.
+#[derive(Clone, Debug)]
+pub struct VerifyPolicy {
+    /// Backends in order of preference; with `explicit`, only that one.
+    pub prefer: Vec<BackendKind>,
+    /// `--backend`: no fallback at all.
+    pub explicit: Option<BackendKind>,
+    pub options: BackendOptions,
+    pub criterion: Criterion,
+    /// Element-wise tolerance computed alongside (and used by `Elementwise`).
+    pub tolerance: Tolerance,
+    /// Keep the original loaded, for timing.
+    pub keep_original: bool,
+}
+
+/// The original model loaded in a backend, with its inputs and reference
+/// outputs, and what it takes to check candidates against it.
+pub struct Verifier {
+    pub chosen: ChosenBackend,
+    pub shapes: InputShapes,
+    pub dir: PathBuf,
+    original: Option<Box<dyn LoadedModel>>,
+    original_bytes: Vec<u8>,
+    pub resolution: infopt_runtime::ShapeResolution,
+    pub inputs: Vec<HostTensor>,
+    pub expected: Vec<HostTensor>,
+    pub inputs_description: String,
+    policy: VerifyPolicy,
+    /// Notes for the report: fallbacks taken, sizes chosen.
+    pub notes: Vec<String>,
+    /// Warnings for the report (a difference only tract saw).
+    pub warnings: Vec<String>,
+}
+
+impl Verifier {
+    /// Loads and runs the original under `policy`.
+    pub fn new(
+        original: &Model,
+        dir: PathBuf,
+        inputs: &Inputs,
+        policy: VerifyPolicy,
+    ) -> Result<Verifier> {
+        let bytes = original
+            .to_bytes_referencing_sources()
+            .map_err(|e| VerifyError::new(ErrorKind::Load, e))?;
+        let kinds: Vec<BackendKind> = match policy.explicit {
+            Some(k) => vec![k],
+            None => policy.prefer.clone(),
+        };
+        // Sizes: the caller's, or (with unbound dims and generated inputs)
+        // the candidates of `shapes`.
+        let tries = if inputs.file.is_some() {
+            vec![shapes::Candidate {
+                label: "from the input arrays".into(),
+                shapes: inputs.shapes.clone(),
+            }]
+        } else {
+            shapes::candidates(original, &inputs.shapes)
+        };
+        let mut errors: Vec<String> = Vec::new();
+        let mut any_backend = false;
+        for (ki, &kind) in kinds.iter().enumerate() {
+            let chosen = match ChosenBackend::build(kind, &policy.options) {
+                Ok(c) => c,
+                Err(e) if policy.explicit.is_some() => return Err(e),
+                Err(e) => {
+                    errors.push(e.message);
+                    continue;
+                }
+            };
+            any_backend = true;
+            let mut last = String::new();
+            for (ti, t) in tries.iter().enumerate() {
+                match Self::run_original(&chosen, &bytes, &dir, inputs, &t.shapes, &policy) {
+                    Ok((loaded, tensors, expected)) => {
+                        let mut notes = Vec::new();
+                        if ki > 0 {
+                            notes.push(format!(
+                                "verified in {}: {}",
+                                chosen.backend.name(),
+                                errors.join("; ")
+                            ));
+                        }
+                        if ti > 0 {
+                            notes.push(format!(
+                                "verification sizes: {} (the first choice failed: {last})",
+                                t.label
+                            ));
+                        }
+                        return Ok(Verifier {
+                            inputs_description: crate::inputs::describe(&tensors),
+                            shapes: t.shapes.clone(),
+                            dir,
+                            resolution: loaded.resolution().clone(),
+                            original: policy.keep_original.then_some(loaded),
+                            original_bytes: bytes,
+                            inputs: tensors,
+                            expected,
+                            chosen,
+                            policy,
+                            notes,
+                            warnings: Vec::new(),
+                        });
+                    }
+                    Err(e) if e.kind == ErrorKind::Usage => return Err(e),
+                    Err(e) => last = e.message,
+                }
+            }
+            errors.push(format!(
+                "cannot run the original model in {}: {last}",
+                chosen.backend.name()
+            ));
+        }
+        let kind = if any_backend {
+            ErrorKind::CannotVerify
+        } else {
+            ErrorKind::Unavailable
+        };
+        let hint = match shapes::suggestion(original, &inputs.shapes) {
+            Some(s) => format!("; fix the input sizes the model expects with {s}"),
+            None => String::new(),
+        };
+        Err(VerifyError::new(
+            kind,
+            format!(
+                "cannot verify: {}{hint} (or install onnxruntime, pass --backend, or --no-verify)",
+                errors.join("; and ")
+            ),
+        ))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn run_original(
+        chosen: &ChosenBackend,
+        bytes: &[u8],
+        dir: &std::path::Path,
+        inputs: &Inputs,
+        shapes: &InputShapes,
+        policy: &VerifyPolicy,
+    ) -> Result<(Box<dyn LoadedModel>, Vec<HostTensor>, Vec<HostTensor>)> {
+        let _ = policy;
+        let loaded = chosen
+            .backend
+            .load(bytes, Some(dir), shapes)
+            .map_err(|e| VerifyError::runtime(e, ErrorKind::CannotVerify))?;
+        let mut with_shapes = inputs.clone();
+        with_shapes.shapes = shapes.clone();
+        let tensors = with_shapes
+            .for_model(loaded.as_ref())
+            .map_err(VerifyError::usage)?;
+        let expected = loaded
+            .run(&tensors)
+            .map_err(|e| VerifyError::runtime(e, ErrorKind::CannotVerify))?;
+        Ok((loaded, tensors, expected))
+    }
+
+    pub fn backend_name(&self) -> &str {
+        self.chosen.backend.name()
+    }
+
+    pub fn info(&self) -> &BackendInfo {
+        &self.chosen.info
+    }
+
+    /// Loads a candidate model in the verifier's backend.
+    pub fn load(&self, model: &Model) -> Result<Box<dyn LoadedModel>> {
+        let bytes = model
+            .to_bytes_referencing_sources()
+            .map_err(|e| VerifyError::new(ErrorKind::Load, e))?;
+        self.chosen
+            .backend
+            .load(&bytes, Some(&self.dir), &self.shapes)
+            .map_err(|e| {
+                VerifyError::new(
+                    ErrorKind::Mismatch,
+                    format!(
+                        "the optimized model cannot be loaded in {}: {e}",
+                        self.backend_name()
+                    ),
+                )
+            })
+    }
+
+    /// Runs a loaded candidate and judges its outputs.
+    pub fn check(&self, candidate: &dyn LoadedModel) -> Result<(Vec<OutputAgreement>, bool)> {
+        let actual = candidate.run(&self.inputs).map_err(|e| {
+            VerifyError::new(
+                ErrorKind::Mismatch,
+                format!("the optimized model fails to run: {e}"),
+            )
+        })?;
+        let tol = self.policy.criterion.elementwise(self.policy.tolerance);
+        let mut outputs = compare::compare_outputs(&actual, &self.expected, tol);
+        for o in &mut outputs {
+            self.policy.criterion.judge(o);
+        }
+        let passed = compare::all_within_tolerance(&outputs);
+        Ok((outputs, passed))
+    }
+
+    pub fn verification(&self, outputs: Vec<OutputAgreement>, passed: bool) -> Verification {
+        let tol = self.policy.criterion.elementwise(self.policy.tolerance);
+        Verification {
+            backend: self.chosen.info.clone(),
+            inputs: self.inputs_description.clone(),
+            criterion: self.policy.criterion,
+            rtol: tol.rtol,
+            atol: tol.atol,
+            input_shapes: self.resolution.input_shapes.clone(),
+            defaulted_dims: self.resolution.defaulted.clone(),
+            outputs,
+            passed,
+        }
+    }
+
+    /// The same verifier in ONNX Runtime (same sizes, inputs regenerated
+    /// from the same seed or read from the same arrays).
+    fn in_ort(&self, inputs: &Inputs, original: &Model) -> Result<Verifier> {
+        let mut policy = self.policy.clone();
+        policy.explicit = Some(BackendKind::Ort);
+        let mut fixed = inputs.clone();
+        fixed.shapes = self.shapes.clone();
+        Verifier::new(original, self.dir.clone(), &fixed, policy)
+    }
+
+    /// Checks a candidate with the whole policy: the candidate is loaded in
+    /// this backend, or in ONNX Runtime when tract cannot load it; a
+    /// difference only tract sees is put to ONNX Runtime, which decides.
+    /// Returns the verdict and the candidate loaded where it was judged;
+    /// the verifier may have moved to ONNX Runtime.
+    pub fn verify_candidate(
+        &mut self,
+        candidate: &Model,
+        original: &Model,
+        inputs: &Inputs,
+    ) -> Result<(Verification, Box<dyn LoadedModel>)> {
+        let fallback = self.policy.explicit.is_none() && self.chosen.kind.is_tract();
+        let loaded = match self.load(candidate) {
+            Ok(l) => l,
+            Err(e) if fallback => {
+                let ort = self.in_ort(inputs, original).map_err(|o| {
+                    VerifyError::new(ErrorKind::Mismatch, format!("{}; and {}", e.message, o))
+                })?;
+                let notes = std::mem::take(&mut self.notes);
+                *self = ort;
+                self.notes = notes;
+                self.notes
+                    .push(format!("verified in ONNX Runtime: {}", e.message));
+                self.load(candidate)?
+            }
+            Err(e) => return Err(e),
+        };
+        let (outputs, passed) = self.check(loaded.as_ref())?;
+        let verification = self.verification(outputs, passed);
+        if passed || !fallback {
+            return Ok((verification, loaded));
+        }
+        // A disagreement seen only by tract may be tract's own error on one
+        // of the two graphs: ONNX Runtime, where available, decides.
+        if let Ok(ort) = self.in_ort(inputs, original)
+            && let Ok(second) = ort.load(candidate)
+            && let Ok((ort_outputs, true)) = ort.check(second.as_ref())
+        {
+            let worst = worst_abs(&verification.outputs);
+            let mut warnings = std::mem::take(&mut self.warnings);
+            warnings.push(format!(
+                "tract found a difference (max abs {worst:.3e}) that ONNX Runtime does not: the output agrees in ONNX Runtime, which is trusted here"
+            ));
+            let notes = std::mem::take(&mut self.notes);
+            *self = ort;
+            self.warnings = warnings;
+            self.notes = notes;
+            let v = self.verification(ort_outputs, true);
+            return Ok((v, second));
+        }
+        Ok((verification, loaded))
+    }
+
+    /// Times the original against `candidate`, interleaved.
+    pub fn bench(
+        &mut self,
+        candidate: Box<dyn LoadedModel>,
+        warmup: usize,
+        runs: usize,
+    ) -> Result<LatencyComparison> {
+        let original = match self.original.take() {
+            Some(o) => o,
+            None => self
+                .chosen
+                .backend
+                .load(&self.original_bytes, Some(&self.dir), &self.shapes)
+                .map_err(|e| VerifyError::runtime(e, ErrorKind::Load))?,
+        };
+        let models = [
+            Timed {
+                label: "original".into(),
+                model: original,
+                inputs: self.inputs.clone(),
+            },
+            Timed {
+                label: "optimized".into(),
+                model: candidate,
+                inputs: self.inputs.clone(),
+            },
+        ];
+        let lat = time_interleaved(&models, warmup, runs, &mut |_| {})?;
+        let (before, after) = (lat[0].clone(), lat[1].clone());
+        let speedup = if after.median_ms > 0.0 {
+            before.median_ms / after.median_ms
+        } else {
+            0.0
+        };
+        Ok(LatencyComparison {
+            backend: self.chosen.info.clone(),
+            before,
+            after,
+            speedup,
+        })
+    }
+}
+
+/// Largest absolute difference over outputs (infinite when an output is missing or misshaped).
+pub fn worst_abs(outputs: &[OutputAgreement]) -> f64 {
+    outputs
+        .iter()
+        .map(|o| {
+            if o.issue.is_some() {
+                f64::INFINITY
+            } else {
+                o.max_abs
+            }
+        })
+        .fold(0.0, f64::max)
+}
