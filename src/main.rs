@@ -34,10 +34,30 @@ fn main() -> ExitCode {
     infopt_calibration::quantize::register();
     // Constant folding may ask tract for ops the reference kernels lack.
     infopt_passes::fold_constants::register_fallback_evaluator(tract_eval::factory);
-    match commands::run(cli) {
+    // A panic is a bug in infopt; whatever the input, the user gets one line
+    // and exit 1 (Internal), never a backtrace or exit 101.
+    let result = infopt_passes::panic_guard::catch_quietly(|| {
+        // Test hook (debug builds only), like the driver's.
+        #[cfg(debug_assertions)]
+        if std::env::var("INFOPT_INJECT_PANIC").is_ok_and(|p| p == "cli") {
+            panic!("injected panic");
+        }
+        commands::run(cli)
+    })
+    .unwrap_or_else(|c| {
+        Err(exit::CliError::new(
+            Exit::Internal,
+            format!(
+                "internal error: {}{}; this is a bug in infopt (please report it with the model)",
+                c.message,
+                c.location.map(|l| format!(" ({l})")).unwrap_or_default()
+            ),
+        ))
+    });
+    match result {
         Ok(()) => Exit::Ok.into(),
         Err(e) => {
-            eprintln!("error: {}", e.message);
+            eprintln!("error: {}", e.message.replace('\n', " "));
             e.exit.into()
         }
     }

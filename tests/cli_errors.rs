@@ -154,3 +154,98 @@ fn convert_refuses_to_overwrite_input() {
         "{stderr}"
     );
 }
+
+/// A folder `dir` holding `model.onnx` (external location `w.bin`) and the
+/// symlink `w.bin -> ../secret.bin`, next to `secret.bin` and an empty `other`
+/// folder to run from.
+fn symlink_escape() -> tempfile::TempDir {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::copy(root.join("secret.bin"), tmp.path().join("secret.bin")).unwrap();
+    let dir = tmp.path().join("dir");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::create_dir(tmp.path().join("other")).unwrap();
+    std::fs::copy(bad("external_symlink.onnx"), dir.join("model.onnx")).unwrap();
+    std::os::unix::fs::symlink("../secret.bin", dir.join("w.bin")).unwrap();
+    tmp
+}
+
+/// `infopt convert MODEL -o OUT --inline` run from `cwd`.
+fn convert_from(cwd: &Path, model: &str, out: &str) -> (i32, String) {
+    let o = bin()
+        .current_dir(cwd)
+        .args(["convert", model, "-o", out, "--inline"])
+        .output()
+        .expect("run infopt");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn external_symlink_escape_is_refused_however_the_model_is_named() {
+    let tmp = symlink_escape();
+    let dir = tmp.path().join("dir");
+    let secret = std::fs::canonicalize(tmp.path().join("secret.bin")).unwrap();
+    let absolute = dir.join("model.onnx");
+    let absolute = absolute.to_str().unwrap();
+    for (cwd, model) in [
+        (dir.clone(), "model.onnx"),
+        (dir.clone(), "./model.onnx"),
+        (tmp.path().join("other"), "../dir/model.onnx"),
+        (tmp.path().join("other"), absolute),
+    ] {
+        let (code, stderr) = convert_from(&cwd, model, "../out.onnx");
+        assert_eq!(code, 3, "{model}: {stderr}");
+        assert_eq!(
+            stderr,
+            format!(
+                "error: {model}: external data of tensor 'w': location 'w.bin' resolves to {} outside the model's folder (through a symlink); refusing to read it\n",
+                secret.display()
+            ),
+            "{model}"
+        );
+        assert!(!tmp.path().join("out.onnx").exists(), "{model}");
+    }
+}
+
+/// The control: the same folder with a real `w.bin` converts from inside it, so
+/// the refusal above is the symlink's doing.
+#[test]
+fn external_data_beside_a_bare_model_name_loads() {
+    let tmp = symlink_escape();
+    let dir = tmp.path().join("dir");
+    std::fs::remove_file(dir.join("w.bin")).unwrap();
+    std::fs::copy(tmp.path().join("secret.bin"), dir.join("w.bin")).unwrap();
+    let (code, stderr) = convert_from(&dir, "model.onnx", "../out.onnx");
+    assert_eq!(code, 0, "{stderr}");
+    let out = std::fs::read(tmp.path().join("out.onnx")).unwrap();
+    let secret = std::fs::read(tmp.path().join("secret.bin")).unwrap();
+    assert!(out.windows(secret.len()).any(|w| w == secret.as_slice()));
+}
+
+/// `bench` and `compare` hand the file to a runtime that resolves external
+/// data itself; the same containment check runs first.
+#[test]
+fn external_symlink_escape_is_refused_by_bench_and_compare() {
+    let tmp = symlink_escape();
+    let dir = tmp.path().join("dir");
+    let secret = std::fs::canonicalize(tmp.path().join("secret.bin")).unwrap();
+    for args in [
+        &["bench", "model.onnx", "--runs", "1", "--warmup", "0"][..],
+        &["compare", "model.onnx", "model.onnx"][..],
+    ] {
+        let o = bin().current_dir(&dir).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.lines().last().unwrap_or_default(),
+            format!(
+                "error: model.onnx: external data of tensor 'w': location 'w.bin' resolves to {} outside the model's folder (through a symlink); refusing to read it",
+                secret.display()
+            ),
+            "{args:?}"
+        );
+    }
+}

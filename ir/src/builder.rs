@@ -19,11 +19,14 @@ impl Default for GraphBuilder {
     }
 }
 
-/// Parses `"batch"` as a symbol and `"3"` as a known dim.
+/// Parses `"batch"` as a symbol, `"3"` as a known dim and `"?"` as an
+/// unknown dim. (Negative numbers stay: tests also spell shape *values*,
+/// where `-1` is an element, with it.)
 pub fn dims(spec: &[&str]) -> Vec<Dim> {
     spec.iter()
         .map(|s| match s.parse::<i64>() {
             Ok(v) => Dim::Known(v),
+            Err(_) if *s == "?" => Dim::Unknown,
             Err(_) => Dim::Sym(s.to_string()),
         })
         .collect()

@@ -31,6 +31,9 @@ pub enum IrError {
     #[error("{path} is not an ONNX model: it decodes as protobuf but has {detail}")]
     NotOnnx { path: PathBuf, detail: String },
 
+    #[error("tensor '{tensor}': {problem}")]
+    BadTensor { tensor: String, problem: String },
+
     #[error("external data of tensor '{tensor}': {problem}")]
     ExternalData { tensor: String, problem: String },
 

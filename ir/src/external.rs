@@ -11,13 +11,16 @@ use std::path::{Component, Path, PathBuf};
 use bytes::Bytes;
 
 use crate::error::{IrError, Result};
-use crate::proto::{StringStringEntryProto, TensorProto};
+use crate::proto::{GraphProto, ModelProto, NodeProto, StringStringEntryProto, TensorProto};
 use crate::tensor::{ExternalOrigin, Tensor};
 
 /// Maps each external-data file once and hands out zero-copy slices of it.
 pub struct ExternalResolver {
     base_dir: PathBuf,
-    canonical_base: Option<PathBuf>,
+    /// The model's folder with symlinks resolved, or why it could not be
+    /// resolved: without it no location can be proven to stay inside, so
+    /// every external reference is refused (fail closed).
+    canonical_base: std::result::Result<PathBuf, String>,
     files: HashMap<PathBuf, Bytes>,
 }
 
@@ -30,9 +33,22 @@ fn entry<'a>(entries: &'a [StringStringEntryProto], key: &str) -> Option<&'a str
 
 impl ExternalResolver {
     pub fn new(base_dir: &Path) -> ExternalResolver {
+        // A model path without a folder part (`model.onnx`) has the empty path
+        // as its parent; that folder is the working directory.
+        let base_dir = if base_dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            base_dir.to_path_buf()
+        };
+        let canonical_base = std::fs::canonicalize(&base_dir).map_err(|e| {
+            format!(
+                "cannot resolve the model's folder {}: {e}",
+                base_dir.display()
+            )
+        });
         ExternalResolver {
-            base_dir: base_dir.to_path_buf(),
-            canonical_base: std::fs::canonicalize(base_dir).ok(),
+            base_dir,
+            canonical_base,
             files: HashMap::new(),
         }
     }
@@ -134,14 +150,15 @@ impl ExternalResolver {
         if !path.exists() {
             return Err(format!(
                 "file '{location}' not found in {} (copy the data file next to the model)",
-                display_dir(&self.base_dir)
+                self.base_dir.display()
             ));
         }
         let canonical = std::fs::canonicalize(&path)
             .map_err(|e| format!("cannot resolve '{location}': {e}"))?;
-        if let Some(base) = &self.canonical_base
-            && !canonical.starts_with(base)
-        {
+        let base = self.canonical_base.as_ref().map_err(|e| {
+            format!("{e}; refusing to read '{location}' without proof it stays inside")
+        })?;
+        if !canonical.starts_with(base) {
             return Err(format!(
                 "location '{location}' resolves to {} outside the model's folder (through a symlink); refusing to read it",
                 canonical.display()
@@ -151,12 +168,60 @@ impl ExternalResolver {
     }
 }
 
-fn display_dir(dir: &Path) -> String {
-    if dir.as_os_str().is_empty() {
-        ".".into()
-    } else {
-        dir.display().to_string()
+/// Calls `f(tensor name, location)` for every external tensor of a model:
+/// initializers, sparse initializers and attribute tensors of every graph,
+/// subgraph and function.
+pub fn for_each_external(model: &ModelProto, f: &mut dyn FnMut(&str, &str)) {
+    fn tensor(t: &TensorProto, f: &mut dyn FnMut(&str, &str)) {
+        if let Some(loc) = entry(&t.external_data, "location") {
+            f(t.name.as_deref().unwrap_or(""), loc);
+        }
     }
+    fn nodes(ns: &[NodeProto], f: &mut dyn FnMut(&str, &str)) {
+        for n in ns {
+            for a in &n.attribute {
+                a.t.iter().chain(&a.tensors).for_each(|t| tensor(t, f));
+                a.g.iter().chain(&a.graphs).for_each(|g| graph(g, f));
+            }
+        }
+    }
+    fn graph(g: &GraphProto, f: &mut dyn FnMut(&str, &str)) {
+        g.initializer.iter().for_each(|t| tensor(t, f));
+        for s in &g.sparse_initializer {
+            s.values.iter().chain(&s.indices).for_each(|t| tensor(t, f));
+        }
+        nodes(&g.node, f);
+    }
+    model.graph.iter().for_each(|g| graph(g, f));
+    model.functions.iter().for_each(|func| nodes(&func.node, f));
+}
+
+/// Checks every external-data location a model file names, without reading
+/// the data, for callers that hand the file to a runtime that resolves
+/// external data itself (and might follow a symlink out of the folder). A
+/// file that does not decode passes: the runtime reports that itself.
+pub fn check_locations(model_path: &Path) -> Result<()> {
+    use prost::Message;
+    let bytes = map_file(model_path).map_err(|source| IrError::Read {
+        path: model_path.into(),
+        source,
+    })?;
+    let Ok(model) = ModelProto::decode(bytes) else {
+        return Ok(());
+    };
+    let resolver = ExternalResolver::new(model_path.parent().unwrap_or(Path::new("")));
+    let mut first_error = None;
+    for_each_external(&model, &mut |name, location| {
+        if first_error.is_none()
+            && let Err(problem) = resolver.checked_path(location)
+        {
+            first_error = Some(IrError::ExternalData {
+                tensor: name.to_string(),
+                problem,
+            });
+        }
+    });
+    first_error.map_or(Ok(()), Err)
 }
 
 /// Maps a file read-only and wraps the map in `Bytes` (zero copy).

@@ -1,8 +1,10 @@
 //! infopt's graph IR: ONNX messages, the arena graph, lossless load/save with
 //! external data, validation and patches.
 
+pub mod atomic;
 pub mod attr;
 pub mod builder;
+pub mod context;
 pub mod dtype;
 pub mod error;
 pub mod external;

@@ -89,10 +89,80 @@ fn resolve_tensor(
     proto: &mut TensorProto,
     resolver: &mut ExternalResolver,
 ) -> Result<Option<crate::tensor::ExternalOrigin>> {
-    if Tensor::proto_is_external(proto) {
-        return resolver.resolve(name, proto).map(Some);
+    let origin = if Tensor::proto_is_external(proto) {
+        Some(resolver.resolve(name, proto)?)
+    } else {
+        None
+    };
+    check_tensor(name, proto)?;
+    Ok(origin)
+}
+
+/// Refuses a tensor whose dims cannot describe its data: a negative dim, an
+/// element count that overflows, or raw bytes of another size than the dims
+/// and type need. Kernels and passes size buffers by the dims, so a file must
+/// not be able to claim more than it holds.
+fn check_tensor(name: &str, proto: &TensorProto) -> Result<()> {
+    let bad = |problem: String| IrError::BadTensor {
+        tensor: name.to_string(),
+        problem,
+    };
+    if let Some((i, d)) = proto.dims.iter().enumerate().find(|(_, d)| **d < 0) {
+        return Err(bad(format!(
+            "dim {i} is {d}; tensor dims must be non-negative"
+        )));
     }
-    Ok(None)
+    let numel = proto
+        .dims
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
+        .ok_or_else(|| bad(format!("dims {:?} overflow the element count", proto.dims)))?;
+    // A segment holds part of a tensor; its raw data is not the whole shape.
+    if proto.segment.is_some() {
+        return Ok(());
+    }
+    let dtype = crate::dtype::DataType::from_code(proto.data_type.unwrap_or(0));
+    if let Some(raw) = &proto.raw_data {
+        if let Some(need) = dtype.storage_bytes(numel)
+            && raw.len() != need
+        {
+            return Err(bad(format!(
+                "raw data holds {} bytes, but {dtype} dims {:?} need {need}",
+                raw.len(),
+                proto.dims
+            )));
+        }
+        return Ok(());
+    }
+    // Typed fields: one entry per element (two for complex numbers), for the
+    // types whose storage is unambiguous.
+    use crate::dtype::DataType as D;
+    let (held, per) = match dtype {
+        D::Float => (proto.float_data.len(), 1),
+        D::Complex64 => (proto.float_data.len(), 2),
+        D::Double => (proto.double_data.len(), 1),
+        D::Complex128 => (proto.double_data.len(), 2),
+        D::Int64 => (proto.int64_data.len(), 1),
+        D::Uint32 | D::Uint64 => (proto.uint64_data.len(), 1),
+        D::Int32
+        | D::Int16
+        | D::Int8
+        | D::Uint16
+        | D::Uint8
+        | D::Bool
+        | D::Float16
+        | D::Bfloat16 => (proto.int32_data.len(), 1),
+        D::String => (proto.string_data.len(), 1),
+        _ => return Ok(()),
+    };
+    if held != numel.saturating_mul(per) {
+        return Err(bad(format!(
+            "holds {held} values, but {dtype} dims {:?} need {}",
+            proto.dims,
+            numel.saturating_mul(per)
+        )));
+    }
+    Ok(())
 }
 
 /// Builds the IR of one graph. In a subgraph, names not defined locally become

@@ -2,18 +2,28 @@
 //!
 //! Writing is streamed: the model is encoded through a small buffer straight
 //! into the output file, so saving a 2 GB model does not need 2 GB of memory
-//! on top of the (memory-mapped) input. Output goes to a temporary file in the
-//! destination folder that is renamed into place, so a reader never sees a
-//! half-written model and the input is never opened for writing.
+//! on top of the (memory-mapped) input. Output goes to temporary files in the
+//! destination folder that are renamed into place (see [`crate::atomic`]), so
+//! a reader never sees a half-written model and the input is never opened for
+//! writing.
+//!
+//! A model and its external data are two files, and two renames cannot be one
+//! atomic step. So the model's rename is the single commit point: the new data
+//! goes to a file name the current output does *not* reference (`OUT.data`, or
+//! `OUT.1.data` when the current `OUT` uses `OUT.data`; the two alternate), it
+//! is in place and durable before the new model is renamed over `OUT`, and the
+//! old data file is removed only after that. At every moment `OUT` is the old
+//! model with its old data or the new model with its new data.
 
 use std::collections::HashSet;
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use bytes::{BufMut, Bytes, buf::UninitSlice};
 use prost::Message;
 
+pub use crate::atomic::{FailPoint, SaveStep, write_atomically};
+use crate::atomic::{Injector, folder_of, random_token, stage, sync_dir};
 use crate::error::{IrError, Result};
 use crate::graph::Graph;
 use crate::model::Model;
@@ -44,11 +54,16 @@ pub enum ExternalDataPolicy {
 #[derive(Clone, Debug)]
 pub struct SaveOptions {
     pub external: ExternalDataPolicy,
-    /// File name (in the output folder) of the external data; default `<output file name>.data`.
+    /// File name (in the output folder) of the external data; default
+    /// `<output file name>.data`. When the current output reads that file,
+    /// its `.1` variant is written instead (see the module doc).
     pub data_file_name: Option<String>,
     /// Largest model file to write inline; above it weights go external
     /// (protobuf's limit; lowered in tests to exercise the switch).
     pub size_limit: u64,
+    /// Tests only: fail (or crash) at one step of writing.
+    #[doc(hidden)]
+    pub fail_at: Option<FailPoint>,
 }
 
 impl Default for SaveOptions {
@@ -57,6 +72,7 @@ impl Default for SaveOptions {
             external: ExternalDataPolicy::Auto,
             data_file_name: None,
             size_limit: PROTOBUF_LIMIT,
+            fail_at: None,
         }
     }
 }
@@ -203,10 +219,11 @@ impl Model {
             .ok_or_else(|| {
                 IrError::Invalid(format!("output path {} has no file name", path.display()))
             })?;
-        let location = options
+        let wanted = options
             .data_file_name
             .clone()
             .unwrap_or_else(|| format!("{file_name}.data"));
+        let (location, old_data) = data_location(path, &wanted);
         let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
 
         let mut plan = ExternalPlan {
@@ -255,24 +272,103 @@ impl Model {
             model_bytes: size,
             ..Default::default()
         };
+        let inject = Injector::new(options.fail_at);
+        let werr = |path: &Path, source| IrError::Write {
+            path: path.to_path_buf(),
+            source,
+        };
+        let out_dir = folder_of(path);
+        let mut data: Option<(PathBuf, PathBuf)> = None; // (temporary, final)
         if !plan.chunks.is_empty() {
             let data_path = dir.join(&location);
             self.refuse_overwriting_inputs(&data_path)?;
-            write_atomically(&data_path, |w| {
-                let mut pos = 0u64;
-                for (offset, data) in &plan.chunks {
-                    let pad = (offset - pos) as usize;
-                    w.write_all(&[0u8; EXTERNAL_ALIGN as usize][..pad])?;
-                    w.write_all(data)?;
-                    pos = offset + data.len() as u64;
-                }
-                Ok(())
-            })?;
-            summary.external_file = Some(data_path);
+            let tmp = stage(
+                out_dir,
+                &location,
+                &inject,
+                (SaveStep::WriteData, SaveStep::SyncData),
+                |w| {
+                    let mut pos = 0u64;
+                    for (offset, data) in &plan.chunks {
+                        let pad = (offset - pos) as usize;
+                        w.write_all(&[0u8; EXTERNAL_ALIGN as usize][..pad])?;
+                        w.write_all(data)?;
+                        pos = offset + data.len() as u64;
+                    }
+                    Ok(())
+                },
+            )
+            .map_err(|e| werr(&data_path, e))?;
+            summary.external_file = Some(data_path.clone());
             summary.external_bytes = plan.end;
             summary.external_tensors = plan.chunks.len();
+            data = Some((tmp, data_path));
         }
-        write_atomically(path, |w| encode_streaming(&proto, w))?;
+        let file_name = file_name.as_str();
+        let model_tmp = match stage(
+            out_dir,
+            file_name,
+            &inject,
+            (SaveStep::WriteModel, SaveStep::SyncModel),
+            |w| encode_streaming(&proto, w),
+        ) {
+            Ok(t) => t,
+            Err(e) => {
+                if let Some((tmp, _)) = &data {
+                    inject.remove(tmp);
+                }
+                return Err(werr(path, e));
+            }
+        };
+        // The new data goes in place first, under a name the current OUT does
+        // not read; then the model's rename commits the pair.
+        if let Some((tmp, data_path)) = &data {
+            let placed = inject
+                .at(SaveStep::RenameData)
+                .and_then(|()| std::fs::rename(tmp, data_path))
+                .map_err(|e| werr(data_path, e))
+                .and_then(|()| {
+                    inject
+                        .at(SaveStep::SyncDirAfterData)
+                        .and_then(|()| sync_dir(out_dir))
+                        .map_err(|e| werr(data_path, e))
+                });
+            if let Err(e) = placed {
+                inject.remove(tmp);
+                inject.remove(data_path);
+                inject.remove(&model_tmp);
+                return Err(e);
+            }
+        }
+        if let Err(e) = inject
+            .at(SaveStep::RenameModel)
+            .and_then(|()| std::fs::rename(&model_tmp, path))
+        {
+            inject.remove(&model_tmp);
+            if let Some((_, data_path)) = &data {
+                inject.remove(data_path);
+            }
+            return Err(werr(path, e));
+        }
+        // Committed: from here on OUT is the new model with its data.
+        inject
+            .at(SaveStep::SyncDirAfterModel)
+            .and_then(|()| sync_dir(out_dir))
+            .map_err(|e| werr(path, e))?;
+        for old in old_data {
+            if data.is_some() && old == location {
+                continue;
+            }
+            let old = dir.join(old);
+            // Never a file the model being saved was read from.
+            if self.refuse_overwriting_inputs(&old).is_err() {
+                continue;
+            }
+            inject
+                .at(SaveStep::RemoveOldData)
+                .and_then(|()| std::fs::remove_file(&old))
+                .map_err(|e| werr(&old, e))?;
+        }
         Ok(summary)
     }
 
@@ -299,39 +395,55 @@ impl Model {
     }
 }
 
-/// Writes through a temporary file in the same folder, renamed on success.
-pub fn write_atomically(
-    path: &Path,
-    write: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
-) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.infopt-tmp-{}", std::process::id()));
-    let werr = |source| IrError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    let result = (|| {
-        let file = File::create(&tmp)?;
-        let mut w = BufWriter::with_capacity(1 << 20, file);
-        write(&mut w)?;
-        w.flush()?;
-        Ok(())
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(werr(e));
+/// External-data locations a model file references (every tensor in every
+/// graph, attribute and function). `None` when the file exists but cannot be
+/// read as a model: then nothing can be assumed about what it references.
+fn referenced_locations(path: &Path) -> Option<HashSet<PathBuf>> {
+    let mut out = HashSet::new();
+    if !path.exists() {
+        return Some(out);
     }
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        werr(e)
-    })
+    let bytes = crate::external::map_file(path).ok()?;
+    let proto = ModelProto::decode(bytes).ok()?;
+    crate::external::for_each_external(&proto, &mut |_, location| {
+        out.insert(normalize(location));
+    });
+    Some(out)
+}
+
+/// `./w.bin` and `w.bin` name the same file.
+fn normalize(location: &str) -> PathBuf {
+    Path::new(location)
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect()
+}
+
+/// The data file name for this save, and the data files of the current
+/// output to remove once the new model is in place. `wanted` (`OUT.data` or
+/// `--data-file`) is used unless the current `OUT` references it; then its
+/// alternate (`OUT.1.data`); if the current `OUT` references both, or exists
+/// but cannot be read, a fresh unique name. Only `wanted` and its alternate
+/// are ever removed, and only when the current `OUT` references them.
+fn data_location(out: &Path, wanted: &str) -> (String, Vec<String>) {
+    let alternate = match wanted.strip_suffix(".data") {
+        Some(stem) => format!("{stem}.1.data"),
+        None => format!("{wanted}.1"),
+    };
+    let Some(refs) = referenced_locations(out) else {
+        return (format!("{wanted}.{}", random_token()), Vec::new());
+    };
+    let uses = |name: &str| refs.contains(&normalize(name));
+    let location = match (uses(wanted), uses(&alternate)) {
+        (false, _) => wanted.to_string(),
+        (true, false) => alternate.clone(),
+        (true, true) => format!("{wanted}.{}", random_token()),
+    };
+    let old = [wanted.to_string(), alternate]
+        .into_iter()
+        .filter(|n| uses(n))
+        .collect();
+    (location, old)
 }
 
 /// A `BufMut` over a writer, so prost can encode straight into a file.

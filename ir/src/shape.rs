@@ -4,6 +4,12 @@ use std::fmt;
 
 use crate::dtype::DataType;
 
+/// The largest rank inference believes. A shape *tensor* whose declared
+/// length is larger (a crafted `[1000000000000]` fed to Reshape) is not a
+/// shape any runtime accepts; inference leaves such a result unknown instead
+/// of allocating one entry per claimed dim.
+pub const MAX_RANK: usize = 256;
+
 /// One dimension of a tensor shape.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Dim {

@@ -50,6 +50,7 @@ fn every_fixture_infers_without_conflicts() {
         "loop_subgraph.onnx",
         "ms_domain.onnx",
         "opset11.onnx",
+        "paddle_dynamic.onnx",
         "external_data.onnx",
         "transformer_block.onnx",
         "kitchen_sink.onnx",
@@ -122,6 +123,19 @@ fn exported_models_shapes() {
     let out = &m.graph.outputs[0];
     let s = m.graph.value_type(out.value).unwrap().shape.unwrap();
     assert_eq!(s[0], Dim::Sym("batch".into()));
+}
+
+/// paddle2onnx declares a dynamic batch as `dim_value: -1`: an unknown dim,
+/// never a size of -1.
+#[test]
+fn negative_declared_dims_are_dynamic() {
+    let (m, r) = infer("paddle_dynamic.onnx");
+    assert!(r.conflicts.is_empty(), "{:?}", r.conflicts);
+    assert_eq!(shape_str(&m, "x"), "[?,3,48,192]");
+    assert_eq!(shape_str(&m, "conv_out"), "[?,4,24,96]");
+    assert_eq!(shape_str(&m, "pool_out"), "[?,4,1,1]");
+    assert_eq!(shape_str(&m, "flat"), "[?,4]");
+    assert_eq!(shape_str(&m, "softmax_0.tmp_0"), "[?,2]");
 }
 
 #[test]

@@ -161,7 +161,19 @@ fn run_one(
     let nodes_before = model.graph.total_node_count();
     cx.current = name;
     let start = Instant::now();
-    let rewrites = pass.run(model, cx)?;
+    infopt_ir::context::clear_node();
+    // A panic leaves the model half-rewritten; the error stops the pipeline,
+    // so nothing downstream sees that model.
+    let rewrites = crate::panic_guard::catch_quietly(|| {
+        inject_panic(name, model);
+        pass.run(model, cx)
+    })
+    .map_err(|c| PassError::Panicked {
+        pass: name.to_string(),
+        node: infopt_ir::context::current_node(),
+        message: c.message,
+        location: c.location,
+    })??;
     let elapsed = start.elapsed();
     if options.validate {
         model.graph.validate().map_err(|e| PassError::BrokeGraph {
@@ -204,3 +216,19 @@ fn run_one(
     }
     Ok((rewrites, stop))
 }
+
+/// Test hook (debug builds only): `INFOPT_INJECT_PANIC=<pass>` makes that pass
+/// panic at the first node of the graph, so tests can check how a crash in a
+/// pass reaches the user.
+#[cfg(debug_assertions)]
+fn inject_panic(pass: &str, model: &Model) {
+    if std::env::var("INFOPT_INJECT_PANIC").is_ok_and(|p| p == pass) {
+        if let Some((_, node)) = model.graph.nodes().next() {
+            infopt_ir::context::enter_node(node);
+        }
+        panic!("injected panic\nsecond line");
+    }
+}
+
+#[cfg(not(debug_assertions))]
+fn inject_panic(_: &str, _: &Model) {}

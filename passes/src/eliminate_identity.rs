@@ -103,12 +103,20 @@ fn axes(g: &Graph, id: NodeId, opset: i64) -> Option<Vec<i64>> {
 
 fn normalize(axes: &[i64], rank: Option<usize>) -> Option<Vec<i64>> {
     let mut out = Vec::with_capacity(axes.len());
+    // An axis is an attribute or constant a file may set to anything; past
+    // the largest rank there is no tensor it could index (and positions are
+    // enumerated up to it).
+    let bound = rank.unwrap_or(infopt_ir::shape::MAX_RANK) as i64;
     for &a in axes {
-        if a < 0 {
-            out.push(a + rank? as i64);
+        let a = if a < 0 {
+            a.checked_add(rank? as i64)?
         } else {
-            out.push(a);
+            a
+        };
+        if !(0..bound).contains(&a) {
+            return None;
         }
+        out.push(a);
     }
     out.sort_unstable();
     Some(out)
@@ -116,7 +124,8 @@ fn normalize(axes: &[i64], rank: Option<usize>) -> Option<Vec<i64>> {
 
 /// Output dims of a Reshape of `input` to `shape` (handles 0 and -1).
 fn reshape_dims(input: &[i64], shape: &[i64], allowzero: bool) -> Option<Vec<i64>> {
-    let total: i64 = input.iter().product();
+    let product = |v: &[i64]| v.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d));
+    let total = product(input)?;
     let mut out: Vec<i64> = Vec::with_capacity(shape.len());
     let mut infer = None;
     for (i, &d) in shape.iter().enumerate() {
@@ -131,13 +140,13 @@ fn reshape_dims(input: &[i64], shape: &[i64], allowzero: bool) -> Option<Vec<i64
         }
     }
     if let Some(i) = infer {
-        let known: i64 = out.iter().product();
+        let known = product(&out)?;
         if known == 0 || total % known != 0 {
             return None;
         }
         out[i] = total / known;
     }
-    (out.iter().product::<i64>() == total).then_some(out)
+    (product(&out)? == total).then_some(out)
 }
 
 /// The permutation of a Transpose; `None` when it is not a valid one (a

@@ -354,6 +354,7 @@ impl FoldConstants {
                 continue;
             }
             let opset = opset_for(node, opsets);
+            infopt_ir::context::enter_node(node);
             let result = self.evaluator.eval(node, &consts, opset);
             match result {
                 Ok(Some(tensors)) if tensors.len() >= outs.len() => {

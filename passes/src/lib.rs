@@ -4,6 +4,7 @@
 pub mod config;
 pub mod driver;
 pub mod gates;
+pub mod panic_guard;
 pub mod pass;
 pub mod precision;
 pub mod registry;

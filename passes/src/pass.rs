@@ -45,6 +45,18 @@ pub enum PassError {
     /// A mistake in the pipeline or the command line (usage error).
     #[error("{0}")]
     Config(String),
+    /// A pass panicked (a bug in infopt); the driver caught it.
+    #[error(
+        "pass '{pass}' crashed{}: {message}{}; this is a bug in infopt (please report it with the model); --disable {pass} skips the pass",
+        node.as_ref().map(|n| format!(" at node {n}")).unwrap_or_default(),
+        location.as_ref().map(|l| format!(" ({l})")).unwrap_or_default()
+    )]
+    Panicked {
+        pass: String,
+        node: Option<String>,
+        message: String,
+        location: Option<String>,
+    },
     /// The user's model is malformed in a way only a pass discovers (an
     /// `If` branch with the wrong number of outputs, say): a model error.
     #[error("{0}")]

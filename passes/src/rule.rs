@@ -56,6 +56,7 @@ pub fn apply_rule_to_graph(
         if graph.try_node(id).is_none() {
             continue;
         }
+        infopt_ir::context::enter_node(graph.node(id));
         match rule(graph, id, cx) {
             Outcome::Skip => {}
             Outcome::Decline(reason) => {

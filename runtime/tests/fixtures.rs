@@ -1,6 +1,6 @@
 //! The tract backend on the shared fixture models (fixtures/models, fixtures/bad), read
-//! with std::fs. A fixture that is not there is skipped with a note, so this crate's tests
-//! do not depend on the fixture generator having run.
+//! with std::fs. The fixtures are committed: a missing one fails the test (a skip would
+//! let a misspelled path turn a test into one that cannot fail).
 
 use std::path::{Path, PathBuf};
 
@@ -12,19 +12,13 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
 }
 
-/// Reads a fixture, or returns `None` (and says so) when it has not been generated.
-fn read(rel: &str) -> Option<(Vec<u8>, PathBuf)> {
+/// Reads a committed fixture and returns its bytes and folder; panics when it is missing.
+fn read(rel: &str) -> (Vec<u8>, PathBuf) {
     let path = fixtures().join(rel);
-    match std::fs::read(&path) {
-        Ok(bytes) => Some((
-            bytes,
-            path.parent().map(Path::to_path_buf).unwrap_or_default(),
-        )),
-        Err(_) => {
-            eprintln!("skipping {rel}: not generated");
-            None
-        }
-    }
+    let bytes = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("fixture {} cannot be read: {e}", path.display()));
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    (bytes, dir)
 }
 
 fn shapes() -> InputShapes {
@@ -40,19 +34,19 @@ fn gen_opts() -> InputGen {
     InputGen::with_seed(1234).with_vocab_for("token_type_ids", 2)
 }
 
-fn load_fixture(rel: &str) -> Option<Box<dyn LoadedModel>> {
-    let (bytes, dir) = read(rel)?;
+fn load_fixture(rel: &str) -> Box<dyn LoadedModel> {
+    let (bytes, dir) = read(rel);
     match TractBackend.load(&bytes, Some(&dir), &shapes()) {
-        Ok(m) => Some(m),
+        Ok(m) => m,
         Err(e) => panic!("{rel}: {e}"),
     }
 }
 
-fn load_error(rel: &str) -> Option<RuntimeError> {
-    let (bytes, dir) = read(rel)?;
+fn load_error(rel: &str) -> RuntimeError {
+    let (bytes, dir) = read(rel);
     match TractBackend.load(&bytes, Some(&dir), &shapes()) {
         Ok(_) => panic!("{rel} loaded, expected an error"),
-        Err(e) => Some(e),
+        Err(e) => e,
     }
 }
 
@@ -71,7 +65,7 @@ fn supported_fixtures_run_deterministically() {
         "models/exported/transformer_encoder.onnx",
     ];
     for rel in models {
-        let Some(m) = load_fixture(rel) else { continue };
+        let m = load_fixture(rel);
         assert!(
             m.resolution().defaulted.is_empty(),
             "{rel}: {:?}",
@@ -114,9 +108,7 @@ fn supported_fixtures_run_deterministically() {
 
 #[test]
 fn batch_symbol_reaches_the_outputs() {
-    let Some((bytes, dir)) = read("models/cnn_bn_relu.onnx") else {
-        return;
-    };
+    let (bytes, dir) = read("models/cnn_bn_relu.onnx");
     for batch in [1, 3] {
         let m = TractBackend
             .load(
@@ -133,6 +125,30 @@ fn batch_symbol_reaches_the_outputs() {
     }
 }
 
+/// A declared `dim_value: -1` (paddle2onnx's dynamic dim) is an unknown dim, not a size.
+#[test]
+fn negative_declared_dims_are_unknown() {
+    let (bytes, dir) = read("models/paddle_dynamic.onnx");
+    let m = TractBackend
+        .load(
+            &bytes,
+            Some(&dir),
+            &InputShapes::new().with_shape("x", vec![3, 3, 48, 192]),
+        )
+        .unwrap();
+    let k = DimSpec::Known;
+    assert_eq!(
+        m.inputs()[0].dims,
+        Some(vec![DimSpec::Unknown, k(3), k(48), k(192)])
+    );
+    assert_eq!(m.outputs()[0].dims, Some(vec![k(3), k(2)]));
+    assert!(m.resolution().defaulted.is_empty());
+    let y = m
+        .run(&generate_for_model(m.as_ref(), &InputGen::default()).unwrap())
+        .unwrap();
+    assert_eq!(y[0].shape(), &[3, 2]);
+}
+
 #[test]
 fn unsupported_fixtures_name_the_operator() {
     for (rel, op) in [
@@ -144,7 +160,7 @@ fn unsupported_fixtures_name_the_operator() {
         ("models/ms_domain.onnx", "FusedMatMul (node `FusedMatMul`)"),
         ("models/kitchen_sink.onnx", "SequenceConstruct"),
     ] {
-        let Some(e) = load_error(rel) else { continue };
+        let e = load_error(rel);
         let msg = e.to_string();
         assert!(matches!(e, RuntimeError::Load { .. }), "{rel}: {msg}");
         assert!(
@@ -168,7 +184,7 @@ fn bad_fixtures_are_refused() {
         ("bad/external_offset_past_end.onnx", "out of bounds"),
     ];
     for (rel, needle) in cases {
-        let Some(e) = load_error(rel) else { continue };
+        let e = load_error(rel);
         let msg = e.to_string();
         assert!(msg.contains(needle), "{rel}: {msg}");
         assert!(!msg.contains('\n'), "{rel}: {msg}");
@@ -178,13 +194,11 @@ fn bad_fixtures_are_refused() {
 #[test]
 fn one_shot_plan_computes_what_the_optimized_plan_computes() {
     for rel in [
-        "cnn_bn_relu.onnx",
-        "transformer_block.onnx",
-        "exported/resnet_block.onnx",
+        "models/cnn_bn_relu.onnx",
+        "models/transformer_block.onnx",
+        "models/exported/resnet_block.onnx",
     ] {
-        let Some((bytes, dir)) = read(rel) else {
-            continue;
-        };
+        let (bytes, dir) = read(rel);
         let optimized = TractBackend
             .load(&bytes, Some(&dir), &shapes())
             .expect("optimized plan");

@@ -104,6 +104,10 @@ pub fn read_model(path: &Path) -> CliResult<(Vec<u8>, PathBuf)> {
             format!("{} does not exist", path.display()),
         ));
     }
+    // The backend resolves external data itself; our checks (inside the
+    // model's folder, no symlink escape) come first.
+    infopt_ir::external::check_locations(path)
+        .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", path.display())))?;
     let bytes = std::fs::read(path)
         .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", path.display())))?;
     let dir = match path.parent() {

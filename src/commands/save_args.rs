@@ -15,7 +15,9 @@ pub struct SaveArgs {
     /// Store every tensor inside the model file (fails above protobuf's 2 GiB limit).
     #[arg(long)]
     pub inline: bool,
-    /// Name of the external-data file (default: `<output file name>.data`).
+    /// Name of the external-data file (default: `<output file name>.data`; when the
+    /// existing output reads that file, `NAME.1.data` is written and the old file
+    /// removed once the new model is in place).
     #[arg(long, value_name = "FILE")]
     pub data_file: Option<String>,
 }

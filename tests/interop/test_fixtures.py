@@ -37,7 +37,8 @@ def test_generator_reproduces_committed_files(tmp_path):
     # every generated-area file in the repo comes from the generator
     committed_generated = sorted(
         p.relative_to(H.FIXTURES).as_posix()
-        for p in [*H.MODELS.glob("*"), *H.BAD.glob("*"), H.FIXTURES / "secret.bin"]
+        for p in [*H.MODELS.glob("*"), *H.BAD.glob("*"), *(H.FIXTURES / "crafted").glob("*"),
+                  H.FIXTURES / "secret.bin"]
         if p.is_file())
     assert committed_generated == made
 

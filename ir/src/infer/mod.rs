@@ -339,11 +339,29 @@ pub(crate) fn infer_graph_with(
         for (slot, out) in outs.iter().enumerate() {
             let Some(out) = *out else { continue };
             let new = inferred.get(slot).cloned().unwrap_or_else(Fact::unknown);
-            let merged = record(g, out, new, report);
+            let merged = record(g, out, sane(new), report);
             facts.facts.insert(out, merged);
         }
     }
     facts
+}
+
+/// A rule computes dims from attributes and values a file may set to
+/// anything; a negative size or an absurd rank is not a fact about a tensor,
+/// so it becomes unknown before anything downstream sizes a buffer by it.
+fn sane(mut f: Fact) -> Fact {
+    if let Some(shape) = &mut f.ty.shape {
+        if shape.len() > crate::shape::MAX_RANK {
+            f.ty.shape = None;
+        } else {
+            for d in shape.iter_mut() {
+                if matches!(d, Dim::Known(v) if *v < 0) {
+                    *d = Dim::Unknown;
+                }
+            }
+        }
+    }
+    f
 }
 
 /// The fact a value starts with: its initializer, declaration or outer fact.
@@ -615,6 +633,7 @@ pub(crate) fn norm_axis(axis: i64, rank: usize) -> Option<usize> {
 
 /// Dispatches a node without subgraphs to its rule. `None`: no rule.
 fn infer_node(cx: &RuleCx) -> Option<Vec<Fact>> {
+    crate::context::enter_node(cx.node);
     match cx.node.domain() {
         "" => elementwise::infer(cx)
             .or_else(|| shape_ops::infer(cx))

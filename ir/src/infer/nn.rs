@@ -99,7 +99,11 @@ fn window(cx: &RuleCx, spatial: usize, kernel_from_weight: Option<&[Dim]>) -> Op
     if strides.len() != spatial || dilations.len() != spatial || pads.len() != 2 * spatial {
         return None;
     }
-    if strides.iter().any(|&s| s <= 0) {
+    // Attributes a file may set to anything: beyond these bounds no runtime
+    // runs the op, and the window arithmetic below could overflow i64.
+    const MAX: i64 = 1 << 31;
+    let within = |v: &[i64], lo: i64| v.iter().all(|&x| (lo..=MAX).contains(&x));
+    if !within(&strides, 1) || !within(&dilations, 1) || !within(&pads, 0) || !within(&kernel, 1) {
         return None;
     }
     Some(Window {
@@ -192,7 +196,9 @@ impl CeilFix for Dim {
     /// leading padding; otherwise it is dropped.
     fn pipe_ceil_fix(self, d: &Dim, pad_begin: i64, s: i64, ceil_mode: bool) -> Dim {
         match (ceil_mode, &self, d) {
-            (true, Dim::Known(o), Dim::Known(v)) if (o - 1) * s >= v + pad_begin => {
+            (true, Dim::Known(o), Dim::Known(v))
+                if (o - 1).checked_mul(s) >= v.checked_add(pad_begin) =>
+            {
                 Dim::Known(o - 1)
             }
             _ => self,
@@ -244,7 +250,10 @@ fn conv_transpose(cx: &RuleCx) -> Fact {
                 };
                 let op = out_pad.get(i).copied().unwrap_or(0);
                 let base = sym::mul(&sym::sub(d, &Dim::Known(1)), &Dim::Known(s));
-                sym::add(&base, &Dim::Known(op + extent - pads))
+                match op.checked_add(extent).and_then(|v| v.checked_sub(pads)) {
+                    Some(k) => sym::add(&base, &Dim::Known(k)),
+                    None => Dim::Unknown,
+                }
             }
         });
     }

@@ -113,7 +113,10 @@ fn shape_arg(cx: &RuleCx, i: usize) -> Option<Vec<Dim>> {
         return Some(v.elems.clone());
     }
     match cx.shape(i) {
-        Some([Dim::Known(n)]) => Some(vec![Dim::Unknown; *n as usize]),
+        Some([Dim::Known(n)]) => usize::try_from(*n)
+            .ok()
+            .filter(|&n| n <= crate::shape::MAX_RANK)
+            .map(|n| vec![Dim::Unknown; n]),
         _ => None,
     }
 }
@@ -170,11 +173,24 @@ fn reshape(cx: &RuleCx) -> Fact {
         });
     }
     if let (Some(k), false, Some(input)) = (infer_at, uncertain, input) {
-        let total = sym::product(input);
+        // An unknown dim copied by a 0 is the same factor on both sides of the
+        // division, so it cancels (Paddle's `[0, -1]` on a `-1` batch).
+        let copied_unknown = |i: usize| {
+            !allowzero
+                && matches!(target.get(i), Some(Dim::Known(0)))
+                && matches!(input.get(i), Some(Dim::Unknown))
+        };
+        let total = sym::product(
+            input
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !copied_unknown(*i))
+                .map(|(_, d)| d),
+        );
         let rest = sym::product(
             out.iter()
                 .enumerate()
-                .filter(|(i, _)| *i != k)
+                .filter(|(i, _)| *i != k && !copied_unknown(*i))
                 .map(|(_, d)| d),
         );
         if !matches!(total, Dim::Unknown) && !matches!(rest, Dim::Unknown) {
@@ -515,16 +531,22 @@ fn split(cx: &RuleCx) -> Vec<Fact> {
     let parts: Vec<Dim> = match sizes {
         Some(s) => s.into_iter().map(Dim::Known).collect(),
         None if cx.opset() >= 18 && cx.attr_int_opt("num_outputs").is_some() => {
-            // ceil(dim / n) each, the last one takes the rest.
+            // ceil(dim / n) each, the last one takes the rest. Only the
+            // node's own outputs are computed: `num_outputs` is an attribute
+            // a file may set to anything.
             let k = cx.attr_int("num_outputs", n as i64).max(1);
             match dim {
-                Dim::Known(d) => {
-                    let each = (d + k - 1) / k;
-                    (0..k)
-                        .map(|i| Dim::Known(each.min(d - each * i).max(0)))
+                Dim::Known(d) if *d >= 0 => {
+                    let each = d / k + i64::from(d % k != 0);
+                    (0..n as i64)
+                        .map(|i| {
+                            each.checked_mul(i)
+                                .map(|taken| Dim::Known(each.min(d - taken.min(*d))))
+                                .unwrap_or(Dim::Unknown)
+                        })
                         .collect()
                 }
-                _ => vec![Dim::Unknown; k as usize],
+                _ => vec![Dim::Unknown; n],
             }
         }
         None => vec![sym::div_exact(dim, &Dim::Known(n as i64)); n],
@@ -905,6 +927,15 @@ mod tests {
             1,
         );
         assert_eq!(shape_of(&f[0]), "[batch,32]");
+        // An unknown dim copied by 0 cancels out of the -1.
+        let f = run(
+            "Reshape",
+            14,
+            &[f32s(&["?", "4", "8"]), i64c(&[0, -1])],
+            vec![],
+            1,
+        );
+        assert_eq!(shape_of(&f[0]), "[?,32]");
         // allowzero: 0 is a real zero.
         let f = run(
             "Reshape",

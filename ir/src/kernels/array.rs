@@ -279,7 +279,10 @@ impl Array {
                 usize::try_from(d).map_err(|_| KernelError::invalid(format!("negative dim {d}")))
             })
             .collect::<Result<_, _>>()?;
-        let n = numel(&dims);
+        let n = dims
+            .iter()
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+            .ok_or_else(|| KernelError::invalid(format!("dims {:?} overflow", t.dims())))?;
         let dtype = t.dtype();
         if dtype == DataType::String {
             let s = t.proto.string_data.clone();
@@ -304,11 +307,11 @@ impl Array {
         let raw = t
             .raw_bytes()
             .map_err(|e| KernelError::invalid(e.to_string()))?;
-        if raw.len() != n * width {
+        if n.checked_mul(width) != Some(raw.len()) {
             return Err(KernelError::invalid(format!(
-                "tensor data has {} bytes, its shape needs {}",
+                "tensor data has {} bytes, its shape {:?} needs {n} elements of {width}",
                 raw.len(),
-                n * width
+                t.dims()
             )));
         }
         macro_rules! le {

@@ -1,0 +1,78 @@
+//! The long fuzz run: `cargo run --release -p infopt-fuzz -- --cases 1000000`.
+//!
+//! Options: `--cases N` (default 1000000), `--seconds S` (time budget,
+//! default unlimited), `--seed S` (default 1), `--threads T` (default 1),
+//! `--case-limit S` (seconds before a case counts as a hang, default 10),
+//! `--case I` (replay one case and print what it does; `--write FILE` saves
+//! its model). Prints each finding and a summary line (cases, cases/s,
+//! panics, hangs); exit 1 on any panic, hang or multi-line error.
+
+use std::time::Duration;
+
+use infopt_fuzz::{FuzzConfig, corpus, default_pipeline, make_case, run_case};
+
+fn arg<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
+    let i = args.iter().position(|a| a == name)?;
+    let v = args.get(i + 1)?;
+    match v.parse() {
+        Ok(x) => Some(x),
+        Err(_) => {
+            eprintln!("{name}: cannot parse '{v}'");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let seed: u64 = arg(&args, "--seed").unwrap_or(1);
+    if let Some(case) = arg::<u64>(&args, "--case") {
+        let corpus = corpus();
+        let (which, mutations, bytes) = make_case(&corpus, seed, case);
+        let out = tempfile::tempdir().expect("temp dir");
+        println!(
+            "case {case}: {} with {mutations:?} ({} bytes)",
+            corpus[which].name,
+            bytes.len()
+        );
+        if let Some(path) = arg::<String>(&args, "--write") {
+            std::fs::write(&path, &bytes).expect("write the case");
+            println!("wrote {path}");
+        }
+        let outcome = run_case(bytes, &corpus[which].dir, out.path(), &default_pipeline());
+        println!("{outcome:?}");
+        return;
+    }
+    let config = FuzzConfig {
+        seed,
+        cases: arg(&args, "--cases").unwrap_or(1_000_000),
+        time_budget: Duration::from_secs_f64(arg(&args, "--seconds").unwrap_or(1e9)),
+        case_limit: Duration::from_secs_f64(arg(&args, "--case-limit").unwrap_or(10.0)),
+        threads: arg(&args, "--threads").unwrap_or(1),
+        max_hangs: 5,
+        trace: arg::<String>(&args, "--trace").map(Into::into),
+    };
+    eprintln!("fuzzing: {config:?}");
+    let report = infopt_fuzz::fuzz(config);
+    for f in report
+        .panics
+        .iter()
+        .chain(&report.hangs)
+        .chain(&report.multi_line)
+    {
+        println!(
+            "finding: case {} ({} with {:?}): {}",
+            f.case, f.model, f.mutations, f.what
+        );
+    }
+    for f in report.broke_graph.iter().take(10) {
+        println!(
+            "broken graph: case {} ({} with {:?}): {}",
+            f.case, f.model, f.mutations, f.what
+        );
+    }
+    println!("{}", report.summary());
+    if !(report.panics.is_empty() && report.hangs.is_empty() && report.multi_line.is_empty()) {
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,168 @@
+//! Crafted models (fixtures/crafted): hostile dims and attributes get a
+//! one-line error with the documented exit code, or a correct result; never a
+//! panic, a backtrace, exit 101 (panic) or 134 (abort on a huge allocation).
+//! A crash that still happens inside a pass is caught and named.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use common::{s, stderr};
+
+fn crafted(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/crafted")
+        .join(name)
+}
+
+/// `infopt ARGS` with backtraces asked for, so a printed one would show.
+fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_infopt"));
+    c.args(args).env("RUST_BACKTRACE", "1");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run infopt")
+}
+
+fn optimize(name: &str, env: &[(&str, &str)]) -> (Option<i32>, String, PathBuf, tempfile::TempDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out.onnx");
+    let model = crafted(name);
+    let o = run(&["optimize", s(&model), "-o", s(&out), "--no-verify"], env);
+    let err = stderr(&o);
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "{name}: {err}"
+    );
+    (o.status.code(), err, out, tmp)
+}
+
+/// The one `error:` line of stderr (there must be exactly one).
+fn error_line(err: &str) -> &str {
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    assert!(!err.lines().any(|l| l.starts_with("  ")), "{err}");
+    errors[0]
+}
+
+#[test]
+fn survivable_crafted_models_optimize() {
+    for name in [
+        "reshape_huge_shape_input.onnx",
+        "reshape_negative_shape_input.onnx",
+        "split_num_outputs_huge.onnx",
+        "conv_overflowing_window.onnx",
+        "tile_huge_repeats.onnx",
+        "constant_of_shape_huge.onnx",
+    ] {
+        let (code, err, out, _tmp) = optimize(name, &[]);
+        assert_eq!(code, Some(0), "{name}: {err}");
+        assert!(out.is_file(), "{name}");
+        assert!(!err.contains("error"), "{name}: {err}");
+    }
+}
+
+#[test]
+fn oversized_constants_are_declined_not_allocated() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, value) in [
+        ("tile_huge_repeats.onnx", "'t'"),
+        ("constant_of_shape_huge.onnx", "'c'"),
+    ] {
+        let out = tmp.path().join(name);
+        let o = run(
+            &[
+                "optimize",
+                s(&crafted(name)),
+                "-o",
+                s(&out),
+                "--no-verify",
+                "--json",
+            ],
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let declined = r["declined"].to_string();
+        assert!(
+            declined.contains("fold-constants") && declined.contains(value),
+            "{name}: {declined}"
+        );
+    }
+}
+
+#[test]
+fn tensors_claiming_impossible_dims_are_load_errors() {
+    for (name, expected) in [
+        (
+            "initializer_negative_dim.onnx",
+            "tensor 'w': dim 0 is -5; tensor dims must be non-negative",
+        ),
+        (
+            "initializer_claims_more_than_it_holds.onnx",
+            "tensor 'w': raw data holds 16 bytes, but float32 dims [1000000000000] need 4000000000000",
+        ),
+        (
+            "typed_initializer_claims_more_than_it_holds.onnx",
+            "tensor 'w': holds 4 values, but float32 dims [1000000000000] need 1000000000000",
+        ),
+    ] {
+        let (code, err, out, _tmp) = optimize(name, &[]);
+        assert_eq!(code, Some(3), "{name}: {err}");
+        assert_eq!(
+            error_line(&err),
+            format!("error: {}: {expected}", s(&crafted(name))),
+        );
+        assert!(!out.exists());
+        let o = run(&["inspect", s(&crafted(name))], &[]);
+        assert_eq!(o.status.code(), Some(3));
+        assert_eq!(
+            stderr(&o),
+            format!("error: {}: {expected}\n", s(&crafted(name)))
+        );
+    }
+}
+
+/// A panic inside a pass (injected: debug builds honour INFOPT_INJECT_PANIC)
+/// is exit 1 and one line naming the pass and the node, even with
+/// RUST_BACKTRACE=1; nothing is written.
+#[test]
+fn a_crash_inside_a_pass_is_one_line_naming_pass_and_node() {
+    let (code, err, out, _tmp) = optimize(
+        "split_num_outputs_huge.onnx",
+        &[("INFOPT_INJECT_PANIC", "fold-constants")],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    let line = error_line(&err);
+    assert!(
+        line.starts_with(
+            "error: pass 'fold-constants' crashed at node 'S' (Split): injected panic second line (passes/src/driver.rs:"
+        ),
+        "{line}"
+    );
+    assert!(
+        line.ends_with(
+            "); this is a bug in infopt (please report it with the model); --disable fold-constants skips the pass"
+        ),
+        "{line}"
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn a_crash_outside_the_passes_is_one_line_too() {
+    let o = run(
+        &["inspect", s(&crafted("split_num_outputs_huge.onnx"))],
+        &[("INFOPT_INJECT_PANIC", "cli")],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.starts_with("error: internal error: injected panic (src/main.rs:")
+            && err.ends_with("); this is a bug in infopt (please report it with the model)\n"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
