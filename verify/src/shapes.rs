@@ -4,8 +4,8 @@
 //! rewrite that confuses batch and sequence does not pass unnoticed; a model
 //! that cannot run like that (a detector whose H and W must be multiples of
 //! 32, whose feature maps are concatenated) gets sizes that such models
-//! accept: spatial dims of 64, then 32 and 128 (divisible by 32 and 64),
-//! batch 1; and last every unbound dim at 2.
+//! accept: spatial (or sequence) dims of 64, then 32, 128 and 512
+//! (divisible by 32 and 64), batch 1; and last every unbound dim at 2.
 
 use std::collections::BTreeMap;
 
@@ -70,11 +70,12 @@ pub struct Candidate {
     pub shapes: InputShapes,
 }
 
-/// Whether a dim looks spatial: a trailing axis of an image-like input
-/// (rank ≥ 3, one of the last two axes: H and W of NCHW; W and C of NHWC,
-/// where a channel dim is rarely left unbound).
+/// Whether a dim looks like a size rather than a batch: one of the last two
+/// axes of an image-like input (H and W of NCHW; W and C of NHWC, where a
+/// channel dim is rarely left unbound), or any axis but the first of a
+/// rank-1/2 input (the samples of an audio frame, the tokens of a sequence).
 fn spatial(d: &UnboundDim) -> bool {
-    d.rank >= 3 && d.axis >= d.rank - 2
+    d.axis > 0 && (d.rank < 3 || d.axis >= d.rank - 2)
 }
 
 /// The sizes to try, in order (see the module doc). With nothing unbound,
@@ -106,10 +107,24 @@ pub fn candidates(model: &Model, base: &InputShapes) -> Vec<Candidate> {
     });
     let has_spatial = unbound.iter().any(spatial);
     if has_spatial {
-        for size in [64usize, 32, 128] {
+        // 512: audio frames (an STFT's reflect padding needs more than its
+        // window), long enough sequences.
+        for size in [64usize, 32, 128, 512] {
             out.push(Candidate {
                 label: format!("spatial dims {size}, other unbound dims 1"),
                 shapes: with_sizes(model, base, &unbound, |d| if spatial(d) { size } else { 1 }),
+            });
+        }
+    }
+    // Sequence-like inputs only (rank 1 or 2), every other unbound dim 1:
+    // an audio model whose state input [2, batch, 128] must keep batch 1.
+    if unbound.iter().any(|d| d.rank < 3 && d.axis > 0) {
+        for size in [64usize, 512] {
+            out.push(Candidate {
+                label: format!("sequence dims {size}, other unbound dims 1"),
+                shapes: with_sizes(model, base, &unbound, |d| {
+                    if d.rank < 3 && d.axis > 0 { size } else { 1 }
+                }),
             });
         }
     }
