@@ -817,7 +817,7 @@ impl Backend for OrtBackend {
 pub const OBSERVE_BUDGET_BYTES: usize = 256 << 20;
 
 /// Splits `names` into groups whose known sizes fit `budget`; a tensor of
-/// unknown size counts as a sixteenth of the budget until a run measures it.
+/// unknown size counts as 1/64 of the budget until a run measures it.
 fn observation_groups(
     names: &[String],
     known: &HashMap<String, usize>,
@@ -827,7 +827,7 @@ fn observation_groups(
     let mut current: Vec<String> = Vec::new();
     let mut used = 0usize;
     for n in names {
-        let size = known.get(n).copied().unwrap_or(budget / 16).max(1);
+        let size = known.get(n).copied().unwrap_or(budget / 64).max(1);
         if !current.is_empty() && used + size > budget {
             groups.push(std::mem::take(&mut current));
             used = 0;
@@ -1005,9 +1005,18 @@ impl LoadedModel for OrtModel {
                 .unwrap_or_else(|p| p.into_inner());
             observation_groups(&self.observed, &known, OBSERVE_BUDGET_BYTES)
         };
-        for group in groups {
-            let names: Vec<&str> = group.iter().map(String::as_str).collect();
-            let tensors = self.run_selected(inputs, &names)?;
+        // The model's outputs come with the last group: no extra run.
+        let last = groups.len().saturating_sub(1);
+        let mut outputs = Vec::new();
+        for (i, group) in groups.into_iter().enumerate() {
+            let mut names: Vec<&str> = group.iter().map(String::as_str).collect();
+            if i == last {
+                names.extend(self.outputs.iter().map(|o| o.name.as_str()));
+            }
+            let mut tensors = self.run_selected(inputs, &names)?;
+            if i == last {
+                outputs = tensors.split_off(group.len());
+            }
             let mut known = self
                 .observed_bytes
                 .lock()
@@ -1022,7 +1031,7 @@ impl LoadedModel for OrtModel {
                 sink(t)?;
             }
         }
-        self.run(inputs)
+        Ok(outputs)
     }
 
     fn observed(&self) -> &[String] {
