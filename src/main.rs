@@ -17,7 +17,21 @@ use clap::Parser;
 
 use crate::exit::Exit;
 
+/// Rust ignores SIGPIPE, so printing into a closed pipe (`infopt passes list
+/// | head`) fails as a write error. A command-line tool should end quietly
+/// like any Unix tool when its reader goes away.
+#[cfg(unix)]
+fn restore_sigpipe() {
+    // SAFETY: called first thing in main, before any other thread exists;
+    // setting a signal's disposition to its default has no other effect.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    #[cfg(unix)]
+    restore_sigpipe();
     let cli = match commands::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
