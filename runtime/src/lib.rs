@@ -21,6 +21,7 @@ pub mod compare;
 pub mod error;
 pub mod inputs;
 pub mod ort_backend;
+mod python;
 pub mod tensor;
 pub mod tensorrt;
 pub mod timing;

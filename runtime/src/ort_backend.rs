@@ -248,19 +248,7 @@ pub fn python_candidates() -> Vec<PathBuf> {
 
 /// The folder of the `onnxruntime` package as `python` sees it, without importing it.
 fn python_package_dir(python: &Path) -> Option<PathBuf> {
-    const SCRIPT: &str = "import importlib.util, os\ns = importlib.util.find_spec('onnxruntime')\nprint(os.path.dirname(s.origin) if s and s.origin else '')";
-    let out = std::process::Command::new(python)
-        .args(["-c", SCRIPT])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8(out.stdout).ok()?;
-    let dir = text.trim();
-    (!dir.is_empty()).then(|| PathBuf::from(dir))
+    crate::python::package_dir(python, "onnxruntime")
 }
 
 /// `capi/libonnxruntime.so*` (or the macOS / Windows name) inside a package folder. With

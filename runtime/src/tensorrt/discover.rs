@@ -310,19 +310,7 @@ fn pip_dirs_in_venvs(roots: &[PathBuf]) -> Vec<PathBuf> {
 
 /// The `tensorrt_libs` folder as `python` sees it, without importing it.
 fn python_tensorrt_libs(python: &Path) -> Option<PathBuf> {
-    const SCRIPT: &str = "import importlib.util, os\ns = importlib.util.find_spec('tensorrt_libs')\nprint(os.path.dirname(s.origin) if s and s.origin else (list(s.submodule_search_locations)[0] if s and s.submodule_search_locations else ''))";
-    let out = std::process::Command::new(python)
-        .args(["-c", SCRIPT])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8(out.stdout).ok()?;
-    let dir = text.trim();
-    (!dir.is_empty()).then(|| PathBuf::from(dir))
+    crate::python::package_dir(python, "tensorrt_libs")
 }
 
 fn libs_in(dir: &Path, major: u32) -> Option<(PathBuf, PathBuf)> {
