@@ -11,6 +11,7 @@ pub mod registry;
 pub mod rule;
 pub mod util;
 
+pub mod attention_pattern;
 pub mod branch_check;
 pub mod redundant_ops;
 pub mod scale_into_weights;
@@ -39,6 +40,10 @@ builtin_passes! {
     eliminate_identity,
     eliminate_duplicates,
     fuse_activation_patterns,
+    fuse_ort_attention,
+    fuse_attention,
+    fuse_skip_layer_norm,
+    fuse_bias_gelu,
     fuse_pad_conv,
     fuse_conv_bn,
     fuse_parallel_matmul,

@@ -1,0 +1,348 @@
+//! Recognizing scaled dot-product attention as exporters write it, shared by
+//! `fuse-attention` (standard `Attention`) and `fuse-ort-attention`
+//! (`com.microsoft.Attention`).
+//!
+//! The core, anchored at the second MatMul:
+//! ```text
+//! s = MatMul(Q·a, Kᵀ·b) · c      (a, b, c: optional Mul/Div by scalar constants)
+//! s = Add(s, mask)               (optional, additive)
+//! p = Softmax(s, axis=-1)
+//! o = MatMul(p, V)
+//! ```
+//! and, around it, the head split (`Reshape [B,S,H,d]` then `Transpose`) of
+//! Q, K and V and the head merge (`Transpose`, `Reshape [B,S,H·d]`) of `o`.
+
+use infopt_ir::{Dim, Graph, NodeId, ValueId};
+
+use crate::util::{input, output, single_reader};
+
+/// The attention core found at a MatMul.
+#[derive(Clone, Debug)]
+pub struct Sdpa {
+    /// Q as `[B, H, S, d]`.
+    pub q4: ValueId,
+    /// Kᵀ as `[B, H, d, T]` (the first MatMul's second operand, unscaled).
+    pub kt4: ValueId,
+    /// V as `[B, H, T, dv]`.
+    pub v4: ValueId,
+    /// The factor multiplying Q·Kᵀ (product of every scalar scale found).
+    pub scale: f64,
+    /// The additive mask, if any.
+    pub mask: Option<ValueId>,
+    /// The scores before the mask and Softmax (for their shape).
+    pub scores: ValueId,
+    /// `MatMul(p, V)`: `[B, H, S, dv]`.
+    pub out4: ValueId,
+}
+
+/// How Q, K or V was split into heads: `x3 [B, S, H·d]` reshaped and transposed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeadSplit {
+    pub x3: ValueId,
+    pub heads: i64,
+    pub head_dim: i64,
+}
+
+/// The scalar value of a constant float tensor with one element.
+fn scalar_const(g: &Graph, v: ValueId) -> Option<f64> {
+    let t = g.constant(v)?;
+    if t.numel() != Some(1) || !t.dtype().is_float() {
+        return None;
+    }
+    t.to_f64_vec().ok()?.first().copied()
+}
+
+/// `v = Mul(x, c)`, `Mul(c, x)` or `Div(x, c)` with a scalar constant `c`,
+/// where `v` is read once: returns `(x, factor)`.
+fn scaled(g: &Graph, v: ValueId) -> Option<(ValueId, f64)> {
+    let (id, _) = g.value(v).producer?;
+    let n = g.node(id);
+    let a = input(g, id, 0)?;
+    let b = input(g, id, 1)?;
+    let factor = if n.is("Mul") {
+        if let Some(c) = scalar_const(g, b) {
+            (a, c)
+        } else {
+            (b, scalar_const(g, a)?)
+        }
+    } else if n.is("Div") {
+        let c = scalar_const(g, b)?;
+        if c == 0.0 {
+            return None;
+        }
+        (a, 1.0 / c)
+    } else {
+        return None;
+    };
+    Some(factor)
+}
+
+/// Strips scalar scales off `v` (each read once): the unscaled value and the factor.
+fn strip_scales(g: &Graph, mut v: ValueId) -> (ValueId, f64) {
+    let mut factor = 1.0;
+    while let Some((x, c)) = scaled(g, v) {
+        if g.reader_count(v) != 1 || g.is_graph_output(v) {
+            break;
+        }
+        factor *= c;
+        v = x;
+    }
+    (v, factor)
+}
+
+/// The rank of `v` if known.
+pub fn rank(g: &Graph, v: ValueId) -> Option<usize> {
+    g.value_type(v)?.shape.map(|s| s.len())
+}
+
+/// The dims of `v` if its rank is known.
+pub fn dims(g: &Graph, v: ValueId) -> Option<Vec<Dim>> {
+    g.value_type(v)?.shape
+}
+
+/// `v` is the only input the chain hands on: read once, not a graph output.
+fn private(g: &Graph, v: ValueId) -> bool {
+    single_reader(g, v).is_some()
+}
+
+/// The first MatMul of the core, behind scales: `(mm1 output, factor)`.
+fn scores_matmul(g: &Graph, v: ValueId) -> Option<(NodeId, f64)> {
+    let (x, c) = strip_scales(g, v);
+    let (id, _) = g.value(x).producer?;
+    g.node(id).is("MatMul").then_some((id, c))
+}
+
+/// Matches the attention core whose last MatMul is `mm2`. `Ok(None)`: not
+/// attention; `Err`: attention that cannot be fused, with the reason.
+/// `opset` (of the default domain) decides Softmax's default axis.
+pub fn match_sdpa(g: &Graph, mm2: NodeId, opset: i64) -> Result<Option<Sdpa>, String> {
+    let n = g.node(mm2);
+    if !n.is("MatMul") {
+        return Ok(None);
+    }
+    let (Some(p), Some(v4), Some(out4)) = (input(g, mm2, 0), input(g, mm2, 1), output(g, mm2, 0))
+    else {
+        return Ok(None);
+    };
+    let Some((sm, _)) = g.value(p).producer else {
+        return Ok(None);
+    };
+    if !g.node(sm).is("Softmax") {
+        return Ok(None);
+    }
+    if !private(g, p) {
+        return Err("the attention probabilities have other readers".into());
+    }
+    let Some(s) = input(g, sm, 0) else {
+        return Ok(None);
+    };
+    let Some(r) = rank(g, s) else {
+        return Err("rank of the attention scores is unknown (run infer-shapes)".into());
+    };
+    if r != 4 {
+        return Ok(None);
+    }
+    let axis = g.node(sm).attr_int("axis").ok().flatten();
+    match axis {
+        Some(-1) | Some(3) => {}
+        // Opset 13 made -1 the default; before, Softmax flattened from axis 1.
+        None if opset >= 13 => {}
+        _ => return Ok(None),
+    }
+    if !private(g, s) {
+        return Err("the attention scores have other readers".into());
+    }
+    // The mask Add, if any: one side leads to the scores MatMul.
+    let mut mask = None;
+    let mut pre = s;
+    if let Some((add, _)) = g.value(s).producer
+        && g.node(add).is("Add")
+    {
+        let a = input(g, add, 0);
+        let b = input(g, add, 1);
+        let (Some(a), Some(b)) = (a, b) else {
+            return Ok(None);
+        };
+        if scores_matmul(g, a).is_some() {
+            pre = a;
+            mask = Some(b);
+        } else if scores_matmul(g, b).is_some() {
+            pre = b;
+            mask = Some(a);
+        } else {
+            return Ok(None);
+        }
+        if !private(g, pre) {
+            return Err("the scores before the mask have other readers".into());
+        }
+    }
+    let Some((mm1, mut scale)) = scores_matmul(g, pre) else {
+        return Ok(None);
+    };
+    let scores = match output(g, mm1, 0) {
+        Some(v) => v,
+        None => return Ok(None),
+    };
+    if !private(g, scores) {
+        return Err("the Q·Kᵀ product has other readers".into());
+    }
+    let (Some(qq), Some(kk)) = (input(g, mm1, 0), input(g, mm1, 1)) else {
+        return Ok(None);
+    };
+    let (q4, cq) = strip_scales(g, qq);
+    let (kt4, ck) = strip_scales(g, kk);
+    scale *= cq * ck;
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(format!("scale {scale} is not a positive number"));
+    }
+    for (what, v) in [("Q", q4), ("Kᵀ", kt4), ("V", v4)] {
+        match rank(g, v) {
+            Some(4) => {}
+            Some(r) => return Err(format!("{what} has rank {r}, not 4")),
+            None => return Err(format!("rank of {what} is unknown (run infer-shapes)")),
+        }
+    }
+    if let Some(m) = mask {
+        check_mask(g, m, scores)?;
+    }
+    Ok(Some(Sdpa {
+        q4,
+        kt4,
+        v4,
+        scale,
+        mask,
+        scores,
+        out4,
+    }))
+}
+
+/// The mask must broadcast to the scores without enlarging them (the Add's
+/// result has the scores' shape). Its last two dims must be the scores' own:
+/// ONNX Runtime (1.31) does not broadcast them in `Attention`, though the
+/// spec allows it. Rank 2 or 4 (a rank-3 mask is read differently by ORT).
+fn check_mask(g: &Graph, mask: ValueId, scores: ValueId) -> Result<(), String> {
+    let Some(m) = dims(g, mask) else {
+        return Err("shape of the attention mask is unknown".into());
+    };
+    if m.len() != 2 && m.len() != 4 {
+        return Err(format!("attention mask has rank {} (2 or 4 fuse)", m.len()));
+    }
+    let Some(s) = dims(g, scores) else {
+        return Err("shape of the attention scores is unknown".into());
+    };
+    let lead = m.len() - 2;
+    for (i, d) in m.iter().enumerate() {
+        let sd = &s[s.len() - m.len() + i];
+        let same = d == sd && !matches!(d, Dim::Unknown);
+        let ok = same || (i < lead && matches!(d, Dim::Known(1)));
+        if !ok {
+            return Err(format!(
+                "attention mask dims {} do not fit the scores {}: the last two must be the scores' [S, T] (ONNX Runtime does not broadcast them), the others 1 or equal",
+                infopt_ir::infer::fmt_dims(&m),
+                infopt_ir::infer::fmt_dims(&s)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether the Reshape target `shape` (constant) on `x3 [B, S, N]` keeps B
+/// and S and splits N: returns `(heads, head_dim)`.
+fn split_target(g: &Graph, x3: ValueId, shape: &[i64]) -> Option<(i64, i64)> {
+    let d = dims(g, x3)?;
+    if d.len() != 3 || shape.len() != 4 {
+        return None;
+    }
+    let Dim::Known(n) = d[2] else { return None };
+    for i in 0..2 {
+        let ok = shape[i] == 0 || matches!(d[i], Dim::Known(k) if k == shape[i] && k > 0);
+        if !ok {
+            return None;
+        }
+    }
+    let (h, hd) = match (shape[2], shape[3]) {
+        (-1, hd) if hd > 0 && n % hd == 0 => (n / hd, hd),
+        (h, -1) if h > 0 && n % h == 0 => (h, n / h),
+        (h, hd) if h > 0 && hd > 0 && h * hd == n => (h, hd),
+        _ => return None,
+    };
+    Some((h, hd))
+}
+
+fn reshape_allows_zero(g: &Graph, id: NodeId) -> bool {
+    g.node(id).attr_int_or("allowzero", 0).unwrap_or(1) != 0
+}
+
+/// `x3 [B,S,H·d] → Reshape [B,S,H,d]`: the split, from the Reshape's output.
+fn reshape_split(g: &Graph, r: ValueId) -> Option<HeadSplit> {
+    let (id, _) = g.value(r).producer?;
+    if !g.node(id).is("Reshape") || reshape_allows_zero(g, id) {
+        return None;
+    }
+    let x3 = input(g, id, 0)?;
+    let shape = crate::util::const_i64s(g, input(g, id, 1))?;
+    let (heads, head_dim) = split_target(g, x3, &shape)?;
+    Some(HeadSplit {
+        x3,
+        heads,
+        head_dim,
+    })
+}
+
+fn transpose_of(g: &Graph, v: ValueId, perm: &[i64]) -> Option<ValueId> {
+    let (id, _) = g.value(v).producer?;
+    let n = g.node(id);
+    if !n.is("Transpose") || n.attr_ints("perm").ok()?? != perm {
+        return None;
+    }
+    input(g, id, 0)
+}
+
+/// Q or V: `Transpose(Reshape(x3, [B,S,H,d]), [0,2,1,3])`.
+pub fn split_heads(g: &Graph, v4: ValueId) -> Option<HeadSplit> {
+    reshape_split(g, transpose_of(g, v4, &[0, 2, 1, 3])?)
+}
+
+/// Kᵀ: `Transpose(Reshape(x3, [B,T,H,d]), [0,2,3,1])`, or the same split
+/// followed by `Transpose [0,1,3,2]`.
+pub fn split_heads_transposed(g: &Graph, kt4: ValueId) -> Option<HeadSplit> {
+    if let Some(r) = transpose_of(g, kt4, &[0, 2, 3, 1]) {
+        return reshape_split(g, r);
+    }
+    split_heads(g, transpose_of(g, kt4, &[0, 1, 3, 2])?)
+}
+
+/// K as `[B, H, T, d]` without a new node, when Kᵀ is a transpose of it.
+pub fn untransposed_key(g: &Graph, kt4: ValueId) -> Option<ValueId> {
+    transpose_of(g, kt4, &[0, 1, 3, 2])
+}
+
+/// The head merge after the core: `o4 → Transpose [0,2,1,3] → Reshape
+/// [B,S,H·dv]`, each read once. Returns the Reshape's output.
+pub fn merge_heads(g: &Graph, out4: ValueId, heads: i64, v_head_dim: i64) -> Option<ValueId> {
+    let (t, _) = single_reader(g, out4)?;
+    let tn = g.node(t);
+    if !tn.is("Transpose") || tn.attr_ints("perm").ok()?? != [0, 2, 1, 3] {
+        return None;
+    }
+    let tv = output(g, t, 0)?;
+    let (r, slot) = single_reader(g, tv)?;
+    if slot != 0 || !g.node(r).is("Reshape") || reshape_allows_zero(g, r) {
+        return None;
+    }
+    let shape = crate::util::const_i64s(g, input(g, r, 1))?;
+    let d = dims(g, tv)?;
+    if shape.len() != 3 || d.len() != 4 {
+        return None;
+    }
+    for i in 0..2 {
+        let ok = shape[i] == 0 || matches!(d[i], Dim::Known(k) if k == shape[i] && k > 0);
+        if !ok {
+            return None;
+        }
+    }
+    if shape[2] != -1 && shape[2] != heads * v_head_dim {
+        return None;
+    }
+    output(g, r, 0)
+}
