@@ -216,25 +216,47 @@ pub fn match_sdpa(g: &Graph, mm2: NodeId, opset: i64) -> Result<Option<Sdpa>, St
     }))
 }
 
+/// Whether mask dim `m` can stand for scores dim `s` where the kernel needs
+/// the full size: equal, or unknown to inference (torch exports lose the
+/// sequence length at the position-embedding Slice, so real masks and scores
+/// carry unknown dims). A mask dim that is 1 at run time where the scores'
+/// is not would make ONNX Runtime reject the input at run time, not compute
+/// something else; a known 1 or a different size or symbol declines.
+pub fn full_dim(m: &Dim, s: &Dim) -> bool {
+    match (m, s) {
+        (Dim::Unknown, Dim::Known(1)) => false,
+        (Dim::Unknown, _) => true,
+        (Dim::Known(1), Dim::Known(1)) => true,
+        (Dim::Known(1), _) => false,
+        (Dim::Known(_), Dim::Unknown) => true,
+        (Dim::Sym(_), Dim::Unknown) => true,
+        _ => m == s,
+    }
+}
+
 /// The mask must broadcast to the scores without enlarging them (the Add's
-/// result has the scores' shape). Its last two dims must be the scores' own:
-/// ONNX Runtime (1.31) does not broadcast them in `Attention`, though the
-/// spec allows it. Rank 2 or 4 (a rank-3 mask is read differently by ORT).
+/// result has the scores' shape). Its last two dims must be the scores' own
+/// (see [`full_dim`]): ONNX Runtime (1.31) does not broadcast them in
+/// `Attention`, though the spec allows it. Rank 2 or 4 (a rank-3 mask is
+/// read differently by ORT).
 fn check_mask(g: &Graph, mask: ValueId, scores: ValueId) -> Result<(), String> {
     let Some(m) = dims(g, mask) else {
-        return Err("shape of the attention mask is unknown".into());
+        return Err("rank of the attention mask is unknown".into());
     };
     if m.len() != 2 && m.len() != 4 {
         return Err(format!("attention mask has rank {} (2 or 4 fuse)", m.len()));
     }
     let Some(s) = dims(g, scores) else {
-        return Err("shape of the attention scores is unknown".into());
+        return Err("rank of the attention scores is unknown".into());
     };
     let lead = m.len() - 2;
     for (i, d) in m.iter().enumerate() {
         let sd = &s[s.len() - m.len() + i];
-        let same = d == sd && !matches!(d, Dim::Unknown);
-        let ok = same || (i < lead && matches!(d, Dim::Known(1)));
+        let ok = if i < lead {
+            matches!(d, Dim::Known(1) | Dim::Unknown) || full_dim(d, sd)
+        } else {
+            full_dim(d, sd)
+        };
         if !ok {
             return Err(format!(
                 "attention mask dims {} do not fit the scores {}: the last two must be the scores' [S, T] (ONNX Runtime does not broadcast them), the others 1 or equal",
@@ -246,21 +268,187 @@ fn check_mask(g: &Graph, mask: ValueId, scores: ValueId) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether the Reshape target `shape` (constant) on `x3 [B, S, N]` keeps B
-/// and S and splits N: returns `(heads, head_dim)`.
-fn split_target(g: &Graph, x3: ValueId, shape: &[i64]) -> Option<(i64, i64)> {
+/// One element of a shape tensor built from pieces: a constant, or dim
+/// `axis` of some tensor's `Shape`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShapeElem {
+    Const(i64),
+    DimOf(ValueId, usize),
+}
+
+/// The elements of a 1-D shape tensor: a constant, or a Concat of constants,
+/// `Shape(y)`, `Slice(Shape(y), a, b)` and `Unsqueeze(Gather(Shape(y), i))`
+/// pieces (torch's way of saying "the batch and sequence of y").
+pub fn shape_elems(g: &Graph, v: ValueId) -> Option<Vec<ShapeElem>> {
+    if let Some(c) = crate::util::const_i64s(g, Some(v)) {
+        return Some(c.into_iter().map(ShapeElem::Const).collect());
+    }
+    let (id, _) = g.value(v).producer?;
+    let n = g.node(id);
+    if n.is("Concat") {
+        let mut out = Vec::new();
+        for &i in n.inputs.iter().flatten().collect::<Vec<_>>().iter() {
+            out.extend(shape_piece(g, *i)?);
+        }
+        return Some(out);
+    }
+    shape_piece(g, v)
+}
+
+fn shape_of(g: &Graph, v: ValueId) -> Option<(ValueId, usize)> {
+    let (id, _) = g.value(v).producer?;
+    let n = g.node(id);
+    if !n.is("Shape") || n.attr("start").is_some() || n.attr("end").is_some() {
+        return None;
+    }
+    let y = input(g, id, 0)?;
+    Some((y, rank(g, y)?))
+}
+
+fn shape_piece(g: &Graph, v: ValueId) -> Option<Vec<ShapeElem>> {
+    if let Some(c) = crate::util::const_i64s(g, Some(v)) {
+        return Some(c.into_iter().map(ShapeElem::Const).collect());
+    }
+    if let Some((y, r)) = shape_of(g, v) {
+        return Some((0..r).map(|a| ShapeElem::DimOf(y, a)).collect());
+    }
+    let (id, _) = g.value(v).producer?;
+    let n = g.node(id);
+    let norm = |i: i64, r: usize| -> Option<usize> {
+        let i = if i < 0 { i + r as i64 } else { i };
+        (0..r as i64).contains(&i).then_some(i as usize)
+    };
+    if n.is("Slice") {
+        let (y, r) = shape_of(g, input(g, id, 0)?)?;
+        let starts = crate::util::const_i64s(g, input(g, id, 1))?;
+        let ends = crate::util::const_i64s(g, input(g, id, 2))?;
+        if starts.len() != 1 || ends.len() != 1 {
+            return None;
+        }
+        if let Some(steps) = input(g, id, 4)
+            && crate::util::const_i64s(g, Some(steps))? != [1]
+        {
+            return None;
+        }
+        let s = norm(starts[0], r)?;
+        let e = if ends[0] >= r as i64 { r } else { norm(ends[0], r)? };
+        return Some((s..e).map(|a| ShapeElem::DimOf(y, a)).collect());
+    }
+    if n.is("Unsqueeze") {
+        let (gid, _) = g.value(input(g, id, 0)?).producer?;
+        if !g.node(gid).is("Gather") || g.node(gid).attr_int_or("axis", 0).ok()? != 0 {
+            return None;
+        }
+        let (y, r) = shape_of(g, input(g, gid, 0)?)?;
+        let idx = crate::util::const_i64s(g, input(g, gid, 1))?;
+        if idx.len() != 1 {
+            return None;
+        }
+        return Some(vec![ShapeElem::DimOf(y, norm(idx[0], r)?)]);
+    }
+    None
+}
+
+/// Follows `v` back through ops that keep dims 0 and 1 of a rank-3 tensor
+/// (a projection by a constant 2-D weight, a constant bias or scale, a
+/// last-axis normalization or Split, elementwise activations, a Reshape
+/// whose leading target dims are another such tensor's): two values with the
+/// same root have the same batch and sequence dims, which shape inference
+/// cannot always name.
+pub fn row_root(g: &Graph, mut v: ValueId) -> ValueId {
+    for _ in 0..64 {
+        match row_step(g, v) {
+            Some(next) if next != v => v = next,
+            _ => break,
+        }
+    }
+    v
+}
+
+fn row_step(g: &Graph, v: ValueId) -> Option<ValueId> {
+    let (id, _) = g.value(v).producer?;
+    let n = g.node(id);
+    let x = input(g, id, 0)?;
+    let rank3 = |u: ValueId| rank(g, u) == Some(3);
+    if !rank3(v) {
+        return None;
+    }
+    let small_const = |u: ValueId| g.constant(u).is_some_and(|t| t.dims().len() <= 1);
+    let same_rank_input = rank3(x);
+    match (n.domain(), n.op_type.as_str()) {
+        ("", "MatMul") => {
+            let w = input(g, id, 1)?;
+            (same_rank_input && g.constant(w).is_some_and(|t| t.dims().len() == 2)).then_some(x)
+        }
+        ("", "Add" | "Sub" | "Mul" | "Div") => {
+            let y = input(g, id, 1)?;
+            if small_const(y) && rank3(x) {
+                Some(x)
+            } else if small_const(x) && rank3(y) {
+                Some(y)
+            } else {
+                None
+            }
+        }
+        ("", "LayerNormalization") => {
+            let axis = n.attr_int_or("axis", -1).ok()?;
+            (same_rank_input && (axis == -1 || axis == 2)).then_some(x)
+        }
+        ("", "Split") => {
+            let axis = n.attr_int_or("axis", 0).ok()?;
+            (same_rank_input && (axis == -1 || axis == 2)).then_some(x)
+        }
+        ("", "Erf" | "Tanh" | "Relu" | "Sigmoid" | "Gelu" | "Softplus" | "Identity") => {
+            same_rank_input.then_some(x)
+        }
+        (
+            "com.microsoft",
+            "SkipLayerNormalization" | "BiasGelu" | "FastGelu" | "Gelu" | "Attention",
+        ) => same_rank_input.then_some(x),
+        ("", "Attention") => same_rank_input.then_some(x),
+        ("", "Reshape") => {
+            if reshape_allows_zero(g, id) {
+                return None;
+            }
+            let elems = shape_elems(g, input(g, id, 1)?)?;
+            match elems.get(..2)? {
+                [ShapeElem::Const(0), ShapeElem::Const(0)] => same_rank_input.then_some(x),
+                [ShapeElem::DimOf(a, 0), ShapeElem::DimOf(b, 1)] if a == b && rank3(*a) => {
+                    Some(*a)
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Element `i` (0 or 1) of a Reshape target says "dim i of `x3`": a 0
+/// (copy), the known dim itself, or `Shape(y)[i]` with `y` having the same
+/// rows as `x3`.
+fn keeps_dim(g: &Graph, x3: ValueId, d: &[Dim], elem: ShapeElem, i: usize) -> bool {
+    match elem {
+        ShapeElem::Const(0) => true,
+        ShapeElem::Const(k) => matches!(d[i], Dim::Known(n) if n == k && k > 0),
+        ShapeElem::DimOf(y, a) => a == i && row_root(g, y) == row_root(g, x3),
+    }
+}
+
+/// Whether the Reshape target `shape` on `x3 [B, S, N]` keeps B and S and
+/// splits N: returns `(heads, head_dim)`.
+fn split_target(g: &Graph, x3: ValueId, shape: &[ShapeElem]) -> Option<(i64, i64)> {
     let d = dims(g, x3)?;
     if d.len() != 3 || shape.len() != 4 {
         return None;
     }
     let Dim::Known(n) = d[2] else { return None };
-    for i in 0..2 {
-        let ok = shape[i] == 0 || matches!(d[i], Dim::Known(k) if k == shape[i] && k > 0);
-        if !ok {
-            return None;
-        }
+    if !(0..2).all(|i| keeps_dim(g, x3, &d, shape[i], i)) {
+        return None;
     }
-    let (h, hd) = match (shape[2], shape[3]) {
+    let (ShapeElem::Const(a), ShapeElem::Const(b)) = (shape[2], shape[3]) else {
+        return None;
+    };
+    let (h, hd) = match (a, b) {
         (-1, hd) if hd > 0 && n % hd == 0 => (n / hd, hd),
         (h, -1) if h > 0 && n % h == 0 => (h, n / h),
         (h, hd) if h > 0 && hd > 0 && h * hd == n => (h, hd),
@@ -280,7 +468,7 @@ fn reshape_split(g: &Graph, r: ValueId) -> Option<HeadSplit> {
         return None;
     }
     let x3 = input(g, id, 0)?;
-    let shape = crate::util::const_i64s(g, input(g, id, 1))?;
+    let shape = shape_elems(g, input(g, id, 1)?)?;
     let (heads, head_dim) = split_target(g, x3, &shape)?;
     Some(HeadSplit {
         x3,
@@ -318,8 +506,15 @@ pub fn untransposed_key(g: &Graph, kt4: ValueId) -> Option<ValueId> {
 }
 
 /// The head merge after the core: `o4 → Transpose [0,2,1,3] → Reshape
-/// [B,S,H·dv]`, each read once. Returns the Reshape's output.
-pub fn merge_heads(g: &Graph, out4: ValueId, heads: i64, v_head_dim: i64) -> Option<ValueId> {
+/// [B,S,H·dv]`, each read once, where B and S are those of `rows` (the
+/// query's `[B, S, ·]` input). Returns the Reshape's output.
+pub fn merge_heads(
+    g: &Graph,
+    out4: ValueId,
+    heads: i64,
+    v_head_dim: i64,
+    rows: ValueId,
+) -> Option<ValueId> {
     let (t, _) = single_reader(g, out4)?;
     let tn = g.node(t);
     if !tn.is("Transpose") || tn.attr_ints("perm").ok()?? != [0, 2, 1, 3] {
@@ -330,19 +525,19 @@ pub fn merge_heads(g: &Graph, out4: ValueId, heads: i64, v_head_dim: i64) -> Opt
     if slot != 0 || !g.node(r).is("Reshape") || reshape_allows_zero(g, r) {
         return None;
     }
-    let shape = crate::util::const_i64s(g, input(g, r, 1))?;
-    let d = dims(g, tv)?;
-    if shape.len() != 3 || d.len() != 4 {
+    let shape = shape_elems(g, input(g, r, 1)?)?;
+    let d = dims(g, rows)?;
+    if shape.len() != 3 || d.len() != 3 {
         return None;
     }
-    for i in 0..2 {
-        let ok = shape[i] == 0 || matches!(d[i], Dim::Known(k) if k == shape[i] && k > 0);
-        if !ok {
-            return None;
-        }
-    }
-    if shape[2] != -1 && shape[2] != heads * v_head_dim {
+    // A 0 copies the transposed output's dim, which is the query's B / S.
+    if !(0..2).all(|i| keeps_dim(g, rows, &d, shape[i], i)) {
         return None;
+    }
+    match shape[2] {
+        ShapeElem::Const(-1) => {}
+        ShapeElem::Const(w) if w == heads * v_head_dim => {}
+        _ => return None,
     }
     output(g, r, 0)
 }

@@ -24,10 +24,14 @@
 //!   `upgrade-opset` / `--upgrade-opset` first);
 //! - the scores or probabilities have other readers (an
 //!   `output_attentions` model), or a scale is not a positive scalar constant;
-//! - the rank of Q, Kᵀ or V is not known to be 4, or the mask's shape is
-//!   unknown, not of rank 2 or 4, or not `[.., S, T]` in full with leading
-//!   dims 1 or equal to the scores' (the spec would broadcast `[B,1,1,T]`,
-//!   but ONNX Runtime 1.31 refuses a mask whose second-to-last dim is not S);
+//! - the rank of Q, Kᵀ or V is not known to be 4, or the mask's rank is
+//!   unknown or not 2 or 4, or its last two dims are not the scores' `[S, T]`
+//!   (the spec would broadcast `[B,1,1,T]`, but ONNX Runtime 1.31 refuses a
+//!   mask whose second-to-last dim is not S), or a leading dim is neither 1
+//!   nor the scores'. Dims shape inference could not determine (torch
+//!   exports lose the sequence length at the position-embedding Slice) are
+//!   taken to be the full size; were one 1 at run time, ONNX Runtime would
+//!   reject the input rather than compute something else;
 //! - the element type is not float32, float16 or bfloat16.
 //!
 //! ## Numerics
@@ -102,7 +106,7 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
         && q.heads == k.heads
         && k.heads == v.heads
         && q.head_dim == k.head_dim
-        && let Some(y3) = merge_heads(g, m.out4, v.heads, v.head_dim)
+        && let Some(y3) = merge_heads(g, m.out4, v.heads, v.head_dim, q.x3)
     {
         node.set_attr(Attribute::int("q_num_heads", q.heads));
         node.set_attr(Attribute::int("kv_num_heads", k.heads));

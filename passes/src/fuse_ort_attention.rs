@@ -49,7 +49,8 @@ use infopt_ir::{Attribute, DataType, Dim, Graph, Model, Node, NodeId, Patch, Pat
 use infopt_ir::ValueId;
 
 use crate::attention_pattern::{
-    HeadSplit, dims, match_sdpa, merge_heads, rank, split_heads, split_heads_transposed,
+    HeadSplit, ShapeElem, dims, match_sdpa, merge_heads, rank, row_root, shape_elems,
+    split_heads, split_heads_transposed,
 };
 use crate::decline;
 use crate::fuse_attention::{core_dtype, remove_dead, trim};
@@ -137,11 +138,24 @@ fn conv1d(g: &Graph, v: ValueId) -> Option<(ValueId, ValueId, usize, Option<Valu
     }
     let x = input(g, inner, 0)?;
     let (dx, dv) = (dims(g, x)?, dims(g, v)?);
-    let known = |d: &Dim| !matches!(d, Dim::Unknown);
-    if dx.len() != 3 || dv.len() != 3 || dx[..2] != dv[..2] || !dx[..2].iter().all(known) {
+    if dx.len() != 3 || dv.len() != 3 {
         return None;
     }
-    if dx[2] != Dim::Known(t.dims()[0]) || dv[2] != Dim::Known(total as i64) {
+    // The inner Reshape flattens x to [B*S, D] (target [-1, D]); the outer
+    // one restores x's own B and S.
+    let flat = shape_elems(g, input(g, inner, 1)?)?;
+    if flat.len() != 2 || flat[0] != ShapeElem::Const(-1) || flat[1] != ShapeElem::Const(t.dims()[0]) {
+        return None;
+    }
+    let restore = shape_elems(g, input(g, outer, 1)?)?;
+    let rows_of_x = |i: usize| match restore[i] {
+        ShapeElem::DimOf(y, a) => a == i && row_root(g, y) == row_root(g, x),
+        ShapeElem::Const(k) => k > 0 && dx[i] == Dim::Known(k),
+    };
+    if restore.len() != 3 || !rows_of_x(0) || !rows_of_x(1) {
+        return None;
+    }
+    if dx[2] != Dim::Known(t.dims()[0]) || restore[2] != ShapeElem::Const(total as i64) {
         return None;
     }
     Some((x, w, total, bias))
@@ -266,7 +280,7 @@ fn mask_fits(g: &Graph, mask: ValueId, scores: ValueId) -> Result<(), String> {
     if m.len() != 4 || s.len() != 4 {
         return Err(format!("the mask has rank {}; attention_bias needs [B|1, H|1, S, T]", m.len()));
     }
-    let full = |i: usize| m[i] == s[i] && !matches!(m[i], Dim::Unknown);
+    let full = |i: usize| crate::attention_pattern::full_dim(&m[i], &s[i]);
     let one_or_full = |i: usize| matches!(m[i], Dim::Known(1)) || full(i);
     if !(one_or_full(0) && one_or_full(1) && full(2) && full(3)) {
         return Err(format!(
@@ -298,7 +312,7 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     if q.heads != k.heads || k.heads != v.heads || q.head_dim != k.head_dim {
         decline!("Q, K and V have different head counts or Q/K head sizes");
     }
-    let Some(y3) = merge_heads(g, m.out4, v.heads, v.head_dim) else {
+    let Some(y3) = merge_heads(g, m.out4, v.heads, v.head_dim, q.x3) else {
         decline!("the attention output is not merged back to [B, S, H*dv]");
     };
     let projs: Option<Vec<Projection>> = [q.x3, k.x3, v.x3]

@@ -17,8 +17,10 @@
 //! Only with target `onnxruntime`, where an Add feeds a LayerNormalization:
 //! - the normalization is not over the last axis only, or its Mean /
 //!   InvStdDev outputs are used, or `stash_type` is not float;
-//! - `a` and `b` are not both known 3-D of the same shape (the kernel's
-//!   `[B, S, H]` form), or `gamma` / `beta` are not 1-D of size H;
+//! - `a` and `b` are not both 3-D of the same shape (the kernel's
+//!   `[B, S, H]` form; dims shape inference could not determine count as
+//!   equal, a known 1 against another dim does not), or the hidden size H is
+//!   unknown, or `gamma` / `beta` are not 1-D of size H;
 //! - the element type is not float32;
 //! - `s` is a graph output.
 //!
@@ -96,12 +98,23 @@ fn rule(g: &Graph, id: NodeId, _cx: &mut PassCx) -> Outcome {
     let (Some(da), Some(db)) = (dims(g, a), dims(g, b)) else {
         decline!("shapes of the Add's operands are unknown");
     };
-    if da.len() != 3 || da != db || da.iter().any(|d| matches!(d, Dim::Unknown)) {
-        decline!("the Add's operands are not both 3-D of the same known shape");
+    // Both [B, S, H] (dims inference lost may stand for each other; a known
+    // broadcast dim of 1 on one side declines: the kernel adds same shapes).
+    let same = |x: &Dim, y: &Dim| match (x, y) {
+        (Dim::Unknown, Dim::Known(1)) | (Dim::Known(1), Dim::Unknown) => false,
+        (Dim::Unknown, _) | (_, Dim::Unknown) => true,
+        _ => x == y,
+    };
+    if da.len() != 3 || db.len() != 3 || !da.iter().zip(&db).all(|(x, y)| same(x, y)) {
+        decline!("the Add's operands are not both 3-D of the same shape");
     }
-    let Dim::Known(hidden) = da[2] else {
+    let (Dim::Known(hidden), Dim::Known(h2)) = (&da[2], &db[2]) else {
         decline!("the hidden size is not known");
     };
+    if hidden != h2 {
+        decline!("the Add's operands have different hidden sizes");
+    }
+    let hidden = *hidden;
     let axis = ln.attr_int_or("axis", -1).unwrap_or(0);
     if axis != -1 && axis != 2 {
         decline!("LayerNormalization over axis {axis}, not the last one");
@@ -116,7 +129,11 @@ fn rule(g: &Graph, id: NodeId, _cx: &mut PassCx) -> Outcome {
     }
     // A dense bias on either side moves into the fused node.
     // (The other operand must have the sum's shape itself, not broadcast to it.)
-    let full = |c: Option<(ValueId, ValueId, NodeId)>| c.filter(|(m, _, _)| dims(g, *m).as_ref() == Some(&da));
+    let full = |c: Option<(ValueId, ValueId, NodeId)>| {
+        c.filter(|(m, _, _)| {
+            dims(g, *m).is_some_and(|dm| dm.len() == 3 && dm.iter().zip(&da).all(|(x, y)| same(x, y)) && dm[2] == da[2])
+        })
+    };
     let (input0, skip, bias) = match (full(biased(g, a, hidden)), full(biased(g, b, hidden))) {
         (Some((m, bias, add)), _) => (m, b, Some((bias, add))),
         (None, Some((m, bias, add))) => (m, a, Some((bias, add))),

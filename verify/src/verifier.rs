@@ -303,7 +303,14 @@ impl Verifier {
             Ok(l) => l,
             Err(e) if fallback => {
                 let ort = self.in_ort(inputs, original).map_err(|o| {
-                    VerifyError::new(ErrorKind::Mismatch, format!("{}; and {}", e.message, o))
+                    // ONNX Runtime missing: the candidate (contrib ops,
+                    // Attention) needs it; that is a missing runtime (exit
+                    // 8), not a mismatch.
+                    if o.kind == ErrorKind::Unavailable {
+                        VerifyError::new(ErrorKind::Unavailable, needs_ort_message(candidate, &e, &o))
+                    } else {
+                        VerifyError::new(ErrorKind::Mismatch, format!("{}; and {}", e.message, o))
+                    }
                 })?;
                 let notes = std::mem::take(&mut self.notes);
                 *self = ort;
@@ -401,4 +408,29 @@ pub fn worst_abs(outputs: &[OutputAgreement]) -> f64 {
             }
         })
         .fold(0.0, f64::max)
+}
+
+/// Why a candidate tract cannot load needs ONNX Runtime, naming its
+/// `com.microsoft` ops when it has some.
+fn needs_ort_message(candidate: &Model, tract: &VerifyError, ort: &VerifyError) -> String {
+    let mut contrib: Vec<String> = candidate
+        .graph
+        .nodes()
+        .filter(|(_, n)| n.domain() == "com.microsoft")
+        .map(|(_, n)| n.op_type.clone())
+        .collect();
+    contrib.sort();
+    contrib.dedup();
+    let what = if contrib.is_empty() {
+        format!("the optimized model does not run in tract ({})", tract.message)
+    } else {
+        format!(
+            "the optimized model has ONNX Runtime contrib ops (com.microsoft {}) that only ONNX Runtime runs",
+            contrib.join(", ")
+        )
+    };
+    format!(
+        "cannot verify: {what}, and ONNX Runtime is not available ({}); install it (pip install onnxruntime) or point --ort-dylib / ORT_DYLIB_PATH at libonnxruntime, or pass --no-verify",
+        ort.message
+    )
 }
