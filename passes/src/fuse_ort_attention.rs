@@ -104,7 +104,7 @@ fn matmul_const(g: &Graph, v: ValueId) -> Option<(ValueId, ValueId, usize)> {
 /// W, b), [B, S, N])` with `x: [B, S, D]`, a plain Gemm (no transposes,
 /// alpha = beta = 1) and the outer Reshape restoring x's leading dims (as
 /// inferred).
-fn conv1d(g: &Graph, v: ValueId) -> Option<(ValueId, ValueId, usize, Option<ValueId>)> {
+pub(crate) fn conv1d(g: &Graph, v: ValueId) -> Option<(ValueId, ValueId, usize, Option<ValueId>)> {
     let (outer, _) = g.value(v).producer?;
     if !g.node(outer).is("Reshape") {
         return None;

@@ -40,6 +40,7 @@ builtin_passes! {
     eliminate_identity,
     eliminate_duplicates,
     fuse_activation_patterns,
+    unflatten_gemm,
     fuse_ort_attention,
     fuse_attention,
     fuse_skip_layer_norm,
