@@ -326,3 +326,67 @@ fn tensorrt_and_portable_targets_emit_no_contrib_ops() {
         }
     }
 }
+
+// ----- unflatten-gemm -----
+
+/// GPT-2's Conv1D as torch exports it: Reshape [-1, D], Gemm, Reshape back
+/// to the input's own batch and sequence (Shape/Gather/Unsqueeze/Concat).
+fn conv1d_model(trans_b: i64, second_dim_from_other: bool) -> Model {
+    use infopt_ir::builder::{GraphBuilder, dims};
+    use infopt_ir::{Attribute, DataType};
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "seq", "8"]));
+    let other = b.input("other", DataType::Float, dims(&["batch", "seq2", "8"]));
+    let w: Vec<f32> = (0..8 * 12).map(|i| ((i * 7 % 13) as f32 - 6.0) / 10.0).collect();
+    let bias: Vec<f32> = (0..12).map(|i| i as f32 / 20.0).collect();
+    let w = b.f32("w", &[8, 12], &w);
+    let bias = b.f32("b", &[12], &bias);
+    let flat_shape = b.i64("flat", &[2], &[-1, 8]);
+    let flat = b.op("Reshape", &[x, flat_shape], vec![]);
+    let gemm = b.op("Gemm", &[flat, w, bias], vec![Attribute::int("transB", trans_b)]);
+    let shape = b.op("Shape", &[x], vec![]);
+    let shape2 = b.op("Shape", &[other], vec![]);
+    let i0 = b.i64("i0", &[], &[0]);
+    let i1 = b.i64("i1", &[], &[1]);
+    let ax = b.i64("ax", &[1], &[0]);
+    let d0 = b.op("Gather", &[shape, i0], vec![]);
+    let d1 = b.op(
+        "Gather",
+        &[if second_dim_from_other { shape2 } else { shape }, i1],
+        vec![],
+    );
+    let u0 = b.op("Unsqueeze", &[d0, ax], vec![]);
+    let u1 = b.op("Unsqueeze", &[d1, ax], vec![]);
+    let n = b.i64("n", &[1], &[12]);
+    let target = b.op("Concat", &[u0, u1, n], vec![Attribute::int("axis", 0)]);
+    let y = b.op("Reshape", &[gemm, target], vec![]);
+    let o = b.op("Relu", &[y], vec![]);
+    let o2 = b.op("ReduceSum", &[other], vec![]);
+    b.output(o, "y", DataType::Float, None);
+    b.output(o2, "s", DataType::Float, None);
+    b.build(17)
+}
+
+#[test]
+fn unflatten_gemm_turns_conv1d_into_matmul_add() {
+    let original = conv1d_model(0, false);
+    let mut m = original.clone();
+    run_passes(&mut m, &["unflatten-gemm", "eliminate-dead"]);
+    assert_eq!(
+        ops_by_domain(&m),
+        histogram(&[("Add", 1), ("MatMul", 1), ("ReduceSum", 1), ("Relu", 1)])
+    );
+    assert_equivalent(&original, &m, &default_shapes(), 1e-5, 1e-5);
+}
+
+#[test]
+fn unflatten_gemm_leaves_other_forms_alone() {
+    // transB=1 (weight stored [N, D]) and a target whose sequence dim is
+    // another tensor's: unchanged.
+    for m0 in [conv1d_model(1, false), conv1d_model(0, true)] {
+        let mut m = m0.clone();
+        let run = run_passes(&mut m, &["unflatten-gemm"]);
+        assert_eq!(ops_by_domain(&m), ops_by_domain(&m0));
+        assert_eq!(run.records.iter().map(|r| r.rewrites).sum::<usize>(), 0);
+    }
+}
