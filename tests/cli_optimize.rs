@@ -319,3 +319,43 @@ fn constants_of_ops_without_reference_kernels_fold_through_tract() {
     assert_eq!(after, vec![("Add".to_string(), 1)], "{r:#}");
     assert_eq!(r["verification"]["passed"], true);
 }
+
+#[test]
+fn contrib_ops_without_onnxruntime_exit_8_naming_them() {
+    // An ORT library path that does not exist stands for "ONNX Runtime not
+    // installed" whatever this machine has.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("o.onnx");
+    let model = fixture("bert_attention.onnx");
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--target",
+        "onnxruntime",
+        "--ort-dylib",
+        "/nonexistent/libonnxruntime.so",
+    ]);
+    assert_eq!(o.status.code(), Some(8), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("contrib ops (com.microsoft Attention, BiasGelu, SkipLayerNormalization)"),
+        "{err}"
+    );
+    assert!(err.contains("--no-verify"), "{err}");
+    assert!(!out.exists());
+    // With --no-verify the output is written, com.microsoft 1 declared.
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--target",
+        "onnxruntime",
+        "--no-verify",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let m = infopt_ir::Model::load(&out).unwrap();
+    assert_eq!(m.opset("com.microsoft"), Some(1));
+}

@@ -331,7 +331,11 @@ fn shape_piece(g: &Graph, v: ValueId) -> Option<Vec<ShapeElem>> {
             return None;
         }
         let s = norm(starts[0], r)?;
-        let e = if ends[0] >= r as i64 { r } else { norm(ends[0], r)? };
+        let e = if ends[0] >= r as i64 {
+            r
+        } else {
+            norm(ends[0], r)?
+        };
         return Some((s..e).map(|a| ShapeElem::DimOf(y, a)).collect());
     }
     if n.is("Unsqueeze") {
@@ -413,9 +417,7 @@ fn row_step(g: &Graph, v: ValueId) -> Option<ValueId> {
             let elems = shape_elems(g, input(g, id, 1)?)?;
             match elems.get(..2)? {
                 [ShapeElem::Const(0), ShapeElem::Const(0)] => same_rank_input.then_some(x),
-                [ShapeElem::DimOf(a, 0), ShapeElem::DimOf(b, 1)] if a == b && rank3(*a) => {
-                    Some(*a)
-                }
+                [ShapeElem::DimOf(a, 0), ShapeElem::DimOf(b, 1)] if a == b && rank3(*a) => Some(*a),
                 _ => None,
             }
         }

@@ -138,9 +138,12 @@ pub fn dead_cone(g: &Graph, root: ValueId, keep: &[ValueId], limit: usize) -> Ve
     let Some((first, _)) = g.value(root).producer else {
         return Vec::new();
     };
-    let only_root_read = g.node(first).outputs.iter().flatten().all(|&o| {
-        o == root || (g.reader_count(o) == 0 && !g.is_graph_output(o))
-    });
+    let only_root_read = g
+        .node(first)
+        .outputs
+        .iter()
+        .flatten()
+        .all(|&o| o == root || (g.reader_count(o) == 0 && !g.is_graph_output(o)));
     if !only_root_read {
         return Vec::new();
     }

@@ -80,7 +80,12 @@ fn bert_op23_attention_becomes_standard_attention_with_3d_inputs() {
     let mut m = original.clone();
     let run = default_pipeline(&mut m, Target::Portable);
     let got = ops_by_domain(&m);
-    assert_eq!(got, histogram(BERT_OP23_PORTABLE), "{got:#?} {:#?}", ours(&run));
+    assert_eq!(
+        got,
+        histogram(BERT_OP23_PORTABLE),
+        "{got:#?} {:#?}",
+        ours(&run)
+    );
     for (_, n) in m.graph.nodes().filter(|(_, n)| n.is("Attention")) {
         assert_eq!(n.attr_int("q_num_heads").unwrap(), Some(2));
         assert_eq!(n.attr_int("kv_num_heads").unwrap(), Some(2));
@@ -91,7 +96,14 @@ fn bert_op23_attention_becomes_standard_attention_with_3d_inputs() {
     assert_eq!(ms_opset(&m), None);
     // tract 0.23 has no Attention: the numbers are compared in ONNX Runtime
     // (tests/interop/test_transformer_fusions.py).
-    assert_eq!(original.graph.nodes().filter(|(_, n)| n.is("Softmax")).count(), 2);
+    assert_eq!(
+        original
+            .graph
+            .nodes()
+            .filter(|(_, n)| n.is("Softmax"))
+            .count(),
+        2
+    );
 }
 
 /// Per layer: Attention, Q/K/V MatMuls packed into one (+ Split, 3 bias
@@ -123,13 +135,25 @@ fn gpt2_op23_sdpa_scales_on_q_and_k_multiply_into_one_scale() {
     let mut m = original.clone();
     let run = default_pipeline(&mut m, Target::Portable);
     let got = ops_by_domain(&m);
-    assert_eq!(got, histogram(GPT2_OP23_PORTABLE), "{got:#?} {:#?}", ours(&run));
+    assert_eq!(
+        got,
+        histogram(GPT2_OP23_PORTABLE),
+        "{got:#?} {:#?}",
+        ours(&run)
+    );
     for (_, n) in m.graph.nodes().filter(|(_, n)| n.is("Attention")) {
         // sqrt(1/4) on Q and on Kᵀ: 0.25 in all.
         let scale = n.attr_float("scale").unwrap().unwrap();
         assert!((scale - 0.25).abs() < 1e-6, "scale {scale}");
     }
-    assert_eq!(original.graph.nodes().filter(|(_, n)| n.is("Softmax")).count(), 2);
+    assert_eq!(
+        original
+            .graph
+            .nodes()
+            .filter(|(_, n)| n.is("Softmax"))
+            .count(),
+        2
+    );
 }
 
 const GPT2_OP23_PORTABLE: &[(&str, usize)] = &[
@@ -162,7 +186,10 @@ fn below_opset_23_attention_is_left_alone() {
         let got = ops_by_domain(&m);
         assert_eq!(got.get("Softmax"), Some(&2), "{f}: {got:#?}");
         assert_eq!(got.get("Attention"), None, "{f}");
-        assert!(declined(&run, "fuse-attention").is_empty(), "{f}: silent below 23");
+        assert!(
+            declined(&run, "fuse-attention").is_empty(),
+            "{f}: silent below 23"
+        );
     }
 }
 
@@ -184,10 +211,16 @@ fn attention_probabilities_read_elsewhere_decline_with_reason() {
     };
     g.outputs.push(infopt_ir::GraphIo { value: probs, info });
     let run = default_pipeline(&mut m, Target::Portable);
-    assert_eq!(ops_by_domain(&m).get("Attention"), Some(&1), "the other layer fuses");
+    assert_eq!(
+        ops_by_domain(&m).get("Attention"),
+        Some(&1),
+        "the other layer fuses"
+    );
     let reasons = declined(&run, "fuse-attention");
     assert!(
-        reasons.iter().any(|r| r.contains("probabilities have other readers")),
+        reasons
+            .iter()
+            .any(|r| r.contains("probabilities have other readers")),
         "{reasons:?}"
     );
 }
@@ -280,13 +313,19 @@ fn old_style_broadcast_mask_declines_ort_attention_with_reason() {
     assert_eq!(got.get("com.microsoft:Attention"), None, "{got:#?}");
     assert_eq!(got.get("Softmax"), Some(&1));
     let reasons = declined(&run, "fuse-ort-attention");
-    assert!(
-        reasons.iter().any(|r| r.contains("mask")),
-        "{reasons:?}"
-    );
+    assert!(reasons.iter().any(|r| r.contains("mask")), "{reasons:?}");
     // The rest still fuses.
-    assert_eq!(got.get("com.microsoft:SkipLayerNormalization"), Some(&2), "{got:#?}");
-    assert_eq!(got.get("com.microsoft:BiasGelu"), Some(&1), "{got:#?} {:#?}", ours(&run));
+    assert_eq!(
+        got.get("com.microsoft:SkipLayerNormalization"),
+        Some(&2),
+        "{got:#?}"
+    );
+    assert_eq!(
+        got.get("com.microsoft:BiasGelu"),
+        Some(&1),
+        "{got:#?} {:#?}",
+        ours(&run)
+    );
 }
 
 /// `--target tensorrt` (and portable) never emit a non-standard domain, on
@@ -315,7 +354,10 @@ fn tensorrt_and_portable_targets_emit_no_contrib_ops() {
                 .collect();
             assert!(foreign.is_empty(), "{target} {f}: {foreign:?}");
             assert_eq!(ms_opset(&m), None, "{target} {f}");
-            assert!(m.graph.node_count() < before, "{target} {f}: the pipeline did run");
+            assert!(
+                m.graph.node_count() < before,
+                "{target} {f}: the pipeline did run"
+            );
             assert!(
                 run.notes
                     .iter()
@@ -337,13 +379,19 @@ fn conv1d_model(trans_b: i64, second_dim_from_other: bool) -> Model {
     let mut b = GraphBuilder::new();
     let x = b.input("x", DataType::Float, dims(&["batch", "seq", "8"]));
     let other = b.input("other", DataType::Float, dims(&["batch", "seq2", "8"]));
-    let w: Vec<f32> = (0..8 * 12).map(|i| ((i * 7 % 13) as f32 - 6.0) / 10.0).collect();
+    let w: Vec<f32> = (0..8 * 12)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) / 10.0)
+        .collect();
     let bias: Vec<f32> = (0..12).map(|i| i as f32 / 20.0).collect();
     let w = b.f32("w", &[8, 12], &w);
     let bias = b.f32("b", &[12], &bias);
     let flat_shape = b.i64("flat", &[2], &[-1, 8]);
     let flat = b.op("Reshape", &[x, flat_shape], vec![]);
-    let gemm = b.op("Gemm", &[flat, w, bias], vec![Attribute::int("transB", trans_b)]);
+    let gemm = b.op(
+        "Gemm",
+        &[flat, w, bias],
+        vec![Attribute::int("transB", trans_b)],
+    );
     let shape = b.op("Shape", &[x], vec![]);
     let shape2 = b.op("Shape", &[other], vec![]);
     let i0 = b.i64("i0", &[], &[0]);

@@ -302,15 +302,17 @@ impl Verifier {
         let loaded = match self.load(candidate) {
             Ok(l) => l,
             Err(e) if fallback => {
+                // ONNX Runtime missing: the candidate (contrib ops, the
+                // opset-23 Attention) needs it; that is a missing runtime
+                // (exit 8), not a mismatch.
+                if let Err(o) = ChosenBackend::build(BackendKind::Ort, &self.policy.options) {
+                    return Err(VerifyError::new(
+                        ErrorKind::Unavailable,
+                        needs_ort_message(candidate, &e, &o),
+                    ));
+                }
                 let ort = self.in_ort(inputs, original).map_err(|o| {
-                    // ONNX Runtime missing: the candidate (contrib ops,
-                    // Attention) needs it; that is a missing runtime (exit
-                    // 8), not a mismatch.
-                    if o.kind == ErrorKind::Unavailable {
-                        VerifyError::new(ErrorKind::Unavailable, needs_ort_message(candidate, &e, &o))
-                    } else {
-                        VerifyError::new(ErrorKind::Mismatch, format!("{}; and {}", e.message, o))
-                    }
+                    VerifyError::new(ErrorKind::Mismatch, format!("{}; and {}", e.message, o))
                 })?;
                 let notes = std::mem::take(&mut self.notes);
                 *self = ort;
@@ -422,7 +424,10 @@ fn needs_ort_message(candidate: &Model, tract: &VerifyError, ort: &VerifyError) 
     contrib.sort();
     contrib.dedup();
     let what = if contrib.is_empty() {
-        format!("the optimized model does not run in tract ({})", tract.message)
+        format!(
+            "the optimized model does not run in tract ({})",
+            tract.message
+        )
     } else {
         format!(
             "the optimized model has ONNX Runtime contrib ops (com.microsoft {}) that only ONNX Runtime runs",
@@ -430,7 +435,7 @@ fn needs_ort_message(candidate: &Model, tract: &VerifyError, ort: &VerifyError) 
         )
     };
     format!(
-        "cannot verify: {what}, and ONNX Runtime is not available ({}); install it (pip install onnxruntime) or point --ort-dylib / ORT_DYLIB_PATH at libonnxruntime, or pass --no-verify",
+        "cannot verify: {what}, and ONNX Runtime is not available: {}; or pass --no-verify",
         ort.message
     )
 }

@@ -266,7 +266,10 @@ fn value_pairs(cx: &RuleCx) -> Option<(Vec<(Dim, Dim)>, bool)> {
 fn where_value(cx: &RuleCx) -> Option<SymValue> {
     let (c, x, y) = (cx.value(0)?, cx.value(1)?, cx.value(2)?);
     let n = [c, x, y].iter().map(|v| v.elems.len()).max()?;
-    if [c, x, y].iter().any(|v| v.elems.len() != n && v.elems.len() != 1) {
+    if [c, x, y]
+        .iter()
+        .any(|v| v.elems.len() != n && v.elems.len() != 1)
+    {
         return None;
     }
     let get = |v: &SymValue, i: usize| v.elems[if v.elems.len() == 1 { 0 } else { i }].clone();

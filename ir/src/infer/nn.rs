@@ -55,7 +55,10 @@ fn attention(cx: &RuleCx) -> Vec<Fact> {
             Some(vec![q[0].clone(), q[1].clone(), q[2].clone(), v[3].clone()])
         }
         (Some(q), Some(v)) if q.len() == 3 && v.len() == 3 => {
-            let (qh, kvh) = (cx.attr_int("q_num_heads", 0), cx.attr_int("kv_num_heads", 0));
+            let (qh, kvh) = (
+                cx.attr_int("q_num_heads", 0),
+                cx.attr_int("kv_num_heads", 0),
+            );
             let width = if qh > 0 && qh == kvh {
                 v[2].clone()
             } else {
