@@ -65,9 +65,9 @@ pub const MAX_OPSET: i64 = 24;
 pub const MIN_SOURCE_OPSET: i64 = 7;
 
 #[derive(serde::Deserialize, Debug, Clone, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct UpgradeOpsetOptions {
-    /// The default-domain opset to convert to.
+    /// The default-domain opset to convert to (default 23).
     pub to: i64,
 }
 
