@@ -6,6 +6,7 @@ pub mod driver;
 pub mod gates;
 pub mod panic_guard;
 pub mod pass;
+pub mod pattern;
 pub mod precision;
 pub mod registry;
 pub mod rule;
@@ -34,11 +35,15 @@ builtin_passes! {
     remove_initializer_inputs,
     constants_to_initializers,
     fix_shapes,
+    upgrade_opset,
     infer_shapes,
     fold_constants,
     simplify_reshape,
     eliminate_identity,
     eliminate_duplicates,
+    fuse_layer_norm,
+    fuse_rms_norm,
+    fuse_gelu,
     fuse_activation_patterns,
     unflatten_gemm,
     fuse_ort_attention,

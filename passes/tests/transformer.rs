@@ -1,440 +1,437 @@
-//! Transformer fusions: `fuse-attention` (standard Attention, opset 23) and
-//! the ONNX Runtime contrib fusions (`fuse-ort-attention`,
-//! `fuse-skip-layer-norm`, `fuse-bias-gelu`) on fixtures that reproduce
-//! torch.onnx's BERT and GPT-2 blocks. Exact op histograms after the default
-//! pipeline here; tract 0.23 runs neither `Attention` nor the contrib ops,
-//! so the numbers are compared in ONNX Runtime by
-//! tests/interop/test_transformer_fusions.py, and here only for the parts
-//! tract runs (the pipeline below opset 23 for the portable target).
+//! Transformer blocks as standard ops: `fuse-layer-norm`, `fuse-gelu`,
+//! `fuse-rms-norm` and `upgrade-opset`. Each test asserts the exact op
+//! histogram after the rewrite and runs original and result in tract.
 
 mod common;
 
-use std::collections::BTreeMap;
+use common::{assert_equivalent, bytes, default_shapes, histogram, load, ops, run_passes};
+use infopt_ir::{Attribute, Model};
+use infopt_passes::{DriverOptions, Flow, PipelineConfig, run_pipeline};
+use infopt_runtime::Backend;
 
-use common::*;
-use infopt_ir::Model;
-use infopt_passes::{DriverOptions, Flow, PipelineConfig, PipelineRun, Target, run_pipeline};
-use infopt_runtime::InputShapes;
+fn reasons(run: &infopt_passes::PipelineRun) -> Vec<String> {
+    run.declined
+        .iter()
+        .map(|d| format!("{} @ {}: {}", d.pass, d.at, d.reason))
+        .collect()
+}
 
-const DEFAULT: &str = include_str!("../../configs/default.yaml");
+/// The attribute `name` of the only node of `op`.
+fn only<'m>(m: &'m Model, op: &str) -> Vec<&'m infopt_ir::Node> {
+    m.graph
+        .nodes()
+        .filter(|(_, n)| n.is(op))
+        .map(|(_, n)| n)
+        .collect()
+}
 
-/// The whole default pipeline for `target`.
-fn default_pipeline(model: &mut Model, target: Target) -> PipelineRun {
-    let mut config = PipelineConfig::from_yaml(DEFAULT, "configs/default.yaml").expect("default");
-    config.target = target;
+/// Runs a pipeline written as YAML (for passes with options).
+fn run_yaml(model: &mut Model, yaml: &str) -> Result<infopt_passes::PipelineRun, String> {
+    let config = PipelineConfig::from_yaml(yaml, "test").map_err(|e| e.to_string())?;
     let options = DriverOptions {
         validate: true,
         ..Default::default()
     };
-    run_pipeline(model, &config, &options, &mut |_, _| Ok(Flow::Continue)).expect("pipeline")
+    run_pipeline(model, &config, &options, &mut |_, _| Ok(Flow::Continue))
+        .map_err(|e| e.to_string())
 }
 
-fn shapes() -> InputShapes {
-    InputShapes::new().with_default_dim(3)
-}
-
-/// Node counts by `domain:op` for ops outside the default domain, by op otherwise.
-fn ops_by_domain(m: &Model) -> BTreeMap<String, usize> {
-    let mut out = BTreeMap::new();
-    for (_, n) in m.graph.nodes() {
-        let key = match n.domain() {
-            "" => n.op_type.clone(),
-            d => format!("{d}:{}", n.op_type),
-        };
-        *out.entry(key).or_insert(0) += 1;
+fn upgrade_then(to: i64, passes: &[&str]) -> String {
+    let mut y = format!(
+        "version: 1\npasses:\n  - constants-to-initializers\n  - upgrade-opset: {{to: {to}}}\n"
+    );
+    for p in passes {
+        y.push_str(&format!("  - {p}\n"));
     }
-    out
+    y
 }
 
-/// Declined rewrites of the transformer passes, for failure messages.
-fn ours(run: &PipelineRun) -> Vec<String> {
-    run.declined
+// ----- fuse-layer-norm -----
+
+#[test]
+fn layer_norm_variants_fuse_exactly() {
+    let original = load("ln_variants.onnx");
+    let mut m = original.clone();
+    let r = run_passes(&mut m, &["constants-to-initializers", "fuse-layer-norm"]);
+    assert_eq!(
+        ops(&m),
+        histogram(&[
+            ("MatMul", 2),
+            ("LayerNormalization", 4),
+            ("Reshape", 2),
+            // e: a mean over axis 1 stays written out.
+            ("ReduceMean", 2),
+            ("Sub", 1),
+            ("Pow", 1),
+            ("Add", 1),
+            ("Sqrt", 1),
+            ("Div", 1),
+            ("Identity", 1),
+        ])
+    );
+    let lns = only(&m, "LayerNormalization");
+    let axes: Vec<i64> = lns
         .iter()
-        .filter(|d| {
-            matches!(
-                d.pass,
-                "fuse-attention" | "fuse-ort-attention" | "fuse-skip-layer-norm" | "fuse-bias-gelu"
-            )
-        })
-        .map(|d| format!("{} at {}: {}", d.pass, d.at, d.reason))
-        .collect()
-}
-
-fn declined(run: &PipelineRun, pass: &str) -> Vec<String> {
-    run.declined
-        .iter()
-        .filter(|d| d.pass == pass)
-        .map(|d| d.reason.clone())
-        .collect()
-}
-
-fn ms_opset(m: &Model) -> Option<i64> {
-    m.opset("com.microsoft")
-}
-
-// ----- fuse-attention (standard, opset 23) -----
-
-#[test]
-fn bert_op23_attention_becomes_standard_attention_with_3d_inputs() {
-    let original = load("bert_attention_op23.onnx");
-    let mut m = original.clone();
-    let run = default_pipeline(&mut m, Target::Portable);
-    let got = ops_by_domain(&m);
-    assert_eq!(
-        got,
-        histogram(BERT_OP23_PORTABLE),
-        "{got:#?} {:#?}",
-        ours(&run)
-    );
-    for (_, n) in m.graph.nodes().filter(|(_, n)| n.is("Attention")) {
-        assert_eq!(n.attr_int("q_num_heads").unwrap(), Some(2));
-        assert_eq!(n.attr_int("kv_num_heads").unwrap(), Some(2));
-        let scale = n.attr_float("scale").unwrap().unwrap();
-        assert!((scale - 0.25).abs() < 1e-7, "scale {scale}");
-        assert_eq!(n.inputs.len(), 4, "q, k, v and the mask");
-    }
-    assert_eq!(ms_opset(&m), None);
-    // tract 0.23 has no Attention: the numbers are compared in ONNX Runtime
-    // (tests/interop/test_transformer_fusions.py).
-    assert_eq!(
-        original
-            .graph
-            .nodes()
-            .filter(|(_, n)| n.is("Softmax"))
-            .count(),
-        2
-    );
-}
-
-/// Per layer: Attention, Q/K/V MatMuls packed into one (+ Split, 3 bias
-/// Adds), output dense, 2 residual Adds + 2 LayerNormalization, the FFN with
-/// its erf GELU (Div, Erf, Add, Mul; the `* 0.5` folded into the next
-/// MatMul). Once: the mask (Shape, 2 Slice, Concat, Unsqueeze, Cast, Sub,
-/// Mul, Expand).
-const BERT_OP23_PORTABLE: &[(&str, usize)] = &[
-    ("Add", 18),
-    ("Attention", 2),
-    ("Cast", 1),
-    ("Concat", 1),
-    ("Div", 2),
-    ("Erf", 2),
-    ("Expand", 1),
-    ("LayerNormalization", 4),
-    ("MatMul", 8),
-    ("Mul", 3),
-    ("Shape", 1),
-    ("Slice", 2),
-    ("Split", 2),
-    ("Sub", 1),
-    ("Unsqueeze", 1),
-];
-
-#[test]
-fn gpt2_op23_sdpa_scales_on_q_and_k_multiply_into_one_scale() {
-    let original = load("gpt2_attention_op23.onnx");
-    let mut m = original.clone();
-    let run = default_pipeline(&mut m, Target::Portable);
-    let got = ops_by_domain(&m);
-    assert_eq!(
-        got,
-        histogram(GPT2_OP23_PORTABLE),
-        "{got:#?} {:#?}",
-        ours(&run)
-    );
-    for (_, n) in m.graph.nodes().filter(|(_, n)| n.is("Attention")) {
-        // sqrt(1/4) on Q and on Kᵀ: 0.25 in all.
-        let scale = n.attr_float("scale").unwrap().unwrap();
-        assert!((scale - 0.25).abs() < 1e-6, "scale {scale}");
-    }
-    assert_eq!(
-        original
-            .graph
-            .nodes()
-            .filter(|(_, n)| n.is("Softmax"))
-            .count(),
-        2
-    );
-}
-
-const GPT2_OP23_PORTABLE: &[(&str, usize)] = &[
-    ("Add", 17),
-    ("Attention", 2),
-    ("Cast", 1),
-    ("Gather", 1),
-    ("LayerNormalization", 5),
-    ("LessOrEqual", 1),
-    ("MatMul", 8),
-    ("Max", 1),
-    ("Mul", 9),
-    ("Pow", 2),
-    ("Range", 1),
-    ("Shape", 1),
-    ("Split", 2),
-    ("Sub", 1),
-    ("Tanh", 2),
-    ("Unsqueeze", 3),
-    ("Where", 1),
-];
-
-#[test]
-fn below_opset_23_attention_is_left_alone() {
-    for f in ["bert_attention.onnx", "gpt2_attention.onnx"] {
-        let original = load(f);
-        let mut m = original.clone();
-        let run = default_pipeline(&mut m, Target::Portable);
-        assert_equivalent(&original, &m, &shapes(), 1e-4, 1e-4);
-        let got = ops_by_domain(&m);
-        assert_eq!(got.get("Softmax"), Some(&2), "{f}: {got:#?}");
-        assert_eq!(got.get("Attention"), None, "{f}");
-        assert!(
-            declined(&run, "fuse-attention").is_empty(),
-            "{f}: silent below 23"
-        );
-    }
-}
-
-#[test]
-fn attention_probabilities_read_elsewhere_decline_with_reason() {
-    let original = load("bert_attention_op23.onnx");
-    let mut m = original.clone();
-    // Expose the first layer's probabilities as a graph output.
-    let g = &mut m.graph;
-    let sm = g
-        .nodes()
-        .find(|(_, n)| n.is("Softmax"))
-        .map(|(id, _)| id)
-        .unwrap();
-    let probs = g.node(sm).outputs[0].unwrap();
-    let info = infopt_ir::proto::ValueInfoProto {
-        name: Some(g.value(probs).name.clone()),
-        ..Default::default()
-    };
-    g.outputs.push(infopt_ir::GraphIo { value: probs, info });
-    let run = default_pipeline(&mut m, Target::Portable);
-    assert_eq!(
-        ops_by_domain(&m).get("Attention"),
-        Some(&1),
-        "the other layer fuses"
-    );
-    let reasons = declined(&run, "fuse-attention");
-    assert!(
-        reasons
-            .iter()
-            .any(|r| r.contains("probabilities have other readers")),
-        "{reasons:?}"
-    );
-}
-
-// ----- ONNX Runtime contrib fusions -----
-
-#[test]
-fn bert_for_onnxruntime_becomes_contrib_ops() {
-    let mut m = load("bert_attention.onnx");
-    let run = default_pipeline(&mut m, Target::Onnxruntime);
-    let got = ops_by_domain(&m);
-    assert_eq!(got, histogram(BERT_ORT), "{got:#?} {:#?}", ours(&run));
-    assert_eq!(ms_opset(&m), Some(1));
-    let att = m
-        .graph
-        .nodes()
-        .find(|(_, n)| n.op_type == "Attention")
-        .map(|(_, n)| n.clone())
-        .unwrap();
-    assert_eq!(att.domain(), "com.microsoft");
-    assert_eq!(att.attr_int("num_heads").unwrap(), Some(2));
-    let w = m.graph.constant(att.inputs[1].unwrap()).unwrap();
-    assert_eq!(w.dims(), [32, 96], "packed Q/K/V weights");
-    assert_eq!(att.inputs.len(), 6, "mask as attention_bias (input 5)");
-    assert!(att.inputs[3].is_none() && att.inputs[4].is_none());
-}
-
-/// Per layer: Attention, output MatMul, SkipLayerNormalization (bias
-/// folded), FFN MatMul, BiasGelu, MatMul, SkipLayerNormalization: 7 nodes,
-/// as ONNX Runtime's transformers optimizer leaves BERT. The mask (9 nodes)
-/// stays as the graph computes it.
-const BERT_ORT: &[(&str, usize)] = &[
-    ("Cast", 1),
-    ("Concat", 1),
-    ("Expand", 1),
-    ("MatMul", 6),
-    ("Mul", 1),
-    ("Shape", 1),
-    ("Slice", 2),
-    ("Sub", 1),
-    ("Unsqueeze", 1),
-    ("com.microsoft:Attention", 2),
-    ("com.microsoft:BiasGelu", 2),
-    ("com.microsoft:SkipLayerNormalization", 4),
-];
-
-#[test]
-fn gpt2_for_onnxruntime_becomes_contrib_ops() {
-    let mut m = load("gpt2_attention.onnx");
-    let run = default_pipeline(&mut m, Target::Onnxruntime);
-    let got = ops_by_domain(&m);
-    assert_eq!(got, histogram(GPT2_ORT), "{got:#?} {:#?}", ours(&run));
-    assert_eq!(ms_opset(&m), Some(1));
-    // Pre-LN: the residual sum feeds the next block through output 3.
-    let with_sum = m
-        .graph
-        .nodes()
-        .filter(|(_, n)| n.op_type == "SkipLayerNormalization" && n.outputs.len() == 4)
-        .count();
-    assert!(with_sum >= 2, "input_skip_bias_sum used: {with_sum}");
-}
-
-/// Pre-LN: the first LayerNormalization has no residual before it; every
-/// other one (ln_2, next ln_1, ln_f) is a SkipLayerNormalization.
-const GPT2_ORT: &[(&str, usize)] = &[
-    ("Add", 1),
-    ("Cast", 1),
-    ("Gather", 1),
-    ("LayerNormalization", 1),
-    ("LessOrEqual", 1),
-    ("MatMul", 6),
-    ("Max", 1),
-    ("Mul", 1),
-    ("Range", 1),
-    ("Shape", 1),
-    ("Sub", 1),
-    ("Unsqueeze", 3),
-    ("Where", 1),
-    ("com.microsoft:Attention", 2),
-    ("com.microsoft:FastGelu", 2),
-    ("com.microsoft:SkipLayerNormalization", 4),
-];
-
-#[test]
-fn old_style_broadcast_mask_declines_ort_attention_with_reason() {
-    // transformer_block.onnx: mask [batch, 1, 1, seq] (no Expand).
-    let mut m = load("transformer_block.onnx");
-    let run = default_pipeline(&mut m, Target::Onnxruntime);
-    let got = ops_by_domain(&m);
-    assert_eq!(got.get("com.microsoft:Attention"), None, "{got:#?}");
-    assert_eq!(got.get("Softmax"), Some(&1));
-    let reasons = declined(&run, "fuse-ort-attention");
-    assert!(reasons.iter().any(|r| r.contains("mask")), "{reasons:?}");
-    // The rest still fuses.
-    assert_eq!(
-        got.get("com.microsoft:SkipLayerNormalization"),
-        Some(&2),
-        "{got:#?}"
-    );
-    assert_eq!(
-        got.get("com.microsoft:BiasGelu"),
-        Some(&1),
-        "{got:#?} {:#?}",
-        ours(&run)
-    );
-}
-
-/// `--target tensorrt` (and portable) never emit a non-standard domain, on
-/// every transformer fixture, whole default pipeline.
-#[test]
-fn tensorrt_and_portable_targets_emit_no_contrib_ops() {
-    let fixtures = [
-        "bert_attention.onnx",
-        "bert_attention_op23.onnx",
-        "gpt2_attention.onnx",
-        "gpt2_attention_op23.onnx",
-        "transformer_block.onnx",
-        "exported/bert_tiny.onnx",
-        "exported/transformer_encoder.onnx",
-    ];
-    for target in [Target::Tensorrt, Target::Portable] {
-        for f in fixtures {
-            let mut m = load(f);
-            let before = m.graph.node_count();
-            let run = default_pipeline(&mut m, target);
-            let foreign: Vec<String> = m
-                .graph
-                .nodes()
-                .filter(|(_, n)| !n.domain().is_empty())
-                .map(|(_, n)| format!("{}:{}", n.domain(), n.op_type))
-                .collect();
-            assert!(foreign.is_empty(), "{target} {f}: {foreign:?}");
-            assert_eq!(ms_opset(&m), None, "{target} {f}");
-            assert!(
-                m.graph.node_count() < before,
-                "{target} {f}: the pipeline did run"
-            );
-            assert!(
-                run.notes
-                    .iter()
-                    .any(|n| n.contains("fuse-ort-attention does nothing for target")),
-                "{target} {f}: {:?}",
-                run.notes
-            );
-        }
-    }
-}
-
-// ----- unflatten-gemm -----
-
-/// GPT-2's Conv1D as torch exports it: Reshape [-1, D], Gemm, Reshape back
-/// to the input's own batch and sequence (Shape/Gather/Unsqueeze/Concat).
-fn conv1d_model(trans_b: i64, second_dim_from_other: bool) -> Model {
-    use infopt_ir::builder::{GraphBuilder, dims};
-    use infopt_ir::{Attribute, DataType};
-    let mut b = GraphBuilder::new();
-    let x = b.input("x", DataType::Float, dims(&["batch", "seq", "8"]));
-    let other = b.input("other", DataType::Float, dims(&["batch", "seq2", "8"]));
-    let w: Vec<f32> = (0..8 * 12)
-        .map(|i| ((i * 7 % 13) as f32 - 6.0) / 10.0)
+        .map(|n| n.attr_int("axis").unwrap().unwrap())
         .collect();
-    let bias: Vec<f32> = (0..12).map(|i| i as f32 / 20.0).collect();
-    let w = b.f32("w", &[8, 12], &w);
-    let bias = b.f32("b", &[12], &bias);
-    let flat_shape = b.i64("flat", &[2], &[-1, 8]);
-    let flat = b.op("Reshape", &[x, flat_shape], vec![]);
-    let gemm = b.op(
-        "Gemm",
-        &[flat, w, bias],
-        vec![Attribute::int("transB", trans_b)],
+    assert_eq!(axes, vec![-1, -1, -2, -1]);
+    let eps: Vec<f32> = lns
+        .iter()
+        .map(|n| n.attr_float("epsilon").unwrap().unwrap())
+        .collect();
+    assert_eq!(eps, vec![1e-5, 1e-6, 1e-5, 1e-3]);
+    // a and b have gamma and beta, c gamma only (no bias input), d beta only
+    // (a ones scale).
+    let arity: Vec<usize> = lns.iter().map(|n| n.inputs.len()).collect();
+    assert_eq!(arity, vec![3, 3, 2, 3]);
+    let d_scale = lns[3].inputs[1].unwrap();
+    let t = m.graph.constant(d_scale).expect("scale is an initializer");
+    assert_eq!(t.dims(), &[16]);
+    assert!(t.to_f64_vec().unwrap().iter().all(|&v| v == 1.0));
+    let c_scale = m.graph.constant(lns[2].inputs[1].unwrap()).unwrap();
+    assert_eq!(c_scale.dims(), &[4, 4]);
+    assert!(
+        reasons(&r).iter().any(|s| s.contains("trailing axes")),
+        "{:?}",
+        reasons(&r)
     );
-    let shape = b.op("Shape", &[x], vec![]);
-    let shape2 = b.op("Shape", &[other], vec![]);
-    let i0 = b.i64("i0", &[], &[0]);
-    let i1 = b.i64("i1", &[], &[1]);
-    let ax = b.i64("ax", &[1], &[0]);
-    let d0 = b.op("Gather", &[shape, i0], vec![]);
-    let d1 = b.op(
-        "Gather",
-        &[if second_dim_from_other { shape2 } else { shape }, i1],
-        vec![],
-    );
-    let u0 = b.op("Unsqueeze", &[d0, ax], vec![]);
-    let u1 = b.op("Unsqueeze", &[d1, ax], vec![]);
-    let n = b.i64("n", &[1], &[12]);
-    let target = b.op("Concat", &[u0, u1, n], vec![Attribute::int("axis", 0)]);
-    let y = b.op("Reshape", &[gemm, target], vec![]);
-    let o = b.op("Relu", &[y], vec![]);
-    let o2 = b.op("ReduceSum", &[other], vec![]);
-    b.output(o, "y", DataType::Float, None);
-    b.output(o2, "s", DataType::Float, None);
-    b.build(17)
+    assert_equivalent(&original, &m, &default_shapes(), 1e-4, 1e-4);
 }
 
 #[test]
-fn unflatten_gemm_turns_conv1d_into_matmul_add() {
-    let original = conv1d_model(0, false);
+fn layer_norm_left_alone_below_opset_17() {
+    let mut m = load("norm_block.onnx");
+    run_passes(&mut m, &["constants-to-initializers"]);
+    let before = bytes(&m);
+    let r = run_passes(&mut m, &["fuse-layer-norm"]);
+    assert_eq!(bytes(&m), before);
+    assert!(
+        reasons(&r).iter().any(|s| s.contains("--upgrade-opset 17")),
+        "{:?}",
+        reasons(&r)
+    );
+}
+
+#[test]
+fn layer_norm_with_an_outside_reader_stays() {
+    // The centered value of LayerNorm a also feeds the graph output.
+    let mut m = load("ln_variants.onnx");
+    run_passes(&mut m, &["constants-to-initializers"]);
+    let d = m.graph.find_value("a.d").unwrap();
+    let mut io = m.graph.outputs[0].clone();
+    io.value = d;
+    io.info.name = Some("a.d".into());
+    m.graph.outputs.push(io);
+    let r = run_passes(&mut m, &["fuse-layer-norm"]);
+    assert_eq!(ops(&m)["LayerNormalization"], 3);
+    assert!(
+        reasons(&r).iter().any(|s| s.contains("readers outside")),
+        "{:?}",
+        reasons(&r)
+    );
+}
+
+// ----- fuse-gelu -----
+
+#[test]
+fn gelu_variants_fuse_exactly() {
+    let original = load("gelu_variants.onnx");
     let mut m = original.clone();
-    run_passes(&mut m, &["unflatten-gemm", "eliminate-dead"]);
+    run_passes(&mut m, &["constants-to-initializers", "fuse-gelu"]);
     assert_eq!(
-        ops_by_domain(&m),
-        histogram(&[("Add", 1), ("MatMul", 1), ("ReduceSum", 1), ("Relu", 1)])
+        ops(&m),
+        histogram(&[
+            ("MatMul", 6),
+            ("Gelu", 5),
+            // f: x / 1.5 is not x / sqrt(2): stays.
+            ("Div", 1),
+            ("Erf", 1),
+            ("Add", 1),
+            ("Mul", 2),
+        ])
     );
-    assert_equivalent(&original, &m, &default_shapes(), 1e-5, 1e-5);
+    let approx: Vec<Option<String>> = only(&m, "Gelu")
+        .iter()
+        .map(|n| n.attr_string("approximate").unwrap())
+        .collect();
+    assert_eq!(
+        approx,
+        vec![None, None, None, Some("tanh".into()), Some("tanh".into())]
+    );
+    assert_equivalent(&original, &m, &default_shapes(), 1e-4, 1e-4);
 }
 
 #[test]
-fn unflatten_gemm_leaves_other_forms_alone() {
-    // transB=1 (weight stored [N, D]) and a target whose sequence dim is
-    // another tensor's: unchanged.
-    for m0 in [conv1d_model(1, false), conv1d_model(0, true)] {
-        let mut m = m0.clone();
-        let run = run_passes(&mut m, &["unflatten-gemm"]);
-        assert_eq!(ops_by_domain(&m), ops_by_domain(&m0));
-        assert_eq!(run.records.iter().map(|r| r.rewrites).sum::<usize>(), 0);
+fn gelu_constants_are_checked() {
+    // Changing 0.044715 to 0.05 makes the tanh form another function.
+    let mut m = load("gelu_variants.onnx");
+    run_passes(&mut m, &["constants-to-initializers"]);
+    let k0 = m.graph.find_value("/d.k0").unwrap();
+    m.graph.value_mut(k0).initializer = Some(infopt_ir::Tensor::from_f32(vec![], &[0.05]));
+    run_passes(&mut m, &["fuse-gelu"]);
+    assert_eq!(ops(&m)["Gelu"], 4);
+    assert_eq!(ops(&m)["Tanh"], 1);
+}
+
+#[test]
+fn gelu_left_alone_below_opset_20() {
+    let mut m = load("transformer_block.onnx");
+    run_passes(&mut m, &["constants-to-initializers"]);
+    let before = bytes(&m);
+    let r = run_passes(&mut m, &["fuse-gelu"]);
+    assert_eq!(bytes(&m), before);
+    assert!(
+        reasons(&r).iter().any(|s| s.contains("--upgrade-opset 20")),
+        "{:?}",
+        reasons(&r)
+    );
+}
+
+// ----- fuse-rms-norm -----
+
+#[test]
+fn rms_norm_variants_fuse_exactly() {
+    let original = load("rms_variants.onnx");
+    let mut m = original.clone();
+    let r = run_passes(&mut m, &["constants-to-initializers", "fuse-rms-norm"]);
+    assert_eq!(
+        ops(&m),
+        histogram(&[
+            ("MatMul", 2),
+            // The float16 -> float32 Cast between the blocks stays; Llama's
+            // two Casts around the statistics are absorbed.
+            ("Cast", 1),
+            ("RMSNormalization", 3),
+            ("Identity", 1),
+            // e: a mean over axis 1 stays written out.
+            ("Mul", 1),
+            ("ReduceMean", 1),
+            ("Add", 1),
+            ("Sqrt", 1),
+            ("Div", 1),
+        ]),
+        "{:?}",
+        reasons(&r)
+    );
+    let rms = only(&m, "RMSNormalization");
+    // Llama's: reads the float16 MatMul output, float16 gain.
+    let x = rms[0].inputs[0].unwrap();
+    assert_eq!(m.graph.value(x).name, "h0");
+    let gain = m.graph.constant(rms[0].inputs[1].unwrap()).unwrap();
+    assert_eq!(gain.dtype(), infopt_ir::DataType::Float16);
+    let eps: Vec<f32> = rms
+        .iter()
+        .map(|n| n.attr_float("epsilon").unwrap().unwrap())
+        .collect();
+    assert_eq!(eps, vec![1e-6, 1e-5, 1e-6]);
+    assert_equivalent(&original, &m, &default_shapes(), 2e-3, 2e-3);
+}
+
+#[test]
+fn rms_norm_left_alone_below_opset_23() {
+    let mut m = load("norm_block.onnx");
+    let yaml = upgrade_then(22, &["fuse-rms-norm"]);
+    let r = run_yaml(&mut m, &yaml).unwrap();
+    assert_eq!(ops(&m).get("RMSNormalization"), None);
+    assert!(
+        reasons(&r).iter().any(|s| s.contains("--upgrade-opset 23")),
+        "{:?}",
+        reasons(&r)
+    );
+}
+
+// ----- upgrade-opset -----
+
+#[test]
+fn norm_block_upgraded_then_fused() {
+    let original = load("norm_block.onnx");
+    for (to, expect) in [
+        (
+            17,
+            vec![
+                ("MatMul", 3),
+                ("LayerNormalization", 1),
+                ("Pow", 2),
+                ("ReduceMean", 1),
+                ("Add", 3),
+                ("Sqrt", 1),
+                ("Reciprocal", 1),
+                ("Mul", 6),
+                ("Tanh", 1),
+            ],
+        ),
+        (
+            20,
+            vec![
+                ("MatMul", 3),
+                ("LayerNormalization", 1),
+                ("Pow", 1),
+                ("ReduceMean", 1),
+                ("Add", 1),
+                ("Sqrt", 1),
+                ("Reciprocal", 1),
+                ("Mul", 2),
+                ("Gelu", 1),
+            ],
+        ),
+        (
+            23,
+            vec![
+                ("MatMul", 3),
+                ("LayerNormalization", 1),
+                ("RMSNormalization", 1),
+                ("Gelu", 1),
+            ],
+        ),
+    ] {
+        let mut m = original.clone();
+        let yaml = upgrade_then(to, &["fuse-layer-norm", "fuse-rms-norm", "fuse-gelu"]);
+        let r = run_yaml(&mut m, &yaml).unwrap();
+        assert_eq!(m.opset(""), Some(to));
+        assert_eq!(ops(&m), histogram(&expect), "to {to}: {:?}", reasons(&r));
+        assert_equivalent(&original, &m, &default_shapes(), 1e-3, 1e-4);
     }
+}
+
+#[test]
+fn opset11_ops_are_rewritten_for_17_and_23() {
+    let original = load("opset11_changed.onnx");
+    for to in [13, 17, 18, 23, 24] {
+        let mut m = original.clone();
+        run_yaml(&mut m, &upgrade_then(to, &[])).unwrap();
+        assert_eq!(m.opset(""), Some(to));
+        assert!(m.ir_version().unwrap() >= if to >= 23 { 11 } else { 7 });
+        let h = ops(&m);
+        // Softmax over dims 1.. of a rank-3 input: flattened explicitly.
+        assert_eq!(h["Flatten"], 1, "to {to}");
+        assert_eq!(h["Reshape"], 1);
+        assert_eq!(h["Shape"], 1);
+        for (_, n) in m.graph.nodes() {
+            let moved: &[&str] = match n.op_type.as_str() {
+                "Squeeze" | "Unsqueeze" | "ReduceSum" => &["axes"],
+                "ReduceMean" | "ReduceMax" if to >= 18 => &["axes"],
+                "Split" => &["split"],
+                "Dropout" => &["ratio"],
+                _ => &[],
+            };
+            for a in moved {
+                assert!(
+                    n.attr(a).is_none(),
+                    "{} keeps '{a}' at {to}",
+                    n.name_or_op()
+                );
+            }
+            if n.is("Split") && to >= 18 {
+                assert!(n.inputs.get(1).copied().flatten().is_some());
+            }
+            if n.is("LogSoftmax") {
+                assert_eq!(n.attr_int("axis").unwrap(), Some(-1));
+            }
+        }
+        assert_equivalent(&original, &m, &default_shapes(), 1e-5, 1e-5);
+    }
+}
+
+#[test]
+fn opset9_attribute_forms_become_inputs() {
+    let original = load("opset9_legacy.onnx");
+    for to in [11, 13, 17] {
+        let mut m = original.clone();
+        run_yaml(&mut m, &upgrade_then(to, &[])).unwrap();
+        let h = ops(&m);
+        assert_eq!(h.get("Upsample"), None);
+        assert_eq!(h["Resize"], 1);
+        let resize = only(&m, "Resize")[0];
+        assert_eq!(
+            resize
+                .attr_string("coordinate_transformation_mode")
+                .unwrap()
+                .as_deref(),
+            Some("asymmetric")
+        );
+        assert_eq!(
+            resize.attr_string("nearest_mode").unwrap().as_deref(),
+            Some("floor")
+        );
+        for (op, attrs, inputs) in [
+            ("Clip", &["min", "max"][..], 3),
+            ("Pad", &["pads", "value"][..], 3),
+            ("Slice", &["starts", "ends", "axes"][..], 4),
+            ("TopK", &["k"][..], 2),
+        ] {
+            let n = only(&m, op)[0];
+            for a in attrs {
+                assert!(n.attr(a).is_none(), "{op} keeps {a}");
+            }
+            assert_eq!(n.inputs.len(), inputs, "{op}");
+        }
+        assert!(
+            infopt_runtime::TractBackend
+                .load(&m.to_bytes().unwrap(), None, &default_shapes())
+                .is_ok()
+        );
+        // tract has no Upsample: tests/interop/test_transformer_ops.py
+        // compares the outputs in ONNX Runtime.
+    }
+}
+
+#[test]
+fn upgrade_refusals_name_the_node() {
+    // Resize with a coordinate mode that opset 13 removed.
+    let mut m = load("opset11.onnx");
+    let resize = m.graph.find_node("Resize").unwrap();
+    m.graph.node_mut(resize).set_attr(Attribute::string(
+        "coordinate_transformation_mode",
+        "tf_half_pixel_for_nn",
+    ));
+    let before = bytes(&m);
+    let err = run_yaml(&mut m, "version: 1\npasses:\n  - upgrade-opset: {to: 13}\n").unwrap_err();
+    assert!(
+        err.contains("cannot raise opset 11 -> 13: Resize 'Resize'")
+            && err.contains("tf_half_pixel_for_nn"),
+        "{err}"
+    );
+    assert!(!err.contains('\n'), "{err}");
+    assert_eq!(
+        bytes(&m),
+        before,
+        "a refused upgrade leaves the model alone"
+    );
+    // Lowering and unknown targets.
+    let mut m = load("cnn_bn_relu.onnx");
+    let err = run_yaml(&mut m, "version: 1\npasses:\n  - upgrade-opset: {to: 13}\n").unwrap_err();
+    assert!(err.contains("lowering"), "{err}");
+    let err = run_yaml(&mut m, "version: 1\npasses:\n  - upgrade-opset: {to: 30}\n").unwrap_err();
+    assert!(err.contains("up to opset 24"), "{err}");
+}
+
+#[test]
+fn upgrade_to_the_same_opset_changes_nothing() {
+    let mut m = load("cnn_bn_relu.onnx");
+    let before = bytes(&m);
+    let r = run_yaml(&mut m, "version: 1\npasses:\n  - upgrade-opset: {to: 17}\n").unwrap();
+    assert_eq!(r.records[0].rewrites, 0);
+    assert_eq!(bytes(&m), before);
+}
+
+#[test]
+fn batch_norm_with_read_training_outputs_is_refused() {
+    let mut m = load("opset11_changed.onnx");
+    let bn = m.graph.find_node("BatchNormalization").unwrap();
+    // Give the BN a second output and read it as a graph output.
+    let v = m
+        .graph
+        .add_value(infopt_ir::Value::named("bn.running_mean"));
+    m.graph.node_mut(bn).outputs.push(Some(v));
+    m.graph.value_mut(v).producer = Some((bn, 1));
+    let mut io = m.graph.outputs[0].clone();
+    io.value = v;
+    io.info.name = Some("bn.running_mean".into());
+    io.info.r#type = None;
+    m.graph.outputs.push(io);
+    let err = run_yaml(&mut m, "version: 1\npasses:\n  - upgrade-opset: {to: 14}\n").unwrap_err();
+    assert!(
+        err.contains("BatchNormalization 'BatchNormalization' has training outputs"),
+        "{err}"
+    );
 }
