@@ -68,7 +68,7 @@ fn scalar(g: &Graph, v: ValueId) -> Option<f64> {
 }
 
 /// The producer of `v` if it is `op` of the default domain.
-fn producer_is<'g>(g: &'g Graph, v: ValueId, op: &str) -> Option<NodeId> {
+fn producer_is(g: &Graph, v: ValueId, op: &str) -> Option<NodeId> {
     let (id, _) = g.value(v).producer?;
     g.node(id).is(op).then_some(id)
 }
