@@ -5,7 +5,8 @@ ONNX Runtime's own transformers optimizer.
     /work/tvenv/bin/python bench/transformer_ort.py MODELS_DIR [--infopt target/debug/infopt]
         [--runs 20] [--seq 128] [--threads 2] [--out bench/results/transformer_ort.md]
 
-MODELS_DIR holds {bert,gpt2,vit}_op{14,17}.onnx from bench/export_transformers.py.
+MODELS_DIR holds bert_base_op{14,17}.onnx, gpt2_op{14,17}.onnx and vit_base_op{14,17}.onnx
+from bench/export_transformers.py.
 For each model:
   - `infopt optimize M --target onnxruntime` (verification on, in ORT) -> M.infopt.onnx
   - `python -m onnxruntime.transformers.optimizer --model_type bert|gpt2|vit
@@ -80,11 +81,12 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("models", type=Path)
     ap.add_argument("--infopt", default="target/debug/infopt")
-    ap.add_argument("--names", default="bert_op17,bert_op14,gpt2_op17,gpt2_op14,vit_op17,vit_op14")
+    ap.add_argument("--names", default="bert_base_op17,bert_base_op14,gpt2_op17,gpt2_op14,vit_base_op17,vit_base_op14")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--infopt-args", default="", help="extra infopt options, e.g. '--upgrade-opset 17'")
     a = ap.parse_args(argv[1:])
     rows = []
     for name in a.names.split(","):
@@ -92,7 +94,8 @@ def main(argv: list[str]) -> int:
         ours = a.models / f"{name}.infopt.onnx"
         theirs = a.models / f"{name}.ortopt.onnx"
         kind = MODEL_TYPES[name.split("_")[0]]
-        t_ours = run([a.infopt, "optimize", str(src), "-o", str(ours), "--target", "onnxruntime"])
+        t_ours = run([a.infopt, "optimize", str(src), "-o", str(ours), "--target", "onnxruntime",
+                      *a.infopt_args.split()])
         t_theirs = run([sys.executable, "-m", "onnxruntime.transformers.optimizer", "--input", str(src),
                         "--output", str(theirs), "--model_type", kind, "--num_heads", "12",
                         "--hidden_size", "768"])
@@ -121,6 +124,7 @@ def main(argv: list[str]) -> int:
               {k: f"{v[0]:.1f}ms" for k, v in lat.items()}, flush=True)
         del sessions
     lines = [
+        f"infopt options: --target onnxruntime {a.infopt_args}".rstrip() + "; "
         f"ORT {ort.__version__}, CPU, intra-op threads {a.threads}, batch 1, "
         f"seq {a.seq} (last eighth padded), {a.runs} interleaved runs after 3 warm-ups; "
         "latency median (p10-p90) in ms; max abs = largest output difference against the "

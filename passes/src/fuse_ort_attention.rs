@@ -253,10 +253,14 @@ fn projection(g: &Graph, x3: ValueId, opset: i64) -> Option<Projection> {
 fn columns(g: &Graph, w: ValueId, off: usize, n: usize) -> Option<Vec<Vec<f32>>> {
     let t = g.constant(w)?;
     let (rows, total) = (t.dims()[0] as usize, t.dims()[1] as usize);
-    let data = t.to_f64_vec().ok()?;
+    let raw = t.raw_bytes().ok()?;
+    if raw.len() != rows * total * 4 {
+        return None;
+    }
+    let at = |i: usize| f32::from_le_bytes([raw[4 * i], raw[4 * i + 1], raw[4 * i + 2], raw[4 * i + 3]]);
     Some(
         (0..rows)
-            .map(|r| data[r * total + off..r * total + off + n].iter().map(|&x| x as f32).collect())
+            .map(|r| (r * total + off..r * total + off + n).map(at).collect())
             .collect(),
     )
 }
