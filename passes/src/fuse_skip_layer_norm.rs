@@ -19,8 +19,10 @@
 //!   InvStdDev outputs are used, or `stash_type` is not float;
 //! - `a` and `b` are not both 3-D of the same shape (the kernel's
 //!   `[B, S, H]` form; dims shape inference could not determine count as
-//!   equal, a known 1 against another dim does not), or the hidden size H is
-//!   unknown, or `gamma` / `beta` are not 1-D of size H;
+//!   equal, a known 1 against another dim does not) or `[B, S, H]` and
+//!   `[1, S, H]` (the kernel broadcasts such a skip: position embeddings),
+//!   or the hidden size H is unknown, or `gamma` / `beta` are not 1-D of
+//!   size H;
 //! - the element type is not float32;
 //! - `s` is a graph output.
 //!
@@ -105,9 +107,25 @@ fn rule(g: &Graph, id: NodeId, _cx: &mut PassCx) -> Outcome {
         (Dim::Unknown, _) | (_, Dim::Unknown) => true,
         _ => x == y,
     };
-    if da.len() != 3 || db.len() != 3 || !da.iter().zip(&db).all(|(x, y)| same(x, y)) {
-        decline!("the Add's operands are not both 3-D of the same shape");
+    if da.len() != 3 || db.len() != 3 {
+        decline!("the Add's operands are not both 3-D");
     }
+    // The kernel also takes a skip of shape [1, S, H] (position embeddings).
+    let broadcast_skip = |full: &[Dim], skip: &[Dim]| {
+        matches!(skip[0], Dim::Known(1))
+            && !matches!(full[0], Dim::Known(1))
+            && same(&full[1], &skip[1])
+            && full[2] == skip[2]
+    };
+    let (a, b, da, db, skip_broadcast) = if da.iter().zip(&db).all(|(x, y)| same(x, y)) {
+        (a, b, da, db, false)
+    } else if broadcast_skip(&da, &db) {
+        (a, b, da, db, true)
+    } else if broadcast_skip(&db, &da) {
+        (b, a, db, da, true)
+    } else {
+        decline!("the Add's operands are not both 3-D of the same shape (or [B,S,H] and [1,S,H])");
+    };
     let (Dim::Known(hidden), Dim::Known(h2)) = (&da[2], &db[2]) else {
         decline!("the hidden size is not known");
     };
@@ -134,7 +152,8 @@ fn rule(g: &Graph, id: NodeId, _cx: &mut PassCx) -> Outcome {
             dims(g, *m).is_some_and(|dm| dm.len() == 3 && dm.iter().zip(&da).all(|(x, y)| same(x, y)) && dm[2] == da[2])
         })
     };
-    let (input0, skip, bias) = match (full(biased(g, a, hidden)), full(biased(g, b, hidden))) {
+    let on_b = if skip_broadcast { None } else { full(biased(g, b, hidden)) };
+    let (input0, skip, bias) = match (full(biased(g, a, hidden)), on_b) {
         (Some((m, bias, add)), _) => (m, b, Some((bias, add))),
         (None, Some((m, bias, add))) => (m, a, Some((bias, add))),
         _ => (a, b, None),

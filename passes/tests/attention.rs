@@ -435,3 +435,86 @@ fn unflatten_gemm_leaves_other_forms_alone() {
         assert_eq!(run.records.iter().map(|r| r.rewrites).sum::<usize>(), 0);
     }
 }
+
+// ----- fuse-skip-layer-norm -----
+
+/// `LayerNormalization(Add(x, pos))` with `x: [batch, 5, 8]` and a constant
+/// `pos: [1, 5, 8]` (position embeddings), the sum also read elsewhere.
+fn embeddings_model(pos_batch: i64) -> Model {
+    use infopt_ir::builder::{GraphBuilder, dims};
+    use infopt_ir::{Attribute, DataType};
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "5", "8"]));
+    let pos: Vec<f32> = (0..pos_batch * 40).map(|i| (i % 7) as f32 / 10.0).collect();
+    let pos = b.f32("pos", &[pos_batch, 5, 8], &pos);
+    let gamma = b.f32("gamma", &[8], &[1.0; 8]);
+    let beta = b.f32("beta", &[8], &[0.1; 8]);
+    let s = b.op("Add", &[x, pos], vec![]);
+    let y = b.op(
+        "LayerNormalization",
+        &[s, gamma, beta],
+        vec![Attribute::float("epsilon", 1e-5)],
+    );
+    let r = b.op("Relu", &[s], vec![]);
+    let o = b.op("Add", &[y, r], vec![]);
+    b.output(o, "y", DataType::Float, None);
+    b.build(17)
+}
+
+#[test]
+fn skip_of_shape_1_s_h_fuses_and_the_sum_is_output_3() {
+    let mut m = embeddings_model(1);
+    run_passes_for(
+        &mut m,
+        &["fuse-skip-layer-norm", "eliminate-dead"],
+        Target::Onnxruntime,
+    );
+    assert_eq!(
+        ops_by_domain(&m),
+        histogram(&[
+            ("Add", 1),
+            ("Relu", 1),
+            ("com.microsoft:SkipLayerNormalization", 1)
+        ])
+    );
+    let (_, n) = m
+        .graph
+        .nodes()
+        .find(|(_, n)| n.op_type == "SkipLayerNormalization")
+        .unwrap();
+    assert_eq!(
+        m.graph.value(n.inputs[0].unwrap()).name,
+        "x",
+        "the full operand is the input"
+    );
+    assert_eq!(
+        m.graph.value(n.inputs[1].unwrap()).name,
+        "pos",
+        "the [1,S,H] one the skip"
+    );
+    assert_eq!(n.outputs.len(), 4, "the sum, read by Relu, is output 3");
+    assert_eq!(ms_opset(&m), Some(1));
+}
+
+#[test]
+fn skip_layer_norm_declines_other_broadcasts_and_other_targets() {
+    // pos [2, 5, 8] against x [batch, 5, 8]: not a form the kernel takes.
+    let mut m = embeddings_model(2);
+    let run = run_passes_for(&mut m, &["fuse-skip-layer-norm"], Target::Onnxruntime);
+    assert_eq!(ops_by_domain(&m).get("LayerNormalization"), Some(&1));
+    assert!(
+        declined(&run, "fuse-skip-layer-norm")
+            .iter()
+            .any(|r| r.contains("not both 3-D of the same shape")),
+        "{:?}",
+        declined(&run, "fuse-skip-layer-norm")
+    );
+    let mut m = embeddings_model(1);
+    let run = run_passes_for(&mut m, &["fuse-skip-layer-norm"], Target::Tensorrt);
+    assert_eq!(ops_by_domain(&m).get("LayerNormalization"), Some(&1));
+    assert!(
+        run.notes
+            .iter()
+            .any(|n| n.contains("does nothing for target tensorrt"))
+    );
+}
