@@ -48,6 +48,7 @@ builtin_passes! {
     unflatten_gemm,
     fuse_ort_attention,
     fuse_attention,
+    fuse_embed_layer_norm,
     fuse_skip_layer_norm,
     fuse_bias_gelu,
     fuse_pad_conv,
