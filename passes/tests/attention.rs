@@ -518,3 +518,91 @@ fn skip_layer_norm_declines_other_broadcasts_and_other_targets() {
             .any(|n| n.contains("does nothing for target tensorrt"))
     );
 }
+
+// ----- fuse-embed-layer-norm -----
+
+#[test]
+fn bert_tiny_export_for_onnxruntime_with_embed_layer_norm() {
+    let mut m = load("exported/bert_tiny.onnx");
+    let run = default_pipeline(&mut m, Target::Onnxruntime);
+    let got = ops_by_domain(&m);
+    assert_eq!(got, histogram(BERT_TINY_ORT), "{got:#?} {:#?}", ours(&run));
+    let (_, e) = m
+        .graph
+        .nodes()
+        .find(|(_, n)| n.op_type == "EmbedLayerNormalization")
+        .unwrap();
+    let name = |i: usize| m.graph.value(e.inputs[i].unwrap()).name.clone();
+    assert_eq!(name(2), "bert.embeddings.word_embeddings.weight");
+    assert_eq!(name(3), "bert.embeddings.position_embeddings.weight");
+    assert_eq!(name(4), "bert.embeddings.token_type_embeddings.weight");
+    assert_eq!(
+        e.outputs.len(),
+        2,
+        "ORT's inference wants mask_index declared"
+    );
+}
+
+/// transformers 5's BertModel (2 layers): EmbedLayerNormalization (+ 3
+/// Casts: ids, segment ids, and the mask's own), per layer Attention,
+/// MatMul, SkipLayerNormalization, MatMul, Gelu (the zero biases were
+/// folded away), MatMul, SkipLayerNormalization; the pooler (Gather, Gemm,
+/// Tanh); the rest is the mask transformers builds (Range, And, Where,
+/// Expand, ...), which stays as computed.
+const BERT_TINY_ORT: &[(&str, usize)] = &[
+    ("Add", 1),
+    ("And", 1),
+    ("Cast", 3),
+    ("Concat", 1),
+    ("Equal", 1),
+    ("Expand", 1),
+    ("Flatten", 1),
+    ("Gather", 6),
+    ("Gemm", 1),
+    ("GreaterOrEqual", 1),
+    ("MatMul", 6),
+    ("Mul", 1),
+    ("Range", 3),
+    ("Reshape", 1),
+    ("Shape", 2),
+    ("Tanh", 1),
+    ("Unsqueeze", 6),
+    ("Where", 2),
+    ("com.microsoft:Attention", 2),
+    ("com.microsoft:EmbedLayerNormalization", 1),
+    ("com.microsoft:Gelu", 2),
+    ("com.microsoft:SkipLayerNormalization", 4),
+];
+
+#[test]
+fn embed_layer_norm_declines_positions_it_cannot_prove() {
+    // The position table replaced by a reversed one: not 0..S-1.
+    let mut m = load("exported/bert_tiny.onnx");
+    run_passes(&mut m, &["constants-to-initializers"]);
+    let g = &mut m.graph;
+    let table = g
+        .nodes()
+        .find(|(_, n)| n.is("Slice") && n.inputs.len() >= 3)
+        .and_then(|(_, n)| n.inputs[0])
+        .unwrap();
+    let t = g
+        .constant(table)
+        .cloned()
+        .expect("the position table is a constant");
+    let mut v = t.to_i64_vec().unwrap();
+    v.reverse();
+    let dims = t.dims().to_vec();
+    g.value_mut(table).initializer = Some(infopt_ir::Tensor::from_i64(dims, &v));
+    let run = default_pipeline(&mut m, Target::Onnxruntime);
+    assert_eq!(
+        ops_by_domain(&m).get("com.microsoft:EmbedLayerNormalization"),
+        None
+    );
+    assert!(
+        declined(&run, "fuse-embed-layer-norm")
+            .iter()
+            .any(|r| r.contains("0..S-1")),
+        "{:?}",
+        ours(&run)
+    );
+}

@@ -52,7 +52,9 @@ def _feeds(sess, seed: int):
         batch, seq = 2, 7
         if i.name == "attention_mask":
             m = np.ones((batch, seq), np.int64)
-            m[1, 4:] = 0  # the second sequence is padded
+            m[1, 4:] = 0  # the second sequence is padded on the right,
+            m[0, :2] = 0  # the first on the left
+            m[0, 4] = 0  # with a hole
             feeds[i.name] = m
         elif i.name == "token_type_ids":
             feeds[i.name] = rng.integers(0, 2, (batch, seq), dtype=np.int64)
@@ -103,6 +105,7 @@ def test_onnxruntime_target_fuses_the_attention_fixtures(infopt, tmp_path):
         "gpt2_attention.onnx": {"com.microsoft:Attention": 2, "com.microsoft:FastGelu": 2,
                                 "com.microsoft:SkipLayerNormalization": 4},
         "exported/bert_tiny.onnx": {"com.microsoft:Attention": 2,
+                                    "com.microsoft:EmbedLayerNormalization": 1,
                                     "com.microsoft:SkipLayerNormalization": 4},
     }
     for fixture, want in expected.items():
