@@ -39,8 +39,13 @@
 //! multiplied by `sqrt(scale)` before the product in the reference): results
 //! differ from the decomposed graph by rounding only. A query row whose mask
 //! is `-inf` everywhere gives zeros in `Attention` where the decomposed graph
-//! gives NaN (exporters' masks use the dtype's lowest finite value, which
-//! both treat the same way).
+//! gives NaN. Exporters mask with the dtype's lowest finite value instead:
+//! for a row masked that way everywhere (a padding query of a left-padded
+//! causal model) the ONNX reference implementation of `Attention` computes
+//! what the decomposed graph does, but ONNX Runtime (1.31, 1.32) returns
+//! zeros for it; every other row agrees. Such rows are padding, whose
+//! outputs models do not use, but a comparison of all outputs in ONNX
+//! Runtime sees them.
 //!
 //! ## Example
 //! BERT's self-attention at opset 23: three `Reshape`/`Transpose` head splits,
