@@ -4,12 +4,15 @@
 //! default unlimited), `--seed S` (default 1), `--threads T` (default 1),
 //! `--case-limit S` (seconds before a case counts as a hang, default 10),
 //! `--case I` (replay one case and print what it does; `--write FILE` saves
-//! its model). Prints each finding and a summary line (cases, cases/s,
+//! its model), `--corpus DIR` (repeatable: mutate the `.onnx` models of DIR,
+//! real exports, instead of the fixtures). Prints each finding and a summary line (cases, cases/s,
 //! panics, hangs); exit 1 on any panic, hang or multi-line error.
 
 use std::time::Duration;
 
-use infopt_fuzz::{FuzzConfig, corpus, default_pipeline, make_case, run_case};
+use std::path::PathBuf;
+
+use infopt_fuzz::{FuzzConfig, Seed, corpus, corpus_from, default_pipeline, make_case, run_case};
 
 fn arg<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
     let i = args.iter().position(|a| a == name)?;
@@ -23,11 +26,33 @@ fn arg<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
     }
 }
 
+/// Every value of a repeatable option.
+fn all_args(args: &[String], name: &str) -> Vec<String> {
+    args.windows(2)
+        .filter(|w| w[0] == name)
+        .map(|w| w[1].clone())
+        .collect()
+}
+
+fn seeds(dirs: &[PathBuf]) -> Vec<Seed> {
+    if dirs.is_empty() {
+        return corpus();
+    }
+    corpus_from(dirs).unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        std::process::exit(2);
+    })
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let seed: u64 = arg(&args, "--seed").unwrap_or(1);
+    let corpus_dirs: Vec<PathBuf> = all_args(&args, "--corpus")
+        .into_iter()
+        .map(PathBuf::from)
+        .collect();
     if let Some(case) = arg::<u64>(&args, "--case") {
-        let corpus = corpus();
+        let corpus = seeds(&corpus_dirs);
         let (which, mutations, bytes) = make_case(&corpus, seed, case);
         let out = tempfile::tempdir().expect("temp dir");
         println!(
@@ -51,7 +76,10 @@ fn main() {
         threads: arg(&args, "--threads").unwrap_or(1),
         max_hangs: 5,
         trace: arg::<String>(&args, "--trace").map(Into::into),
+        corpus_dirs: corpus_dirs.clone(),
     };
+    // Refuse a bad corpus folder here, as a usage error, not in a worker.
+    seeds(&corpus_dirs);
     eprintln!("fuzzing: {config:?}");
     let report = infopt_fuzz::fuzz(config);
     for f in report
