@@ -5,7 +5,10 @@
 //! `--case-limit S` (seconds before a case counts as a hang, default 10),
 //! `--case I` (replay one case and print what it does; `--write FILE` saves
 //! its model), `--corpus DIR` (repeatable: mutate the `.onnx` models of DIR,
-//! real exports, instead of the fixtures). Prints each finding and a summary line (cases, cases/s,
+//! real exports, instead of the fixtures), `--emit DIR` (write the first
+//! `--cases` mutated models to DIR as files, run nothing: for
+//! `bench/fuzz_cli.sh`, which runs the infopt binary on them with
+//! verification on). Prints each finding and a summary line (cases, cases/s,
 //! panics, hangs); exit 1 on any panic, hang or multi-line error.
 
 use std::time::Duration;
@@ -51,6 +54,15 @@ fn main() {
         .into_iter()
         .map(PathBuf::from)
         .collect();
+    if let Some(dir) = arg::<String>(&args, "--emit") {
+        emit(
+            &seeds(&corpus_dirs),
+            seed,
+            arg(&args, "--cases").unwrap_or(1000),
+            std::path::Path::new(&dir),
+        );
+        return;
+    }
     if let Some(case) = arg::<u64>(&args, "--case") {
         let corpus = seeds(&corpus_dirs);
         let (which, mutations, bytes) = make_case(&corpus, seed, case);
@@ -102,5 +114,42 @@ fn main() {
     println!("{}", report.summary());
     if !(report.panics.is_empty() && report.hangs.is_empty() && report.multi_line.is_empty()) {
         std::process::exit(1);
+    }
+}
+
+/// Writes cases `0..cases` to `dir/case-<i>.onnx`, with the seeds'
+/// external-data files copied beside them so references still resolve.
+fn emit(corpus: &[Seed], seed: u64, cases: u64, dir: &std::path::Path) {
+    let fail = |what: String| -> ! {
+        eprintln!("error: {what}");
+        std::process::exit(2);
+    };
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| fail(format!("{}: {e}", dir.display())));
+    let mut copied = std::collections::BTreeSet::new();
+    for s in corpus {
+        let mut locations = Vec::new();
+        infopt_ir::external::for_each_external(&s.proto, &mut |_, location| {
+            locations.push(location.to_string());
+        });
+        // Plain file names only: a location with folders is itself a
+        // hostile case, and resolving it is what infopt is tested on.
+        for location in locations.into_iter().filter(|l| !l.contains(['/', '\\'])) {
+            if copied.insert(location.clone()) {
+                let from = s.dir.join(&location);
+                if let Err(e) = std::fs::copy(&from, dir.join(&location)) {
+                    eprintln!("warning: {}: {e}", from.display());
+                }
+            }
+        }
+    }
+    for case in 0..cases {
+        let (which, mutations, bytes) = make_case(corpus, seed, case);
+        let path = dir.join(format!("case-{case}.onnx"));
+        std::fs::write(&path, &bytes).unwrap_or_else(|e| fail(format!("{}: {e}", path.display())));
+        println!(
+            "case-{case}.onnx\t{}\t{}",
+            corpus[which].name,
+            mutations.join(",")
+        );
     }
 }
