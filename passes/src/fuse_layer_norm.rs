@@ -88,14 +88,14 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx, shapes: &Shapes) -> Outcome {
     }
     let dims = shapes.dims(g, x);
     let rank = dims.as_ref().map(|d| d.len());
-    let (Ok(axes1), Ok(axes2)) = (
+    let (Some(axes1), Some(axes2)) = (
         reduce_mean_axes(g, rm1, cx.opset),
         reduce_mean_axes(g, rm2, cx.opset),
     ) else {
         decline!("a ReduceMean of the LayerNorm has non-constant axes or keepdims=0");
     };
-    let k1 = trailing_count(axes1.as_deref(), rank);
-    let k2 = trailing_count(axes2.as_deref(), rank);
+    let k1 = trailing_count(axes1.as_slice(), rank);
+    let k2 = trailing_count(axes2.as_slice(), rank);
     let k = match (k1, k2) {
         (Some(a), Some(b)) if a == b => a,
         _ => decline!("the LayerNorm means are not over the same trailing axes"),

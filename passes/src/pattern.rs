@@ -129,34 +129,41 @@ pub fn squared(g: &Graph, v: ValueId) -> Option<(ValueId, NodeId)> {
     (a == b).then_some((a, m))
 }
 
-/// The axes a ReduceMean (keepdims=1) reduces, as written (attribute before
-/// opset 18, constant input from 18), with `None` for "all axes". Returns
-/// `Err(())` when the node is not a plain keep-dims mean over given axes.
-pub fn reduce_mean_axes(g: &Graph, id: NodeId, opset: i64) -> Result<Option<Vec<i64>>, ()> {
+/// The axes a ReduceMean reduces, as written.
+pub enum MeanAxes {
+    /// No axes given: every axis.
+    All,
+    Listed(Vec<i64>),
+}
+
+impl MeanAxes {
+    pub fn as_slice(&self) -> Option<&[i64]> {
+        match self {
+            MeanAxes::All => None,
+            MeanAxes::Listed(a) => Some(a),
+        }
+    }
+}
+
+/// The axes of a keep-dims ReduceMean (attribute before opset 18, constant
+/// input from 18); `None` when the node is not a plain keep-dims mean over
+/// constant axes (keepdims=0, non-constant axes, noop_with_empty_axes).
+pub fn reduce_mean_axes(g: &Graph, id: NodeId, opset: i64) -> Option<MeanAxes> {
     let node = g.node(id);
-    if node.attr_int_or("keepdims", 1).map_err(|_| ())? != 1 {
-        return Err(());
+    if node.attr_int_or("keepdims", 1).ok()? != 1 {
+        return None;
     }
     let axes = if opset >= 18 {
         match input(g, id, 1) {
-            Some(v) => Some(const_i64s(g, Some(v)).ok_or(())?),
+            Some(v) => Some(const_i64s(g, Some(v))?),
             None => None,
         }
     } else {
-        node.attr_ints("axes").map_err(|_| ())?.map(|a| a.to_vec())
+        node.attr_ints("axes").ok()?.map(|a| a.to_vec())
     };
     match axes {
-        Some(a) if !a.is_empty() => Ok(Some(a)),
-        _ => {
-            if node
-                .attr_int_or("noop_with_empty_axes", 0)
-                .map_err(|_| ())?
-                != 0
-            {
-                return Err(());
-            }
-            Ok(None)
-        }
+        Some(a) if !a.is_empty() => Some(MeanAxes::Listed(a)),
+        _ => (node.attr_int_or("noop_with_empty_axes", 0).ok()? == 0).then_some(MeanAxes::All),
     }
 }
 

@@ -258,7 +258,10 @@ fn convert_node(g: &mut Graph, id: NodeId, span: Span, facts: &GraphFacts) -> Re
             changed = true;
         }
         "Dropout" if span.crosses(12) => {
-            g.node_mut(id).remove_attr("is_test");
+            if g.node(id).attr("is_test").is_some() {
+                g.node_mut(id).remove_attr("is_test");
+                changed = true;
+            }
             if let Some(r) = g.node(id).attr_float("ratio").ok().flatten() {
                 g.node_mut(id).remove_attr("ratio");
                 let v = g.add_initializer(
@@ -266,8 +269,8 @@ fn convert_node(g: &mut Graph, id: NodeId, span: Span, facts: &GraphFacts) -> Re
                     Tensor::from_f32(vec![], &[r]),
                 );
                 g.set_input(id, 1, Some(v));
+                changed = true;
             }
-            changed = true;
         }
         "BatchNormalization" if span.crosses(14) || span.crosses(9) => {
             changed |= batch_norm(g, id, span)?;
@@ -306,14 +309,14 @@ fn convert_node(g: &mut Graph, id: NodeId, span: Span, facts: &GraphFacts) -> Re
                 "is Scan-8 (batch semantics removed at 9); convert with onnx.version_converter first",
             ));
         }
-        "RoiAlign" if span.crosses(16) => {
-            if g.node(id).attr("coordinate_transformation_mode").is_none() {
-                g.node_mut(id).set_attr(Attribute::string(
-                    "coordinate_transformation_mode",
-                    "output_half_pixel",
-                ));
-                changed = true;
-            }
+        "RoiAlign"
+            if span.crosses(16) && g.node(id).attr("coordinate_transformation_mode").is_none() =>
+        {
+            g.node_mut(id).set_attr(Attribute::string(
+                "coordinate_transformation_mode",
+                "output_half_pixel",
+            ));
+            changed = true;
         }
         "GridSample" if span.crosses(20) => {
             let mode = g.node(id).attr_string("mode").ok().flatten();

@@ -174,6 +174,18 @@ fn gelu_constants_are_checked() {
 }
 
 #[test]
+fn a_division_by_a_value_is_not_a_factor() {
+    // x / (1 + erf(x/sqrt2)) * 0.5 is not GELU.
+    let mut m = load("gelu_variants.onnx");
+    run_passes(&mut m, &["constants-to-initializers"]);
+    let mul = m.graph.find_node("/a/Mul").unwrap();
+    m.graph.node_mut(mul).op_type = "Div".into();
+    run_passes(&mut m, &["fuse-gelu"]);
+    assert_eq!(ops(&m)["Gelu"], 4);
+    assert_eq!(ops(&m)["Erf"], 2);
+}
+
+#[test]
 fn gelu_left_alone_below_opset_20() {
     let mut m = load("transformer_block.onnx");
     run_passes(&mut m, &["constants-to-initializers"]);
