@@ -57,7 +57,7 @@ fn layer_norm_variants_fuse_exactly() {
         ops(&m),
         histogram(&[
             ("MatMul", 2),
-            ("LayerNormalization", 4),
+            ("LayerNormalization", 5),
             ("Reshape", 2),
             // e: a mean over axis 1 stays written out.
             ("ReduceMean", 2),
@@ -74,16 +74,16 @@ fn layer_norm_variants_fuse_exactly() {
         .iter()
         .map(|n| n.attr_int("axis").unwrap().unwrap())
         .collect();
-    assert_eq!(axes, vec![-1, -1, -2, -1]);
+    assert_eq!(axes, vec![-1, -1, -2, -1, -1]);
     let eps: Vec<f32> = lns
         .iter()
         .map(|n| n.attr_float("epsilon").unwrap().unwrap())
         .collect();
-    assert_eq!(eps, vec![1e-5, 1e-6, 1e-5, 1e-3]);
+    assert_eq!(eps, vec![1e-5, 1e-6, 1e-5, 1e-3, 1e-3]);
     // a and b have gamma and beta, c gamma only (no bias input), d beta only
-    // (a ones scale).
+    // (a ones scale), f (Keras) both.
     let arity: Vec<usize> = lns.iter().map(|n| n.inputs.len()).collect();
-    assert_eq!(arity, vec![3, 3, 2, 3]);
+    assert_eq!(arity, vec![3, 3, 2, 3, 3]);
     let d_scale = lns[3].inputs[1].unwrap();
     let t = m.graph.constant(d_scale).expect("scale is an initializer");
     assert_eq!(t.dims(), &[16]);
@@ -113,6 +113,20 @@ fn layer_norm_left_alone_below_opset_17() {
 }
 
 #[test]
+fn keras_layer_norm_with_a_shared_scale_stays() {
+    // mean * a also feeds a graph output: the scaled-shift form must stay.
+    let mut m = load("ln_variants.onnx");
+    run_passes(&mut m, &["constants-to-initializers"]);
+    let a = m.graph.find_value("f.a").unwrap();
+    let mut io = m.graph.outputs[0].clone();
+    io.value = a;
+    io.info.name = Some("f.a".into());
+    m.graph.outputs.push(io);
+    run_passes(&mut m, &["fuse-layer-norm"]);
+    assert_eq!(ops(&m)["LayerNormalization"], 4);
+}
+
+#[test]
 fn layer_norm_with_an_outside_reader_stays() {
     // The centered value of LayerNorm a also feeds the graph output.
     let mut m = load("ln_variants.onnx");
@@ -123,7 +137,7 @@ fn layer_norm_with_an_outside_reader_stays() {
     io.info.name = Some("a.d".into());
     m.graph.outputs.push(io);
     let r = run_passes(&mut m, &["fuse-layer-norm"]);
-    assert_eq!(ops(&m)["LayerNormalization"], 3);
+    assert_eq!(ops(&m)["LayerNormalization"], 4);
     assert!(
         reasons(&r).iter().any(|s| s.contains("readers outside")),
         "{:?}",
