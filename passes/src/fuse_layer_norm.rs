@@ -112,8 +112,9 @@ struct Geometry {
     dtype: DataType,
 }
 
-fn geometry(g: &Graph, cx: &PassCx, shapes: &Shapes, st: &Stats) -> Result<Geometry, Outcome> {
-    let decline = |why: String| Err(Outcome::Decline(why));
+/// `Err` is the reason to decline.
+fn geometry(g: &Graph, cx: &PassCx, shapes: &Shapes, st: &Stats) -> Result<Geometry, String> {
+    let decline = |why: String| Err(why);
     if cx.opset < MIN_OPSET {
         return decline(format!(
             "decomposed LayerNorm needs opset {MIN_OPSET} for LayerNormalization (model has {}); --upgrade-opset {MIN_OPSET} raises it",
@@ -205,7 +206,7 @@ fn centered_form(g: &Graph, id: NodeId, cx: &mut PassCx, shapes: &Shapes) -> Out
     require!(st.d == d);
     let geo = match geometry(g, cx, shapes, &st) {
         Ok(geo) => geo,
-        Err(o) => return o,
+        Err(why) => return Outcome::Decline(why),
     };
     // The inner values are read only inside the pattern.
     let mut inner = st.nodes.clone();
@@ -278,7 +279,7 @@ fn scaled_shift_form(g: &Graph, id: NodeId, cx: &mut PassCx, shapes: &Shapes) ->
     require!(st.x == x && st.m == m);
     let geo = match geometry(g, cx, shapes, &st) {
         Ok(geo) => geo,
-        Err(o) => return o,
+        Err(why) => return Outcome::Decline(why),
     };
     let mut remove = st.nodes.clone();
     remove.extend(&inv_nodes);
