@@ -423,10 +423,18 @@ fn upgrade_refusals_name_the_node() {
         before,
         "a refused upgrade leaves the model alone"
     );
-    // Lowering and unknown targets.
+    // A model already newer is left alone; unknown targets are refused.
     let mut m = load("cnn_bn_relu.onnx");
-    let err = run_yaml(&mut m, "version: 1\npasses:\n  - upgrade-opset: {to: 13}\n").unwrap_err();
-    assert!(err.contains("lowering"), "{err}");
+    let before = bytes(&m);
+    let r = run_yaml(&mut m, "version: 1\npasses:\n  - upgrade-opset: {to: 13}\n").unwrap();
+    assert_eq!(bytes(&m), before);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("already imports opset 17")),
+        "{:?}",
+        r.notes
+    );
     let err = run_yaml(&mut m, "version: 1\npasses:\n  - upgrade-opset: {to: 30}\n").unwrap_err();
     assert!(err.contains("up to opset 24"), "{err}");
 }
@@ -438,6 +446,44 @@ fn upgrade_to_the_same_opset_changes_nothing() {
     let r = run_yaml(&mut m, "version: 1\npasses:\n  - upgrade-opset: {to: 17}\n").unwrap();
     assert_eq!(r.records[0].rewrites, 0);
     assert_eq!(bytes(&m), before);
+}
+
+#[test]
+fn model_local_functions_follow_the_model() {
+    // kitchen_sink's functions import the default domain at 21 and use no
+    // op that changed since: raised with the model.
+    let mut m = load("kitchen_sink.onnx");
+    run_yaml(&mut m, "version: 1\npasses:\n  - upgrade-opset: {to: 24}\n").unwrap();
+    for f in &m.meta.functions {
+        for o in &f.opset_import {
+            if o.domain.as_deref().unwrap_or("").is_empty() {
+                assert_eq!(o.version, Some(24));
+            }
+        }
+    }
+    // A function using Softmax cannot follow an upgrade across 13.
+    let mut m = load("opset11_changed.onnx");
+    let mut f = infopt_ir::proto::FunctionProto {
+        name: Some("soft".into()),
+        domain: Some("org.example".into()),
+        ..Default::default()
+    };
+    f.opset_import.push(infopt_ir::proto::OperatorSetIdProto {
+        domain: Some(String::new()),
+        version: Some(11),
+    });
+    f.node.push(infopt_ir::proto::NodeProto {
+        op_type: Some("Softmax".into()),
+        input: vec!["x".into()],
+        output: vec!["y".into()],
+        ..Default::default()
+    });
+    m.meta.functions.push(f);
+    let err = run_yaml(&mut m, "version: 1\npasses:\n  - upgrade-opset: {to: 13}\n").unwrap_err();
+    assert!(
+        err.contains("model-local function 'soft' uses Softmax"),
+        "{err}"
+    );
 }
 
 #[test]
