@@ -137,7 +137,7 @@ fn geometry(g: &Graph, cx: &PassCx, shapes: &Shapes, st: &Stats) -> Result<Geome
         _ => return decline("the LayerNorm means are not over the same trailing axes".into()),
     };
     let Some(norm) = dims.as_deref().and_then(|d| trailing_known(d, k)) else {
-        return decline(format!("the normalized dims of '{}' are not known", g.value(x).name));
+        return decline(format!("the normalized dims of '{}' are not known (or span over 2^24 elements)", g.value(x).name));
     };
     let dtype = match shapes.dtype(g, x) {
         Some(t @ (DataType::Float | DataType::Float16 | DataType::Bfloat16)) => t,

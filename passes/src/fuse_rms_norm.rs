@@ -145,7 +145,7 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx, shapes: &Shapes) -> Outcome {
         decline!("the RMSNorm mean is not over trailing axes");
     };
     let Some(norm) = dims.as_deref().and_then(|d| trailing_known(d, k)) else {
-        decline!("the normalized dims of '{}' are not known", g.value(x).name);
+        decline!("the normalized dims of '{}' are not known (or span over 2^24 elements)", g.value(x).name);
     };
     let rank = rank.unwrap_or(k);
     let dtype = match shapes.dtype(g, x) {

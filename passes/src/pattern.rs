@@ -293,8 +293,8 @@ pub fn over_normalized_dims(t: &Tensor, rank: usize, norm: &[i64]) -> Option<Vec
         }
     }
     let vals = t.to_f64_vec().ok()?;
-    let total: i64 = norm.iter().product();
-    if total <= 0 || total > (1 << 26) {
+    let total = norm.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))?;
+    if total <= 0 || total > MAX_NORM_ELEMS {
         return None;
     }
     // Strides of the weight (0 on broadcast dims).
@@ -320,18 +320,26 @@ pub fn over_normalized_dims(t: &Tensor, rank: usize, norm: &[i64]) -> Option<Vec
     Some(out)
 }
 
-/// The known sizes of the last `k` dims of `dims`.
+/// Most elements a fused normalization's scale/bias may have: the fusion
+/// writes them as initializers (a hostile or mis-declared dim must not
+/// make it allocate gigabytes).
+pub const MAX_NORM_ELEMS: i64 = 1 << 24;
+
+/// The known sizes of the last `k` dims of `dims`, when they are known and
+/// span at most [`MAX_NORM_ELEMS`] elements.
 pub fn trailing_known(dims: &[Dim], k: usize) -> Option<Vec<i64>> {
     if dims.len() < k {
         return None;
     }
-    dims[dims.len() - k..]
+    let sizes: Vec<i64> = dims[dims.len() - k..]
         .iter()
         .map(|d| match d {
             Dim::Known(v) if *v > 0 => Some(*v),
             _ => None,
         })
-        .collect()
+        .collect::<Option<_>>()?;
+    let total = sizes.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))?;
+    (total <= MAX_NORM_ELEMS).then_some(sizes)
 }
 
 /// The elementwise affine tail after a normalization whose result is `n`:
@@ -464,5 +472,12 @@ mod tests {
         assert_eq!(over_normalized_dims(&t, 3, &[1]), None);
         let scalar = Tensor::from_f32(vec![], &[2.0]);
         assert_eq!(over_normalized_dims(&scalar, 2, &[2]), Some(vec![2.0, 2.0]));
+        // A declared dim of 2^31 - 1 is not materialized.
+        assert_eq!(over_normalized_dims(&scalar, 2, &[i32::MAX as i64]), None);
+        let huge = [Dim::Sym("b".into()), Dim::Known(i32::MAX as i64)];
+        assert_eq!(trailing_known(&huge, 1), None);
+        assert_eq!(trailing_known(&huge[..1], 1), None);
+        let ok = [Dim::Sym("b".into()), Dim::Known(4), Dim::Known(8)];
+        assert_eq!(trailing_known(&ok, 2), Some(vec![4, 8]));
     }
 }

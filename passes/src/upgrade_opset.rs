@@ -690,7 +690,11 @@ fn group_norm_21(g: &mut Graph, id: NodeId, span: Span, facts: &GraphFacts) -> R
         .and_then(|f| f.shape().map(|s| s.to_vec()))
         .or_else(|| g.value_type(x).and_then(|t| t.shape));
     let channels = match dims.as_deref().and_then(|d| d.get(1)) {
-        Some(Dim::Known(c)) if *c > 0 && c % groups == 0 => *c,
+        Some(Dim::Known(c))
+            if *c > 0 && c % groups == 0 && *c <= crate::pattern::MAX_NORM_ELEMS =>
+        {
+            *c
+        }
         _ => return Err(refuse(g, id, span, "has an input whose channel count is not known")),
     };
     let per = (channels / groups) as usize;
