@@ -59,26 +59,31 @@ enum Factor {
     Value(ValueId),
 }
 
-/// Flattens a product rooted at the Mul/Div `id` into its factors, looking
-/// through private inner Muls (at most `depth` levels). `nodes` collects the
-/// Mul/Div nodes taken.
-fn factors(g: &Graph, id: NodeId, depth: usize, nodes: &mut Vec<NodeId>, out: &mut Vec<Factor>) {
+/// The divisor of `Div(a, c)` as a factor `1/c`, when `c` is a nonzero
+/// scalar constant (a division by a value is not a product).
+fn constant_divisor(g: &Graph, id: NodeId) -> Option<f64> {
+    let c = scalar(g, input(g, id, 1)?)?;
+    (c != 0.0 && c.is_finite()).then(|| 1.0 / c)
+}
+
+/// Flattens a product rooted at the Mul (or Div by a constant) `id` into
+/// its factors, looking through private inner Muls and Divs by constants
+/// (at most `depth` levels). `nodes` collects the nodes taken. `None` when
+/// `id` is a Div by something other than a scalar constant.
+fn factors(g: &Graph, id: NodeId, depth: usize, nodes: &mut Vec<NodeId>, out: &mut Vec<Factor>) -> Option<()> {
     let node = g.node(id);
-    nodes.push(id);
-    let Some((a, b)) = operands(g, id) else {
-        return;
-    };
+    let (a, b) = operands(g, id)?;
     if node.is("Div") {
-        // Only a division by a constant is a factor.
+        let inv = constant_divisor(g, id)?;
+        nodes.push(id);
         factor_of(g, a, depth, nodes, out);
-        match scalar(g, b) {
-            Some(c) if c != 0.0 => out.push(Factor::Const(1.0 / c)),
-            _ => out.push(Factor::Value(b)),
-        }
-        return;
+        out.push(Factor::Const(inv));
+        return Some(());
     }
+    nodes.push(id);
     factor_of(g, a, depth, nodes, out);
     factor_of(g, b, depth, nodes, out);
+    Some(())
 }
 
 fn factor_of(g: &Graph, v: ValueId, depth: usize, nodes: &mut Vec<NodeId>, out: &mut Vec<Factor>) {
@@ -90,8 +95,12 @@ fn factor_of(g: &Graph, v: ValueId, depth: usize, nodes: &mut Vec<NodeId>, out: 
         && private(g, v)
         && let Some((m, _)) = producer(g, v, "Mul").or_else(|| producer(g, v, "Div"))
     {
-        factors(g, m, depth - 1, nodes, out);
-        return;
+        let (mut inner_nodes, mut inner) = (Vec::new(), Vec::new());
+        if factors(g, m, depth - 1, &mut inner_nodes, &mut inner).is_some() {
+            nodes.append(&mut inner_nodes);
+            out.append(&mut inner);
+            return;
+        }
     }
     out.push(Factor::Value(v));
 }
@@ -165,11 +174,9 @@ fn tanh_argument(g: &Graph, u: ValueId) -> Option<(ValueId, Vec<NodeId>)> {
 fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     let node = g.node(id);
     require!(node.domain().is_empty() && matches!(node.op_type.as_str(), "Mul" | "Div"));
-    // The outermost node of a product: its output is not itself a factor of
-    // a Mul this rule would also flatten.
     let mut nodes = Vec::new();
     let mut fs = Vec::new();
-    factors(g, id, 2, &mut nodes, &mut fs);
+    require_some!(factors(g, id, 2, &mut nodes, &mut fs));
     let mut constant = 1.0;
     let mut values = Vec::new();
     for f in fs {

@@ -138,14 +138,14 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx, shapes: &Shapes) -> Outcome {
     }
     let dims = shapes.dims(g, x);
     let rank = dims.as_ref().map(|d| d.len());
-    let Ok(axes) = reduce_mean_axes(g, rm, cx.opset) else {
+    let Some(axes) = reduce_mean_axes(g, rm, cx.opset) else {
         decline!("the RMSNorm ReduceMean has non-constant axes or keepdims=0");
     };
-    let Some(k) = trailing_count(axes.as_deref(), rank) else {
+    let Some(k) = trailing_count(axes.as_slice(), rank) else {
         decline!("the RMSNorm mean is not over trailing axes");
     };
     let Some(norm) = dims.as_deref().and_then(|d| trailing_known(d, k)) else {
-        decline!("the normalized dims of '{}' are not known", g.value(x).name);
+        decline!("the normalized dims of '{}' are not known (or span over 2^24 elements)", g.value(x).name);
     };
     let rank = rank.unwrap_or(k);
     let dtype = match shapes.dtype(g, x) {

@@ -129,34 +129,41 @@ pub fn squared(g: &Graph, v: ValueId) -> Option<(ValueId, NodeId)> {
     (a == b).then_some((a, m))
 }
 
-/// The axes a ReduceMean (keepdims=1) reduces, as written (attribute before
-/// opset 18, constant input from 18), with `None` for "all axes". Returns
-/// `Err(())` when the node is not a plain keep-dims mean over given axes.
-pub fn reduce_mean_axes(g: &Graph, id: NodeId, opset: i64) -> Result<Option<Vec<i64>>, ()> {
+/// The axes a ReduceMean reduces, as written.
+pub enum MeanAxes {
+    /// No axes given: every axis.
+    All,
+    Listed(Vec<i64>),
+}
+
+impl MeanAxes {
+    pub fn as_slice(&self) -> Option<&[i64]> {
+        match self {
+            MeanAxes::All => None,
+            MeanAxes::Listed(a) => Some(a),
+        }
+    }
+}
+
+/// The axes of a keep-dims ReduceMean (attribute before opset 18, constant
+/// input from 18); `None` when the node is not a plain keep-dims mean over
+/// constant axes (keepdims=0, non-constant axes, noop_with_empty_axes).
+pub fn reduce_mean_axes(g: &Graph, id: NodeId, opset: i64) -> Option<MeanAxes> {
     let node = g.node(id);
-    if node.attr_int_or("keepdims", 1).map_err(|_| ())? != 1 {
-        return Err(());
+    if node.attr_int_or("keepdims", 1).ok()? != 1 {
+        return None;
     }
     let axes = if opset >= 18 {
         match input(g, id, 1) {
-            Some(v) => Some(const_i64s(g, Some(v)).ok_or(())?),
+            Some(v) => Some(const_i64s(g, Some(v))?),
             None => None,
         }
     } else {
-        node.attr_ints("axes").map_err(|_| ())?.map(|a| a.to_vec())
+        node.attr_ints("axes").ok()?.map(|a| a.to_vec())
     };
     match axes {
-        Some(a) if !a.is_empty() => Ok(Some(a)),
-        _ => {
-            if node
-                .attr_int_or("noop_with_empty_axes", 0)
-                .map_err(|_| ())?
-                != 0
-            {
-                return Err(());
-            }
-            Ok(None)
-        }
+        Some(a) if !a.is_empty() => Some(MeanAxes::Listed(a)),
+        _ => (node.attr_int_or("noop_with_empty_axes", 0).ok()? == 0).then_some(MeanAxes::All),
     }
 }
 
@@ -286,8 +293,8 @@ pub fn over_normalized_dims(t: &Tensor, rank: usize, norm: &[i64]) -> Option<Vec
         }
     }
     let vals = t.to_f64_vec().ok()?;
-    let total: i64 = norm.iter().product();
-    if total <= 0 || total > (1 << 26) {
+    let total = norm.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))?;
+    if total <= 0 || total > MAX_NORM_ELEMS {
         return None;
     }
     // Strides of the weight (0 on broadcast dims).
@@ -313,18 +320,26 @@ pub fn over_normalized_dims(t: &Tensor, rank: usize, norm: &[i64]) -> Option<Vec
     Some(out)
 }
 
-/// The known sizes of the last `k` dims of `dims`.
+/// Most elements a fused normalization's scale/bias may have: the fusion
+/// writes them as initializers (a hostile or mis-declared dim must not
+/// make it allocate gigabytes).
+pub const MAX_NORM_ELEMS: i64 = 1 << 24;
+
+/// The known sizes of the last `k` dims of `dims`, when they are known and
+/// span at most [`MAX_NORM_ELEMS`] elements.
 pub fn trailing_known(dims: &[Dim], k: usize) -> Option<Vec<i64>> {
     if dims.len() < k {
         return None;
     }
-    dims[dims.len() - k..]
+    let sizes: Vec<i64> = dims[dims.len() - k..]
         .iter()
         .map(|d| match d {
             Dim::Known(v) if *v > 0 => Some(*v),
             _ => None,
         })
-        .collect()
+        .collect::<Option<_>>()?;
+    let total = sizes.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))?;
+    (total <= MAX_NORM_ELEMS).then_some(sizes)
 }
 
 /// The elementwise affine tail after a normalization whose result is `n`:
@@ -457,5 +472,12 @@ mod tests {
         assert_eq!(over_normalized_dims(&t, 3, &[1]), None);
         let scalar = Tensor::from_f32(vec![], &[2.0]);
         assert_eq!(over_normalized_dims(&scalar, 2, &[2]), Some(vec![2.0, 2.0]));
+        // A declared dim of 2^31 - 1 is not materialized.
+        assert_eq!(over_normalized_dims(&scalar, 2, &[i32::MAX as i64]), None);
+        let huge = [Dim::Sym("b".into()), Dim::Known(i32::MAX as i64)];
+        assert_eq!(trailing_known(&huge, 1), None);
+        assert_eq!(trailing_known(&huge[..1], 1), None);
+        let ok = [Dim::Sym("b".into()), Dim::Known(4), Dim::Known(8)];
+        assert_eq!(trailing_known(&ok, 2), Some(vec![4, 8]));
     }
 }

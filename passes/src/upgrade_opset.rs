@@ -23,8 +23,9 @@
 //!   bias repeated per channel; Scatter (deprecated at 11): ScatterElements.
 //!
 //! Every other change in that range only added types or attributes whose
-//! default keeps the old meaning. The IR version is raised to the minimum
-//! the new opset needs. The optimizer's later passes then see the new opset
+//! default keeps the old meaning. Model-local functions importing the
+//! default domain are raised with the model when none of their ops changed.
+//! The IR version is raised to the minimum the new opset needs. The optimizer's later passes then see the new opset
 //! (LayerNormalization from 17, Gelu from 20, RMSNormalization from 23).
 //!
 //! ## When it declines
@@ -33,9 +34,10 @@
 //! the op (Resize with the `tf_half_pixel_for_nn` mode removed at 13,
 //! BatchNormalization whose training outputs are read, `spatial=0`,
 //! attributes that are not constants, GroupNormalization with non-constant
-//! weights or an unknown channel count, Scan from before opset 9, a model
-//! older than opset 7, a target newer than 24 or older than the model). A
-//! model already at `to` is left unchanged.
+//! weights or an unknown channel count, Scan from before opset 9, a
+//! model-local function using an op that changed, a model older than
+//! opset 7, a target newer than 24). A model already at `to` or newer is
+//! left unchanged (lowering an opset is not this pass's job).
 //!
 //! ## Numerics
 //! None: every rewrite computes the same values.
@@ -122,12 +124,8 @@ pub fn upgrade(model: &mut Model, to: i64) -> Result<usize, Refusal> {
             "--upgrade-opset {to}: infopt converts up to opset {MAX_OPSET}"
         ));
     }
-    if to < from {
-        return Err(format!(
-            "--upgrade-opset {to}: the model already imports opset {from}; lowering the opset is not supported"
-        ));
-    }
-    if to == from {
+    if to <= from {
+        // Already as new (or newer): nothing to raise; lowering is another job.
         return Ok(0);
     }
     if from < MIN_SOURCE_OPSET {
@@ -136,6 +134,7 @@ pub fn upgrade(model: &mut Model, to: i64) -> Result<usize, Refusal> {
         ));
     }
     let span = Span { from, to };
+    let functions = functions_to_raise(model, span)?;
     let opsets = Opsets {
         onnx: from,
         microsoft: model.opset("com.microsoft"),
@@ -163,6 +162,14 @@ pub fn upgrade(model: &mut Model, to: i64) -> Result<usize, Refusal> {
     }
     result.map_err(|e| e.to_string())?;
     model.graph = graph;
+    for i in functions {
+        for o in &mut model.meta.functions[i].opset_import {
+            let d = o.domain.as_deref().unwrap_or("");
+            if d.is_empty() || d == "ai.onnx" {
+                o.version = Some(to);
+            }
+        }
+    }
     for o in &mut model.meta.opset_import {
         let d = o.domain.as_deref().unwrap_or("");
         if d.is_empty() || d == "ai.onnx" {
@@ -175,6 +182,76 @@ pub fn upgrade(model: &mut Model, to: i64) -> Result<usize, Refusal> {
     }
     // The opset itself changed even when no node had to.
     Ok(changed + 1)
+}
+
+/// Whether a default-domain `op` changed form or meaning in `span` (the
+/// ops `convert_node` rewrites).
+fn changes(op: &str, span: Span) -> bool {
+    match op {
+        "Squeeze" | "Unsqueeze" | "ReduceSum" | "Softmax" | "LogSoftmax" | "Hardmax" => {
+            span.crosses(13)
+        }
+        op if REDUCE_18.contains(&op) => span.crosses(18),
+        "Split" => span.crosses(13) || span.crosses(18),
+        "Clip" | "Pad" | "Scatter" => span.crosses(11),
+        "Slice" | "TopK" => span.crosses(10),
+        "Dropout" => span.crosses(12),
+        "BatchNormalization" => span.crosses(9) || span.crosses(14),
+        "Upsample" => true,
+        "Resize" => span.crosses(11) || span.crosses(13),
+        "Scan" => span.crosses(9),
+        "RoiAlign" => span.crosses(16),
+        "GridSample" | "DFT" => span.crosses(20),
+        "GroupNormalization" => span.crosses(21),
+        _ => false,
+    }
+}
+
+/// The first default-domain op of `nodes` (and their subgraphs) that
+/// changed in `span`.
+fn changed_op_in(nodes: &[infopt_ir::proto::NodeProto], span: Span) -> Option<String> {
+    for n in nodes {
+        let domain = n.domain.as_deref().unwrap_or("");
+        let op = n.op_type.as_deref().unwrap_or("");
+        if (domain.is_empty() || domain == "ai.onnx") && changes(op, span) {
+            return Some(op.to_string());
+        }
+        for a in &n.attribute {
+            for sg in a.g.iter().chain(a.graphs.iter()) {
+                if let Some(op) = changed_op_in(&sg.node, span) {
+                    return Some(op);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Model-local functions importing the default domain: their nodes follow
+/// the function's own import, which must match the model's. Functions
+/// whose ops all kept their form are raised with the model (indices
+/// returned); one that uses a changed op refuses the upgrade.
+fn functions_to_raise(model: &Model, span: Span) -> Result<Vec<usize>, Refusal> {
+    let mut out = Vec::new();
+    for (i, f) in model.meta.functions.iter().enumerate() {
+        let imports_default = f.opset_import.iter().any(|o| {
+            let d = o.domain.as_deref().unwrap_or("");
+            d.is_empty() || d == "ai.onnx"
+        });
+        if !imports_default {
+            continue;
+        }
+        if let Some(op) = changed_op_in(&f.node, span) {
+            return Err(format!(
+                "cannot raise opset {} -> {}: model-local function '{}' uses {op}, whose form changed in between; convert the model with onnx.version_converter first",
+                span.from,
+                span.to,
+                f.name.as_deref().unwrap_or("?")
+            ));
+        }
+        out.push(i);
+    }
+    Ok(out)
 }
 
 fn refuse(g: &Graph, id: NodeId, span: Span, why: &str) -> Refusal {
@@ -258,7 +335,10 @@ fn convert_node(g: &mut Graph, id: NodeId, span: Span, facts: &GraphFacts) -> Re
             changed = true;
         }
         "Dropout" if span.crosses(12) => {
-            g.node_mut(id).remove_attr("is_test");
+            if g.node(id).attr("is_test").is_some() {
+                g.node_mut(id).remove_attr("is_test");
+                changed = true;
+            }
             if let Some(r) = g.node(id).attr_float("ratio").ok().flatten() {
                 g.node_mut(id).remove_attr("ratio");
                 let v = g.add_initializer(
@@ -266,8 +346,8 @@ fn convert_node(g: &mut Graph, id: NodeId, span: Span, facts: &GraphFacts) -> Re
                     Tensor::from_f32(vec![], &[r]),
                 );
                 g.set_input(id, 1, Some(v));
+                changed = true;
             }
-            changed = true;
         }
         "BatchNormalization" if span.crosses(14) || span.crosses(9) => {
             changed |= batch_norm(g, id, span)?;
@@ -306,14 +386,14 @@ fn convert_node(g: &mut Graph, id: NodeId, span: Span, facts: &GraphFacts) -> Re
                 "is Scan-8 (batch semantics removed at 9); convert with onnx.version_converter first",
             ));
         }
-        "RoiAlign" if span.crosses(16) => {
-            if g.node(id).attr("coordinate_transformation_mode").is_none() {
-                g.node_mut(id).set_attr(Attribute::string(
-                    "coordinate_transformation_mode",
-                    "output_half_pixel",
-                ));
-                changed = true;
-            }
+        "RoiAlign"
+            if span.crosses(16) && g.node(id).attr("coordinate_transformation_mode").is_none() =>
+        {
+            g.node_mut(id).set_attr(Attribute::string(
+                "coordinate_transformation_mode",
+                "output_half_pixel",
+            ));
+            changed = true;
         }
         "GridSample" if span.crosses(20) => {
             let mode = g.node(id).attr_string("mode").ok().flatten();
@@ -610,7 +690,11 @@ fn group_norm_21(g: &mut Graph, id: NodeId, span: Span, facts: &GraphFacts) -> R
         .and_then(|f| f.shape().map(|s| s.to_vec()))
         .or_else(|| g.value_type(x).and_then(|t| t.shape));
     let channels = match dims.as_deref().and_then(|d| d.get(1)) {
-        Some(Dim::Known(c)) if *c > 0 && c % groups == 0 => *c,
+        Some(Dim::Known(c))
+            if *c > 0 && c % groups == 0 && *c <= crate::pattern::MAX_NORM_ELEMS =>
+        {
+            *c
+        }
         _ => return Err(refuse(g, id, span, "has an input whose channel count is not known")),
     };
     let per = (channels / groups) as usize;
@@ -690,7 +774,14 @@ impl Pass for UpgradeOpset {
     }
 
     fn run(&self, model: &mut Model, cx: &mut PassCx) -> Result<usize, PassError> {
+        let from = model.opset("").unwrap_or(1);
         let n = upgrade(model, self.to).map_err(PassError::Model)?;
+        if from > self.to {
+            cx.note(format!(
+                "upgrade-opset: the model already imports opset {from} (newer than {}); left as is",
+                self.to
+            ));
+        }
         if n > 0 {
             // Later passes read the opset from the context.
             cx.opset = self.to;

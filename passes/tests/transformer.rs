@@ -57,7 +57,7 @@ fn layer_norm_variants_fuse_exactly() {
         ops(&m),
         histogram(&[
             ("MatMul", 2),
-            ("LayerNormalization", 4),
+            ("LayerNormalization", 5),
             ("Reshape", 2),
             // e: a mean over axis 1 stays written out.
             ("ReduceMean", 2),
@@ -74,16 +74,16 @@ fn layer_norm_variants_fuse_exactly() {
         .iter()
         .map(|n| n.attr_int("axis").unwrap().unwrap())
         .collect();
-    assert_eq!(axes, vec![-1, -1, -2, -1]);
+    assert_eq!(axes, vec![-1, -1, -2, -1, -1]);
     let eps: Vec<f32> = lns
         .iter()
         .map(|n| n.attr_float("epsilon").unwrap().unwrap())
         .collect();
-    assert_eq!(eps, vec![1e-5, 1e-6, 1e-5, 1e-3]);
+    assert_eq!(eps, vec![1e-5, 1e-6, 1e-5, 1e-3, 1e-3]);
     // a and b have gamma and beta, c gamma only (no bias input), d beta only
-    // (a ones scale).
+    // (a ones scale), f (Keras) both.
     let arity: Vec<usize> = lns.iter().map(|n| n.inputs.len()).collect();
-    assert_eq!(arity, vec![3, 3, 2, 3]);
+    assert_eq!(arity, vec![3, 3, 2, 3, 3]);
     let d_scale = lns[3].inputs[1].unwrap();
     let t = m.graph.constant(d_scale).expect("scale is an initializer");
     assert_eq!(t.dims(), &[16]);
@@ -113,6 +113,20 @@ fn layer_norm_left_alone_below_opset_17() {
 }
 
 #[test]
+fn keras_layer_norm_with_a_shared_scale_stays() {
+    // mean * a also feeds a graph output: the scaled-shift form must stay.
+    let mut m = load("ln_variants.onnx");
+    run_passes(&mut m, &["constants-to-initializers"]);
+    let a = m.graph.find_value("f.a").unwrap();
+    let mut io = m.graph.outputs[0].clone();
+    io.value = a;
+    io.info.name = Some("f.a".into());
+    m.graph.outputs.push(io);
+    run_passes(&mut m, &["fuse-layer-norm"]);
+    assert_eq!(ops(&m)["LayerNormalization"], 4);
+}
+
+#[test]
 fn layer_norm_with_an_outside_reader_stays() {
     // The centered value of LayerNorm a also feeds the graph output.
     let mut m = load("ln_variants.onnx");
@@ -123,7 +137,7 @@ fn layer_norm_with_an_outside_reader_stays() {
     io.info.name = Some("a.d".into());
     m.graph.outputs.push(io);
     let r = run_passes(&mut m, &["fuse-layer-norm"]);
-    assert_eq!(ops(&m)["LayerNormalization"], 3);
+    assert_eq!(ops(&m)["LayerNormalization"], 4);
     assert!(
         reasons(&r).iter().any(|s| s.contains("readers outside")),
         "{:?}",
@@ -171,6 +185,18 @@ fn gelu_constants_are_checked() {
     run_passes(&mut m, &["fuse-gelu"]);
     assert_eq!(ops(&m)["Gelu"], 4);
     assert_eq!(ops(&m)["Tanh"], 1);
+}
+
+#[test]
+fn a_division_by_a_value_is_not_a_factor() {
+    // x / (1 + erf(x/sqrt2)) * 0.5 is not GELU.
+    let mut m = load("gelu_variants.onnx");
+    run_passes(&mut m, &["constants-to-initializers"]);
+    let mul = m.graph.find_node("/a/Mul").unwrap();
+    m.graph.node_mut(mul).op_type = "Div".into();
+    run_passes(&mut m, &["fuse-gelu"]);
+    assert_eq!(ops(&m)["Gelu"], 4);
+    assert_eq!(ops(&m)["Erf"], 2);
 }
 
 #[test]
@@ -397,10 +423,18 @@ fn upgrade_refusals_name_the_node() {
         before,
         "a refused upgrade leaves the model alone"
     );
-    // Lowering and unknown targets.
+    // A model already newer is left alone; unknown targets are refused.
     let mut m = load("cnn_bn_relu.onnx");
-    let err = run_yaml(&mut m, "version: 1\npasses:\n  - upgrade-opset: {to: 13}\n").unwrap_err();
-    assert!(err.contains("lowering"), "{err}");
+    let before = bytes(&m);
+    let r = run_yaml(&mut m, "version: 1\npasses:\n  - upgrade-opset: {to: 13}\n").unwrap();
+    assert_eq!(bytes(&m), before);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("already imports opset 17")),
+        "{:?}",
+        r.notes
+    );
     let err = run_yaml(&mut m, "version: 1\npasses:\n  - upgrade-opset: {to: 30}\n").unwrap_err();
     assert!(err.contains("up to opset 24"), "{err}");
 }
@@ -412,6 +446,44 @@ fn upgrade_to_the_same_opset_changes_nothing() {
     let r = run_yaml(&mut m, "version: 1\npasses:\n  - upgrade-opset: {to: 17}\n").unwrap();
     assert_eq!(r.records[0].rewrites, 0);
     assert_eq!(bytes(&m), before);
+}
+
+#[test]
+fn model_local_functions_follow_the_model() {
+    // kitchen_sink's functions import the default domain at 21 and use no
+    // op that changed since: raised with the model.
+    let mut m = load("kitchen_sink.onnx");
+    run_yaml(&mut m, "version: 1\npasses:\n  - upgrade-opset: {to: 24}\n").unwrap();
+    for f in &m.meta.functions {
+        for o in &f.opset_import {
+            if o.domain.as_deref().unwrap_or("").is_empty() {
+                assert_eq!(o.version, Some(24));
+            }
+        }
+    }
+    // A function using Softmax cannot follow an upgrade across 13.
+    let mut m = load("opset11_changed.onnx");
+    let mut f = infopt_ir::proto::FunctionProto {
+        name: Some("soft".into()),
+        domain: Some("org.example".into()),
+        ..Default::default()
+    };
+    f.opset_import.push(infopt_ir::proto::OperatorSetIdProto {
+        domain: Some(String::new()),
+        version: Some(11),
+    });
+    f.node.push(infopt_ir::proto::NodeProto {
+        op_type: Some("Softmax".into()),
+        input: vec!["x".into()],
+        output: vec!["y".into()],
+        ..Default::default()
+    });
+    m.meta.functions.push(f);
+    let err = run_yaml(&mut m, "version: 1\npasses:\n  - upgrade-opset: {to: 13}\n").unwrap_err();
+    assert!(
+        err.contains("model-local function 'soft' uses Softmax"),
+        "{err}"
+    );
 }
 
 #[test]
