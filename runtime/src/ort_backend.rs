@@ -571,8 +571,12 @@ impl OrtBackend {
     }
 
     fn build_session(&self, bytes: &[u8], model_dir: Option<&Path>) -> ort::Result<Session> {
+        // Every failure comes back as an error infopt reports in one line;
+        // ONNX Runtime's own log would print it again, in red, to stderr
+        // (a verification size that does not run is routine, not an error).
         let mut b = Session::builder(&self.lib.env)?
-            .with_optimization_level(self.options.opt_level.to_ort())?;
+            .with_optimization_level(self.options.opt_level.to_ort())?
+            .with_log_level(ort::logging::LogLevel::Fatal)?;
         if let Some(n) = self.options.intra_threads {
             b = b.with_intra_threads(n)?;
         }

@@ -10,7 +10,7 @@
 //! kind: float to float (rounded), integer to integer (every value must fit), integer to
 //! float; `bool` only to `bool`. A float array for an integer input is refused.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::Path;
 
@@ -56,6 +56,10 @@ pub struct Inputs {
     pub file: Option<Vec<HostTensor>>,
     pub source: InputSource,
     pub vocab: u64,
+    /// Values chosen for some generated inputs instead of random ones (by
+    /// input name): mode switches such as a sample rate, see
+    /// [`crate::value_hints`]. Arrays from a file are never replaced.
+    pub values: BTreeMap<String, f64>,
 }
 
 impl Inputs {
@@ -86,6 +90,7 @@ impl Inputs {
             file,
             source,
             vocab,
+            values: BTreeMap::new(),
         })
     }
 
@@ -96,7 +101,13 @@ impl Inputs {
         match (&self.file, &self.source) {
             (Some(arrays), InputSource::File { path }) => fit_inputs(model.inputs(), arrays, path),
             (_, InputSource::Generated { seed, .. }) => {
-                generate(model, *seed, self.vocab).map_err(|e| e.to_string())
+                let mut tensors = generate(model, *seed, self.vocab).map_err(|e| e.to_string())?;
+                for t in &mut tensors {
+                    if let Some(&v) = t.name().and_then(|n| self.values.get(n)) {
+                        *t = filled(t, v)?;
+                    }
+                }
+                Ok(tensors)
             }
             (None, InputSource::File { path }) => Err(format!("--inputs {path}: no arrays read")),
         }
@@ -212,6 +223,28 @@ pub fn generate(
         *t = HostTensor::new(t.name.clone(), t.shape().to_vec(), ones)?;
     }
     Ok(tensors)
+}
+
+/// `t` with every element set to `v` (in `t`'s dtype; `v` must fit it).
+fn filled(t: &HostTensor, v: f64) -> Result<HostTensor, String> {
+    let n = t.len();
+    let one = HostTensor::new(t.name.clone(), vec![n], TensorData::F64(vec![v; n]))
+        .map_err(|e| e.to_string())?;
+    let to = t.dtype();
+    let converted = if to.is_float() {
+        convert(&one, to)?
+    } else if v.fract() == 0.0 && v.abs() < 9.0e15 {
+        let ints = HostTensor::new(t.name.clone(), vec![n], TensorData::I64(vec![v as i64; n]))
+            .map_err(|e| e.to_string())?;
+        convert(&ints, to)?
+    } else {
+        return Err(format!(
+            "input `{}`: value {v} does not fit its type {to}",
+            t.name().unwrap_or("?")
+        ));
+    };
+    HostTensor::new(t.name.clone(), t.shape().to_vec(), converted.data().clone())
+        .map_err(|e| e.to_string())
 }
 
 /// Reads named arrays from an `.npz`, a single `.npy` (named after the file stem) or a

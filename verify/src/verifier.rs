@@ -107,6 +107,20 @@ impl Verifier {
         let bytes = original
             .to_bytes_referencing_sources()
             .map_err(|e| VerifyError::new(ErrorKind::Load, e))?;
+        // Mode-switch inputs (a sample rate compared with 16000) get the
+        // value the graph compares them with, not a random one.
+        let mut value_notes = Vec::new();
+        let mut with_values;
+        let inputs = if inputs.file.is_none() {
+            with_values = inputs.clone();
+            for h in crate::value_hints::chosen_values(original) {
+                with_values.values.insert(h.input, h.value);
+                value_notes.push(h.why);
+            }
+            &with_values
+        } else {
+            inputs
+        };
         let kinds: Vec<BackendKind> = match policy.explicit {
             Some(k) => vec![k],
             None => policy.prefer.clone(),
@@ -137,7 +151,7 @@ impl Verifier {
             for (ti, t) in tries.iter().enumerate() {
                 match Self::run_original(&chosen, &bytes, &dir, inputs, &t.shapes, &policy) {
                     Ok((loaded, tensors, expected)) => {
-                        let mut notes = Vec::new();
+                        let mut notes = value_notes;
                         if ki > 0 {
                             notes.push(format!(
                                 "verified in {}: {}",
@@ -180,10 +194,31 @@ impl Verifier {
         } else {
             ErrorKind::Unavailable
         };
-        let hint = match shapes::suggestion(original, &inputs.shapes) {
+        let mut hint = match shapes::suggestion(original, &inputs.shapes) {
             Some(s) => format!("; fix the input sizes the model expects with {s}"),
             None => String::new(),
         };
+        // An input that picks a branch may have picked one that cannot run
+        // at these sizes: name it, and the way to give its value.
+        let deciders = crate::value_hints::branch_inputs(original);
+        if inputs.file.is_none() && !deciders.is_empty() {
+            let names: Vec<String> = deciders
+                .iter()
+                .map(|(i, at)| {
+                    let v = inputs
+                        .values
+                        .get(i)
+                        .map_or("a random value".to_string(), |v| v.to_string());
+                    format!("`{i}` (decides If `{at}`; it was {v})")
+                })
+                .collect();
+            hint.push_str(&format!(
+                "; the input{} {} choose{} what the model computes: give real values with --inputs FILE.npz (one array per input)",
+                if names.len() > 1 { "s" } else { "" },
+                names.join(", "),
+                if names.len() > 1 { "" } else { "s" },
+            ));
+        }
         Err(VerifyError::new(
             kind,
             format!(
