@@ -61,7 +61,10 @@ fn detector_with_unfixed_hw_is_verified_at_sizes_it_accepts() {
     // The first choice already runs: distinct H and W (so a rewrite that
     // swaps them is seen), each a multiple of the stride chain's 2.
     let (h, w) = (shapes[2].as_u64().unwrap(), shapes[3].as_u64().unwrap());
-    assert!(h % 2 == 0 && w % 2 == 0 && h != w, "verified at {shapes}");
+    assert!(
+        h.is_multiple_of(2) && w.is_multiple_of(2) && h != w,
+        "verified at {shapes}"
+    );
     let notes = report["notes"].to_string();
     assert!(!notes.contains("verification sizes"), "{notes}");
 }

@@ -320,7 +320,7 @@ impl Walk<'_> {
     /// Records that key size `lin` must equal `n` (the node says so).
     fn exact(&mut self, lin: Lin, n: u64, node: &Node) {
         let scaled = n * lin.den;
-        if n <= 1 || scaled % lin.num != 0 {
+        if n <= 1 || !scaled.is_multiple_of(lin.num) {
             return;
         }
         let size = scaled / lin.num;

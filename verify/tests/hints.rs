@@ -73,7 +73,11 @@ fn stride_chain_gives_the_divisor() {
     let c = shapes::candidates(&m, &InputShapes::new());
     let h = c[0].shapes.symbols["H"];
     let w = c[0].shapes.symbols["W"];
-    assert!(h % 32 == 0 && w % 32 == 0 && h != w, "{:?}", c[0]);
+    assert!(
+        h.is_multiple_of(32) && w.is_multiple_of(32) && h != w,
+        "{:?}",
+        c[0]
+    );
     assert!(c[0].label.contains("H a multiple of 32"), "{}", c[0].label);
     for cand in &c[1..c.len() - 1] {
         assert_eq!(cand.shapes.symbols["H"] % 32, 0, "{}", cand.label);
