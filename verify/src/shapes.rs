@@ -4,8 +4,11 @@
 //! rewrite that confuses batch and sequence does not pass unnoticed; a model
 //! that cannot run like that (a detector whose H and W must be multiples of
 //! 32, whose feature maps are concatenated) gets sizes that such models
-//! accept: spatial (or sequence) dims of 64, then 32, 128 and 512
-//! (divisible by 32 and 64), batch 1; and last every unbound dim at 2.
+//! accept: spatial (or sequence) dims of 64, then 32, 128 and 512, batch 1;
+//! and last every unbound dim at 2. Every size the graph says something
+//! about ([`crate::size_hints`]: stride chains, Resize scales, kernels, a
+//! fixed partner) is moved to the nearest size it admits, in the distinct
+//! choice too (distinct admissible sizes, H != W).
 
 use std::collections::BTreeMap;
 
