@@ -183,7 +183,16 @@ impl Walk<'_> {
         if let Some(a) = self.axes.get(&v) {
             return Some(a.clone());
         }
-        let shape = self.g.value_type(v)?.shape?;
+        // A Constant node's output often has no declared type (Paddle's
+        // exports: hundreds of scalar Constants multiplied into the maps).
+        let shape = match self.g.value_type(v).and_then(|t| t.shape) {
+            Some(s) => s,
+            None => {
+                let p = self.g.producer(v).filter(|p| p.is("Constant"))?;
+                let t = infopt_ir::infer::constant_value(p)?;
+                t.dims().iter().map(|&d| Dim::Known(d)).collect()
+            }
+        };
         Some(
             shape
                 .iter()

@@ -85,6 +85,29 @@ fn stride_chain_gives_the_divisor() {
 }
 
 #[test]
+fn constant_node_operands_do_not_stop_the_walk() {
+    // Scalars from Constant nodes without a declared type (as Paddle writes
+    // them) multiplied into the map between two strided convs.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["?", "3", "?", "?"]));
+    let c1 = conv(&mut b, x, 3, 4, 3, 2);
+    let k = b.op(
+        "Constant",
+        &[],
+        vec![Attribute::tensor(
+            "value",
+            &infopt_ir::Tensor::from_f32(vec![], &[0.5]),
+        )],
+    );
+    let m = b.op("Mul", &[c1, k], vec![]);
+    let c2 = conv(&mut b, m, 4, 4, 3, 2);
+    b.output(c2, "y", DataType::Float, None);
+    let m = b.build(13);
+    assert_eq!(hint_of(&m, "x#2").divisor, 4);
+    assert_eq!(hint_of(&m, "x#3").divisor, 4);
+}
+
+#[test]
 fn resize_scale_below_one_needs_a_multiple_of_its_denominator() {
     let mut b = GraphBuilder::new();
     let x = b.input("x", DataType::Float, dims(&["1", "1", "?", "?"]));
