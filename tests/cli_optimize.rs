@@ -319,3 +319,94 @@ fn constants_of_ops_without_reference_kernels_fold_through_tract() {
     assert_eq!(after, vec![("Add".to_string(), 1)], "{r:#}");
     assert_eq!(r["verification"]["passed"], true);
 }
+
+#[test]
+fn contrib_ops_without_onnxruntime_exit_8_naming_them() {
+    // An ORT library path that does not exist stands for "ONNX Runtime not
+    // installed" whatever this machine has.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("o.onnx");
+    let model = fixture("bert_attention.onnx");
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--target",
+        "onnxruntime",
+        "--ort-dylib",
+        "/nonexistent/libonnxruntime.so",
+    ]);
+    assert_eq!(o.status.code(), Some(8), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("contrib ops (com.microsoft Attention, BiasGelu, SkipLayerNormalization)"),
+        "{err}"
+    );
+    assert!(err.contains("--no-verify"), "{err}");
+    assert!(!out.exists());
+    // With --no-verify the output is written, com.microsoft 1 declared.
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--target",
+        "onnxruntime",
+        "--no-verify",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let m = infopt_ir::Model::load(&out).unwrap();
+    assert_eq!(m.opset("com.microsoft"), Some(1));
+}
+
+/// `--upgrade-opset N` raises the opset before the fusions (so an opset-11
+/// LayerNorm and GELU become the ops); a target out of range is a usage
+/// error, a node that cannot be converted a one-line model error.
+#[test]
+fn upgrade_opset_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/opset11_changed.onnx");
+    let out = dir.path().join("up.onnx");
+    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args(["optimize", "--upgrade-opset", "23", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = infopt_ir::Model::load(&out).unwrap();
+    assert_eq!(m.opset(""), Some(23));
+    let ops = infopt_ir::stats::GraphStats::of_model(&m).ops;
+    assert_eq!(ops.get("LayerNormalization"), Some(&1), "{ops:?}");
+    assert_eq!(ops.get("Gelu"), Some(&1), "{ops:?}");
+
+    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args(["optimize", "--upgrade-opset", "30", "-o"])
+        .arg(dir.path().join("x.onnx"))
+        .arg(&src)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--upgrade-opset 30: choose an opset from 7 to 24"),
+        "{err}"
+    );
+
+    // A model already at opset 17 is left at 17 (a note, not an error).
+    let cnn = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/cnn_bn_relu.onnx");
+    let out = dir.path().join("y.onnx");
+    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args(["optimize", "--upgrade-opset", "13", "-o"])
+        .arg(&out)
+        .arg(&cnn)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let report = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{err}");
+    assert!(report.contains("already imports opset 17"), "{report}");
+    assert_eq!(infopt_ir::Model::load(&out).unwrap().opset(""), Some(17));
+    assert!(!err.contains("panicked"), "{err}");
+}

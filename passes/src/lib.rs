@@ -6,11 +6,13 @@ pub mod driver;
 pub mod gates;
 pub mod panic_guard;
 pub mod pass;
+pub mod pattern;
 pub mod precision;
 pub mod registry;
 pub mod rule;
 pub mod util;
 
+pub mod attention_pattern;
 pub mod branch_check;
 pub mod redundant_ops;
 pub mod scale_into_weights;
@@ -33,12 +35,22 @@ builtin_passes! {
     remove_initializer_inputs,
     constants_to_initializers,
     fix_shapes,
+    upgrade_opset,
     infer_shapes,
     fold_constants,
     simplify_reshape,
     eliminate_identity,
     eliminate_duplicates,
+    fuse_layer_norm,
+    fuse_rms_norm,
+    fuse_gelu,
     fuse_activation_patterns,
+    unflatten_gemm,
+    fuse_ort_attention,
+    fuse_attention,
+    fuse_embed_layer_norm,
+    fuse_skip_layer_norm,
+    fuse_bias_gelu,
     fuse_pad_conv,
     fuse_conv_bn,
     fuse_parallel_matmul,

@@ -129,3 +129,92 @@ pub fn dims_string(dims: &[i64]) -> String {
     let parts: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
     format!("[{}]", parts.join(","))
 }
+
+/// The nodes that become dead once every reader of `root` reads another
+/// value: `root`'s producer and, walking back, every producer whose outputs
+/// are read only by nodes already in the set. Values in `keep` (read by the
+/// replacement) and their producers stay. At most `limit` nodes.
+pub fn dead_cone(g: &Graph, root: ValueId, keep: &[ValueId], limit: usize) -> Vec<NodeId> {
+    let Some((first, _)) = g.value(root).producer else {
+        return Vec::new();
+    };
+    let only_root_read = g
+        .node(first)
+        .outputs
+        .iter()
+        .flatten()
+        .all(|&o| o == root || (g.reader_count(o) == 0 && !g.is_graph_output(o)));
+    if !only_root_read {
+        return Vec::new();
+    }
+    let mut dead = vec![first];
+    let mut changed = true;
+    while changed && dead.len() < limit {
+        changed = false;
+        let frontier: Vec<ValueId> = dead
+            .iter()
+            .flat_map(|&n| g.node(n).inputs.iter().flatten().copied())
+            .collect();
+        for v in frontier {
+            if keep.contains(&v) {
+                continue;
+            }
+            let Some((p, _)) = g.value(v).producer else {
+                continue;
+            };
+            if dead.contains(&p) || g.node(p).has_subgraphs() {
+                continue;
+            }
+            let all_dead = g.node(p).outputs.iter().flatten().all(|&o| {
+                !g.is_graph_output(o) && g.value(o).uses.iter().all(|u| dead.contains(&u.node))
+            });
+            let produces_kept = g.node(p).outputs.iter().flatten().any(|o| keep.contains(o));
+            if all_dead && !produces_kept && dead.len() < limit {
+                dead.push(p);
+                changed = true;
+            }
+        }
+    }
+    dead
+}
+
+/// The `com.microsoft` domain of ONNX Runtime's contrib ops.
+pub const MS_DOMAIN: &str = "com.microsoft";
+
+/// Declares `com.microsoft` version 1 in the model's opset imports (the
+/// version ONNX Runtime's contrib ops are registered at), if missing.
+pub fn import_ms_domain(model: &mut infopt_ir::Model) {
+    if model.opset(MS_DOMAIN).is_none() {
+        model
+            .meta
+            .opset_import
+            .push(infopt_ir::proto::OperatorSetIdProto {
+                domain: Some(MS_DOMAIN.to_string()),
+                version: Some(1),
+            });
+    }
+}
+
+/// For passes that emit ONNX Runtime contrib ops: true when the pipeline
+/// targets ONNX Runtime; otherwise leaves one note saying why the pass did
+/// nothing.
+pub fn targets_onnxruntime(pass: &str, op: &str, cx: &mut crate::pass::PassCx) -> bool {
+    if cx.target == crate::pass::Target::Onnxruntime {
+        return true;
+    }
+    let note = format!(
+        "{pass} does nothing for target {}: {op} is an ONNX Runtime contrib op",
+        cx.target
+    );
+    if !cx.notes.contains(&note) {
+        cx.note(note);
+    }
+    false
+}
+
+/// The element type of `v`, if known.
+pub fn dtype_of(g: &Graph, v: ValueId) -> Option<infopt_ir::DataType> {
+    g.value_type(v)
+        .map(|t| t.dtype)
+        .filter(|d| *d != infopt_ir::DataType::Undefined)
+}

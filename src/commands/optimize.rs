@@ -103,6 +103,12 @@ pub struct Args {
     pub precision: Vec<String>,
     #[command(flatten)]
     pub int8: crate::int8::Int8Args,
+    /// Convert the model's default-domain opset to N (up to 24) before the
+    /// fusions, so they can use newer ops (LayerNormalization 17, Gelu 20,
+    /// RMSNormalization 23); refused with the node's name when an op cannot
+    /// be converted exactly.
+    #[arg(long, value_name = "N")]
+    pub upgrade_opset: Option<i64>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -269,6 +275,9 @@ pub fn run(args: Args) -> CliResult {
     stages::apply_input_shapes(&mut config, &args.inputs)?;
     if args.int8.int8 {
         infopt_calibration::int8::ensure_step(&mut config).map_err(CliError::usage)?;
+    }
+    if let Some(to) = args.upgrade_opset {
+        infopt_passes::upgrade_opset::add_to_pipeline(&mut config, to).map_err(CliError::usage)?;
     }
     let int8_step = infopt_calibration::int8::find_step(&config);
     let half = match (args.fp16, args.bf16) {

@@ -17,16 +17,23 @@ import _interop
 
 RTOL, ATOL = 1e-4, 1e-5
 
+# Float16 fixtures whose fused normalization computes its statistics in
+# float32 where the written-out pattern rounded them through float16: the
+# two differ by about one float16 ulp (~1e-3 relative), the fused one being
+# the more accurate.
+LOOSER = {"rms_variants.onnx": (2e-3, 2e-3)}
+
 RUNNABLE = [p for p in _interop.good_fixtures() if p.name not in _interop.ORT_CANNOT_RUN]
 
 
 def _assert_close(expected, got, where):
+    rtol, atol = LOOSER.get(where, (RTOL, ATOL))
     assert list(expected) == list(got), f"{where}: output names differ: {list(expected)} vs {list(got)}"
     for name, e in expected.items():
         g = got[name]
         assert e.shape == g.shape, f"{where}: {name}: shape {e.shape} vs {g.shape}"
         if e.dtype.kind in "fc":
-            ok = np.allclose(g, e, rtol=RTOL, atol=ATOL, equal_nan=True)
+            ok = np.allclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
             diff = float(np.nanmax(np.abs(g.astype(np.float64) - e.astype(np.float64)))) if e.size else 0.0
             assert ok, f"{where}: {name}: max abs diff {diff}"
         else:

@@ -372,6 +372,15 @@ impl Verifier {
         let loaded = match self.load(candidate) {
             Ok(l) => l,
             Err(e) if fallback => {
+                // ONNX Runtime missing: the candidate (contrib ops, the
+                // opset-23 Attention) needs it; that is a missing runtime
+                // (exit 8), not a mismatch.
+                if let Err(o) = ChosenBackend::build(BackendKind::Ort, &self.policy.options) {
+                    return Err(VerifyError::new(
+                        ErrorKind::Unavailable,
+                        needs_ort_message(candidate, &e, &o),
+                    ));
+                }
                 let ort = self.in_ort(inputs, original).map_err(|o| {
                     VerifyError::new(ErrorKind::Mismatch, format!("{}; and {}", e.message, o))
                 })?;
@@ -471,4 +480,32 @@ pub fn worst_abs(outputs: &[OutputAgreement]) -> f64 {
             }
         })
         .fold(0.0, f64::max)
+}
+
+/// Why a candidate tract cannot load needs ONNX Runtime, naming its
+/// `com.microsoft` ops when it has some.
+fn needs_ort_message(candidate: &Model, tract: &VerifyError, ort: &VerifyError) -> String {
+    let mut contrib: Vec<String> = candidate
+        .graph
+        .nodes()
+        .filter(|(_, n)| n.domain() == "com.microsoft")
+        .map(|(_, n)| n.op_type.clone())
+        .collect();
+    contrib.sort();
+    contrib.dedup();
+    let what = if contrib.is_empty() {
+        format!(
+            "the optimized model does not run in tract ({})",
+            tract.message
+        )
+    } else {
+        format!(
+            "the optimized model has ONNX Runtime contrib ops (com.microsoft {}) that only ONNX Runtime runs",
+            contrib.join(", ")
+        )
+    };
+    format!(
+        "cannot verify: {what}, and ONNX Runtime is not available: {}; or pass --no-verify",
+        ort.message
+    )
 }

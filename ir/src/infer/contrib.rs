@@ -37,6 +37,26 @@ pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
             }
             out
         }
+        // Packed-QKV attention: [B, S, v_hidden], v_hidden from
+        // qkv_hidden_sizes or a third of the packed weight's width.
+        "Attention" => {
+            let v_hidden = match cx.attr_ints("qkv_hidden_sizes") {
+                Some(h) if h.len() == 3 => Dim::Known(h[2]),
+                _ => match cx.shape(1).and_then(|w| w.get(1).cloned()) {
+                    Some(Dim::Known(w)) if w % 3 == 0 => Dim::Known(w / 3),
+                    _ => Dim::Unknown,
+                },
+            };
+            let y = cx
+                .shape(0)
+                .filter(|s| s.len() == 3)
+                .map(|s| vec![s[0].clone(), s[1].clone(), v_hidden]);
+            let mut out = vec![cx.like(0, y)];
+            for _ in 1..cx.node.outputs.len() {
+                out.push(cx.like(0, None));
+            }
+            out
+        }
         "FusedMatMul" => {
             let swap = |s: Option<&[Dim]>, t: bool| -> Option<Vec<Dim>> {
                 let mut v = s?.to_vec();

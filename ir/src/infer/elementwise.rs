@@ -164,7 +164,7 @@ pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
             } else {
                 cx.dtype(2)
             };
-            Some(vec![Fact::new(dtype, shape)])
+            Some(vec![Fact::new(dtype, shape).with_value(where_value(cx))])
         }
         "Cast" => {
             let to = DataType::from_code(cx.attr_int("to", 0) as i32);
@@ -259,6 +259,32 @@ fn value_pairs(cx: &RuleCx) -> Option<(Vec<(Dim, Dim)>, bool)> {
         (0..n).map(|i| (get(a, i), get(b, i))).collect(),
         a.scalar && b.scalar,
     ))
+}
+
+/// `Where(c, x, y)` on shape-like values whose condition is known element by
+/// element (`Where(Equal(shape, -1), 1, shape)` in HF exports' Expand).
+fn where_value(cx: &RuleCx) -> Option<SymValue> {
+    let (c, x, y) = (cx.value(0)?, cx.value(1)?, cx.value(2)?);
+    let n = [c, x, y].iter().map(|v| v.elems.len()).max()?;
+    if [c, x, y]
+        .iter()
+        .any(|v| v.elems.len() != n && v.elems.len() != 1)
+    {
+        return None;
+    }
+    let get = |v: &SymValue, i: usize| v.elems[if v.elems.len() == 1 { 0 } else { i }].clone();
+    let mut elems = Vec::with_capacity(n);
+    for i in 0..n {
+        elems.push(match get(c, i) {
+            Dim::Known(0) => get(y, i),
+            Dim::Known(_) => get(x, i),
+            _ => return None,
+        });
+    }
+    Some(SymValue {
+        scalar: c.scalar && x.scalar && y.scalar,
+        elems,
+    })
 }
 
 /// Comparisons of shape-like values, as 0/1: known numbers compare as usual,

@@ -37,12 +37,45 @@ pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
             out
         }
         "LayerNormalization" => layer_norm(cx, cx.attr_int("axis", -1)),
+        "Attention" => attention(cx),
         "LSTM" | "GRU" | "RNN" => recurrent(cx),
         "GroupNormalization" | "RMSNormalization" => {
             vec![cx.like(0, cx.shape(0).map(|s| s.to_vec()))]
         }
         _ => return None,
     })
+}
+
+/// Attention (opset 23): Y is `[B, Hq, S, dv]` for 4-D inputs, `[B, S,
+/// Hq * dv]` for 3-D ones (`dv` = V's width / `kv_num_heads`). The cache and
+/// debug outputs are left unknown.
+fn attention(cx: &RuleCx) -> Vec<Fact> {
+    let y = match (cx.shape(0), cx.shape(2)) {
+        (Some(q), Some(v)) if q.len() == 4 && v.len() == 4 => {
+            Some(vec![q[0].clone(), q[1].clone(), q[2].clone(), v[3].clone()])
+        }
+        (Some(q), Some(v)) if q.len() == 3 && v.len() == 3 => {
+            let (qh, kvh) = (
+                cx.attr_int("q_num_heads", 0),
+                cx.attr_int("kv_num_heads", 0),
+            );
+            let width = if qh > 0 && qh == kvh {
+                v[2].clone()
+            } else {
+                match v[2] {
+                    Dim::Known(w) if qh > 0 && kvh > 0 && w % kvh == 0 => Dim::Known(w / kvh * qh),
+                    _ => Dim::Unknown,
+                }
+            };
+            Some(vec![q[0].clone(), q[1].clone(), width])
+        }
+        _ => None,
+    };
+    let mut out = vec![cx.like(0, y)];
+    for _ in 1..cx.node.outputs.len() {
+        out.push(cx.like(0, None));
+    }
+    out
 }
 
 /// LayerNormalization: Y like X; Mean and InvStdDev keep the dims before
