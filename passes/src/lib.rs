@@ -12,6 +12,7 @@ pub mod rule;
 pub mod util;
 
 pub mod branch_check;
+pub mod gemm_bias;
 pub mod redundant_ops;
 pub mod scale_into_weights;
 
