@@ -28,6 +28,9 @@
 //! Softmax) under ArgMax/ArgMin goes like the other increasing ops. Where a
 //! cancelling pair (Transpose pair, Squeeze/Unsqueeze) links a graph input
 //! to a graph output, one `Identity` replaces the pair.
+//! `Reshape(f(Reshape(x, s1)), s2)` with `f` elementwise ops (on that value
+//! and scalar constants only) becomes `Reshape(f(x), s2)`, or `f(x)` when
+//! `s2` restores the shape of `x`.
 //!
 //! ## When it declines
 //! When removing the node would rename a graph input or output (an Identity
@@ -254,6 +257,9 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             Outcome::Rewrite(p)
         }
         "Reshape" => {
+            if let Outcome::Rewrite(p) = crate::reshape_sink::sink_through_elementwise(g, id) {
+                return Outcome::Rewrite(p);
+            }
             let shape = require_some!(const_i64s(g, input(g, id, 1)));
             let allowzero = node.attr_int_or("allowzero", 0).unwrap_or(0) != 0;
             if let Some(dims) = known_dims(g, x)

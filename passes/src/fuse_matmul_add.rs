@@ -10,7 +10,12 @@
 //! known for the last two), and the MatMul output is read by the Add only.
 //! Also: `Add(Reshape(Gemm(A, B)), bias)` with a bias along the last axis
 //! only (`[N]`, `[1, .., 1, N]`) and a Reshape that keeps `N` last takes the
-//! bias into the Gemm's C (`Reshape(Gemm(A, B, bias))`). The Gemm takes the
+//! bias into the Gemm's C (`Reshape(Gemm(A, B, bias))`). With every shape
+//! known, `MatMul(A[.., M', K], B[K, N]) + bias[N]` on an `A` of rank 3 or
+//! more becomes `Reshape → Gemm → Reshape` when that lowers the node count:
+//! the layout ops (Reshape, Flatten, Squeeze, Unsqueeze) that make `A` or
+//! read the sum merge into the new Reshapes, or vanish when their source
+//! already is `[M, K]` (their result `[M, N]`). The Gemm takes the
 //! MatMul's name; its output keeps the name of the Add output.
 //!
 //! ## When it declines
@@ -123,6 +128,15 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     };
     let m = match known_type(g, a) {
         Some((d, _)) if d.len() == 2 => d[0],
+        Some((d, _)) if d.len() > 2 => {
+            if let Outcome::Rewrite(p) =
+                crate::matmul_nd_gemm::rank_n_to_gemm(g, id, mm, bias, cx.opset)
+            {
+                return Outcome::Rewrite(p);
+            }
+            // Reshapes around a Gemm would not lower the count here.
+            decline!("A has rank {}; Gemm needs 2-D", d.len())
+        }
         Some((d, _)) => decline!("A has rank {}; Gemm needs 2-D", d.len()),
         None => decline!("rank of A '{}' is unknown; Gemm needs 2-D", g.value(a).name),
     };

@@ -13,7 +13,9 @@ pub mod util;
 
 pub mod branch_check;
 pub mod gemm_bias;
+pub mod matmul_nd_gemm;
 pub mod redundant_ops;
+pub mod reshape_sink;
 pub mod scale_into_weights;
 
 /// Every built-in pass, one line each, in the order a default pipeline would
