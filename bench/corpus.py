@@ -171,8 +171,10 @@ def run_infopt(exe, path, out, fixed, feeds, timeout):
     cmd = [exe, "optimize", path, "-o", out]
     if fixed:
         for k, v in feeds.items():
-            if v.ndim == 0:
-                continue  # `--input-shape NAME:` has no spelling for rank 0
+            if v.ndim == 0 or 0 in v.shape:
+                # `--input-shape` has no spelling for rank 0 and takes
+                # positive dims only (by design): such inputs stay as declared.
+                continue
             cmd += ["--input-shape", f"{k}:{dims_arg(v.shape)}"]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -267,6 +269,16 @@ def main():
     ap.add_argument("--verbose", "-v", action="store_true")
     args = ap.parse_args()
 
+    # infopt verifies in the ONNX Runtime of this Python too, so that an op
+    # set this ORT runs is not refused for a version gap of another one.
+    if "ORT_DYLIB_PATH" not in os.environ:
+        import glob
+
+        import onnxruntime
+
+        libs = glob.glob(os.path.join(os.path.dirname(onnxruntime.__file__), "capi", "libonnxruntime.so*"))
+        if libs:
+            os.environ["ORT_DYLIB_PATH"] = sorted(libs)[0]
     work = args.work or tempfile.mkdtemp(prefix="corpus-")
     os.makedirs(work, exist_ok=True)
     cache = {}
