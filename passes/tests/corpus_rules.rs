@@ -249,3 +249,97 @@ fn pad_reaching_the_kernel_stays_out_of_average_pool() {
     let m = optimized(&pool(&[0, 0, 1, 0, 0, 0, 0, 1]));
     assert_eq!(ops(&m), histogram(&[("AveragePool", 1)]));
 }
+
+// ----- fixed shapes: Reshapes around elementwise ops, rank-3 MatMul + Add -----
+
+/// The default pipeline's rewriting core, with `fix` as the fix-shapes
+/// options (`{}` leaves the shapes as declared).
+fn run_default_core(m: &mut Model, fix: &str) {
+    let yaml = format!(
+        "version: 1\npasses:\n  - constants-to-initializers\n  - fix-shapes: {fix}\n  - fixed-point:\n      passes: [fold-constants, simplify-reshape, eliminate-identity, eliminate-duplicates, fuse-matmul-add, eliminate-dead]\n"
+    );
+    let config = infopt_passes::PipelineConfig::from_yaml(&yaml, "test.yaml").expect("parses");
+    let options = infopt_passes::DriverOptions {
+        validate: true,
+        ..Default::default()
+    };
+    infopt_passes::run_pipeline(m, &config, &options, &mut |_, _| {
+        Ok(infopt_passes::Flow::Continue)
+    })
+    .expect("pipeline runs");
+}
+
+#[test]
+fn gelu_between_gemms_runs_on_the_2d_product() {
+    let original = load("gpt2_mlp.onnx");
+    let mut m = original.clone();
+    run_default_core(&mut m, "{}");
+    // The Reshape pair around the GELU is gone; everything else stays.
+    let mut expected = ops(&original);
+    expected.remove("Constant");
+    expected.insert("Reshape".into(), 2);
+    assert_eq!(ops(&m), expected);
+    // The GELU now reads the first Gemm's output directly.
+    let (_, pow) = m.graph.nodes().find(|(_, n)| n.is("Pow")).unwrap();
+    let src = pow.inputs[0].unwrap();
+    assert!(m.graph.producer(src).is_some_and(|n| n.is("Gemm")));
+    assert_equivalent(&original, &m, &default_shapes(), 1e-5, 1e-5);
+}
+
+#[test]
+fn elementwise_region_read_elsewhere_keeps_its_reshapes() {
+    // A second reader of a GELU intermediate pins the [b, s, h] layout.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["6", "4"]));
+    let s1 = b.i64("s1", &[3], &[2, 3, 4]);
+    let r = b.op("Reshape", &[x, s1], vec![]);
+    let t = b.op("Tanh", &[r], vec![]);
+    let e = b.op("Exp", &[t], vec![]);
+    let s2 = b.i64("s2", &[2], &[6, 4]);
+    let y = b.op("Reshape", &[e, s2], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    b.output(t, "t", DataType::Float, None);
+    let mut m = b.build(17);
+    let before = ops(&m);
+    run_default_core(&mut m, "{}");
+    assert_eq!(ops(&m), before);
+}
+
+#[test]
+fn rank3_matmul_add_becomes_gemm_at_fixed_shapes() {
+    let original = load("seq_linear.onnx");
+    // Dynamic batch: the MatMul stays (the count would not drop).
+    let mut m = original.clone();
+    run_default_core(&mut m, "{}");
+    assert_eq!(
+        ops(&m),
+        histogram(&[("Add", 1), ("MatMul", 1), ("Reshape", 2)])
+    );
+    // Batch 2: Reshape [2,30] -> [10,6], Gemm, and the [10,7] result is the
+    // output's shape already.
+    let mut m = original.clone();
+    run_default_core(&mut m, "{symbols: {batch: 2}}");
+    assert_eq!(ops(&m), histogram(&[("Gemm", 1), ("Reshape", 1)]));
+    let (_, r) = m.graph.nodes().find(|(_, n)| n.is("Reshape")).unwrap();
+    let target = m.graph.constant(r.inputs[1].unwrap()).unwrap();
+    assert_eq!(target.to_i64_vec().unwrap(), vec![10, 6]);
+    let shapes = infopt_runtime::InputShapes::new().with_symbol("batch", 2);
+    assert_equivalent(&original, &m, &shapes, 1e-5, 1e-5);
+}
+
+#[test]
+fn rank3_matmul_add_without_layout_neighbours_stays() {
+    // x[2,3,4] straight from the input and the sum a graph output: a
+    // Reshape on each side would add nodes.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2", "3", "4"]));
+    let wv: Vec<f32> = (0..20).map(|i| i as f32 / 10.0).collect();
+    let w = b.f32("w", &[4, 5], &wv);
+    let c = b.f32("c", &[5], &[1.0, 2.0, 3.0, 4.0, 5.0]);
+    let mm = b.op("MatMul", &[x, w], vec![]);
+    let y = b.op("Add", &[mm, c], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(17);
+    run_default_core(&mut m, "{}");
+    assert_eq!(ops(&m), histogram(&[("Add", 1), ("MatMul", 1)]));
+}
