@@ -214,14 +214,14 @@ pub fn sink_through_elementwise(g: &Graph, id: NodeId) -> Outcome {
         let inputs = node
             .inputs
             .iter()
-            .map(|u| u.map(|u| mapped.get(&u).cloned().unwrap_or(PatchValue::Existing(u))))
+            .map(|u| u.map(|u| mapped.get(&u).copied().unwrap_or(PatchValue::Existing(u))))
             .collect();
         let k = p.add_node(copy, inputs, vec![String::new()]);
         let new = PatchValue::NewNode { node: k, output: 0 };
         let out = require_some!(output(g, n, 0));
         if let Some(t) = g.value_type(out) {
             p.set_type(
-                new.clone(),
+                new,
                 TensorType {
                     dtype: t.dtype,
                     shape: Some(x_shape.clone()),
@@ -230,7 +230,7 @@ pub fn sink_through_elementwise(g: &Graph, id: NodeId) -> Outcome {
         }
         mapped.insert(out, new);
     }
-    let fv = require_some!(mapped.get(&v).cloned());
+    let fv = require_some!(mapped.get(&v).copied());
     let y_shape = g.value_type(y).and_then(|t| t.shape);
     let fully_known =
         |s: &[infopt_ir::Dim]| s.iter().all(|d| matches!(d, infopt_ir::Dim::Known(_)));
@@ -246,7 +246,7 @@ pub fn sink_through_elementwise(g: &Graph, id: NodeId) -> Outcome {
             vec![String::new()],
         );
         let new = PatchValue::NewNode { node: k, output: 0 };
-        crate::util::carry_type(&mut p, g, y, new.clone());
+        crate::util::carry_type(&mut p, g, y, new);
         p.replace(y, new);
     }
     p.remove_node(id);
