@@ -499,9 +499,87 @@ def fusions():
             vo = Relu(v) }> }""")
 
 
+def more_patterns():
+    w = ",".join(str(((i * 5) % 9 - 4) / 4.0) for i in range(54))
+    yield case("if_const_outer_ref", """g (float[2,3] x) => (float[2,3] z) {
+        c = Constant<value=bool{0}>()
+        y = Relu(x)
+        z = If(c) <then_branch = t () => (float[2,3] a) { a = Neg(y) },
+                   else_branch = e () => (float[2,3] b) { b = Abs(y) }> }""")
+    yield case("dropout_graph_output", """g (float[2,3] x) => (float[2,3] z) {
+        z = Dropout(x) }""", opset=11)
+    yield case("dropout_ratio", """g (float[2,3] x) => (float[2,3] z) {
+        y = Dropout<ratio=0.3>(x)
+        z = Relu(y) }""", opset=11)
+    yield case("qkv", """g (float[2,8] x) => (float[2,4] q, float[2,4] k, float[2,4] v) {
+        wq = Constant<value=float[8,4]{""" + w[: w.index(",", 0)] + "," + ",".join(str(i / 32.0) for i in range(31)) + """}>()
+        wk = Constant<value=float[8,4]{""" + ",".join(str((i % 5) / 5.0) for i in range(32)) + """}>()
+        wv = Constant<value=float[8,4]{""" + ",".join(str((i % 7) / 7.0) for i in range(32)) + """}>()
+        q = MatMul(x, wq)
+        k = MatMul(x, wk)
+        v = MatMul(x, wv) }""")
+    yield case("split_nop_input", """g (float[2,6] x) => (float[2,6] z) {
+        s = Constant<value=int64[1]{6}>()
+        y = Split<axis=1>(x, s)
+        z = Relu(y) }""")
+    yield case("split_sizes_zero", """g (float[2,6] x) => (float[2,6] z) {
+        s = Constant<value=int64[2]{6,0}>()
+        a, b = Split<axis=1>(x, s)
+        z = Concat<axis=1>(a, b) }""")
+    yield case("castlike_empty_concat", """g (float[2,4,8] x) => (float[2,4,8] z) {
+        e = Constant<value=float[2,4,0]{}>()
+        c = CastLike(e, x)
+        z = Concat<axis=2>(c, x) }""")
+    yield case("castlike_same_type", """g (float[2,4] x, float[1] t) => (float[2,4] z) {
+        c = CastLike(x, t)
+        z = Relu(c) }""")
+    yield case("shape_negative_dim_reshape", """g (float[2,3,4] x) => (float[2,12] z) {
+        s = Constant<value=int64[2]{2,-1}>()
+        z = Reshape(x, s) }""")
+    yield case("cse_constants", """g (float[2,3] x) => (float[2,3] z) {
+        a = Constant<value=float{2.0}>()
+        b = Constant<value=float{2.0}>()
+        p = Mul(x, a)
+        q = Mul(x, b)
+        z = Add(p, q) }""")
+    yield case("bn_after_conv_bias", """g (float[1,2,6,6] x) => (float[1,3,4,4] z) {
+        w = Constant<value=float[3,2,3,3]{""" + w + """}>()
+        cb = Constant<value=float[3]{0.5,-0.5,1.0}>()
+        s = Constant<value=float[3]{0.5,1.5,2.0}>()
+        bb = Constant<value=float[3]{0.1,0.2,0.3}>()
+        mu = Constant<value=float[3]{0.0,1.0,-1.0}>()
+        var = Constant<value=float[3]{1.0,2.0,0.5}>()
+        y = Conv(x, w, cb)
+        z = BatchNormalization(y, s, bb, mu, var) }""")
+    yield case("conv_add_bias_4d_input", """g (float[1,2,6,6] x, float[3,2,3,3] w, float[1,3,1,1] b) => (float[1,3,4,4] z) {
+        y = Conv(x, w)
+        z = Add(b, y) }""")
+    yield case("conv_add_bias_tile", """g (float[1,2,6,6] x, float[3,2,3,3] w, float[1] b) => (float[1,3,4,4] z) {
+        y = Conv(x, w)
+        z = Add(y, b) }""")
+    yield case("reshape_gelu_reshape", """g (float[6,8] x) => (float[6,8] z) {
+        s1 = Constant<value=int64[3]{2,3,8}>()
+        s2 = Constant<value=int64[2]{6,8}>()
+        r = Reshape(x, s1)
+        t = Tanh(r)
+        h = Constant<value=float{0.5}>()
+        m = Mul(t, h)
+        q = Add(m, r)
+        z = Reshape(q, s2) }""")
+    yield case("matmul3d_between_reshapes", """g (float[2,24] x) => (float[8,5] z) {
+        s1 = Constant<value=int64[3]{2,4,6}>()
+        r = Reshape(x, s1)
+        w = Constant<value=float[6,5]{""" + ",".join(str((i % 11) / 11.0) for i in range(30)) + """}>()
+        b = Constant<value=float[5]{1,2,3,4,5}>()
+        m = MatMul(r, w)
+        a = Add(m, b)
+        s2 = Constant<value=int64[2]{8,5}>()
+        z = Reshape(a, s2) }""")
+
+
 def cases():
     for gen in (unary_chains, argmax_monotone, reduce_unsqueeze, pads_into_pools, pads_into_conv,
-                consecutive_shape_ops, shape_ops, units, fusions):
+                consecutive_shape_ops, shape_ops, units, fusions, more_patterns):
         yield from gen()
 
 
