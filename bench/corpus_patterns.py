@@ -577,10 +577,28 @@ def more_patterns():
         z = Reshape(a, s2) }""")
 
 
+def older_opsets(gen, opsets=(10, 11)):
+    """The same graphs converted down to older opsets (Pad, Squeeze,
+    Unsqueeze, Slice, ... with attributes instead of inputs), where the ONNX
+    version converter can."""
+    from onnx import version_converter
+
+    for name, m, inputs in gen():
+        for op in opsets:
+            try:
+                old = version_converter.convert_version(m, op)
+                onnx.checker.check_model(old, full_check=True)
+            except Exception:  # noqa: BLE001 - not every graph has an older spelling
+                continue
+            yield f"{name}_opset{op}", old, inputs
+
+
 def cases():
     for gen in (unary_chains, argmax_monotone, reduce_unsqueeze, pads_into_pools, pads_into_conv,
                 consecutive_shape_ops, shape_ops, units, fusions, more_patterns):
         yield from gen()
+    for gen in (pads_into_pools, pads_into_conv, consecutive_shape_ops, units, fusions):
+        yield from older_opsets(gen)
 
 
 if __name__ == "__main__":
