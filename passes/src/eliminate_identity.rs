@@ -23,7 +23,8 @@
 //! `Slice(x, [i], [i+1], [a])`, and `Squeeze(Slice(x, [i], [i+1], [a]), [a])`
 //! becomes `Gather(x, i, axis=a)`. Also: `x^1` is `x`; a `Flatten` whose
 //! output has its input's shape goes; `Where(Not(c), a, b)` becomes
-//! `Where(c, b, a)`; Concat inputs empty along the axis are dropped; `Log`
+//! `Where(c, b, a)`; `CastLike(x, t)` becomes `Cast(x, to=type of t)`;
+//! Concat inputs empty along the axis are dropped; `Log`
 //! or `Sqrt` of a non-negative value (Relu, Abs, Exp, Sigmoid, Softplus,
 //! Softmax) under ArgMax/ArgMin goes like the other increasing ops. Where a
 //! cancelling pair (Transpose pair, Squeeze/Unsqueeze) links a graph input
@@ -457,6 +458,7 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
         }
         "ArgMax" | "ArgMin" => redundant_ops::monotone_before_arg(g, id, cx.opset),
         "Log" => redundant_ops::log_of_softmax(g, id),
+        "CastLike" => redundant_ops::castlike_to_cast(g, id),
         "Gemm" => redundant_ops::transpose_into_gemm(g, id),
         "Add" | "Sub" | "Mul" | "Div" | "And" | "Or" | "Pow" => neutral_operand(g, id),
         "Split" => {

@@ -556,3 +556,27 @@ pub fn concat_without_empty(g: &Graph, id: NodeId) -> Outcome {
     let out = require_some!(output(g, id, 0));
     Outcome::Rewrite(replace_with_node(g, c, kept, out, &[id]))
 }
+
+/// `CastLike(x, t)` reads only the element type of `t`: with that type
+/// known it is `Cast(x, to)` (which the Cast rules then drop when `x`
+/// already has the type, and constant folding folds when `x` is constant).
+pub fn castlike_to_cast(g: &Graph, id: NodeId) -> Outcome {
+    let t = require_some!(input(g, id, 1));
+    let to = require_some!(g.value_type(t)).dtype;
+    require!(to != infopt_ir::DataType::Undefined);
+    let x = require_some!(input(g, id, 0));
+    let mut cast = Node::new("Cast");
+    cast.name = g.node(id).name.clone();
+    cast.set_attr(Attribute::int("to", i64::from(to.code())));
+    if let Ok(Some(sat)) = g.node(id).attr_int("saturate") {
+        cast.set_attr(Attribute::int("saturate", sat));
+    }
+    let out = require_some!(output(g, id, 0));
+    Outcome::Rewrite(replace_with_node(
+        g,
+        cast,
+        vec![Some(PatchValue::Existing(x))],
+        out,
+        &[id],
+    ))
+}

@@ -343,3 +343,32 @@ fn rank3_matmul_add_without_layout_neighbours_stays() {
     run_default_core(&mut m, "{}");
     assert_eq!(ops(&m), histogram(&[("Add", 1), ("MatMul", 1)]));
 }
+
+#[test]
+fn castlike_becomes_cast_then_goes_or_folds() {
+    // Same type: nothing to do.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2", "3"]));
+    let t = b.input("t", DataType::Float, dims(&["1"]));
+    let c = b.op("CastLike", &[x, t], vec![]);
+    let y = b.op("Relu", &[c], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(17);
+    run_passes(&mut m, PASSES);
+    assert_eq!(ops(&m), histogram(&[("Relu", 1)]));
+    // A constant cast like a float input: folded into a float constant.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["3"]));
+    let k = b.i64("k", &[3], &[1, 2, 3]);
+    let c = b.op("CastLike", &[k, x], vec![]);
+    let y = b.op("Add", &[x, c], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    run_default_core(&mut m, "{}");
+    assert_eq!(ops(&m), histogram(&[("Add", 1)]));
+    let (_, add) = m.graph.nodes().find(|(_, n)| n.is("Add")).unwrap();
+    let folded = m.graph.constant(add.inputs[1].unwrap()).unwrap();
+    assert_eq!(folded.to_f64_vec().unwrap(), vec![1.0, 2.0, 3.0]);
+    assert_eq!(folded.dtype(), DataType::Float);
+}
