@@ -6,6 +6,7 @@
 #   bench/fuzz.sh                       # 1,000,000 cases, seed 1, 2 threads
 #   bench/fuzz.sh --cases 200000 --seed 5 --threads 1 --case-limit 10
 #   bench/fuzz.sh --seed 1 --case 1234  # replay one case
+#   bench/fuzz.sh --cases 50000 --corpus /path/to/real/models   # mutate your own models
 #
 # Prints cases/s, panics, hangs and multi-line errors; exit 1 on any finding.
 set -euo pipefail

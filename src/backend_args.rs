@@ -43,6 +43,7 @@ impl BackendArgs {
             threads: self.threads,
             ort_opt_level,
             execution_providers: self.execution_providers.clone(),
+            map_weights: false,
         })
     }
 

@@ -62,7 +62,7 @@ impl CliError {
     pub fn from_ir(e: infopt_ir::IrError) -> CliError {
         use infopt_ir::IrError as E;
         let exit = match &e {
-            E::Write { .. } | E::TooLarge { .. } => Exit::Write,
+            E::Write { .. } | E::TooLarge { .. } | E::NoOutputFolder { .. } => Exit::Write,
             E::WouldOverwriteInput { .. } => Exit::Usage,
             _ => Exit::Load,
         };

@@ -249,3 +249,34 @@ fn external_symlink_escape_is_refused_by_bench_and_compare() {
         );
     }
 }
+
+#[test]
+fn an_output_folder_that_does_not_exist_is_named_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("missing/folder/model.onnx");
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/cnn_bn_relu.onnx");
+    for command in ["optimize", "convert"] {
+        let o = bin()
+            .arg(command)
+            .arg(&model)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .expect("run infopt");
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(6), "{command}: {stderr}");
+        assert_eq!(
+            stderr.trim().lines().last().unwrap_or(""),
+            format!(
+                "error: cannot write {}: its folder {} does not exist; create it first, or choose another output path",
+                out.display(),
+                out.parent().unwrap().display()
+            ),
+            "{command}"
+        );
+        // optimize stops before loading: nothing about the model is printed.
+        if command == "optimize" {
+            assert!(!stderr.contains("loaded"), "{stderr}");
+        }
+    }
+}

@@ -254,3 +254,119 @@ fn indices_out_of_range_fall_back_to_plainer_generated_inputs() {
     );
     assert_eq!(report["verification"]["passed"], true, "{report}");
 }
+
+/// Whether ONNX Runtime can be used; panics under CI when it cannot.
+fn ort_available() -> bool {
+    let o = infopt(&["doctor", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    let ok = report["items"].as_array().is_some_and(|items| {
+        items
+            .iter()
+            .any(|i| i["name"] == "ONNX Runtime" && i["status"] == "ok")
+    });
+    if !ok && std::env::var_os("CI").is_some() {
+        panic!("ONNX Runtime should be usable here: {}", report);
+    }
+    ok
+}
+
+/// An MLP with 32 MiB of weights, external or inline: big enough that a
+/// memory cap of 40 MiB refuses a heap copy and small enough for a test.
+fn mlp_32mib(dir: &Path, external: bool) -> std::path::PathBuf {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "2048"]));
+    let mut seed = 7u32;
+    let mut values = |n: usize| -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (seed >> 8) as f32 / (1u32 << 24) as f32 * 0.02 - 0.01
+            })
+            .collect()
+    };
+    let w1 = b.f32("w1", &[2048, 4096], &values(2048 * 4096));
+    let w2 = b.f32("w2", &[4096, 8], &values(4096 * 8));
+    let h = b.op("MatMul", &[x, w1], vec![]);
+    let r = b.op("Relu", &[h], vec![]);
+    let i = b.op("Identity", &[r], vec![]);
+    let y = b.op("MatMul", &[i, w2], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(17);
+    let path = dir.join(if external { "mlp_ext.onnx" } else { "mlp.onnx" });
+    let options = infopt_ir::SaveOptions {
+        external: if external {
+            infopt_ir::ExternalDataPolicy::Threshold(1024)
+        } else {
+            infopt_ir::ExternalDataPolicy::Inline
+        },
+        ..Default::default()
+    };
+    m.save(&path, &options).unwrap();
+    path
+}
+
+fn optimize_with_memory(model: &Path, cap: &str, extra: &[&str]) -> std::process::Output {
+    let out = model.with_extension("opt.onnx");
+    let mut args = vec!["optimize", s(model), "-o", s(&out), "--json"];
+    args.extend_from_slice(extra);
+    std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args(&args)
+        .env("INFOPT_MEMORY_AVAILABLE", cap)
+        .output()
+        .expect("run infopt")
+}
+
+#[test]
+fn weights_bigger_than_memory_are_verified_memory_mapped_in_onnx_runtime() {
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = mlp_32mib(dir.path(), true);
+    let o = optimize_with_memory(&model, "40M", &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = &report["verification"];
+    assert_eq!(v["passed"], true, "{v}");
+    assert_eq!(v["backend"]["name"], "ort", "{v}");
+    assert_eq!(v["backend"]["weights_mapped"], true, "{v}");
+    assert_eq!(v["backend"]["opt_level"], "disable", "{v}");
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("memory-mapped"), "{notes}");
+    // With room for a heap copy, nothing changes from the usual policy.
+    let o = optimize_with_memory(&model, "1G", &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(report["verification"]["backend"]["weights_mapped"].is_null());
+}
+
+#[test]
+fn weights_that_cannot_fit_even_mapped_are_refused_before_loading_with_the_way_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let external = mlp_32mib(dir.path(), true);
+    let inline = mlp_32mib(dir.path(), false);
+    let one_error_line = |o: &std::process::Output| {
+        assert_eq!(o.status.code(), Some(7), "{}", stderr(o));
+        let e = stderr(o);
+        let last = e.trim().lines().last().unwrap_or("").to_string();
+        assert!(
+            last.starts_with("error: ") && last.contains("--no-verify"),
+            "{e}"
+        );
+        last
+    };
+    // Below the reserve for activations: refused even mapped.
+    let e = one_error_line(&optimize_with_memory(&external, "8M", &[]));
+    assert!(e.contains("memory-mapped it would still need"), "{e}");
+    // Inline weights cannot be mapped: the error says how to store them.
+    let e = one_error_line(&optimize_with_memory(&inline, "40M", &[]));
+    assert!(e.contains("--external-data"), "{e}");
+    // tract only copies: the error names the runtime that would not.
+    let e = one_error_line(&optimize_with_memory(
+        &external,
+        "40M",
+        &["--backend", "tract"],
+    ));
+    assert!(e.contains("drop --backend tract"), "{e}");
+    assert!(!external.with_extension("opt.onnx").exists());
+}

@@ -37,27 +37,43 @@ pub struct Seed {
 
 /// Every fixture model (fixtures/models/*.onnx and models/exported/*.onnx).
 pub fn corpus() -> Vec<Seed> {
+    let dirs = ["fixtures/models", "fixtures/models/exported"].map(|sub| repo_root().join(sub));
+    let out = corpus_from(&dirs).unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.len() >= 10, "expected the committed fixtures");
+    out
+}
+
+/// The `.onnx` files of `dirs` (not recursive), in name order: real models a
+/// user brings (`--corpus DIR`), whose mutations the fixtures cannot stand
+/// in for. A file that is not a valid model is an error naming it.
+pub fn corpus_from(dirs: &[PathBuf]) -> Result<Vec<Seed>, String> {
     let mut out = Vec::new();
-    for sub in ["fixtures/models", "fixtures/models/exported"] {
-        let dir = repo_root().join(sub);
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .map(|e| e.expect("dir entry").path())
+    for dir in dirs {
+        let entries =
+            std::fs::read_dir(dir).map_err(|e| format!("corpus folder {}: {e}", dir.display()))?;
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "onnx"))
             .collect();
         files.sort();
         for p in files {
-            let bytes = std::fs::read(&p).expect("read fixture");
-            let proto = ModelProto::decode(Bytes::from(bytes)).expect("fixture decodes");
+            let bytes = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let proto = ModelProto::decode(Bytes::from(bytes))
+                .map_err(|e| format!("{}: not an ONNX model ({e})", p.display()))?;
             out.push(Seed {
-                name: p.file_name().unwrap().to_string_lossy().into_owned(),
+                name: p
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
                 proto,
                 dir: dir.clone(),
             });
         }
     }
-    assert!(out.len() >= 10, "expected the committed fixtures");
-    out
+    if out.is_empty() {
+        return Err("the corpus folders hold no .onnx file".into());
+    }
+    Ok(out)
 }
 
 /// The default pipeline, as `infopt optimize` runs it without `-c`.
@@ -166,6 +182,8 @@ pub struct FuzzConfig {
     /// Append each case number to this file before running it, so a case
     /// that kills the process (out of memory) can be found afterwards.
     pub trace: Option<PathBuf>,
+    /// Seed models: these folders' `.onnx` files instead of the fixtures.
+    pub corpus_dirs: Vec<PathBuf>,
 }
 
 /// A finding: the case number (replay with the same seed), the seed model,
@@ -335,8 +353,13 @@ fn spawn(shared: &Arc<Shared>) -> Worker {
 /// running past `case_limit` as a hang and replaces its worker (a stuck
 /// thread cannot be stopped; it is left behind).
 pub fn fuzz(config: FuzzConfig) -> Report {
+    let seeds = if config.corpus_dirs.is_empty() {
+        corpus()
+    } else {
+        corpus_from(&config.corpus_dirs).unwrap_or_else(|e| panic!("{e}"))
+    };
     let shared = Arc::new(Shared {
-        corpus: corpus(),
+        corpus: seeds,
         config: default_pipeline(),
         fuzz: config.clone(),
         next: AtomicU64::new(0),

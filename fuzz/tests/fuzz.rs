@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use infopt_fuzz::{FuzzConfig, corpus, fuzz, make_case};
+use infopt_fuzz::{FuzzConfig, corpus, corpus_from, fuzz, make_case};
 
 #[test]
 fn bounded_run_finds_no_panic_hang_or_multi_line_error() {
@@ -16,6 +16,7 @@ fn bounded_run_finds_no_panic_hang_or_multi_line_error() {
         threads: 2,
         max_hangs: 1,
         trace: None,
+        corpus_dirs: Vec::new(),
     });
     eprintln!("{}", report.summary());
     let findings: Vec<String> = report
@@ -48,4 +49,27 @@ fn cases_are_deterministic() {
         assert_eq!(make_case(&corpus, 3, i), make_case(&corpus, 3, i));
     }
     assert_ne!(make_case(&corpus, 3, 1).2, make_case(&corpus, 3, 2).2);
+}
+
+/// `--corpus DIR` seeds: the folder's models, in name order; a folder
+/// without models or with a file that is not one is an error naming it.
+#[test]
+fn corpus_folders_seed_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = infopt_fuzz::repo_root().join("fixtures/models");
+    for name in ["cnn_bn_relu.onnx", "transformer_block.onnx"] {
+        std::fs::copy(fixtures.join(name), dir.path().join(name)).unwrap();
+    }
+    let seeds = corpus_from(&[dir.path().to_path_buf()]).unwrap();
+    let names: Vec<&str> = seeds.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["cnn_bn_relu.onnx", "transformer_block.onnx"]);
+    std::fs::write(dir.path().join("junk.onnx"), b"\xff\xff not a model").unwrap();
+    let e = corpus_from(&[dir.path().to_path_buf()]).err().unwrap();
+    assert!(
+        e.contains("junk.onnx") && e.contains("not an ONNX model"),
+        "{e}"
+    );
+    let empty = tempfile::tempdir().unwrap();
+    let e = corpus_from(&[empty.path().to_path_buf()]).err().unwrap();
+    assert!(e.contains("no .onnx file"), "{e}");
 }

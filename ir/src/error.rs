@@ -17,6 +17,11 @@ pub enum IrError {
         source: std::io::Error,
     },
 
+    #[error(
+        "cannot write {path}: its folder {folder} does not exist; create it first, or choose another output path"
+    )]
+    NoOutputFolder { path: PathBuf, folder: PathBuf },
+
     #[error("refusing to overwrite the input file {path}; choose another output path")]
     WouldOverwriteInput { path: PathBuf },
 

@@ -27,7 +27,7 @@ pub use error::{IrError, Result};
 pub use graph::{Graph, GraphIo, Node, NodeId, Slot, Use, Value, ValueId};
 pub use model::{Model, SourceInfo};
 pub use patch::{Patch, PatchValue, Redirect};
-pub use save::{ExternalDataPolicy, SaveOptions, SaveSummary};
+pub use save::{ExternalDataPolicy, SaveOptions, SaveSummary, check_output_folder};
 pub use shape::{Dim, TensorType};
 pub use tensor::Tensor;
 

@@ -77,6 +77,22 @@ impl Default for SaveOptions {
     }
 }
 
+/// Fails when `path`'s folder does not exist, so commands can say so before
+/// their (possibly long) work instead of after it.
+pub fn check_output_folder(path: &Path) -> Result<()> {
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => return Ok(()),
+    };
+    if folder.is_dir() {
+        return Ok(());
+    }
+    Err(IrError::NoOutputFolder {
+        path: path.to_path_buf(),
+        folder: folder.to_path_buf(),
+    })
+}
+
 /// What a save wrote.
 #[derive(Clone, Debug, Default)]
 pub struct SaveSummary {
@@ -211,6 +227,7 @@ impl Model {
     /// Writes the model to `path` (atomically), with external data as `options` say.
     /// Refuses to write over the model's own input files.
     pub fn save(&mut self, path: &Path, options: &SaveOptions) -> Result<SaveSummary> {
+        check_output_folder(path)?;
         self.refuse_overwriting_inputs(path)?;
         self.graph.assign_unique_names();
         let file_name = path

@@ -30,6 +30,9 @@ pub struct GraphStats {
     pub parameters: u64,
     /// Bytes of all initializers' data.
     pub parameter_bytes: u64,
+    /// Of `parameter_bytes`, the bytes still in external-data files (mapped,
+    /// not copied, by a runtime that maps them).
+    pub external_parameter_bytes: u64,
     pub initializers: usize,
 }
 
@@ -45,6 +48,9 @@ impl GraphStats {
             self.initializers += 1;
             self.parameters += t.numel().unwrap_or(0) as u64;
             self.parameter_bytes += t.payload_bytes() as u64;
+            if t.external.is_some() {
+                self.external_parameter_bytes += t.payload_bytes() as u64;
+            }
         }
         for (_, node) in g.nodes() {
             // Weights stored as Constant nodes (paddle2onnx, some torch

@@ -391,6 +391,16 @@ pub fn gather_then_unsqueeze(g: &Graph, id: NodeId, unsqueeze_axes: &[i64], opse
     let r = rank(g, src);
     let axis = require_some!(normalize(g_node.attr_int_or("axis", 0).unwrap_or(0), r));
     require!(normalize(unsqueeze_axes[0], r) == Some(axis));
+    // Gather fails on an index outside the axis where Slice would clamp it
+    // to an empty result: only an index known to be in range is exact.
+    let dim = require_some!(
+        g.value_type(src)
+            .and_then(|t| match t.shape?.get(axis as usize)? {
+                infopt_ir::shape::Dim::Known(d) => Some(*d),
+                _ => None,
+            })
+    );
+    require!(i >= -dim && i < dim);
     // -1 + 1 would be 0: slice to the end instead.
     let end = if i == -1 { i64::MAX } else { i + 1 };
     let label = g.node(id).name_or_op().to_string();

@@ -845,6 +845,22 @@ fn gather_of_a_scalar_index_then_unsqueeze_is_a_slice() {
         b.op("Unsqueeze", &[g, ax], vec![])
     });
     assert_eq!(ops(&m), histogram(&[("Gather", 1), ("Unsqueeze", 1)]));
+    // An index outside the axis (Gather fails where Slice would clamp), and
+    // the largest index (its end would overflow, found by the fuzzer):
+    // unchanged.
+    for i in [3, -4, i64::MAX, i64::MIN] {
+        let (_, m) = simplify(13, |b, x| {
+            let idx = b.i64("idx", &[], &[i]);
+            let g = b.op("Gather", &[x, idx], vec![Attribute::int("axis", 1)]);
+            let ax = b.i64("axes", &[1], &[1]);
+            b.op("Unsqueeze", &[g, ax], vec![])
+        });
+        assert_eq!(
+            ops(&m),
+            histogram(&[("Gather", 1), ("Unsqueeze", 1)]),
+            "index {i}"
+        );
+    }
 }
 
 #[test]

@@ -123,6 +123,13 @@ pub struct OrtOptions {
     /// `CUDAExecutionProvider`, ...). Empty means CPU only. ONNX Runtime falls back to CPU
     /// for nodes the listed providers do not take.
     pub execution_providers: Vec<String>,
+    /// Keep weights in the external-data files, memory-mapped, instead of
+    /// on the heap: ONNX Runtime maps external data, but its CPU kernels
+    /// copy constant weights into packed buffers and its graph optimizer
+    /// folds constants into new tensors. This turns both off (prepacking
+    /// and graph optimization), so a model bigger than memory runs, more
+    /// slowly, with only its activations and inline tensors on the heap.
+    pub map_weights: bool,
 }
 
 /// Where the library path came from.
@@ -571,8 +578,15 @@ impl OrtBackend {
     }
 
     fn build_session(&self, bytes: &[u8], model_dir: Option<&Path>) -> ort::Result<Session> {
-        let mut b = Session::builder(&self.lib.env)?
-            .with_optimization_level(self.options.opt_level.to_ort())?;
+        let opt_level = if self.options.map_weights {
+            OptLevel::Disable
+        } else {
+            self.options.opt_level
+        };
+        let mut b = Session::builder(&self.lib.env)?.with_optimization_level(opt_level.to_ort())?;
+        if self.options.map_weights {
+            b = b.with_config_entry("session.disable_prepacking", "1")?;
+        }
         if let Some(n) = self.options.intra_threads {
             b = b.with_intra_threads(n)?;
         }

@@ -275,6 +275,7 @@ pub fn run(args: Args) -> CliResult {
         .clone()
         .unwrap_or_else(|| default_output(&args.model));
     // Check the whole command line before the (possibly long) work starts.
+    infopt_ir::check_output_folder(&output).map_err(CliError::from_ir)?;
     let (mut config, pipeline_name) = stages::load_pipeline(
         args.config.as_deref(),
         &args.passes,

@@ -47,6 +47,10 @@ pub struct BackendOptions {
     pub threads: Option<usize>,
     pub ort_opt_level: OptLevel,
     pub execution_providers: Vec<String>,
+    /// ONNX Runtime runs with the weights memory-mapped (see
+    /// `OrtOptions::map_weights`): set by the verifier for models whose
+    /// weights do not fit in memory.
+    pub map_weights: bool,
 }
 
 /// The backend as reports describe it.
@@ -61,6 +65,10 @@ pub struct BackendInfo {
     pub execution_providers: Vec<String>,
     /// ONNX Runtime only: the shared library in use.
     pub library: Option<String>,
+    /// Weights stay memory-mapped in their files (prepacking and graph
+    /// optimization off): the model did not fit in memory.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub weights_mapped: bool,
 }
 
 impl BackendInfo {
@@ -72,6 +80,9 @@ impl BackendInfo {
         });
         if let Some(l) = &self.opt_level {
             parts.push(format!("opt {l}"));
+        }
+        if self.weights_mapped {
+            parts.push("weights memory-mapped, prepacking off".into());
         }
         if !self.execution_providers.is_empty() {
             parts.push(self.execution_providers.join(" > "));
@@ -105,6 +116,7 @@ impl ChosenBackend {
                     opt_level: None,
                     execution_providers: vec![],
                     library: None,
+                    weights_mapped: false,
                 };
                 (b, info)
             }
@@ -114,15 +126,21 @@ impl ChosenBackend {
                     intra_threads: options.threads,
                     opt_level: options.ort_opt_level,
                     execution_providers: options.execution_providers.clone(),
+                    map_weights: options.map_weights,
                 })
                 .map_err(|e| VerifyError::runtime(e, ErrorKind::Usage))?;
                 let info = BackendInfo {
                     name: b.name().into(),
                     version: b.version(),
                     threads: options.threads,
-                    opt_level: Some(options.ort_opt_level.to_string()),
+                    opt_level: Some(if options.map_weights {
+                        OptLevel::Disable.to_string()
+                    } else {
+                        options.ort_opt_level.to_string()
+                    }),
                     execution_providers: b.execution_providers(),
                     library: Some(b.library_path().display().to_string()),
+                    weights_mapped: options.map_weights,
                 };
                 (Box::new(b), info)
             }

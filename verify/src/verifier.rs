@@ -94,16 +94,30 @@ impl Verifier {
         inputs: &Inputs,
         policy: VerifyPolicy,
     ) -> Result<Verifier> {
-        // Refuse before loading what cannot fit, rather than be killed.
-        let weights = infopt_ir::stats::GraphStats::of_model(original).parameter_bytes;
+        // Refuse before loading what cannot fit, rather than be killed; a
+        // model whose weights are external but too big for the heap runs in
+        // ONNX Runtime with them memory-mapped.
+        let mut policy = policy;
+        let stats = infopt_ir::stats::GraphStats::of_model(original);
         let inline = original
             .source
             .as_ref()
             .is_none_or(|s| s.external_files.is_empty());
-        let copies = 1 + u64::from(policy.keep_original) + u64::from(inline);
-        if let Some(why) = crate::memory::refusal(weights, copies) {
-            return Err(VerifyError::new(ErrorKind::CannotVerify, why));
-        }
+        let weights = crate::memory::WeightBytes {
+            total: stats.parameter_bytes,
+            external: stats.external_parameter_bytes,
+            copies: 1 + u64::from(policy.keep_original) + u64::from(inline),
+        };
+        let mapping_allowed = policy.explicit.is_none_or(|k| k == BackendKind::Ort);
+        let mapped_note = match crate::memory::plan(weights, mapping_allowed) {
+            Err(why) => return Err(VerifyError::new(ErrorKind::CannotVerify, why)),
+            Ok(crate::memory::WeightPlan::Heap) => None,
+            Ok(crate::memory::WeightPlan::Mapped { note }) => {
+                policy.prefer = vec![BackendKind::Ort];
+                policy.options.map_weights = true;
+                Some(note)
+            }
+        };
         let bytes = original
             .to_bytes_referencing_sources()
             .map_err(|e| VerifyError::new(ErrorKind::Load, e))?;
@@ -126,6 +140,15 @@ impl Verifier {
         for (ki, &kind) in kinds.iter().enumerate() {
             let chosen = match ChosenBackend::build(kind, &policy.options) {
                 Ok(c) => c,
+                Err(e) if mapped_note.is_some() => {
+                    return Err(VerifyError::new(
+                        ErrorKind::CannotVerify,
+                        format!(
+                            "cannot verify: the model's weights do not fit in memory, and ONNX Runtime, which runs them memory-mapped, is not available ({}); install it (pip install onnxruntime) or run with --no-verify",
+                            e.message
+                        ),
+                    ));
+                }
                 Err(e) if policy.explicit.is_some() => return Err(e),
                 Err(e) => {
                     errors.push(e.message);
@@ -146,8 +169,9 @@ impl Verifier {
                     &mut fallback_note,
                 ) {
                     Ok((loaded, tensors, expected)) => {
-                        let mut notes: Vec<String> = fallback_note.into_iter().collect();
-                        if ki > 0 {
+                        let mut notes: Vec<String> = mapped_note.iter().cloned().collect();
+                        notes.extend(fallback_note);
+                        if ki > 0 && mapped_note.is_none() {
                             notes.push(format!(
                                 "verified in {}: {}",
                                 chosen.backend.name(),
@@ -257,6 +281,17 @@ impl Verifier {
 
     /// Loads a candidate model in the verifier's backend.
     pub fn load(&self, model: &Model) -> Result<Box<dyn LoadedModel>> {
+        if self.policy.options.map_weights {
+            // Tensors the passes rewrote are no longer in the source files:
+            // they travel inline, on the heap.
+            let stats = infopt_ir::stats::GraphStats::of_model(model);
+            let rewritten = stats
+                .parameter_bytes
+                .saturating_sub(stats.external_parameter_bytes);
+            if let Some(why) = crate::memory::candidate_refusal(rewritten, stats.parameter_bytes) {
+                return Err(VerifyError::new(ErrorKind::CannotVerify, why));
+            }
+        }
         let bytes = model
             .to_bytes_referencing_sources()
             .map_err(|e| VerifyError::new(ErrorKind::Load, e))?;
