@@ -126,7 +126,16 @@ def ort_run(model_bytes, feeds):
 
 
 def same(a, b, rtol=1e-3, atol=1e-4):
-    """Outputs agree: same dtype kind and shape, values close (NaN == NaN)."""
+    """Outputs agree: same dtype kind and shape, values close (NaN == NaN).
+    A sequence output (a list) agrees element by element."""
+    if isinstance(a, list) or isinstance(b, list):
+        if not (isinstance(a, list) and isinstance(b, list)) or len(a) != len(b):
+            return False, "sequence lengths differ"
+        for i, (x, y) in enumerate(zip(a, b)):
+            ok, why = same(x, y, rtol, atol)
+            if not ok:
+                return False, f"sequence element {i}: {why}"
+        return True, ""
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
         return False, f"shape {a.shape} vs {b.shape}"
