@@ -577,6 +577,48 @@ def more_patterns():
         z = Reshape(a, s2) }""")
 
 
+def attribute_opsets():
+    """Older spellings: Pad-2 (pads/value attributes), Squeeze/Unsqueeze-11
+    and Split-11 (axes/split attributes), Slice-1 (attributes)."""
+    for pool in ("AveragePool", "MaxPool"):
+        for value in ("0.0", "-1.5"):
+            for pads in ("0,0,1,1,0,0,1,1", "0,0,2,0,0,0,0,0", "0,1,0,0,0,0,0,0"):
+                yield case(f"pad2_{pool}_{value}_{pads}".replace(",", "").replace(".", "p").replace("-", "m"),
+                           f"""g (float[1,2,6,6] x) => (float y) {{
+                                 r = Relu(x)
+                                 p = Pad<pads=[{pads}], value={value}>(r)
+                                 y = {pool}<kernel_shape=[3,3]>(p) }}""", opset=10)
+        yield case(f"pad2_conv_{pool}", """g (float[1,2,6,6] x, float[3,2,3,3] w) => (float y) {
+            p = Pad<pads=[0,0,1,1,0,0,1,1]>(x)
+            y = Conv(p, w) }""", opset=10)
+    yield case("squeeze11_pair", """g (float[3,1,5] x) => (float[3,1,5] z) {
+        y = Squeeze<axes=[1]>(x)
+        z = Unsqueeze<axes=[1]>(y) }""", opset=11)
+    yield case("squeeze11_chain", """g (float[1,1,5,1,7] x) => (float[5,7] z) {
+        y = Squeeze<axes=[0,3]>(x)
+        z = Squeeze<axes=[0]>(y) }""", opset=11)
+    yield case("unsqueeze11_chain", """g (float[4,6] x) => (float z) {
+        y = Unsqueeze<axes=[0,3]>(x)
+        z = Unsqueeze<axes=[1,-1]>(y) }""", opset=11)
+    yield case("split11_single", """g (float[2,6] x) => (float[2,6] z) {
+        y = Split<axis=1, split=[6]>(x)
+        z = Relu(y) }""", opset=11)
+    yield case("slice1_pair", """g (float[1,3,8,8] x) => (float z) {
+        y = Slice<starts=[0], ends=[8], axes=[2]>(x)
+        z = Slice<starts=[1], ends=[7], axes=[3]>(y) }""", opset=9)
+    yield case("dropout10_graph_output", """g (float[2,3] x) => (float[2,3] z) {
+        z = Dropout<ratio=0.5>(x) }""", opset=10)
+    yield case("reduce_keepdims11_unsqueeze", """g (float[5,7,9] x) => (float z) {
+        y = ReduceMax<axes=[1,2], keepdims=0>(x)
+        z = Unsqueeze<axes=[1,2]>(y) }""", opset=11)
+    yield case("argmax11_softmax_last", """g (float[2,3,4] x) => (int64 z) {
+        s = Softmax<axis=2>(x)
+        z = ArgMax<axis=2>(s) }""", opset=11)
+    yield case("argmax11_softmax_mid", """g (float[2,3,4] x) => (int64 z) {
+        s = Softmax<axis=1>(x)
+        z = ArgMax<axis=1>(s) }""", opset=11)
+
+
 def older_opsets(gen, opsets=(10, 11)):
     """The same graphs converted down to older opsets (Pad, Squeeze,
     Unsqueeze, Slice, ... with attributes instead of inputs), where the ONNX
@@ -595,7 +637,7 @@ def older_opsets(gen, opsets=(10, 11)):
 
 def cases():
     for gen in (unary_chains, argmax_monotone, reduce_unsqueeze, pads_into_pools, pads_into_conv,
-                consecutive_shape_ops, shape_ops, units, fusions, more_patterns):
+                consecutive_shape_ops, shape_ops, units, fusions, more_patterns, attribute_opsets):
         yield from gen()
     for gen in (pads_into_pools, pads_into_conv, consecutive_shape_ops, units, fusions):
         yield from older_opsets(gen)

@@ -11,7 +11,8 @@
 //! single input. Merges `Transpose`→`Transpose` into one (or none) and
 //! `Reshape`→`Reshape` into one. Drops the second of two idempotent ops
 //! (`Relu`, `Abs`, `Ceil`, `Floor`, `Round`, `Sign`), a strictly increasing
-//! op (`Exp`, `Sigmoid`, `Softmax`/`LogSoftmax` over the same axis) under
+//! op (`Exp`, `Sigmoid`, `Softmax`/`LogSoftmax` over the same axis, or
+//! before opset 13 over flattened axes starting at or before it) under
 //! `ArgMax`/`ArgMin`, and an `Unsqueeze` that restores exactly the dims a
 //! `keepdims=0` reduction removed (the reduction keeps them instead). Splices
 //! a single-reader `Concat` into the `Concat` on the same axis after it, and

@@ -372,3 +372,31 @@ fn castlike_becomes_cast_then_goes_or_folds() {
     assert_eq!(folded.to_f64_vec().unwrap(), vec![1.0, 2.0, 3.0]);
     assert_eq!(folded.dtype(), DataType::Float);
 }
+
+#[test]
+fn negative_pad_value_over_non_negative_input_folds_into_max_pool() {
+    let pool = |value: f32, relu: bool| {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["1", "2", "6", "6"]));
+        let src = if relu { b.op("Relu", &[x], vec![]) } else { x };
+        let p = b.i64("pads", &[8], &[0, 0, 1, 1, 0, 0, 1, 1]);
+        let v = b.f32("value", &[], &[value]);
+        let padded = b.op("Pad", &[src, p, v], vec![]);
+        let y = b.op(
+            "MaxPool",
+            &[padded],
+            vec![Attribute::ints("kernel_shape", vec![3, 3])],
+        );
+        b.output(y, "y", DataType::Float, None);
+        b.build(17)
+    };
+    let m = optimized(&pool(-1.5, true));
+    assert_eq!(ops(&m), histogram(&[("MaxPool", 1), ("Relu", 1)]));
+    // A positive value could win; without the Relu a negative one could.
+    for (value, relu) in [(0.5, true), (-1.5, false)] {
+        let mut m = pool(value, relu);
+        let before = ops(&m);
+        run_passes(&mut m, PASSES);
+        assert_eq!(ops(&m), before, "value {value} relu {relu}");
+    }
+}
