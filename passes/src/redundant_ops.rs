@@ -24,12 +24,17 @@ fn rank(g: &Graph, v: ValueId) -> Option<usize> {
     g.value_type(v)?.shape.map(|s| s.len())
 }
 
+/// `axis` as a non-negative index; `None` when it is outside the rank (or
+/// negative with the rank unknown): such a node fails at run time, and no
+/// rewrite anchored on it is exact.
 fn normalize(axis: i64, rank: Option<usize>) -> Option<i64> {
-    if axis >= 0 {
-        Some(axis)
+    let a = if axis >= 0 {
+        axis
     } else {
-        Some(axis + rank? as i64)
-    }
+        axis.checked_add(i64::try_from(rank?).ok()?)?
+    };
+    let in_range = a >= 0 && rank.is_none_or(|r| (a as u64) < r as u64);
+    in_range.then_some(a)
 }
 
 /// `f(f(x))` for an idempotent `f` (Relu, Abs, Ceil, Floor, Round, Sign) is
@@ -443,7 +448,7 @@ pub fn slice_then_squeeze(g: &Graph, id: NodeId, squeeze_axes: &[i64], opset: i6
     let one = if start == -1 {
         end >= i32::MAX as i64
     } else {
-        end == start + 1 && (start >= 0 || end < 0)
+        start.checked_add(1) == Some(end) && (start >= 0 || end < 0)
     };
     require!(one);
     let src = require_some!(input(g, slice, 0));
