@@ -73,9 +73,11 @@ fn detector_with_unfixed_hw_is_verified_at_sizes_it_accepts() {
 fn verification_that_cannot_run_exits_7_and_names_the_input_shape_fix() {
     let dir = tempfile::tempdir().unwrap();
     // A Reshape to a constant 2x5 needs exactly 10 elements: no size that
-    // infopt would choose for N gives 10, so nothing runs.
+    // infopt would choose for N gives 10, so nothing runs. The Identity is
+    // a rewrite for the pipeline to make (unverified, it must not be written).
     let mut b = GraphBuilder::new();
     let x = b.input("x", DataType::Float, dims(&["N", "7"]));
+    let x = b.op("Identity", &[x], vec![]);
     let shape = b.i64("shape", &[2], &[2, 5]);
     let r = b.op("Reshape", &[x, shape], vec![]);
     b.output(r, "y", DataType::Float, None);
@@ -96,6 +98,28 @@ fn verification_that_cannot_run_exits_7_and_names_the_input_shape_fix() {
     );
     assert!(e.contains("--input-shape x:Nx7"), "{e}");
     assert!(!dir.path().join("reshape.opt.onnx").exists());
+}
+
+#[test]
+fn model_nothing_runs_is_written_when_the_pipeline_changes_nothing_it_computes() {
+    let dir = tempfile::tempdir().unwrap();
+    // The same unrunnable Reshape, with nothing to rewrite: the output
+    // computes what the input does, so there is nothing to verify.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["N", "7"]));
+    let shape = b.i64("shape", &[2], &[2, 5]);
+    let r = b.op("Reshape", &[x, shape], vec![]);
+    b.output(r, "y", DataType::Float, None);
+    let mut m = b.build(13);
+    let model = dir.path().join("reshape.onnx");
+    m.save(&model, &infopt_ir::SaveOptions::default()).unwrap();
+    let o = infopt(&["optimize", s(&model), "--backend", "tract", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("nothing to verify"), "{notes}");
+    assert!(notes.contains("--input-shape x:Nx7"), "{notes}");
+    assert!(dir.path().join("reshape.opt.onnx").exists());
 }
 
 /// A Conv + BatchNorm whose BN has large random statistics: folding is
@@ -349,6 +373,32 @@ fn an_input_that_decides_a_branch_is_named_when_verification_cannot_run() {
     let errors: Vec<&str> = e.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(errors.len(), 1, "{e}");
     assert!(errors[0].contains("`mode` (decides"), "{e}");
+}
+
+#[test]
+fn indices_out_of_range_fall_back_to_plainer_generated_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    // Seeded integers in [0, 16) index past the table's 3 rows: the
+    // original fails on them, and is verified on zeros instead.
+    let mut b = GraphBuilder::new();
+    let table = b.input("table", DataType::Float, dims(&["3", "4"]));
+    let idx = b.input("idx", DataType::Int64, dims(&["5"]));
+    let g = b.op("Gather", &[table, idx], vec![Attribute::int("axis", 0)]);
+    let r1 = b.op("Relu", &[g], vec![]);
+    let r2 = b.op("Relu", &[r1], vec![]);
+    b.output(r2, "y", DataType::Float, None);
+    let mut m = b.build(13);
+    let model = dir.path().join("gather.onnx");
+    m.save(&model, &infopt_ir::SaveOptions::default()).unwrap();
+    let o = infopt(&["optimize", s(&model), "--backend", "tract", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let notes = report["notes"].to_string();
+    assert!(
+        notes.contains("verification inputs: integer inputs set to 0"),
+        "{notes}"
+    );
+    assert_eq!(report["verification"]["passed"], true, "{report}");
 }
 
 /// Whether ONNX Runtime can be used; panics under CI when it cannot.

@@ -630,3 +630,91 @@ mod tests {
         assert!(e.contains("contradicts"), "{e}");
     }
 }
+
+/// Plainer values for generated inputs, tried in turn when the original
+/// model fails to run on the seeded ones: an integer input is often an
+/// index, an axis or a count (seeded values in `[0, vocab)` fall out of
+/// range), and a float input may have to be positive (scales, a Log's
+/// argument).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fallback {
+    /// Every integer element 0 (a valid index and axis of any tensor).
+    IntegersZero,
+    /// Every integer element 1 (a valid divisor and count), floats made
+    /// positive (`|x| + 0.5`).
+    IntegersOnePositiveFloats,
+    /// Integer elements counting from 0 (distinct axes), or from 1
+    /// (distinct axes and non-zero steps).
+    IntegersCounting(u8),
+}
+
+impl Fallback {
+    pub const ALL: [Fallback; 4] = [
+        Fallback::IntegersZero,
+        Fallback::IntegersOnePositiveFloats,
+        Fallback::IntegersCounting(0),
+        Fallback::IntegersCounting(1),
+    ];
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Fallback::IntegersZero => "integer inputs set to 0",
+            Fallback::IntegersOnePositiveFloats => {
+                "integer inputs set to 1 and float inputs made positive"
+            }
+            Fallback::IntegersCounting(0) => "integer inputs counting from 0",
+            Fallback::IntegersCounting(_) => "integer inputs counting from 1",
+        }
+    }
+
+    /// `tensors` with this fallback's values; `None` when it changes nothing.
+    pub fn apply(self, tensors: &[HostTensor]) -> Option<Vec<HostTensor>> {
+        let (int, step) = match self {
+            Fallback::IntegersZero => (0u8, 0u8),
+            Fallback::IntegersOnePositiveFloats => (1, 0),
+            Fallback::IntegersCounting(start) => (start, 1),
+        };
+        let floats = self == Fallback::IntegersOnePositiveFloats;
+        let mut changed = false;
+        let mut out = Vec::with_capacity(tensors.len());
+        for t in tensors {
+            let n = t.len();
+            macro_rules! ints {
+                ($variant:ident) => {{
+                    changed = true;
+                    // Counting wraps at 100, inside every integer type.
+                    Some(TensorData::$variant(
+                        (0..n)
+                            .map(|i| (int as usize + (step as usize) * i) % 100)
+                            .map(|v| v as _)
+                            .collect(),
+                    ))
+                }};
+            }
+            let data = match t.data() {
+                TensorData::I8(_) => ints!(I8),
+                TensorData::I16(_) => ints!(I16),
+                TensorData::I32(_) => ints!(I32),
+                TensorData::I64(_) => ints!(I64),
+                TensorData::U8(_) => ints!(U8),
+                TensorData::U16(_) => ints!(U16),
+                TensorData::U32(_) => ints!(U32),
+                TensorData::U64(_) => ints!(U64),
+                TensorData::F32(v) if floats => {
+                    changed = true;
+                    Some(TensorData::F32(v.iter().map(|x| x.abs() + 0.5).collect()))
+                }
+                TensorData::F64(v) if floats => {
+                    changed = true;
+                    Some(TensorData::F64(v.iter().map(|x| x.abs() + 0.5).collect()))
+                }
+                _ => None,
+            };
+            match data {
+                Some(d) => out.push(HostTensor::new(t.name.clone(), t.shape().to_vec(), d).ok()?),
+                None => out.push(t.clone()),
+            }
+        }
+        changed.then_some(out)
+    }
+}

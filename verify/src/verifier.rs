@@ -172,10 +172,20 @@ impl Verifier {
             any_backend = true;
             let mut last = String::new();
             for (ti, t) in tries.iter().enumerate() {
-                match Self::run_original(&chosen, &bytes, &dir, inputs, &t.shapes, &policy) {
+                let mut fallback_note = None;
+                match Self::run_original(
+                    &chosen,
+                    &bytes,
+                    &dir,
+                    inputs,
+                    &t.shapes,
+                    &policy,
+                    &mut fallback_note,
+                ) {
                     Ok((loaded, tensors, expected)) => {
                         let mut notes = value_notes.clone();
                         notes.extend(mapped_note.iter().cloned());
+                        notes.extend(fallback_note);
                         if ki > 0 && mapped_note.is_none() {
                             notes.push(format!(
                                 "verified in {}: {}",
@@ -260,6 +270,7 @@ impl Verifier {
         inputs: &Inputs,
         shapes: &InputShapes,
         policy: &VerifyPolicy,
+        notes: &mut Option<String>,
     ) -> Result<(Box<dyn LoadedModel>, Vec<HostTensor>, Vec<HostTensor>)> {
         let _ = policy;
         let loaded = chosen
@@ -271,10 +282,29 @@ impl Verifier {
         let tensors = with_shapes
             .for_model(loaded.as_ref())
             .map_err(VerifyError::usage)?;
-        let expected = loaded
-            .run(&tensors)
-            .map_err(|e| VerifyError::runtime(e, ErrorKind::CannotVerify))?;
-        Ok((loaded, tensors, expected))
+        let first = match loaded.run(&tensors) {
+            Ok(expected) => return Ok((loaded, tensors, expected)),
+            Err(e) => VerifyError::runtime(e, ErrorKind::CannotVerify),
+        };
+        // Seeded values the model cannot take (an index or axis out of
+        // range, a zero divisor, a negative scale): plainer ones, when the
+        // inputs are ours to choose.
+        if inputs.file.is_none() {
+            for fb in crate::inputs::Fallback::ALL {
+                let Some(plain) = fb.apply(&tensors) else {
+                    continue;
+                };
+                if let Ok(expected) = loaded.run(&plain) {
+                    *notes = Some(format!(
+                        "verification inputs: {} (the seeded ones made the original fail: {})",
+                        fb.describe(),
+                        first.message
+                    ));
+                    return Ok((loaded, plain, expected));
+                }
+            }
+        }
+        Err(first)
     }
 
     pub fn backend_name(&self) -> &str {
