@@ -23,7 +23,8 @@ pub enum Exit {
     Write = 6,
     /// Verification could not run: the model loads, but no available backend
     /// runs it at the sizes tried (the message says which `--input-shape`
-    /// would let it, or `--no-verify`).
+    /// would let it, or `--no-verify`). `optimize` writes the output anyway
+    /// when its pipeline changed only how the model is stored.
     CannotVerify = 7,
     /// A runtime the command needs is not installed (TensorRT for
     /// `build-engine`, ONNX Runtime when asked for); the message says how to

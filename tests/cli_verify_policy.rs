@@ -58,19 +58,26 @@ fn detector_with_unfixed_hw_is_verified_at_sizes_it_accepts() {
     assert!(o.status.success(), "{}", stderr(&o));
     let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let shapes = &report["verification"]["input_shapes"][0][1];
-    let h = shapes[2].as_u64().unwrap();
-    assert_eq!(h % 32, 0, "verified at {shapes}");
+    // The first choice already runs: distinct H and W (so a rewrite that
+    // swaps them is seen), each a multiple of the stride chain's 2.
+    let (h, w) = (shapes[2].as_u64().unwrap(), shapes[3].as_u64().unwrap());
+    assert!(
+        h.is_multiple_of(2) && w.is_multiple_of(2) && h != w,
+        "verified at {shapes}"
+    );
     let notes = report["notes"].to_string();
-    assert!(notes.contains("verification sizes"), "{notes}");
+    assert!(!notes.contains("verification sizes"), "{notes}");
 }
 
 #[test]
 fn verification_that_cannot_run_exits_7_and_names_the_input_shape_fix() {
     let dir = tempfile::tempdir().unwrap();
     // A Reshape to a constant 2x5 needs exactly 10 elements: no size that
-    // infopt would choose for N gives 10, so nothing runs.
+    // infopt would choose for N gives 10, so nothing runs. The Identity is
+    // a rewrite for the pipeline to make (unverified, it must not be written).
     let mut b = GraphBuilder::new();
     let x = b.input("x", DataType::Float, dims(&["N", "7"]));
+    let x = b.op("Identity", &[x], vec![]);
     let shape = b.i64("shape", &[2], &[2, 5]);
     let r = b.op("Reshape", &[x, shape], vec![]);
     b.output(r, "y", DataType::Float, None);
@@ -91,6 +98,28 @@ fn verification_that_cannot_run_exits_7_and_names_the_input_shape_fix() {
     );
     assert!(e.contains("--input-shape x:Nx7"), "{e}");
     assert!(!dir.path().join("reshape.opt.onnx").exists());
+}
+
+#[test]
+fn model_nothing_runs_is_written_when_the_pipeline_changes_nothing_it_computes() {
+    let dir = tempfile::tempdir().unwrap();
+    // The same unrunnable Reshape, with nothing to rewrite: the output
+    // computes what the input does, so there is nothing to verify.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["N", "7"]));
+    let shape = b.i64("shape", &[2], &[2, 5]);
+    let r = b.op("Reshape", &[x, shape], vec![]);
+    b.output(r, "y", DataType::Float, None);
+    let mut m = b.build(13);
+    let model = dir.path().join("reshape.onnx");
+    m.save(&model, &infopt_ir::SaveOptions::default()).unwrap();
+    let o = infopt(&["optimize", s(&model), "--backend", "tract", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("nothing to verify"), "{notes}");
+    assert!(notes.contains("--input-shape x:Nx7"), "{notes}");
+    assert!(dir.path().join("reshape.opt.onnx").exists());
 }
 
 /// A Conv + BatchNorm whose BN has large random statistics: folding is
@@ -203,6 +232,173 @@ fn real_breakage_is_refused_by_the_scaled_default() {
     );
     assert!(stderr(&o).contains("of its scale"), "{}", stderr(&o));
     assert!(!dir.path().join("bad.onnx").exists());
+}
+
+/// Runs `optimize MODEL --backend tract --json` and returns the exit code,
+/// the report (when printed) and stderr.
+fn optimize_tract(model: &Path, out: &Path) -> (Option<i32>, serde_json::Value, String) {
+    let o = infopt(&[
+        "optimize",
+        s(model),
+        "-o",
+        s(out),
+        "--backend",
+        "tract",
+        "--json",
+    ]);
+    let report = serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null);
+    (o.status.code(), report, stderr(&o))
+}
+
+fn save(mut m: infopt_ir::Model, path: &Path) -> std::path::PathBuf {
+    m.save(path, &infopt_ir::SaveOptions::default()).unwrap();
+    path.to_path_buf()
+}
+
+#[test]
+fn a_fixed_sibling_input_sets_the_verification_size() {
+    // An image [1,3,?,?] concatenated with a mask input [1,1,96,80]: only
+    // 96x80 runs, a size none of the generic choices (64, 32, 128, 512) is.
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = GraphBuilder::new();
+    let x = b.input("image", DataType::Float, dims(&["1", "3", "?", "?"]));
+    let mask = b.input("mask", DataType::Float, dims(&["1", "1", "96", "80"]));
+    let c = b.op("Concat", &[x, mask], vec![Attribute::int("axis", 1)]);
+    let id = b.op("Identity", &[c], vec![]);
+    b.output(id, "y", DataType::Float, None);
+    let model = save(b.build(13), &dir.path().join("masked.onnx"));
+    let (code, report, e) = optimize_tract(&model, &dir.path().join("o.onnx"));
+    assert_eq!(code, Some(0), "{e}");
+    let shapes = report["verification"]["input_shapes"].to_string();
+    assert!(shapes.contains("[1,3,96,80]"), "{shapes}");
+}
+
+#[test]
+fn kernels_after_a_stride_chain_set_a_minimum_verification_size() {
+    // A stride-32 stem, a 7x7 average pool, Flatten and a Gemm sized for a
+    // 1x1 map: H and W must be 224..255, so only the hint (a multiple of 32,
+    // at least 224) finds a size that runs.
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["N", "3", "H", "W"]));
+    let w = b.f32("w", &[4, 3, 32, 32], &vec![0.001; 4 * 3 * 32 * 32]);
+    let stem = b.op(
+        "Conv",
+        &[x, w],
+        vec![Attribute::ints("strides", vec![32, 32])],
+    );
+    let p = b.op(
+        "AveragePool",
+        &[stem],
+        vec![Attribute::ints("kernel_shape", vec![7, 7])],
+    );
+    let f = b.op("Flatten", &[p], vec![]);
+    let fc = b.f32("fc", &[4, 2], &[0.5, -0.5, 0.25, 1.0, -1.0, 0.5, 2.0, 0.1]);
+    let y = b.op("Gemm", &[f, fc], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let model = save(b.build(13), &dir.path().join("stem.onnx"));
+    let (code, report, e) = optimize_tract(&model, &dir.path().join("o.onnx"));
+    assert_eq!(code, Some(0), "{e}");
+    let shapes = &report["verification"]["input_shapes"][0][1];
+    assert_eq!(shapes[2].as_u64(), Some(224), "{shapes}");
+    assert_eq!(shapes[3].as_u64(), Some(224), "{shapes}");
+}
+
+/// `If(cond(sr))` whose branches both pass `x` on (Relu / Neg), with the
+/// condition `Equal(sr, 16000)` or `Greater(mode, 3)`; then a Reshape to
+/// `reshape_to` (pass `None` for none).
+fn mode_switch(
+    dir: &Path,
+    name: &str,
+    equal: bool,
+    reshape_to: Option<&[i64]>,
+) -> std::path::PathBuf {
+    let branch = |op: &str| {
+        let mut g = GraphBuilder::new();
+        let x = g.graph_mut().add_value(infopt_ir::Value {
+            outer: true,
+            ..infopt_ir::Value::named("x")
+        });
+        let y = g.op(op, &[x], vec![]);
+        g.output(y, &format!("{op}_y"), DataType::Float, None);
+        g.into_graph()
+    };
+    let mut b = GraphBuilder::new();
+    let _x = b.input("x", DataType::Float, dims(&["N", "7"]));
+    let input = if equal { "sr" } else { "mode" };
+    let k = if equal { 16000 } else { 3 };
+    let sr = b.input(input, DataType::Int64, vec![]);
+    let k = b.i64("k", &[], &[k]);
+    let cond = b.op(if equal { "Equal" } else { "Greater" }, &[sr, k], vec![]);
+    let mut y = b.op(
+        "If",
+        &[cond],
+        vec![
+            Attribute::graph("then_branch", branch("Relu")),
+            Attribute::graph("else_branch", branch("Neg")),
+        ],
+    );
+    if let Some(to) = reshape_to {
+        let shape = b.i64("shape", &[to.len() as i64], to);
+        y = b.op("Reshape", &[y, shape], vec![]);
+    }
+    b.output(y, "y", DataType::Float, None);
+    save(b.build(13), &dir.join(name))
+}
+
+#[test]
+fn a_mode_switch_input_gets_the_constant_it_is_compared_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = mode_switch(dir.path(), "switch.onnx", true, None);
+    let (code, report, e) = optimize_tract(&model, &dir.path().join("o.onnx"));
+    assert_eq!(code, Some(0), "{e}");
+    let notes = report["notes"].to_string();
+    assert!(
+        notes.contains("input `sr` set to 16000, the value Equal"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn an_input_that_decides_a_branch_is_named_when_verification_cannot_run() {
+    // Nothing runs (a Reshape of [N,7] to 2x5); `mode` decides the If: the
+    // error names it and the way to give its value.
+    let dir = tempfile::tempdir().unwrap();
+    let model = mode_switch(dir.path(), "mode.onnx", false, Some(&[2, 5]));
+    let (code, _, e) = optimize_tract(&model, &dir.path().join("o.onnx"));
+    assert_eq!(code, Some(7), "{e}");
+    assert!(e.contains("`mode` (decides If `if_"), "{e}");
+    assert!(e.contains("it was a random value"), "{e}");
+    assert!(e.contains("--inputs FILE.npz"), "{e}");
+    let errors: Vec<&str> = e.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{e}");
+    assert!(errors[0].contains("`mode` (decides"), "{e}");
+}
+
+#[test]
+fn indices_out_of_range_fall_back_to_plainer_generated_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    // Seeded integers in [0, 16) index past the table's 3 rows: the
+    // original fails on them, and is verified on zeros instead.
+    let mut b = GraphBuilder::new();
+    let table = b.input("table", DataType::Float, dims(&["3", "4"]));
+    let idx = b.input("idx", DataType::Int64, dims(&["5"]));
+    let g = b.op("Gather", &[table, idx], vec![Attribute::int("axis", 0)]);
+    let r1 = b.op("Relu", &[g], vec![]);
+    let r2 = b.op("Relu", &[r1], vec![]);
+    b.output(r2, "y", DataType::Float, None);
+    let mut m = b.build(13);
+    let model = dir.path().join("gather.onnx");
+    m.save(&model, &infopt_ir::SaveOptions::default()).unwrap();
+    let o = infopt(&["optimize", s(&model), "--backend", "tract", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let notes = report["notes"].to_string();
+    assert!(
+        notes.contains("verification inputs: integer inputs set to 0"),
+        "{notes}"
+    );
+    assert_eq!(report["verification"]["passed"], true, "{report}");
 }
 
 /// Whether ONNX Runtime can be used; panics under CI when it cannot.

@@ -11,7 +11,8 @@
 //! single input. Merges `Transpose`→`Transpose` into one (or none) and
 //! `Reshape`→`Reshape` into one. Drops the second of two idempotent ops
 //! (`Relu`, `Abs`, `Ceil`, `Floor`, `Round`, `Sign`), a strictly increasing
-//! op (`Exp`, `Sigmoid`, `Softmax`/`LogSoftmax` over the same axis) under
+//! op (`Exp`, `Sigmoid`, `Softmax`/`LogSoftmax` over the same axis, or
+//! before opset 13 over flattened axes starting at or before it) under
 //! `ArgMax`/`ArgMin`, and an `Unsqueeze` that restores exactly the dims a
 //! `keepdims=0` reduction removed (the reduction keeps them instead). Splices
 //! a single-reader `Concat` into the `Concat` on the same axis after it, and
@@ -21,7 +22,17 @@
 //! first has several readers, all such Slices, it goes with the last), and
 //! `Unsqueeze(Gather(x, i, axis=a), [a])` with a constant scalar `i` becomes
 //! `Slice(x, [i], [i+1], [a])`, and `Squeeze(Slice(x, [i], [i+1], [a]), [a])`
-//! becomes `Gather(x, i, axis=a)`.
+//! becomes `Gather(x, i, axis=a)`. Also: `x^1` is `x`; a `Flatten` whose
+//! output has its input's shape goes; `Where(Not(c), a, b)` becomes
+//! `Where(c, b, a)`; `CastLike(x, t)` becomes `Cast(x, to=type of t)`;
+//! Concat inputs empty along the axis are dropped; `Log`
+//! or `Sqrt` of a non-negative value (Relu, Abs, Exp, Sigmoid, Softplus,
+//! Softmax) under ArgMax/ArgMin goes like the other increasing ops. Where a
+//! cancelling pair (Transpose pair, Squeeze/Unsqueeze) links a graph input
+//! to a graph output, one `Identity` replaces the pair.
+//! `Reshape(f(Reshape(x, s1)), s2)` with `f` elementwise ops (on that value
+//! and scalar constants only) becomes `Reshape(f(x), s2)`, or `f(x)` when
+//! `s2` restores the shape of `x`.
 //!
 //! ## When it declines
 //! When removing the node would rename a graph input or output (an Identity
@@ -221,11 +232,8 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             let composed: Vec<i64> = perm.iter().map(|&i| p1[i as usize]).collect();
             if is_identity_perm(&composed) {
                 let out = require_some!(output(g, id, 0));
-                if g.is_graph_output(out) && !is_renamable(g, a) {
-                    decline!(
-                        "merging the Transpose pair would rename graph input '{}'",
-                        g.value(a).name
-                    );
+                if g.is_graph_output(out) && (!is_renamable(g, a) || g.is_graph_output(a)) {
+                    return redundant_ops::identity_in_place_of(g, a, out, &[first, id]);
                 }
                 let mut p = Patch::new();
                 p.replace(out, PatchValue::Existing(a));
@@ -251,6 +259,9 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             Outcome::Rewrite(p)
         }
         "Reshape" => {
+            if let Outcome::Rewrite(p) = crate::reshape_sink::sink_through_elementwise(g, id) {
+                return Outcome::Rewrite(p);
+            }
             let shape = require_some!(const_i64s(g, input(g, id, 1)));
             let allowzero = node.attr_int_or("allowzero", 0).unwrap_or(0) != 0;
             if let Some(dims) = known_dims(g, x)
@@ -346,12 +357,8 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             let n2 = require_some!(normalize(&ax2, big));
             require!(n1 == n2 && !n1.is_empty());
             let out = require_some!(output(g, id, 0));
-            if g.is_graph_output(out) && !is_renamable(g, a) {
-                decline!(
-                    "removing the {inverse}/{} pair would rename '{}'",
-                    node.op_type,
-                    g.value(a).name
-                );
+            if g.is_graph_output(out) && (!is_renamable(g, a) || g.is_graph_output(a)) {
+                return redundant_ops::identity_in_place_of(g, a, out, &[first, id]);
             }
             let mut p = Patch::new();
             p.replace(out, PatchValue::Existing(a));
@@ -441,6 +448,9 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             if node.inputs.len() == 1 {
                 return bypass(g, id, x);
             }
+            if let Outcome::Rewrite(p) = redundant_ops::concat_without_empty(g, id) {
+                return Outcome::Rewrite(p);
+            }
             redundant_ops::concat_of_concat(g, id)
         }
         "Relu" | "Abs" | "Ceil" | "Floor" | "Round" | "Sign" => {
@@ -449,8 +459,9 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
         }
         "ArgMax" | "ArgMin" => redundant_ops::monotone_before_arg(g, id, cx.opset),
         "Log" => redundant_ops::log_of_softmax(g, id),
+        "CastLike" => redundant_ops::castlike_to_cast(g, id),
         "Gemm" => redundant_ops::transpose_into_gemm(g, id),
-        "Add" | "Sub" | "Mul" | "Div" | "And" | "Or" => neutral_operand(g, id),
+        "Add" | "Sub" | "Mul" | "Div" | "And" | "Or" | "Pow" => neutral_operand(g, id),
         "Split" => {
             // One output: the whole input.
             require!(node.outputs.len() == 1);
@@ -458,14 +469,31 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
         }
         "Flatten" => {
             let axis = node.attr_int_or("axis", 1).unwrap_or(1);
-            require!(rank(g, x) == Some(2) && (axis == 1 || axis == -1));
+            require!(rank(g, x) == Some(2));
+            // [a, b] flattens to [a, b] at axis 1; at axis 0 to [1, a*b],
+            // the same when a is 1; at axis 2 to [a*b, 1], the same when b is 1.
+            let unit = |i: usize| {
+                g.value_type(x)
+                    .and_then(|t| t.shape)
+                    .is_some_and(|s| matches!(s.get(i), Some(infopt_ir::Dim::Known(1))))
+            };
+            let nop = match axis {
+                1 | -1 => true,
+                0 | -2 => unit(0),
+                2 => unit(1),
+                _ => false,
+            };
+            require!(nop);
             bypass(g, id, x)
         }
         "ReduceMax" | "ReduceMin" | "ReduceMean" | "ReduceSum" | "ReduceProd" => {
             unit_reduction(g, id, x, cx.opset)
         }
         "LSTM" | "GRU" | "RNN" => zero_initial_state(g, id),
-        "Where" => constant_condition(g, id),
+        "Where" => match constant_condition(g, id) {
+            Outcome::Rewrite(p) => Outcome::Rewrite(p),
+            _ => redundant_ops::where_of_not(g, id),
+        },
         _ => Outcome::Skip,
     }
 }
@@ -484,13 +512,15 @@ impl Pass for EliminateIdentity {
 /// neither changes the type nor broadcasts `x` to a larger shape.
 fn neutral_operand(g: &Graph, id: NodeId) -> Outcome {
     let node = g.node(id);
-    // x+0, x-0, x*1, x/1, x AND true, x OR false.
+    // x+0, x-0, x*1, x/1, x^1, x AND true, x OR false.
     let neutral = if matches!(node.op_type.as_str(), "Add" | "Sub" | "Or") {
         0.0
     } else {
         1.0
     };
     let commutative = matches!(node.op_type.as_str(), "Add" | "Mul" | "And" | "Or");
+    // Pow's exponent may have another numeric type than the base.
+    let any_dtype = node.op_type == "Pow";
     let a = require_some!(input(g, id, 0));
     let b = require_some!(input(g, id, 1));
     let (x, c) = match (g.constant(a), g.constant(b)) {
@@ -499,7 +529,7 @@ fn neutral_operand(g: &Graph, id: NodeId) -> Outcome {
         _ => return Outcome::Skip,
     };
     let ty = require_some!(g.value_type(x));
-    require!(ty.dtype == c.dtype() && c.dtype() != infopt_ir::DataType::String);
+    require!((any_dtype || ty.dtype == c.dtype()) && c.dtype() != infopt_ir::DataType::String);
     let values = require_some!(c.to_f64_vec().ok());
     require!(!values.is_empty() && values.iter().all(|&v| v == neutral));
     // The result keeps x's shape only if every dim of the constant is 1 or

@@ -4,9 +4,18 @@
 //! `t = MatMul(A, B)`, `y = Add(t, bias)` (either operand order) becomes
 //! `y = Gemm(A, B, bias)` (alpha = beta = 1, no transposes) when `A` is known
 //! to be 2-D (from its value type), `B` is 2-D `[K, N]` with a known `N` (a
-//! constant, or a weight fed as a graph input), `bias` is `[N]` or `[1, N]`
-//! (a constant or a value of that known shape) of the same dtype, and the
-//! MatMul output is read by the Add only. The Gemm takes the
+//! constant, or a weight fed as a graph input), `bias` (a constant or a
+//! value of known shape, the same dtype) broadcasts into `[M, N]` without
+//! growing it (`[]`, `[1]`, `[N]`, `[1, N]`, `[M, 1]`, `[M, N]`, with `M`
+//! known for the last two), and the MatMul output is read by the Add only.
+//! Also: `Add(Reshape(Gemm(A, B)), bias)` with a bias along the last axis
+//! only (`[N]`, `[1, .., 1, N]`) and a Reshape that keeps `N` last takes the
+//! bias into the Gemm's C (`Reshape(Gemm(A, B, bias))`). With every shape
+//! known, `MatMul(A[.., M', K], B[K, N]) + bias[N]` on an `A` of rank 3 or
+//! more becomes `Reshape → Gemm → Reshape` when that lowers the node count:
+//! the layout ops (Reshape, Flatten, Squeeze, Unsqueeze) that make `A` or
+//! read the sum merge into the new Reshapes, or vanish when their source
+//! already is `[M, K]` (their result `[M, N]`). The Gemm takes the
 //! MatMul's name; its output keeps the name of the Add output.
 //!
 //! ## When it declines
@@ -14,7 +23,8 @@
 //! - `A` has another rank than 2, or its rank is unknown (Gemm is 2-D only;
 //!   run shape inference first);
 //! - `B` is not known to be 2-D with a known column count;
-//! - `bias` has an unknown shape or another one than `[N]` / `[1, N]`;
+//! - `bias` has an unknown shape or one that does not broadcast into
+//!   `[M, N]` (it would grow the output);
 //! - the MatMul output has other readers or is a graph output;
 //! - the dtype is not float32, float64, float16 (or bfloat16 from opset 13).
 //!
@@ -61,7 +71,22 @@ fn known_type(g: &Graph, v: infopt_ir::ValueId) -> Option<(Vec<Option<i64>>, Dat
     (ty.dtype != DataType::Undefined).then_some((dims, ty.dtype))
 }
 
+/// Whether a bias of `dims` broadcasts (ONNX's one-way broadcast, as Gemm's
+/// C does) into `[M, N]` = `out` without changing that shape: rank at most
+/// 2, each dim 1 or equal to the known output dim.
+fn broadcasts_into(dims: &[Option<i64>], out: &[Option<i64>; 2]) -> bool {
+    dims.len() <= 2
+        && dims
+            .iter()
+            .rev()
+            .zip(out.iter().rev())
+            .all(|(d, o)| *d == Some(1) || (d.is_some() && d == o))
+}
+
 fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
+    if let Outcome::Rewrite(p) = crate::gemm_bias::bias_after_reshape(g, id) {
+        return Outcome::Rewrite(p);
+    }
     let add = g.node(id);
     require!(add.is("Add") && add.inputs.len() == 2);
     // Find the MatMul operand; the other one is the bias.
@@ -101,18 +126,27 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     let Some(n) = b_dims[1] else {
         decline!("B '{}' has an unknown column count", g.value(b).name);
     };
-    match g.value_type(a).and_then(|t| t.shape).map(|s| s.len()) {
-        Some(2) => {}
-        Some(r) => decline!("A has rank {r}; Gemm needs 2-D"),
+    let m = match known_type(g, a) {
+        Some((d, _)) if d.len() == 2 => d[0],
+        Some((d, _)) if d.len() > 2 => {
+            if let Outcome::Rewrite(p) =
+                crate::matmul_nd_gemm::rank_n_to_gemm(g, id, mm, bias, cx.opset)
+            {
+                return Outcome::Rewrite(p);
+            }
+            // Reshapes around a Gemm would not lower the count here.
+            decline!("A has rank {}; Gemm needs 2-D", d.len())
+        }
+        Some((d, _)) => decline!("A has rank {}; Gemm needs 2-D", d.len()),
         None => decline!("rank of A '{}' is unknown; Gemm needs 2-D", g.value(a).name),
-    }
+    };
     let Some((bias_dims, bias_dtype)) = known_type(g, bias) else {
         decline!("bias '{}' has no known shape", g.value(bias).name);
     };
-    if !(bias_dims == [Some(n)] || bias_dims == [Some(1), Some(n)]) {
+    if !broadcasts_into(&bias_dims, &[m, Some(n)]) {
         let shown: Vec<i64> = bias_dims.iter().map(|d| d.unwrap_or(-1)).collect();
         decline!(
-            "bias has shape {}; Gemm C here must be [{n}] or [1,{n}]",
+            "bias has shape {}; Gemm C must broadcast to [M,{n}] without growing it",
             dims_string(&shown)
         );
     }

@@ -6,8 +6,9 @@
 //! with the Pad's spatial begin/end amounts added to the conv's `pads`
 //! (which default to zeros). The same for `AveragePool` (a zero Pad; the pool
 //! then counts padding in the average, `count_include_pad=1`, as it counted
-//! the Pad's zeros) and `MaxPool` (a Pad of -inf, or of zero when the input
-//! is known non-negative: it comes from Relu, Sigmoid, Softplus, Exp or Abs).
+//! the Pad's zeros) and `MaxPool` (a Pad of -inf, or of a value at most zero
+//! when the input is known non-negative: it comes from Relu, Sigmoid,
+//! Softplus, Exp, Abs or Softmax).
 //! Handles Pad-1 (`paddings` attribute), Pad-2
 //! (`pads` / `value` attributes), Pad-11 (`pads` / `constant_value` inputs)
 //! and Pad-18 (`axes` input). The conv keeps its name, attributes and
@@ -24,9 +25,11 @@
 //! - an AveragePool with `count_include_pad=0` already pads (its own pads
 //!   would leave the average, the Pad's would not), or either pool uses
 //!   `ceil_mode=1` (the extra partial window is not padding);
-//! - a MaxPool pad value is neither -inf nor a zero over a non-negative
-//!   input, a pad reaches the kernel size (a window of padding only would
-//!   give -inf where the Pad gave its value), or the Indices output is read;
+//! - a MaxPool pad value is neither -inf nor at most zero over a
+//!   non-negative input, or the Indices output is read;
+//! - a pool's pad (its own plus the Pad's) reaches the kernel extent: a
+//!   MaxPool window of padding only would give -inf where the Pad gave its
+//!   value, and ONNX Runtime refuses such pads on either pool;
 //! - the rank of the conv input cannot be determined (Pad-18 `axes`).
 //!
 //! ## Numerics
@@ -67,18 +70,6 @@ fn conv_rank(g: &Graph, conv: NodeId) -> Option<usize> {
         return Some(k.len() + 2);
     }
     None
-}
-
-/// Ops whose output is never negative: a zero pad before a MaxPool reading
-/// them never wins a window that holds a real element.
-fn non_negative(g: &Graph, v: infopt_ir::ValueId) -> bool {
-    g.producer(v).is_some_and(|n| {
-        n.domain().is_empty()
-            && matches!(
-                n.op_type.as_str(),
-                "Relu" | "Sigmoid" | "Softplus" | "Exp" | "Abs"
-            )
-    })
 }
 
 fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
@@ -165,12 +156,15 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     let x = input(g, pad, 0);
     let ok_value = match conv.op_type.as_str() {
         "MaxPool" => {
-            value == f64::NEG_INFINITY || (value == 0.0 && x.is_some_and(|x| non_negative(g, x)))
+            // A pad at most 0 never beats a real element of a non-negative
+            // input (every window holds one: the pads stay below the kernel).
+            value == f64::NEG_INFINITY
+                || (value <= 0.0 && x.is_some_and(|x| crate::redundant_ops::non_negative(g, x)))
         }
         _ => value == 0.0,
     };
     if !ok_value && conv.op_type == "MaxPool" {
-        decline!("pad value {value} is neither -inf nor a zero over a non-negative input");
+        decline!("pad value {value} is neither -inf nor at most zero over a non-negative input");
     }
     if !ok_value {
         decline!("pad value {value} is not zero");
@@ -238,19 +232,22 @@ fn pool_accepts(g: &Graph, id: NodeId, pads: &[i64]) -> Result<(), String> {
         if include == 0 && own.is_some_and(|p| p.iter().any(|&v| v != 0)) {
             return Err("AveragePool pads with count_include_pad=0".into());
         }
-        return Ok(());
-    }
-    if output(g, id, 1).is_some_and(|v| g.reader_count(v) > 0 || g.is_graph_output(v)) {
+    } else if output(g, id, 1).is_some_and(|v| g.reader_count(v) > 0 || g.is_graph_output(v)) {
         return Err("MaxPool Indices output is read".into());
     }
+    // Both pools: ONNX Runtime rejects a pad that reaches the kernel extent
+    // (for AveragePool too, though averaging zeros would be exact), and for
+    // MaxPool a window of padding only would give -inf where the Pad gave
+    // its value.
     let kernel = pool
         .attr_ints("kernel_shape")
         .map_err(|e| e.to_string())?
-        .ok_or("MaxPool has no kernel_shape")?;
+        .ok_or_else(|| format!("{} has no kernel_shape", pool.op_type))?;
     let k = kernel.len();
     if pads.len() != 2 * k {
         return Err(format!(
-            "MaxPool has {} pads for {k} spatial axes",
+            "{} has {} pads for {k} spatial axes",
+            pool.op_type,
             pads.len()
         ));
     }

@@ -14,7 +14,10 @@ pub mod util;
 
 pub mod attention_pattern;
 pub mod branch_check;
+pub mod gemm_bias;
+pub mod matmul_nd_gemm;
 pub mod redundant_ops;
+pub mod reshape_sink;
 pub mod scale_into_weights;
 
 /// Every built-in pass, one line each, in the order a default pipeline would

@@ -1,7 +1,8 @@
 //! Rules of `eliminate-identity` for a node made redundant by the node before
 //! it: an idempotent op applied twice, a strictly increasing op under
 //! ArgMax/ArgMin, a Concat spliced into the Concat after it, `Log(Softmax)`,
-//! and a reduction without kept dims whose dims an Unsqueeze puts back.
+//! a reduction without kept dims whose dims an Unsqueeze puts back,
+//! `Where(Not(c))`, and Concat inputs empty along the axis.
 
 use infopt_ir::{Attribute, Graph, Node, NodeId, PatchValue, ValueId};
 
@@ -48,28 +49,37 @@ pub fn idempotent_source(g: &Graph, id: NodeId) -> Option<ValueId> {
 }
 
 /// `ArgMax(f(x))` = `ArgMax(x)` (and ArgMin) for `f` strictly increasing
-/// along the reduced axis: Exp, Sigmoid, and Softmax/LogSoftmax over that
-/// same axis (each element's normalizer is shared along it).
+/// along the reduced axis: Exp, Sigmoid, Softmax/LogSoftmax over that same
+/// axis (each element's normalizer is shared along it), and Log or Sqrt of a
+/// value known non-negative.
 pub fn monotone_before_arg(g: &Graph, id: NodeId, opset: i64) -> Outcome {
     let node = g.node(id);
     let y = require_some!(input(g, id, 0));
     let (f, f_node) = require_some!(sole_producer(
         g,
         y,
-        &["Exp", "Sigmoid", "Softmax", "LogSoftmax"]
+        &["Exp", "Sigmoid", "Softmax", "LogSoftmax", "Log", "Sqrt"]
     ));
     let x = require_some!(input(g, f, 0));
+    // Log and Sqrt increase strictly on [0, inf] only (a negative element
+    // becomes NaN, which ArgMax would treat differently from the element).
+    if matches!(f_node.op_type.as_str(), "Log" | "Sqrt") {
+        require!(non_negative(g, x));
+    }
     let r = rank(g, x);
     let axis = require_some!(normalize(node.attr_int_or("axis", 0).unwrap_or(0), r));
     if matches!(f_node.op_type.as_str(), "Softmax" | "LogSoftmax") {
-        // Before opset 13 the op normalizes over the flattened axes from
-        // `axis` on: one axis only when it is the last.
+        // From opset 13 the op normalizes over its axis alone: the same axis.
+        // Before, over the flattened axes from its axis on: every element
+        // with the same leading indices shares the normalizer, so any
+        // reduced axis at or after the op's axis sees one increasing map.
         let default = if opset < 13 { 1 } else { -1 };
         let f_axis = f_node.attr_int_or("axis", default).unwrap_or(default);
         let f_axis = require_some!(normalize(f_axis, r));
-        require!(f_axis == axis);
         if opset < 13 {
-            require!(r.is_some_and(|r| axis as usize + 1 == r));
+            require!(axis >= f_axis);
+        } else {
+            require!(f_axis == axis);
         }
     }
     let mut arg = node.clone();
@@ -465,4 +475,126 @@ pub fn slice_then_squeeze(g: &Graph, id: NodeId, squeeze_axes: &[i64], opset: i6
     p.remove_node(id);
     p.remove_node(slice);
     Outcome::Rewrite(p)
+}
+
+/// Ops whose output is never negative (NaN aside): what a Log or Sqrt reads
+/// from them stays on the side where it is strictly increasing.
+pub fn non_negative(g: &Graph, v: ValueId) -> bool {
+    g.producer(v).is_some_and(|n| {
+        n.domain().is_empty()
+            && matches!(
+                n.op_type.as_str(),
+                "Relu" | "Sigmoid" | "Softplus" | "Exp" | "Abs" | "Softmax"
+            )
+    })
+}
+
+/// A node that computes its input unchanged, as `out`, replacing the nodes
+/// `removed`: used where a chain cancels out but its output is a graph
+/// output that cannot take the name of the chain's source (a graph input,
+/// another graph output), so one node has to stay.
+pub fn identity_in_place_of(g: &Graph, src: ValueId, out: ValueId, removed: &[NodeId]) -> Outcome {
+    require!(removed.len() > 1);
+    let mut id = Node::new("Identity");
+    id.name = Some(format!("{}_identity", g.value(out).name));
+    Outcome::Rewrite(replace_with_node(
+        g,
+        id,
+        vec![Some(PatchValue::Existing(src))],
+        out,
+        removed,
+    ))
+}
+
+/// `Where(Not(c), x, y)` is `Where(c, y, x)` when the Not has no other
+/// reader.
+pub fn where_of_not(g: &Graph, id: NodeId) -> Outcome {
+    let c = require_some!(input(g, id, 0));
+    let (not, _) = require_some!(sole_producer(g, c, &["Not"]));
+    let inner = require_some!(input(g, not, 0));
+    let (x, y) = (
+        require_some!(input(g, id, 1)),
+        require_some!(input(g, id, 2)),
+    );
+    let mut w = g.node(id).clone();
+    w.inputs.clear();
+    w.outputs.clear();
+    let out = require_some!(output(g, id, 0));
+    Outcome::Rewrite(replace_with_node(
+        g,
+        w,
+        vec![
+            Some(PatchValue::Existing(inner)),
+            Some(PatchValue::Existing(y)),
+            Some(PatchValue::Existing(x)),
+        ],
+        out,
+        &[not, id],
+    ))
+}
+
+/// Size of `v` along `axis`, when known: a constant's dims or the value's
+/// inferred shape.
+fn dim_along(g: &Graph, v: ValueId, axis: i64) -> Option<i64> {
+    let dims: Vec<Option<i64>> = match g.constant(v) {
+        Some(t) => t.dims().iter().map(|&d| Some(d)).collect(),
+        None => g
+            .value_type(v)?
+            .shape?
+            .iter()
+            .map(|d| match d {
+                infopt_ir::Dim::Known(k) => Some(*k),
+                _ => None,
+            })
+            .collect(),
+    };
+    let a = normalize(axis, Some(dims.len()))?;
+    *dims.get(usize::try_from(a).ok()?)?
+}
+
+/// Concat inputs that are empty along the axis add nothing: they are
+/// dropped (at least one input stays, to carry the dtype and the other dims).
+pub fn concat_without_empty(g: &Graph, id: NodeId) -> Outcome {
+    let node = g.node(id);
+    let axis = require_some!(node.attr_int("axis").ok().flatten());
+    let mut kept = Vec::new();
+    let mut dropped = 0;
+    for v in node.inputs.iter() {
+        let v = require_some!(*v);
+        if dim_along(g, v, axis) == Some(0) {
+            dropped += 1;
+        } else {
+            kept.push(Some(PatchValue::Existing(v)));
+        }
+    }
+    require!(dropped > 0 && !kept.is_empty());
+    let mut c = node.clone();
+    c.inputs.clear();
+    c.outputs.clear();
+    let out = require_some!(output(g, id, 0));
+    Outcome::Rewrite(replace_with_node(g, c, kept, out, &[id]))
+}
+
+/// `CastLike(x, t)` reads only the element type of `t`: with that type
+/// known it is `Cast(x, to)` (which the Cast rules then drop when `x`
+/// already has the type, and constant folding folds when `x` is constant).
+pub fn castlike_to_cast(g: &Graph, id: NodeId) -> Outcome {
+    let t = require_some!(input(g, id, 1));
+    let to = require_some!(g.value_type(t)).dtype;
+    require!(to != infopt_ir::DataType::Undefined);
+    let x = require_some!(input(g, id, 0));
+    let mut cast = Node::new("Cast");
+    cast.name = g.node(id).name.clone();
+    cast.set_attr(Attribute::int("to", i64::from(to.code())));
+    if let Ok(Some(sat)) = g.node(id).attr_int("saturate") {
+        cast.set_attr(Attribute::int("saturate", sat));
+    }
+    let out = require_some!(output(g, id, 0));
+    Outcome::Rewrite(replace_with_node(
+        g,
+        cast,
+        vec![Some(PatchValue::Existing(x))],
+        out,
+        &[id],
+    ))
 }

@@ -573,7 +573,9 @@ fn matmul_add_declines_on_shared_output_and_non_constant_bias() {
 
     let mut b = GraphBuilder::new();
     let x = b.input("x", DataType::Float, dims(&["4", "8"]));
-    let r = b.input("r", DataType::Float, dims(&["4", "16"]));
+    // A [4,16] bias is a Gemm C (corpus_rules.rs); one that broadcasts the
+    // product to 3-D is not.
+    let r = b.input("r", DataType::Float, dims(&["2", "4", "16"]));
     let w = init(&mut b, "w", &[8, 16], 1, -1.0, 1.0);
     let mm = b.op("MatMul", &[x, w], vec![]);
     let y = b.op("Add", &[mm, r], vec![]);
@@ -582,7 +584,7 @@ fn matmul_add_declines_on_shared_output_and_non_constant_bias() {
         b.build(17),
         "fuse-matmul-add",
         "add_2",
-        "bias has shape [4,16]; Gemm C here must be [16] or [1,16]",
+        "bias has shape [2,4,16]; Gemm C must broadcast to [M,16] without growing it",
     );
 }
 
@@ -1115,7 +1117,7 @@ fn pad_into_pool_declines() {
         pad_pool("MaxPool", false, &[0, 0, 1, 1, 0, 0, 1, 1], 0.0, vec![]),
         "fuse-pad-conv",
         "maxpool_2",
-        "pad value 0 is neither -inf nor a zero over a non-negative input",
+        "pad value 0 is neither -inf nor at most zero over a non-negative input",
     );
     // A window of padding only: MaxPool would give -inf, the Pad gave 0.
     assert_unchanged(

@@ -583,7 +583,12 @@ impl OrtBackend {
         } else {
             self.options.opt_level
         };
-        let mut b = Session::builder(&self.lib.env)?.with_optimization_level(opt_level.to_ort())?;
+        // Every failure comes back as an error infopt reports in one line;
+        // ONNX Runtime's own log would print it again, in red, to stderr
+        // (a verification size that does not run is routine, not an error).
+        let mut b = Session::builder(&self.lib.env)?
+            .with_optimization_level(opt_level.to_ort())?
+            .with_log_level(ort::logging::LogLevel::Fatal)?;
         if self.options.map_weights {
             b = b.with_config_entry("session.disable_prepacking", "1")?;
         }

@@ -258,6 +258,22 @@ fn growth_warning(before: &GraphStats, after: &GraphStats) -> Option<String> {
     })
 }
 
+/// Whether every pass that changed the model only changed its storage or
+/// removed what nothing reads (constants as initializers, fixed input
+/// shapes, dead nodes): the model computes what the original computed.
+fn storage_only(run: &infopt_passes::PipelineRun) -> bool {
+    const STORAGE: &[&str] = &[
+        "constants-to-initializers",
+        "remove-initializer-inputs",
+        "fix-shapes",
+        "infer-shapes",
+        "eliminate-dead",
+    ];
+    run.records
+        .iter()
+        .all(|r| r.rewrites == 0 || STORAGE.contains(&r.name))
+}
+
 pub fn run(args: Args) -> CliResult {
     let started = Instant::now();
     let output = args
@@ -345,15 +361,33 @@ pub fn run(args: Args) -> CliResult {
             "verification of the INT8 model uses its accuracy target (cosine >= {min_cosine} per output), not the float tolerance"
         ));
     }
+    // When no backend runs the original, the refusal waits for the pipeline:
+    // a pipeline that changes nothing that computes needs no verification.
+    let mut cannot_verify: Option<infopt_verify::VerifyError> = None;
     let mut verifier = if do_verify || args.bench || latency_gate {
         let t = Instant::now();
-        let v = Verifier::new(&original, stages::model_dir(&args.model), &inputs, policy)?;
-        eprintln!(
-            "ran the original in {} in {:.0} ms",
-            v.backend_name(),
-            t.elapsed().as_secs_f64() * 1e3
-        );
-        Some(v)
+        match Verifier::new(&original, stages::model_dir(&args.model), &inputs, policy) {
+            Ok(v) => {
+                eprintln!(
+                    "ran the original in {} in {:.0} ms",
+                    v.backend_name(),
+                    t.elapsed().as_secs_f64() * 1e3
+                );
+                Some(v)
+            }
+            Err(e)
+                if e.kind == infopt_verify::ErrorKind::CannotVerify
+                    && !args.bench
+                    && !latency_gate
+                    && !args.verify_each_pass
+                    && int8_step.is_none()
+                    && !gates.config.has_accuracy() =>
+            {
+                cannot_verify = Some(e);
+                None
+            }
+            Err(e) => return Err(e.into()),
+        }
     } else {
         None
     };
@@ -412,6 +446,15 @@ pub fn run(args: Args) -> CliResult {
         stats_after.nodes,
         t.elapsed().as_secs_f64() * 1e3
     );
+    if let Some(e) = cannot_verify {
+        match storage_only(&run) {
+            true => notes.push(format!(
+                "not verified, and nothing to verify: the pipeline changed only how the model is stored (no rewrite of what it computes); {}",
+                e.message
+            )),
+            false => return Err(e.into()),
+        }
+    }
     let mut warnings: Vec<String> = run.budget_exhausted.clone();
     if int8_step.is_none() {
         warnings.extend(growth_warning(&stats_before, &stats_after));
@@ -461,7 +504,7 @@ pub fn run(args: Args) -> CliResult {
         } else if args.bench && verified {
             latency = Some(v.bench(loaded, args.warmup, args.runs)?);
         }
-    } else {
+    } else if !do_verify {
         warnings
             .push("verification disabled: the output was not checked against the original".into());
     }

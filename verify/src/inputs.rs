@@ -10,7 +10,7 @@
 //! kind: float to float (rounded), integer to integer (every value must fit), integer to
 //! float; `bool` only to `bool`. A float array for an integer input is refused.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::Path;
 
@@ -56,6 +56,10 @@ pub struct Inputs {
     pub file: Option<Vec<HostTensor>>,
     pub source: InputSource,
     pub vocab: u64,
+    /// Values chosen for some generated inputs instead of random ones (by
+    /// input name): mode switches such as a sample rate, see
+    /// [`crate::value_hints`]. Arrays from a file are never replaced.
+    pub values: BTreeMap<String, f64>,
 }
 
 impl Inputs {
@@ -86,6 +90,7 @@ impl Inputs {
             file,
             source,
             vocab,
+            values: BTreeMap::new(),
         })
     }
 
@@ -96,7 +101,13 @@ impl Inputs {
         match (&self.file, &self.source) {
             (Some(arrays), InputSource::File { path }) => fit_inputs(model.inputs(), arrays, path),
             (_, InputSource::Generated { seed, .. }) => {
-                generate(model, *seed, self.vocab).map_err(|e| e.to_string())
+                let mut tensors = generate(model, *seed, self.vocab).map_err(|e| e.to_string())?;
+                for t in &mut tensors {
+                    if let Some(&v) = t.name().and_then(|n| self.values.get(n)) {
+                        *t = filled(t, v)?;
+                    }
+                }
+                Ok(tensors)
             }
             (None, InputSource::File { path }) => Err(format!("--inputs {path}: no arrays read")),
         }
@@ -212,6 +223,28 @@ pub fn generate(
         *t = HostTensor::new(t.name.clone(), t.shape().to_vec(), ones)?;
     }
     Ok(tensors)
+}
+
+/// `t` with every element set to `v` (in `t`'s dtype; `v` must fit it).
+fn filled(t: &HostTensor, v: f64) -> Result<HostTensor, String> {
+    let n = t.len();
+    let one = HostTensor::new(t.name.clone(), vec![n], TensorData::F64(vec![v; n]))
+        .map_err(|e| e.to_string())?;
+    let to = t.dtype();
+    let converted = if to.is_float() {
+        convert(&one, to)?
+    } else if v.fract() == 0.0 && v.abs() < 9.0e15 {
+        let ints = HostTensor::new(t.name.clone(), vec![n], TensorData::I64(vec![v as i64; n]))
+            .map_err(|e| e.to_string())?;
+        convert(&ints, to)?
+    } else {
+        return Err(format!(
+            "input `{}`: value {v} does not fit its type {to}",
+            t.name().unwrap_or("?")
+        ));
+    };
+    HostTensor::new(t.name.clone(), t.shape().to_vec(), converted.data().clone())
+        .map_err(|e| e.to_string())
 }
 
 /// Reads named arrays from an `.npz`, a single `.npy` (named after the file stem) or a
@@ -595,5 +628,93 @@ mod tests {
         }];
         let e = input_shapes(&args, Some(&file)).unwrap_err();
         assert!(e.contains("contradicts"), "{e}");
+    }
+}
+
+/// Plainer values for generated inputs, tried in turn when the original
+/// model fails to run on the seeded ones: an integer input is often an
+/// index, an axis or a count (seeded values in `[0, vocab)` fall out of
+/// range), and a float input may have to be positive (scales, a Log's
+/// argument).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fallback {
+    /// Every integer element 0 (a valid index and axis of any tensor).
+    IntegersZero,
+    /// Every integer element 1 (a valid divisor and count), floats made
+    /// positive (`|x| + 0.5`).
+    IntegersOnePositiveFloats,
+    /// Integer elements counting from 0 (distinct axes), or from 1
+    /// (distinct axes and non-zero steps).
+    IntegersCounting(u8),
+}
+
+impl Fallback {
+    pub const ALL: [Fallback; 4] = [
+        Fallback::IntegersZero,
+        Fallback::IntegersOnePositiveFloats,
+        Fallback::IntegersCounting(0),
+        Fallback::IntegersCounting(1),
+    ];
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Fallback::IntegersZero => "integer inputs set to 0",
+            Fallback::IntegersOnePositiveFloats => {
+                "integer inputs set to 1 and float inputs made positive"
+            }
+            Fallback::IntegersCounting(0) => "integer inputs counting from 0",
+            Fallback::IntegersCounting(_) => "integer inputs counting from 1",
+        }
+    }
+
+    /// `tensors` with this fallback's values; `None` when it changes nothing.
+    pub fn apply(self, tensors: &[HostTensor]) -> Option<Vec<HostTensor>> {
+        let (int, step) = match self {
+            Fallback::IntegersZero => (0u8, 0u8),
+            Fallback::IntegersOnePositiveFloats => (1, 0),
+            Fallback::IntegersCounting(start) => (start, 1),
+        };
+        let floats = self == Fallback::IntegersOnePositiveFloats;
+        let mut changed = false;
+        let mut out = Vec::with_capacity(tensors.len());
+        for t in tensors {
+            let n = t.len();
+            macro_rules! ints {
+                ($variant:ident) => {{
+                    changed = true;
+                    // Counting wraps at 100, inside every integer type.
+                    Some(TensorData::$variant(
+                        (0..n)
+                            .map(|i| (int as usize + (step as usize) * i) % 100)
+                            .map(|v| v as _)
+                            .collect(),
+                    ))
+                }};
+            }
+            let data = match t.data() {
+                TensorData::I8(_) => ints!(I8),
+                TensorData::I16(_) => ints!(I16),
+                TensorData::I32(_) => ints!(I32),
+                TensorData::I64(_) => ints!(I64),
+                TensorData::U8(_) => ints!(U8),
+                TensorData::U16(_) => ints!(U16),
+                TensorData::U32(_) => ints!(U32),
+                TensorData::U64(_) => ints!(U64),
+                TensorData::F32(v) if floats => {
+                    changed = true;
+                    Some(TensorData::F32(v.iter().map(|x| x.abs() + 0.5).collect()))
+                }
+                TensorData::F64(v) if floats => {
+                    changed = true;
+                    Some(TensorData::F64(v.iter().map(|x| x.abs() + 0.5).collect()))
+                }
+                _ => None,
+            };
+            match data {
+                Some(d) => out.push(HostTensor::new(t.name.clone(), t.shape().to_vec(), d).ok()?),
+                None => out.push(t.clone()),
+            }
+        }
+        changed.then_some(out)
     }
 }

@@ -13,7 +13,9 @@ pub mod intermediates;
 pub mod memory;
 pub mod observe;
 pub mod shapes;
+pub mod size_hints;
 pub mod timing;
+pub mod value_hints;
 pub mod verifier;
 
 pub use backend::{BackendInfo, BackendKind, BackendOptions, ChosenBackend};

@@ -4,13 +4,18 @@
 //! rewrite that confuses batch and sequence does not pass unnoticed; a model
 //! that cannot run like that (a detector whose H and W must be multiples of
 //! 32, whose feature maps are concatenated) gets sizes that such models
-//! accept: spatial (or sequence) dims of 64, then 32, 128 and 512
-//! (divisible by 32 and 64), batch 1; and last every unbound dim at 2.
+//! accept: spatial (or sequence) dims of 64, then 32, 128 and 512, batch 1;
+//! and last every unbound dim at 2. Every size the graph says something
+//! about ([`crate::size_hints`]: stride chains, Resize scales, kernels, a
+//! fixed partner) is moved to the nearest size it admits, in the distinct
+//! choice too (distinct admissible sizes, H != W).
 
 use std::collections::BTreeMap;
 
 use infopt_ir::{Dim, Model};
 use infopt_runtime::InputShapes;
+
+use crate::size_hints::{self, SizeHint, key_of};
 
 /// One unbound dim of a graph input.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,7 +84,9 @@ fn spatial(d: &UnboundDim) -> bool {
 }
 
 /// The sizes to try, in order (see the module doc). With nothing unbound,
-/// just `base`.
+/// just `base`. Sizes respect what the graph says ([`size_hints`]): a
+/// multiple of its stride chain, at least its kernels, or the one size a
+/// fixed partner admits.
 pub fn candidates(model: &Model, base: &InputShapes) -> Vec<Candidate> {
     let unbound = unbound_dims(model, base);
     if unbound.is_empty() {
@@ -88,53 +95,108 @@ pub fn candidates(model: &Model, base: &InputShapes) -> Vec<Candidate> {
             shapes: base.clone(),
         }];
     }
-    let mut out = Vec::new();
-    // Distinct values per symbol.
-    let mut distinct = base.clone();
+    let hints = size_hints::hints(model, &unbound);
+    let hint = |d: &UnboundDim| hints.get(&key_of(d)).filter(|h| h.is_informative());
+    let mut out: Vec<Candidate> = Vec::new();
+    let mut push = |label: String, shapes: InputShapes| {
+        if !out.iter().any(|c| c.shapes == shapes) {
+            out.push(Candidate { label, shapes });
+        }
+    };
+    // Distinct values per key: 2, 3, 4, ... for keys the graph says nothing
+    // about (unnamed ones stay at 2, as a batch shared by several inputs
+    // must), distinct admissible sizes for the others.
+    let mut values: BTreeMap<String, usize> = BTreeMap::new();
     let mut next = 2;
     for d in &unbound {
-        if let Some(s) = &d.symbol
-            && !distinct.symbols.contains_key(s)
-        {
-            distinct.symbols.insert(s.clone(), next);
-            next += 1;
+        let key = key_of(d);
+        if values.contains_key(&key) {
+            continue;
         }
+        let v = match hint(d) {
+            Some(h) => {
+                let mut v = h.fit(64);
+                while h.exact.is_none() && values.values().any(|&u| u as u64 == v) {
+                    v = h.fit(v + 1);
+                }
+                v as usize
+            }
+            None if d.symbol.is_some() => {
+                next += 1;
+                next - 1
+            }
+            None => 2,
+        };
+        values.insert(key, v);
     }
-    distinct.default_dim = 2;
-    out.push(Candidate {
-        label: "distinct values for unbound dims".into(),
-        shapes: distinct,
-    });
+    let mut label = "distinct values for unbound dims".to_string();
+    let described = describe_hints(&hints);
+    if !described.is_empty() {
+        label = format!("{label} ({described})");
+    }
+    push(
+        label,
+        with_sizes(model, base, &unbound, |d| values[&key_of(d)]),
+    );
+    let fitted = |d: &UnboundDim, size: usize, other: usize| match hint(d) {
+        Some(h) if spatial(d) => h.fit(size as u64) as usize,
+        Some(h) => h.exact.as_ref().map_or(other, |(n, _)| *n as usize),
+        None if spatial(d) => size,
+        None => other,
+    };
     let has_spatial = unbound.iter().any(spatial);
     if has_spatial {
         // 512: audio frames (an STFT's reflect padding needs more than its
         // window), long enough sequences.
         for size in [64usize, 32, 128, 512] {
-            out.push(Candidate {
-                label: format!("spatial dims {size}, other unbound dims 1"),
-                shapes: with_sizes(model, base, &unbound, |d| if spatial(d) { size } else { 1 }),
-            });
+            push(
+                format!("spatial dims {size}, other unbound dims 1"),
+                with_sizes(model, base, &unbound, |d| fitted(d, size, 1)),
+            );
         }
     }
     // Sequence-like inputs only (rank 1 or 2), every other unbound dim 1:
     // an audio model whose state input [2, batch, 128] must keep batch 1.
     if unbound.iter().any(|d| d.rank < 3 && d.axis > 0) {
         for size in [64usize, 512] {
-            out.push(Candidate {
-                label: format!("sequence dims {size}, other unbound dims 1"),
-                shapes: with_sizes(model, base, &unbound, |d| {
-                    if d.rank < 3 && d.axis > 0 { size } else { 1 }
+            push(
+                format!("sequence dims {size}, other unbound dims 1"),
+                with_sizes(model, base, &unbound, |d| {
+                    if d.rank < 3 && d.axis > 0 {
+                        fitted(d, size, 1)
+                    } else {
+                        fitted(d, 1, 1)
+                    }
                 }),
-            });
+            );
         }
     }
     let mut twos = base.clone();
     twos.default_dim = 2;
-    out.push(Candidate {
-        label: "every unbound dim 2".into(),
-        shapes: twos,
-    });
+    push("every unbound dim 2".into(), twos);
     out
+}
+
+/// `H: multiple of 32, at least 224; W: 512 (Concat `c`)` for the keys with hints.
+pub fn describe_hints(hints: &BTreeMap<String, SizeHint>) -> String {
+    hints
+        .iter()
+        .filter(|(_, h)| h.is_informative())
+        .map(|(k, h)| {
+            if let Some((n, why)) = &h.exact {
+                return format!("{k} = {n} ({why})");
+            }
+            let mut parts = Vec::new();
+            if h.divisor > 1 {
+                parts.push(format!("a multiple of {}", h.divisor));
+            }
+            if h.min > 1 {
+                parts.push(format!("at least {}", h.min));
+            }
+            format!("{k} {}", parts.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// `base` with every unbound dim set by `size`. Named symbols get one value
@@ -179,14 +241,19 @@ fn with_sizes(
     shapes
 }
 
-/// `--input-shape` arguments a user could pass, with `H`/`W`/`N` standing
-/// for the sizes to choose (for the error when nothing runs).
+/// `--input-shape` arguments a user could pass, with symbols in capitals
+/// and `D0`, `D1`, ... (numbered across inputs, so that two unnamed dims
+/// never look alike) standing for the sizes to choose, followed by what the
+/// graph says about them (for the error when nothing runs).
 pub fn suggestion(model: &Model, base: &InputShapes) -> Option<String> {
     let unbound = unbound_dims(model, base);
     if unbound.is_empty() {
         return None;
     }
+    let hints = size_hints::hints(model, &unbound);
     let mut args = Vec::new();
+    let mut named: BTreeMap<String, SizeHint> = BTreeMap::new();
+    let mut unnamed = 0;
     for (input, dims) in declared_inputs(model) {
         if !unbound.iter().any(|u| u.input == input) {
             continue;
@@ -195,13 +262,31 @@ pub fn suggestion(model: &Model, base: &InputShapes) -> Option<String> {
         let text: Vec<String> = dims
             .iter()
             .enumerate()
-            .map(|(axis, d)| match d {
-                Dim::Known(v) if *v > 0 => v.to_string(),
-                Dim::Sym(s) => s.to_uppercase(),
-                _ => format!("D{axis}"),
+            .map(|(axis, d)| {
+                let shown = match d {
+                    Dim::Known(v) if *v > 0 => return v.to_string(),
+                    Dim::Sym(s) => s.to_uppercase(),
+                    _ => {
+                        unnamed += 1;
+                        format!("D{}", unnamed - 1)
+                    }
+                };
+                let key = unbound
+                    .iter()
+                    .find(|u| u.input == input && u.axis == axis)
+                    .map(key_of);
+                if let Some(h) = key.and_then(|k| hints.get(&k)) {
+                    named.insert(shown.clone(), h.clone());
+                }
+                shown
             })
             .collect();
         args.push(format!("--input-shape {input}:{}", text.join("x")));
     }
-    Some(args.join(" "))
+    let described = describe_hints(&named);
+    Some(if described.is_empty() {
+        args.join(" ")
+    } else {
+        format!("{} (the graph wants {described})", args.join(" "))
+    })
 }

@@ -121,6 +121,20 @@ impl Verifier {
         let bytes = original
             .to_bytes_referencing_sources()
             .map_err(|e| VerifyError::new(ErrorKind::Load, e))?;
+        // Mode-switch inputs (a sample rate compared with 16000) get the
+        // value the graph compares them with, not a random one.
+        let mut value_notes = Vec::new();
+        let mut with_values;
+        let inputs = if inputs.file.is_none() {
+            with_values = inputs.clone();
+            for h in crate::value_hints::chosen_values(original) {
+                with_values.values.insert(h.input, h.value);
+                value_notes.push(h.why);
+            }
+            &with_values
+        } else {
+            inputs
+        };
         let kinds: Vec<BackendKind> = match policy.explicit {
             Some(k) => vec![k],
             None => policy.prefer.clone(),
@@ -158,9 +172,20 @@ impl Verifier {
             any_backend = true;
             let mut last = String::new();
             for (ti, t) in tries.iter().enumerate() {
-                match Self::run_original(&chosen, &bytes, &dir, inputs, &t.shapes, &policy) {
+                let mut fallback_note = None;
+                match Self::run_original(
+                    &chosen,
+                    &bytes,
+                    &dir,
+                    inputs,
+                    &t.shapes,
+                    &policy,
+                    &mut fallback_note,
+                ) {
                     Ok((loaded, tensors, expected)) => {
-                        let mut notes: Vec<String> = mapped_note.iter().cloned().collect();
+                        let mut notes = value_notes.clone();
+                        notes.extend(mapped_note.iter().cloned());
+                        notes.extend(fallback_note);
                         if ki > 0 && mapped_note.is_none() {
                             notes.push(format!(
                                 "verified in {}: {}",
@@ -203,10 +228,31 @@ impl Verifier {
         } else {
             ErrorKind::Unavailable
         };
-        let hint = match shapes::suggestion(original, &inputs.shapes) {
+        let mut hint = match shapes::suggestion(original, &inputs.shapes) {
             Some(s) => format!("; fix the input sizes the model expects with {s}"),
             None => String::new(),
         };
+        // An input that picks a branch may have picked one that cannot run
+        // at these sizes: name it, and the way to give its value.
+        let deciders = crate::value_hints::branch_inputs(original);
+        if inputs.file.is_none() && !deciders.is_empty() {
+            let names: Vec<String> = deciders
+                .iter()
+                .map(|(i, at)| {
+                    let v = inputs
+                        .values
+                        .get(i)
+                        .map_or("a random value".to_string(), |v| v.to_string());
+                    format!("`{i}` (decides If `{at}`; it was {v})")
+                })
+                .collect();
+            hint.push_str(&format!(
+                "; the input{} {} choose{} what the model computes: give real values with --inputs FILE.npz (one array per input)",
+                if names.len() > 1 { "s" } else { "" },
+                names.join(", "),
+                if names.len() > 1 { "" } else { "s" },
+            ));
+        }
         Err(VerifyError::new(
             kind,
             format!(
@@ -224,6 +270,7 @@ impl Verifier {
         inputs: &Inputs,
         shapes: &InputShapes,
         policy: &VerifyPolicy,
+        notes: &mut Option<String>,
     ) -> Result<(Box<dyn LoadedModel>, Vec<HostTensor>, Vec<HostTensor>)> {
         let _ = policy;
         let loaded = chosen
@@ -235,10 +282,29 @@ impl Verifier {
         let tensors = with_shapes
             .for_model(loaded.as_ref())
             .map_err(VerifyError::usage)?;
-        let expected = loaded
-            .run(&tensors)
-            .map_err(|e| VerifyError::runtime(e, ErrorKind::CannotVerify))?;
-        Ok((loaded, tensors, expected))
+        let first = match loaded.run(&tensors) {
+            Ok(expected) => return Ok((loaded, tensors, expected)),
+            Err(e) => VerifyError::runtime(e, ErrorKind::CannotVerify),
+        };
+        // Seeded values the model cannot take (an index or axis out of
+        // range, a zero divisor, a negative scale): plainer ones, when the
+        // inputs are ours to choose.
+        if inputs.file.is_none() {
+            for fb in crate::inputs::Fallback::ALL {
+                let Some(plain) = fb.apply(&tensors) else {
+                    continue;
+                };
+                if let Ok(expected) = loaded.run(&plain) {
+                    *notes = Some(format!(
+                        "verification inputs: {} (the seeded ones made the original fail: {})",
+                        fb.describe(),
+                        first.message
+                    ));
+                    return Ok((loaded, plain, expected));
+                }
+            }
+        }
+        Err(first)
     }
 
     pub fn backend_name(&self) -> &str {
