@@ -75,6 +75,8 @@ pub struct Verifier {
     pub dir: PathBuf,
     original: Option<Box<dyn LoadedModel>>,
     original_bytes: Vec<u8>,
+    /// Outputs whose values lie in a fixed range (see [`range_scales`]).
+    range_scales: Vec<(String, f64)>,
     pub resolution: infopt_runtime::ShapeResolution,
     pub inputs: Vec<HostTensor>,
     pub expected: Vec<HostTensor>,
@@ -206,6 +208,7 @@ impl Verifier {
                             resolution: loaded.resolution().clone(),
                             original: policy.keep_original.then_some(loaded),
                             original_bytes: bytes,
+                            range_scales: range_scales(original),
                             inputs: tensors,
                             expected,
                             chosen,
@@ -356,6 +359,11 @@ impl Verifier {
         let tol = self.policy.criterion.elementwise(self.policy.tolerance);
         let mut outputs = compare::compare_outputs(&actual, &self.expected, tol);
         for o in &mut outputs {
+            if let Some((_, r)) = self.range_scales.iter().find(|(n, _)| *n == o.name) {
+                o.scale = o.scale.max(*r);
+            }
+        }
+        for o in &mut outputs {
             self.policy.criterion.judge(o);
         }
         let passed = compare::all_within_tolerance(&outputs);
@@ -496,6 +504,40 @@ impl Verifier {
             speedup,
         })
     }
+}
+
+/// Graph outputs whose values lie in a range fixed by the op that makes them
+/// (Sigmoid, HardSigmoid, Softmax: [0, 1]; Tanh, Softsign: [-1, 1]), seen
+/// through ops that only move values, with that range's magnitude. Such an
+/// output is judged against at least that scale: a text detector fed noise
+/// outputs probabilities of about 1e-6, where float rounding of its logits
+/// is 5% of the largest value but 1e-7 of the range the output lives in.
+pub fn range_scales(model: &Model) -> Vec<(String, f64)> {
+    let g = &model.graph;
+    let mut out = Vec::new();
+    for io in &g.outputs {
+        let mut v = io.value;
+        for _ in 0..8 {
+            let Some(p) = g.producer(v) else { break };
+            if !p.domain().is_empty() {
+                break;
+            }
+            match p.op_type.as_str() {
+                "Sigmoid" | "HardSigmoid" | "Softmax" | "Tanh" | "Softsign" => {
+                    out.push((g.value(io.value).name.clone(), 1.0));
+                    break;
+                }
+                "Identity" | "Reshape" | "Transpose" | "Squeeze" | "Unsqueeze" | "Flatten" => {
+                    match p.inputs.first().copied().flatten() {
+                        Some(i) => v = i,
+                        None => break,
+                    }
+                }
+                _ => break,
+            }
+        }
+    }
+    out
 }
 
 /// Largest absolute difference over outputs (infinite when an output is missing or misshaped).

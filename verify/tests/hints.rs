@@ -294,3 +294,24 @@ fn data_inputs_get_no_chosen_value() {
     assert!(chosen_values(&m).is_empty());
     assert!(branch_inputs(&m).is_empty());
 }
+
+#[test]
+fn outputs_of_bounded_ops_are_judged_against_their_range() {
+    // prob = Reshape(Sigmoid(x)), tanh = Tanh(x), feat = Relu(x): the first
+    // two live in a fixed range (scale at least 1), the last does not.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "4"]));
+    let s = b.op("Sigmoid", &[x], vec![]);
+    let shape = b.i64("shape", &[1], &[4]);
+    let prob = b.op("Reshape", &[s, shape], vec![]);
+    let t = b.op("Tanh", &[x], vec![]);
+    let r = b.op("Relu", &[x], vec![]);
+    b.output(prob, "prob", DataType::Float, None);
+    b.output(t, "tanh", DataType::Float, None);
+    b.output(r, "feat", DataType::Float, None);
+    let m = b.build(13);
+    assert_eq!(
+        infopt_verify::verifier::range_scales(&m),
+        vec![("prob".to_string(), 1.0), ("tanh".to_string(), 1.0)]
+    );
+}
