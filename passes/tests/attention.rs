@@ -20,7 +20,15 @@ const DEFAULT: &str = include_str!("../../configs/default.yaml");
 
 /// The whole default pipeline for `target`.
 fn default_pipeline(model: &mut Model, target: Target) -> PipelineRun {
-    let mut config = PipelineConfig::from_yaml(DEFAULT, "configs/default.yaml").expect("default");
+    // fuse-attention is opt-in (ONNX Runtime's fully-masked-row deviation,
+    // see the pass's Numerics): these tests add it after fuse-ort-attention.
+    let yaml = DEFAULT.replacen(
+        "- fuse-ort-attention\n",
+        "- fuse-ort-attention\n        - fuse-attention\n",
+        1,
+    );
+    assert_ne!(yaml, DEFAULT, "fuse-ort-attention is in the default pipeline");
+    let mut config = PipelineConfig::from_yaml(&yaml, "configs/default.yaml").expect("default");
     config.target = target;
     let options = DriverOptions {
         validate: true,
