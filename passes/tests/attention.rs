@@ -27,7 +27,10 @@ fn default_pipeline(model: &mut Model, target: Target) -> PipelineRun {
         "- fuse-ort-attention\n        - fuse-attention\n",
         1,
     );
-    assert_ne!(yaml, DEFAULT, "fuse-ort-attention is in the default pipeline");
+    assert_ne!(
+        yaml, DEFAULT,
+        "fuse-ort-attention is in the default pipeline"
+    );
     let mut config = PipelineConfig::from_yaml(&yaml, "configs/default.yaml").expect("default");
     config.target = target;
     let options = DriverOptions {
