@@ -68,7 +68,11 @@ pub fn rank_n_to_gemm(g: &Graph, id: NodeId, mm: NodeId, bias: ValueId, opset: i
     let (bdims, btype) = require_some!(known(g, b));
     require!(bdims.len() == 2 && btype == dtype && bdims[0] == adims[adims.len() - 1]);
     let (k, n) = (bdims[0], bdims[1]);
-    let m: i64 = adims[..adims.len() - 1].iter().product();
+    // Declared dims can be anything (a crafted model's 2^40): a product
+    // that overflows is no shape a tensor has.
+    let m: i64 = require_some!(adims[..adims.len() - 1].iter().try_fold(1i64, |acc, &d| {
+        (d >= 0).then(|| acc.checked_mul(d)).flatten()
+    }));
     // Bias along the last axis only, not growing the MatMul output.
     let (cdims, ctype) = require_some!(known(g, bias));
     require!(ctype == dtype && cdims.len() <= adims.len());

@@ -400,3 +400,21 @@ fn negative_pad_value_over_non_negative_input_folds_into_max_pool() {
         assert_eq!(ops(&m), before, "value {value} relu {relu}");
     }
 }
+
+/// A rank-3 MatMul + Add whose declared leading dims multiply past i64
+/// (found by the fuzzer: an initializer turned into a graph input with odd
+/// dims) declines instead of overflowing.
+#[test]
+fn rank3_matmul_add_with_overflowing_declared_dims_declines() {
+    let mut b = GraphBuilder::new();
+    let huge = "1099511627776"; // 2^40: two of them overflow i64
+    let x = b.input("x", DataType::Float, dims(&[huge, huge, "4"]));
+    let w = b.f32("w", &[4, 3], &[0.5; 12]);
+    let bias = b.f32("bias", &[3], &[1.0, 2.0, 3.0]);
+    let mm = b.op("MatMul", &[x, w], vec![]);
+    let y = b.op("Add", &[mm, bias], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(13);
+    run_passes(&mut m, &["fuse-matmul-add"]);
+    assert_eq!(ops(&m), histogram(&[("MatMul", 1), ("Add", 1)]));
+}
