@@ -153,13 +153,25 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx, shapes: &Shapes) -> Outcome {
         Some(t) => decline!("RMSNorm on {t:?} data is left alone"),
         None => decline!("the element type of '{}' is not known", g.value(x).name),
     };
+    // A gain computed at run time (a graph input, as in the ONNX function's
+    // expansion) becomes the op's scale input as it is, when its shape is
+    // exactly the normalized dims.
+    let runtime_gain = |v: ValueId| {
+        g.constant(v).is_none()
+            && shapes.dtype(g, v) == Some(dtype)
+            && shapes
+                .dims(g, v)
+                .is_some_and(|d| d.len() == k && trailing_known(&d, k).as_deref() == Some(&norm[..]))
+    };
     let fits = |v: ValueId| {
-        g.constant(v).is_some_and(|t| {
-            t.dtype() == dtype && over_normalized_dims(t, rank, &norm).is_some()
-        })
+        runtime_gain(v)
+            || g.constant(v).is_some_and(|t| {
+                t.dtype() == dtype && over_normalized_dims(t, rank, &norm).is_some()
+            })
     };
     let tail = affine_tail(g, normalized, false, &fits);
     let numel: i64 = norm.iter().product();
+    let runtime_scale = tail.gamma.map(|(_, v)| v).filter(|&v| runtime_gain(v));
     let gamma = tail
         .gamma
         .and_then(|(_, v)| over_normalized_dims(g.constant(v)?, rank, &norm))
@@ -175,11 +187,14 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx, shapes: &Shapes) -> Outcome {
         .unwrap_or(id);
     let label = node_label(g, last);
     let mut p = infopt_ir::Patch::new();
-    let gamma_t = require_some!(tensor_from_f64(dtype, norm, &gamma));
-    let inputs = vec![
-        Some(PatchValue::Existing(x)),
-        Some(p.add_initializer(&format!("{label}.scale"), gamma_t)),
-    ];
+    let scale = match runtime_scale {
+        Some(v) => PatchValue::Existing(v),
+        None => {
+            let gamma_t = require_some!(tensor_from_f64(dtype, norm, &gamma));
+            p.add_initializer(&format!("{label}.scale"), gamma_t)
+        }
+    };
+    let inputs = vec![Some(PatchValue::Existing(x)), Some(scale)];
     let mut rms = Node::new("RMSNormalization");
     rms.name = g.node(last).name.clone();
     rms.set_attr(Attribute::int("axis", -(k as i64)));

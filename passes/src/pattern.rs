@@ -365,8 +365,9 @@ impl Affine {
     }
 }
 
-/// The constant operand of a binary `op` node reading `v` as its only reader.
-fn constant_partner(g: &Graph, v: ValueId, op: &str) -> Option<(NodeId, ValueId, ValueId)> {
+/// The other operand of a binary `op` node reading `v` as its only reader
+/// (the caller's `accept` decides whether it may be a gain or bias).
+fn affine_partner(g: &Graph, v: ValueId, op: &str) -> Option<(NodeId, ValueId, ValueId)> {
     if !private(g, v) {
         return None;
     }
@@ -377,7 +378,6 @@ fn constant_partner(g: &Graph, v: ValueId, op: &str) -> Option<(NodeId, ValueId,
     }
     let (a, b) = operands(g, reader)?;
     let c = if a == v { b } else { a };
-    g.constant(c)?;
     let out = node.outputs.first().copied().flatten()?;
     Some((reader, c, out))
 }
@@ -393,7 +393,7 @@ pub fn affine_tail(
         beta: None,
         out: n,
     };
-    if let Some((mul, gamma, out)) = constant_partner(g, n, "Mul") {
+    if let Some((mul, gamma, out)) = affine_partner(g, n, "Mul") {
         if !accept(gamma) {
             return a;
         }
@@ -401,7 +401,7 @@ pub fn affine_tail(
         a.out = out;
     }
     if with_beta
-        && let Some((add, beta, out)) = constant_partner(g, a.out, "Add")
+        && let Some((add, beta, out)) = affine_partner(g, a.out, "Add")
         && accept(beta)
     {
         a.beta = Some((add, beta));

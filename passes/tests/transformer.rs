@@ -507,3 +507,39 @@ fn batch_norm_with_read_training_outputs_is_refused() {
         "{err}"
     );
 }
+
+/// The ONNX function expansion of RMSNormalization multiplies by a gain that
+/// is a graph input: it becomes the op's scale input as it is (the onnx
+/// backend tests' `test_rms_normalization_*_expanded`), and a gain of
+/// another shape (broadcast over more than the normalized dims) stays a Mul.
+#[test]
+fn rms_norm_with_a_runtime_gain_takes_it_as_the_scale() {
+    use infopt_ir::DataType;
+    use infopt_ir::builder::{GraphBuilder, dims};
+    let build = |gain_dims: &[&str]| {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["2", "3", "4"]));
+        let w = b.input("w", DataType::Float, dims(gain_dims));
+        let sq = b.op("Mul", &[x, x], vec![]);
+        let axes = b.i64("axes", &[1], &[-1]);
+        let mean = b.op("ReduceMean", &[sq, axes], vec![]);
+        let eps = b.f32("eps", &[], &[1e-5]);
+        let e = b.op("Add", &[mean, eps], vec![]);
+        let r = b.op("Sqrt", &[e], vec![]);
+        let n = b.op("Div", &[x, r], vec![]);
+        let y = b.op("Mul", &[n, w], vec![]);
+        b.output(y, "y", DataType::Float, None);
+        b.build(23)
+    };
+    let original = build(&["4"]);
+    let mut m = original.clone();
+    run_passes(&mut m, &["fuse-rms-norm"]);
+    assert_eq!(ops(&m), histogram(&[("RMSNormalization", 1)]));
+    let rms = only(&m, "RMSNormalization");
+    assert_eq!(m.graph.value(rms[0].inputs[1].unwrap()).name, "w");
+    assert_equivalent(&original, &m, &default_shapes(), 1e-5, 1e-5);
+    // A [3, 4] gain varies over an axis outside the normalized one.
+    let mut m = build(&["3", "4"]);
+    run_passes(&mut m, &["fuse-rms-norm"]);
+    assert_eq!(ops(&m), histogram(&[("RMSNormalization", 1), ("Mul", 1)]));
+}
