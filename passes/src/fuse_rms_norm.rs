@@ -6,7 +6,9 @@
 //! The division may be `Div(x, Sqrt(·))`, `Mul(x, Reciprocal(Sqrt(·)))`,
 //! `Mul(x, Div(1, Sqrt(·)))` or `Mul(x, Pow(·, -0.5))`; `x²` may be
 //! `Pow(x, 2)` or `Mul(x, x)`; the `Mul(gamma)` is optional (a ones scale
-//! then) and takes either operand order. HF Llama-style exports wrap the
+//! then) and takes either operand order. `gamma` is a constant, or a value
+//! computed at run time (a graph input, as in the ONNX function expansion)
+//! whose shape is exactly the normalized dims, which becomes the scale input. HF Llama-style exports wrap the
 //! statistics in `Cast(x, to=float32)` … `Cast(·, to=<x's type>)` before
 //! the `Mul(gamma)`: both Casts are absorbed, since the op computes its
 //! statistics in float32 (`stash_type` 1) and returns x's type. The axes
