@@ -43,8 +43,8 @@ use infopt_ir::{DataType, Dim, Graph, Model, Node, NodeId, Patch, PatchValue, Va
 
 use crate::attention_pattern::dims;
 use crate::pass::{Pass, PassCx, PassError};
-use crate::rule::{Outcome, apply_rule};
-use crate::util::{MS_DOMAIN, carry_type, dtype_of, import_ms_domain, input, node_label, output};
+use crate::rule::Outcome;
+use crate::util::{MS_DOMAIN, carry_type, dtype_of, input, node_label, output};
 use crate::{decline, require, require_some};
 
 pub struct FuseBiasGelu;
@@ -277,14 +277,6 @@ impl Pass for FuseBiasGelu {
     }
 
     fn run(&self, model: &mut Model, cx: &mut PassCx) -> Result<usize, PassError> {
-        if !crate::util::targets_onnxruntime(self.name(), "com.microsoft.BiasGelu", cx) {
-            return Ok(0);
-        }
-        infopt_ir::infer::infer_shapes(model);
-        let count = apply_rule(model, cx, &rule)?;
-        if count > 0 {
-            import_ms_domain(model);
-        }
-        Ok(count)
+        crate::util::run_contrib_fusion(self.name(), "com.microsoft.BiasGelu", model, cx, &rule)
     }
 }

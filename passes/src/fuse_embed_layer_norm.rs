@@ -42,9 +42,9 @@ use infopt_ir::{Attribute, DataType, Graph, Model, Node, NodeId, Patch, PatchVal
 
 use crate::attention_pattern::{ShapeElem, shape_elems};
 use crate::pass::{Pass, PassCx, PassError};
-use crate::rule::{Outcome, apply_rule};
+use crate::rule::Outcome;
 use crate::util::{
-    MS_DOMAIN, carry_type, const_i64s, dtype_of, import_ms_domain, input, node_label, output,
+    MS_DOMAIN, carry_type, const_i64s, dtype_of, input, node_label, output,
     single_reader,
 };
 use crate::{decline, require, require_some};
@@ -242,18 +242,6 @@ impl Pass for FuseEmbedLayerNorm {
     }
 
     fn run(&self, model: &mut Model, cx: &mut PassCx) -> Result<usize, PassError> {
-        if !crate::util::targets_onnxruntime(
-            self.name(),
-            "com.microsoft.EmbedLayerNormalization",
-            cx,
-        ) {
-            return Ok(0);
-        }
-        infopt_ir::infer::infer_shapes(model);
-        let count = apply_rule(model, cx, &rule)?;
-        if count > 0 {
-            import_ms_domain(model);
-        }
-        Ok(count)
+        crate::util::run_contrib_fusion(self.name(), "com.microsoft.EmbedLayerNormalization", model, cx, &rule)
     }
 }

@@ -55,8 +55,8 @@ use crate::attention_pattern::{
 use crate::decline;
 use crate::fuse_attention::{core_dtype, remove_dead, trim};
 use crate::pass::{Pass, PassCx, PassError};
-use crate::rule::{Outcome, apply_rule};
-use crate::util::{MS_DOMAIN, carry_type, const_i64s, import_ms_domain, input, node_label};
+use crate::rule::Outcome;
+use crate::util::{MS_DOMAIN, carry_type, const_i64s, input, node_label};
 
 pub struct FuseOrtAttention;
 
@@ -399,14 +399,6 @@ impl Pass for FuseOrtAttention {
     }
 
     fn run(&self, model: &mut Model, cx: &mut PassCx) -> Result<usize, PassError> {
-        if !crate::util::targets_onnxruntime(self.name(), "com.microsoft.Attention", cx) {
-            return Ok(0);
-        }
-        infopt_ir::infer::infer_shapes(model);
-        let count = apply_rule(model, cx, &rule)?;
-        if count > 0 {
-            import_ms_domain(model);
-        }
-        Ok(count)
+        crate::util::run_contrib_fusion(self.name(), "com.microsoft.Attention", model, cx, &rule)
     }
 }

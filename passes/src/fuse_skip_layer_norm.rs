@@ -47,9 +47,9 @@ use infopt_ir::{Attribute, DataType, Dim, Graph, Model, Node, NodeId, Patch, Pat
 
 use crate::attention_pattern::dims;
 use crate::pass::{Pass, PassCx, PassError};
-use crate::rule::{Outcome, apply_rule};
+use crate::rule::Outcome;
 use crate::util::{
-    MS_DOMAIN, carry_type, dtype_of, import_ms_domain, input, node_label, output, single_reader,
+    MS_DOMAIN, carry_type, dtype_of, input, node_label, output, single_reader,
 };
 use crate::{decline, require, require_some};
 
@@ -205,14 +205,6 @@ impl Pass for FuseSkipLayerNorm {
     }
 
     fn run(&self, model: &mut Model, cx: &mut PassCx) -> Result<usize, PassError> {
-        if !crate::util::targets_onnxruntime(self.name(), "com.microsoft.SkipLayerNormalization", cx) {
-            return Ok(0);
-        }
-        infopt_ir::infer::infer_shapes(model);
-        let count = apply_rule(model, cx, &rule)?;
-        if count > 0 {
-            import_ms_domain(model);
-        }
-        Ok(count)
+        crate::util::run_contrib_fusion(self.name(), "com.microsoft.SkipLayerNormalization", model, cx, &rule)
     }
 }

@@ -212,6 +212,31 @@ pub fn targets_onnxruntime(pass: &str, op: &str, cx: &mut crate::pass::PassCx) -
     false
 }
 
+/// The body of a com.microsoft fusion pass: only for target onnxruntime (a
+/// note otherwise), on inferred shapes, declaring the `com.microsoft` domain
+/// once something was fused (the checker refuses the node without it).
+pub fn run_contrib_fusion(
+    pass: &str,
+    op: &str,
+    model: &mut infopt_ir::Model,
+    cx: &mut crate::pass::PassCx,
+    rule: &dyn Fn(
+        &infopt_ir::Graph,
+        infopt_ir::NodeId,
+        &mut crate::pass::PassCx,
+    ) -> crate::rule::Outcome,
+) -> Result<usize, crate::pass::PassError> {
+    if !targets_onnxruntime(pass, op, cx) {
+        return Ok(0);
+    }
+    infopt_ir::infer::infer_shapes(model);
+    let count = crate::rule::apply_rule(model, cx, rule)?;
+    if count > 0 {
+        import_ms_domain(model);
+    }
+    Ok(count)
+}
+
 /// The element type of `v`, if known.
 pub fn dtype_of(g: &Graph, v: ValueId) -> Option<infopt_ir::DataType> {
     g.value_type(v)
