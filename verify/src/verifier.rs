@@ -419,8 +419,15 @@ impl Verifier {
                         needs_ort_message(candidate, &e, &o),
                     ));
                 }
+                // ONNX Runtime cannot run the original either: nothing was
+                // compared, so this is "cannot verify" (exit 7), not a
+                // mismatch (found by the command-line fuzz with contrib ops).
                 let ort = self.in_ort(inputs, original).map_err(|o| {
-                    VerifyError::new(ErrorKind::Mismatch, format!("{}; and {}", e.message, o))
+                    let kind = match o.kind {
+                        ErrorKind::Usage | ErrorKind::Unavailable | ErrorKind::Internal => o.kind,
+                        _ => ErrorKind::CannotVerify,
+                    };
+                    VerifyError::new(kind, format!("{}; and {}", e.message, o))
                 })?;
                 let notes = std::mem::take(&mut self.notes);
                 *self = ort;
