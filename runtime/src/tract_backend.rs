@@ -359,6 +359,9 @@ fn guard<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
             .map(|s| s.to_string())
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic payload".into());
+        // An anyhow error unwrapped inside tract carries its backtrace in
+        // the message when RUST_BACKTRACE is set: users get one line.
+        let text = text.split("Stack backtrace:").next().unwrap_or_default();
         format!(
             "tract panicked: {}",
             text.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -661,5 +664,24 @@ impl LoadedModel for NotObserving {
     }
     fn run(&self, _: &[HostTensor]) -> Result<Vec<HostTensor>> {
         Ok(Vec::new())
+    }
+}
+
+#[cfg(test)]
+mod guard_tests {
+    use super::guard;
+
+    #[test]
+    fn a_panic_becomes_one_line_without_the_backtrace() {
+        let e = guard(|| -> () {
+            std::panic::panic_any(String::from(
+                "called `Result::unwrap()` on an `Err` value: If branches differ\n\nStack backtrace:\n   0: msg\n   1: nboutputs",
+            ))
+        })
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "tract panicked: called `Result::unwrap()` on an `Err` value: If branches differ"
+        );
     }
 }
