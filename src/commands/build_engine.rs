@@ -161,7 +161,11 @@ fn trt_error(e: RuntimeError) -> CliError {
         RuntimeError::InvalidArgument(_)
         | RuntimeError::InputShape { .. }
         | RuntimeError::UnknownName(_) => CliError::usage(e),
-        RuntimeError::Load { .. } | RuntimeError::Decode(_) => CliError::new(
+        RuntimeError::Load { message, .. } => CliError::new(
+            Exit::Load,
+            format!("TensorRT could not build the engine: {message}"),
+        ),
+        RuntimeError::Decode(_) => CliError::new(
             Exit::Load,
             format!("TensorRT could not build the engine: {e}"),
         ),

@@ -308,10 +308,10 @@ impl TensorRt {
             Err(RuntimeError::Load { backend, message })
                 if message.contains("within workspace limit") && cfg.workspace_bytes.is_some() =>
             {
-                Err(RuntimeError::Load {
-                    backend,
-                    message: self.workspace_message(onnx, cfg, &message),
-                })
+                let _ = backend;
+                Err(RuntimeError::InvalidArgument(
+                    self.workspace_message(onnx, cfg, &message),
+                ))
             }
             other => other,
         }
@@ -331,11 +331,13 @@ impl TensorRt {
             .and_then(|b| b.memory.and_then(|m| m.max_scratch_bytes));
         match needed {
             Some(n) => format!(
-                "the workspace limit (--workspace, {limit} bytes) is too small: this build needs {n} bytes of scratch memory; raise it to at least --workspace {}",
+                "--workspace {} is too small: this build needs {n} bytes of scratch memory; raise it to at least --workspace {}",
+                args::format_size(limit),
                 args::format_size_up(n)
             ),
             None => format!(
-                "the workspace limit (--workspace, {limit} bytes) is too small for this model; raise --workspace (TensorRT: {original})"
+                "--workspace {} is too small for this model; raise it (TensorRT: {original})",
+                args::format_size(limit)
             ),
         }
     }
@@ -611,14 +613,31 @@ fn probe_version(path: &Path, spec: &FlavorSpec) -> Result<(libloading::Library,
     Ok((library, TrtVersion::from_encoded(encoded)))
 }
 
-/// Adds what a user can do to the build errors whose cause is known.
+/// Drops the CUDA errors a build without a GPU adds to TensorRT's own messages (they
+/// are about the missing driver, never the cause), and says what a user can do about
+/// the failures whose cause is known.
 fn explain_build_error(message: String) -> String {
-    if message.contains("DequantizeLinear") && message.contains("Int32") {
+    let kept: Vec<&str> = message
+        .split("; ")
+        .filter(|part| !(part.contains("cudaError 35") || part.contains("catchCudaError")))
+        .collect();
+    let message = kept.join("; ");
+    if let Some(node) = ort_style_qdq_node(&message) {
         return format!(
-            "{message} (this is ONNX Runtime-style Q/DQ, with an INT32 bias through DequantizeLinear, which TensorRT does not parse; quantize for TensorRT with `--target tensorrt` / build-engine --int8, which places Q/DQ as TensorRT expects)"
+            "the TensorRT ONNX parser rejected node `{node}` (DequantizeLinear): its input is INT32, ONNX Runtime-style Q/DQ (an INT32 bias through DequantizeLinear), which TensorRT does not parse; quantize for TensorRT instead: build-engine --int8 --calib-data DIR, or optimize --int8 --target tensorrt"
         );
     }
     message
+}
+
+/// The DequantizeLinear node the parser refused for its INT32 input, if that is the error.
+fn ort_style_qdq_node(message: &str) -> Option<&str> {
+    if !(message.contains("DequantizeLinear") && message.contains("input has type Int32")) {
+        return None;
+    }
+    let start = message.find("node `")? + "node `".len();
+    let len = message[start..].find('`')?;
+    Some(&message[start..start + len])
 }
 
 /// Writes an updated timing cache next to its final place, then renames it over, so an
