@@ -86,8 +86,13 @@ fn emit_onnx_plain_writes_the_graph_and_trtexec_for_10_and_11() {
         .find(|o| o["op"] == "BatchNormalization")
         .unwrap();
     assert!(bn["after"].as_u64() < bn["before"].as_u64(), "{bn}");
-    let cmds = commands(&r);
-    assert_eq!(cmds.iter().map(|c| c.0).collect::<Vec<_>>(), vec![11, 10]);
+    let mut cmds = commands(&r);
+    assert_eq!(cmds.iter().map(|c| c.0).collect::<Vec<_>>(), vec![11, 10, 1]);
+    // TensorRT-RTX (major 1): its own trtexec, and no timing cache (a no-op there).
+    let (_, rtx) = cmds.pop().unwrap();
+    assert!(rtx.starts_with("tensorrt_rtx --onnx="), "{rtx}");
+    assert!(rtx.contains("--maxShapes=input:16x3x32x32"), "{rtx}");
+    assert!(!rtx.contains("--timingCacheFile"), "{rtx}");
     for (major, c) in &cmds {
         for needle in [
             "trtexec".to_string(),
