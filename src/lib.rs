@@ -4,6 +4,7 @@
 //! module are both thin callers of this crate, so `infopt --help` from the
 //! wheel and `infopt.optimize(...)` run the same code.
 
+pub mod api;
 pub mod backend_args;
 pub mod cli;
 pub mod commands;

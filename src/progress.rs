@@ -60,6 +60,12 @@ pub fn note(stage: &str, line: impl AsRef<str>) {
     }
 }
 
+/// Whether a caller installed a sink (then terminal progress bars stay off:
+/// the caller shows progress its own way).
+pub fn has_sink() -> bool {
+    SINK.with(|s| s.borrow().is_some())
+}
+
 /// Reports a line only a sink wants (one per pass that changed the model):
 /// the command line prints nothing for it.
 pub fn event(stage: &str, line: impl AsRef<str>) {

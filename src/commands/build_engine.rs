@@ -9,7 +9,7 @@
 //! (`setPrecision`); `--strongly-typed` gives it the typed graph instead.
 
 mod profiles;
-mod report;
+pub mod report;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -27,6 +27,7 @@ use infopt_runtime::{Latency, RuntimeError};
 use infopt_verify::{BackendKind, ChosenBackend, Criterion, Inputs, Verifier};
 
 use crate::exit::{CliError, CliResult, Exit};
+use crate::outcome::Outcome;
 use crate::stages::{self, PassHooks, VerifyOverrides};
 use report::{
     BuildSettings, EngineFacts, EngineLatency, EngineReport, OnnxLatency, TrtexecCommand,
@@ -483,7 +484,23 @@ fn onnx_latency(
     })
 }
 
+/// `infopt build-engine`: the report (table or JSON) and `--report`, then
+/// the verdict as the exit code.
 pub fn run(args: Args) -> CliResult {
+    let (json, report_path) = (args.json, args.report.clone());
+    let outcome = execute(args)?;
+    stages::emit_report(
+        &outcome.report,
+        json,
+        report_path.as_deref(),
+        report::render,
+    )?;
+    outcome.verdict()
+}
+
+/// Builds the engine (or the ONNX and trtexec commands), without printing:
+/// the report, with a verification failure beside it.
+pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
     let started = Instant::now();
     let settings = parse_settings(&args)?;
     let output = args
@@ -789,9 +806,8 @@ pub fn run(args: Args) -> CliResult {
         warnings,
         total_time_ms: started.elapsed().as_secs_f64() * 1e3,
     };
-    stages::emit_report(&report, args.json, args.report.as_deref(), report::render)?;
     if verified {
-        return Ok(());
+        return Ok(Outcome::passed(report));
     }
     let failing: Vec<String> = report
         .verification
@@ -813,13 +829,17 @@ pub fn run(args: Args) -> CliResult {
         .as_ref()
         .map(|v| v.criterion.describe())
         .unwrap_or_default();
-    Err(CliError::new(
+    let failure = CliError::new(
         Exit::Verify,
         format!(
             "the rewritten ONNX does not match the original ({criterion}): {}; no engine built (keep a layer in fp32 with --precision NAME_OR_OP=fp32, or --no-verify)",
             failing.join(", ")
         ),
-    ))
+    );
+    Ok(Outcome {
+        report,
+        failure: Some(failure),
+    })
 }
 
 #[cfg(test)]
