@@ -6,6 +6,7 @@
 #   4. the TensorRT shim compiled against TensorRT 11.4's real headers (fetched
 #      from the trtx-sys crate by cargo; no TensorRT library needed)
 #   5. interop tests against the real onnx checker and ONNX Runtime
+#   6. the Python API (tests/python) on a debug build of the module
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -21,3 +22,6 @@ bash scripts/check-trt-shim.sh
 export INFOPT_REQUIRE_TRT_SHIM_TEST=1
 cargo test --workspace --quiet
 INFOPT_BIN="$PWD/target/debug/infopt" .venv/bin/python -m pytest -q tests/interop
+# The Python module, debug: the dependencies are the ones cargo test just built.
+bash scripts/python-dev.sh
+.venv/bin/python -m pytest -q tests/python

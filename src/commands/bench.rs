@@ -169,7 +169,7 @@ impl Progress {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }
-        if std::io::stderr().is_terminal() {
+        if std::io::stderr().is_terminal() && !crate::progress::has_sink() {
             let bar = indicatif::ProgressBar::new(total as u64);
             bar.set_style(
                 indicatif::ProgressStyle::with_template(
@@ -181,7 +181,7 @@ impl Progress {
             bar.set_prefix(label.to_string());
             self.bar = Some(bar);
         } else {
-            eprintln!("bench: {label} ({total} runs)");
+            crate::progress::note("bench", format!("bench: {label} ({total} runs)"));
         }
     }
 

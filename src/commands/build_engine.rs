@@ -370,12 +370,15 @@ pub fn build_with(
     let built = trt.build_engine(onnx, &cfg).map_err(trt_error)?;
     infopt_ir::save::write_atomically(output, |w| std::io::Write::write_all(w, &built.bytes))
         .map_err(CliError::from_ir)?;
-    eprintln!(
-        "wrote {} ({} bytes, TensorRT {}, built in {:.1} s)",
-        output.display(),
-        built.bytes.len(),
-        built.trt_version,
-        built.build_time.as_secs_f64()
+    crate::progress::note(
+        "build",
+        format!(
+            "wrote {} ({} bytes, TensorRT {}, built in {:.1} s)",
+            output.display(),
+            built.bytes.len(),
+            built.trt_version,
+            built.build_time.as_secs_f64()
+        ),
     );
     let mut timing_cache_written = None;
     if let (Some(path), Some(bytes)) = (&cfg.timing_cache, &built.timing_cache_bytes) {
@@ -613,9 +616,12 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
     };
     let typed = typed_model.as_ref().unwrap_or(&fp32_model);
     let stats_after = GraphStats::of_model(typed);
-    eprintln!(
-        "pipeline {pipeline_name}: {} -> {} nodes",
-        stats_before.nodes, stats_after.nodes
+    crate::progress::note(
+        "passes",
+        format!(
+            "pipeline {pipeline_name}: {} -> {} nodes",
+            stats_before.nodes, stats_after.nodes
+        ),
     );
 
     // Profiles, from the graph TensorRT parses.
@@ -665,11 +671,14 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
         let (checked, _) = v.verify_candidate(typed, &model_in, &inputs)?;
         notes.append(&mut v.notes);
         warnings.append(&mut v.warnings);
-        eprintln!(
-            "verified in {} in {:.0} ms: {}",
-            v.backend_name(),
-            t.elapsed().as_secs_f64() * 1e3,
-            if checked.passed { "agrees" } else { "DIFFERS" }
+        crate::progress::note(
+            "verify",
+            format!(
+                "verified in {} in {:.0} ms: {}",
+                v.backend_name(),
+                t.elapsed().as_secs_f64() * 1e3,
+                if checked.passed { "agrees" } else { "DIFFERS" }
+            ),
         );
         verification = Some(checked);
     } else {
