@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Builds the `pip install infopt` wheel into dist/:
-#   1. maturin (bin bindings) builds the release binary and the wheel, checking that it
-#      only needs the glibc of the manylinux policy asked for;
-#   2. the binary's debug info (line tables, for symbolized backtraces) moves to
-#      dist/infopt-VERSION-PLATFORM.debug and the wheel ships the stripped binary, which
+# Builds the `pip install infopt` wheel into dist/: one abi3 wheel (CPython >= 3.9)
+# with the `infopt` Python module and the `infopt` command (a script that calls the
+# module's command-line entry point; pyproject.toml):
+#   1. maturin (pyo3 bindings) builds the release native module and the wheel, checking
+#      that it only needs the glibc of the manylinux policy asked for;
+#   2. the module's debug info (line tables, for symbolized backtraces) moves to
+#      dist/infopt-VERSION-PLATFORM.debug and the wheel ships the stripped module, which
 #      points at that file with a .gnu_debuglink (gdb/addr2line find it beside it);
 #   3. auditwheel shows the wheel's policy.
 #
 #   bash scripts/build-wheel.sh                # manylinux tag: $MANYLINUX, else the
 #                                              # lowest of 2_17 / 2_28 / 2_34 / 2_35 / 2_36 that this binary meets
 #   PROFILE=dev bash scripts/build-wheel.sh    # package the debug build (checks the packaging
-#                                              # only: the binary is unoptimized)
+#                                              # only: the module is unoptimized)
 # Tools come from PyPI into .venv-wheel (pinned). A release build takes ~8 min on 2 cores.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -27,7 +29,7 @@ mkdir -p dist
 raw="$(mktemp -d)"
 trap 'rm -rf "$raw"' EXIT
 
-# maturin refuses a tag the binary does not meet; try the oldest first.
+# maturin refuses a tag the module does not meet; try the oldest first.
 tags="${MANYLINUX:-manylinux_2_17 manylinux_2_28 manylinux_2_34 manylinux_2_35 manylinux_2_36}"
 built=""
 for tag in $tags; do
@@ -43,10 +45,10 @@ done
 [ -n "$built" ] || { cat "$raw/maturin.log" >&2; echo "build-wheel: no manylinux tag accepted" >&2; exit 1; }
 whl="$(ls "$raw"/*.whl)"
 
-# Split the debug info off the shipped binary.
+# Split the debug info off the shipped native module.
 wheel unpack "$whl" -d "$raw/unpacked" > /dev/null
 pkg="$(ls -d "$raw"/unpacked/*/)"
-bin="$(ls "$pkg"*.data/scripts/infopt)"
+bin="$(ls "$pkg"infopt/_infopt*.so)"
 name="$(basename "$whl" .whl)"
 debug="dist/${name}.debug"
 before=$(stat -c %s "$bin")
@@ -56,6 +58,6 @@ objcopy --strip-debug --add-gnu-debuglink="$debug" "$bin"
 after=$(stat -c %s "$bin")
 rm -f "dist/${name}.whl"
 wheel pack "$pkg" -d dist > /dev/null
-echo "build-wheel: binary $before bytes with line tables -> $after bytes shipped; debug info in $debug ($(stat -c %s "$debug") bytes)"
+echo "build-wheel: native module $before bytes with line tables -> $after bytes shipped; debug info in $debug ($(stat -c %s "$debug") bytes)"
 echo "build-wheel: dist/${name}.whl ($(stat -c %s "dist/${name}.whl") bytes), tag $built"
 auditwheel show "dist/${name}.whl"

@@ -8,6 +8,7 @@
 #      and real TensorRT-RTX engine builds (tests/trt_rtx.rs) with the libraries
 #      setup-venv installs
 #   5. interop tests against the real onnx checker and ONNX Runtime
+#   6. the Python API (tests/python) on a debug build of the module
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -25,3 +26,6 @@ export INFOPT_REQUIRE_TRT_SHIM_TEST=1
 export INFOPT_REQUIRE_TRT_RTX=1
 cargo test --workspace --quiet
 INFOPT_BIN="$PWD/target/debug/infopt" .venv/bin/python -m pytest -q tests/interop
+# The Python module, debug: the dependencies are the ones cargo test just built.
+bash scripts/python-dev.sh
+.venv/bin/python -m pytest -q tests/python

@@ -62,7 +62,7 @@ impl BackendArgs {
         let kind = self.explicit()?.unwrap_or(default);
         let chosen = ChosenBackend::build(kind, &options)?;
         for n in chosen.option_notes(&options) {
-            eprintln!("note: {n}");
+            crate::progress::note("backend", format!("note: {n}"));
         }
         Ok(chosen)
     }

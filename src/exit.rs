@@ -30,6 +30,9 @@ pub enum Exit {
     /// `build-engine`, ONNX Runtime when asked for); the message says how to
     /// get it.
     Unavailable = 8,
+    /// A library caller asked the command to stop (Ctrl-C in Python); the
+    /// command line never returns it (Ctrl-C ends the process there).
+    Interrupted = 130,
 }
 
 impl From<Exit> for ExitCode {

@@ -178,12 +178,15 @@ pub fn run(
             },
             &mut |_, _| {},
         )?;
-        eprintln!(
-            "calibrated {} tensors on {} samples in {:.2} s ({})",
-            calibrated.table.tensors.len(),
-            calibrated.samples,
-            calibrated.seconds,
-            method.name()
+        crate::progress::note(
+            "calibrate",
+            format!(
+                "calibrated {} tensors on {} samples in {:.2} s ({})",
+                calibrated.table.tensors.len(),
+                calibrated.samples,
+                calibrated.seconds,
+                method.name()
+            ),
         );
         let amax: Amax = calibrated.table.to_amax();
         side.insert(amax);
@@ -257,7 +260,10 @@ pub fn run(
             held = Some(h);
             break;
         };
-        eprintln!("int8: cosine {cos:.5} below {target}: keeping layer '{layer}' in float");
+        crate::progress::note(
+            "int8",
+            format!("int8: cosine {cos:.5} below {target}: keeping layer '{layer}' in float"),
+        );
         if let Some(o) = int8::options_mut(&mut from, 0) {
             o.exclude.push(Exclude {
                 name: Some(layer.clone()),

@@ -66,8 +66,9 @@ pub fn apply_input_shapes(config: &mut PipelineConfig, args: &InputArgs) -> CliR
     let has_fix_shapes = infopt_passes::fix_shapes::apply_pipeline_shapes(config, &extra)
         .map_err(CliError::usage)?;
     if !specs.is_empty() && !has_fix_shapes {
-        eprintln!(
-            "note: the pipeline has no fix-shapes step; --input-shape only sets the shapes the models run with"
+        crate::progress::note(
+            "passes",
+            "note: the pipeline has no fix-shapes step; --input-shape only sets the shapes the models run with",
         );
     }
     Ok(())
@@ -212,18 +213,20 @@ pub fn run_passes(
             let mut copy = m.clone();
             copy.save(&path, &infopt_ir::SaveOptions::default())?;
         }
+        crate::progress::event("pass", pass);
+        // Asked to stop: end the pipeline here; the check below turns it
+        // into the error.
+        if crate::progress::checkpoint().is_err() {
+            return Ok(Flow::Stop);
+        }
         Ok(match &mut hooks.after_pass {
             Some(f) => f(pass, m),
             None => Flow::Continue,
         })
     };
-    Ok(run_pipeline_with(
-        model,
-        config,
-        options,
-        side,
-        &mut observer,
-    )?)
+    let run = run_pipeline_with(model, config, options, side, &mut observer)?;
+    crate::progress::checkpoint()?;
+    Ok(run)
 }
 
 /// Writes the model and returns its facts for the report.

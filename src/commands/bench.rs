@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::backend_args::{BackendArgs, defaulted_dim_note};
 use crate::exit::{CliError, CliResult, Exit};
 use crate::inputs_arg::{self, InputArgs, InputSource};
+use crate::outcome::Outcome;
 
 /// A runtime error as a CLI error: configuration problems (no library, bad option) are
 /// usage errors, the rest `exit`.
@@ -168,7 +169,7 @@ impl Progress {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }
-        if std::io::stderr().is_terminal() {
+        if std::io::stderr().is_terminal() && !crate::progress::has_sink() {
             let bar = indicatif::ProgressBar::new(total as u64);
             bar.set_style(
                 indicatif::ProgressStyle::with_template(
@@ -180,7 +181,7 @@ impl Progress {
             bar.set_prefix(label.to_string());
             self.bar = Some(bar);
         } else {
-            eprintln!("bench: {label} ({total} runs)");
+            crate::progress::note("bench", format!("bench: {label} ({total} runs)"));
         }
     }
 
@@ -297,7 +298,33 @@ pub fn render_text(r: &BenchReport) -> String {
     s
 }
 
+/// `infopt bench`: the report (table or JSON) and `--report` files, then
+/// the verdict of the gates as the exit code.
 pub fn run(args: Args) -> CliResult {
+    let outcome = execute(&args)?;
+    let report = &outcome.report;
+    if args.json {
+        let text =
+            serde_json::to_string_pretty(report).map_err(|e| CliError::new(Exit::Internal, e))?;
+        println!("{text}");
+    } else {
+        print!("{}", render_text(report));
+        if let Some(g) = &report.gates {
+            print!("{}", crate::report::ci::render_gates_text(g));
+        }
+    }
+    let step_summary = crate::report::ci::step_summary_path();
+    if !args.report.is_empty() || step_summary.is_some() {
+        let json =
+            serde_json::to_string_pretty(report).map_err(|e| CliError::new(Exit::Internal, e))?;
+        let summary = crate::report::summaries::bench(report);
+        crate::report::ci::write_reports(&args.report, &json, &summary, step_summary.as_deref())?;
+    }
+    outcome.verdict()
+}
+
+/// Times the models, without printing: the report, with a failed gate beside it.
+pub fn execute(args: &Args) -> CliResult<Outcome<BenchReport>> {
     if args.runs == 0 {
         return Err(CliError::usage("--runs must be at least 1"));
     }
@@ -373,25 +400,6 @@ pub fn run(args: Args) -> CliResult {
         speedups,
         gates: gate_report,
     };
-    if args.json {
-        let text =
-            serde_json::to_string_pretty(&report).map_err(|e| CliError::new(Exit::Internal, e))?;
-        println!("{text}");
-    } else {
-        print!("{}", render_text(&report));
-        if let Some(g) = &report.gates {
-            print!("{}", crate::report::ci::render_gates_text(g));
-        }
-    }
-    let step_summary = crate::report::ci::step_summary_path();
-    if !args.report.is_empty() || step_summary.is_some() {
-        let json =
-            serde_json::to_string_pretty(&report).map_err(|e| CliError::new(Exit::Internal, e))?;
-        let summary = crate::report::summaries::bench(&report);
-        crate::report::ci::write_reports(&args.report, &json, &summary, step_summary.as_deref())?;
-    }
-    if let Some(e) = report.gates.as_ref().and_then(|g| g.error()) {
-        return Err(e);
-    }
-    Ok(())
+    let failure = report.gates.as_ref().and_then(|g| g.error());
+    Ok(Outcome { report, failure })
 }

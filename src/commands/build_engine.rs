@@ -10,7 +10,7 @@
 
 mod profiles;
 mod realized;
-mod report;
+pub mod report;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -28,6 +28,7 @@ use infopt_runtime::{Latency, RuntimeError};
 use infopt_verify::{BackendKind, ChosenBackend, Criterion, Inputs, Verifier};
 
 use crate::exit::{CliError, CliResult, Exit};
+use crate::outcome::Outcome;
 use crate::stages::{self, PassHooks, VerifyOverrides};
 use report::{
     BuildSettings, EngineFacts, EngineLatency, EngineReport, OnnxLatency, TrtexecCommand,
@@ -390,12 +391,15 @@ pub fn build_with(
     let built = trt.build_engine(onnx, &cfg).map_err(trt_error)?;
     infopt_ir::save::write_atomically(output, |w| std::io::Write::write_all(w, &built.bytes))
         .map_err(CliError::from_ir)?;
-    eprintln!(
-        "wrote {} ({} bytes, {}, built in {:.1} s)",
-        output.display(),
-        built.bytes.len(),
-        spec.describe(built.trt_version),
-        built.build_time.as_secs_f64()
+    crate::progress::note(
+        "build",
+        format!(
+            "wrote {} ({} bytes, {}, built in {:.1} s)",
+            output.display(),
+            built.bytes.len(),
+            spec.describe(built.trt_version),
+            built.build_time.as_secs_f64()
+        ),
     );
     let mut timing_cache_written = None;
     if let (Some(path), Some(bytes)) = (&cfg.timing_cache, &built.timing_cache_bytes) {
@@ -563,7 +567,23 @@ fn onnx_latency(
     })
 }
 
+/// `infopt build-engine`: the report (table or JSON) and `--report`, then
+/// the verdict as the exit code.
 pub fn run(args: Args) -> CliResult {
+    let (json, report_path) = (args.json, args.report.clone());
+    let outcome = execute(args)?;
+    stages::emit_report(
+        &outcome.report,
+        json,
+        report_path.as_deref(),
+        report::render,
+    )?;
+    outcome.verdict()
+}
+
+/// Builds the engine (or the ONNX and trtexec commands), without printing:
+/// the report, with a verification failure beside it.
+pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
     let started = Instant::now();
     let settings = parse_settings(&args)?;
     let max_mismatches = parse_gates(&args.gate)?;
@@ -694,9 +714,12 @@ pub fn run(args: Args) -> CliResult {
     };
     let typed = typed_model.as_ref().unwrap_or(&fp32_model);
     let stats_after = GraphStats::of_model(typed);
-    eprintln!(
-        "pipeline {pipeline_name}: {} -> {} nodes",
-        stats_before.nodes, stats_after.nodes
+    crate::progress::note(
+        "passes",
+        format!(
+            "pipeline {pipeline_name}: {} -> {} nodes",
+            stats_before.nodes, stats_after.nodes
+        ),
     );
 
     // Profiles, from the graph TensorRT parses.
@@ -746,11 +769,14 @@ pub fn run(args: Args) -> CliResult {
         let (checked, _) = v.verify_candidate(typed, &model_in, &inputs)?;
         notes.append(&mut v.notes);
         warnings.append(&mut v.warnings);
-        eprintln!(
-            "verified in {} in {:.0} ms: {}",
-            v.backend_name(),
-            t.elapsed().as_secs_f64() * 1e3,
-            if checked.passed { "agrees" } else { "DIFFERS" }
+        crate::progress::note(
+            "verify",
+            format!(
+                "verified in {} in {:.0} ms: {}",
+                v.backend_name(),
+                t.elapsed().as_secs_f64() * 1e3,
+                if checked.passed { "agrees" } else { "DIFFERS" }
+            ),
         );
         verification = Some(checked);
     } else {
@@ -904,12 +930,15 @@ pub fn run(args: Args) -> CliResult {
         warnings,
         total_time_ms: started.elapsed().as_secs_f64() * 1e3,
     };
-    stages::emit_report(&report, args.json, args.report.as_deref(), report::render)?;
     if verified {
-        if let (Some(max), Some(e)) = (max_mismatches, &report.engine) {
-            return check_precision_gate(max, e);
-        }
-        return Ok(());
+        let gate = match (max_mismatches, &report.engine) {
+            (Some(max), Some(e)) => check_precision_gate(max, e).err(),
+            _ => None,
+        };
+        return Ok(Outcome {
+            report,
+            failure: gate,
+        });
     }
     let failing: Vec<String> = report
         .verification
@@ -931,13 +960,17 @@ pub fn run(args: Args) -> CliResult {
         .as_ref()
         .map(|v| v.criterion.describe())
         .unwrap_or_default();
-    Err(CliError::new(
+    let failure = CliError::new(
         Exit::Verify,
         format!(
             "the rewritten ONNX does not match the original ({criterion}): {}; no engine built (keep a layer in fp32 with --precision NAME_OR_OP=fp32, or --no-verify)",
             failing.join(", ")
         ),
-    ))
+    );
+    Ok(Outcome {
+        report,
+        failure: Some(failure),
+    })
 }
 
 /// The realized-precision gate: at most `max` placed nodes with another precision.

@@ -68,7 +68,58 @@ pub fn method(name: &str, percentile: f64) -> CliResult<Method> {
     })
 }
 
+/// What `infopt calibrate` did: the ranges it wrote and how they were made.
+#[derive(serde::Serialize, Debug, Clone)]
+pub struct CalibrateReport {
+    pub schema_version: u32,
+    pub model: String,
+    /// The range table written (`-o`).
+    pub output: String,
+    pub trt_cache: Option<String>,
+    pub tensors: usize,
+    pub samples: usize,
+    /// What the samples were ("12 .npz files in calib/", "random:8").
+    pub dataset: String,
+    /// Whether the data says something about real inputs (random data does not).
+    pub meaningful: bool,
+    pub method: String,
+    pub backend: String,
+    pub seconds: f64,
+}
+
+/// Bumped on incompatible changes to [`CalibrateReport`]'s JSON.
+pub const CALIBRATE_SCHEMA_VERSION: u32 = 1;
+
+/// The lines `infopt calibrate` prints.
+pub fn render_text(r: &CalibrateReport) -> String {
+    let mut s = String::new();
+    if !r.meaningful {
+        s.push_str(&format!(
+            "warning: {} : these ranges say nothing about real inputs\n",
+            r.dataset
+        ));
+    }
+    s.push_str(&format!(
+        "calibrated {} tensors on {} samples ({}) in {} in {:.2} s ({:.1} samples/s); wrote {}\n",
+        r.tensors,
+        r.samples,
+        r.dataset,
+        r.backend,
+        r.seconds,
+        r.samples as f64 / r.seconds.max(1e-9),
+        r.output
+    ));
+    s
+}
+
 pub fn run(args: Args) -> CliResult {
+    let report = execute(&args)?;
+    eprint!("{}", render_text(&report));
+    Ok(())
+}
+
+/// Calibrates and writes the range table (and cache), without printing.
+pub fn execute(args: &Args) -> CliResult<CalibrateReport> {
     if args.batch == 0 {
         return Err(CliError::usage("--batch must be at least 1"));
     }
@@ -94,7 +145,14 @@ pub fn run(args: Args) -> CliResult {
     let chosen = args.backend.build(BackendKind::Tract)?;
     let mut bar: Option<indicatif::ProgressBar> = None;
     let mut progress = |done: usize, total: Option<usize>| {
-        if !std::io::stderr().is_terminal() {
+        crate::progress::event(
+            "calibrate",
+            match total {
+                Some(t) => format!("{done}/{t} samples"),
+                None => format!("{done} samples"),
+            },
+        );
+        if crate::progress::has_sink() || !std::io::stderr().is_terminal() {
             return;
         }
         let b = bar.get_or_insert_with(|| {
@@ -140,21 +198,18 @@ pub fn run(args: Args) -> CliResult {
     if let (Some(path), Some(header)) = (&args.trt_cache, header) {
         write_trt_cache(&result.table, header, path).map_err(|e| CliError::new(Exit::Write, e))?;
     }
-    if !result.meaningful {
-        eprintln!(
-            "warning: {} : these ranges say nothing about real inputs",
-            result.dataset
-        );
-    }
-    eprintln!(
-        "calibrated {} tensors on {} samples ({}) in {} in {:.2} s ({:.1} samples/s); wrote {}",
-        result.table.tensors.len(),
-        result.samples,
-        result.dataset,
-        result.backend,
-        result.seconds,
-        result.samples as f64 / result.seconds.max(1e-9),
-        args.output.display()
-    );
-    Ok(())
+    crate::progress::checkpoint()?;
+    Ok(CalibrateReport {
+        schema_version: CALIBRATE_SCHEMA_VERSION,
+        model: args.model.display().to_string(),
+        output: args.output.display().to_string(),
+        trt_cache: args.trt_cache.as_ref().map(|p| p.display().to_string()),
+        tensors: result.table.tensors.len(),
+        samples: result.samples,
+        dataset: result.dataset.to_string(),
+        meaningful: result.meaningful,
+        method: args.method.clone(),
+        backend: result.backend.to_string(),
+        seconds: result.seconds,
+    })
 }

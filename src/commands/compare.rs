@@ -16,6 +16,7 @@ use super::bench::runtime_error;
 use crate::backend_args::BackendArgs;
 use crate::exit::{CliError, CliResult, Exit};
 use crate::inputs_arg::{self, InputArgs, InputSource, Inputs};
+use crate::outcome::Outcome;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -245,7 +246,34 @@ fn dir_of(p: &Path) -> PathBuf {
     }
 }
 
+/// `infopt compare`: the report (table or JSON) and `--report` files, then
+/// the verdict as the exit code.
 pub fn run(args: Args) -> CliResult {
+    let outcome = execute(&args)?;
+    let report = &outcome.report;
+    if args.json {
+        let text =
+            serde_json::to_string_pretty(report).map_err(|e| CliError::new(Exit::Internal, e))?;
+        println!("{text}");
+    } else {
+        print!("{}", render_text(report));
+        if let Some(g) = &report.gates {
+            print!("{}", crate::report::ci::render_gates_text(g));
+        }
+    }
+    let step_summary = crate::report::ci::step_summary_path();
+    if !args.report.is_empty() || step_summary.is_some() {
+        let json =
+            serde_json::to_string_pretty(report).map_err(|e| CliError::new(Exit::Internal, e))?;
+        let summary = crate::report::summaries::compare(report);
+        crate::report::ci::write_reports(&args.report, &json, &summary, step_summary.as_deref())?;
+    }
+    outcome.verdict()
+}
+
+/// Runs both models and compares them, without printing: the report, with
+/// a mismatch or a failed gate beside it.
+pub fn execute(args: &Args) -> CliResult<Outcome<CompareReport>> {
     if !(args.rtol >= 0.0 && args.atol >= 0.0) {
         return Err(CliError::usage("--rtol and --atol must be non-negative"));
     }
@@ -321,25 +349,11 @@ pub fn run(args: Args) -> CliResult {
         intermediate,
         gates: gate_report,
     };
-    if args.json {
-        let text =
-            serde_json::to_string_pretty(&report).map_err(|e| CliError::new(Exit::Internal, e))?;
-        println!("{text}");
-    } else {
-        print!("{}", render_text(&report));
-        if let Some(g) = &report.gates {
-            print!("{}", crate::report::ci::render_gates_text(g));
-        }
-    }
-    let step_summary = crate::report::ci::step_summary_path();
-    if !args.report.is_empty() || step_summary.is_some() {
-        let json =
-            serde_json::to_string_pretty(&report).map_err(|e| CliError::new(Exit::Internal, e))?;
-        let summary = crate::report::summaries::compare(&report);
-        crate::report::ci::write_reports(&args.report, &json, &summary, step_summary.as_deref())?;
-    }
     if let Some(e) = report.gates.as_ref().and_then(|g| g.error()) {
-        return Err(e);
+        return Ok(Outcome {
+            report,
+            failure: Some(e),
+        });
     }
     // Accuracy gates replace the tolerance as the verdict on the outputs.
     let accuracy_gated = gates.config.has_accuracy();
@@ -365,7 +379,10 @@ pub fn run(args: Args) -> CliResult {
         {
             message.push_str(&format!("; first diverging tensor: `{}`", f.name));
         }
-        return Err(CliError::new(Exit::Verify, message));
+        return Ok(Outcome {
+            report,
+            failure: Some(CliError::new(Exit::Verify, message)),
+        });
     }
-    Ok(())
+    Ok(Outcome::passed(report))
 }

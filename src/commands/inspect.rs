@@ -278,9 +278,14 @@ pub fn render_text(i: &Inspection) -> String {
     s
 }
 
-pub fn run(args: Args) -> CliResult {
+/// What `infopt inspect` reports, without printing.
+pub fn execute(args: &Args) -> CliResult<Inspection> {
     let model = super::load_model(&args.model)?;
-    let report = inspect(&model, &args.model);
+    Ok(inspect(&model, &args.model))
+}
+
+pub fn run(args: Args) -> CliResult {
+    let report = execute(&args)?;
     if args.json {
         let text = serde_json::to_string_pretty(&report)
             .map_err(|e| crate::exit::CliError::new(crate::exit::Exit::Internal, e))?;

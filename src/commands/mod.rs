@@ -87,10 +87,10 @@ pub fn load_model(path: &Path) -> CliResult<infopt_ir::Model> {
     Ok(model)
 }
 
-/// One stderr line about what a save wrote.
+/// One progress line about what a save wrote.
 pub fn print_save_summary(path: &Path, summary: &infopt_ir::SaveSummary) {
-    match &summary.external_file {
-        Some(f) => eprintln!(
+    let line = match &summary.external_file {
+        Some(f) => format!(
             "wrote {} ({} bytes) and {} ({} tensors, {} bytes)",
             path.display(),
             summary.model_bytes,
@@ -98,6 +98,7 @@ pub fn print_save_summary(path: &Path, summary: &infopt_ir::SaveSummary) {
             summary.external_tensors,
             summary.external_bytes
         ),
-        None => eprintln!("wrote {} ({} bytes)", path.display(), summary.model_bytes),
-    }
+        None => format!("wrote {} ({} bytes)", path.display(), summary.model_bytes),
+    };
+    crate::progress::note("save", line);
 }

@@ -12,6 +12,8 @@ use infopt_verify::intermediates::{self, Side};
 use infopt_verify::{Verifier, worst_abs};
 
 use crate::exit::{CliError, CliResult, Exit};
+use crate::outcome::Outcome;
+use crate::progress;
 use crate::report::{self, PassCheck, Report};
 use crate::stages::{self, PassHooks, VerifyOverrides};
 
@@ -274,7 +276,18 @@ fn storage_only(run: &infopt_passes::PipelineRun) -> bool {
         .all(|r| r.rewrites == 0 || STORAGE.contains(&r.name))
 }
 
+/// `infopt optimize`: the report (table or JSON) and `--report` files, then
+/// the verdict as the exit code.
 pub fn run(args: Args) -> CliResult {
+    let (json, reports) = (args.json, args.report.clone());
+    let outcome = execute(args)?;
+    crate::report::ci::emit_optimize(&outcome.report, json, &reports)?;
+    outcome.verdict()
+}
+
+/// The optimize job without printing: load, pipeline, verification, save,
+/// gates; the report, with the failure of verification or a gate beside it.
+pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
     let started = Instant::now();
     let output = args
         .output
@@ -334,12 +347,15 @@ pub fn run(args: Args) -> CliResult {
     let original = model.clone();
     let stats_before = GraphStats::of_model(&model);
     let src = model.source.clone().unwrap_or_default();
-    eprintln!(
-        "loaded {} ({} nodes) in {:.0} ms",
-        args.model.display(),
-        stats_before.nodes,
-        t.elapsed().as_secs_f64() * 1e3
-    );
+    progress::done(
+        "load",
+        format!(
+            "loaded {} ({} nodes) in {:.0} ms",
+            args.model.display(),
+            stats_before.nodes,
+            t.elapsed().as_secs_f64() * 1e3
+        ),
+    )?;
 
     // The original runs once; its outputs are the reference for every check.
     let mut policy = stages::verify_policy(
@@ -368,11 +384,14 @@ pub fn run(args: Args) -> CliResult {
         let t = Instant::now();
         match Verifier::new(&original, stages::model_dir(&args.model), &inputs, policy) {
             Ok(v) => {
-                eprintln!(
-                    "ran the original in {} in {:.0} ms",
-                    v.backend_name(),
-                    t.elapsed().as_secs_f64() * 1e3
-                );
+                progress::done(
+                    "verify",
+                    format!(
+                        "ran the original in {} in {:.0} ms",
+                        v.backend_name(),
+                        t.elapsed().as_secs_f64() * 1e3
+                    ),
+                )?;
                 Some(v)
             }
             Err(e)
@@ -440,12 +459,15 @@ pub fn run(args: Args) -> CliResult {
         None => stages::run_passes(&mut model, &config, &options, SideData::default(), hooks)?,
     };
     let stats_after = GraphStats::of_model(&model);
-    eprintln!(
-        "pipeline {pipeline_name}: {} -> {} nodes in {:.0} ms",
-        stats_before.nodes,
-        stats_after.nodes,
-        t.elapsed().as_secs_f64() * 1e3
-    );
+    progress::done(
+        "passes",
+        format!(
+            "pipeline {pipeline_name}: {} -> {} nodes in {:.0} ms",
+            stats_before.nodes,
+            stats_after.nodes,
+            t.elapsed().as_secs_f64() * 1e3
+        ),
+    )?;
     if let Some(e) = cannot_verify {
         match storage_only(&run) {
             true => notes.push(format!(
@@ -469,11 +491,14 @@ pub fn run(args: Args) -> CliResult {
         notes.append(&mut v.notes);
         warnings.append(&mut v.warnings);
         if do_verify {
-            eprintln!(
-                "verified in {} in {:.0} ms",
-                v.backend_name(),
-                t.elapsed().as_secs_f64() * 1e3
-            );
+            progress::done(
+                "verify",
+                format!(
+                    "verified in {} in {:.0} ms",
+                    v.backend_name(),
+                    t.elapsed().as_secs_f64() * 1e3
+                ),
+            )?;
             if let Some(topk) = &gates.config.min_topk_agreement
                 && checked.passed
             {
@@ -586,14 +611,12 @@ pub fn run(args: Args) -> CliResult {
         total_time_ms: started.elapsed().as_secs_f64() * 1e3,
         gates: gate_report,
     };
-    crate::report::ci::emit_optimize(&report, args.json, &args.report)?;
-    if let Some(e) = report.gates.as_ref().and_then(|g| g.error()) {
-        return Err(e);
-    }
-    if verified_ok {
-        return Ok(());
-    }
-    Err(verification_failure(&report, bisect.as_ref()))
+    let failure = match report.gates.as_ref().and_then(|g| g.error()) {
+        Some(e) => Some(e),
+        None if verified_ok => None,
+        None => Some(verification_failure(&report, bisect.as_ref())),
+    };
+    Ok(Outcome { report, failure })
 }
 
 /// The one-line error of a failed verification.

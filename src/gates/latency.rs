@@ -200,10 +200,13 @@ fn sample(
     let mut target = first_batch;
     let started = Instant::now();
     loop {
-        eprintln!(
-            "latency gate: timing {} run(s) per model ({} so far)",
-            target - round,
-            round
+        crate::progress::note(
+            "bench",
+            format!(
+                "latency gate: timing {} run(s) per model ({} so far)",
+                target - round,
+                round
+            ),
         );
         while round < target {
             for i in order(models.len(), round) {

@@ -2,6 +2,7 @@
 //! version) or rendered as a terminal table or Markdown.
 
 pub mod ci;
+pub mod command_reports;
 pub mod render;
 pub mod summaries;
 

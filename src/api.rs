@@ -1,0 +1,129 @@
+//! The entry point for front ends other than the command line (the Python
+//! module): a command's arguments in, its report out, rendered every way a
+//! caller may show it, with the failure beside it. Nothing is printed; the
+//! progress lines go to the caller's [`crate::progress::Sink`].
+//!
+//! The arguments are the command's own (`["optimize", "m.onnx", "--fp16"]`),
+//! parsed by the same definitions, so every option and every one-line error
+//! is the command's.
+
+use std::ffi::OsString;
+
+use clap::Parser;
+
+use crate::commands::{self, Command};
+use crate::exit::{CliError, CliResult, Exit};
+use crate::outcome::{CommandReport, Outcome};
+
+/// A command's report in every rendering a caller may want.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    /// "optimize", "compare", ...
+    pub command: &'static str,
+    pub json: String,
+    pub markdown: String,
+    pub text: String,
+}
+
+/// What a command ended with: a report (unless it failed before having
+/// one), and its failure.
+#[derive(Debug)]
+pub struct Finished {
+    pub report: Option<Rendered>,
+    pub failure: Option<CliError>,
+}
+
+impl Finished {
+    fn failed(e: CliError) -> Finished {
+        Finished {
+            report: None,
+            failure: Some(e),
+        }
+    }
+}
+
+fn render<R: CommandReport>(outcome: CliResult<Outcome<R>>) -> CliResult<Finished> {
+    let outcome = outcome?;
+    let r = &outcome.report;
+    let report = Rendered {
+        command: r.command(),
+        json: r.json()?,
+        markdown: r.markdown(),
+        text: r.text(),
+    };
+    Ok(Finished {
+        report: Some(report),
+        failure: outcome.failure,
+    })
+}
+
+/// A clap error as the command's one line ("invalid value 'x' for
+/// '--target <TARGET>'").
+fn usage_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let first = text.lines().next().unwrap_or("invalid arguments");
+    first.strip_prefix("error: ").unwrap_or(first).to_string()
+}
+
+/// Runs one command from its arguments (without the program name).
+pub fn execute<I, T>(args: I) -> Finished
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let argv = std::iter::once(OsString::from("infopt")).chain(args.into_iter().map(Into::into));
+    let cli = match commands::Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(e) => return Finished::failed(CliError::usage(usage_line(&e))),
+    };
+    crate::cli::init();
+    crate::cli::guarded(|| dispatch(cli.command)).unwrap_or_else(Finished::failed)
+}
+
+fn dispatch(command: Command) -> CliResult<Finished> {
+    use commands::{bench, build_engine, calibrate, compare, inspect, optimize};
+    match command {
+        Command::Optimize(a) => render(optimize::execute(*a)),
+        Command::BuildEngine(a) => render(build_engine::execute(*a)),
+        Command::Compare(a) => render(compare::execute(&a)),
+        Command::Bench(a) => render(bench::execute(&a)),
+        Command::Inspect(a) => render(inspect::execute(&a).map(Outcome::passed)),
+        Command::Calibrate(a) => render(calibrate::execute(&a).map(Outcome::passed)),
+        Command::Convert(_) | Command::Passes(_) | Command::Doctor(_) => Err(CliError::new(
+            Exit::Usage,
+            "this command has no report to return; run it with the infopt command",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_argument_is_the_commands_usage_line() {
+        let f = execute(["optimize", "m.onnx", "--target", "gpu"]);
+        let e = f.failure.unwrap();
+        assert_eq!(e.exit, Exit::Usage);
+        assert!(
+            e.message.starts_with("invalid value 'gpu' for '--target"),
+            "{}",
+            e.message
+        );
+        assert!(f.report.is_none());
+    }
+
+    #[test]
+    fn a_missing_model_is_a_load_error_without_a_report() {
+        let f = execute(["inspect", "/nonexistent/m.onnx"]);
+        let e = f.failure.unwrap();
+        assert_eq!(e.exit, Exit::Load);
+        assert_eq!(e.message, "/nonexistent/m.onnx does not exist");
+    }
+
+    #[test]
+    fn commands_without_a_report_are_refused() {
+        let e = execute(["passes", "list"]).failure.unwrap();
+        assert_eq!(e.exit, Exit::Usage);
+    }
+}

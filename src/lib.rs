@@ -1,0 +1,20 @@
+//! infopt as a library: the commands as functions that take their options and
+//! return a report value ([`commands`]'s `execute` functions), and the
+//! command-line front end ([`cli`]). The `infopt` binary and the Python
+//! module are both thin callers of this crate, so `infopt --help` from the
+//! wheel and `infopt.optimize(...)` run the same code.
+
+pub mod api;
+pub mod backend_args;
+pub mod cli;
+pub mod commands;
+pub mod exit;
+pub mod gates;
+pub mod inputs_arg;
+pub mod int8;
+pub mod outcome;
+pub mod progress;
+pub mod report;
+pub mod shape_args;
+pub mod stages;
+pub mod tract_eval;

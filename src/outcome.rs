@@ -1,0 +1,47 @@
+//! What a command's library function returns: its report, and the verdict
+//! the command line turns into an exit code. A failed verification or gate
+//! still has a report (what failed, by how much), so the failure travels
+//! beside it instead of replacing it.
+
+use serde::Serialize;
+
+use crate::exit::{CliError, CliResult, Exit};
+
+/// A report every command can render: JSON through serde, plus a terminal
+/// text and a Markdown rendering.
+pub trait CommandReport: Serialize {
+    /// The command's name as typed ("optimize", "build-engine").
+    fn command(&self) -> &'static str;
+    /// What the command prints on a terminal.
+    fn text(&self) -> String;
+    /// Markdown for a pull-request comment or a notebook.
+    fn markdown(&self) -> String;
+    /// Pretty JSON, with the report's schema version inside.
+    fn json(&self) -> CliResult<String> {
+        serde_json::to_string_pretty(self).map_err(|e| CliError::new(Exit::Internal, e))
+    }
+}
+
+/// A finished command: its report, and why it failed if it did.
+#[derive(Debug)]
+pub struct Outcome<R> {
+    pub report: R,
+    /// A verification or gate failure found after the report was complete.
+    pub failure: Option<CliError>,
+}
+
+impl<R> Outcome<R> {
+    pub fn passed(report: R) -> Outcome<R> {
+        Outcome {
+            report,
+            failure: None,
+        }
+    }
+
+    pub fn verdict(self) -> CliResult {
+        match self.failure {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}

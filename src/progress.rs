@@ -1,0 +1,139 @@
+//! Where the commands' progress lines go, and where they may be stopped.
+//!
+//! The commands report what each stage did ("loaded m.onnx (120 nodes) in
+//! 4 ms") and call [`done`] between stages and after every pass that changed
+//! the model. On the command line the lines go to stderr and a stage never
+//! stops (Ctrl-C ends the process). A library caller (the Python module)
+//! installs a [`Sink`] for the duration of a call: it receives the lines
+//! and may stop the command at the next stage boundary, which then fails
+//! with [`Exit::Interrupted`]. The sink is per thread: a command runs on the
+//! thread that called it.
+
+use std::cell::RefCell;
+
+use crate::exit::{CliError, CliResult, Exit};
+
+/// Receives a command's progress.
+pub trait Sink {
+    /// One line about a finished step of `stage` ("load", "passes", "pass",
+    /// "verify", "save", "calibrate", "bench", "build").
+    fn line(&self, stage: &str, line: &str);
+    /// Whether the command should go on; asked between stages and passes.
+    /// Once it says no it must keep saying no: a pass driver that was asked
+    /// to stop only ends its pipeline, and the command asks again after it.
+    fn proceed(&self) -> bool {
+        true
+    }
+}
+
+thread_local! {
+    static SINK: RefCell<Option<Box<dyn Sink>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with `sink` receiving its progress, then restores what was there.
+pub fn with_sink<R>(sink: Box<dyn Sink>, f: impl FnOnce() -> R) -> R {
+    let previous = SINK.with(|s| s.replace(Some(sink)));
+    // Restored on unwind too: a panic inside `f` is caught further up.
+    struct Restore(Option<Option<Box<dyn Sink>>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take().flatten();
+            SINK.with(|s| *s.borrow_mut() = previous);
+        }
+    }
+    let _restore = Restore(Some(previous));
+    f()
+}
+
+/// Reports one line: to the sink when one is installed, else to stderr.
+pub fn note(stage: &str, line: impl AsRef<str>) {
+    let line = line.as_ref();
+    let sent = SINK.with(|s| match &*s.borrow() {
+        Some(sink) => {
+            sink.line(stage, line);
+            true
+        }
+        None => false,
+    });
+    if !sent {
+        eprintln!("{line}");
+    }
+}
+
+/// Whether a caller installed a sink (then terminal progress bars stay off:
+/// the caller shows progress its own way).
+pub fn has_sink() -> bool {
+    SINK.with(|s| s.borrow().is_some())
+}
+
+/// Reports a line only a sink wants (one per pass that changed the model):
+/// the command line prints nothing for it.
+pub fn event(stage: &str, line: impl AsRef<str>) {
+    SINK.with(|s| {
+        if let Some(sink) = &*s.borrow() {
+            sink.line(stage, line.as_ref());
+        }
+    });
+}
+
+/// A stage boundary: fails with [`Exit::Interrupted`] when the caller asked
+/// to stop.
+pub fn checkpoint() -> CliResult {
+    let go_on = SINK.with(|s| s.borrow().as_ref().is_none_or(|sink| sink.proceed()));
+    if go_on {
+        Ok(())
+    } else {
+        Err(CliError::new(Exit::Interrupted, "interrupted"))
+    }
+}
+
+/// Reports a finished step, then checks whether to go on.
+pub fn done(stage: &str, line: impl AsRef<str>) -> CliResult {
+    note(stage, line);
+    checkpoint()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    struct Recorder {
+        lines: Rc<RefCell<Vec<String>>>,
+        allowed: Rc<Cell<usize>>,
+    }
+
+    impl Sink for Recorder {
+        fn line(&self, stage: &str, line: &str) {
+            self.lines.borrow_mut().push(format!("{stage}: {line}"));
+        }
+        fn proceed(&self) -> bool {
+            let left = self.allowed.get();
+            self.allowed.set(left.saturating_sub(1));
+            left > 0
+        }
+    }
+
+    #[test]
+    fn a_sink_receives_lines_and_stops_the_command() {
+        let lines = Rc::new(RefCell::new(Vec::new()));
+        let allowed = Rc::new(Cell::new(1));
+        let sink = Recorder {
+            lines: lines.clone(),
+            allowed: allowed.clone(),
+        };
+        let result = with_sink(Box::new(sink), || -> CliResult {
+            done("load", "loaded")?;
+            done("passes", "ran")?;
+            note("save", "never reached");
+            Ok(())
+        });
+        let err = result.unwrap_err();
+        assert_eq!(err.exit, Exit::Interrupted);
+        assert_eq!(err.message, "interrupted");
+        assert_eq!(*lines.borrow(), ["load: loaded", "passes: ran"]);
+        // Outside the call nothing is installed: checkpoints always pass.
+        assert!(checkpoint().is_ok());
+    }
+}
