@@ -4,6 +4,7 @@ mod backend_args;
 mod commands;
 mod exit;
 mod gates;
+mod half;
 mod inputs_arg;
 mod int8;
 mod report;

@@ -12,6 +12,7 @@ pub mod inputs;
 pub mod intermediates;
 pub mod memory;
 pub mod observe;
+pub mod sensitivity;
 pub mod shapes;
 pub mod size_hints;
 pub mod timing;
