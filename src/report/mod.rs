@@ -91,6 +91,8 @@ pub struct Report {
     pub first_diverging_tensor: Option<String>,
     /// With INT8 quantization: calibration, held-out accuracy, worst layers.
     pub int8: Option<crate::int8::Int8Report>,
+    /// With --fp16/--bf16 and verification: the automatic float32 islands.
+    pub half_precision: Option<crate::half::HalfReport>,
     pub notes: Vec<String>,
     pub warnings: Vec<String>,
     pub total_time_ms: f64,

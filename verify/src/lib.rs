@@ -13,6 +13,7 @@ pub mod intermediates;
 pub mod memory;
 pub mod observe;
 pub mod relations;
+pub mod sensitivity;
 pub mod shapes;
 pub mod size_hints;
 pub mod timing;
