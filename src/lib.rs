@@ -10,6 +10,7 @@ pub mod cli;
 pub mod commands;
 pub mod exit;
 pub mod gates;
+pub mod half;
 pub mod inputs_arg;
 pub mod int8;
 pub mod outcome;
