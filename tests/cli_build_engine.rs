@@ -87,7 +87,10 @@ fn emit_onnx_plain_writes_the_graph_and_trtexec_for_10_and_11() {
         .unwrap();
     assert!(bn["after"].as_u64() < bn["before"].as_u64(), "{bn}");
     let mut cmds = commands(&r);
-    assert_eq!(cmds.iter().map(|c| c.0).collect::<Vec<_>>(), vec![11, 10, 1]);
+    assert_eq!(
+        cmds.iter().map(|c| c.0).collect::<Vec<_>>(),
+        vec![11, 10, 1]
+    );
     // TensorRT-RTX (major 1): its own trtexec, and no timing cache (a no-op there).
     let (_, rtx) = cmds.pop().unwrap();
     assert!(rtx.starts_with("tensorrt_rtx --onnx="), "{rtx}");

@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::error::{Result, RuntimeError};
 
 /// A data type named in a TensorRT format string.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum EnginePrecision {
     Fp32,
@@ -32,6 +32,7 @@ pub enum EnginePrecision {
     Int64,
     Uint8,
     Bool,
+    #[default]
     Unknown,
 }
 
@@ -104,12 +105,6 @@ pub struct LayerInfo {
     pub onnx_nodes: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tactic: Option<String>,
-}
-
-impl Default for EnginePrecision {
-    fn default() -> Self {
-        EnginePrecision::Unknown
-    }
 }
 
 /// One tensor of a kernel, as the build log lists it.

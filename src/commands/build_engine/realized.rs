@@ -33,6 +33,10 @@ pub struct NodeRequest {
     pub allowed: Vec<EnginePrecision>,
     /// An explicit `--precision` / `precision:` override matched the node.
     pub overridden: bool,
+    /// The Cast producing the node's float input, if one does: fused into the node's
+    /// kernel, the kernel reads the type before the Cast and the node computes after it.
+    #[serde(skip)]
+    pub fed_by_cast: Option<String>,
 }
 
 impl NodeRequest {
@@ -74,11 +78,21 @@ pub fn requests(model: &Model, map: Option<&PrecisionMap>) -> Vec<NodeRequest> {
         if is_not_a_request(node) {
             continue;
         }
-        let float_input = node.inputs.iter().flatten().find_map(|&v| {
+        let float_input_value = node.inputs.iter().flatten().copied().find(|&v| {
+            g.value_type(v)
+                .and_then(|t| float_precision(t.dtype))
+                .or_else(|| g.constant(v).and_then(|c| float_precision(c.dtype())))
+                .is_some()
+        });
+        let float_input = float_input_value.and_then(|v| {
             g.value_type(v)
                 .and_then(|t| float_precision(t.dtype))
                 .or_else(|| g.constant(v).and_then(|c| float_precision(c.dtype())))
         });
+        let fed_by_cast = float_input_value
+            .and_then(|v| g.producer(v))
+            .filter(|p| p.is("Cast"))
+            .and_then(|p| p.name.clone());
         let weighted = ["Conv", "ConvTranspose", "MatMul", "Gemm"]
             .iter()
             .any(|op| node.is(op));
@@ -104,6 +118,7 @@ pub fn requests(model: &Model, map: Option<&PrecisionMap>) -> Vec<NodeRequest> {
             op: node.op_type.clone(),
             allowed,
             overridden: map.is_some_and(|m| m.override_for(node).is_some()),
+            fed_by_cast,
         });
     }
     out
@@ -122,6 +137,15 @@ fn is_not_a_request(node: &Node) -> bool {
         "Identity",
     ];
     node.domain().is_empty() && SKIP.iter().any(|op| node.is(op))
+}
+
+/// A precision a node can be asked to compute in.
+fn computes_in(p: EnginePrecision) -> bool {
+    use EnginePrecision as P;
+    matches!(
+        p,
+        P::Fp32 | P::Fp16 | P::Bf16 | P::Fp8 | P::Fp4 | P::Int8 | P::Int4
+    )
 }
 
 fn float_precision(dtype: DataType) -> Option<EnginePrecision> {
@@ -253,9 +277,11 @@ pub fn compare(
             all.clone()
         };
         let mut realized: Vec<EnginePrecision> = Vec::new();
+        // Kernels that only move index or shape data (Int32, Int64, Bool) say nothing
+        // about the precision a node computes in.
         for &i in &chosen {
             let p = layers[i].precision;
-            if p != EnginePrecision::Unknown && !realized.contains(&p) {
+            if computes_in(p) && !realized.contains(&p) {
                 realized.push(p);
             }
         }
@@ -270,6 +296,18 @@ pub fn compare(
                 .join("|")
         };
         let fits = !realized.is_empty() && realized.iter().all(|p| r.allowed.contains(p));
+        // The Cast into the requested type fused into the same kernel, which writes that
+        // type: the node computes after the Cast, inside the kernel.
+        let cast_fused = r.fed_by_cast.as_ref().filter(|c| {
+            !chosen.is_empty()
+                && chosen.iter().all(|&i| {
+                    layers[i].onnx_nodes.contains(c)
+                        && layers[i]
+                            .outputs
+                            .iter()
+                            .any(|t| r.allowed.contains(&t.datatype))
+                })
+        });
         let (outcome, reason) = if chosen.is_empty() {
             (
                 Outcome::NotObservable,
@@ -285,6 +323,14 @@ pub fn compare(
             )
         } else if fits {
             (Outcome::Match, None)
+        } else if let Some(cast) = cast_fused {
+            (
+                Outcome::Match,
+                Some(format!(
+                    "computes after `{cast}`, the Cast to {} fused into the same kernel (which reads {realized_label})",
+                    r.label()
+                )),
+            )
         } else if chosen.iter().any(|&i| mixed[i]) {
             (
                 Outcome::NotObservable,
@@ -379,6 +425,7 @@ mod tests {
             op: op.into(),
             allowed: allowed.to_vec(),
             overridden: false,
+            fed_by_cast: None,
         }
     }
 
@@ -450,6 +497,57 @@ mod tests {
             (4, 2, 1, 1)
         );
         assert!((r.match_rate() - 0.8).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_node_computing_after_a_cast_fused_into_its_kernel_matches() {
+        // pool_out.cast_fp32 -> GlobalAveragePool (fp32 override): one kernel, Half in, Float out.
+        let mut k = kernel(
+            "__myl_CastMean_myl0_7",
+            Fp16,
+            &["pool_out.cast_fp32", "gap/GlobalAveragePool"],
+        );
+        k.outputs = vec![t(Fp32, 8)];
+        let mut r = req("gap/GlobalAveragePool", "GlobalAveragePool", &[Fp32]);
+        let cases = [
+            (None, Outcome::Mismatch),
+            (Some("pool_out.cast_fp32"), Outcome::Match),
+        ];
+        for (cast, want) in cases {
+            r.fed_by_cast = cast.map(str::to_string);
+            let got = compare(
+                std::slice::from_ref(&r),
+                &HashSet::new(),
+                std::slice::from_ref(&k),
+            );
+            assert_eq!(got.nodes[0].outcome, want, "{cast:?}: {:?}", got.nodes[0]);
+        }
+        // A Cast fused in, but a kernel that never writes the requested type: still a mismatch.
+        k.outputs = vec![t(Fp16, 8)];
+        r.fed_by_cast = Some("pool_out.cast_fp32".into());
+        let got = compare(&[r], &HashSet::new(), &[k]);
+        assert_eq!(got.nodes[0].outcome, Outcome::Mismatch);
+    }
+
+    #[test]
+    fn index_moving_kernels_do_not_decide_a_nodes_precision() {
+        let layers = vec![
+            kernel(
+                "__myl_Move_myl0_69",
+                EnginePrecision::Int32,
+                &["gap/GlobalAveragePool"],
+            ),
+            kernel("__myl_Mean_myl0_70", Fp32, &["gap/GlobalAveragePool"]),
+        ];
+        let r = compare(
+            &[req("gap/GlobalAveragePool", "GlobalAveragePool", &[Fp32])],
+            &HashSet::new(),
+            &layers,
+        );
+        assert_eq!(
+            (r.nodes[0].outcome, r.nodes[0].realized.as_str()),
+            (Outcome::Match, "fp32")
+        );
     }
 
     #[test]
