@@ -12,7 +12,9 @@
 //! - element-wise broadcasting (Add, Mul, Where, And, ...) and the batch
 //!   dims of MatMul: two dims above 1 on the same axis;
 //! - MatMul and Gemm: the contracted dims;
-//! - Concat: every axis but the concatenated one.
+//! - Concat: every axis but the concatenated one;
+//! - Slice from 0 to a symbolic end (`mask[:, :key_len]`): the sliced dim is
+//!   at least the end, and equal to it is a size the graph accepts.
 //!
 //! Equations that are linear in the symbols are solved one by one by
 //! substitution: a symbol no input declares (a Range's length, a NonZero
@@ -366,6 +368,39 @@ fn agreeing_dims(facts: &GraphFacts, node: &Node) -> Vec<(Dim, Dim)> {
                 let ka = if ta { &a[0] } else { &a[1] };
                 let kb = if tb { &b[1] } else { &b[0] };
                 out.push((ka.clone(), kb.clone()));
+            }
+        }
+        // `mask[..., :key_len]` (transformers slices the mask to the keys'
+        // length): the sliced dim is at least the end; taking it equal is a
+        // size the graph accepts.
+        "Slice" => {
+            let value = |slot: usize| -> Option<Vec<Dim>> {
+                let v = (*node.inputs.get(slot)?)?;
+                facts.get(v)?.value.as_ref().map(|v| v.elems.clone())
+            };
+            let (Some(data), Some(starts), Some(ends)) = (shape(0), value(1), value(2)) else {
+                return out;
+            };
+            let axes: Vec<Dim> =
+                value(3).unwrap_or_else(|| (0..ends.len() as i64).map(Dim::Known).collect());
+            let unit_steps = node.inputs.get(4).copied().flatten().is_none()
+                || value(4).is_some_and(|s| s.iter().all(|d| matches!(d, Dim::Known(1))));
+            if !unit_steps || starts.len() != ends.len() || axes.len() != ends.len() {
+                return out;
+            }
+            for ((start, end), axis) in starts.iter().zip(&ends).zip(&axes) {
+                let Dim::Known(axis) = axis else { continue };
+                let axis = if *axis < 0 {
+                    axis + data.len() as i64
+                } else {
+                    *axis
+                };
+                let Some(d) = usize::try_from(axis).ok().and_then(|a| data.get(a)) else {
+                    continue;
+                };
+                if matches!(start, Dim::Known(0)) && matches!(end, Dim::Sym(_)) {
+                    out.push((d.clone(), end.clone()));
+                }
             }
         }
         "Concat" => {
