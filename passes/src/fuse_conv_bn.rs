@@ -77,7 +77,9 @@ use infopt_ir::{DataType, Graph, Model, Node, NodeId, Patch, PatchValue, Tensor,
 
 use crate::pass::{Pass, PassCx, PassError};
 use crate::rule::{Outcome, apply_rule};
-use crate::util::{carry_type, dims_string, input, node_label, output, tensor_from_f64};
+use crate::util::{
+    carry_type, dims_string, input, node_label, output, scale_f32_blocks, tensor_from_f64,
+};
 use crate::{decline, require, require_some};
 
 pub struct FuseConvBn;
@@ -233,16 +235,11 @@ impl Weight {
     /// channel is one contiguous block, and no f64 copy of the weight is made.
     fn scaled(&self, layer: Layer, scale: &[f64]) -> Result<Tensor, String> {
         let raw = self.tensor.raw_bytes().map_err(|e| e.to_string())?;
-        if self.dtype == DataType::Float && layer == Layer::Conv && self.channels > 0 {
-            let block = 4 * (self.numel / self.channels);
-            let mut out = Vec::with_capacity(raw.len());
-            for (o, channel) in raw.chunks_exact(block.max(4)).enumerate() {
-                let k = scale[o];
-                for c in channel.chunks_exact(4) {
-                    let v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64 * k;
-                    out.extend_from_slice(&(v as f32).to_le_bytes());
-                }
-            }
+        if self.dtype == DataType::Float
+            && layer == Layer::Conv
+            && self.channels > 0
+            && let Some(out) = scale_f32_blocks(&raw, self.numel / self.channels, |o| scale[o])
+        {
             return Ok(Tensor::from_raw(self.dtype, self.dims.clone(), bytes::Bytes::from(out)));
         }
         let values = self.tensor.to_f64_vec().map_err(|e| e.to_string())?;
