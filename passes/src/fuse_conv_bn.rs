@@ -240,6 +240,8 @@ impl Weight {
             && self.channels > 0
             && let Some(out) = scale_f32_blocks(&raw, self.numel / self.channels, |o| scale[o])
         {
+            // The old weight is read: its mapped pages need not stay resident.
+            infopt_ir::external::release_if_mapped(&raw);
             return Ok(Tensor::from_raw(self.dtype, self.dims.clone(), bytes::Bytes::from(out)));
         }
         let values = self.tensor.to_f64_vec().map_err(|e| e.to_string())?;

@@ -133,6 +133,7 @@ pub fn fold_input_scale(g: &Graph, id: NodeId) -> Outcome {
         && let Ok(raw) = w.raw_bytes()
         && let Some(out) = scale_f32_blocks(&raw, wd[1] as usize, |k| factors[k])
     {
+        infopt_ir::external::release_if_mapped(&raw);
         let t = Tensor::from_raw(dtype, wd, bytes::Bytes::from(out));
         return rewrite(g, id, mul, x, label, t);
     }
