@@ -265,22 +265,28 @@ impl Solver {
         // c*sym + rest = 0  =>  sym = -rest / c, with c = ±1 or rest constant.
         let mut rest = eq.clone();
         rest.coefs.remove(&sym);
-        let expr = if c.abs() == 1 {
-            Linear {
-                coefs: rest
-                    .coefs
-                    .iter()
-                    .map(|(s, k)| (s.clone(), -k * c))
-                    .collect(),
-                constant: -rest.constant * c,
-            }
+        // Checked throughout: dims come from the file and may be anything.
+        let negate = |k: i64| k.checked_mul(c)?.checked_neg();
+        let expr = if c == 1 || c == -1 {
+            let coefs: Option<BTreeMap<String, i64>> = rest
+                .coefs
+                .iter()
+                .map(|(s, k)| Some((s.clone(), negate(*k)?)))
+                .collect();
+            let (Some(coefs), Some(constant)) = (coefs, negate(rest.constant)) else {
+                return;
+            };
+            Linear { coefs, constant }
         } else {
-            if !rest.coefs.is_empty() || rest.constant % c != 0 {
+            if !rest.coefs.is_empty() || rest.constant.checked_rem(c) != Some(0) {
                 return;
             }
+            let Some(constant) = rest.constant.checked_div(c).and_then(i64::checked_neg) else {
+                return;
+            };
             Linear {
                 coefs: BTreeMap::new(),
-                constant: -rest.constant / c,
+                constant,
             }
         };
         if expr.coefs.is_empty() && expr.constant < 1 {
@@ -301,7 +307,7 @@ impl Solver {
 
     /// The symbol to solve `eq` for (see the module doc for the order).
     fn pick(&self, eq: &Linear) -> Option<String> {
-        let unit = |s: &&String| eq.coefs[*s].abs() == 1;
+        let unit = |s: &&String| matches!(eq.coefs[*s], 1 | -1);
         if let Some(s) = eq
             .coefs
             .keys()
@@ -529,6 +535,16 @@ mod tests {
             _ => None,
         };
         assert_eq!(rels.dependents(&values), None);
+    }
+
+    #[test]
+    fn huge_coefficients_from_a_hostile_file_do_not_overflow() {
+        let mut s = solver(&["a", "b"]);
+        s.add(lin(&[("a", -1), ("b", i64::MIN)], 0), "x");
+        s.add(lin(&[("a", -1)], i64::MIN), "y");
+        s.add(lin(&[("b", i64::MIN)], i64::MIN), "z");
+        // Nothing overflows, and nothing that would is kept.
+        assert!(s.solved.is_empty(), "{:?}", s.solved);
     }
 
     #[test]
