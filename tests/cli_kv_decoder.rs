@@ -92,3 +92,43 @@ fn a_relation_that_is_not_enough_still_ends_in_the_one_line_fallback() {
         "{last}"
     );
 }
+
+#[test]
+fn a_mask_sliced_to_the_keys_length_gets_the_keys_length() {
+    // transformers slices the 4-D mask to the keys' length before adding it:
+    // the mask's dim must be at least past + seq.
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = GraphBuilder::new();
+    let k = b.input("cache", DataType::Float, dims(&["past"]));
+    let n = b.input("new", DataType::Float, dims(&["seq"]));
+    let m = b.input("mask", DataType::Float, dims(&["total"]));
+    let keys = b.op("Concat", &[k, n], vec![Attribute::int("axis", 0)]);
+    let len = b.op("Shape", &[keys], vec![]);
+    let zero = b.i64("zero", &[1], &[0]);
+    let sliced = b.op("Slice", &[m, zero, len, zero], vec![]);
+    let scores = b.op("Add", &[keys, sliced], vec![]);
+    // An Identity for the pipeline to remove, so there is something to verify.
+    let y = b.op("Identity", &[scores], vec![]);
+    let y = b.op("Relu", &[y], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let mut model = b.build(13);
+    let path = dir.path().join("sliced.onnx");
+    model
+        .save(&path, &infopt_ir::SaveOptions::default())
+        .unwrap();
+    let out = dir.path().join("out.onnx");
+    let o = infopt(&[
+        "optimize",
+        s(&path),
+        "-o",
+        s(&out),
+        "--backend",
+        "tract",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let shapes = &report["verification"]["input_shapes"];
+    let size = |i: usize| shapes[i][1][0].as_u64().unwrap();
+    assert_eq!(size(2), size(0) + size(1), "{shapes}");
+}

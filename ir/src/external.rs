@@ -235,5 +235,114 @@ pub fn map_file(path: &Path) -> std::io::Result<Bytes> {
     // (outputs go to a new file that is renamed into place); another process
     // truncating the file while we run would be a user error we cannot prevent.
     let map = unsafe { memmap2::Mmap::map(&file)? };
-    Ok(Bytes::from_owner(map))
+    Ok(Bytes::from_owner(Mapped::register(map)))
+}
+
+/// Address ranges `[start, end)` of the live file mappings made by
+/// [`map_file`]. A range is removed before its map is unmapped, under this
+/// lock, so an address here is always a live read-only file mapping.
+static MAPPED: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+
+/// A file map that keeps its range in [`MAPPED`] while it lives.
+struct Mapped(memmap2::Mmap);
+
+impl Mapped {
+    fn register(map: memmap2::Mmap) -> Mapped {
+        let start = map.as_ptr() as usize;
+        if let Ok(mut ranges) = MAPPED.lock() {
+            ranges.push((start, start + map.len()));
+        }
+        Mapped(map)
+    }
+}
+
+impl AsRef<[u8]> for Mapped {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        let start = self.0.as_ptr() as usize;
+        if let Ok(mut ranges) = MAPPED.lock() {
+            ranges.retain(|&(s, _)| s != start);
+        }
+    }
+}
+
+/// Tells the kernel that the pages of every file mapping are not needed
+/// now. They leave this process's resident set (RSS) and come back from the
+/// page cache, unchanged, when read again: reading a weight once (to fold
+/// it, to hash it, to write it) no longer keeps the whole model resident
+/// next to the tensors the passes create.
+pub fn release_mapped_pages() {
+    let Ok(ranges) = MAPPED.lock() else { return };
+    for &(start, end) in ranges.iter() {
+        advise_dont_need(start, end);
+    }
+}
+
+/// [`release_mapped_pages`] for the whole pages of `data`, when it lies in
+/// a file mapping (a tensor just written out); nothing otherwise.
+pub fn release_if_mapped(data: &[u8]) {
+    let (start, end) = (data.as_ptr() as usize, data.as_ptr() as usize + data.len());
+    let Ok(ranges) = MAPPED.lock() else { return };
+    if ranges.iter().any(|&(s, e)| s <= start && end <= e) {
+        advise_dont_need(start, end);
+    }
+}
+
+/// `madvise(MADV_DONTNEED)` over the whole pages inside `[start, end)`,
+/// which the caller has checked lie in a live read-only file mapping (held
+/// under the [`MAPPED`] lock): for such a mapping the advice only drops
+/// pages that are re-read from the unchanged file, never data.
+#[cfg(unix)]
+fn advise_dont_need(start: usize, end: usize) {
+    const PAGE: usize = 4096;
+    let first = start.div_ceil(PAGE) * PAGE;
+    let last = end / PAGE * PAGE;
+    if last > first {
+        // SAFETY: [first, last) is page-aligned and inside a live read-only
+        // file mapping (see above); MADV_DONTNEED on it cannot change what
+        // any reader of the mapping sees.
+        unsafe {
+            libc::madvise(
+                first as *mut libc::c_void,
+                last - first,
+                libc::MADV_DONTNEED,
+            );
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn advise_dont_need(_start: usize, _end: usize) {}
+
+#[cfg(test)]
+mod release_tests {
+    use super::*;
+
+    #[test]
+    fn released_pages_read_back_unchanged_and_heap_data_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("weights.bin");
+        let data: Vec<u8> = (0..3 * 4096 + 100).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let mapped = map_file(&path).unwrap();
+        assert_eq!(&mapped[..], &data[..]);
+        release_mapped_pages();
+        assert_eq!(&mapped[..], &data[..]);
+        release_if_mapped(&mapped[10..3 * 4096]);
+        assert_eq!(&mapped[..], &data[..]);
+        // Not a file mapping: nothing happens to it (MADV_DONTNEED would
+        // zero anonymous pages).
+        let heap = data.clone();
+        release_if_mapped(&heap);
+        assert_eq!(heap, data);
+        // An unmapped range is forgotten.
+        let start = mapped.as_ptr() as usize;
+        drop(mapped);
+        assert!(!MAPPED.lock().unwrap().iter().any(|&(s, _)| s == start));
+    }
 }

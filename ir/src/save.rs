@@ -517,6 +517,8 @@ unsafe impl<W: Write> BufMut for StreamBuf<'_, W> {
             {
                 self.error = Some(e);
             }
+            // A mapped weight is written: its pages need not stay resident.
+            crate::external::release_if_mapped(src);
         } else {
             if self.buf.len() + src.len() > self.buf.capacity() {
                 self.flush();

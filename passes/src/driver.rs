@@ -175,6 +175,9 @@ fn run_one(
         location: c.location,
     })??;
     let elapsed = start.elapsed();
+    // What the pass read of the mapped model need not stay resident next to
+    // what it created (see `release_mapped_pages`).
+    infopt_ir::external::release_mapped_pages();
     if options.validate {
         model.graph.validate().map_err(|e| PassError::BrokeGraph {
             pass: name.to_string(),

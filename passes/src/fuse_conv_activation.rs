@@ -1,4 +1,4 @@
-//! Merges Conv + activation into ONNX Runtime's `com.microsoft.FusedConv` (target onnxruntime).
+//! Merges Conv + activation into ONNX Runtime's `com.microsoft.FusedConv`, Gemm + activation into `FusedGemm` (target onnxruntime).
 //!
 //! For 2-D float32 convs only, and only when the pipeline targets ONNX Runtime.
 //!
@@ -14,6 +14,14 @@
 //! output keeps the activation output's name. Adds the `com.microsoft`
 //! opset import (version 1) when the model has none.
 //!
+//!
+//! `c = Gemm(a, b[, c])`, `y = Act(c)` becomes
+//! `y = com.microsoft.FusedGemm(a, b[, c], activation="Act", activation_alpha=...)`
+//! with the Gemm's attributes, as ONNX Runtime's `GemmActivationFusion`
+//! does (a scikit-learn MLP, a classifier head): `Relu`, `Sigmoid`, `Tanh`,
+//! `LeakyRelu` (`activation_alpha`), `HardSigmoid` (`activation_alpha`,
+//! `activation_beta`), written explicitly even at their defaults.
+//!
 //! With another target the pass changes nothing (FusedConv is not standard
 //! ONNX) and leaves one note saying so.
 //!
@@ -26,6 +34,10 @@
 //! - a Clip bound is not a constant scalar;
 //! - the conv is quantized (reads DequantizeLinear outputs): ORT's QDQ
 //!   fusion makes it a QLinearConv, which a FusedConv would prevent.
+//!
+//! For a Gemm: its output has other readers or is a graph output, or it is
+//! not float32; a Gemm followed by Clip is not matched (FusedGemm has no
+//! inputs for the bounds).
 //!
 //! ## Numerics
 //! The same arithmetic in ONNX Runtime (the activation is applied by the
@@ -101,6 +113,9 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     ));
     let x = require_some!(input(g, id, 0));
     let (conv, _) = require_some!(g.value(x).producer);
+    if g.node(conv).is("Gemm") && g.node(conv).domain().is_empty() {
+        return gemm_rule(g, id, conv, x);
+    }
     require!(g.node(conv).is("Conv"));
     if g.is_graph_output(x) {
         decline!("conv output '{}' is a graph output", g.value(x).name);
@@ -171,6 +186,51 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
         .collect();
     let out = require_some!(output(g, id, 0));
     Outcome::Rewrite(replace_with_node(g, fused, inputs, out, &[conv, id]))
+}
+
+/// `Gemm → act` as `com.microsoft.FusedGemm`: the activation's attributes
+/// go in with the `activation_` prefix, explicit even at their defaults.
+fn gemm_rule(g: &Graph, id: NodeId, gemm: NodeId, x: ValueId) -> Outcome {
+    let act = g.node(id);
+    let attrs: Vec<(&str, f32)> = match act.op_type.as_str() {
+        "Relu" | "Sigmoid" | "Tanh" => Vec::new(),
+        "LeakyRelu" => vec![("alpha", act.attr_float_or("alpha", 0.01).unwrap_or(0.01))],
+        "HardSigmoid" => vec![
+            ("alpha", act.attr_float_or("alpha", 0.2).unwrap_or(0.2)),
+            ("beta", act.attr_float_or("beta", 0.5).unwrap_or(0.5)),
+        ],
+        // Clip's bounds are inputs, which FusedGemm has no slot for.
+        _ => return Outcome::Skip,
+    };
+    if g.is_graph_output(x) {
+        decline!("Gemm output '{}' is a graph output", g.value(x).name);
+    }
+    let readers = g.reader_count(x);
+    if readers != 1 {
+        decline!("Gemm output has {readers} readers");
+    }
+    match conv_dtype(g, gemm) {
+        Some(DataType::Float) => {}
+        Some(d) => {
+            decline!("dtype {d} not supported: ONNX Runtime's FusedGemm CPU kernel is float32 only")
+        }
+        None => decline!("element type of the Gemm is unknown"),
+    }
+    let gemm_node = g.node(gemm);
+    let mut fused = gemm_node.clone();
+    fused.op_type = "FusedGemm".to_string();
+    fused.domain = Some(MS_DOMAIN.to_string());
+    fused.set_attr(Attribute::string("activation", &act.op_type));
+    for (name, v) in attrs {
+        fused.set_attr(Attribute::float(&format!("activation_{name}"), v));
+    }
+    let inputs: Vec<Option<PatchValue>> = gemm_node
+        .inputs
+        .iter()
+        .map(|v| v.map(PatchValue::Existing))
+        .collect();
+    let out = require_some!(output(g, id, 0));
+    Outcome::Rewrite(replace_with_node(g, fused, inputs, out, &[gemm, id]))
 }
 
 impl Pass for FuseConvActivation {

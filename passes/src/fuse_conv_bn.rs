@@ -77,7 +77,9 @@ use infopt_ir::{DataType, Graph, Model, Node, NodeId, Patch, PatchValue, Tensor,
 
 use crate::pass::{Pass, PassCx, PassError};
 use crate::rule::{Outcome, apply_rule};
-use crate::util::{carry_type, dims_string, input, node_label, output, tensor_from_f64};
+use crate::util::{
+    carry_type, dims_string, input, node_label, output, scale_f32_blocks, tensor_from_f64,
+};
 use crate::{decline, require, require_some};
 
 pub struct FuseConvBn;
@@ -117,12 +119,13 @@ impl Layer {
     }
 }
 
-/// The constant weight of a layer, read as f64, with what is needed to find
-/// the output channel of each element.
+/// The constant weight of a layer, with what is needed to find the output
+/// channel of each element. The values are read when the fold is built, once.
 struct Weight {
     dtype: DataType,
     dims: Vec<i64>,
-    values: Vec<f64>,
+    tensor: Tensor,
+    numel: usize,
     /// Output channels (Conv: M; Gemm/MatMul: N).
     channels: usize,
     group: usize,
@@ -133,7 +136,7 @@ impl Weight {
     fn channel_of(&self, layer: Layer, i: usize) -> usize {
         let d = |k: usize| self.dims[k] as usize;
         match layer {
-            Layer::Conv => i / (self.values.len() / d(0).max(1)).max(1),
+            Layer::Conv => i / (self.numel / d(0).max(1)).max(1),
             Layer::ConvTranspose => {
                 let kernel: usize = self.dims[2..].iter().map(|&x| x as usize).product();
                 let per_out = d(1);
@@ -202,23 +205,54 @@ fn read_weight(g: &Graph, layer_node: NodeId, layer: Layer) -> Result<Weight, St
         Layer::Gemm { trans_b: true } => dims[0] as usize,
         Layer::Gemm { trans_b: false } | Layer::MatMul => dims[1] as usize,
     };
-    let values = w
-        .to_f64_vec()
-        .map_err(|e| format!("cannot read weight of {label}: {e}"))?;
-    if values.len() != w.numel().unwrap_or(usize::MAX) {
+    let width = match dtype {
+        DataType::Float16 => 2,
+        DataType::Double => 8,
+        _ => 4,
+    };
+    let stored = w.raw_bytes().map(|b| b.len()).unwrap_or(0) / width;
+    let numel = w.numel().unwrap_or(usize::MAX);
+    if stored != numel {
         return Err(format!(
-            "weight of {label} holds {} values for shape {}",
-            values.len(),
+            "weight of {label} holds {stored} values for shape {}",
             dims_string(&dims)
         ));
     }
     Ok(Weight {
         dtype,
         dims,
-        values,
+        tensor: w.clone(),
+        numel,
         channels,
         group,
     })
+}
+
+impl Weight {
+    /// `W * scale[channel]` in the weight's dtype, each product computed in
+    /// f64 and rounded once. A float32 Conv weight (the BatchNorm fold of
+    /// every CNN) is scaled block by block from its bytes: each output
+    /// channel is one contiguous block, and no f64 copy of the weight is made.
+    fn scaled(&self, layer: Layer, scale: &[f64]) -> Result<Tensor, String> {
+        let raw = self.tensor.raw_bytes().map_err(|e| e.to_string())?;
+        if self.dtype == DataType::Float
+            && layer == Layer::Conv
+            && self.channels > 0
+            && let Some(out) = scale_f32_blocks(&raw, self.numel / self.channels, |o| scale[o])
+        {
+            // The old weight is read: its mapped pages need not stay resident.
+            infopt_ir::external::release_if_mapped(&raw);
+            return Ok(Tensor::from_raw(self.dtype, self.dims.clone(), bytes::Bytes::from(out)));
+        }
+        let values = self.tensor.to_f64_vec().map_err(|e| e.to_string())?;
+        let new_w: Vec<f64> = values
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| v * scale[self.channel_of(layer, i)])
+            .collect();
+        tensor_from_f64(self.dtype, self.dims.clone(), &new_w)
+            .ok_or_else(|| format!("cannot write a {} weight", self.dtype))
+    }
 }
 
 /// Reads a float constant (BN parameter, Mul/Add operand, conv bias).
@@ -263,17 +297,12 @@ fn build(g: &Graph, f: &Fold, cx: &PassCx) -> Outcome {
     let w = f.weight;
     let m = w.channels;
     let prefix = format!("{}.{}", node_label(g, f.layer_node), node_label(g, f.tail));
-    let new_w: Vec<f64> = w
-        .values
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| v * f.scale[w.channel_of(f.layer, i)])
-        .collect();
+    let new_w = match w.scaled(f.layer, f.scale) {
+        Ok(t) => t,
+        Err(e) => decline!("cannot scale the weight of {}: {e}", node_label(g, f.layer_node)),
+    };
     let mut p = Patch::new();
-    let w_init = p.add_initializer(
-        &format!("{prefix}.weight"),
-        require_some!(tensor_from_f64(w.dtype, w.dims.clone(), &new_w)),
-    );
+    let w_init = p.add_initializer(&format!("{prefix}.weight"), new_w);
     let x = input(g, f.layer_node, 0).map(PatchValue::Existing);
     let mut fused = node.clone();
     let bias_slot = 2;

@@ -12,7 +12,9 @@
 use infopt_ir::{DataType, Graph, NodeId, Patch, PatchValue, Tensor, ValueId};
 
 use crate::rule::Outcome;
-use crate::util::{carry_type, dims_string, input, node_label, output, tensor_from_f64};
+use crate::util::{
+    carry_type, dims_string, input, node_label, output, scale_f32_blocks, tensor_from_f64,
+};
 use crate::{decline, require, require_some};
 
 fn rank(g: &Graph, v: ValueId) -> Option<usize> {
@@ -122,6 +124,19 @@ pub fn fold_input_scale(g: &Graph, id: NodeId) -> Outcome {
         }
         factors.iter_mut().for_each(|f| *f = 1.0 / *f);
     }
+    // B [K, N] of a MatMul or Gemm, float32: row k is one block, scaled
+    // from the bytes without an f64 copy (BERT's GELU `* 0.5` moving into
+    // the next dense layer).
+    let rows = matches!(node.op_type.as_str(), "MatMul" | "Gemm") && !trans_b;
+    if rows
+        && dtype == DataType::Float
+        && let Ok(raw) = w.raw_bytes()
+        && let Some(out) = scale_f32_blocks(&raw, wd[1] as usize, |k| factors[k])
+    {
+        infopt_ir::external::release_if_mapped(&raw);
+        let t = Tensor::from_raw(dtype, wd, bytes::Bytes::from(out));
+        return rewrite(g, id, mul, x, label, t);
+    }
     let values = match w.to_f64_vec() {
         Ok(v) => v,
         Err(e) => decline!("cannot read weight of {label}: {e}"),
@@ -152,9 +167,17 @@ pub fn fold_input_scale(g: &Graph, id: NodeId) -> Outcome {
         .enumerate()
         .map(|(i, &v)| v * factors[channel_of(i)])
         .collect();
+    let t = require_some!(tensor_from_f64(dtype, wd, &scaled_w));
+    rewrite(g, id, mul, x, label, t)
+}
+
+/// The layer at `id` reading `x` with the weight `w` instead of its input
+/// scaled by `mul`.
+fn rewrite(g: &Graph, id: NodeId, mul: NodeId, x: ValueId, label: String, w: Tensor) -> Outcome {
+    let node = g.node(id);
     let mut p = Patch::new();
     let name = format!("{}.{}.weight", label, node_label(g, mul));
-    let w_new = p.add_initializer(&name, require_some!(tensor_from_f64(dtype, wd, &scaled_w)));
+    let w_new = p.add_initializer(&name, w);
     let mut fused = node.clone();
     fused.inputs.clear();
     fused.outputs.clear();

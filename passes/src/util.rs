@@ -82,6 +82,30 @@ pub fn tensor_from_f64(
     Some(Tensor::from_raw(dtype, dims, bytes::Bytes::from(bytes)))
 }
 
+/// A float32 tensor's bytes with each block of `block` consecutive values
+/// multiplied by `factor(block index)`: the product in f64, rounded once to
+/// f32 (what converting to f64, scaling and converting back gives), without
+/// an f64 copy of the tensor. `None` when `raw` is not whole blocks.
+pub fn scale_f32_blocks(
+    raw: &[u8],
+    block: usize,
+    factor: impl Fn(usize) -> f64,
+) -> Option<Vec<u8>> {
+    let bytes = block.checked_mul(4).filter(|&b| b > 0)?;
+    if !raw.len().is_multiple_of(bytes) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(raw.len());
+    for (i, chunk) in raw.chunks_exact(bytes).enumerate() {
+        let k = factor(i);
+        for c in chunk.chunks_exact(4) {
+            let v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64 * k;
+            out.extend_from_slice(&(v as f32).to_le_bytes());
+        }
+    }
+    Some(out)
+}
+
 /// Label of a node for derived names: its name, else its first output's name.
 pub fn node_label(g: &Graph, node: NodeId) -> String {
     let n = g.node(node);

@@ -1622,3 +1622,48 @@ fn quick_gelu_declines_a_shared_sigmoid_and_float16() {
         )]
     );
 }
+
+#[test]
+fn gemm_activation_becomes_fused_gemm_for_onnxruntime() {
+    // A scikit-learn MLP's layers: Gemm → Relu, Gemm → LeakyRelu, Gemm → Clip.
+    let mut b = GraphBuilder::new();
+    let mut y = b.input("x", DataType::Float, dims(&["batch", "4"]));
+    let lo = b.f32("lo", &[], &[0.0]);
+    for (i, (op, attrs)) in [
+        ("Relu", vec![]),
+        ("LeakyRelu", vec![Attribute::float("alpha", 0.1)]),
+        ("Clip", vec![]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let w = init(&mut b, &format!("w{i}"), &[4, 4], i as u64 + 1, -0.5, 0.5);
+        let c = init(&mut b, &format!("c{i}"), &[4], i as u64 + 7, -0.1, 0.1);
+        let h = b.op("Gemm", &[y, w, c], vec![Attribute::int("transB", 1)]);
+        let ins = if op == "Clip" { vec![h, lo] } else { vec![h] };
+        y = b.op(op, &ins, attrs);
+    }
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(17);
+    let r = run(&mut m, &["fuse-conv-activation"], Target::Onnxruntime);
+    assert!(r.declined.is_empty(), "{:?}", reasons(&r));
+    assert_eq!(
+        ops(&m),
+        hist(&[("Clip", 1), ("Gemm", 1), ("com.microsoft::FusedGemm", 2)])
+    );
+    let fused: Vec<_> = m
+        .graph
+        .nodes()
+        .filter(|(_, n)| n.op_type == "FusedGemm")
+        .map(|(_, n)| n.clone())
+        .collect();
+    assert_eq!(
+        fused[0].attr_string("activation").unwrap().as_deref(),
+        Some("Relu")
+    );
+    assert_eq!(fused[1].attr_float("activation_alpha").unwrap(), Some(0.1));
+    for n in &fused {
+        assert_eq!(n.attr_int("transB").unwrap(), Some(1));
+        assert_eq!(n.inputs.len(), 3);
+    }
+}

@@ -139,3 +139,33 @@ def test_other_targets_leave_the_model_unchanged(infopt, tmp_path, target):
     model = onnx.load(str(out))
     assert [n.op_type for n in model.graph.node] == [n.op_type for n in onnx.load(str(src)).graph.node]
     assert _ms_opset(model) == []
+
+
+def test_gemm_activations_fuse_into_fused_gemm_and_match(infopt, tmp_path):
+    """Gemm -> Relu / LeakyRelu / Sigmoid / Tanh / HardSigmoid (a scikit-learn MLP's layers)."""
+    rng = np.random.default_rng(23)
+    acts = [("Relu", {}), ("LeakyRelu", {"alpha": 0.1}), ("Sigmoid", {}), ("Tanh", {}), ("HardSigmoid", {})]
+    inits, nodes, x = [], [], "x"
+    for i, (op, attrs) in enumerate(acts):
+        inits += [numpy_helper.from_array(rng.uniform(-0.5, 0.5, (8, 8)).astype(np.float32), f"w{i}"),
+                  numpy_helper.from_array(rng.uniform(-0.1, 0.1, (8,)).astype(np.float32), f"c{i}")]
+        nodes.append(helper.make_node("Gemm", [x, f"w{i}", f"c{i}"], [f"g{i}"], name=f"gemm{i}", transB=1))
+        out = "y" if i == len(acts) - 1 else f"a{i}"
+        nodes.append(helper.make_node(op, [f"g{i}"], [out], name=f"act{i}", **attrs))
+        x = out
+    graph = helper.make_graph(
+        nodes, "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])],
+        inits,
+    )
+    src = tmp_path / "mlp.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(src))
+    out = tmp_path / "fused.onnx"
+    model = _optimize(src, out, "fuse-conv-activation")
+    assert [n.op_type for n in model.graph.node] == ["FusedGemm"] * len(acts)
+    attrs = [{a.name: helper.get_attribute_value(a) for a in n.attribute} for n in model.graph.node]
+    assert [a["activation"] for a in attrs] == [op.encode() for op, _ in acts]
+    assert np.isclose(attrs[1]["activation_alpha"], 0.1)
+    assert np.allclose([attrs[4]["activation_alpha"], attrs[4]["activation_beta"]], [0.2, 0.5])
+    _assert_same_in_ort(src, out, "mlp")

@@ -12,7 +12,9 @@
 //! - element-wise broadcasting (Add, Mul, Where, And, ...) and the batch
 //!   dims of MatMul: two dims above 1 on the same axis;
 //! - MatMul and Gemm: the contracted dims;
-//! - Concat: every axis but the concatenated one.
+//! - Concat: every axis but the concatenated one;
+//! - Slice from 0 to a symbolic end (`mask[:, :key_len]`): the sliced dim is
+//!   at least the end, and equal to it is a size the graph accepts.
 //!
 //! Equations that are linear in the symbols are solved one by one by
 //! substitution: a symbol no input declares (a Range's length, a NonZero
@@ -263,22 +265,28 @@ impl Solver {
         // c*sym + rest = 0  =>  sym = -rest / c, with c = ±1 or rest constant.
         let mut rest = eq.clone();
         rest.coefs.remove(&sym);
-        let expr = if c.abs() == 1 {
-            Linear {
-                coefs: rest
-                    .coefs
-                    .iter()
-                    .map(|(s, k)| (s.clone(), -k * c))
-                    .collect(),
-                constant: -rest.constant * c,
-            }
+        // Checked throughout: dims come from the file and may be anything.
+        let negate = |k: i64| k.checked_mul(c)?.checked_neg();
+        let expr = if c == 1 || c == -1 {
+            let coefs: Option<BTreeMap<String, i64>> = rest
+                .coefs
+                .iter()
+                .map(|(s, k)| Some((s.clone(), negate(*k)?)))
+                .collect();
+            let (Some(coefs), Some(constant)) = (coefs, negate(rest.constant)) else {
+                return;
+            };
+            Linear { coefs, constant }
         } else {
-            if !rest.coefs.is_empty() || rest.constant % c != 0 {
+            if !rest.coefs.is_empty() || rest.constant.checked_rem(c) != Some(0) {
                 return;
             }
+            let Some(constant) = rest.constant.checked_div(c).and_then(i64::checked_neg) else {
+                return;
+            };
             Linear {
                 coefs: BTreeMap::new(),
-                constant: -rest.constant / c,
+                constant,
             }
         };
         if expr.coefs.is_empty() && expr.constant < 1 {
@@ -299,7 +307,7 @@ impl Solver {
 
     /// The symbol to solve `eq` for (see the module doc for the order).
     fn pick(&self, eq: &Linear) -> Option<String> {
-        let unit = |s: &&String| eq.coefs[*s].abs() == 1;
+        let unit = |s: &&String| matches!(eq.coefs[*s], 1 | -1);
         if let Some(s) = eq
             .coefs
             .keys()
@@ -366,6 +374,39 @@ fn agreeing_dims(facts: &GraphFacts, node: &Node) -> Vec<(Dim, Dim)> {
                 let ka = if ta { &a[0] } else { &a[1] };
                 let kb = if tb { &b[1] } else { &b[0] };
                 out.push((ka.clone(), kb.clone()));
+            }
+        }
+        // `mask[..., :key_len]` (transformers slices the mask to the keys'
+        // length): the sliced dim is at least the end; taking it equal is a
+        // size the graph accepts.
+        "Slice" => {
+            let value = |slot: usize| -> Option<Vec<Dim>> {
+                let v = (*node.inputs.get(slot)?)?;
+                facts.get(v)?.value.as_ref().map(|v| v.elems.clone())
+            };
+            let (Some(data), Some(starts), Some(ends)) = (shape(0), value(1), value(2)) else {
+                return out;
+            };
+            let axes: Vec<Dim> =
+                value(3).unwrap_or_else(|| (0..ends.len() as i64).map(Dim::Known).collect());
+            let unit_steps = node.inputs.get(4).copied().flatten().is_none()
+                || value(4).is_some_and(|s| s.iter().all(|d| matches!(d, Dim::Known(1))));
+            if !unit_steps || starts.len() != ends.len() || axes.len() != ends.len() {
+                return out;
+            }
+            for ((start, end), axis) in starts.iter().zip(&ends).zip(&axes) {
+                let Dim::Known(axis) = axis else { continue };
+                let axis = if *axis < 0 {
+                    axis + data.len() as i64
+                } else {
+                    *axis
+                };
+                let Some(d) = usize::try_from(axis).ok().and_then(|a| data.get(a)) else {
+                    continue;
+                };
+                if matches!(start, Dim::Known(0)) && matches!(end, Dim::Sym(_)) {
+                    out.push((d.clone(), end.clone()));
+                }
             }
         }
         "Concat" => {
@@ -494,6 +535,16 @@ mod tests {
             _ => None,
         };
         assert_eq!(rels.dependents(&values), None);
+    }
+
+    #[test]
+    fn huge_coefficients_from_a_hostile_file_do_not_overflow() {
+        let mut s = solver(&["a", "b"]);
+        s.add(lin(&[("a", -1), ("b", i64::MIN)], 0), "x");
+        s.add(lin(&[("a", -1)], i64::MIN), "y");
+        s.add(lin(&[("b", i64::MIN)], i64::MIN), "z");
+        // Nothing overflows, and nothing that would is kept.
+        assert!(s.solved.is_empty(), "{:?}", s.solved);
     }
 
     #[test]

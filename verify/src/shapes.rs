@@ -102,10 +102,22 @@ pub fn candidates(model: &Model, base: &InputShapes) -> Vec<Candidate> {
     let hint = |d: &UnboundDim| hints.get(&key_of(d)).filter(|h| h.is_informative());
     let rels = relations::relations(model, &symbols_of(&unbound));
     let mut out: Vec<Candidate> = Vec::new();
+    // Unrelated versions of the choices, tried after all related ones: a
+    // relation read from a broadcast may be wrong where a dim is 1.
+    let mut unrelated: Vec<Candidate> = Vec::new();
     let mut push = |label: String, shapes: InputShapes| {
-        let shapes = related(&rels, shapes);
-        if !out.iter().any(|c| c.shapes == shapes) {
-            out.push(Candidate { label, shapes });
+        let with = related(&rels, shapes.clone());
+        if with != shapes {
+            unrelated.push(Candidate {
+                label: format!("{label}, the graph's relations left out"),
+                shapes,
+            });
+        }
+        if !out.iter().any(|c| c.shapes == with) {
+            out.push(Candidate {
+                label,
+                shapes: with,
+            });
         }
     };
     // Distinct values per key: 2, 3, 4, ... for keys the graph says nothing
@@ -184,6 +196,11 @@ pub fn candidates(model: &Model, base: &InputShapes) -> Vec<Candidate> {
     let mut twos = base.clone();
     twos.default_dim = 2;
     push("every unbound dim 2".into(), twos);
+    for c in unrelated {
+        if !out.iter().any(|o| o.shapes == c.shapes) {
+            out.push(c);
+        }
+    }
     out
 }
 
@@ -330,4 +347,45 @@ pub fn suggestion(model: &Model, base: &InputShapes) -> Option<String> {
     } else {
         format!("{} (the graph wants {described})", args.join(" "))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infopt_ir::builder::{GraphBuilder, dims};
+    use infopt_ir::{Attribute, DataType};
+
+    #[test]
+    fn related_sizes_come_first_and_unrelated_ones_stay_as_fallbacks() {
+        let mut b = GraphBuilder::new();
+        let k = b.input("cache", DataType::Float, dims(&["past"]));
+        let n = b.input("new", DataType::Float, dims(&["seq"]));
+        let m = b.input("mask", DataType::Float, dims(&["total"]));
+        let c = b.op("Concat", &[k, n], vec![Attribute::int("axis", 0)]);
+        let a = b.op("Add", &[c, m], vec![]);
+        b.output(a, "y", DataType::Float, None);
+        let model = b.build(13);
+        let tries = candidates(&model, &InputShapes::new());
+        let sym = |c: &Candidate, s: &str| {
+            c.shapes
+                .symbols
+                .get(s)
+                .copied()
+                .unwrap_or(c.shapes.default_dim)
+        };
+        let first = &tries[0];
+        assert_eq!(sym(first, "total"), sym(first, "past") + sym(first, "seq"));
+        assert!(
+            first.label.contains("total = past + seq (Add"),
+            "{}",
+            first.label
+        );
+        let last = tries.last().unwrap();
+        assert!(
+            last.label.ends_with("the graph's relations left out"),
+            "{}",
+            last.label
+        );
+        assert_ne!(sym(last, "total"), sym(last, "past") + sym(last, "seq"));
+    }
 }
