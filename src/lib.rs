@@ -7,14 +7,17 @@
 pub mod api;
 pub mod backend_args;
 pub mod cli;
+pub mod cli_reference;
 pub mod commands;
 pub mod exit;
 pub mod gates;
 pub mod inputs_arg;
 pub mod int8;
+pub mod models;
 pub mod outcome;
 pub mod progress;
 pub mod report;
+pub mod save_args;
 pub mod shape_args;
 pub mod stages;
 pub mod tract_eval;

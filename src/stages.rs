@@ -237,7 +237,7 @@ pub fn save(
     stats: &infopt_ir::stats::GraphStats,
 ) -> CliResult<ModelFacts> {
     let summary = model.save(output, options).map_err(CliError::from_ir)?;
-    crate::commands::print_save_summary(output, &summary);
+    crate::models::print_save_summary(output, &summary);
     Ok(report::facts(
         &output.display().to_string(),
         summary.model_bytes,

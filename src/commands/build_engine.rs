@@ -123,7 +123,7 @@ pub struct Args {
     #[command(flatten)]
     pub backend: crate::backend_args::BackendArgs,
     #[command(flatten)]
-    pub save: super::save_args::SaveArgs,
+    pub save: crate::save_args::SaveArgs,
 }
 
 /// The engine file next to the model: MODEL.engine.
@@ -568,7 +568,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
     };
 
     // Load and run the passes: the float32 part, then the precision part.
-    let model_in = super::load_model(&args.model)?;
+    let model_in = crate::models::load_model(&args.model)?;
     let stats_before = GraphStats::of_model(&model_in);
     let src = model_in.source.clone().unwrap_or_default();
     let (base_cfg, precision_cfg) = split_precision(&config);

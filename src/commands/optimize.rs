@@ -91,7 +91,7 @@ pub struct Args {
     #[arg(long)]
     pub validate: bool,
     #[command(flatten)]
-    pub save: super::save_args::SaveArgs,
+    pub save: crate::save_args::SaveArgs,
     /// Convert to float16 after the pipeline's other passes (appends convert-float16).
     #[arg(long, conflicts_with = "bf16")]
     pub fp16: bool,
@@ -343,7 +343,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
 
     // Load.
     let t = Instant::now();
-    let mut model = super::load_model(&args.model)?;
+    let mut model = crate::models::load_model(&args.model)?;
     let original = model.clone();
     let stats_before = GraphStats::of_model(&model);
     let src = model.source.clone().unwrap_or_default();
