@@ -85,9 +85,14 @@ def test_a_model_proto_without_its_external_data_is_refused(fixture_path):
 def test_usage_error_has_the_commands_message(fixture_path):
     with pytest.raises(infopt.UsageError) as e:
         infopt.optimize(fixture_path("cnn_bn_relu.onnx"), target="gpu")
-    assert str(e.value) == "invalid value 'gpu' for '--target <TARGET>'"
+    assert str(e.value) == (
+        "invalid value 'gpu' for '--target <TARGET>'; "
+        "possible values: portable, onnxruntime, tensorrt"
+    )
     assert e.value.exit_code == 2
     assert isinstance(e.value, infopt.InfoptError) and isinstance(e.value, ValueError)
+    with pytest.raises(infopt.UsageError, match="a similar argument exists: '--fp16'"):
+        infopt.optimize(fixture_path("cnn_bn_relu.onnx"), fp61=True)
     with pytest.raises(infopt.UsageError, match="unknown pass 'fold-everything'"):
         infopt.optimize(fixture_path("cnn_bn_relu.onnx"), passes=["fold-everything"])
 
