@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Compile-checks the TensorRT shim (runtime/tensorrt/infopt_trt_shim.cpp) against
-# TensorRT's real 11.4 headers, without TensorRT or CUDA installed.
+# TensorRT's real 11.4 headers and TensorRT-RTX's 1.3 to 1.7 headers (every header folder
+# of the flavour table, runtime/src/tensorrt/flavor_table.rs), without TensorRT or CUDA.
 #
 # The headers (with a cuda_runtime_api.h stand-in) ship inside the source of the
 # `trtx-sys` crate on crates.io; this script fetches that crate through cargo into
 # $CARGO_HOME (nothing is copied into the repository) and then:
 #   1. checks that the headers are what we think they are (a canary that must compile
 #      and one that must NOT: TensorRT 11 removed BuilderFlag::kFP16),
-#   2. compiles the shim with -Wall -Wextra -Werror to an object,
+#   2. compiles the shim with -Wall -Wextra -Werror to an object, for 11.4 and for each
+#      TensorRT-RTX 1.x (whose headers call themselves major 1 and deprecate the timing
+#      cache: the RTX branches must be taken, and compile cleanly),
 #   3. checks the object needs no TensorRT or CUDA symbol (everything goes through dlsym),
 #   4. links it as a shared library with --no-undefined and checks it exports exactly the
 #      C ABI that runtime/src/tensorrt/ffi.rs loads.
@@ -121,13 +124,50 @@ fi
 
 # 4. Links alone, and exports exactly the ABI the Rust side loads.
 "$cxx" -shared -Wl,--no-undefined -o "$work/libinfopt_trt_shim.so" "$work/shim.o" -ldl
-expected="infopt_trt_abi_version infopt_trt_build infopt_trt_close infopt_trt_compiled_major infopt_trt_free infopt_trt_free_build_result infopt_trt_library_version infopt_trt_open infopt_trt_time"
+expected="infopt_trt_abi_version infopt_trt_build infopt_trt_close infopt_trt_compiled_flavor infopt_trt_compiled_major infopt_trt_compiled_version infopt_trt_free infopt_trt_free_build_result infopt_trt_library_version infopt_trt_open infopt_trt_time"
 exported="$(nm -D --defined-only "$work/libinfopt_trt_shim.so" | awk '$3 ~ /^infopt_trt_/ {print $3}' | sort | tr '\n' ' ' | sed 's/ $//')"
 if [ "$exported" != "$expected" ]; then
     echo "check-trt-shim: exported C ABI differs from the one runtime/src/tensorrt/ffi.rs loads" >&2
     echo "  expected: $expected" >&2
     echo "  exported: $exported" >&2
     exit 1
+fi
+
+# 5. TensorRT-RTX 1.x: the same -Werror compile, no TensorRT symbol at link time, and the
+#    shim reports flavour RTX with the headers' major and minor.
+if [ -z "${INFOPT_TRT_HEADERS:-}" ]; then
+    for rtx in "$stub_include"/TRT-RTX-1.*; do
+        [ -f "$rtx/NvInfer.h" ] || continue
+        name="$(basename "$rtx")"
+        compile "$rtx" "$stub_include" "$work/rtx.o"
+        if nm -uC "$work/rtx.o" | grep -E 'nvinfer1|nvonnxparser|_INTERNAL|getInferLibVersion|cuda' >"$work/undef.txt"; then
+            echo "check-trt-shim: the $name shim references TensorRT symbols at link time:" >&2
+            cat "$work/undef.txt" >&2
+            exit 1
+        fi
+        "$cxx" -shared -Wl,--no-undefined -o "$work/librtx.so" "$work/rtx.o" -ldl
+        cat >"$work/probe.c" <<'PROBE'
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char** argv) {
+    void* h = dlopen(argv[1], RTLD_NOW);
+    if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+    int (*flavor)(void) = (int (*)(void)) dlsym(h, "infopt_trt_compiled_flavor");
+    int (*version)(void) = (int (*)(void)) dlsym(h, "infopt_trt_compiled_version");
+    if (!flavor || !version) return 1;
+    printf("%d %d\n", flavor(), version() / 100);
+    return 0;
+}
+PROBE
+        "${CC:-gcc}" -o "$work/probe" "$work/probe.c" -ldl
+        want="1 $((100 + ${name##*.}))"
+        got="$("$work/probe" "$work/librtx.so")"
+        if [ "$got" != "$want" ]; then
+            echo "check-trt-shim: the $name shim reports flavour/version '$got', expected '$want'" >&2
+            exit 1
+        fi
+        echo "check-trt-shim: compiles against $name"
+    done
 fi
 
 # Optional: other TensorRT versions (e.g. 10.x) the caller has headers for.

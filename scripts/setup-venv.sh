@@ -3,6 +3,9 @@
 #
 #   scripts/setup-venv.sh          # creates .venv at the repo root if missing,
 #                                  # installs tests/interop/requirements.txt
+#                                  # (with TensorRT-RTX's libraries), and puts the
+#                                  # TensorRT headers runtime/build.rs compiles the
+#                                  # shims from into cargo's registry
 #
 # Idempotent: pip runs only when the requirements file (or the venv's Python)
 # changed since the last successful install, tracked by a stamp file inside
@@ -22,6 +25,10 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 
 want="$( { cat "$req"; "$venv/bin/python" -c 'import sys; print(sys.version)'; } | sha256sum | cut -d' ' -f1)"
+# Headers for the built-in TensorRT shims (cheap when already there; a warning, not a
+# failure, when offline: infopt then builds without them).
+bash "$root/scripts/fetch-trt-headers.sh" >/dev/null || echo "setup-venv: TensorRT headers not fetched; build-engine will need --trt-shim" >&2
+
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     echo "setup-venv: .venv up to date (requirements unchanged), nothing to do"
     exit 0

@@ -3,8 +3,10 @@
 #   1. Python venv with pinned onnx / onnxruntime (interop tests, ORT backend)
 #   2. formatting and clippy with warnings as errors
 #   3. cargo test for the whole workspace
-#   4. the TensorRT shim compiled against TensorRT 11.4's real headers (fetched
-#      from the trtx-sys crate by cargo; no TensorRT library needed)
+#   4. the TensorRT shim compiled against TensorRT 11.4's and TensorRT-RTX 1.3-1.7's real
+#      headers (fetched from the trtx-sys crate by cargo; no TensorRT library needed),
+#      and real TensorRT-RTX engine builds (tests/trt_rtx.rs) with the libraries
+#      setup-venv installs
 #   5. interop tests against the real onnx checker and ONNX Runtime
 #   6. the Python API (tests/python) on a debug build of the module
 set -euo pipefail
@@ -20,6 +22,8 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 bash scripts/check-trt-shim.sh
 # The shim's Rust-side tests compile it against stand-in libraries: never skip.
 export INFOPT_REQUIRE_TRT_SHIM_TEST=1
+# TensorRT-RTX is in the venv: its engine builds must run, not skip.
+export INFOPT_REQUIRE_TRT_RTX=1
 cargo test --workspace --quiet
 INFOPT_BIN="$PWD/target/debug/infopt" .venv/bin/python -m pytest -q tests/interop
 # The Python module, debug: the dependencies are the ones cargo test just built.

@@ -11,6 +11,7 @@ pub mod cli_reference;
 pub mod commands;
 pub mod exit;
 pub mod gates;
+pub mod half;
 pub mod inputs_arg;
 pub mod int8;
 pub mod models;

@@ -20,12 +20,14 @@ fn error_lines(o: &Output) -> Vec<String> {
         .collect()
 }
 
-/// A fresh environment without the shim or TensorRT pointers of the caller's.
+/// A fresh environment without the shim or TensorRT pointers of the caller's, and a
+/// TensorRT-RTX folder that does not exist (the test venv may hold the real libraries).
 fn infopt_no_trt(args: &[&str]) -> Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
         .args(args)
         .env_remove("INFOPT_TRT_SHIM")
         .env_remove("TENSORRT_LIB")
+        .env("TENSORRT_RTX_LIB", "/nonexistent/tensorrt_rtx_libs")
         .output()
         .expect("run infopt")
 }
@@ -84,8 +86,16 @@ fn emit_onnx_plain_writes_the_graph_and_trtexec_for_10_and_11() {
         .find(|o| o["op"] == "BatchNormalization")
         .unwrap();
     assert!(bn["after"].as_u64() < bn["before"].as_u64(), "{bn}");
-    let cmds = commands(&r);
-    assert_eq!(cmds.iter().map(|c| c.0).collect::<Vec<_>>(), vec![11, 10]);
+    let mut cmds = commands(&r);
+    assert_eq!(
+        cmds.iter().map(|c| c.0).collect::<Vec<_>>(),
+        vec![11, 10, 1]
+    );
+    // TensorRT-RTX (major 1): its own trtexec, and no timing cache (a no-op there).
+    let (_, rtx) = cmds.pop().unwrap();
+    assert!(rtx.starts_with("tensorrt_rtx --onnx="), "{rtx}");
+    assert!(rtx.contains("--maxShapes=input:16x3x32x32"), "{rtx}");
+    assert!(!rtx.contains("--timingCacheFile"), "{rtx}");
     for (major, c) in &cmds {
         for needle in [
             "trtexec".to_string(),
@@ -205,7 +215,13 @@ fn without_tensorrt_the_build_is_exit_8_with_one_line() {
         let err = error_lines(&o);
         assert_eq!(err.len(), 1, "{}", stderr(&o));
         assert!(err[0].contains("TensorRT is not available"), "{}", err[0]);
-        assert!(err[0].contains("--trt-shim"), "{}", err[0]);
+        // Without a GPU the default is TensorRT-RTX, whose libraries come from PyPI.
+        let hint = if extra.is_empty() {
+            "pip install tensorrt-rtx-cu13-libs"
+        } else {
+            "--trt-shim"
+        };
+        assert!(err[0].contains(hint), "{}", err[0]);
         assert!(!engine.exists());
     }
     // The engine never replaces the model.

@@ -73,6 +73,7 @@ crate::register_pass! {
     file: "convert_float16.rs",
     options: ConvertOptions,
     build: |o: &ConvertOptions| ConvertFloat { to: Half::F16, options: o.clone() },
+    numerics: HalfPrecision,
 }
 
 mod ops;
@@ -84,7 +85,7 @@ use infopt_ir::infer::infer_shapes;
 use infopt_ir::{Attribute, DataType, Graph, Model, Node, NodeId, Slot, TensorType, Use, ValueId};
 
 use crate::pass::{Pass, PassCx, PassError};
-use crate::precision::{Precision, PrecisionMap};
+use crate::precision::{Override, Precision, PrecisionMap};
 use ops::Role;
 
 /// The half type a conversion targets.
@@ -332,10 +333,11 @@ impl ConvertFloat {
             let want = ov.map(|o| o.to).or(map.default).unwrap_or(target);
             if want != target {
                 let why = match ov {
-                    Some(o) => format!("the override for {}", o.selector),
-                    None => "the precision map's default".into(),
+                    Some(Override { why: Some(w), .. }) => w.clone(),
+                    Some(o) => format!("the override for {} says {want}", o.selector),
+                    None => format!("the precision map's default says {want}"),
                 };
-                cx.decline(&name, format!("kept in fp32: {why} says {want}"));
+                cx.decline(&name, format!("kept in fp32: {why}"));
                 continue;
             }
             let forced = ov.is_some();

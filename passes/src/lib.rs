@@ -54,6 +54,7 @@ builtin_passes! {
     fuse_embed_layer_norm,
     fuse_skip_layer_norm,
     fuse_bias_gelu,
+    fuse_quick_gelu,
     fuse_pad_conv,
     fuse_conv_bn,
     fuse_parallel_matmul,

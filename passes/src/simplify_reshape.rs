@@ -8,10 +8,16 @@
 //! the target is the constant `[0, -1]` and the Shape/Gather/Unsqueeze/Concat
 //! scaffolding becomes dead. Dynamic dims stay dynamic.
 //!
+//! One element that is neither (`4*batch` where the input has `4*batch*49`
+//! rows of 8) becomes `-1` when the input's volume divided by the other
+//! elements is exactly that expression: window partitions and head merges
+//! whose target is computed from another tensor's shape.
+//!
 //! ## When it declines
-//! Reshape with `allowzero=1` (0 then means an empty dim), targets with an
-//! element that is neither a known number nor the input's own dim at that
-//! position, and targets with more than one `-1`. Nothing is recorded for
+//! Reshape with `allowzero=1` (0 then means an empty dim), targets with two
+//! elements that are neither a known number nor the input's own dim at that
+//! position, or one that the volume does not leave, and targets with more
+//! than one `-1`. Nothing is recorded for
 //! targets that are already constant.
 //!
 //! ## Numerics
@@ -33,7 +39,7 @@ crate::register_pass! {
     build: |_| SimplifyReshape,
 }
 
-use infopt_ir::infer::{Opsets, Scope, infer_graph};
+use infopt_ir::infer::{Opsets, Scope, infer_graph, sym};
 use infopt_ir::{DataType, Dim, Graph, Model, Tensor};
 
 use crate::pass::{Pass, PassCx, PassError};
@@ -87,17 +93,32 @@ fn simplify_graph(g: &mut Graph, opsets: Opsets, cx: &mut PassCx) -> usize {
         };
         let mut target = Vec::with_capacity(value.elems.len());
         let mut ok = true;
+        // The one element that is neither known nor the input's own dim.
+        let mut inferred: Option<usize> = None;
         for (j, e) in value.elems.iter().enumerate() {
             match e {
                 Dim::Known(k) => target.push(*k),
                 Dim::Sym(s) if matches!(data_dims.get(j), Some(Dim::Sym(d)) if d == s) => {
                     target.push(0)
                 }
+                Dim::Sym(_) if inferred.is_none() => {
+                    inferred = Some(j);
+                    target.push(-1);
+                }
                 _ => {
                     ok = false;
                     break;
                 }
             }
+        }
+        // That element may be left to Reshape (-1) when it is what the
+        // input's volume leaves for it: `[4*batch, 49, 8]` of a tensor of
+        // `4*batch*392` elements is `[-1, 49, 8]`.
+        if ok
+            && let Some(j) = inferred
+            && !volume_leaves(&data_dims, &value.elems, &target, j)
+        {
+            ok = false;
         }
         if !ok || target.iter().filter(|&&d| d == -1).count() > 1 || value.scalar {
             let at = g.node(id).name_or_op().to_string();
@@ -117,6 +138,29 @@ fn simplify_graph(g: &mut Graph, opsets: Opsets, cx: &mut PassCx) -> usize {
         count += 1;
     }
     count
+}
+
+/// Whether `elems[j]` equals the input's volume divided by the other
+/// target elements (`target` as it will be: known sizes, 0 copying the
+/// input's dim at that position, -1 at `j` and nowhere else).
+fn volume_leaves(data_dims: &[Dim], elems: &[Dim], target: &[i64], j: usize) -> bool {
+    if target.iter().filter(|&&d| d == -1).count() != 1 {
+        return false;
+    }
+    let mut rest = Vec::with_capacity(target.len());
+    for (i, &t) in target.iter().enumerate() {
+        match t {
+            _ if i == j => {}
+            0 => match data_dims.get(i) {
+                Some(d) => rest.push(d.clone()),
+                None => return false,
+            },
+            k if k > 0 => rest.push(Dim::Known(k)),
+            _ => return false,
+        }
+    }
+    let left = sym::div_exact(&sym::product(data_dims), &sym::product(&rest));
+    !matches!(left, Dim::Unknown) && sym::canonical(&left) == sym::canonical(&elems[j])
 }
 
 impl Pass for SimplifyReshape {

@@ -825,3 +825,91 @@ fn loop_that_runs_once_is_its_body() {
     run_passes(&mut m, &["fold-constants", "eliminate-dead"]);
     assert_eq!(ops(&m), histogram(&[("Loop", 1)]));
 }
+
+// ----- shape arithmetic with one symbolic dim -----
+
+const DEFAULT_FOLDS: &str = "
+version: 1
+passes:
+  - constants-to-initializers
+  - fixed-point:
+      passes: [fold-constants, simplify-reshape, eliminate-identity, eliminate-duplicates, eliminate-dead]
+";
+
+#[test]
+fn window_partition_and_reverse_fold_with_a_dynamic_batch() {
+    // Pad for window alignment, Roll as Slice+Concat, Reshape targets
+    // computed from other tensors' shapes (4·batch windows, batch back).
+    let original = load("window_attention.onnx");
+    let mut m = original.clone();
+    let config = PipelineConfig::from_yaml(DEFAULT_FOLDS, "test.yaml").unwrap();
+    run_config(&mut m, &config).unwrap();
+    assert_eq!(
+        ops(&m),
+        histogram(&[
+            ("Add", 4),
+            ("Concat", 4),
+            ("Gather", 3),
+            ("MatMul", 4),
+            ("Mul", 1),
+            ("Reshape", 8),
+            ("Slice", 8),
+            ("Softmax", 1),
+            ("Transpose", 5),
+        ])
+    );
+    let m = saved_ok(&m);
+    for batch in [1, 3] {
+        let shapes = InputShapes::new().with_symbol("batch", batch);
+        assert_equivalent(&original, &m, &shapes, 1e-5, 1e-4);
+    }
+}
+
+/// `Reshape(x, Concat(k·batch, rest))` where x is `[batch, n, c]`.
+fn reshape_by_product(k: i64, rest: &[i64]) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "8", "6"]));
+    let s = b.op("Shape", &[x], vec![]);
+    let i0 = b.i64("i0", &[], &[0]);
+    let n = b.op("Gather", &[s, i0], vec![Attribute::int("axis", 0)]);
+    let kc = b.i64("k", &[], &[k]);
+    let rows = b.op("Mul", &[n, kc], vec![]);
+    let ax = b.i64("ax", &[1], &[0]);
+    let rows = b.op("Unsqueeze", &[rows, ax], vec![]);
+    let rest = b.i64("rest", &[rest.len() as i64], rest);
+    let target = b.op("Concat", &[rows, rest], vec![Attribute::int("axis", 0)]);
+    let y = b.op("Reshape", &[x, target], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    b.build(13)
+}
+
+#[test]
+fn a_target_with_one_symbolic_element_the_volume_leaves_becomes_minus_one() {
+    let original = reshape_by_product(4, &[2, 6]);
+    let mut m = original.clone();
+    let config = PipelineConfig::from_yaml(DEFAULT_FOLDS, "test.yaml").unwrap();
+    run_config(&mut m, &config).unwrap();
+    assert_eq!(ops(&m), histogram(&[("Reshape", 1)]));
+    let (_, node) = m.graph.nodes().next().unwrap();
+    let target = m.graph.constant(node.inputs[1].unwrap()).unwrap();
+    assert_eq!(target.to_i64_vec().unwrap(), vec![-1, 2, 6]);
+    let m = saved_ok(&m);
+    assert_equivalent(
+        &original,
+        &m,
+        &InputShapes::new().with_symbol("batch", 3),
+        0.0,
+        0.0,
+    );
+    // 3·batch rows of 2·6 is not the volume (8·6·batch): the element stays.
+    let mut m = reshape_by_product(3, &[2, 6]);
+    let run = run_config(&mut m, &config).unwrap();
+    assert_eq!(ops(&m).get("Shape"), Some(&1), "{:?}", ops(&m));
+    assert!(
+        reasons(&run)
+            .iter()
+            .any(|r| r.contains("target shape depends on dims")),
+        "{:?}",
+        reasons(&run)
+    );
+}

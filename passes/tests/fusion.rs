@@ -1521,3 +1521,104 @@ fn scale_moves_under_the_shift_before_a_padded_conv() {
         assert_equivalent(&original, &m, &batch2());
     }
 }
+
+// ----- fuse-quick-gelu -----
+
+/// Conv → SiLU (`c · σ(c)`, operands in both orders), CLIP's `x · σ(1.702·x)`,
+/// then a squeeze-excitation gate `x · σ(gate)` that is not the pattern.
+fn silu_chain() -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "4", "6", "6"]));
+    let w = init(&mut b, "w", &[4, 4, 3, 3], 1, -0.5, 0.5);
+    let c = b.op(
+        "Conv",
+        &[x, w],
+        vec![Attribute::ints("pads", vec![1, 1, 1, 1])],
+    );
+    let s = b.op("Sigmoid", &[c], vec![]);
+    let a = b.op("Mul", &[c, s], vec![]);
+    let s = b.op("Sigmoid", &[a], vec![]);
+    let a = b.op("Mul", &[s, a], vec![]);
+    let k = b.f32("k", &[], &[1.702]);
+    let scaled = b.op("Mul", &[k, a], vec![]);
+    let s = b.op("Sigmoid", &[scaled], vec![]);
+    let a = b.op("Mul", &[a, s], vec![]);
+    let pooled = b.op("GlobalAveragePool", &[a], vec![]);
+    let gate = b.op("Sigmoid", &[pooled], vec![]);
+    let y = b.op("Mul", &[a, gate], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    b.build(17)
+}
+
+#[test]
+fn x_times_sigmoid_x_becomes_quick_gelu_for_onnxruntime() {
+    let mut m = silu_chain();
+    let r = run(&mut m, &["fuse-quick-gelu"], Target::Onnxruntime);
+    assert!(r.declined.is_empty(), "{:?}", reasons(&r));
+    assert_eq!(
+        ops(&m),
+        hist(&[
+            ("Conv", 1),
+            ("GlobalAveragePool", 1),
+            ("Mul", 1),
+            ("Sigmoid", 1),
+            ("com.microsoft::QuickGelu", 3),
+        ])
+    );
+    assert_eq!(m.opset("com.microsoft"), Some(1));
+    let alphas: Vec<f32> = m
+        .graph
+        .nodes()
+        .filter(|(_, n)| n.op_type == "QuickGelu")
+        .map(|(_, n)| {
+            assert_eq!(n.domain(), "com.microsoft");
+            assert_eq!(n.inputs.len(), 1);
+            n.attr_float("alpha").unwrap().unwrap()
+        })
+        .collect();
+    assert_eq!(alphas, vec![1.0, 1.0, 1.702]);
+    assert_eq!(m.graph.value(m.graph.outputs[0].value).name, "y");
+}
+
+#[test]
+fn quick_gelu_does_nothing_for_other_targets() {
+    let mut m = silu_chain();
+    let before = m.to_bytes().unwrap();
+    let r = run(&mut m, &["fuse-quick-gelu"], Target::Portable);
+    assert_eq!(m.to_bytes().unwrap(), before);
+    assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
+    assert!(r.notes[0].contains("ONNX Runtime"), "{:?}", r.notes);
+}
+
+#[test]
+fn quick_gelu_declines_a_shared_sigmoid_and_float16() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2", "8"]));
+    let s = b.op("Sigmoid", &[x], vec![]);
+    let y = b.op("Mul", &[x, s], vec![]);
+    b.output(y, "y", DataType::Float, Some(dims(&["2", "8"])));
+    b.output(s, "gate", DataType::Float, Some(dims(&["2", "8"])));
+    assert_unchanged_with(
+        b.build(17),
+        "fuse-quick-gelu",
+        Target::Onnxruntime,
+        "mul_2",
+        "the Sigmoid output has readers outside x·sigmoid(x)",
+    );
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float16, dims(&["2", "8"]));
+    let s = b.op("Sigmoid", &[x], vec![]);
+    let y = b.op("Mul", &[x, s], vec![]);
+    b.output(y, "y", DataType::Float16, Some(dims(&["2", "8"])));
+    // Inference records the Sigmoid's type, so compare ops, not bytes.
+    let mut m = b.build(17);
+    let r = run(&mut m, &["fuse-quick-gelu"], Target::Onnxruntime);
+    assert_eq!(ops(&m), hist(&[("Mul", 1), ("Sigmoid", 1)]));
+    assert_eq!(
+        reasons(&r),
+        vec![(
+            "mul_2".to_string(),
+            "element type float16: ONNX Runtime's QuickGelu CPU kernel is float32 only".to_string()
+        )]
+    );
+}

@@ -10,16 +10,32 @@
 // same way in libcudart. scripts/check-trt-shim.sh checks that the compiled object has
 // no undefined TensorRT symbol.
 //
-// Differences between TensorRT majors are under `#if NV_TENSORRT_MAJOR >= 11`:
-// TensorRT 11 builds strongly typed networks only (precision comes from the graph) and
-// removed BuilderFlag::kFP16/kINT8/kBF16, the precision-constraint flags and
-// ILayer::setPrecision/setOutputType. The shim refuses a library whose major differs
-// from the headers it was compiled with: the virtual interfaces differ between majors.
+// Flavours (see runtime/src/tensorrt/flavor_table.rs): TensorRT 10, TensorRT 11 and
+// TensorRT-RTX 1.x. Their differences are under INFOPT_TRT_STRONGLY_TYPED_ONLY and
+// INFOPT_TRT_RTX below: TensorRT 11 and TensorRT-RTX build strongly typed networks only
+// (precision comes from the graph) and have no BuilderFlag::kFP16/kINT8/kBF16, no
+// precision-constraint flags and no ILayer::setPrecision/setOutputType. TensorRT-RTX
+// reuses NV_TENSORRT_MAJOR for its own numbering (1.x), so it is told apart by
+// TRT_MAJOR_RTX; it has compute-capability targets, and its timing cache is a no-op
+// (deprecated, an error under -Werror). The shim refuses a library whose version
+// differs from its headers (major; major and minor for TensorRT-RTX, whose virtual
+// interfaces grow between minors).
 
 #include "infopt_trt_shim.h"
 
 #include <NvInfer.h>
 #include <NvOnnxParser.h>
+
+#ifdef TRT_MAJOR_RTX
+#define INFOPT_TRT_RTX 1
+#else
+#define INFOPT_TRT_RTX 0
+#endif
+#if INFOPT_TRT_RTX || NV_TENSORRT_MAJOR >= 11
+#define INFOPT_TRT_STRONGLY_TYPED_ONLY 1
+#else
+#define INFOPT_TRT_STRONGLY_TYPED_ONLY 0
+#endif
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -85,6 +101,10 @@ public:
             {
                 mWarnings.emplace_back(msg);
             }
+            else if (isBuildFact(msg))
+            {
+                mBuildLog.emplace_back(msg);
+            }
         }
         catch (...)
         {
@@ -97,6 +117,13 @@ public:
         std::lock_guard<std::mutex> lock(mMutex);
         mErrors.clear();
         mWarnings.clear();
+        mBuildLog.clear();
+    }
+
+    std::string buildLog()
+    {
+        std::lock_guard<std::mutex> lock(mMutex);
+        return join(mBuildLog);
     }
 
     std::string errors()
@@ -112,6 +139,15 @@ public:
     }
 
 private:
+    // The few info/verbose messages a CPU-only build reports its engine with: the
+    // per-kernel table (ProfilingVerbosity::kDETAILED) and the memory totals. Everything
+    // else at those severities is dropped, so a verbose build keeps little in memory.
+    static bool isBuildFact(char const* msg)
+    {
+        return std::strncmp(msg, "Layers:", 7) == 0 || std::strncmp(msg, "Total ", 6) == 0
+            || std::strncmp(msg, "Max Scratch Memory:", 19) == 0;
+    }
+
     static std::string join(std::vector<std::string> const& lines)
     {
         std::string out;
@@ -129,6 +165,7 @@ private:
     std::mutex mMutex;
     std::vector<std::string> mErrors;
     std::vector<std::string> mWarnings;
+    std::vector<std::string> mBuildLog;
 };
 
 // Owns a TensorRT object (all of them are released with delete since TensorRT 10).
@@ -454,7 +491,7 @@ bool addProfile(nvinfer1::IBuilder& builder, nvinfer1::INetworkDefinition& netwo
     return true;
 }
 
-#if NV_TENSORRT_MAJOR < 11
+#if !INFOPT_TRT_STRONGLY_TYPED_ONLY
 // Late TensorRT 10 releases deprecate weak typing (flags, setPrecision) in favour of strongly
 // typed networks; the shim still offers it for TensorRT 10, on purpose.
 #pragma GCC diagnostic push
@@ -522,6 +559,38 @@ bool applyPrecision(nvinfer1::INetworkDefinition& network, nvinfer1::IBuilderCon
 }
 #pragma GCC diagnostic pop
 #endif
+
+// TensorRT-RTX: the GPUs the engine is compiled for when it is first loaded.
+bool applyComputeCapabilities(nvinfer1::IBuilderConfig& config, InfoptTrtBuildConfig const& cfg, std::string& error)
+{
+    if (cfg.nb_compute_capabilities == 0)
+    {
+        return true;
+    }
+#if INFOPT_TRT_RTX
+    if (!config.setNbComputeCapabilities(static_cast<int32_t>(cfg.nb_compute_capabilities)))
+    {
+        error = "TensorRT-RTX refused " + std::to_string(cfg.nb_compute_capabilities) + " compute capabilities";
+        return false;
+    }
+    for (uint64_t i = 0; i < cfg.nb_compute_capabilities; ++i)
+    {
+        int32_t sm = cfg.compute_capabilities[i];
+        if (!config.setComputeCapability(static_cast<nvinfer1::ComputeCapability>(sm), static_cast<int32_t>(i)))
+        {
+            error = "TensorRT-RTX " + std::to_string(NV_TENSORRT_MAJOR) + "." + std::to_string(NV_TENSORRT_MINOR)
+                + " does not support compute capability " + std::to_string(sm) + " (--compute-capability)";
+            return false;
+        }
+    }
+    return true;
+#else
+    (void) config;
+    error = "--compute-capability is a TensorRT-RTX setting; TensorRT " + std::to_string(NV_TENSORRT_MAJOR)
+        + " builds for the GPU it runs on";
+    return false;
+#endif
+}
 
 // Sets every dynamic input of profile 0 to its opt shape (or the caller's shape).
 bool setInputShapes(nvinfer1::ICudaEngine& engine, nvinfer1::IExecutionContext& context, InfoptTrtShape const* shapes,
@@ -719,6 +788,16 @@ int32_t infopt_trt_compiled_major(void)
     return NV_TENSORRT_MAJOR;
 }
 
+int32_t infopt_trt_compiled_version(void)
+{
+    return static_cast<int32_t>(NV_TENSORRT_VERSION);
+}
+
+int32_t infopt_trt_compiled_flavor(void)
+{
+    return INFOPT_TRT_RTX ? INFOPT_TRT_FLAVOR_RTX : INFOPT_TRT_FLAVOR_TENSORRT;
+}
+
 int32_t infopt_trt_open(char const* nvinfer_path, char const* onnxparser_path, char const* cudart_path,
     InfoptTrtLib** out, char** error)
 {
@@ -754,10 +833,23 @@ int32_t infopt_trt_open(char const* nvinfer_path, char const* onnxparser_path, c
         lib->nvinferDir = nvinferPath.substr(0, slash == 0 ? 1 : slash);
     }
     int32_t major = lib->version / 10000;
+    int32_t minor = lib->version / 100 % 100;
+#if INFOPT_TRT_RTX
+    if (major != NV_TENSORRT_MAJOR || minor != NV_TENSORRT_MINOR)
+    {
+        return fail(error,
+            "TensorRT-RTX " + std::to_string(major) + "." + std::to_string(minor) + " at " + nvinfer_path
+                + " does not match this shim, compiled for TensorRT-RTX " + std::to_string(NV_TENSORRT_MAJOR) + "."
+                + std::to_string(NV_TENSORRT_MINOR) + " (its interfaces change between minors); install "
+                + "tensorrt-rtx-cu13-libs " + std::to_string(NV_TENSORRT_MAJOR) + "." + std::to_string(NV_TENSORRT_MINOR)
+                + ".* or build a shim against that version's headers (runtime/tensorrt/build.sh)",
+            std::string(), INFOPT_TRT_ERR_VERSION);
+    }
+#endif
     if (major != NV_TENSORRT_MAJOR)
     {
         return fail(error,
-            "TensorRT " + std::to_string(major) + "." + std::to_string(lib->version / 100 % 100) + " at "
+            "TensorRT " + std::to_string(major) + "." + std::to_string(minor) + " at "
                 + nvinfer_path + " does not match this shim, compiled for TensorRT "
                 + std::to_string(NV_TENSORRT_MAJOR) + "; rebuild the shim against TensorRT "
                 + std::to_string(major) + "'s headers (runtime/tensorrt/build.sh) or point --trt-lib at TensorRT "
@@ -805,11 +897,11 @@ int32_t infopt_trt_build(InfoptTrtLib* lib, uint8_t const* onnx, uint64_t onnx_s
     lib->logger.clear();
     try
     {
-#if NV_TENSORRT_MAJOR >= 11
+#if INFOPT_TRT_STRONGLY_TYPED_ONLY
         if (cfg->fp16 || cfg->bf16 || cfg->int8 || cfg->nb_layer_precisions > 0)
         {
             return fail(error,
-                "TensorRT 11 builds strongly typed networks: precision comes from the ONNX graph, not from builder "
+                std::string(INFOPT_TRT_RTX ? "TensorRT-RTX" : "TensorRT 11") + " builds strongly typed networks: precision comes from the ONNX graph, not from builder "
                 "flags or layer overrides; convert the model first (convert-float16, convert-bfloat16, quantize-int8)");
         }
 #else
@@ -826,8 +918,8 @@ int32_t infopt_trt_build(InfoptTrtLib* lib, uint8_t const* onnx, uint64_t onnx_s
             return fail(error, "createInferBuilder failed", lib->logger.errors());
         }
         nvinfer1::NetworkDefinitionCreationFlags networkFlags = 0;
-#if NV_TENSORRT_MAJOR < 11
-        // TensorRT 11 is always strongly typed (the flag is deprecated and ignored there).
+#if !INFOPT_TRT_STRONGLY_TYPED_ONLY
+        // TensorRT 11 and RTX are always strongly typed (the flag is deprecated there).
         if (cfg->strongly_typed)
         {
             networkFlags |= 1U << static_cast<uint32_t>(nvinfer1::NetworkDefinitionCreationFlag::kSTRONGLY_TYPED);
@@ -883,7 +975,8 @@ int32_t infopt_trt_build(InfoptTrtLib* lib, uint8_t const* onnx, uint64_t onnx_s
         {
             config->setBuilderOptimizationLevel(cfg->opt_level);
         }
-        // Layer names and formats in the inspector's JSON (precision per layer).
+        // Layer names and formats in the inspector's JSON, and the builder's "Layers:"
+        // message with every kernel's datatypes and fused ONNX nodes.
         config->setProfilingVerbosity(nvinfer1::ProfilingVerbosity::kDETAILED);
 
         std::string problem;
@@ -891,12 +984,18 @@ int32_t infopt_trt_build(InfoptTrtLib* lib, uint8_t const* onnx, uint64_t onnx_s
         {
             return fail(error, problem);
         }
-#if NV_TENSORRT_MAJOR < 11
+#if !INFOPT_TRT_STRONGLY_TYPED_ONLY
         if (!applyPrecision(*network, *config, *cfg, problem))
         {
             return fail(error, problem);
         }
 #endif
+        if (!applyComputeCapabilities(*config, *cfg, problem))
+        {
+            return fail(error, problem);
+        }
+#if !INFOPT_TRT_RTX
+        // TensorRT-RTX deprecates the timing cache as a no-op; the caller is told so.
         Owned<nvinfer1::ITimingCache> cache(config->createTimingCache(
             cfg->timing_cache_size > 0 ? cfg->timing_cache : nullptr, static_cast<size_t>(cfg->timing_cache_size)));
         if (!cache)
@@ -912,22 +1011,36 @@ int32_t infopt_trt_build(InfoptTrtLib* lib, uint8_t const* onnx, uint64_t onnx_s
         {
             config->setFlag(nvinfer1::BuilderFlag::kERROR_ON_TIMING_CACHE_MISS);
         }
+#endif
 
         Owned<nvinfer1::IHostMemory> plan(builder->buildSerializedNetwork(*network, *config));
         if (!plan || plan->size() == 0)
         {
+            std::string log = lib->logger.buildLog();
+            out->build_log = log.empty() ? nullptr : dupString(log);
             return fail(error, "TensorRT failed to build the engine", lib->logger.errors());
         }
 
+#if !INFOPT_TRT_RTX
         nvinfer1::ITimingCache const* used = config->getTimingCache();
         Owned<nvinfer1::IHostMemory> cacheBlob(used != nullptr ? used->serialize() : nullptr);
+#else
+        Owned<nvinfer1::IHostMemory> cacheBlob;
+#endif
 
-        std::string inspectError;
-        std::string json = inspectEngine(*lib, static_cast<uint8_t const*>(plan->data()), plan->size(), inspectError);
-        if (!inspectError.empty())
+        // Without a GPU, deserializing fails (and adds CUDA errors to the log): the
+        // caller then reads the layers from the build log instead.
+        std::string json;
+        if (cfg->inspect_engine)
         {
-            return fail(error, inspectError, lib->logger.errors());
+            std::string inspectError;
+            json = inspectEngine(*lib, static_cast<uint8_t const*>(plan->data()), plan->size(), inspectError);
+            if (!inspectError.empty())
+            {
+                return fail(error, inspectError, lib->logger.errors());
+            }
         }
+        std::string buildLog = lib->logger.buildLog();
 
         out->engine = dupBytes(plan->data(), plan->size());
         out->engine_size = plan->size();
@@ -937,9 +1050,11 @@ int32_t infopt_trt_build(InfoptTrtLib* lib, uint8_t const* onnx, uint64_t onnx_s
             out->timing_cache_size = cacheBlob->size();
         }
         out->layer_json = dupString(json);
+        out->build_log = buildLog.empty() ? nullptr : dupString(buildLog);
         std::string warnings = lib->logger.warnings();
         out->warnings = warnings.empty() ? nullptr : dupString(warnings);
         if (out->engine == nullptr || out->layer_json == nullptr
+            || (!buildLog.empty() && out->build_log == nullptr)
             || (out->timing_cache_size > 0 && out->timing_cache == nullptr))
         {
             infopt_trt_free_build_result(out);
@@ -1117,6 +1232,7 @@ void infopt_trt_free_build_result(InfoptTrtBuildResult* result)
     std::free(result->timing_cache);
     std::free(result->layer_json);
     std::free(result->warnings);
+    std::free(result->build_log);
     std::memset(result, 0, sizeof(*result));
 }
 

@@ -25,13 +25,18 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct or a signature below changes. */
-#define INFOPT_TRT_ABI_VERSION 1
+#define INFOPT_TRT_ABI_VERSION 2
 
 /* Status codes of the int32_t-returning functions. */
 #define INFOPT_TRT_OK 0
 #define INFOPT_TRT_ERR_FAILED 1  /* TensorRT or CUDA failed; *error says why */
 #define INFOPT_TRT_ERR_MISSING 2 /* a library (TensorRT, its parser, libcudart) cannot be loaded */
-#define INFOPT_TRT_ERR_VERSION 3 /* the TensorRT library's major differs from the shim's */
+#define INFOPT_TRT_ERR_VERSION 3 /* the TensorRT library's version is not the one the shim was compiled for */
+
+/* Flavours (infopt_trt_compiled_flavor). TensorRT-RTX numbers its releases 1.x and its
+   virtual interfaces change between minors, so an RTX shim checks major and minor. */
+#define INFOPT_TRT_FLAVOR_TENSORRT 0
+#define INFOPT_TRT_FLAVOR_RTX 1
 
 /* Same limit as nvinfer1::Dims::MAX_DIMS. */
 #define INFOPT_TRT_MAX_DIMS 8
@@ -95,6 +100,13 @@ typedef struct InfoptTrtBuildConfig {
     int32_t obey_precision_constraints;
     /* Path of the .onnx file, so the parser finds external data next to it; may be NULL. */
     const char* model_path;
+    /* 1: deserialize the engine and read its layers with the engine inspector (needs a GPU).
+       0: never deserialize (no GPU); the layers come from the builder's detailed log. */
+    int32_t inspect_engine;
+    /* TensorRT-RTX only: target compute capabilities as SM numbers (86 = SM 8.6);
+       none keeps TensorRT-RTX's default. Another flavour refuses a non-empty list. */
+    const int32_t* compute_capabilities;
+    uint64_t nb_compute_capabilities;
 } InfoptTrtBuildConfig;
 
 typedef struct InfoptTrtBuildResult {
@@ -106,16 +118,27 @@ typedef struct InfoptTrtBuildResult {
     char* layer_json;
     /* TensorRT's warnings during the build, one per line; may be NULL. */
     char* warnings;
+    /* What the builder logged about the engine (ProfilingVerbosity::kDETAILED): its
+       verbose message that begins "Layers:" (one line per kernel), then the info lines
+       "Total ... Memory: N bytes" / "Max Scratch Memory: N bytes". May be NULL. Also
+       filled when a build fails, as far as the builder got. */
+    char* build_log;
 } InfoptTrtBuildResult;
 
 /* Version of this C ABI (INFOPT_TRT_ABI_VERSION the shim was compiled with). */
 int32_t infopt_trt_abi_version(void);
 
-/* NV_TENSORRT_MAJOR of the headers the shim was compiled against. */
+/* NV_TENSORRT_MAJOR of the headers the shim was compiled against (1 for TensorRT-RTX 1.x). */
 int32_t infopt_trt_compiled_major(void);
 
+/* Version of those headers, encoded as getInferLibVersion: (major * 100 + minor) * 100 + patch. */
+int32_t infopt_trt_compiled_version(void);
+
+/* INFOPT_TRT_FLAVOR_TENSORRT or INFOPT_TRT_FLAVOR_RTX. */
+int32_t infopt_trt_compiled_flavor(void);
+
 /* dlopen TensorRT (and, if given or found, libcudart), check getInferLibVersion against
-   the compiled major. cudart_path may be NULL: the shim then tries the usual sonames, and
+   the compiled major (and minor, for TensorRT-RTX). cudart_path may be NULL: the shim then tries the usual sonames, and
    only timing needs it. On success *out is a handle for the calls below. */
 int32_t infopt_trt_open(const char* nvinfer_path, const char* onnxparser_path, const char* cudart_path,
     InfoptTrtLib** out, char** error);
@@ -123,7 +146,9 @@ int32_t infopt_trt_open(const char* nvinfer_path, const char* onnxparser_path, c
 /* getInferLibVersion() of the opened library: (major * 100 + minor) * 100 + patch. */
 int32_t infopt_trt_library_version(const InfoptTrtLib* lib);
 
-/* Parse ONNX bytes, configure the builder, build and serialize, and inspect the engine. */
+/* Parse ONNX bytes, configure the builder, build and serialize, and (inspect_engine) inspect
+   the engine. On failure `out` may still hold a build_log (release it with
+   infopt_trt_free_build_result). */
 int32_t infopt_trt_build(InfoptTrtLib* lib, const uint8_t* onnx, uint64_t onnx_size, const InfoptTrtBuildConfig* config,
     InfoptTrtBuildResult* out, char** error);
 

@@ -284,6 +284,9 @@ fn the_rust_mirror_matches_the_c_header() {
                 "nb_layer_precisions",
                 "obey_precision_constraints",
                 "model_path",
+                "inspect_engine",
+                "compute_capabilities",
+                "nb_compute_capabilities",
             ],
         ),
         (
@@ -295,6 +298,7 @@ fn the_rust_mirror_matches_the_c_header() {
                 "timing_cache_size",
                 "layer_json",
                 "warnings",
+                "build_log",
             ],
         ),
     ];
@@ -309,6 +313,8 @@ fn the_rust_mirror_matches_the_c_header() {
         "INFOPT_TRT_FP16",
         "INFOPT_TRT_BF16",
         "INFOPT_TRT_INT8",
+        "INFOPT_TRT_FLAVOR_TENSORRT",
+        "INFOPT_TRT_FLAVOR_RTX",
     ];
     let mut c = String::from(
         "#include <stdio.h>\n#include <stddef.h>\n#include \"infopt_trt_shim.h\"\nint main(void) {\n",
@@ -378,7 +384,10 @@ fn the_rust_mirror_matches_the_c_header() {
             layer_precisions,
             nb_layer_precisions,
             obey_precision_constraints,
-            model_path
+            model_path,
+            inspect_engine,
+            compute_capabilities,
+            nb_compute_capabilities
         ]
     );
     rust_side += &layout!(
@@ -390,7 +399,8 @@ fn the_rust_mirror_matches_the_c_header() {
             timing_cache,
             timing_cache_size,
             layer_json,
-            warnings
+            warnings,
+            build_log
         ]
     );
     for (k, v) in [
@@ -404,6 +414,8 @@ fn the_rust_mirror_matches_the_c_header() {
         ("INFOPT_TRT_FP16", ffi::PRECISION_FP16),
         ("INFOPT_TRT_BF16", ffi::PRECISION_BF16),
         ("INFOPT_TRT_INT8", ffi::PRECISION_INT8),
+        ("INFOPT_TRT_FLAVOR_TENSORRT", ffi::FLAVOR_TENSORRT),
+        ("INFOPT_TRT_FLAVOR_RTX", ffi::FLAVOR_RTX),
     ] {
         rust_side += &format!("{k} {v}\n");
     }

@@ -9,6 +9,7 @@
 //! (`setPrecision`); `--strongly-typed` gives it the typed graph instead.
 
 mod profiles;
+mod realized;
 pub mod report;
 
 use std::path::{Path, PathBuf};
@@ -16,12 +17,13 @@ use std::time::Instant;
 
 use infopt_ir::Model;
 use infopt_ir::stats::GraphStats;
+use infopt_passes::registry::Numerics;
 use infopt_passes::{
     DriverOptions, PipelineConfig, PipelineRun, Precision, PrecisionMap, SideData, Step, Target,
 };
 use infopt_runtime::tensorrt::{
-    self, BuiltEngine, EngineBuildConfig, LayerOverride, LayerPrecision, Profile, TensorRt,
-    Trt10Precision, TrtOptions, args as trt_args,
+    self, BuiltEngine, EngineBuildConfig, FlavorSpec, LayerOverride, LayerPrecision, Profile,
+    TensorRt, Trt10Precision, TrtOptions, args as trt_args, flavor,
 };
 use infopt_runtime::{Latency, RuntimeError};
 use infopt_verify::{BackendKind, ChosenBackend, Criterion, Inputs, Verifier};
@@ -35,12 +37,6 @@ use report::{
 
 /// The pipeline used without `-c` (configs/tensorrt.yaml).
 const TENSORRT_PIPELINE: &str = include_str!("../../configs/tensorrt.yaml");
-
-/// Passes that convert to a half type; they run after the rest of the pipeline, so the
-/// graph before them is the float32 graph TensorRT 10's builder flags apply to.
-/// `quantize-int8` stays in the pipeline: its Q/DQ nodes are explicit quantization, which
-/// TensorRT 10 builds with `kINT8` (it has no other INT8 without a calibrator).
-const HALF_PASSES: [&str; 2] = ["convert-float16", "convert-bfloat16"];
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -103,6 +99,19 @@ pub struct Args {
     /// when building, refuse a TensorRT of another major.
     #[arg(long, value_name = "10|11", value_parser = clap::value_parser!(u32).range(10..=11))]
     pub trt_major: Option<u32>,
+    /// TensorRT flavour: trt10, trt11 or rtx (TensorRT-RTX, builds without a GPU).
+    /// Default: TensorRT 11/10 where a GPU is present and installed, else TensorRT-RTX.
+    #[arg(long, value_name = "trt10|trt11|rtx")]
+    pub trt_flavor: Option<String>,
+    /// TensorRT-RTX: the GPUs to compile the engine for, as SM numbers: 86,89,120
+    /// (default: TensorRT-RTX's own, 80, 86, 89 and 120).
+    #[arg(long, value_name = "SM,SM")]
+    pub compute_capability: Option<String>,
+    /// Release gate on the engine (repeatable): `max_precision_mismatches=N` fails (exit
+    /// 5) when more than N placed nodes got another precision than requested;
+    /// `realized_precision` is `max_precision_mismatches=0`.
+    #[arg(long = "gate", value_name = "GATE")]
+    pub gate: Vec<String>,
     /// Do not run the models to check that the rewritten ONNX agrees with the original.
     #[arg(long)]
     pub no_verify: bool,
@@ -148,7 +157,11 @@ fn trt_error(e: RuntimeError) -> CliError {
         RuntimeError::InvalidArgument(_)
         | RuntimeError::InputShape { .. }
         | RuntimeError::UnknownName(_) => CliError::usage(e),
-        RuntimeError::Load { .. } | RuntimeError::Decode(_) => CliError::new(
+        RuntimeError::Load { message, .. } => CliError::new(
+            Exit::Load,
+            format!("TensorRT could not build the engine: {message}"),
+        ),
+        RuntimeError::Decode(_) => CliError::new(
             Exit::Load,
             format!("TensorRT could not build the engine: {e}"),
         ),
@@ -193,7 +206,13 @@ fn parse_settings(args: &Args) -> CliResult<Settings> {
 
 /// The pipeline split in two: everything but the half-precision passes, then those.
 fn split_precision(config: &PipelineConfig) -> (PipelineConfig, Option<PipelineConfig>) {
-    let is_precision = |s: &Step| matches!(s, Step::Pass(p) if HALF_PASSES.contains(&p.name()));
+    // The passes that convert to a half type (`Numerics::HalfPrecision`) run after the
+    // rest of the pipeline, so the graph before them is the float32 graph TensorRT 10's
+    // builder flags apply to. `quantize-int8` stays in the pipeline: its Q/DQ nodes are
+    // explicit quantization, which TensorRT 10 builds with `kINT8` (it has no other INT8
+    // without a calibrator).
+    let is_precision =
+        |s: &Step| matches!(s, Step::Pass(p) if p.info().numerics == Numerics::HalfPrecision);
     let mut base = config.clone();
     base.passes.retain(|s| !is_precision(s));
     let steps: Vec<Step> = config
@@ -307,32 +326,35 @@ pub struct EnginePlan {
 }
 
 impl EnginePlan {
-    /// The build configuration for TensorRT `major`.
-    pub fn config_for(&self, major: u32) -> EngineBuildConfig {
+    /// The build configuration for `flavor`.
+    pub fn config_for(&self, flavor: &FlavorSpec) -> EngineBuildConfig {
         let mut cfg = self.common.clone();
-        if major < 11 {
+        if !flavor.strongly_typed_only {
             if self.strongly_typed_on_10 {
                 cfg.strongly_typed = true;
             } else {
                 cfg.precision = self.trt10.clone();
             }
         }
+        if flavor.compute_capabilities.is_empty() {
+            cfg.compute_capabilities.clear();
+        }
         cfg
     }
 
-    /// Whether TensorRT `major` builds strongly typed (precision from the graph only).
-    fn strongly_typed_on(&self, major: u32) -> bool {
-        major >= 11 || self.strongly_typed_on_10
+    /// Whether `flavor` builds strongly typed (precision from the graph only).
+    fn strongly_typed_on(&self, flavor: &FlavorSpec) -> bool {
+        flavor.strongly_typed_only || self.strongly_typed_on_10
     }
 
-    /// Whether TensorRT `major` parses the float32 graph (builder flags) rather than the typed one.
-    fn parses_fp32(&self, major: u32) -> bool {
-        self.flags_onnx.is_some() && !self.strongly_typed_on(major)
+    /// Whether `flavor` parses the float32 graph (builder flags) rather than the typed one.
+    fn parses_fp32(&self, flavor: &FlavorSpec) -> bool {
+        self.flags_onnx.is_some() && !self.strongly_typed_on(flavor)
     }
 
     /// How reports and trtexec headers name the build mode.
-    fn mode(&self, major: u32) -> &'static str {
-        if self.strongly_typed_on(major) {
+    fn mode(&self, flavor: &FlavorSpec) -> &'static str {
+        if self.strongly_typed_on(flavor) {
             "strongly typed"
         } else if self.trt10.is_set() {
             "builder flags"
@@ -360,11 +382,11 @@ pub fn build_with(
     warmup: usize,
     runs: usize,
 ) -> CliResult<EngineOutcome> {
-    let major = trt.version().major;
-    let cfg = plan.config_for(major);
-    let strongly_typed = plan.strongly_typed_on(major);
+    let spec = trt.flavor();
+    let cfg = plan.config_for(spec);
+    let strongly_typed = plan.strongly_typed_on(spec);
     let onnx = match &plan.flags_onnx {
-        Some(fp32) if plan.parses_fp32(major) => fp32,
+        Some(fp32) if plan.parses_fp32(spec) => fp32,
         _ => &plan.typed_onnx,
     };
     let built = trt.build_engine(onnx, &cfg).map_err(trt_error)?;
@@ -373,10 +395,10 @@ pub fn build_with(
     crate::progress::note(
         "build",
         format!(
-            "wrote {} ({} bytes, TensorRT {}, built in {:.1} s)",
+            "wrote {} ({} bytes, {}, built in {:.1} s)",
             output.display(),
             built.bytes.len(),
-            built.trt_version,
+            spec.describe(built.trt_version),
             built.build_time.as_secs_f64()
         ),
     );
@@ -386,7 +408,8 @@ pub fn build_with(
         timing_cache_written = Some(path.clone());
     }
     let mut warnings = Vec::new();
-    let latency = if runs > 0 {
+    // Without a GPU an engine cannot be loaded, let alone timed.
+    let latency = if runs > 0 && trt.gpu_present() {
         match trt.time_engine(&built.bytes, &[], warmup, runs) {
             Ok(l) => Some(l),
             Err(e) => {
@@ -407,12 +430,39 @@ pub fn build_with(
 }
 
 /// The engine as the report shows it.
-fn engine_facts(output: &Path, outcome: &EngineOutcome) -> EngineFacts {
+fn engine_facts(
+    output: &Path,
+    outcome: &EngineOutcome,
+    trt: &TensorRt,
+    realized: Option<realized::RealizedReport>,
+) -> EngineFacts {
     let b = &outcome.built;
+    let spec = trt.flavor();
+    let targets = if b.compute_capabilities.is_empty() {
+        spec.supported_compute_capabilities(b.trt_version)
+            .into_iter()
+            .filter(|sm| *sm != 121)
+            .collect()
+    } else {
+        b.compute_capabilities.clone()
+    };
     EngineFacts {
         path: output.display().to_string(),
         bytes: b.bytes.len() as u64,
         tensorrt_version: b.trt_version.to_string(),
+        flavor: spec.display.to_string(),
+        compute_capabilities: if spec.compute_capabilities.is_empty() {
+            None
+        } else {
+            Some(report::ComputeTargets {
+                explicit: !b.compute_capabilities.is_empty(),
+                sm: targets,
+            })
+        },
+        gpu: trt.gpu_present(),
+        layer_source: b.layer_source,
+        memory: b.memory,
+        realized_precision: realized,
         strongly_typed: outcome.strongly_typed,
         build_time_ms: b.build_time.as_secs_f64() * 1e3,
         layers: b.layers.clone(),
@@ -432,25 +482,56 @@ fn trtexec_commands(
     fp32: Option<&Path>,
     engine: &Path,
     only: Option<u32>,
+    flavor_only: Option<&FlavorSpec>,
 ) -> CliResult<Vec<TrtexecCommand>> {
     let mut out = Vec::new();
-    for major in [11u32, 10] {
-        if only.is_some_and(|m| m != major) {
+    for spec in ["trt11", "trt10", "rtx"]
+        .iter()
+        .filter_map(|id| flavor::by_id(id).ok())
+    {
+        if only.is_some_and(|m| m != spec.major) || flavor_only.is_some_and(|f| f.id != spec.id) {
             continue;
         }
         let onnx = match fp32 {
-            Some(f) if plan.parses_fp32(major) => f,
+            Some(f) if plan.parses_fp32(spec) => f,
             _ => typed,
         };
-        let args = trt_args::trtexec_args(onnx, engine, &plan.config_for(major), major)
+        let args = trt_args::trtexec_args_for(onnx, engine, &plan.config_for(spec), spec)
             .map_err(CliError::usage)?;
         out.push(TrtexecCommand {
-            tensorrt_major: major,
-            mode: plan.mode(major).into(),
+            tensorrt_major: spec.major,
+            flavor: spec.display.to_string(),
+            mode: plan.mode(spec).into(),
             command: trt_args::shell_join(&args),
         });
     }
     Ok(out)
+}
+
+/// `--gate` values: the largest number of precision mismatches allowed.
+fn parse_gates(gates: &[String]) -> CliResult<Option<usize>> {
+    let mut max = None;
+    for g in gates {
+        let (key, value) = match g.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v.trim())),
+            None => (g.trim(), None),
+        };
+        let n = match (key, value) {
+            ("realized_precision", None | Some("true")) => 0,
+            ("max_precision_mismatches", Some(v)) => v.parse::<usize>().map_err(|_| {
+                CliError::usage(format!(
+                    "--gate {g}: max_precision_mismatches takes a whole number, such as max_precision_mismatches=0"
+                ))
+            })?,
+            _ => {
+                return Err(CliError::usage(format!(
+                    "--gate {g} is not a build-engine gate; use realized_precision or max_precision_mismatches=N"
+                )));
+            }
+        };
+        max = Some(max.map_or(n, |m: usize| m.min(n)));
+    }
+    Ok(max)
 }
 
 /// The input ONNX timed in ONNX Runtime at `shapes`, for comparison with the engine.
@@ -506,6 +587,20 @@ pub fn run(args: Args) -> CliResult {
 pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
     let started = Instant::now();
     let settings = parse_settings(&args)?;
+    let max_mismatches = parse_gates(&args.gate)?;
+    let compute_capabilities = args
+        .compute_capability
+        .as_deref()
+        .map(flavor::parse_compute_capabilities)
+        .transpose()
+        .map_err(CliError::usage)?
+        .unwrap_or_default();
+    let flavor_flag = args
+        .trt_flavor
+        .as_deref()
+        .map(flavor::by_id)
+        .transpose()
+        .map_err(CliError::usage)?;
     let output = args
         .output
         .clone()
@@ -551,8 +646,12 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
         let trt = TensorRt::open(&TrtOptions {
             shim: args.trt_shim.clone(),
             lib_dir: args.trt_lib.clone(),
+            flavor: flavor_flag.map(|f| f.id.to_string()),
         })
         .map_err(trt_error)?;
+        trt.flavor()
+            .check_compute_capabilities(trt.version(), &compute_capabilities)
+            .map_err(CliError::usage)?;
         if let Some(m) = args.trt_major
             && m != trt.version().major
         {
@@ -701,6 +800,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
         timing_cache: args.timing_cache.clone(),
         error_on_timing_cache_miss: args.error_on_timing_cache_miss,
         model_path: Some(args.model.clone()),
+        compute_capabilities: compute_capabilities.clone(),
         ..Default::default()
     };
     let to_bytes = |m: &Model| m.to_bytes_referencing_sources().map_err(CliError::from_ir);
@@ -739,10 +839,11 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
                 wants_fp32.then_some(fp32_path.as_path()),
                 &output,
                 args.trt_major,
+                flavor_flag,
             )?;
             notes.extend(trt10_notes);
         } else if let Some(trt) = &trt {
-            if trt.version().major < 11 && !args.strongly_typed {
+            if !trt.flavor().strongly_typed_only && !args.strongly_typed {
                 notes.extend(trt10_notes);
             }
             let outcome = build_with(trt, &plan, &output, args.warmup, args.runs)?;
@@ -775,7 +876,22 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
                     speedup,
                 });
             }
-            engine = Some(engine_facts(&output, &outcome));
+            // Realized precision: what the passes placed in the graph TensorRT parsed
+            // against the kernels it built.
+            let layers = &outcome.built.layers;
+            let realized = (outcome.strongly_typed
+                && layers.iter().any(|l| !l.onnx_nodes.is_empty()))
+            .then(|| {
+                realized::compare(
+                    &realized::requests(typed, config.precision.as_ref()),
+                    &realized::conversion_nodes(typed),
+                    layers,
+                )
+            });
+            if !outcome.strongly_typed {
+                notes.push("realized precision is compared for strongly typed builds only (TensorRT 10 with builder flags chooses per layer)".into());
+            }
+            engine = Some(engine_facts(&output, &outcome, trt, realized));
         }
     }
 
@@ -816,7 +932,14 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
         total_time_ms: started.elapsed().as_secs_f64() * 1e3,
     };
     if verified {
-        return Ok(Outcome::passed(report));
+        let gate = match (max_mismatches, &report.engine) {
+            (Some(max), Some(e)) => check_precision_gate(max, e).err(),
+            _ => None,
+        };
+        return Ok(Outcome {
+            report,
+            failure: gate,
+        });
     }
     let failing: Vec<String> = report
         .verification
@@ -849,6 +972,43 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
         report,
         failure: Some(failure),
     })
+}
+
+/// The realized-precision gate: at most `max` placed nodes with another precision.
+fn check_precision_gate(max: usize, e: &EngineFacts) -> CliResult {
+    let Some(r) = &e.realized_precision else {
+        return Err(CliError::new(
+            Exit::Gate,
+            "gate realized_precision: the engine's kernels and their fused ONNX nodes are not known (strongly typed TensorRT-RTX builds report them), so the gate cannot pass",
+        ));
+    };
+    if r.mismatched <= max {
+        return Ok(());
+    }
+    let names: Vec<String> = r
+        .mismatches()
+        .take(5)
+        .map(|n| {
+            format!(
+                "{} ({} requested, {} realized)",
+                n.node, n.requested, n.realized
+            )
+        })
+        .collect();
+    Err(CliError::new(
+        Exit::Gate,
+        format!(
+            "gate max_precision_mismatches={max} failed: {} of {} placed nodes got another precision than requested: {}{}",
+            r.mismatched,
+            r.placed,
+            names.join(", "),
+            if r.mismatched > names.len() {
+                ", ..."
+            } else {
+                ""
+            }
+        ),
+    ))
 }
 
 #[cfg(test)]

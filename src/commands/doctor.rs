@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 
 use infopt_runtime::Backend;
 use infopt_runtime::ort_backend::{self, OrtBackend, OrtOptions};
-use infopt_runtime::tensorrt::{TensorRt, TrtOptions, discover};
+use infopt_runtime::tensorrt::{self, FlavorSpec, TensorRt, TrtOptions, discover, flavor};
 use serde::Serialize;
 
 use crate::exit::{CliError, CliResult, Exit};
@@ -120,8 +120,6 @@ fn onnxruntime(dylib: Option<&std::path::Path>) -> Item {
     }
 }
 
-const SHIM_FIX: &str = "pip install tensorrt-cu12 and build the shim: bash runtime/tensorrt/build.sh (then set INFOPT_TRT_SHIM or put libinfopt_trt_shim.so next to infopt)";
-
 /// The part of an error before its fix hint (the doctor prints its own fix).
 fn first_clause(message: &str) -> String {
     message
@@ -132,57 +130,112 @@ fn first_clause(message: &str) -> String {
         .to_string()
 }
 
-fn tensorrt(args: &Args) -> Item {
-    let exe_dir = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(std::path::Path::to_path_buf));
-    let shim = match discover::find_shim(
-        args.trt_shim.as_deref(),
-        std::env::var_os(discover::SHIM_ENV),
-        exe_dir.as_deref(),
-    ) {
-        Ok(p) => p,
+/// One row per TensorRT flavour (TensorRT 10, 11, TensorRT-RTX): whether its libraries
+/// are installed, which version, whether a shim drives it, what it can target. A shim
+/// given with --trt-shim / INFOPT_TRT_SHIM gets a row of its own.
+fn tensorrt(args: &Args) -> Vec<Item> {
+    let mut items = Vec::new();
+    let env_shim = std::env::var_os(discover::SHIM_ENV).filter(|v| !v.is_empty());
+    if args.trt_shim.is_some() || env_shim.is_some() {
+        items.push(explicit_shim(args));
+    }
+    let search = discover::LibSearch::from_environment(args.trt_lib.clone());
+    for spec in flavor::FLAVORS {
+        items.push(flavor_item(args, &search, spec));
+    }
+    items
+}
+
+fn explicit_shim(args: &Args) -> Item {
+    let name = "TensorRT shim".to_string();
+    match TensorRt::open(&TrtOptions {
+        shim: args.trt_shim.clone(),
+        lib_dir: args.trt_lib.clone(),
+        flavor: None,
+    }) {
+        Ok(trt) => Item {
+            name,
+            status: Status::Ok,
+            version: Some(trt.version().to_string()),
+            detail: format!(
+                "{} drives {} at {}",
+                trt.shim_path().map(|p| p.display().to_string()).unwrap_or_default(),
+                trt.flavor().display,
+                trt.libraries().nvinfer.display()
+            ),
+            fix: None,
+        },
+        Err(e) => Item {
+            name,
+            status: Status::Broken,
+            version: None,
+            detail: first_clause(&e.to_string()),
+            fix: Some("rebuild the shim for the installed TensorRT (bash runtime/tensorrt/build.sh), or unset INFOPT_TRT_SHIM / drop --trt-shim to use the built-in shims".into()),
+        },
+    }
+}
+
+fn flavor_item(args: &Args, search: &discover::LibSearch, spec: &'static FlavorSpec) -> Item {
+    let name = spec.display.to_string();
+    let libs = match search.find_flavor(spec) {
+        Ok(l) => l,
         Err(e) => {
-            // Without the shim, still say whether TensorRT's libraries are there.
-            let search = discover::LibSearch::from_environment(args.trt_lib.clone());
-            let libs = [11, 10]
-                .iter()
-                .find_map(|&major| search.find(major).ok().map(|l| (major, l)));
-            let (libs_note, fix) = match libs {
-                Some((major, l)) => (
-                    format!(
-                        "; TensorRT {major} libraries found: {} (from {})",
-                        l.nvinfer.display(),
-                        l.source
-                    ),
-                    "build the shim against them: bash runtime/tensorrt/build.sh (then set INFOPT_TRT_SHIM or put libinfopt_trt_shim.so next to infopt)".to_string(),
-                ),
-                None => ("; libnvinfer not found".to_string(), SHIM_FIX.to_string()),
-            };
             return Item {
-                name: "TensorRT".into(),
+                name,
                 status: Status::Missing,
                 version: None,
-                detail: format!("{}{libs_note}", first_clause(&e.to_string())),
-                fix: Some(fix),
+                detail: first_clause(&e.to_string()),
+                fix: Some(format!(
+                    "{}{}",
+                    discover::install_hint_for(spec),
+                    if spec.builds_without_gpu {
+                        " (builds engines on this machine even without a GPU)"
+                    } else {
+                        " (building needs an NVIDIA GPU)"
+                    }
+                )),
             };
         }
     };
+    let builtin = tensorrt::embedded::versions_of(spec);
     match TensorRt::open(&TrtOptions {
-        shim: Some(shim.clone()),
+        shim: None,
         lib_dir: args.trt_lib.clone(),
+        flavor: Some(spec.id.to_string()),
     }) {
         Ok(trt) => {
-            let libs = trt.libraries();
+            let ccs = spec.supported_compute_capabilities(trt.version());
             Item {
-                name: "TensorRT".into(),
+                name,
                 status: Status::Ok,
                 version: Some(trt.version().to_string()),
                 detail: format!(
-                    "shim {}; {} (from {}){}",
-                    shim.display(),
+                    "{} (from {}); shim {}{}{}{}",
                     libs.nvinfer.display(),
                     libs.source,
+                    if trt.builtin_shim() {
+                        format!("built in (headers {})", trt.shim_version())
+                    } else {
+                        trt.shim_path()
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_default()
+                    },
+                    if ccs.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "; compute capabilities: {}",
+                            ccs.iter()
+                                .map(u32::to_string)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    },
+                    if spec.builds_without_gpu {
+                        "; builds without a GPU"
+                    } else {
+                        ""
+                    },
                     libs.cudart
                         .as_ref()
                         .map(|c| format!("; cudart {}", c.display()))
@@ -192,13 +245,19 @@ fn tensorrt(args: &Args) -> Item {
             }
         }
         Err(e) => Item {
-            name: "TensorRT".into(),
-            status: Status::Missing,
+            name,
+            status: Status::Broken,
             version: None,
-            detail: format!("shim {}: {}", shim.display(), first_clause(&e.to_string())),
-            fix: Some(
-                "pip install tensorrt-cu12 (or unpack NVIDIA's tarball and set TENSORRT_LIB); a shim built for another major needs bash runtime/tensorrt/build.sh".into(),
+            detail: format!(
+                "{} (from {}): {}",
+                libs.nvinfer.display(),
+                libs.source,
+                first_clause(&e.to_string())
             ),
+            fix: Some(format!(
+                "built-in shims: {builtin}; install a version with one ({}) or build a shim against this version's headers with bash runtime/tensorrt/build.sh and pass --trt-shim",
+                spec.install
+            )),
         },
     }
 }
@@ -310,12 +369,11 @@ pub fn collect(args: &Args) -> DoctorReport {
         schema_version: 1,
         infopt_version: env!("CARGO_PKG_VERSION").into(),
         os: format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
-        items: vec![
-            tract(),
-            onnxruntime(args.ort_dylib.as_deref()),
-            tensorrt(args),
-            gpu(),
-        ],
+        items: [tract(), onnxruntime(args.ort_dylib.as_deref())]
+            .into_iter()
+            .chain(tensorrt(args))
+            .chain([gpu()])
+            .collect(),
         cpu: cpu(),
     }
 }

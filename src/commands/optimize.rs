@@ -103,6 +103,10 @@ pub struct Args {
     /// exactly or as a regex matching the whole name.
     #[arg(long = "precision", value_name = "NAME_OR_OP=P")]
     pub precision: Vec<String>,
+    /// With --fp16/--bf16: convert and judge once, without keeping the layers
+    /// that miss the accuracy target in float32 automatically.
+    #[arg(long)]
+    pub no_auto_fp32: bool,
     #[command(flatten)]
     pub int8: crate::int8::Int8Args,
     /// Convert the model's default-domain opset to N (up to 24) before the
@@ -261,19 +265,13 @@ fn growth_warning(before: &GraphStats, after: &GraphStats) -> Option<String> {
 }
 
 /// Whether every pass that changed the model only changed its storage or
-/// removed what nothing reads (constants as initializers, fixed input
-/// shapes, dead nodes): the model computes what the original computed.
+/// removed what nothing reads (its registry entry says `Numerics::Exact`):
+/// the model computes what the original computed.
 fn storage_only(run: &infopt_passes::PipelineRun) -> bool {
-    const STORAGE: &[&str] = &[
-        "constants-to-initializers",
-        "remove-initializer-inputs",
-        "fix-shapes",
-        "infer-shapes",
-        "eliminate-dead",
-    ];
+    use infopt_passes::registry::Numerics;
     run.records
         .iter()
-        .all(|r| r.rewrites == 0 || STORAGE.contains(&r.name))
+        .all(|r| r.rewrites == 0 || Numerics::of(r.name) == Some(Numerics::Exact))
 }
 
 /// `infopt optimize`: the report (table or JSON) and `--report` files, then
@@ -429,6 +427,12 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
     };
     let t = Instant::now();
     let mut int8_report = None;
+    let mut half_report = None;
+    // Half precision judged while converting: the float32 islands it needs.
+    let half_steps = match (&verifier, int8_step) {
+        (Some(_), None) if do_verify && !args.verify_each_pass => crate::half::split(&config),
+        _ => None,
+    };
     let run = match int8_step {
         Some(index) => {
             drop(hooks);
@@ -456,7 +460,24 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
             int8_report = report;
             run
         }
-        None => stages::run_passes(&mut model, &config, &options, SideData::default(), hooks)?,
+        None => match (&half_steps, &verifier) {
+            (Some((before, from)), Some(v)) => {
+                let run =
+                    stages::run_passes(&mut model, before, &options, SideData::default(), hooks)?;
+                let cx = crate::half::Context {
+                    verifier: v,
+                    options: &options,
+                    inputs: format!("{} ({})", v.inputs_description, inputs.source.describe()),
+                    generated_inputs: inputs.file.is_none(),
+                    search: !args.no_auto_fp32,
+                };
+                let outcome = crate::half::convert_to_target(&mut model, from, &cx)?;
+                model = outcome.model;
+                half_report = Some(outcome.report);
+                crate::half::merged(run, outcome.run)
+            }
+            _ => stages::run_passes(&mut model, &config, &options, SideData::default(), hooks)?,
+        },
     };
     let stats_after = GraphStats::of_model(&model);
     progress::done(
@@ -606,6 +627,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
         first_failing_pass: bisect.as_ref().map(|b| b.pass.to_string()),
         first_diverging_tensor: bisect.as_ref().and_then(|b| b.first_tensor.clone()),
         int8: int8_report,
+        half_precision: half_report,
         notes: run.notes.iter().cloned().chain(notes).collect(),
         warnings,
         total_time_ms: started.elapsed().as_secs_f64() * 1e3,
@@ -640,6 +662,9 @@ fn verification_failure(report: &Report, bisect: Option<&Bisect>) -> CliError {
     let Some(v) = report.verification.as_ref() else {
         return CliError::new(Exit::Internal, "verification failed without a verdict");
     };
+    if let Some(h) = &report.half_precision {
+        return crate::half::missed_target(h, &v.outputs);
+    }
     let failing: Vec<String> = v
         .outputs
         .iter()

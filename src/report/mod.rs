@@ -2,6 +2,7 @@
 //! version) or rendered as a terminal table or Markdown.
 
 pub mod ci;
+pub mod half;
 pub mod int8;
 pub mod render;
 pub mod summaries;
@@ -91,6 +92,8 @@ pub struct Report {
     pub first_diverging_tensor: Option<String>,
     /// With INT8 quantization: calibration, held-out accuracy, worst layers.
     pub int8: Option<int8::Int8Report>,
+    /// With --fp16/--bf16 and verification: the automatic float32 islands.
+    pub half_precision: Option<half::HalfReport>,
     pub notes: Vec<String>,
     pub warnings: Vec<String>,
     pub total_time_ms: f64,

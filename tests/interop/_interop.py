@@ -155,8 +155,26 @@ _NP = {
 }
 
 
+# The KV-cache decoder fixtures run only when the mask covers the cache and
+# the new tokens: past + seq with both at 2.
+_RELATED_SIZES = {"total": 4, "total_sequence_length": 4}
+
+
+def _symbol_size(d) -> int:
+    """2 for a symbol, the sum for a name like `past + seq`, 4 for a KV
+    cache's total length."""
+    if isinstance(d, str):
+        if d in _RELATED_SIZES:
+            return _RELATED_SIZES[d]
+        parts = [p.strip() for p in d.split("+")]
+        if len(parts) > 1 and all(p.isidentifier() for p in parts):
+            return 2 * len(parts)
+    return 2
+
+
 def make_inputs(session, seed_key: str) -> dict[str, np.ndarray]:
-    """Seeded inputs for every graph input; symbolic / unknown dims become 2.
+    """Seeded inputs for every graph input; symbolic / unknown dims become 2
+    (a KV cache's total length 4, see `_symbol_size`).
 
     Integers are drawn from {0, 1}: valid token ids, token types, attention
     masks and indices for every fixture here.
@@ -164,7 +182,7 @@ def make_inputs(session, seed_key: str) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(zlib.crc32(seed_key.encode()))
     feeds = {}
     for inp in session.get_inputs():
-        shape = [d if isinstance(d, int) and d >= 0 else 2 for d in inp.shape]
+        shape = [d if isinstance(d, int) and d >= 0 else _symbol_size(d) for d in inp.shape]
         dt = _NP.get(inp.type)
         if dt is None:
             raise NotImplementedError(f"input {inp.name}: no generator for {inp.type}")

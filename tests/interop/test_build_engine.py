@@ -74,7 +74,11 @@ def test_plain_emit_is_valid_and_equivalent(infopt, tmp_path, fixture, shape):
     _agrees(_interop.MODELS / fixture, out, f"engine-{fixture}", 0.99999, exact=True)
     assert report["verification"]["passed"]
     cmds = {c["tensorrt_major"]: shlex.split(c["command"]) for c in report["trtexec"]}
-    assert set(cmds) == {10, 11}
+    assert set(cmds) == {1, 10, 11}
+    # TensorRT-RTX (major 1): its own trtexec, without the timing cache it lacks.
+    rtx = cmds.pop(1)
+    assert rtx[0] == "tensorrt_rtx" and f"--onnx={out}" in rtx, rtx
+    assert not any(a.startswith("--timingCacheFile") for a in rtx), rtx
     for major, argv in cmds.items():
         assert argv[0] == "trtexec"
         assert f"--onnx={out}" in argv, argv

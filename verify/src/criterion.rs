@@ -85,8 +85,11 @@ impl Criterion {
             Criterion::Scaled {
                 max_scaled_error,
                 min_cosine,
-            } => {
+            } if max_scaled_error.is_finite() => {
                 format!("max abs <= {max_scaled_error:e} x output scale and cosine >= {min_cosine}")
+            }
+            Criterion::Scaled { min_cosine, .. } => {
+                format!("cosine >= {min_cosine} and finite values")
             }
             Criterion::Elementwise { rtol, atol } => {
                 format!("every element within atol {atol:e} + rtol {rtol:e} x |expected|")

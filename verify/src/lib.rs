@@ -12,6 +12,8 @@ pub mod inputs;
 pub mod intermediates;
 pub mod memory;
 pub mod observe;
+pub mod relations;
+pub mod sensitivity;
 pub mod shapes;
 pub mod size_hints;
 pub mod timing;

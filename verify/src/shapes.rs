@@ -8,13 +8,16 @@
 //! and last every unbound dim at 2. Every size the graph says something
 //! about ([`crate::size_hints`]: stride chains, Resize scales, kernels, a
 //! fixed partner) is moved to the nearest size it admits, in the distinct
-//! choice too (distinct admissible sizes, H != W).
+//! choice too (distinct admissible sizes, H != W). Symbols the graph
+//! relates ([`crate::relations`]: a KV cache's `total = past + seq`) take
+//! the value the relation gives them in every choice.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use infopt_ir::{Dim, Model};
 use infopt_runtime::InputShapes;
 
+use crate::relations::{self, Relations};
 use crate::size_hints::{self, SizeHint, key_of};
 
 /// One unbound dim of a graph input.
@@ -97,8 +100,10 @@ pub fn candidates(model: &Model, base: &InputShapes) -> Vec<Candidate> {
     }
     let hints = size_hints::hints(model, &unbound);
     let hint = |d: &UnboundDim| hints.get(&key_of(d)).filter(|h| h.is_informative());
+    let rels = relations::relations(model, &symbols_of(&unbound));
     let mut out: Vec<Candidate> = Vec::new();
     let mut push = |label: String, shapes: InputShapes| {
+        let shapes = related(&rels, shapes);
         if !out.iter().any(|c| c.shapes == shapes) {
             out.push(Candidate { label, shapes });
         }
@@ -114,6 +119,7 @@ pub fn candidates(model: &Model, base: &InputShapes) -> Vec<Candidate> {
             continue;
         }
         let v = match hint(d) {
+            _ if d.symbol.as_ref().is_some_and(|s| rels.is_dependent(s)) => 1,
             Some(h) => {
                 let mut v = h.fit(64);
                 while h.exact.is_none() && values.values().any(|&u| u as u64 == v) {
@@ -130,7 +136,11 @@ pub fn candidates(model: &Model, base: &InputShapes) -> Vec<Candidate> {
         values.insert(key, v);
     }
     let mut label = "distinct values for unbound dims".to_string();
-    let described = describe_hints(&hints);
+    let described = [describe_hints(&hints), rels.describe()]
+        .into_iter()
+        .filter(|d| !d.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
     if !described.is_empty() {
         label = format!("{label} ({described})");
     }
@@ -175,6 +185,29 @@ pub fn candidates(model: &Model, base: &InputShapes) -> Vec<Candidate> {
     twos.default_dim = 2;
     push("every unbound dim 2".into(), twos);
     out
+}
+
+/// The named unbound symbols.
+fn symbols_of(unbound: &[UnboundDim]) -> BTreeSet<String> {
+    unbound.iter().filter_map(|d| d.symbol.clone()).collect()
+}
+
+/// `shapes` with every dependent symbol set from the free ones (a free
+/// symbol the candidate leaves to the default takes the default); unchanged
+/// when a dependent would not be a size.
+fn related(rels: &Relations, mut shapes: InputShapes) -> InputShapes {
+    if rels.is_empty() {
+        return shapes;
+    }
+    let default = shapes.default_dim as i64;
+    let value = |s: &str| Some(shapes.symbols.get(s).map_or(default, |&v| v as i64));
+    let Some(dependents) = rels.dependents(&value) else {
+        return shapes;
+    };
+    for (s, v) in dependents {
+        shapes.symbols.insert(s, v as usize);
+    }
+    shapes
 }
 
 /// `H: multiple of 32, at least 224; W: 512 (Concat `c`)` for the keys with hints.
@@ -283,7 +316,15 @@ pub fn suggestion(model: &Model, base: &InputShapes) -> Option<String> {
             .collect();
         args.push(format!("--input-shape {input}:{}", text.join("x")));
     }
-    let described = describe_hints(&named);
+    let mut described = describe_hints(&named);
+    let rels = relations::relations(model, &symbols_of(&unbound)).describe();
+    if !rels.is_empty() {
+        described = if described.is_empty() {
+            rels
+        } else {
+            format!("{described}; {rels}")
+        };
+    }
     Some(if described.is_empty() {
         args.join(" ")
     } else {

@@ -848,4 +848,30 @@ mod tests {
         assert!(facts.known_value(c).is_none());
         assert!(report.blocked.is_empty());
     }
+
+    #[test]
+    fn a_range_from_one_length_to_the_sum_of_two_has_the_second_length() {
+        // The positions of the new tokens: Range(past, past + seq, 1).
+        let mut b = GraphBuilder::new();
+        let cache = b.input("cache", DataType::Float, d(&["past"]));
+        let ids = b.input("ids", DataType::Int64, d(&["seq"]));
+        let i0 = b.initializer("i0", Tensor::from_i64(vec![], &[0]));
+        let one = b.initializer("one", Tensor::from_i64(vec![], &[1]));
+        let sp = b.op("Shape", &[cache], vec![]);
+        let past = b.op("Gather", &[sp, i0], vec![Attribute::int("axis", 0)]);
+        let ss = b.op("Shape", &[ids], vec![]);
+        let seq = b.op("Gather", &[ss, i0], vec![Attribute::int("axis", 0)]);
+        let end = b.op("Add", &[past, seq], vec![]);
+        let r = b.op("Range", &[past, end, one], vec![]);
+        // Counting down is not a length.
+        let back = b.op("Range", &[end, past, one], vec![]);
+        b.output(r, "positions", DataType::Int64, None);
+        b.output(back, "none", DataType::Int64, None);
+        let mut m = b.build(13);
+        let mut report = InferReport::default();
+        let o = Opsets::of(&m);
+        let facts = infer_graph(&mut m.graph, o, &Scope::default(), &mut report);
+        assert_eq!(facts.get(r).unwrap().shape(), Some(&d(&["seq"])[..]));
+        assert!(!matches!(facts.get(back).unwrap().shape(), Some([Dim::Sym(s)]) if s == "seq"));
+    }
 }

@@ -772,6 +772,10 @@ fn range(cx: &RuleCx) -> Fact {
             (Some(Dim::Known(0)), Some(l), Some(Dim::Known(d))) if d > 0 && nonneg(&l) => {
                 sym::ceil_div(&l, d)
             }
+            // `Range(past, past + seq)`: the positions of the new tokens.
+            (Some(s), Some(l), Some(Dim::Known(d))) if d > 0 && nonneg(&sym::sub(&l, &s)) => {
+                sym::ceil_div(&sym::sub(&l, &s), d)
+            }
             _ => cx.fresh(0, "range"),
         }
     };

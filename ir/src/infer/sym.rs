@@ -197,6 +197,23 @@ impl Expr {
         Some(out)
     }
 
+    /// The expression as `sum(coef * symbol) + constant` when every term
+    /// is a constant or one symbol (no product, no floor division).
+    pub fn linear(&self) -> Option<(BTreeMap<String, i64>, i64)> {
+        let mut coefs = BTreeMap::new();
+        let mut constant = 0;
+        for (m, c) in &self.terms {
+            match m.as_slice() {
+                [] => constant = *c,
+                [Atom::Sym(s)] => {
+                    coefs.insert(s.clone(), *c);
+                }
+                _ => return None,
+            }
+        }
+        Some((coefs, constant))
+    }
+
     /// Symbol names the expression mentions.
     pub fn symbols(&self, out: &mut BTreeSet<String>) {
         for m in self.terms.keys() {

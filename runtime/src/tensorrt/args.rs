@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use super::config::{EngineBuildConfig, LayerOverride, LayerPrecision, Profile};
+use super::flavor::FlavorSpec;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -83,6 +84,17 @@ pub fn format_size(bytes: u64) -> String {
         }
     }
     format!("{bytes}B")
+}
+
+/// Rounds a byte count up to a whole number of MiB (at least 1M), spelled for
+/// `--workspace`: the smallest round value that holds `bytes`.
+pub fn format_size_up(bytes: u64) -> String {
+    let mib = bytes.div_ceil(MIB).max(1);
+    if mib.is_multiple_of(1024) {
+        format!("{}G", mib / 1024)
+    } else {
+        format!("{mib}M")
+    }
 }
 
 /// Parses dims written `1x3x224x224`.
@@ -262,6 +274,28 @@ pub fn trtexec_args(
     }
     // infopt reads layer precisions from the inspector; detailed profiling names them.
     args.push("--profilingVerbosity=detailed".into());
+    Ok(args)
+}
+
+/// The command-line equivalent of a build for `flavor`: `trtexec` for TensorRT 10/11,
+/// `tensorrt_rtx` (TensorRT-RTX's trtexec) for TensorRT-RTX, which has no timing cache
+/// and whose compute-capability targets are not spelled here (see docs/tensorrt.md).
+pub fn trtexec_args_for(
+    onnx: &Path,
+    engine: &Path,
+    cfg: &EngineBuildConfig,
+    flavor: &FlavorSpec,
+) -> Result<Vec<String>, String> {
+    if flavor.id != "rtx" {
+        return trtexec_args(onnx, engine, cfg, flavor.major);
+    }
+    let mut plain = cfg.clone();
+    plain.timing_cache = None;
+    plain.error_on_timing_cache_miss = false;
+    plain.compute_capabilities.clear();
+    // Strongly typed like TensorRT 11: the same checks and flags.
+    let mut args = trtexec_args(onnx, engine, &plain, 11)?;
+    args[0] = "tensorrt_rtx".into();
     Ok(args)
 }
 

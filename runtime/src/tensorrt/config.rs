@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::layers::LayerInfo;
+use super::flavor::FlavorSpec;
+use super::layers::{EngineMemory, LayerInfo, LayerSource};
 use super::version::TrtVersion;
 use crate::error::{Result, RuntimeError};
 
@@ -189,12 +190,15 @@ pub struct EngineBuildConfig {
     pub precision: Trt10Precision,
     /// The .onnx file the bytes came from, so the parser finds external data beside it.
     pub model_path: Option<PathBuf>,
+    /// TensorRT-RTX: the GPUs (SM numbers, 86 = SM 8.6) the engine is compiled for when
+    /// first loaded; empty keeps its default (8.0, 8.6, 8.9, 12.0).
+    pub compute_capabilities: Vec<u32>,
 }
 
 impl EngineBuildConfig {
     /// Checks the configuration against itself and against the TensorRT version that will
     /// build it. Errors are one line naming the option and the fix.
-    pub fn validate(&self, version: TrtVersion) -> Result<()> {
+    pub fn validate(&self, flavor: &FlavorSpec, version: TrtVersion) -> Result<()> {
         if let Some(level) = self.opt_level
             && level > MAX_OPT_LEVEL
         {
@@ -224,12 +228,20 @@ impl EngineBuildConfig {
             ));
         }
         let flags = self.precision.flag_names();
-        if version.major >= 11 && !flags.is_empty() {
+        if flavor.strongly_typed_only && !flags.is_empty() {
             return Err(RuntimeError::InvalidArgument(format!(
-                "TensorRT {version} builds strongly typed networks, so {} has no meaning there: convert the model's precision with infopt (convert-float16, convert-bfloat16, quantize-int8) and build without it",
+                "{} builds strongly typed networks, so {} has no meaning there: convert the model's precision with infopt (convert-float16, convert-bfloat16, quantize-int8) and build without it",
+                flavor.describe(version),
                 flags.join("/")
             )));
         }
+        if self.error_on_timing_cache_miss && !flavor.timing_cache {
+            return Err(RuntimeError::InvalidArgument(format!(
+                "{} has no timing cache (a deprecated no-op there), so --error-on-timing-cache-miss cannot hold; drop it",
+                flavor.display
+            )));
+        }
+        flavor.check_compute_capabilities(version, &self.compute_capabilities)?;
         if self.strongly_typed && !flags.is_empty() {
             return Err(RuntimeError::InvalidArgument(format!(
                 "a strongly typed build takes precision from the graph; drop {} or drop --strongly-typed",
@@ -247,8 +259,8 @@ impl EngineBuildConfig {
     }
 
     /// Whether TensorRT builds this configuration strongly typed.
-    pub fn builds_strongly_typed(&self, version: TrtVersion) -> bool {
-        version.major >= 11 || self.strongly_typed
+    pub fn builds_strongly_typed(&self, flavor: &FlavorSpec) -> bool {
+        flavor.strongly_typed_only || self.strongly_typed
     }
 }
 
@@ -258,8 +270,16 @@ pub struct BuiltEngine {
     /// The serialized engine (a `.plan` / `.engine` file's content).
     #[serde(skip)]
     pub bytes: Vec<u8>,
-    /// Layers of the engine with their precision, from the engine inspector.
+    /// Layers of the engine with their precision: from the engine inspector (with a
+    /// GPU), or from the builder's detailed log (TensorRT-RTX without a GPU).
     pub layers: Vec<LayerInfo>,
+    /// Where `layers` came from.
+    pub layer_source: LayerSource,
+    /// The memory totals the builder logged.
+    pub memory: Option<EngineMemory>,
+    /// What the builder logged about the engine (its `Layers:` message and totals).
+    #[serde(skip)]
+    pub build_log: String,
     /// The inspector's JSON as TensorRT wrote it (what `trtexec --exportLayerInfo` saves).
     #[serde(skip)]
     pub layer_json: String,
@@ -272,4 +292,8 @@ pub struct BuiltEngine {
     pub warnings: Vec<String>,
     /// The TensorRT that built it.
     pub trt_version: TrtVersion,
+    /// Its flavour (`FlavorSpec::id`).
+    pub flavor: &'static str,
+    /// The compute capabilities it was built for (empty: the flavour's default).
+    pub compute_capabilities: Vec<u32>,
 }

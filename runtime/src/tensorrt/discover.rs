@@ -11,6 +11,10 @@
 //! folders. A folder given explicitly (flag or variable) that lacks the libraries is an
 //! error, not a reason to look further.
 //!
+//! TensorRT-RTX (`libtensorrt_rtx.so.1`, `libtensorrt_onnxparser_rtx.so.1`) is looked for
+//! the same way, with `TENSORRT_RTX_LIB` and the pip folder `tensorrt_rtx_libs`: the rows
+//! of the flavour table ([`super::flavor`]) name the files, folder and variable.
+//!
 //! libcudart (only timing needs it) is looked for beside TensorRT, in a pip install's
 //! `nvidia/cuda_runtime/lib`, and in the system folders; if none is found the shim tries
 //! the usual sonames itself.
@@ -20,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::flavor::{self, FlavorSpec};
 use crate::error::{Result, RuntimeError};
 
 pub const SHIM_ENV: &str = "INFOPT_TRT_SHIM";
@@ -29,6 +34,12 @@ pub const SHIM_FILE: &str = "libinfopt_trt_shim.so";
 /// How to get TensorRT `major`, ending every "not found" message. PyPI's `tensorrt-cu12`
 /// and `tensorrt-cu13` are TensorRT 11 since 11.0; TensorRT 10 is `tensorrt-cu12<11`.
 pub fn install_hint(major: u32) -> String {
+    if let Some(spec) = flavor::FLAVORS
+        .iter()
+        .find(|f| f.major == major && f.id == "rtx")
+    {
+        return install_hint_for(spec);
+    }
     let pip = if major >= 11 {
         "`pip install tensorrt-cu12` (CUDA 12; tensorrt-cu13 for CUDA 13)".to_string()
     } else {
@@ -39,8 +50,24 @@ pub fn install_hint(major: u32) -> String {
     )
 }
 
+/// How to get a flavour's libraries, ending its "not found" messages.
+pub fn install_hint_for(spec: &FlavorSpec) -> String {
+    if spec.id != "rtx" {
+        return install_hint(spec.major);
+    }
+    format!(
+        "install it with {} (it builds engines without a GPU), then pass --trt-lib DIR (the folder holding {}) or set {}",
+        spec.install, spec.nvinfer, spec.lib_env
+    )
+}
+
+/// The flavour whose libraries have soname major `major` (10, 11; 1 is TensorRT-RTX).
+fn spec_of_major(major: u32) -> Option<&'static FlavorSpec> {
+    flavor::FLAVORS.iter().find(|f| f.major == major)
+}
+
 /// How to get the shim.
-pub const SHIM_HINT: &str = "build it on a machine with TensorRT's headers with runtime/tensorrt/build.sh (see docs/tensorrt.md) and pass --trt-shim PATH, set INFOPT_TRT_SHIM, or put it next to the infopt executable";
+pub const SHIM_HINT: &str = "infopt carries built-in shims when it was compiled with the trtx-sys headers (scripts/fetch-trt-headers.sh, then cargo build); otherwise build one with runtime/tensorrt/build.sh (see docs/tensorrt.md) and pass --trt-shim PATH, set INFOPT_TRT_SHIM, or put it next to the infopt executable";
 
 pub(crate) fn unavailable(message: String) -> RuntimeError {
     RuntimeError::Unavailable {
@@ -112,7 +139,7 @@ impl std::fmt::Display for LibSource {
         f.write_str(match self {
             LibSource::Explicit => "--trt-lib",
             LibSource::EnvVar => LIB_ENV,
-            LibSource::PipPackage => "a pip install (tensorrt_libs)",
+            LibSource::PipPackage => "a pip install",
             LibSource::System => "the system library path",
         })
     }
@@ -135,7 +162,9 @@ pub struct LibSearch {
     pub explicit: Option<PathBuf>,
     /// `TENSORRT_LIB`.
     pub env: Option<PathBuf>,
-    /// `tensorrt_libs` folders of pip installs, best first.
+    /// `TENSORRT_RTX_LIB`.
+    pub rtx_env: Option<PathBuf>,
+    /// `tensorrt_libs` / `tensorrt_rtx_libs` folders of pip installs, best first.
     pub pip_dirs: Vec<PathBuf>,
     /// `LD_LIBRARY_PATH` and system folders.
     pub system_dirs: Vec<PathBuf>,
@@ -145,9 +174,13 @@ impl LibSearch {
     /// The search of this process: `explicit` (`--trt-lib`), `TENSORRT_LIB`, pip installs
     /// (asking the Python interpreters only if no virtual environment has one), the system.
     pub fn from_environment(explicit: Option<PathBuf>) -> LibSearch {
-        let env = std::env::var_os(LIB_ENV)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from);
+        let var = |name: &str| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let env = var(LIB_ENV);
+        let rtx_env = flavor::by_id("rtx").ok().and_then(|f| var(f.lib_env));
         let mut roots = Vec::new();
         if let Some(v) = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty()) {
             roots.push(PathBuf::from(v));
@@ -172,12 +205,14 @@ impl LibSearch {
         let mut pip_dirs = pip_dirs_in_venvs(&roots);
         // Only when no virtual environment has TensorRT: asking an interpreter costs a
         // process start.
-        if explicit.is_none() && env.is_none() && pip_dirs.is_empty() {
+        if explicit.is_none() && env.is_none() && rtx_env.is_none() && pip_dirs.is_empty() {
             for python in crate::ort_backend::python_candidates() {
-                if let Some(dir) = python_tensorrt_libs(&python)
-                    && !pip_dirs.contains(&dir)
-                {
-                    pip_dirs.push(dir);
+                for folder in pip_folders() {
+                    if let Some(dir) = crate::python::package_dir(&python, folder)
+                        && !pip_dirs.contains(&dir)
+                    {
+                        pip_dirs.push(dir);
+                    }
                 }
             }
         }
@@ -206,13 +241,82 @@ impl LibSearch {
         LibSearch {
             explicit,
             env,
+            rtx_env,
             pip_dirs,
             system_dirs,
         }
     }
 
-    /// Finds `libnvinfer.so.{major}` and `libnvonnxparser.so.{major}` in one folder.
+    /// Finds `libnvinfer.so.{major}` and `libnvonnxparser.so.{major}` in one folder
+    /// (major 1: TensorRT-RTX's libraries).
     pub fn find(&self, major: u32) -> Result<TrtLibs> {
+        match spec_of_major(major) {
+            Some(spec) if spec.id == "rtx" => self.find_flavor(spec),
+            _ => self.find_major(major),
+        }
+    }
+
+    /// Finds the libraries of `spec` in one folder.
+    pub fn find_flavor(&self, spec: &FlavorSpec) -> Result<TrtLibs> {
+        if spec.id != "rtx" {
+            return self.find_major(spec.major);
+        }
+        let explicit = [
+            (self.explicit.as_ref(), LibSource::Explicit, "--trt-lib"),
+            (self.rtx_env.as_ref(), LibSource::EnvVar, spec.lib_env),
+        ];
+        for (dir, source, spelled) in explicit {
+            let Some(dir) = dir else { continue };
+            return match spec_libs_in(dir, spec) {
+                Some((nvinfer, onnxparser)) => Ok(TrtLibs {
+                    cudart: self.find_cudart(dir),
+                    nvinfer,
+                    onnxparser,
+                    source,
+                }),
+                None => Err(unavailable(format!(
+                    "{spelled} {}: {}",
+                    dir.display(),
+                    if dir.is_dir() {
+                        format!(
+                            "no {} and {} there; {}",
+                            spec.nvinfer,
+                            spec.onnxparser,
+                            install_hint_for(spec)
+                        )
+                    } else {
+                        format!("not a folder; {}", install_hint_for(spec))
+                    }
+                ))),
+            };
+        }
+        let folders = self
+            .pip_dirs
+            .iter()
+            .map(|d| (d, LibSource::PipPackage))
+            .chain(self.system_dirs.iter().map(|d| (d, LibSource::System)));
+        for (dir, source) in folders {
+            if let Some((nvinfer, onnxparser)) = spec_libs_in(dir, spec) {
+                return Ok(TrtLibs {
+                    cudart: self.find_cudart(dir),
+                    nvinfer,
+                    onnxparser,
+                    source,
+                });
+            }
+        }
+        Err(unavailable(format!(
+            "{} ({}, {}) not found: no --trt-lib, no {}, no pip install with a {} folder, nothing in LD_LIBRARY_PATH or the system folders; {}",
+            spec.display,
+            spec.nvinfer,
+            spec.onnxparser,
+            spec.lib_env,
+            spec.pip_folder,
+            install_hint_for(spec)
+        )))
+    }
+
+    fn find_major(&self, major: u32) -> Result<TrtLibs> {
         let explicit = [
             (self.explicit.as_ref(), LibSource::Explicit, "--trt-lib"),
             (self.env.as_ref(), LibSource::EnvVar, LIB_ENV),
@@ -281,7 +385,18 @@ impl LibSearch {
     }
 }
 
-/// `tensorrt_libs` folders under `lib/python3*/site-packages` of each virtual environment.
+/// The pip folders of every flavour (`tensorrt_libs`, `tensorrt_rtx_libs`).
+fn pip_folders() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for f in flavor::FLAVORS {
+        if !out.contains(&f.pip_folder) {
+            out.push(f.pip_folder);
+        }
+    }
+    out
+}
+
+/// Pip library folders under `lib/python3*/site-packages` of each virtual environment.
 fn pip_dirs_in_venvs(roots: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for root in roots {
@@ -299,18 +414,21 @@ fn pip_dirs_in_venvs(roots: &[PathBuf]) -> Vec<PathBuf> {
             .collect();
         pythons.sort();
         for py in pythons {
-            let dir = py.join("site-packages").join("tensorrt_libs");
-            if dir.is_dir() && !out.contains(&dir) {
-                out.push(dir);
+            for folder in pip_folders() {
+                let dir = py.join("site-packages").join(folder);
+                if dir.is_dir() && !out.contains(&dir) {
+                    out.push(dir);
+                }
             }
         }
     }
     out
 }
 
-/// The `tensorrt_libs` folder as `python` sees it, without importing it.
-fn python_tensorrt_libs(python: &Path) -> Option<PathBuf> {
-    crate::python::package_dir(python, "tensorrt_libs")
+fn spec_libs_in(dir: &Path, spec: &FlavorSpec) -> Option<(PathBuf, PathBuf)> {
+    let nvinfer = dir.join(spec.nvinfer);
+    let parser = dir.join(spec.onnxparser);
+    (nvinfer.is_file() && parser.is_file()).then_some((nvinfer, parser))
 }
 
 fn libs_in(dir: &Path, major: u32) -> Option<(PathBuf, PathBuf)> {

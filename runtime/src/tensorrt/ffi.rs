@@ -9,13 +9,17 @@ use std::ffi::{c_char, c_void};
 use std::path::Path;
 
 /// `INFOPT_TRT_ABI_VERSION` of the header this file mirrors.
-pub const ABI_VERSION: i32 = 1;
+pub const ABI_VERSION: i32 = 2;
 
 /// Status codes (`INFOPT_TRT_OK`, `INFOPT_TRT_ERR_*`).
 pub const STATUS_OK: i32 = 0;
 pub const STATUS_FAILED: i32 = 1;
 pub const STATUS_MISSING: i32 = 2;
 pub const STATUS_VERSION: i32 = 3;
+
+/// `INFOPT_TRT_FLAVOR_*`: what `compiled_flavor` answers.
+pub const FLAVOR_TENSORRT: i32 = 0;
+pub const FLAVOR_RTX: i32 = 1;
 
 /// `INFOPT_TRT_MAX_DIMS`, TensorRT's `Dims::MAX_DIMS`.
 pub const MAX_DIMS: usize = 8;
@@ -75,6 +79,9 @@ pub struct BuildConfig {
     pub nb_layer_precisions: u64,
     pub obey_precision_constraints: i32,
     pub model_path: *const c_char,
+    pub inspect_engine: i32,
+    pub compute_capabilities: *const i32,
+    pub nb_compute_capabilities: u64,
 }
 
 #[repr(C)]
@@ -86,6 +93,7 @@ pub struct BuildResult {
     pub timing_cache_size: u64,
     pub layer_json: *mut c_char,
     pub warnings: *mut c_char,
+    pub build_log: *mut c_char,
 }
 
 impl Default for BuildResult {
@@ -97,12 +105,15 @@ impl Default for BuildResult {
             timing_cache_size: 0,
             layer_json: std::ptr::null_mut(),
             warnings: std::ptr::null_mut(),
+            build_log: std::ptr::null_mut(),
         }
     }
 }
 
 pub type AbiVersionFn = unsafe extern "C" fn() -> i32;
 pub type CompiledMajorFn = unsafe extern "C" fn() -> i32;
+pub type CompiledVersionFn = unsafe extern "C" fn() -> i32;
+pub type CompiledFlavorFn = unsafe extern "C" fn() -> i32;
 pub type OpenFn = unsafe extern "C" fn(
     nvinfer: *const c_char,
     onnxparser: *const c_char,
@@ -139,6 +150,8 @@ pub type CloseFn = unsafe extern "C" fn(lib: *mut TrtLib);
 pub struct ShimApi {
     pub abi_version: AbiVersionFn,
     pub compiled_major: CompiledMajorFn,
+    pub compiled_version: CompiledVersionFn,
+    pub compiled_flavor: CompiledFlavorFn,
     pub open: OpenFn,
     pub library_version: LibraryVersionFn,
     pub build: BuildFn,
@@ -182,6 +195,8 @@ impl ShimApi {
         }
         let abi_version = symbol!(b"infopt_trt_abi_version\0", AbiVersionFn);
         let compiled_major = symbol!(b"infopt_trt_compiled_major\0", CompiledMajorFn);
+        let compiled_version = symbol!(b"infopt_trt_compiled_version\0", CompiledVersionFn);
+        let compiled_flavor = symbol!(b"infopt_trt_compiled_flavor\0", CompiledFlavorFn);
         let open = symbol!(b"infopt_trt_open\0", OpenFn);
         let library_version = symbol!(b"infopt_trt_library_version\0", LibraryVersionFn);
         let build = symbol!(b"infopt_trt_build\0", BuildFn);
@@ -192,6 +207,8 @@ impl ShimApi {
         Ok(ShimApi {
             abi_version,
             compiled_major,
+            compiled_version,
+            compiled_flavor,
             open,
             library_version,
             build,

@@ -1,5 +1,7 @@
 //! Layers of a built engine, read from the engine inspector's JSON
-//! (`IEngineInspector::getEngineInformation(LayerInformationFormat::kJSON)`).
+//! (`IEngineInspector::getEngineInformation(LayerInformationFormat::kJSON)`), or, where
+//! the engine cannot be deserialized (TensorRT-RTX on a machine without a GPU), from the
+//! builder's detailed log ([`parse_build_log`]).
 //!
 //! With `ProfilingVerbosity::kDETAILED` the JSON is `{"Layers": [{"Name", "LayerType",
 //! "Inputs": [{"Name", "Dimensions", "Format/Datatype"}], "Outputs": [...], ...}],
@@ -81,7 +83,7 @@ impl EnginePrecision {
 }
 
 /// One layer of a built engine.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
 pub struct LayerInfo {
     /// TensorRT's layer name: fused layers join the ONNX node names with " + ".
     pub name: String,
@@ -90,6 +92,286 @@ pub struct LayerInfo {
     pub precision: EnginePrecision,
     /// The format string the precision was read from.
     pub format: Option<String>,
+    /// Activation inputs, weights and outputs with their datatypes (build log only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<TensorInfo>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub constants: Vec<TensorInfo>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<TensorInfo>,
+    /// The ONNX nodes fused into this kernel (build log only: `Metadata: [ONNX Layer: ..]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub onnx_nodes: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tactic: Option<String>,
+}
+
+impl Default for EnginePrecision {
+    fn default() -> Self {
+        EnginePrecision::Unknown
+    }
+}
+
+/// One tensor of a kernel, as the build log lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TensorInfo {
+    pub name: String,
+    pub dims: Vec<i64>,
+    pub datatype: EnginePrecision,
+}
+
+impl TensorInfo {
+    fn elements(&self) -> u64 {
+        self.dims.iter().map(|&d| d.max(1) as u64).product()
+    }
+}
+
+/// Where a build's layer table came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LayerSource {
+    /// The engine inspector of the deserialized engine (a GPU was present).
+    Inspector,
+    /// The builder's `Layers:` message (no GPU: the engine was never deserialized).
+    BuildLog,
+    /// Neither (the builder logged no layer table).
+    None,
+}
+
+/// The memory totals the builder logs (`Total Weights Memory: N bytes`, ...).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct EngineMemory {
+    pub max_scratch_bytes: Option<u64>,
+    pub weights_bytes: Option<u64>,
+    pub activation_bytes: Option<u64>,
+    pub host_persistent_bytes: Option<u64>,
+    pub device_persistent_bytes: Option<u64>,
+}
+
+/// Reads the memory totals from the build log; `None` when it has none.
+pub fn parse_memory(log: &str) -> Option<EngineMemory> {
+    let mut m = EngineMemory::default();
+    let mut any = false;
+    for line in log.lines() {
+        let Some((key, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let Some(bytes) = rest
+            .trim()
+            .strip_suffix("bytes")
+            .and_then(|n| n.trim().parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let slot = match key.trim() {
+            "Max Scratch Memory" => &mut m.max_scratch_bytes,
+            "Total Weights Memory" => &mut m.weights_bytes,
+            "Total Activation Memory" => &mut m.activation_bytes,
+            "Total Host Persistent Memory" => &mut m.host_persistent_bytes,
+            "Total Device Persistent Memory" => &mut m.device_persistent_bytes,
+            _ => continue,
+        };
+        *slot = Some(bytes);
+        any = true;
+    }
+    any.then_some(m)
+}
+
+/// Parses the builder's `Layers:` message (ProfilingVerbosity::kDETAILED, verbose
+/// severity): one line per kernel, `Name: .., LayerType: .., Inputs: [ {..} ],
+/// Constants: [..], Outputs: [..], TacticName: .., StreamId: .., Metadata: [ONNX Layer: ..]`
+/// with the fused ONNX nodes separated by 0x1F. `None` when the log has no such message.
+pub fn parse_build_log(log: &str) -> Option<Vec<LayerInfo>> {
+    let start = log.find("Layers:")?;
+    let mut layers = Vec::new();
+    for line in log[start + "Layers:".len()..].lines() {
+        let line = line.trim_end();
+        if line.starts_with("I/O Tensors:") || line.starts_with("Bindings:") {
+            break;
+        }
+        if let Some(layer) = parse_kernel_line(line) {
+            layers.push(layer);
+        }
+    }
+    Some(layers)
+}
+
+fn parse_kernel_line(line: &str) -> Option<LayerInfo> {
+    let rest = line.strip_prefix("Name: ")?;
+    let (name, rest) = rest.split_once(", LayerType: ")?;
+    let (layer_type, rest) = rest.split_once(", Inputs: ")?;
+    let (inputs, rest) = bracketed(rest)?;
+    let rest = rest.strip_prefix(", Constants: ")?;
+    let (constants, rest) = bracketed(rest)?;
+    let rest = rest.strip_prefix(", Outputs: ")?;
+    let (outputs, rest) = bracketed(rest)?;
+    let tactic = rest
+        .strip_prefix(", TacticName: ")
+        .and_then(|t| t.split(", ").next())
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_string);
+    let onnx_nodes = rest
+        .find("Metadata: ")
+        .map(|i| fused_nodes(&rest[i + "Metadata: ".len()..]))
+        .unwrap_or_default();
+    let inputs = tensors(inputs);
+    let constants = tensors(constants);
+    let outputs = tensors(outputs);
+    let precision = realized_precision(&inputs, &constants, &outputs);
+    Some(LayerInfo {
+        name: name.to_string(),
+        layer_type: Some(layer_type.to_string()),
+        precision,
+        format: None,
+        inputs,
+        constants,
+        outputs,
+        onnx_nodes,
+        tactic,
+    })
+}
+
+/// Splits `[ ... ]rest` at the bracket matching the first one.
+fn bracketed(text: &str) -> Option<(&str, &str)> {
+    let text = text.strip_prefix('[')?;
+    let mut depth = 1usize;
+    for (i, c) in text.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some((&text[..i], &text[i + 1..]));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The `{ Name: .., Dimensions: [..], .., Datatype: .., Format: .. }` objects of a list.
+fn tensors(list: &str) -> Vec<TensorInfo> {
+    let mut out = Vec::new();
+    let mut rest = list;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}') else {
+            break;
+        };
+        let body = &rest[open + 1..open + close];
+        rest = &rest[open + close + 1..];
+        let field = |key: &str| {
+            body.find(key).map(|i| {
+                let v = &body[i + key.len()..];
+                v.split(", ").next().unwrap_or("").trim()
+            })
+        };
+        let name = field("Name: ").unwrap_or("").to_string();
+        let dims = body
+            .find("Dimensions: ")
+            .and_then(|i| bracketed(&body[i + "Dimensions: ".len()..]))
+            .map(|(d, _)| {
+                d.split(',')
+                    .filter_map(|x| x.trim().parse::<i64>().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let datatype =
+            field("Datatype: ").map_or(EnginePrecision::Unknown, EnginePrecision::from_format);
+        out.push(TensorInfo {
+            name,
+            dims,
+            datatype,
+        });
+    }
+    out
+}
+
+/// `[ONNX Layer: a]<0x1F>[ONNX Layer: b]` -> [a, b].
+fn fused_nodes(metadata: &str) -> Vec<String> {
+    const TAG: &str = "[ONNX Layer: ";
+    metadata
+        .split('\u{1f}')
+        .flat_map(|piece| piece.split("][ONNX Layer: "))
+        .map(|p| p.trim())
+        .map(|p| p.strip_prefix(TAG).unwrap_or(p))
+        .map(|p| p.strip_suffix(']').unwrap_or(p))
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn is_compute_type(p: EnginePrecision) -> bool {
+    matches!(
+        p,
+        EnginePrecision::Fp32
+            | EnginePrecision::Fp16
+            | EnginePrecision::Bf16
+            | EnginePrecision::Fp8
+            | EnginePrecision::Fp4
+            | EnginePrecision::Int8
+            | EnginePrecision::Int4
+    )
+}
+
+fn is_quantized(p: EnginePrecision) -> bool {
+    matches!(
+        p,
+        EnginePrecision::Int8 | EnginePrecision::Int4 | EnginePrecision::Fp8 | EnginePrecision::Fp4
+    )
+}
+
+/// The precision a kernel computes in, from its tensors' datatypes (index and shape
+/// tensors, Int32/Int64/Bool, do not count):
+/// 1. quantized (Int8, ...) when every activation input is of that type and so is its
+///    largest weight: an INT8 convolution has Int8 inputs and weights and may write
+///    Float (the dequantization is fused), so its output does not say it;
+/// 2. otherwise the one type of its inputs and weights when they agree, else the type
+///    holding the most elements (a Half convolution with a few Float scales is Half);
+/// 3. a kernel without float inputs or weights (a generator) takes its output's type.
+pub fn realized_precision(
+    inputs: &[TensorInfo],
+    constants: &[TensorInfo],
+    outputs: &[TensorInfo],
+) -> EnginePrecision {
+    let acts: Vec<&TensorInfo> = inputs
+        .iter()
+        .filter(|t| is_compute_type(t.datatype))
+        .collect();
+    let weights: Vec<&TensorInfo> = constants
+        .iter()
+        .filter(|t| is_compute_type(t.datatype))
+        .collect();
+    if let Some(first) = acts.first()
+        && is_quantized(first.datatype)
+        && acts.iter().all(|t| t.datatype == first.datatype)
+    {
+        let largest = weights.iter().max_by_key(|t| t.elements());
+        if largest.is_none_or(|w| w.datatype == first.datatype) {
+            return first.datatype;
+        }
+    }
+    let all: Vec<&TensorInfo> = acts.iter().chain(weights.iter()).copied().collect();
+    if all.is_empty() {
+        return outputs
+            .iter()
+            .map(|t| t.datatype)
+            .find(|p| is_compute_type(*p))
+            .or_else(|| outputs.first().map(|t| t.datatype))
+            .unwrap_or(EnginePrecision::Unknown);
+    }
+    let mut totals: Vec<(EnginePrecision, u64)> = Vec::new();
+    for t in &all {
+        match totals.iter_mut().find(|(p, _)| *p == t.datatype) {
+            Some((_, n)) => *n += t.elements(),
+            None => totals.push((t.datatype, t.elements())),
+        }
+    }
+    totals
+        .iter()
+        .max_by_key(|(_, n)| *n)
+        .map_or(EnginePrecision::Unknown, |(p, _)| *p)
 }
 
 /// Parses the inspector's JSON into layers.
@@ -109,9 +391,7 @@ pub fn parse_engine_layers(json: &str) -> Result<Vec<LayerInfo>> {
         .map(|(i, layer)| match layer {
             Value::String(name) => Ok(LayerInfo {
                 name: name.clone(),
-                layer_type: None,
-                precision: EnginePrecision::Unknown,
-                format: None,
+                ..Default::default()
             }),
             Value::Object(map) => {
                 let name = map
@@ -122,6 +402,13 @@ pub fn parse_engine_layers(json: &str) -> Result<Vec<LayerInfo>> {
                     first_format(map.get("Outputs")).or_else(|| first_format(map.get("Inputs")));
                 Ok(LayerInfo {
                     name: name.to_string(),
+                    // The inspector names a fused layer after its ONNX nodes, " + "-joined.
+                    onnx_nodes: name
+                        .split(" + ")
+                        .map(str::trim)
+                        .filter(|n| !n.is_empty())
+                        .map(str::to_string)
+                        .collect(),
                     layer_type: map
                         .get("LayerType")
                         .and_then(Value::as_str)
@@ -130,6 +417,7 @@ pub fn parse_engine_layers(json: &str) -> Result<Vec<LayerInfo>> {
                         .as_deref()
                         .map_or(EnginePrecision::Unknown, EnginePrecision::from_format),
                     format,
+                    ..Default::default()
                 })
             }
             _ => Err(bad(&format!("layer {i} is neither a name nor an object"))),

@@ -7,9 +7,14 @@
 //! ([`RuntimeError::Unavailable`]) when an operation needs it. [`discover`] documents where
 //! both are looked for.
 //!
-//! The shim is compiled for one TensorRT major. TensorRT 11 builds strongly typed
-//! networks only (precision comes from the ONNX graph); TensorRT 10 also takes builder
-//! precision flags and per-layer overrides ([`Trt10Precision`]).
+//! A shim is compiled for one flavour ([`flavor`]: TensorRT 10, TensorRT 11, TensorRT-RTX
+//! 1.x) and version. runtime/build.rs compiles one per header folder of the `trtx-sys`
+//! crate source into this crate ([`embedded`]); [`TensorRt::open`] picks the one matching
+//! the library it finds. TensorRT 11 and TensorRT-RTX build strongly typed networks only
+//! (precision comes from the ONNX graph); TensorRT 10 also takes builder precision flags
+//! and per-layer overrides ([`Trt10Precision`]). TensorRT-RTX builds without a GPU: then
+//! the engine is never deserialized and its kernels come from the builder's log
+//! ([`layers::parse_build_log`]).
 //!
 //! ```no_run
 //! use infopt_runtime::tensorrt::{EngineBuildConfig, Profile, TensorRt, TrtOptions};
@@ -29,7 +34,9 @@
 pub mod args;
 pub mod config;
 pub mod discover;
+pub mod embedded;
 pub mod ffi;
+pub mod flavor;
 pub mod layers;
 pub mod version;
 
@@ -51,7 +58,8 @@ pub use config::{
     BuiltEngine, EngineBuildConfig, LayerOverride, LayerPrecision, Profile, Trt10Precision,
 };
 pub use discover::{LibSearch, LibSource, TrtLibs};
-pub use layers::{EnginePrecision, LayerInfo};
+pub use flavor::FlavorSpec;
+pub use layers::{EngineMemory, EnginePrecision, LayerInfo, LayerSource, TensorInfo};
 pub use version::TrtVersion;
 
 use crate::error::{Result, RuntimeError};
@@ -60,11 +68,15 @@ use discover::unavailable;
 
 const BACKEND: &str = "TensorRT";
 
-/// Where to find the shim and TensorRT (the CLI's `--trt-shim` and `--trt-lib`).
+/// Where to find the shim and TensorRT (the CLI's `--trt-shim`, `--trt-lib` and
+/// `--trt-flavor`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrtOptions {
     pub shim: Option<PathBuf>,
     pub lib_dir: Option<PathBuf>,
+    /// A [`flavor::by_id`] spelling; `None`: TensorRT 11/10 where a GPU is present and
+    /// installed, TensorRT-RTX otherwise.
+    pub flavor: Option<String>,
 }
 
 /// An opened TensorRT: the shim, and TensorRT loaded by it.
@@ -75,6 +87,15 @@ pub struct TensorRt {
     version: TrtVersion,
     libs: TrtLibs,
     shim_path: Option<PathBuf>,
+    flavor: &'static FlavorSpec,
+    /// The version of the headers the shim was compiled against.
+    shim_version: TrtVersion,
+    /// Whether the shim is one of the built-in ones.
+    builtin_shim: bool,
+    gpu: bool,
+    /// The TensorRT library as infopt opened it to read its version before choosing a
+    /// built-in shim, kept loaded so the shim's dlopen reuses it.
+    _probe: Option<libloading::Library>,
 }
 
 // SAFETY: the shim serializes calls on one handle with a mutex, and the handle is not tied
@@ -89,26 +110,91 @@ impl Drop for TensorRt {
 }
 
 impl TensorRt {
-    /// Finds and loads the shim, then TensorRT.
+    /// Finds and loads the shim, then TensorRT. A shim given with `--trt-shim`,
+    /// `INFOPT_TRT_SHIM` or found next to the executable decides the flavour; otherwise
+    /// the flavour is `options.flavor` or the default, and the built-in shim matching
+    /// the library's version is used.
     pub fn open(options: &TrtOptions) -> Result<TensorRt> {
+        let requested = options.flavor.as_deref().map(flavor::by_id).transpose()?;
+        let gpu = flavor::gpu_present();
+        let search = LibSearch::from_environment(options.lib_dir.clone());
         let exe_dir = std::env::current_exe()
             .ok()
             .and_then(|p| p.parent().map(Path::to_path_buf));
-        let shim = discover::find_shim(
-            options.shim.as_deref(),
-            std::env::var_os(discover::SHIM_ENV),
-            exe_dir.as_deref(),
-        )?;
-        let api = ffi::ShimApi::load(&shim)
-            .map_err(|e| unavailable(format!("{e}; {}", discover::SHIM_HINT)))?;
-        let mut trt =
-            TensorRt::open_with(api, &LibSearch::from_environment(options.lib_dir.clone()))?;
-        trt.shim_path = Some(shim);
+        let env_shim = std::env::var_os(discover::SHIM_ENV).filter(|v| !v.is_empty());
+        let explicit = options.shim.is_some() || env_shim.is_some();
+        match discover::find_shim(options.shim.as_deref(), env_shim, exe_dir.as_deref()) {
+            Ok(shim) => {
+                let api = ffi::ShimApi::load(&shim)
+                    .map_err(|e| unavailable(format!("{e}; {}", discover::SHIM_HINT)))?;
+                let mut trt = TensorRt::open_with_gpu(api, &search, gpu)?;
+                if let Some(want) = requested
+                    && want.id != trt.flavor.id
+                {
+                    return Err(unavailable(format!(
+                        "--trt-flavor {} but the shim {} is built for {}; drop --trt-shim/{} to use the built-in shims, or give a shim of that flavour",
+                        want.id,
+                        shim.display(),
+                        trt.flavor.display,
+                        discover::SHIM_ENV
+                    )));
+                }
+                trt.shim_path = Some(shim);
+                Ok(trt)
+            }
+            Err(e) if explicit => Err(e),
+            Err(_) => TensorRt::open_builtin(requested, &search, gpu),
+        }
+    }
+
+    /// Opens TensorRT through the built-in shim of `requested` (or the default flavour).
+    fn open_builtin(
+        requested: Option<&'static FlavorSpec>,
+        search: &LibSearch,
+        gpu: bool,
+    ) -> Result<TensorRt> {
+        let spec = match requested {
+            Some(s) => s,
+            None => default_flavor(search, gpu),
+        };
+        if embedded::shims_of(spec).is_empty() {
+            return Err(unavailable(format!(
+                "this infopt has no built-in shim for {} (built-in: {}); {}",
+                spec.display,
+                builtin_summary(),
+                discover::SHIM_HINT
+            )));
+        }
+        let libs = search.find_flavor(spec)?;
+        let (probe, lib_version) = probe_version(&libs.nvinfer, spec)?;
+        let Some(shim) = embedded::shim_for(spec, lib_version) else {
+            return Err(unavailable(format!(
+                "{} at {} has no matching built-in shim (this infopt has {} {}); install {} or build a shim against its headers with runtime/tensorrt/build.sh and pass --trt-shim",
+                spec.describe(lib_version),
+                libs.nvinfer.display(),
+                spec.display,
+                embedded::versions_of(spec),
+                spec.install
+            )));
+        };
+        let path = embedded::materialize(shim)?;
+        let api = ffi::ShimApi::load(&path)
+            .map_err(|e| unavailable(format!("the built-in shim: {e}")))?;
+        let mut trt = TensorRt::open_with_gpu(api, search, gpu)?;
+        trt.shim_path = Some(path);
+        trt.builtin_shim = true;
+        trt._probe = Some(probe);
         Ok(trt)
     }
 
     /// Opens TensorRT through an already loaded shim (or a test double).
     pub fn open_with(api: ffi::ShimApi, search: &LibSearch) -> Result<TensorRt> {
+        TensorRt::open_with_gpu(api, search, flavor::gpu_present())
+    }
+
+    /// As [`TensorRt::open_with`], saying whether a GPU is present (without one, builds
+    /// never deserialize the engine).
+    pub fn open_with_gpu(api: ffi::ShimApi, search: &LibSearch, gpu: bool) -> Result<TensorRt> {
         // SAFETY: both functions take no arguments and only return constants.
         let abi = unsafe { (api.abi_version)() };
         if abi != ffi::ABI_VERSION {
@@ -122,7 +208,14 @@ impl TensorRt {
         let major = u32::try_from(major).map_err(|_| {
             unavailable(format!("the TensorRT shim reports compiled major {major}"))
         })?;
-        let libs = search.find(major)?;
+        // SAFETY: as above.
+        let (abi_flavor, compiled) = unsafe { ((api.compiled_flavor)(), (api.compiled_version)()) };
+        let spec = flavor::of_shim(abi_flavor, major).ok_or_else(|| {
+            unavailable(format!(
+                "the TensorRT shim is built for flavour {abi_flavor}, major {major}, which this infopt does not know; rebuild it from this infopt's runtime/tensorrt/"
+            ))
+        })?;
+        let libs = search.find_flavor(spec)?;
         let nvinfer = path_cstring(&libs.nvinfer)?;
         let parser = path_cstring(&libs.onnxparser)?;
         let cudart = libs.cudart.as_deref().map(path_cstring).transpose()?;
@@ -145,7 +238,7 @@ impl TensorRt {
                 ffi::STATUS_MISSING => unavailable(format!(
                     "{message} (found through {}); {}",
                     libs.source,
-                    discover::install_hint(major)
+                    discover::install_hint_for(spec)
                 )),
                 ffi::STATUS_VERSION => unavailable(message),
                 _ => RuntimeError::Load {
@@ -166,7 +259,32 @@ impl TensorRt {
             version,
             libs,
             shim_path: None,
+            flavor: spec,
+            shim_version: TrtVersion::from_encoded(compiled),
+            builtin_shim: false,
+            gpu,
+            _probe: None,
         })
+    }
+
+    /// The flavour of the opened TensorRT.
+    pub fn flavor(&self) -> &'static FlavorSpec {
+        self.flavor
+    }
+
+    /// The version of the headers the shim was compiled against.
+    pub fn shim_version(&self) -> TrtVersion {
+        self.shim_version
+    }
+
+    /// Whether the shim is one compiled into infopt.
+    pub fn builtin_shim(&self) -> bool {
+        self.builtin_shim
+    }
+
+    /// Whether a GPU was found (builds inspect the engine only then).
+    pub fn gpu_present(&self) -> bool {
+        self.gpu
     }
 
     /// The loaded TensorRT's version (`getInferLibVersion`).
@@ -186,8 +304,60 @@ impl TensorRt {
 
     /// Parses the ONNX bytes, builds and serializes an engine, and lists its layers.
     pub fn build_engine(&self, onnx: &[u8], cfg: &EngineBuildConfig) -> Result<BuiltEngine> {
-        cfg.validate(self.version)?;
-        let cache_in = read_timing_cache(cfg)?;
+        match self.build_once(onnx, cfg) {
+            Err(RuntimeError::Load { backend, message })
+                if message.contains("within workspace limit") && cfg.workspace_bytes.is_some() =>
+            {
+                let _ = backend;
+                Err(RuntimeError::InvalidArgument(
+                    self.workspace_message(onnx, cfg, &message),
+                ))
+            }
+            other => other,
+        }
+    }
+
+    /// Why a workspace was too small, with the scratch a build without the limit asks
+    /// for (TensorRT does not say it when the limit makes the build fail).
+    fn workspace_message(&self, onnx: &[u8], cfg: &EngineBuildConfig, original: &str) -> String {
+        let limit = cfg.workspace_bytes.unwrap_or(0);
+        let unlimited = EngineBuildConfig {
+            workspace_bytes: None,
+            ..cfg.clone()
+        };
+        let needed = self
+            .build_once(onnx, &unlimited)
+            .ok()
+            .and_then(|b| b.memory.and_then(|m| m.max_scratch_bytes));
+        match needed {
+            Some(n) => format!(
+                "--workspace {} is too small: this build needs {n} bytes of scratch memory; raise it to at least --workspace {}",
+                args::format_size(limit),
+                args::format_size_up(n)
+            ),
+            None => format!(
+                "--workspace {} is too small for this model; raise it (TensorRT: {original})",
+                args::format_size(limit)
+            ),
+        }
+    }
+
+    fn build_once(&self, onnx: &[u8], cfg: &EngineBuildConfig) -> Result<BuiltEngine> {
+        cfg.validate(self.flavor, self.version)?;
+        let mut notices = Vec::new();
+        let cache_in = if self.flavor.timing_cache {
+            read_timing_cache(cfg)?
+        } else {
+            if let Some(path) = &cfg.timing_cache {
+                notices.push(format!(
+                    "{} has no timing cache (a deprecated no-op there): --timing-cache {} was neither read nor written",
+                    self.flavor.display,
+                    path.display()
+                ));
+            }
+            None
+        };
+        let ccs: Vec<i32> = cfg.compute_capabilities.iter().map(|&c| c as i32).collect();
         let inputs = AbiStrings::default();
         let mut profile = Vec::with_capacity(cfg.profiles.len());
         for p in &cfg.profiles {
@@ -230,6 +400,9 @@ impl TensorRt {
             nb_layer_precisions: overrides.len() as u64,
             obey_precision_constraints: cfg.precision.obey_constraints.into(),
             model_path: model_path.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+            inspect_engine: self.gpu.into(),
+            compute_capabilities: ptr_or_null(&ccs),
+            nb_compute_capabilities: ccs.len() as u64,
         };
         let mut result = ffi::BuildResult::default();
         let mut error: *mut c_char = std::ptr::null_mut();
@@ -247,24 +420,29 @@ impl TensorRt {
         };
         let build_time = start.elapsed();
         if status != ffi::STATUS_OK {
-            // SAFETY: on failure `error` is null or a shim-allocated string.
-            let message = unsafe { take_error(&self.api, error) };
+            // SAFETY: on failure `error` is null or a shim-allocated string, and `result`
+            // holds at most a build log (released here).
+            let message = unsafe {
+                (self.api.free_build_result)(&mut result);
+                take_error(&self.api, error)
+            };
             return Err(match status {
                 ffi::STATUS_MISSING => unavailable(message),
                 _ => RuntimeError::Load {
                     backend: BACKEND.into(),
-                    message,
+                    message: explain_build_error(message),
                 },
             });
         }
         // SAFETY: on success the shim filled `result`; it is released right after copying.
-        let (bytes, cache_out, json, warnings) = unsafe {
+        let (bytes, cache_out, json, warnings, build_log) = unsafe {
             let copied = (
                 copy_bytes(result.engine, result.engine_size),
                 (result.timing_cache_size > 0)
                     .then(|| copy_bytes(result.timing_cache, result.timing_cache_size)),
                 copy_string(result.layer_json),
                 copy_string(result.warnings),
+                copy_string(result.build_log),
             );
             (self.api.free_build_result)(&mut result);
             copied
@@ -275,19 +453,32 @@ impl TensorRt {
                 message: "the shim returned an empty engine".into(),
             });
         }
-        let layers = layers::parse_engine_layers(&json)?;
+        let (layers, layer_source) = if !json.trim().is_empty() {
+            (layers::parse_engine_layers(&json)?, LayerSource::Inspector)
+        } else if let Some(layers) = layers::parse_build_log(&build_log) {
+            (layers, LayerSource::BuildLog)
+        } else {
+            (Vec::new(), LayerSource::None)
+        };
+        let mut warnings: Vec<String> = warnings
+            .lines()
+            .map(str::to_string)
+            .filter(|l| !l.is_empty())
+            .collect();
+        warnings.extend(notices);
         Ok(BuiltEngine {
             bytes,
             layers,
+            layer_source,
+            memory: layers::parse_memory(&build_log),
             layer_json: json,
+            build_log,
             build_time,
             timing_cache_bytes: cache_out,
-            warnings: warnings
-                .lines()
-                .map(str::to_string)
-                .filter(|l| !l.is_empty())
-                .collect(),
+            warnings,
             trt_version: self.version,
+            flavor: self.flavor.id,
+            compute_capabilities: cfg.compute_capabilities.clone(),
         })
     }
 
@@ -367,6 +558,86 @@ impl TensorRt {
         let samples: Vec<f64> = times.into_iter().map(f64::from).collect();
         Latency::from_samples(warmup, &samples)
     }
+}
+
+/// The flavour used when `--trt-flavor` is not given: with a GPU, TensorRT 11 or 10 when
+/// installed and a built-in shim drives it; TensorRT-RTX otherwise.
+pub fn default_flavor(search: &LibSearch, gpu: bool) -> &'static FlavorSpec {
+    let rtx = flavor::FLAVORS
+        .iter()
+        .find(|f| f.builds_without_gpu)
+        .unwrap_or(&flavor::FLAVORS[0]);
+    if gpu {
+        for spec in flavor::FLAVORS.iter().filter(|f| !f.builds_without_gpu) {
+            if !embedded::shims_of(spec).is_empty() && search.find_flavor(spec).is_ok() {
+                return spec;
+            }
+        }
+    }
+    rtx
+}
+
+/// "TensorRT 11 11.4, TensorRT-RTX 1.3–1.7": the built-in shims, for messages.
+pub fn builtin_summary() -> String {
+    let parts: Vec<String> = flavor::FLAVORS
+        .iter()
+        .filter(|f| !embedded::shims_of(f).is_empty())
+        .map(|f| format!("{} {}", f.display, embedded::versions_of(f)))
+        .collect();
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join("; ")
+    }
+}
+
+/// Reads `getInferLibVersion` of the library at `path`, keeping it loaded.
+fn probe_version(path: &Path, spec: &FlavorSpec) -> Result<(libloading::Library, TrtVersion)> {
+    let missing = |e: String| {
+        unavailable(format!(
+            "cannot load {} {}: {e}; {}",
+            spec.display,
+            path.display(),
+            discover::install_hint_for(spec)
+        ))
+    };
+    // SAFETY: loading TensorRT runs its static initializers, which register nothing
+    // outside the library; the symbol is `int32_t getInferLibVersion(void)`.
+    let library = unsafe { libloading::Library::new(path) }.map_err(|e| missing(e.to_string()))?;
+    let encoded = unsafe {
+        let f: libloading::Symbol<'_, unsafe extern "C" fn() -> i32> = library
+            .get(b"getInferLibVersion\0")
+            .map_err(|e| missing(e.to_string()))?;
+        f()
+    };
+    Ok((library, TrtVersion::from_encoded(encoded)))
+}
+
+/// Drops the CUDA errors a build without a GPU adds to TensorRT's own messages (they
+/// are about the missing driver, never the cause), and says what a user can do about
+/// the failures whose cause is known.
+fn explain_build_error(message: String) -> String {
+    let kept: Vec<&str> = message
+        .split("; ")
+        .filter(|part| !(part.contains("cudaError 35") || part.contains("catchCudaError")))
+        .collect();
+    let message = kept.join("; ");
+    if let Some(node) = ort_style_qdq_node(&message) {
+        return format!(
+            "the TensorRT ONNX parser rejected node `{node}` (DequantizeLinear): its input is INT32, ONNX Runtime-style Q/DQ (an INT32 bias through DequantizeLinear), which TensorRT does not parse; quantize for TensorRT instead: build-engine --int8 --calib-data DIR, or optimize --int8 --target tensorrt"
+        );
+    }
+    message
+}
+
+/// The DequantizeLinear node the parser refused for its INT32 input, if that is the error.
+fn ort_style_qdq_node(message: &str) -> Option<&str> {
+    if !(message.contains("DequantizeLinear") && message.contains("input has type Int32")) {
+        return None;
+    }
+    let start = message.find("node `")? + "node `".len();
+    let len = message[start..].find('`')?;
+    Some(&message[start..start + len])
 }
 
 /// Writes an updated timing cache next to its final place, then renames it over, so an

@@ -29,6 +29,8 @@ pub struct BuildCall {
     pub layer_precisions: Vec<(String, i32)>,
     pub obey_precision_constraints: i32,
     pub model_path: Option<String>,
+    pub inspect_engine: i32,
+    pub compute_capabilities: Vec<i32>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -51,6 +53,9 @@ pub enum Call {
 pub struct Canned {
     pub abi: i32,
     pub major: i32,
+    /// `INFOPT_TRT_FLAVOR_*` and the headers' version the double claims to be built for.
+    pub flavor: i32,
+    pub compiled_version: i32,
     pub version: i32,
     pub open_fails: Option<(i32, &'static str)>,
     pub build_fails: Option<(i32, &'static str)>,
@@ -59,6 +64,8 @@ pub struct Canned {
     pub cache_out: Option<Vec<u8>>,
     pub layer_json: &'static str,
     pub warnings: Option<&'static str>,
+    /// What the shim returns as `build_log` (on success and failure).
+    pub build_log: Option<&'static str>,
     pub times: Vec<f32>,
 }
 
@@ -67,6 +74,8 @@ impl Canned {
         Canned {
             abi: ffi::ABI_VERSION,
             major,
+            flavor: ffi::FLAVOR_TENSORRT,
+            compiled_version: major * 10000,
             version,
             open_fails: None,
             build_fails: None,
@@ -75,10 +84,27 @@ impl Canned {
             cache_out: Some(b"NEW-CACHE".to_vec()),
             layer_json: LAYER_JSON,
             warnings: Some("weights clipped\n\nunused input"),
+            build_log: None,
             times: vec![2.0, 1.0, 4.0, 3.0],
         }
     }
+
+    /// TensorRT-RTX `minor` without a GPU: no inspector JSON, the layers in the build log.
+    pub fn rtx(minor: i32) -> Canned {
+        Canned {
+            flavor: ffi::FLAVOR_RTX,
+            compiled_version: 10000 + minor * 100,
+            layer_json: "",
+            cache_out: None,
+            build_log: Some(RTX_BUILD_LOG),
+            ..Canned::trt(1, 10000 + minor * 100 + 1)
+        }
+    }
 }
+
+/// A TensorRT-RTX build log as the shim collects it: the `Layers:` message (shortened
+/// from a real one) and the memory totals.
+pub const RTX_BUILD_LOG: &str = "Layers:\nName: conv1/Conv_myl0_1, LayerType: correlation, Inputs: [ { Name: x_q, Dimensions: [1,4,32,32], Strides: [4096,1,128,4], StrideOrder: [3,0,2,1], Datatype: Int8, Format: (NHWC) Channel major format }], Constants: [ { Name: w, Dimensions: [8,4,3,3], Strides: [36,1,12,4], StrideOrder: [3,0,2,1], Datatype: Int8, Format: (NHWC) Channel major format }, { Name: b, Dimensions: [1,8,1,1], Strides: [8,1,8,8], StrideOrder: [3,0,2,1], Datatype: Float, Format: (NHWC) Channel major format }], Outputs: [ { Name: y, Dimensions: [1,8,32,32], Strides: [8192,1,256,8], StrideOrder: [3,0,2,1], Datatype: Float, Format: (NHWC) Channel major format }], TacticName: __myelin_CASK_STUB, StreamId: 0, Metadata: [ONNX Layer: conv1/Conv]\u{1f}[ONNX Layer: x_DequantizeLinear]\nName: __myl_MulAdd_myl0_2, LayerType: kgen, Inputs: [ { Name: y, Dimensions: [1,8,32,32], Strides: [8192,1,256,8], StrideOrder: [3,0,2,1], Datatype: Half, Format: (NHWC) Channel major format }], Constants: [], Outputs: [ { Name: z, Dimensions: [1,8,32,32], Strides: [8192,1,256,8], StrideOrder: [3,0,2,1], Datatype: Half, Format: (NHWC) Channel major format }], TacticName: , StreamId: 0, Metadata: [ONNX Layer: relu1/Relu]\nI/O Tensors:\nTotal Weights Memory: 10656 bytes\nMax Scratch Memory: 8257536 bytes";
 
 pub const LAYER_JSON: &str = r#"{"Layers": [
  {"Name": "/conv/Conv + /relu/Relu", "LayerType": "CaskConvolution",
@@ -148,6 +174,14 @@ unsafe extern "C" fn d_abi() -> i32 {
 
 unsafe extern "C" fn d_major() -> i32 {
     with(|s| s.canned.major)
+}
+
+unsafe extern "C" fn d_compiled_version() -> i32 {
+    with(|s| s.canned.compiled_version)
+}
+
+unsafe extern "C" fn d_flavor() -> i32 {
+    with(|s| s.canned.flavor)
 }
 
 unsafe extern "C" fn d_open(
@@ -235,13 +269,27 @@ unsafe extern "C" fn d_build(
             layer_precisions,
             obey_precision_constraints: c.obey_precision_constraints,
             model_path: text(c.model_path),
+            inspect_engine: c.inspect_engine,
+            compute_capabilities: if c.nb_compute_capabilities == 0 {
+                assert!(c.compute_capabilities.is_null());
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(
+                    c.compute_capabilities,
+                    c.nb_compute_capabilities as usize,
+                )
+                .to_vec()
+            },
         }
     };
     let fails = with(|s| {
         s.calls.push(Call::Build(call));
         s.canned.build_fails
     });
+    let log = with(|s| s.canned.build_log);
     if let Some(f) = fails {
+        // The real shim hands back what the builder logged even when the build fails.
+        unsafe { (*out).build_log = log.map_or(std::ptr::null_mut(), give_string) };
         return unsafe { fail(error, f) };
     }
     let (engine, cache, json, warnings) = with(|s| {
@@ -259,6 +307,7 @@ unsafe extern "C" fn d_build(
         timing_cache_size: cache.as_ref().map_or(0, |c| c.len() as u64),
         layer_json: give_string(json),
         warnings: warnings.map_or(std::ptr::null_mut(), give_string),
+        build_log: log.map_or(std::ptr::null_mut(), give_string),
     };
     unsafe { *out = r };
     0
@@ -325,7 +374,7 @@ unsafe extern "C" fn d_free_build_result(r: *mut ffi::BuildResult) {
     };
     bytes(r.engine, r.engine_size);
     bytes(r.timing_cache, r.timing_cache_size);
-    for s in [r.layer_json, r.warnings] {
+    for s in [r.layer_json, r.warnings, r.build_log] {
         unsafe { d_free(s.cast()) };
     }
     *r = ffi::BuildResult::default();
@@ -339,6 +388,8 @@ pub fn double() -> ShimApi {
     ShimApi {
         abi_version: d_abi,
         compiled_major: d_major,
+        compiled_version: d_compiled_version,
+        compiled_flavor: d_flavor,
         open: d_open,
         library_version: d_version,
         build: d_build,

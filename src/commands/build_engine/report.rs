@@ -6,14 +6,19 @@ use std::fmt::Write;
 use comfy_table::presets::{ASCII_MARKDOWN, UTF8_FULL_CONDENSED};
 use comfy_table::{CellAlignment, Table};
 use infopt_runtime::Latency;
-use infopt_runtime::tensorrt::{EnginePrecision, LayerInfo, Profile, Trt10Precision};
+use infopt_runtime::tensorrt::{
+    EngineMemory, EnginePrecision, LayerInfo, LayerSource, Profile, Trt10Precision,
+};
 use infopt_verify::{BackendInfo, Verification};
 use serde::Serialize;
 
+use super::realized::{Outcome, RealizedReport};
 use crate::report::{DeclinedGroup, ModelFacts, OpCount, PassStat};
 
-/// Bumped on incompatible changes to the JSON layout.
-pub const ENGINE_REPORT_SCHEMA_VERSION: u32 = 1;
+/// Bumped on incompatible changes to the JSON layout. 2: engine.flavor, gpu,
+/// compute_capabilities, layer_source, memory, realized_precision, gpu_latency; per-layer
+/// tensors and fused ONNX nodes; trtexec[].flavor.
+pub const ENGINE_REPORT_SCHEMA_VERSION: u32 = 2;
 
 #[derive(Serialize, Debug, Clone)]
 pub struct EngineReport {
@@ -53,11 +58,31 @@ pub struct BuildSettings {
     pub trt10: Trt10Precision,
 }
 
+/// The GPUs a TensorRT-RTX engine is compiled for when first loaded.
+#[derive(Serialize, Debug, Clone)]
+pub struct ComputeTargets {
+    /// Given with --compute-capability (else TensorRT-RTX's default set).
+    pub explicit: bool,
+    pub sm: Vec<u32>,
+}
+
 #[derive(Serialize, Debug, Clone)]
 pub struct EngineFacts {
     pub path: String,
     pub bytes: u64,
     pub tensorrt_version: String,
+    /// "TensorRT 11", "TensorRT-RTX", ...
+    pub flavor: String,
+    /// TensorRT-RTX only.
+    pub compute_capabilities: Option<ComputeTargets>,
+    /// Whether a GPU was present (without one the engine is never loaded).
+    pub gpu: bool,
+    /// Where the layer table came from: the engine inspector or the builder's log.
+    pub layer_source: LayerSource,
+    /// The builder's memory totals (scratch, weights, activations).
+    pub memory: Option<EngineMemory>,
+    /// Realized precision per placed ONNX node against the request.
+    pub realized_precision: Option<RealizedReport>,
     pub strongly_typed: bool,
     pub build_time_ms: f64,
     pub layers: Vec<LayerInfo>,
@@ -86,6 +111,8 @@ pub struct OnnxLatency {
 #[derive(Serialize, Debug, Clone)]
 pub struct TrtexecCommand {
     pub tensorrt_major: u32,
+    /// "TensorRT 11", "TensorRT 10", "TensorRT-RTX" (its command is `tensorrt_rtx`).
+    pub flavor: String,
     /// "strongly typed" or "builder flags".
     pub mode: String,
     pub command: String,
@@ -194,7 +221,8 @@ pub fn render(r: &EngineReport, markdown: bool) -> String {
         h(&mut s, "Engine");
         let _ = writeln!(
             s,
-            "TensorRT {}{}, {} bytes, built in {:.0} ms, {} layers",
+            "{} {}{}, {} bytes, built in {:.0} ms, {} kernels{}",
+            e.flavor,
             e.tensorrt_version,
             if e.strongly_typed {
                 " (strongly typed)"
@@ -203,20 +231,93 @@ pub fn render(r: &EngineReport, markdown: bool) -> String {
             },
             e.bytes,
             e.build_time_ms,
-            e.layers.len()
+            e.layers.len(),
+            match e.layer_source {
+                LayerSource::BuildLog =>
+                    " (from the builder's log: no GPU, the engine was not loaded)",
+                LayerSource::Inspector => " (from the engine inspector)",
+                LayerSource::None => " (TensorRT reported no layer table)",
+            }
         );
+        if let Some(c) = &e.compute_capabilities {
+            let list: Vec<String> = c.sm.iter().map(u32::to_string).collect();
+            let _ = writeln!(
+                s,
+                "compute capabilities: {}{}",
+                list.join(", "),
+                if c.explicit {
+                    ""
+                } else {
+                    " (TensorRT-RTX's default)"
+                }
+            );
+        }
+        if let Some(m) = &e.memory {
+            let f = |v: Option<u64>| v.map_or("?".to_string(), |b| format!("{b} B"));
+            let _ = writeln!(
+                s,
+                "memory: scratch {}, weights {}, activations {}",
+                f(m.max_scratch_bytes),
+                f(m.weights_bytes),
+                f(m.activation_bytes)
+            );
+        }
+        if !e.gpu {
+            let _ = writeln!(s, "GPU latency: not measured: no GPU");
+        }
         let mut t = table(markdown, &["precision", "layers"]);
         for (p, n) in &e.precisions {
             t.add_row(vec![p.to_string(), n.to_string()]);
         }
         let _ = writeln!(s, "{t}");
-        let mut t = table(markdown, &["layer", "type", "precision"]);
+        let has_tensors = e
+            .layers
+            .iter()
+            .any(|l| !l.onnx_nodes.is_empty() || !l.inputs.is_empty());
+        let mut t = if has_tensors {
+            table(
+                markdown,
+                &[
+                    "kernel",
+                    "type",
+                    "precision",
+                    "in / weights / out",
+                    "fused ONNX nodes",
+                ],
+            )
+        } else {
+            table(markdown, &["layer", "type", "precision"])
+        };
         for l in e.layers.iter().take(MAX_LAYER_ROWS) {
-            t.add_row(vec![
+            let mut row = vec![
                 l.name.clone(),
                 l.layer_type.clone().unwrap_or_default(),
                 l.precision.to_string(),
-            ]);
+            ];
+            if has_tensors {
+                let types = |ts: &[infopt_runtime::tensorrt::TensorInfo]| {
+                    let mut v: Vec<String> = Vec::new();
+                    for t in ts {
+                        let d = t.datatype.to_string();
+                        if !v.contains(&d) {
+                            v.push(d);
+                        }
+                    }
+                    if v.is_empty() {
+                        "-".into()
+                    } else {
+                        v.join(",")
+                    }
+                };
+                row.push(format!(
+                    "{} / {} / {}",
+                    types(&l.inputs),
+                    types(&l.constants),
+                    types(&l.outputs)
+                ));
+                row.push(l.onnx_nodes.join(", "));
+            }
+            t.add_row(row);
         }
         let _ = writeln!(s, "{t}");
         if e.layers.len() > MAX_LAYER_ROWS {
@@ -225,6 +326,69 @@ pub fn render(r: &EngineReport, markdown: bool) -> String {
                 "... {} more layers (all in --json / --report)",
                 e.layers.len() - MAX_LAYER_ROWS
             );
+        }
+    }
+    if let Some(rp) = r
+        .engine
+        .as_ref()
+        .and_then(|e| e.realized_precision.as_ref())
+    {
+        h(&mut s, "Realized precision vs request");
+        let _ = writeln!(
+            s,
+            "{} placed nodes: {} match, {} mismatch, {} not observable ({:.1}% of the observable ones match)",
+            rp.placed,
+            rp.matched,
+            rp.mismatched,
+            rp.not_observable,
+            rp.match_rate() * 100.0
+        );
+        let mut t = table(
+            markdown,
+            &["requested", "placed", "match", "mismatch", "not observable"],
+        );
+        for c in &rp.per_precision {
+            t.add_row(vec![
+                c.requested.clone(),
+                c.placed.to_string(),
+                c.matched.to_string(),
+                c.mismatched.to_string(),
+                c.not_observable.to_string(),
+            ]);
+        }
+        let _ = writeln!(s, "{t}");
+        let listed: Vec<_> = rp
+            .nodes
+            .iter()
+            .filter(|n| n.outcome == Outcome::Mismatch)
+            .chain(
+                rp.nodes
+                    .iter()
+                    .filter(|n| n.outcome == Outcome::NotObservable),
+            )
+            .take(MAX_LAYER_ROWS)
+            .collect();
+        if !listed.is_empty() {
+            let mut t = table(
+                markdown,
+                &["node", "op", "requested", "realized", "outcome", "why"],
+            );
+            for n in listed {
+                t.add_row(vec![
+                    n.node.clone(),
+                    n.op.clone(),
+                    n.requested.clone(),
+                    n.realized.clone(),
+                    match n.outcome {
+                        Outcome::Match => "match",
+                        Outcome::Mismatch => "MISMATCH",
+                        Outcome::NotObservable => "not observable",
+                    }
+                    .to_string(),
+                    n.reason.clone().unwrap_or_default(),
+                ]);
+            }
+            let _ = writeln!(s, "{t}");
         }
     }
     if let Some(l) = &r.latency {
@@ -246,7 +410,7 @@ pub fn render(r: &EngineReport, markdown: bool) -> String {
     if !r.trtexec.is_empty() {
         h(&mut s, "Equivalent trtexec commands");
         for c in &r.trtexec {
-            let _ = writeln!(s, "# TensorRT {} ({})", c.tensorrt_major, c.mode);
+            let _ = writeln!(s, "# {} ({})", c.flavor, c.mode);
             let _ = writeln!(s, "{}", c.command);
         }
     }

@@ -24,7 +24,8 @@ fn open(major: i32, version: i32) -> (tempfile::TempDir, TensorRt) {
         explicit: Some(dir.path().to_path_buf()),
         ..Default::default()
     };
-    let trt = TensorRt::open_with(test_double::double(), &search).unwrap();
+    // As on a GPU machine: the engine is inspected and timed.
+    let trt = TensorRt::open_with_gpu(test_double::double(), &search, true).unwrap();
     (dir, trt)
 }
 
@@ -91,6 +92,7 @@ fn tensorrt_11_builds_the_typed_graph_with_workspace_profile_and_cache() {
     assert_eq!(
         build_call(),
         BuildCall {
+            inspect_engine: 1,
             onnx: b"TYPED".to_vec(),
             workspace_bytes: 1 << 30,
             opt_level: 4,
@@ -124,7 +126,7 @@ fn tensorrt_11_builds_the_typed_graph_with_workspace_profile_and_cache() {
     assert_eq!(test_double::live(), 0);
 
     // What the report shows of it: layers with their precisions, size, cache.
-    let facts = engine_facts(&out, &outcome);
+    let facts = engine_facts(&out, &outcome, &trt, None);
     assert_eq!(facts.bytes, 10);
     assert_eq!(facts.tensorrt_version, "11.4.0");
     let layers: Vec<(&str, String)> = facts
@@ -165,6 +167,7 @@ fn tensorrt_10_gets_the_float32_graph_with_flags_and_layer_overrides() {
     assert_eq!(
         build_call(),
         BuildCall {
+            inspect_engine: 1,
             onnx: b"FP32".to_vec(),
             workspace_bytes: 1 << 30,
             opt_level: 4,
@@ -230,8 +233,18 @@ fn trtexec_lines_follow_the_plan() {
     let p = plan(dir.path(), false);
     let typed = Path::new("m.trt.onnx");
     let fp32 = Path::new("m.trt.fp32.onnx");
-    let cmds = trtexec_commands(&p, typed, Some(fp32), Path::new("m.engine"), None).unwrap();
-    assert_eq!(cmds.len(), 2);
+    let cmds = trtexec_commands(&p, typed, Some(fp32), Path::new("m.engine"), None, None).unwrap();
+    assert_eq!(cmds.len(), 3);
+    // TensorRT-RTX: its own trtexec, strongly typed, no timing cache.
+    assert_eq!(cmds[2].flavor, "TensorRT-RTX");
+    assert!(
+        cmds[2]
+            .command
+            .starts_with("tensorrt_rtx --onnx=m.trt.onnx")
+            && !cmds[2].command.contains("--fp16"),
+        "{}",
+        cmds[2].command
+    );
     assert_eq!(cmds[0].tensorrt_major, 11);
     assert!(cmds[0].command.contains("--onnx=m.trt.onnx"));
     assert!(!cmds[0].command.contains("--fp16"));
@@ -250,7 +263,8 @@ fn trtexec_lines_follow_the_plan() {
             cmds[1].command
         );
     }
-    let only10 = trtexec_commands(&p, typed, Some(fp32), Path::new("m.engine"), Some(10)).unwrap();
+    let only10 =
+        trtexec_commands(&p, typed, Some(fp32), Path::new("m.engine"), Some(10), None).unwrap();
     assert_eq!(only10.len(), 1);
     assert_eq!(only10[0].tensorrt_major, 10);
 }

@@ -1,0 +1,624 @@
+//! Automatic float32 islands for `--fp16` / `--bf16`: the conversion is
+//! judged on the verification inputs (the user's `--inputs`, else the
+//! seeded ones) by the accuracy target, and while an output misses it the
+//! node that adds the most error is kept in float32.
+//!
+//! First, ranges: the float32 model runs once observing every tensor, and
+//! a node the conversion would run in float16 whose output reaches half of
+//! float16's largest value (65504) on these inputs stays float32. ONNX
+//! Runtime's CPU provider computes most float16 ops in float32 and drops
+//! the Casts between them, so it never shows such an overflow; TensorRT and
+//! GPUs do. Then, error: each round compares every tensor of the float32 model with its
+//! half-precision twin (`infopt_verify::sensitivity`): a node is charged the
+//! SNR its output loses against its cleanest input, so a Mul whose float16
+//! result overflows is charged everything and a Conv that only rounds a few
+//! dB. The worst node not yet tried is kept in float32 (a precision override
+//! with the measurement as its reason), the model converted again and
+//! judged again; a node whose keeping does not raise the lowest output
+//! cosine is put back to the half type. The search ends when the target
+//! holds, or after [`MAX_TRIALS`] trials (or [`MAX_FRUITLESS`] in a row
+//! without effect), and then the command refuses the model (exit 4) naming
+//! the layers it kept and the worst remaining ones.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use infopt_ir::{DataType, Model};
+use infopt_passes::precision::{Override, Precision, PrecisionMap, Selector};
+use infopt_passes::registry::Numerics;
+use infopt_passes::{DriverOptions, PipelineConfig, PipelineRun, SideData, Step};
+use infopt_runtime::OutputAgreement;
+use infopt_verify::intermediates::Side;
+use infopt_verify::sensitivity::{self, NodeError};
+use infopt_verify::{Criterion, Verifier};
+
+use crate::exit::{CliError, CliResult, Exit};
+use crate::stages::{self, PassHooks};
+
+/// Trials (nodes kept, or tried and put back) before the search gives up.
+pub const MAX_TRIALS: usize = 24;
+/// Trials in a row without effect before the search gives up.
+pub const MAX_FRUITLESS: usize = 8;
+
+pub use crate::report::half::{HalfReport, KeptFor, KeptLayer};
+
+/// Where the search runs.
+pub struct Context<'a> {
+    pub verifier: &'a Verifier,
+    pub options: &'a DriverOptions,
+    /// How the verification inputs were made ("generated with seed 0", "from x.npz").
+    pub inputs: String,
+    /// The inputs are generated, not the user's.
+    pub generated_inputs: bool,
+    /// `false`: convert once and judge, no islands (`--no-auto-fp32`).
+    pub search: bool,
+}
+
+/// The converted model and how it was made.
+pub struct Outcome {
+    pub model: Model,
+    pub run: PipelineRun,
+    pub report: HalfReport,
+}
+
+/// The pipeline split at its first half-precision step: the steps before
+/// it, and it with everything after. `None` without such a step (a step
+/// inside a fixed-point group does not count: it cannot be rerun alone).
+pub fn split(config: &PipelineConfig) -> Option<(PipelineConfig, PipelineConfig)> {
+    let at = config
+        .passes
+        .iter()
+        .position(|s| matches!(s, Step::Pass(p) if p.info().numerics == Numerics::HalfPrecision))?;
+    let mut before = config.clone();
+    before.passes.truncate(at);
+    let mut from = config.clone();
+    from.passes.drain(..at);
+    Some((before, from))
+}
+
+/// The half type the steps convert to.
+fn half_of(config: &PipelineConfig) -> Precision {
+    if config.pass_names().contains(&"convert-bfloat16") {
+        Precision::Bf16
+    } else {
+        Precision::Fp16
+    }
+}
+
+/// Lowest output cosine, an output with infinities, NaN or the wrong shape counting as -2.
+pub fn score(outputs: &[OutputAgreement]) -> f64 {
+    outputs
+        .iter()
+        .map(|o| {
+            let broken = o.issue.is_some() || o.nan_mismatches > 0 || !o.max_abs.is_finite();
+            if broken { -2.0 } else { o.cosine }
+        })
+        .fold(1.0, f64::min)
+}
+
+/// Gives every unnamed node of the main graph a unique name, so that a
+/// precision override can address it.
+fn name_unnamed(model: &mut Model) {
+    let g = &mut model.graph;
+    let mut taken: HashSet<String> = g.nodes().filter_map(|(_, n)| n.name.clone()).collect();
+    let unnamed: Vec<_> = g
+        .nodes()
+        .filter(|(_, n)| n.name.as_deref().is_none_or(str::is_empty))
+        .map(|(id, _)| id)
+        .collect();
+    for id in unnamed {
+        let node = g.node(id);
+        let base = match node.outputs.first().copied().flatten() {
+            Some(v) => format!("{}:{}", node.op_type, g.value(v).name),
+            None => node.op_type.clone(),
+        };
+        let mut name = base.clone();
+        let mut k = 1;
+        while taken.contains(&name) {
+            name = format!("{base}#{k}");
+            k += 1;
+        }
+        taken.insert(name.clone());
+        g.node_mut(id).name = Some(name);
+    }
+}
+
+/// Runs `steps` on a copy of `fp32` with `kept` as float32 overrides after
+/// the user's (whose word wins).
+fn convert(
+    fp32: &Model,
+    steps: &PipelineConfig,
+    kept: &[Override],
+    options: &DriverOptions,
+) -> CliResult<(Model, PipelineRun)> {
+    let mut config = steps.clone();
+    let map = config.precision.get_or_insert_with(PrecisionMap::default);
+    map.overrides.extend(kept.iter().cloned());
+    let mut model = fp32.clone();
+    let run = stages::run_passes(
+        &mut model,
+        &config,
+        options,
+        SideData::default(),
+        PassHooks::default(),
+    )?;
+    Ok((model, run))
+}
+
+/// Loads and judges a candidate in the verifier's backend.
+fn judge(v: &Verifier, candidate: &Model) -> CliResult<(Vec<OutputAgreement>, bool)> {
+    let loaded = v.load(candidate)?;
+    Ok(v.check(loaded.as_ref())?)
+}
+
+/// Names of the candidate's nodes whose first output is of the half type.
+fn half_nodes(candidate: &Model) -> HashSet<String> {
+    let g = &candidate.graph;
+    g.nodes()
+        .filter(|(_, n)| {
+            n.outputs.first().copied().flatten().is_some_and(|v| {
+                g.value_type(v)
+                    .is_some_and(|t| matches!(t.dtype, DataType::Float16 | DataType::Bfloat16))
+            })
+        })
+        .filter_map(|(_, n)| n.name.clone())
+        .collect()
+}
+
+/// The nodes of `fp32` adding the most error in `candidate`, worst first,
+/// restricted to nodes the candidate runs in the half type.
+fn ranking(
+    cx: &Context<'_>,
+    fp32: &Model,
+    candidate: &Model,
+    outputs: &[OutputAgreement],
+    to: Precision,
+) -> CliResult<Vec<NodeError>> {
+    let v = cx.verifier;
+    let side = |m| Side {
+        model: m,
+        dir: v.dir.clone(),
+        inputs: &v.inputs,
+    };
+    let bits = if to == Precision::Bf16 { 7 } else { 10 };
+    let ranked = sensitivity::rank(
+        v.chosen.backend.as_ref(),
+        &v.shapes,
+        side(fp32),
+        side(candidate),
+        outputs,
+        sensitivity::rounding_snr_db(bits),
+    )?;
+    let half = half_nodes(candidate);
+    Ok(ranked
+        .into_iter()
+        .filter(|r| half.contains(&r.node) && r.added_db > 0.0)
+        .collect())
+}
+
+/// The nodes that produce `node`'s inputs and run in the half type in
+/// `candidate`, with their measured error where the ranking has it.
+fn feeders(fp32: &Model, candidate: &Model, node: &str, ranked: &[NodeError]) -> Vec<NodeError> {
+    let g = &fp32.graph;
+    let Some(id) = g.find_node(node) else {
+        return Vec::new();
+    };
+    let half = half_nodes(candidate);
+    let mut out: Vec<NodeError> = Vec::new();
+    for v in g.node(id).inputs.iter().flatten() {
+        let Some(p) = g.producer(*v) else { continue };
+        let Some(name) = p.name.clone().filter(|n| half.contains(n)) else {
+            continue;
+        };
+        if out.iter().any(|o| o.node == name) {
+            continue;
+        }
+        out.push(
+            ranked
+                .iter()
+                .find(|r| r.node == name)
+                .cloned()
+                .unwrap_or(NodeError {
+                    node: name,
+                    op: p.op_type.clone(),
+                    tensor: g.value(*v).name.clone(),
+                    output_snr_db: f64::NAN,
+                    added_db: 0.0,
+                }),
+        );
+    }
+    out
+}
+
+fn describe_loss(e: &NodeError) -> String {
+    if e.output_snr_db == f64::NEG_INFINITY {
+        format!("its output '{}' overflows (infinity or NaN)", e.tensor)
+    } else {
+        format!(
+            "its output '{}' loses {:.1} dB of SNR against float32 ({:.1} dB left)",
+            e.tensor, e.added_db, e.output_snr_db
+        )
+    }
+}
+
+/// Share of the half type's largest value at which an output is kept in
+/// float32: other inputs than the verification ones may go further.
+pub const RANGE_MARGIN: f64 = 0.5;
+
+/// Largest finite magnitude of every float tensor `model` computes on the
+/// verification inputs (graph outputs from the verifier's reference run).
+fn tensor_ranges(v: &Verifier, model: &Model) -> CliResult<std::collections::HashMap<String, f64>> {
+    use infopt_verify::observe::{computed_tensors, load_observing};
+    let names: Vec<String> = computed_tensors(model)?
+        .into_iter()
+        .map(|(n, _, _)| n)
+        .collect();
+    let observe = infopt_runtime::Observe::Names(names);
+    let loaded = load_observing(
+        v.chosen.backend.as_ref(),
+        model,
+        &v.dir,
+        &v.shapes,
+        &observe,
+    )?;
+    let mut out = std::collections::HashMap::new();
+    let mut record = |t: &infopt_runtime::HostTensor| {
+        if let Some(name) = t.name()
+            && t.dtype() == infopt_runtime::DType::F32
+        {
+            let m = t
+                .to_f64_vec()
+                .into_iter()
+                .filter(|x| x.is_finite())
+                .fold(0.0, |a: f64, x| a.max(x.abs()));
+            out.insert(name.to_string(), m);
+        }
+    };
+    loaded
+        .run_observed(&v.inputs, &mut |t| {
+            record(t);
+            Ok(())
+        })
+        .map_err(|e| {
+            CliError::new(
+                Exit::CannotVerify,
+                format!("cannot observe the float32 model's tensors: {e}"),
+            )
+        })?;
+    for t in &v.expected {
+        record(t);
+    }
+    Ok(out)
+}
+
+/// Nodes the candidate runs in float16 whose float32 outputs come within
+/// [`RANGE_MARGIN`] of float16's largest value, with that magnitude.
+fn out_of_range(
+    fp32: &Model,
+    candidate: &Model,
+    ranges: &std::collections::HashMap<String, f64>,
+) -> Vec<(String, String, String, f64)> {
+    let limit = half::f16::MAX.to_f32() as f64 * RANGE_MARGIN;
+    let half = half_nodes(candidate);
+    let g = &fp32.graph;
+    let mut out = Vec::new();
+    for (_, node) in g.nodes() {
+        let Some(name) = node.name.clone().filter(|n| half.contains(n)) else {
+            continue;
+        };
+        let Some((tensor, max)) = node
+            .outputs
+            .iter()
+            .flatten()
+            .filter_map(|v| {
+                let t = &g.value(*v).name;
+                ranges.get(t).map(|m| (t.clone(), *m))
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+        else {
+            continue;
+        };
+        if max >= limit {
+            out.push((name, node.op_type.clone(), tensor, max));
+        }
+    }
+    out
+}
+
+/// Converts `fp32` with `steps` (the half-precision step and what follows)
+/// and, while the verifier's criterion fails, keeps the most harmful nodes
+/// in float32. The result may still miss the target: `report.reached` says.
+pub fn convert_to_target(
+    fp32: &mut Model,
+    steps: &PipelineConfig,
+    cx: &Context<'_>,
+) -> CliResult<Outcome> {
+    let started = Instant::now();
+    let to = half_of(steps);
+    let ty = if to == Precision::Bf16 {
+        "bfloat16"
+    } else {
+        "float16"
+    };
+    if cx.search {
+        name_unnamed(fp32);
+    }
+    let user_map = steps.precision.clone().unwrap_or_default();
+    let (mut model, mut run) = convert(fp32, steps, &[], cx.options)?;
+    let mut kept: Vec<KeptLayer> = Vec::new();
+    let mut overrides: Vec<Override> = Vec::new();
+    let mut ranges = std::collections::HashMap::new();
+    if cx.search {
+        ranges = tensor_ranges(cx.verifier, fp32)?;
+    }
+    if cx.search && to == Precision::Fp16 {
+        for (node, op, tensor, max) in out_of_range(fp32, &model, &ranges) {
+            let forced = fp32
+                .graph
+                .find_node(&node)
+                .is_some_and(|id| user_map.override_for(fp32.graph.node(id)).is_some());
+            if forced {
+                continue;
+            }
+            let reason = format!(
+                "automatic float32 island: its float32 output '{tensor}' reaches {max:.4e} on the verification inputs ({}), beyond half of float16's largest value 65504: float16 overflows there on GPUs and TensorRT",
+                cx.inputs
+            );
+            crate::progress::note(
+                "half",
+                format!("{ty}: keeping '{node}' ({op}) in float32: {reason}"),
+            );
+            overrides.push(Override {
+                selector: Selector::exact(&node),
+                to: Precision::Fp32,
+                why: Some(reason.clone()),
+            });
+            kept.push(KeptLayer {
+                node,
+                op,
+                kept_for: KeptFor::Range,
+                tensor,
+                float32_max: max,
+                output_snr_db: None,
+                added_db: None,
+                cosine_before: None,
+                cosine_after: None,
+                reason,
+            });
+        }
+        if !overrides.is_empty() {
+            (model, run) = convert(fp32, steps, &overrides, cx.options)?;
+        }
+    }
+    let (mut outputs, mut passed) = judge(cx.verifier, &model)?;
+    let target_cosine = match cx.verifier.verification(Vec::new(), true).criterion {
+        Criterion::Scaled { min_cosine, .. } => Some(min_cosine),
+        Criterion::Elementwise { .. } => None,
+    };
+    let converted = score(&outputs);
+    let mut best = converted;
+    let mut without_effect: Vec<String> = Vec::new();
+    let mut tried: HashSet<String> = HashSet::new();
+    let mut fruitless = 0;
+    let mut trials = 0;
+    let mut worst_remaining = Vec::new();
+    while cx.search && !passed {
+        let ranked = ranking(cx, fp32, &model, &outputs, to)?;
+        let forced = |name: &str| {
+            fp32.graph
+                .find_node(name)
+                .is_some_and(|id| user_map.override_for(fp32.graph.node(id)).is_some())
+        };
+        let pick = ranked
+            .iter()
+            .find(|r| !tried.contains(&r.node) && !forced(&r.node));
+        let stop = trials >= MAX_TRIALS || fruitless >= MAX_FRUITLESS;
+        let Some(pick) = pick.cloned().filter(|_| !stop) else {
+            worst_remaining = ranked.into_iter().take(5).collect();
+            break;
+        };
+        tried.insert(pick.node.clone());
+        // The node alone; when that does not help, with the half-typed
+        // nodes that feed it (a cancellation needs its sum and its
+        // difference in float32).
+        let mut block = vec![pick.clone()];
+        let mut attempt = None;
+        for round in 0..2 {
+            if round == 1 {
+                let feeders = feeders(fp32, &model, &pick.node, &ranked);
+                let feeders: Vec<NodeError> = feeders
+                    .into_iter()
+                    .filter(|f| {
+                        !forced(&f.node)
+                            && !overrides
+                                .iter()
+                                .any(|o| o.selector == Selector::exact(&f.node))
+                    })
+                    .collect();
+                if feeders.is_empty() || trials >= MAX_TRIALS {
+                    break;
+                }
+                block.extend(feeders);
+            }
+            trials += 1;
+            let mut trial = overrides.clone();
+            trial.extend(block.iter().map(|b| Override {
+                selector: Selector::exact(&b.node),
+                to: Precision::Fp32,
+                why: None,
+            }));
+            let (m, r) = convert(fp32, steps, &trial, cx.options)?;
+            let (o, p) = judge(cx.verifier, &m)?;
+            let after = score(&o);
+            let helps = after > best || p;
+            attempt = Some((trial, m, r, o, p, after));
+            if helps {
+                break;
+            }
+        }
+        let Some((mut trial, m, r, o, p, after)) = attempt else {
+            break;
+        };
+        let names = block
+            .iter()
+            .map(|b| format!("{} ({})", b.node, b.op))
+            .collect::<Vec<_>>()
+            .join(" + ");
+        if after <= best && !p {
+            crate::progress::note(
+                "half",
+                format!(
+                    "{ty}: keeping {names} in float32 does not help (lowest cosine {after:.6}); put back"
+                ),
+            );
+            without_effect.push(format!(
+                "{names}: lowest output cosine {best:.6} -> {after:.6}"
+            ));
+            fruitless += 1;
+            continue;
+        }
+        fruitless = 0;
+        let with = if block.len() > 1 {
+            format!(" (together with {names})")
+        } else {
+            String::new()
+        };
+        for (i, b) in block.iter().enumerate() {
+            let loss = if i == 0 {
+                describe_loss(b)
+            } else {
+                format!(
+                    "its float16 output '{}' feeds '{}', which float32 alone does not repair",
+                    b.tensor, pick.node
+                )
+            };
+            let reason = format!(
+                "automatic float32 island: {loss}; keeping it in float32{with} raises the lowest output cosine from {best:.6} to {after:.6} on the verification inputs ({})",
+                cx.inputs
+            );
+            crate::progress::note(
+                "half",
+                format!("{ty}: keeping '{}' ({}) in float32: {reason}", b.node, b.op),
+            );
+            kept.push(KeptLayer {
+                node: b.node.clone(),
+                op: b.op.clone(),
+                kept_for: KeptFor::Error,
+                tensor: b.tensor.clone(),
+                float32_max: ranges.get(&b.tensor).copied().unwrap_or(f64::NAN),
+                output_snr_db: Some(b.output_snr_db).filter(|x| x.is_finite()),
+                added_db: Some(b.added_db).filter(|x| x.is_finite()),
+                cosine_before: Some(best),
+                cosine_after: Some(after),
+                reason: reason.clone(),
+            });
+            let at = trial.len() - block.len() + i;
+            trial[at].why = Some(reason);
+        }
+        overrides = trial;
+        best = after;
+        (model, run, outputs, passed) = (m, r, o, p);
+    }
+    if !overrides.is_empty() {
+        // Once more with the measured reasons, so that the pass reports them.
+        (model, run) = convert(fp32, steps, &overrides, cx.options)?;
+    }
+    Ok(Outcome {
+        model,
+        run,
+        report: HalfReport {
+            precision: to.as_str().to_string(),
+            target_cosine,
+            inputs: cx.inputs.clone(),
+            generated_inputs: cx.generated_inputs,
+            cosine_converted: converted,
+            cosine_final: score(&outputs),
+            reached: passed,
+            searched: cx.search,
+            kept_fp32: kept,
+            without_effect,
+            worst_remaining,
+            trials,
+            seconds: started.elapsed().as_secs_f64(),
+        },
+    })
+}
+
+/// `a` followed by `b`, as one pipeline run.
+pub fn merged(mut a: PipelineRun, b: PipelineRun) -> PipelineRun {
+    a.records.extend(b.records);
+    a.declined.extend(b.declined);
+    a.notes.extend(b.notes);
+    a.budget_exhausted.extend(b.budget_exhausted);
+    a.stopped_after = a.stopped_after.or(b.stopped_after);
+    a
+}
+
+/// The one-line refusal of a half model that misses its target.
+pub fn missed_target(report: &HalfReport, outputs: &[OutputAgreement]) -> CliError {
+    let ty = if report.precision == "bf16" {
+        "bfloat16"
+    } else {
+        "float16"
+    };
+    let target = report
+        .target_cosine
+        .map_or("its tolerance".to_string(), |c| format!("cosine >= {c}"));
+    let failing: Vec<String> = outputs
+        .iter()
+        .filter(|o| !o.within_tolerance)
+        .map(|o| {
+            format!(
+                "{} (cosine {:.6}, max abs {:.3e})",
+                o.name, o.cosine, o.max_abs
+            )
+        })
+        .collect();
+    let kept: Vec<String> = report
+        .kept_fp32
+        .iter()
+        .map(|k| format!("{} ({})", k.node, k.op))
+        .collect();
+    let worst: Vec<String> = report
+        .worst_remaining
+        .iter()
+        .map(|w| format!("{} ({})", w.node, w.op))
+        .collect();
+    let layers = match (kept.is_empty(), worst.is_empty()) {
+        _ if !report.searched => {
+            "no layer was kept in float32 automatically (--no-auto-fp32)".to_string()
+        }
+        (true, true) => "no layer kept in float32 helped".to_string(),
+        (true, false) => format!(
+            "no layer kept in float32 helped; the layers adding the most error: {}",
+            worst.join(", ")
+        ),
+        (false, _) => format!(
+            "even with {} layer{} kept in float32 ({}){}",
+            kept.len(),
+            if kept.len() == 1 { "" } else { "s" },
+            kept.join(", "),
+            if worst.is_empty() {
+                String::new()
+            } else {
+                format!("; still adding the most error: {}", worst.join(", "))
+            }
+        ),
+    };
+    let hint = if report.generated_inputs {
+        "; judged on generated inputs: give real ones with --inputs FILE.npz"
+    } else {
+        ""
+    };
+    CliError::new(
+        Exit::Verify,
+        format!(
+            "the {ty} model misses its accuracy target ({target}) on {}: {}; {layers}; output not written{hint} (keep layers with --precision NAME=fp32, or --no-verify to write it anyway)",
+            report.inputs,
+            failing.join(", ")
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests;

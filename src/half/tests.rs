@@ -1,0 +1,251 @@
+//! The automatic float32 islands on small graphs, judged in tract (which
+//! computes float16 natively, so an overflow shows as infinity).
+
+use infopt_ir::builder::{GraphBuilder, dims};
+use infopt_ir::{DataType, Model};
+use infopt_passes::{DriverOptions, PipelineConfig, Precision};
+use infopt_runtime::compare::Tolerance;
+use infopt_verify::{BackendKind, BackendOptions, Criterion, Inputs, Verifier, VerifyPolicy};
+
+use super::*;
+
+fn weights(seed: u64, n: usize, scale: f32) -> Vec<f32> {
+    // A small deterministic generator: values in [-scale, scale).
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let unit = (state >> 40) as f32 / (1u64 << 24) as f32;
+            (unit * 2.0 - 1.0) * scale
+        })
+        .collect()
+}
+
+/// x [1,8,16] -> MatMul -> Relu -> MatMul (products ~1e2..1e3) -> the
+/// square (Mul of the product with itself, ~1e5..1e6: overflows float16)
+/// -> ReduceSum (kept in float32 by the pass) -> `sums`.
+fn overflow_model() -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "8", "16"]));
+    let w1 = b.f32("w1", &[16, 16], &weights(1, 256, 1.0));
+    let w2 = b.f32("w2", &[16, 16], &weights(2, 256, 100.0));
+    let h1 = b.op("MatMul", &[x, w1], vec![]);
+    let r1 = b.op("Relu", &[h1], vec![]);
+    let h2 = b.op("MatMul", &[r1, w2], vec![]);
+    let sq = b.op("Mul", &[h2, h2], vec![]);
+    let axes = b.i64("axes", &[1], &[2]);
+    let sums = b.op(
+        "ReduceSum",
+        &[sq, axes],
+        vec![infopt_ir::Attribute::int("keepdims", 0)],
+    );
+    b.output(sums, "sums", DataType::Float, None);
+    b.build(13)
+}
+
+/// x [1,8,16]: h = MatMul(x, W) (about ±1), big = MatMul(x, W2) + 3000,
+/// y = (h + big) - big. In float16 the sum keeps h to the nearest 2 (the
+/// spacing at 3000): only the sum and the difference in float32 recover it.
+fn cancellation_model() -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "8", "16"]));
+    let w = b.f32("w", &[16, 16], &weights(3, 256, 0.5));
+    let w2 = b.f32("w2", &[16, 16], &weights(4, 256, 0.5));
+    let c = b.f32("c", &[1], &[3000.0]);
+    let h = b.op("MatMul", &[x, w], vec![]);
+    let g = b.op("MatMul", &[x, w2], vec![]);
+    let big = b.op("Add", &[g, c], vec![]);
+    let sum = b.op("Add", &[h, big], vec![]);
+    let y = b.op("Sub", &[sum, big], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    b.build(13)
+}
+
+fn steps() -> PipelineConfig {
+    let mut cfg = PipelineConfig::from_yaml("version: 1\npasses:\n  - convert-float16\n", "test")
+        .expect("a valid pipeline");
+    infopt_passes::precision::apply_to_pipeline(&mut cfg, &[], Some(Precision::Fp16))
+        .expect("the precision default applies");
+    cfg
+}
+
+fn verifier(model: &Model) -> Verifier {
+    let inputs = Inputs::new(vec![], None, 0, 16).expect("generated inputs");
+    let policy = VerifyPolicy {
+        prefer: vec![BackendKind::Tract],
+        explicit: Some(BackendKind::Tract),
+        options: BackendOptions::default(),
+        criterion: Criterion::Scaled {
+            max_scaled_error: f64::INFINITY,
+            min_cosine: 0.999,
+        },
+        tolerance: Tolerance {
+            rtol: 2e-2,
+            atol: 2e-2,
+        },
+        keep_original: false,
+    };
+    Verifier::new(model, std::env::temp_dir(), &inputs, policy).expect("tract runs the model")
+}
+
+fn search(model: &Model, search: bool) -> Outcome {
+    let v = verifier(model);
+    let options = DriverOptions::default();
+    let cx = Context {
+        verifier: &v,
+        options: &options,
+        inputs: "seeded".into(),
+        generated_inputs: true,
+        search,
+    };
+    let mut fp32 = model.clone();
+    convert_to_target(&mut fp32, &steps(), &cx).expect("the search runs")
+}
+
+fn kept(o: &Outcome) -> Vec<(&str, KeptFor)> {
+    o.report
+        .kept_fp32
+        .iter()
+        .map(|k| (k.node.as_str(), k.kept_for))
+        .collect()
+}
+
+#[test]
+fn an_overflowing_square_is_the_one_node_kept_in_float32() {
+    // Converted as usual, the square overflows: infinite sums, target missed.
+    let plain = search(&overflow_model(), false);
+    assert!(!plain.report.reached, "{:?}", plain.report);
+    assert_eq!(
+        plain.report.cosine_final, -2.0,
+        "an infinite output scores -2"
+    );
+    assert!(plain.report.kept_fp32.is_empty());
+
+    let o = search(&overflow_model(), true);
+    assert!(o.report.reached, "{:?}", o.report);
+    assert_eq!(kept(&o), vec![("mul_4", KeptFor::Range)]);
+    let k = &o.report.kept_fp32[0];
+    assert!(k.float32_max > 65504.0, "{k:?}");
+    assert!(
+        k.reason.contains("reaches") && k.reason.contains("65504"),
+        "{}",
+        k.reason
+    );
+    assert!(o.report.cosine_final >= 0.999, "{:?}", o.report);
+    // Everything else still converts: both MatMuls and the Relu run in float16.
+    let g = &o.model.graph;
+    let half = half_nodes(&o.model);
+    for name in ["matmul_1", "relu_2", "matmul_3"] {
+        assert!(half.contains(name), "{name} should be float16: {half:?}");
+    }
+    assert!(!half.contains("mul_4"));
+    // The pass reports the measured reason for the node it kept.
+    assert!(
+        o.run
+            .declined
+            .iter()
+            .any(|d| d.at == "mul_4" && d.reason.contains("automatic float32 island")),
+        "{:?}",
+        o.run.declined
+    );
+    assert!(g.find_node("mul_4").is_some());
+}
+
+#[test]
+fn a_cancellation_is_repaired_by_keeping_the_sum_and_the_difference() {
+    let o = search(&cancellation_model(), true);
+    assert!(o.report.reached, "{:?}", o.report);
+    let names: Vec<&str> = kept(&o).iter().map(|(n, _)| *n).collect();
+    // The difference alone does not help (it reads the rounded sum); the
+    // search then keeps it with the nodes feeding it.
+    assert!(
+        names.contains(&"sub_5") && names.contains(&"add_4"),
+        "{names:?}"
+    );
+    assert!(kept(&o).iter().all(|(_, why)| *why == KeptFor::Error));
+    assert!(o.report.cosine_converted < 0.999, "{:?}", o.report);
+    for k in &o.report.kept_fp32 {
+        assert!(k.cosine_after.unwrap() > k.cosine_before.unwrap(), "{k:?}");
+        assert!(
+            k.reason.contains("raises the lowest output cosine"),
+            "{}",
+            k.reason
+        );
+    }
+    // The MatMuls stay in float16.
+    let half = half_nodes(&o.model);
+    assert!(
+        half.contains("matmul_1") && half.contains("matmul_2"),
+        "{half:?}"
+    );
+}
+
+#[test]
+fn a_node_the_user_forces_to_float16_is_never_kept_and_the_target_is_missed() {
+    let model = overflow_model();
+    let v = verifier(&model);
+    let options = DriverOptions::default();
+    let cx = Context {
+        verifier: &v,
+        options: &options,
+        inputs: "seeded".into(),
+        generated_inputs: true,
+        search: true,
+    };
+    let mut cfg = steps();
+    cfg.precision
+        .as_mut()
+        .expect("the half default set a map")
+        .add_arg("mul_4=fp16")
+        .expect("a valid override");
+    let mut fp32 = model.clone();
+    let o = convert_to_target(&mut fp32, &cfg, &cx).expect("the search runs");
+    assert!(!o.report.reached);
+    assert!(o.report.kept_fp32.iter().all(|k| k.node != "mul_4"));
+    assert_eq!(
+        o.report.worst_remaining.first().map(|w| w.node.as_str()),
+        Some("mul_4"),
+        "{:?}",
+        o.report
+    );
+    let e = missed_target(&o.report, &[]);
+    assert_eq!(e.exit, Exit::Verify);
+    assert!(e.message.contains("mul_4 (Mul)"), "{}", e.message);
+    assert!(e.message.contains("--inputs"), "{}", e.message);
+}
+
+#[test]
+fn split_cuts_at_the_first_half_step_and_unnamed_nodes_get_names() {
+    let mut cfg = PipelineConfig::from_yaml(
+        "version: 1\npasses:\n  - eliminate-identity\n  - convert-float16\n  - eliminate-dead\n",
+        "test",
+    )
+    .unwrap();
+    cfg.precision = None;
+    let (before, from) = split(&cfg).expect("a half step");
+    assert_eq!(before.pass_names(), vec!["eliminate-identity"]);
+    assert_eq!(from.pass_names(), vec!["convert-float16", "eliminate-dead"]);
+    let plain =
+        PipelineConfig::from_yaml("version: 1\npasses:\n  - eliminate-identity\n", "t").unwrap();
+    assert!(split(&plain).is_none());
+
+    let mut m = overflow_model();
+    let ids: Vec<_> = m.graph.nodes().map(|(id, _)| id).collect();
+    m.graph.node_mut(ids[0]).name = None;
+    m.graph.node_mut(ids[1]).name = Some(String::new());
+    name_unnamed(&mut m);
+    let names: Vec<String> = m
+        .graph
+        .nodes()
+        .filter_map(|(_, n)| n.name.clone())
+        .collect();
+    assert_eq!(names.len(), ids.len());
+    assert!(
+        names[0].starts_with("MatMul:") && names[1].starts_with("Relu:"),
+        "{names:?}"
+    );
+}
