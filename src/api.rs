@@ -57,12 +57,22 @@ fn render<R: CommandReport>(outcome: CliResult<Outcome<R>>) -> CliResult<Finishe
     })
 }
 
-/// A clap error as the command's one line ("invalid value 'x' for
-/// '--target <TARGET>'").
+/// A clap error as one line: its first line, with the hints clap puts
+/// under it ("invalid value 'gpu' for '--target <TARGET>'; possible values:
+/// portable, onnxruntime, tensorrt"), without the usage and help lines.
 fn usage_line(e: &clap::Error) -> String {
     let text = e.render().to_string();
-    let first = text.lines().next().unwrap_or("invalid arguments");
-    first.strip_prefix("error: ").unwrap_or(first).to_string()
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or("invalid arguments");
+    let mut parts = vec![first.strip_prefix("error: ").unwrap_or(first).to_string()];
+    for line in lines.map(str::trim) {
+        if let Some(tip) = line.strip_prefix("tip: ") {
+            parts.push(tip.to_string());
+        } else if let Some(values) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            parts.push(values.to_string());
+        }
+    }
+    parts.join("; ")
 }
 
 /// Runs one command from its arguments (without the program name).
@@ -105,10 +115,14 @@ mod tests {
         let f = execute(["optimize", "m.onnx", "--target", "gpu"]);
         let e = f.failure.unwrap();
         assert_eq!(e.exit, Exit::Usage);
-        assert!(
-            e.message.starts_with("invalid value 'gpu' for '--target"),
-            "{}",
-            e.message
+        assert_eq!(
+            e.message,
+            "invalid value 'gpu' for '--target <TARGET>'; possible values: portable, onnxruntime, tensorrt"
+        );
+        let e = execute(["optimize", "m.onnx", "--fp61"]).failure.unwrap();
+        assert_eq!(
+            e.message,
+            "unexpected argument '--fp61' found; a similar argument exists: '--fp16'"
         );
         assert!(f.report.is_none());
     }

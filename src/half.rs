@@ -25,83 +25,22 @@ use std::time::Instant;
 
 use infopt_ir::{DataType, Model};
 use infopt_passes::precision::{Override, Precision, PrecisionMap, Selector};
+use infopt_passes::registry::Numerics;
 use infopt_passes::{DriverOptions, PipelineConfig, PipelineRun, SideData, Step};
 use infopt_runtime::OutputAgreement;
 use infopt_verify::intermediates::Side;
 use infopt_verify::sensitivity::{self, NodeError};
 use infopt_verify::{Criterion, Verifier};
-use serde::Serialize;
 
 use crate::exit::{CliError, CliResult, Exit};
 use crate::stages::{self, PassHooks};
-
-/// The passes that convert to a half type.
-pub const HALF_PASSES: [&str; 2] = ["convert-float16", "convert-bfloat16"];
 
 /// Trials (nodes kept, or tried and put back) before the search gives up.
 pub const MAX_TRIALS: usize = 24;
 /// Trials in a row without effect before the search gives up.
 pub const MAX_FRUITLESS: usize = 8;
 
-/// Why a node was kept.
-#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum KeptFor {
-    /// Its float32 output comes near the half type's largest value.
-    Range,
-    /// It added the most error, and keeping it raised the output cosine.
-    Error,
-}
-
-/// A node the search kept in float32, and why.
-#[derive(Serialize, Debug, Clone)]
-pub struct KeptLayer {
-    pub node: String,
-    pub op: String,
-    pub kept_for: KeptFor,
-    /// Its first output.
-    pub tensor: String,
-    /// Largest magnitude of its outputs in float32 on the verification inputs.
-    pub float32_max: f64,
-    /// SNR of that output in the half model against float32, dB (null when
-    /// it overflowed to infinity or NaN, or for `range`).
-    pub output_snr_db: Option<f64>,
-    /// The SNR it lost against its cleanest input, dB (null: all of it, or for `range`).
-    pub added_db: Option<f64>,
-    /// Lowest output cosine before and after keeping it (null for `range`:
-    /// those are kept before the first judgement).
-    pub cosine_before: Option<f64>,
-    pub cosine_after: Option<f64>,
-    /// The same in words (also the reason the pass reports).
-    pub reason: String,
-}
-
-/// What the automatic islands did (`half_precision` in the JSON report).
-#[derive(Serialize, Debug, Clone)]
-pub struct HalfReport {
-    /// `fp16` or `bf16`.
-    pub precision: String,
-    /// The lowest cosine every output must reach (null: the criterion is not a cosine).
-    pub target_cosine: Option<f64>,
-    /// What the model was judged on.
-    pub inputs: String,
-    /// Those inputs were generated (seeded), not given with `--inputs`.
-    pub generated_inputs: bool,
-    /// Lowest output cosine of the plain conversion, and of the result.
-    pub cosine_converted: f64,
-    pub cosine_final: f64,
-    pub reached: bool,
-    /// `false` with `--no-auto-fp32`: converted and judged once.
-    pub searched: bool,
-    pub kept_fp32: Vec<KeptLayer>,
-    /// Nodes kept on trial and put back: keeping them did not help.
-    pub without_effect: Vec<String>,
-    /// The nodes adding the most error in the result (at most 5), when the
-    /// target was not reached.
-    pub worst_remaining: Vec<NodeError>,
-    pub trials: usize,
-    pub seconds: f64,
-}
+pub use crate::report::half::{HalfReport, KeptFor, KeptLayer};
 
 /// Where the search runs.
 pub struct Context<'a> {
@@ -129,7 +68,7 @@ pub fn split(config: &PipelineConfig) -> Option<(PipelineConfig, PipelineConfig)
     let at = config
         .passes
         .iter()
-        .position(|s| matches!(s, Step::Pass(p) if HALF_PASSES.contains(&p.name())))?;
+        .position(|s| matches!(s, Step::Pass(p) if p.info().numerics == Numerics::HalfPrecision))?;
     let mut before = config.clone();
     before.passes.truncate(at);
     let mut from = config.clone();
@@ -425,7 +364,10 @@ pub fn convert_to_target(
                 "automatic float32 island: its float32 output '{tensor}' reaches {max:.4e} on the verification inputs ({}), beyond half of float16's largest value 65504: float16 overflows there on GPUs and TensorRT",
                 cx.inputs
             );
-            eprintln!("{ty}: keeping '{node}' ({op}) in float32: {reason}");
+            crate::progress::note(
+                "half",
+                format!("{ty}: keeping '{node}' ({op}) in float32: {reason}"),
+            );
             overrides.push(Override {
                 selector: Selector::exact(&node),
                 to: Precision::Fp32,
@@ -523,8 +465,11 @@ pub fn convert_to_target(
             .collect::<Vec<_>>()
             .join(" + ");
         if after <= best && !p {
-            eprintln!(
-                "{ty}: keeping {names} in float32 does not help (lowest cosine {after:.6}); put back"
+            crate::progress::note(
+                "half",
+                format!(
+                    "{ty}: keeping {names} in float32 does not help (lowest cosine {after:.6}); put back"
+                ),
             );
             without_effect.push(format!(
                 "{names}: lowest output cosine {best:.6} -> {after:.6}"
@@ -551,7 +496,10 @@ pub fn convert_to_target(
                 "automatic float32 island: {loss}; keeping it in float32{with} raises the lowest output cosine from {best:.6} to {after:.6} on the verification inputs ({})",
                 cx.inputs
             );
-            eprintln!("{ty}: keeping '{}' ({}) in float32: {reason}", b.node, b.op);
+            crate::progress::note(
+                "half",
+                format!("{ty}: keeping '{}' ({}) in float32: {reason}", b.node, b.op),
+            );
             kept.push(KeptLayer {
                 node: b.node.clone(),
                 op: b.op.clone(),

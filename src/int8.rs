@@ -9,14 +9,13 @@ use std::path::{Path, PathBuf};
 use infopt_calibration::int8;
 use infopt_calibration::quantize::Exclude;
 use infopt_calibration::run::{CalibrateOptions, DataSource, Target, calibrate};
-use infopt_calibration::{Amax, DEFAULT_BINS};
+use infopt_calibration::{Amax, DEFAULT_BINS, Method};
 use infopt_ir::Model;
 use infopt_passes::{DriverOptions, PipelineConfig, PipelineRun, SideData};
 use infopt_runtime::InputShapes;
 use infopt_verify::ChosenBackend;
 use infopt_verify::evaluate::{self, HeldOut};
 use infopt_verify::intermediates::{self, Side};
-use serde::Serialize;
 
 use crate::exit::{CliError, CliResult};
 use crate::stages::{self, PassHooks};
@@ -54,42 +53,17 @@ pub struct Int8Args {
     pub ranges: Option<PathBuf>,
 }
 
-/// One layer's agreement with the float model.
-#[derive(Serialize, Debug, Clone)]
-pub struct LayerSnr {
-    pub layer: String,
-    pub op: String,
-    pub tensor: String,
-    pub snr_db: f64,
-    pub cosine: f64,
+/// A range method by name; `percentile` for `percentile` (shared by
+/// `calibrate --method` and `optimize --calib-method`).
+pub fn method(name: &str, percentile: f64) -> CliResult<Method> {
+    let m = Method::from_name(name).map_err(CliError::usage)?;
+    Ok(match m {
+        Method::Percentile { .. } => Method::Percentile { percentile },
+        other => other,
+    })
 }
 
-/// A layer the accuracy target kept in float, and what that bought.
-#[derive(Serialize, Debug, Clone)]
-pub struct KeptFloat {
-    pub layer: String,
-    /// Lowest output cosine before and after keeping it in float.
-    pub cosine_before: f64,
-    pub cosine_after: f64,
-}
-
-#[derive(Serialize, Debug, Clone)]
-pub struct Int8Report {
-    pub method: String,
-    pub calibration_samples: usize,
-    pub calibration_data: String,
-    /// False for random data: the ranges say nothing of real inputs.
-    pub meaningful: bool,
-    pub calibration_seconds: f64,
-    pub tensors_calibrated: usize,
-    pub backend: String,
-    /// Accuracy against the float model on samples calibration did not see.
-    pub held_out: Option<HeldOut>,
-    /// The 10 quantized layers with the lowest SNR.
-    pub worst_layers: Vec<LayerSnr>,
-    pub kept_float: Vec<KeptFloat>,
-    pub target_cosine: Option<f64>,
-}
+pub use crate::report::int8::{Int8Report, KeptFloat, LayerSnr};
 
 /// What `run` needs from the command.
 pub struct Context<'a> {
@@ -158,7 +132,7 @@ pub fn run(
             )
         })?;
         let src = DataSource::parse(&data, preprocess.as_deref()).map_err(CliError::usage)?;
-        let method = crate::commands::calibrate::method(&method_name, percentile)?;
+        let method = method(&method_name, percentile)?;
         let bytes = mid.to_bytes().map_err(CliError::from_ir)?;
         let target = Target {
             model: &mid,

@@ -45,3 +45,20 @@ impl<R> Outcome<R> {
         }
     }
 }
+
+/// A terminal text as Markdown: a heading and the text verbatim (for the
+/// reports that have no table of their own).
+pub fn fenced(title: &str, text: &str) -> String {
+    format!("## {title}\n\n```text\n{}\n```\n", text.trim_end())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_text_becomes_a_fenced_block_under_a_heading() {
+        assert_eq!(
+            super::fenced("infopt inspect: m.onnx", "nodes 3\n\n"),
+            "## infopt inspect: m.onnx\n\n```text\nnodes 3\n```\n"
+        );
+    }
+}

@@ -183,10 +183,11 @@ pub fn verify_policy(
 
 /// Whether the pipeline converts to float16 or bfloat16.
 pub fn converts_to_half(config: &PipelineConfig) -> bool {
+    use infopt_passes::registry::Numerics;
     config
         .pass_names()
         .iter()
-        .any(|n| crate::half::HALF_PASSES.contains(n))
+        .any(|n| Numerics::of(n) == Some(Numerics::HalfPrecision))
 }
 
 /// Called after every pass that changed the model; `Flow::Stop` ends the pipeline.
@@ -248,7 +249,7 @@ pub fn save(
     stats: &infopt_ir::stats::GraphStats,
 ) -> CliResult<ModelFacts> {
     let summary = model.save(output, options).map_err(CliError::from_ir)?;
-    crate::commands::print_save_summary(output, &summary);
+    crate::models::print_save_summary(output, &summary);
     Ok(report::facts(
         &output.display().to_string(),
         summary.model_bytes,

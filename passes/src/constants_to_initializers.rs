@@ -24,6 +24,7 @@ crate::register_pass! {
     file: "constants_to_initializers.rs",
     options: crate::registry::NoOptions,
     build: |_| ConstantsToInitializers,
+    numerics: Exact,
 }
 
 use infopt_ir::proto::TensorProto;

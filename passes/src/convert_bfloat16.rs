@@ -36,4 +36,5 @@ crate::register_pass! {
         to: crate::convert_float16::Half::Bf16,
         options: o.clone(),
     },
+    numerics: HalfPrecision,
 }

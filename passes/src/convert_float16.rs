@@ -73,6 +73,7 @@ crate::register_pass! {
     file: "convert_float16.rs",
     options: ConvertOptions,
     build: |o: &ConvertOptions| ConvertFloat { to: Half::F16, options: o.clone() },
+    numerics: HalfPrecision,
 }
 
 mod ops;

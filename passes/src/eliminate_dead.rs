@@ -25,6 +25,7 @@ crate::register_pass! {
     file: "eliminate_dead.rs",
     options: crate::registry::NoOptions,
     build: |_| EliminateDead,
+    numerics: Exact,
 }
 
 use std::collections::BTreeSet;

@@ -32,6 +32,7 @@ crate::register_pass! {
     file: "fix_shapes.rs",
     options: FixShapesOptions,
     build: |o: &FixShapesOptions| FixShapes { options: o.clone() },
+    numerics: Exact,
 }
 
 use std::collections::{BTreeMap, BTreeSet};

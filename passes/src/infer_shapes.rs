@@ -26,6 +26,7 @@ crate::register_pass! {
     file: "infer_shapes.rs",
     options: crate::registry::NoOptions,
     build: |_| InferShapes,
+    numerics: Exact,
 }
 
 use infopt_ir::Model;

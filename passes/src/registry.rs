@@ -37,12 +37,46 @@ pub type ParseOptions =
 pub struct PassInfo {
     pub name: &'static str,
     pub kind: PassKind,
+    /// What the pass does to the numbers the model computes.
+    pub numerics: Numerics,
     /// The pass file's `//!` doc comment: What it does / When it declines / Numerics / Example.
     pub source: &'static str,
     /// Reads the pass's options and builds its configuration.
     pub parse: ParseOptions,
     /// Test-only passes: not listed, and usable only with `INFOPT_TEST_PASSES=1`.
     pub hidden: bool,
+}
+
+/// What a pass does to the numbers a model computes. Front ends ask this
+/// instead of keeping lists of pass names: whether a pipeline needs
+/// verifying at all, which steps set precision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Numerics {
+    /// Changes only how the model is stored, or removes what nothing reads:
+    /// the outputs are the same bits.
+    Exact,
+    /// The same function up to float rounding (fusions, folding): the default.
+    Rounding,
+    /// Converts float32 to float16 or bfloat16.
+    HalfPrecision,
+    /// Quantizes to INT8 (Q/DQ).
+    Quantize,
+}
+
+impl Numerics {
+    /// The first of `given`, else [`Numerics::Rounding`] (what
+    /// [`crate::register_pass!`] passes when a pass declares none).
+    pub const fn declared_or_default(given: &[Numerics]) -> Numerics {
+        match given {
+            [n, ..] => *n,
+            [] => Numerics::Rounding,
+        }
+    }
+
+    /// The numerics of the pass named `name` (None for an unknown name).
+    pub fn of(name: &str) -> Option<Numerics> {
+        find(name).map(|p| p.numerics)
+    }
 }
 
 /// The doc sections every pass documents, in this order.
@@ -110,14 +144,19 @@ impl PassInfo {
 /// }
 /// ```
 /// `options` is a `Deserialize + Default + Clone + Debug + PartialEq` type
-/// read from the pass's YAML map; `build` turns it into the pass.
+/// read from the pass's YAML map; `build` turns it into the pass;
+/// `numerics: Exact` (or `HalfPrecision`, `Quantize`) after `build` declares
+/// what it does to the numbers (default `Rounding`).
 #[macro_export]
 macro_rules! register_pass {
-    (name: $name:literal, kind: $kind:ident, file: $file:literal, options: $opts:ty, build: $build:expr $(, hidden: $hidden:expr)? $(,)?) => {
+    (name: $name:literal, kind: $kind:ident, file: $file:literal, options: $opts:ty, build: $build:expr $(, numerics: $numerics:ident)? $(, hidden: $hidden:expr)? $(,)?) => {
         /// This pass's registry entry.
         pub const INFO: $crate::registry::PassInfo = $crate::registry::PassInfo {
             name: $name,
             kind: $crate::registry::PassKind::$kind,
+            numerics: $crate::registry::Numerics::declared_or_default(&[
+                $($crate::registry::Numerics::$numerics)?
+            ]),
             source: include_str!($file),
             parse: |d| {
                 let options: $opts = match d {

@@ -27,6 +27,7 @@ crate::register_pass! {
     file: "remove_initializer_inputs.rs",
     options: crate::registry::NoOptions,
     build: |_| RemoveInitializerInputs,
+    numerics: Exact,
 }
 
 use infopt_ir::Model;

@@ -131,3 +131,25 @@ fn a_pass_declared_in_one_file_joins_registry_yaml_and_docs() {
     assert_eq!(node.extra.doc_string.as_deref(), Some("hi there"));
     let _ = DOC_SECTIONS;
 }
+
+#[test]
+fn passes_declare_what_they_do_to_the_numbers() {
+    use infopt_passes::registry::Numerics;
+    for name in [
+        "constants-to-initializers",
+        "remove-initializer-inputs",
+        "fix-shapes",
+        "infer-shapes",
+        "eliminate-dead",
+    ] {
+        assert_eq!(Numerics::of(name), Some(Numerics::Exact), "{name}");
+    }
+    for name in ["convert-float16", "convert-bfloat16"] {
+        assert_eq!(Numerics::of(name), Some(Numerics::HalfPrecision), "{name}");
+    }
+    // Undeclared: the same function up to rounding.
+    for name in ["fuse-conv-bn", "fold-constants", "eliminate-identity"] {
+        assert_eq!(Numerics::of(name), Some(Numerics::Rounding), "{name}");
+    }
+    assert_eq!(Numerics::of("no-such-pass"), None);
+}

@@ -2,10 +2,9 @@
 //! timed in the same process with interleaved runs.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::path::PathBuf;
 
-use infopt_runtime::{Backend, DefaultedDim, HostTensor, Latency, LoadedModel, RuntimeError};
+use infopt_runtime::{DefaultedDim, Latency};
 use infopt_verify::timing::{self, Timed};
 use infopt_verify::{BackendInfo, BackendKind};
 use serde::Serialize;
@@ -13,17 +12,10 @@ use serde::Serialize;
 use crate::backend_args::{BackendArgs, defaulted_dim_note};
 use crate::exit::{CliError, CliResult, Exit};
 use crate::inputs_arg::{self, InputArgs, InputSource};
-use crate::outcome::Outcome;
-
-/// A runtime error as a CLI error: configuration problems (no library, bad option) are
-/// usage errors, the rest `exit`.
-pub fn runtime_error(e: RuntimeError, exit: Exit) -> CliError {
-    match e {
-        RuntimeError::InvalidArgument(m) => CliError::usage(m),
-        RuntimeError::Unavailable { .. } => CliError::new(Exit::Unavailable, e),
-        e => CliError::new(exit, e),
-    }
-}
+use crate::models::{Loaded, load};
+use crate::outcome::{CommandReport, Outcome};
+use crate::report::ci::{self, CiSummary};
+use crate::report::summaries;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -87,72 +79,6 @@ pub struct BenchReport {
     /// Release gates, when any were set. With a latency gate the timings above come from
     /// the gate's runs.
     pub gates: Option<crate::gates::GateReport>,
-}
-
-pub struct Loaded {
-    pub path: PathBuf,
-    pub model: Box<dyn LoadedModel>,
-    pub inputs: Vec<HostTensor>,
-    pub load_ms: f64,
-}
-
-/// Reads a model file (bytes as they are: the backend resolves external data against
-/// the model's folder).
-pub fn read_model(path: &Path) -> CliResult<(Vec<u8>, PathBuf)> {
-    if !path.is_file() {
-        return Err(CliError::new(
-            Exit::Load,
-            format!("{} does not exist", path.display()),
-        ));
-    }
-    // The backend resolves external data itself; our checks (inside the
-    // model's folder, no symlink escape) come first.
-    infopt_ir::external::check_locations(path)
-        .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", path.display())))?;
-    let bytes = std::fs::read(path)
-        .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", path.display())))?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    Ok((bytes, dir))
-}
-
-/// Loads one model in the backend and prepares its inputs.
-pub fn load(backend: &dyn Backend, path: &Path, inputs: &inputs_arg::Inputs) -> CliResult<Loaded> {
-    let (bytes, dir) = read_model(path)?;
-    let started = Instant::now();
-    let model = backend.load(&bytes, Some(&dir), &inputs.shapes).map_err(|e| match e {
-        // Shapes that do not fit the model come from the command line or the file.
-        RuntimeError::UnknownName(_) | RuntimeError::InputShape { .. } => {
-            let hint = match &inputs.source {
-                InputSource::File { path } => {
-                    format!(
-                        " (the arrays of --inputs {path} must be named after the model inputs and fit their shapes)"
-                    )
-                }
-                InputSource::Generated { .. } => String::new(),
-            };
-            CliError::usage(format!("{}: {e}{hint}", path.display()))
-        }
-        e => {
-            let mut e = runtime_error(e, Exit::Load);
-            if e.exit != Exit::Usage {
-                e.message = format!("{}: {}", path.display(), e.message);
-            }
-            e
-        }
-    })?;
-    let load_ms = started.elapsed().as_secs_f64() * 1e3;
-    let tensors = inputs
-        .for_model(model.as_ref())
-        .map_err(|m| CliError::usage(format!("{}: {m}", path.display())))?;
-    Ok(Loaded {
-        path: path.to_path_buf(),
-        model,
-        inputs: tensors,
-        load_ms,
-    })
 }
 
 /// Progress on stderr: a bar on a terminal, a line per phase otherwise.
@@ -299,6 +225,49 @@ pub fn render_text(r: &BenchReport) -> String {
 }
 
 /// `infopt bench`: the report (table or JSON) and `--report` files, then
+/// The CI summary of a timing (`--report FILE.md`, `.xml`).
+pub fn ci_summary(r: &BenchReport) -> CiSummary<'_> {
+    let paths: Vec<String> = r.models.iter().map(|m| format!("`{}`", m.path)).collect();
+    let fallback = (r.models.len() == 2).then(|| {
+        (
+            r.backend.name.as_str(),
+            r.models[0].latency.median_ms,
+            r.models[1].latency.median_ms,
+        )
+    });
+    CiSummary {
+        title: "infopt bench".into(),
+        subject: paths.join(" vs "),
+        facts: Vec::new(),
+        checks: Vec::new(),
+        gates: r.gates.as_ref(),
+        ops: Vec::new(),
+        agreement: &[],
+        latency: summaries::latency_line(r.gates.as_ref(), fallback).or_else(|| {
+            r.models
+                .first()
+                .map(|m| format!("median {:.3} ms ({})", m.latency.median_ms, r.backend.name))
+        }),
+        details: None,
+    }
+}
+
+impl CommandReport for BenchReport {
+    fn command(&self) -> &'static str {
+        "bench"
+    }
+    fn text(&self) -> String {
+        let mut s = render_text(self);
+        if let Some(g) = &self.gates {
+            s.push_str(&ci::render_gates_text(g));
+        }
+        s
+    }
+    fn markdown(&self) -> String {
+        ci::render_markdown(&ci_summary(self))
+    }
+}
+
 /// the verdict of the gates as the exit code.
 pub fn run(args: Args) -> CliResult {
     let outcome = execute(&args)?;
@@ -317,7 +286,7 @@ pub fn run(args: Args) -> CliResult {
     if !args.report.is_empty() || step_summary.is_some() {
         let json =
             serde_json::to_string_pretty(report).map_err(|e| CliError::new(Exit::Internal, e))?;
-        let summary = crate::report::summaries::bench(report);
+        let summary = ci_summary(report);
         crate::report::ci::write_reports(&args.report, &json, &summary, step_summary.as_deref())?;
     }
     outcome.verdict()

@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use infopt_ir::Model;
 use infopt_ir::stats::GraphStats;
+use infopt_passes::registry::Numerics;
 use infopt_passes::{
     DriverOptions, PipelineConfig, PipelineRun, Precision, PrecisionMap, SideData, Step, Target,
 };
@@ -36,12 +37,6 @@ use report::{
 
 /// The pipeline used without `-c` (configs/tensorrt.yaml).
 const TENSORRT_PIPELINE: &str = include_str!("../../configs/tensorrt.yaml");
-
-/// Passes that convert to a half type; they run after the rest of the pipeline, so the
-/// graph before them is the float32 graph TensorRT 10's builder flags apply to.
-/// `quantize-int8` stays in the pipeline: its Q/DQ nodes are explicit quantization, which
-/// TensorRT 10 builds with `kINT8` (it has no other INT8 without a calibrator).
-const HALF_PASSES: [&str; 2] = ["convert-float16", "convert-bfloat16"];
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -137,7 +132,7 @@ pub struct Args {
     #[command(flatten)]
     pub backend: crate::backend_args::BackendArgs,
     #[command(flatten)]
-    pub save: super::save_args::SaveArgs,
+    pub save: crate::save_args::SaveArgs,
 }
 
 /// The engine file next to the model: MODEL.engine.
@@ -211,7 +206,13 @@ fn parse_settings(args: &Args) -> CliResult<Settings> {
 
 /// The pipeline split in two: everything but the half-precision passes, then those.
 fn split_precision(config: &PipelineConfig) -> (PipelineConfig, Option<PipelineConfig>) {
-    let is_precision = |s: &Step| matches!(s, Step::Pass(p) if HALF_PASSES.contains(&p.name()));
+    // The passes that convert to a half type (`Numerics::HalfPrecision`) run after the
+    // rest of the pipeline, so the graph before them is the float32 graph TensorRT 10's
+    // builder flags apply to. `quantize-int8` stays in the pipeline: its Q/DQ nodes are
+    // explicit quantization, which TensorRT 10 builds with `kINT8` (it has no other INT8
+    // without a calibrator).
+    let is_precision =
+        |s: &Step| matches!(s, Step::Pass(p) if p.info().numerics == Numerics::HalfPrecision);
     let mut base = config.clone();
     base.passes.retain(|s| !is_precision(s));
     let steps: Vec<Step> = config
@@ -666,7 +667,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
     };
 
     // Load and run the passes: the float32 part, then the precision part.
-    let model_in = super::load_model(&args.model)?;
+    let model_in = crate::models::load_model(&args.model)?;
     let stats_before = GraphStats::of_model(&model_in);
     let src = model_in.source.clone().unwrap_or_default();
     let (base_cfg, precision_cfg) = split_precision(&config);

@@ -60,14 +60,6 @@ pub struct Args {
     pub backend: BackendArgs,
 }
 
-pub fn method(name: &str, percentile: f64) -> CliResult<Method> {
-    let m = Method::from_name(name).map_err(CliError::usage)?;
-    Ok(match m {
-        Method::Percentile { .. } => Method::Percentile { percentile },
-        other => other,
-    })
-}
-
 /// What `infopt calibrate` did: the ranges it wrote and how they were made.
 #[derive(serde::Serialize, Debug, Clone)]
 pub struct CalibrateReport {
@@ -123,7 +115,7 @@ pub fn execute(args: &Args) -> CliResult<CalibrateReport> {
     if args.batch == 0 {
         return Err(CliError::usage("--batch must be at least 1"));
     }
-    let method = method(&args.method, args.percentile)?;
+    let method = crate::int8::method(&args.method, args.percentile)?;
     let source =
         DataSource::parse(&args.data, args.preprocess.as_deref()).map_err(CliError::usage)?;
     let header = match &args.trt_cache {
@@ -138,7 +130,7 @@ pub fn execute(args: &Args) -> CliResult<CalibrateReport> {
         }),
         None => None,
     };
-    let model = super::load_model(&args.model)?;
+    let model = crate::models::load_model(&args.model)?;
     let bytes = std::fs::read(&args.model)
         .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", args.model.display())))?;
     let inputs = args.inputs.resolve().map_err(CliError::usage)?;
@@ -212,4 +204,16 @@ pub fn execute(args: &Args) -> CliResult<CalibrateReport> {
         backend: result.backend.to_string(),
         seconds: result.seconds,
     })
+}
+
+impl crate::outcome::CommandReport for CalibrateReport {
+    fn command(&self) -> &'static str {
+        "calibrate"
+    }
+    fn text(&self) -> String {
+        render_text(self)
+    }
+    fn markdown(&self) -> String {
+        crate::outcome::fenced(&format!("infopt calibrate: {}", self.model), &self.text())
+    }
 }

@@ -12,11 +12,13 @@ use serde::Serialize;
 use infopt_verify::intermediates::{self, IntermediateReport};
 use infopt_verify::{BackendInfo, BackendKind};
 
-use super::bench::runtime_error;
 use crate::backend_args::BackendArgs;
 use crate::exit::{CliError, CliResult, Exit};
 use crate::inputs_arg::{self, InputArgs, InputSource, Inputs};
-use crate::outcome::Outcome;
+use crate::models::{self, runtime_error};
+use crate::outcome::{CommandReport, Outcome};
+use crate::report::ci::{self, Check, CiSummary};
+use crate::report::summaries;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -220,8 +222,8 @@ fn compare_intermediates(
     b_path: &Path,
     tol: Tolerance,
 ) -> CliResult<IntermediateReport> {
-    let a = super::load_model(a_path)?;
-    let b = super::load_model(b_path)?;
+    let a = crate::models::load_model(a_path)?;
+    let b = crate::models::load_model(b_path)?;
     Ok(intermediates::compare(
         pair.backend,
         &pair.inputs.shapes,
@@ -247,6 +249,56 @@ fn dir_of(p: &Path) -> PathBuf {
 }
 
 /// `infopt compare`: the report (table or JSON) and `--report` files, then
+/// The CI summary of a comparison (`--report FILE.md`, `.xml`).
+pub fn ci_summary(r: &CompareReport) -> CiSummary<'_> {
+    let checks = if r.gates.as_ref().is_some_and(|g| {
+        g.results
+            .iter()
+            .any(|x| x.kind == crate::gates::GateKind::Accuracy)
+    }) {
+        Vec::new()
+    } else {
+        vec![Check {
+            name: "agreement".into(),
+            passed: r.passed,
+            message: format!(
+                "{} outputs of B against A (rtol {:e}, atol {:e}){}",
+                r.outputs.len(),
+                r.tolerance.rtol,
+                r.tolerance.atol,
+                if r.passed { "" } else { ": outside tolerance" }
+            ),
+        }]
+    };
+    CiSummary {
+        title: "infopt compare".into(),
+        subject: format!("`{}` (A) vs `{}` (B)", r.a, r.b),
+        facts: Vec::new(),
+        checks,
+        gates: r.gates.as_ref(),
+        ops: Vec::new(),
+        agreement: &r.outputs,
+        latency: summaries::latency_line(r.gates.as_ref(), None),
+        details: None,
+    }
+}
+
+impl CommandReport for CompareReport {
+    fn command(&self) -> &'static str {
+        "compare"
+    }
+    fn text(&self) -> String {
+        let mut s = render_text(self);
+        if let Some(g) = &self.gates {
+            s.push_str(&ci::render_gates_text(g));
+        }
+        s
+    }
+    fn markdown(&self) -> String {
+        ci::render_markdown(&ci_summary(self))
+    }
+}
+
 /// the verdict as the exit code.
 pub fn run(args: Args) -> CliResult {
     let outcome = execute(&args)?;
@@ -265,7 +317,7 @@ pub fn run(args: Args) -> CliResult {
     if !args.report.is_empty() || step_summary.is_some() {
         let json =
             serde_json::to_string_pretty(report).map_err(|e| CliError::new(Exit::Internal, e))?;
-        let summary = crate::report::summaries::compare(report);
+        let summary = ci_summary(report);
         crate::report::ci::write_reports(&args.report, &json, &summary, step_summary.as_deref())?;
     }
     outcome.verdict()
@@ -291,8 +343,8 @@ pub fn execute(args: &Args) -> CliResult<Outcome<CompareReport>> {
     };
     let chosen = args.backend.build(default_backend)?;
     let (backend, info) = (chosen.backend, chosen.info);
-    let a = super::bench::load(backend.as_ref(), &args.a, &inputs)?;
-    let b = super::bench::load(backend.as_ref(), &args.b, &inputs)?;
+    let a = models::load(backend.as_ref(), &args.a, &inputs)?;
+    let b = models::load(backend.as_ref(), &args.b, &inputs)?;
     let b_inputs = inputs_for_b(&a.inputs, b.model.as_ref(), &inputs)
         .map_err(|m| CliError::usage(format!("{}: {m}", args.b.display())))?;
     let run = |m: &dyn LoadedModel, x: &[HostTensor], p: &Path| {

@@ -13,15 +13,15 @@ pub struct Args {
     #[arg(short, long)]
     pub output: PathBuf,
     #[command(flatten)]
-    pub save: super::save_args::SaveArgs,
+    pub save: crate::save_args::SaveArgs,
 }
 
 pub fn run(args: Args) -> CliResult {
-    let mut model = super::load_model(&args.model)?;
+    let mut model = crate::models::load_model(&args.model)?;
     let options = args.save.options()?;
     let summary = model
         .save(&args.output, &options)
         .map_err(CliError::from_ir)?;
-    super::print_save_summary(&args.output, &summary);
+    crate::models::print_save_summary(&args.output, &summary);
     Ok(())
 }

@@ -280,7 +280,7 @@ pub fn render_text(i: &Inspection) -> String {
 
 /// What `infopt inspect` reports, without printing.
 pub fn execute(args: &Args) -> CliResult<Inspection> {
-    let model = super::load_model(&args.model)?;
+    let model = crate::models::load_model(&args.model)?;
     Ok(inspect(&model, &args.model))
 }
 
@@ -294,4 +294,16 @@ pub fn run(args: Args) -> CliResult {
         print!("{}", render_text(&report));
     }
     Ok(())
+}
+
+impl crate::outcome::CommandReport for Inspection {
+    fn command(&self) -> &'static str {
+        "inspect"
+    }
+    fn text(&self) -> String {
+        render_text(self)
+    }
+    fn markdown(&self) -> String {
+        crate::outcome::fenced(&format!("infopt inspect: {}", self.path), &self.text())
+    }
 }

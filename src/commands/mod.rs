@@ -9,13 +9,10 @@ pub mod doctor;
 pub mod inspect;
 pub mod optimize;
 pub mod passes;
-pub mod save_args;
-
-use std::path::Path;
 
 use clap::{Parser, Subcommand};
 
-use crate::exit::{CliError, CliResult};
+use crate::exit::CliResult;
 
 #[derive(Parser, Debug)]
 #[command(name = "infopt", version, about = "Offline ONNX model optimizer", long_about = None)]
@@ -58,47 +55,4 @@ pub fn run(cli: Cli) -> CliResult {
         Command::BuildEngine(a) => build_engine::run(*a),
         Command::Calibrate(a) => calibrate::run(*a),
     }
-}
-
-/// Loads and validates a model, mapping failures to load errors.
-pub fn load_model(path: &Path) -> CliResult<infopt_ir::Model> {
-    if !path.exists() {
-        return Err(CliError::new(
-            crate::exit::Exit::Load,
-            format!("{} does not exist", path.display()),
-        ));
-    }
-    let model = infopt_ir::Model::load(path).map_err(|e| {
-        use infopt_ir::IrError as E;
-        let names_path = matches!(
-            e,
-            E::Read { .. } | E::EmptyFile { .. } | E::Decode { .. } | E::NotOnnx { .. }
-        );
-        let mut err = CliError::from_ir(e);
-        if !names_path {
-            err.message = format!("{}: {}", path.display(), err.message);
-        }
-        err
-    })?;
-    model
-        .graph
-        .validate()
-        .map_err(|e| CliError::new(crate::exit::Exit::Load, format!("{}: {e}", path.display())))?;
-    Ok(model)
-}
-
-/// One progress line about what a save wrote.
-pub fn print_save_summary(path: &Path, summary: &infopt_ir::SaveSummary) {
-    let line = match &summary.external_file {
-        Some(f) => format!(
-            "wrote {} ({} bytes) and {} ({} tensors, {} bytes)",
-            path.display(),
-            summary.model_bytes,
-            f.display(),
-            summary.external_tensors,
-            summary.external_bytes
-        ),
-        None => format!("wrote {} ({} bytes)", path.display(), summary.model_bytes),
-    };
-    crate::progress::note("save", line);
 }

@@ -91,7 +91,7 @@ pub struct Args {
     #[arg(long)]
     pub validate: bool,
     #[command(flatten)]
-    pub save: super::save_args::SaveArgs,
+    pub save: crate::save_args::SaveArgs,
     /// Convert to float16 after the pipeline's other passes (appends convert-float16).
     #[arg(long, conflicts_with = "bf16")]
     pub fp16: bool,
@@ -265,19 +265,13 @@ fn growth_warning(before: &GraphStats, after: &GraphStats) -> Option<String> {
 }
 
 /// Whether every pass that changed the model only changed its storage or
-/// removed what nothing reads (constants as initializers, fixed input
-/// shapes, dead nodes): the model computes what the original computed.
+/// removed what nothing reads (its registry entry says `Numerics::Exact`):
+/// the model computes what the original computed.
 fn storage_only(run: &infopt_passes::PipelineRun) -> bool {
-    const STORAGE: &[&str] = &[
-        "constants-to-initializers",
-        "remove-initializer-inputs",
-        "fix-shapes",
-        "infer-shapes",
-        "eliminate-dead",
-    ];
+    use infopt_passes::registry::Numerics;
     run.records
         .iter()
-        .all(|r| r.rewrites == 0 || STORAGE.contains(&r.name))
+        .all(|r| r.rewrites == 0 || Numerics::of(r.name) == Some(Numerics::Exact))
 }
 
 /// `infopt optimize`: the report (table or JSON) and `--report` files, then
@@ -347,7 +341,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
 
     // Load.
     let t = Instant::now();
-    let mut model = super::load_model(&args.model)?;
+    let mut model = crate::models::load_model(&args.model)?;
     let original = model.clone();
     let stats_before = GraphStats::of_model(&model);
     let src = model.source.clone().unwrap_or_default();

@@ -733,7 +733,7 @@ pub fn latency_comparison(
 
 /// The candidate model file's size with its external data, and the model.
 pub fn load_candidate(path: &std::path::Path) -> CliResult<(Model, u64)> {
-    let model = crate::commands::load_model(path)?;
+    let model = crate::models::load_model(path)?;
     let src = model.source.clone().unwrap_or_default();
     let external: u64 = src
         .external_files
@@ -818,12 +818,12 @@ pub fn check_bench_gates(gates: &Gates, compared: usize) -> CliResult {
 /// last model's alone against a baseline).
 pub fn bench_latency(
     gates: &Gates,
-    loaded: &[crate::commands::bench::Loaded],
+    loaded: &[crate::models::Loaded],
     backend: &str,
     warmup: usize,
     runs: usize,
 ) -> CliResult<(Vec<infopt_runtime::Latency>, latency::LatencyEvidence)> {
-    fn timed(m: &crate::commands::bench::Loaded) -> latency::Timed<'_> {
+    fn timed(m: &crate::models::Loaded) -> latency::Timed<'_> {
         latency::Timed {
             label: "",
             model: m.model.as_ref(),

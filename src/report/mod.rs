@@ -2,7 +2,8 @@
 //! version) or rendered as a terminal table or Markdown.
 
 pub mod ci;
-pub mod command_reports;
+pub mod half;
+pub mod int8;
 pub mod render;
 pub mod summaries;
 
@@ -90,9 +91,9 @@ pub struct Report {
     pub first_failing_pass: Option<String>,
     pub first_diverging_tensor: Option<String>,
     /// With INT8 quantization: calibration, held-out accuracy, worst layers.
-    pub int8: Option<crate::int8::Int8Report>,
+    pub int8: Option<int8::Int8Report>,
     /// With --fp16/--bf16 and verification: the automatic float32 islands.
-    pub half_precision: Option<crate::half::HalfReport>,
+    pub half_precision: Option<half::HalfReport>,
     pub notes: Vec<String>,
     pub warnings: Vec<String>,
     pub total_time_ms: f64,

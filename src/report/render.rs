@@ -371,3 +371,15 @@ pub fn render(r: &Report, markdown: bool) -> String {
     }
     s
 }
+
+impl crate::outcome::CommandReport for Report {
+    fn command(&self) -> &'static str {
+        "optimize"
+    }
+    fn text(&self) -> String {
+        render(self, false)
+    }
+    fn markdown(&self) -> String {
+        render(self, true)
+    }
+}

@@ -85,9 +85,14 @@ def test_a_model_proto_without_its_external_data_is_refused(fixture_path):
 def test_usage_error_has_the_commands_message(fixture_path):
     with pytest.raises(infopt.UsageError) as e:
         infopt.optimize(fixture_path("cnn_bn_relu.onnx"), target="gpu")
-    assert str(e.value) == "invalid value 'gpu' for '--target <TARGET>'"
+    assert str(e.value) == (
+        "invalid value 'gpu' for '--target <TARGET>'; "
+        "possible values: portable, onnxruntime, tensorrt"
+    )
     assert e.value.exit_code == 2
     assert isinstance(e.value, infopt.InfoptError) and isinstance(e.value, ValueError)
+    with pytest.raises(infopt.UsageError, match="a similar argument exists: '--fp16'"):
+        infopt.optimize(fixture_path("cnn_bn_relu.onnx"), fp61=True)
     with pytest.raises(infopt.UsageError, match="unknown pass 'fold-everything'"):
         infopt.optimize(fixture_path("cnn_bn_relu.onnx"), passes=["fold-everything"])
 
@@ -101,18 +106,21 @@ def test_model_error_for_a_missing_file_and_for_bytes_that_are_not_onnx(tmp_path
         infopt.optimize(b"this is not a model")
 
 
-def test_verification_error_when_the_result_leaves_the_tolerance(fixture_path, tmp_path):
+def test_verification_error_when_the_result_leaves_the_tolerance(fixture_path, tmp_path,
+                                                                 monkeypatch):
+    # A test-only pass that plants a wrong weight.
+    monkeypatch.setenv("INFOPT_TEST_PASSES", "1")
     out = tmp_path / "m.onnx"
     with pytest.raises(infopt.VerificationError) as e:
-        infopt.optimize(
-            fixture_path("cnn_bn_relu.onnx"), out, fp16=True,
-            criterion="elementwise", rtol=0, atol=0,
-        )
+        infopt.optimize(fixture_path("cnn_bn_relu.onnx"), out, passes=["perturb-weight"])
     assert str(e.value).startswith("the optimized model does not match the original")
     assert "output not written" in str(e.value)
     assert e.value.exit_code == 4
     assert e.value.report.verification["passed"] is False
     assert not out.exists()
+    with pytest.raises(infopt.VerificationError, match="pass 'perturb-weight' broke numerical"):
+        infopt.optimize(fixture_path("cnn_bn_relu.onnx"), out, passes=["perturb-weight"],
+                        verify_each_pass=True)
 
 
 def test_a_failed_gate_is_caught_and_read(fixture_path, tmp_path):

@@ -87,6 +87,7 @@ infopt_passes::register_pass! {
     file: "mod.rs",
     options: QuantizeOptions,
     build: |o: &QuantizeOptions| QuantizeInt8 { options: o.clone() },
+    numerics: Quantize,
 }
 
 /// Adds `quantize-int8` to the pass registry (it lives outside infopt-passes).

@@ -422,3 +422,15 @@ pub fn render(r: &EngineReport, markdown: bool) -> String {
     }
     s
 }
+
+impl crate::outcome::CommandReport for EngineReport {
+    fn command(&self) -> &'static str {
+        "build-engine"
+    }
+    fn text(&self) -> String {
+        render(self, false)
+    }
+    fn markdown(&self) -> String {
+        render(self, true)
+    }
+}

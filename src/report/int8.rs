@@ -1,0 +1,43 @@
+//! The INT8 part of the optimize and build-engine reports: calibration,
+//! held-out accuracy, the worst layers and those kept in float (computed by
+//! [`crate::int8`]).
+
+use infopt_verify::evaluate::HeldOut;
+use serde::Serialize;
+
+/// One layer's agreement with the float model.
+#[derive(Serialize, Debug, Clone)]
+pub struct LayerSnr {
+    pub layer: String,
+    pub op: String,
+    pub tensor: String,
+    pub snr_db: f64,
+    pub cosine: f64,
+}
+
+/// A layer the accuracy target kept in float, and what that bought.
+#[derive(Serialize, Debug, Clone)]
+pub struct KeptFloat {
+    pub layer: String,
+    /// Lowest output cosine before and after keeping it in float.
+    pub cosine_before: f64,
+    pub cosine_after: f64,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct Int8Report {
+    pub method: String,
+    pub calibration_samples: usize,
+    pub calibration_data: String,
+    /// False for random data: the ranges say nothing of real inputs.
+    pub meaningful: bool,
+    pub calibration_seconds: f64,
+    pub tensors_calibrated: usize,
+    pub backend: String,
+    /// Accuracy against the float model on samples calibration did not see.
+    pub held_out: Option<HeldOut>,
+    /// The 10 quantized layers with the lowest SNR.
+    pub worst_layers: Vec<LayerSnr>,
+    pub kept_float: Vec<KeptFloat>,
+    pub target_cosine: Option<f64>,
+}

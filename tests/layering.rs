@@ -1,0 +1,185 @@
+//! The binary crate's modules form no cycle, and no command imports another
+//! (what two commands share lives in a module below them). Read from the
+//! `crate::` and `super::` paths of `src/`: a `use` or a qualified path.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The crate's modules: the file's first path component under `src/`
+/// (`commands/optimize.rs` is in `commands`), `lib.rs` and `main.rs` aside.
+fn sources(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let rel = path.strip_prefix(dir).unwrap().to_path_buf();
+                let text = std::fs::read_to_string(&path).unwrap();
+                out.push((rel, text));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The text without `//` comments (doc comments name modules freely).
+fn code(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// The first segment after each `prefix` (`crate::a::b` -> `a`;
+/// `crate::{a, b::c}` -> `a`, `b`).
+fn targets(code: &str, prefix: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = code;
+    while let Some(i) = rest.find(prefix) {
+        let before = rest[..i].chars().next_back();
+        rest = &rest[i + prefix.len()..];
+        if before.is_some_and(is_ident) {
+            continue;
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                let name: String = item.trim().chars().take_while(|&c| is_ident(c)).collect();
+                if !name.is_empty() {
+                    out.insert(name);
+                }
+            }
+        } else {
+            let name: String = rest.chars().take_while(|&c| is_ident(c)).collect();
+            if !name.is_empty() {
+                out.insert(name);
+            }
+        }
+    }
+    out
+}
+
+fn module_of(rel: &Path) -> Option<String> {
+    let first = rel.components().next()?.as_os_str().to_str()?;
+    let name = first.strip_suffix(".rs").unwrap_or(first);
+    (name != "lib" && name != "main").then(|| name.to_string())
+}
+
+fn find_cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| p == n) {
+            let mut cycle = path[i..].to_vec();
+            cycle.push(n.to_string());
+            return Some(cycle);
+        }
+        if done.contains(n) {
+            return None;
+        }
+        path.push(n.to_string());
+        for m in edges.get(n).into_iter().flatten() {
+            if let Some(c) = visit(m, edges, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(n.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    edges
+        .keys()
+        .find_map(|n| visit(n, edges, &mut Vec::new(), &mut done))
+}
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+#[test]
+fn the_modules_of_src_form_no_cycle() {
+    let files = sources(&src());
+    let modules: BTreeSet<String> = files.iter().filter_map(|(p, _)| module_of(p)).collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (rel, text) in &files {
+        let Some(from) = module_of(rel) else { continue };
+        for to in targets(&code(text), "crate::") {
+            if to != from && modules.contains(&to) {
+                edges.entry(from.clone()).or_default().insert(to);
+            }
+        }
+    }
+    assert!(
+        edges.get("commands").is_some_and(|e| e.contains("stages")),
+        "the scan finds no edge: {edges:?}"
+    );
+    if let Some(cycle) = find_cycle(&edges) {
+        panic!("module cycle in src/: {}", cycle.join(" -> "));
+    }
+}
+
+#[test]
+fn no_command_imports_another() {
+    let files = sources(&src());
+    let commands: BTreeSet<String> = files
+        .iter()
+        .filter_map(|(p, _)| {
+            let mut c = p.components();
+            (c.next()?.as_os_str() == "commands")
+                .then(|| c.next())
+                .flatten()
+                .and_then(|f| f.as_os_str().to_str())
+                .map(|f| f.trim_end_matches(".rs").to_string())
+                .filter(|f| f != "mod")
+        })
+        .collect();
+    assert!(commands.contains("optimize") && commands.contains("bench"));
+    let mut found = Vec::new();
+    for (rel, text) in &files {
+        let parts: Vec<&str> = rel.iter().filter_map(|p| p.to_str()).collect();
+        if parts.first() != Some(&"commands") || parts.len() < 2 || parts[1] == "mod.rs" {
+            continue;
+        }
+        let own = parts[1].trim_end_matches(".rs");
+        let text = code(text);
+        let mut used = targets(&text, "crate::commands::");
+        // `super::` in commands/X.rs is `commands`; deeper, it is the command itself.
+        if parts.len() == 2 {
+            used.extend(targets(&text, "super::"));
+        }
+        for other in used {
+            if other != own && commands.contains(&other) {
+                found.push(format!("{} uses commands::{other}", rel.display()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("; "));
+}
+
+#[test]
+fn the_scan_reads_grouped_and_nested_paths() {
+    let t = targets(
+        "use crate::{a, b::c, d::{e}};\nlet x = crate::f::g(); mycrate::h;",
+        "crate::",
+    );
+    assert_eq!(t, BTreeSet::from(["a", "b", "d", "f"].map(String::from)));
+    let mut edges = BTreeMap::new();
+    edges.insert("a".to_string(), BTreeSet::from(["b".to_string()]));
+    edges.insert("b".to_string(), BTreeSet::from(["a".to_string()]));
+    assert_eq!(find_cycle(&edges).unwrap(), ["a", "b", "a"]);
+}
