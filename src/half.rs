@@ -119,7 +119,8 @@ pub struct Context<'a> {
 pub struct Outcome {
     pub model: Model,
     pub run: PipelineRun,
-    pub report: HalfReport,
+    /// `None` when the verifier's backend cannot load the converted model.
+    pub report: Option<HalfReport>,
 }
 
 /// The pipeline split at its first half-precision step: the steps before
@@ -325,14 +326,13 @@ fn tensor_ranges(v: &Verifier, model: &Model) -> CliResult<std::collections::Has
     let mut out = std::collections::HashMap::new();
     let mut record = |t: &infopt_runtime::HostTensor| {
         if let Some(name) = t.name()
-            && t.dtype() == infopt_runtime::DType::F32
+            && let Some(values) = t.as_slice::<f32>()
         {
-            let m = t
-                .to_f64_vec()
-                .into_iter()
+            let m = values
+                .iter()
                 .filter(|x| x.is_finite())
-                .fold(0.0, |a: f64, x| a.max(x.abs()));
-            out.insert(name.to_string(), m);
+                .fold(0f32, |a, x| a.max(x.abs()));
+            out.insert(name.to_string(), f64::from(m));
         }
     };
     loaded
@@ -448,7 +448,15 @@ pub fn convert_to_target(
             (model, run) = convert(fp32, steps, &overrides, cx.options)?;
         }
     }
-    let (mut outputs, mut passed) = judge(cx.verifier, &model)?;
+    // A candidate the verifier's backend cannot load (bfloat16 in tract) is
+    // left to the verification's own fallbacks.
+    let Ok((mut outputs, mut passed)) = judge(cx.verifier, &model) else {
+        return Ok(Outcome {
+            model,
+            run,
+            report: None,
+        });
+    };
     let target_cosine = match cx.verifier.verification(Vec::new(), true).criterion {
         Criterion::Scaled { min_cosine, .. } => Some(min_cosine),
         Criterion::Elementwise { .. } => None,
@@ -578,7 +586,7 @@ pub fn convert_to_target(
     Ok(Outcome {
         model,
         run,
-        report: HalfReport {
+        report: Some(HalfReport {
             precision: to.as_str().to_string(),
             target_cosine,
             inputs: cx.inputs.clone(),
@@ -592,8 +600,36 @@ pub fn convert_to_target(
             worst_remaining,
             trials,
             seconds: started.elapsed().as_secs_f64(),
-        },
+        }),
     })
+}
+
+/// The report's lines for a terminal or Markdown.
+pub fn render(h: &HalfReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let target = h
+        .target_cosine
+        .map_or("the tolerance".to_string(), |c| format!("cosine >= {c}"));
+    let _ = writeln!(
+        s,
+        "{}: target {target} on {}: {} (lowest output cosine {:.6}; {:.6} before keeping layers for their error; {} trial{}, {:.2} s)",
+        h.precision,
+        h.inputs,
+        if h.reached { "reached" } else { "MISSED" },
+        h.cosine_final,
+        h.cosine_converted,
+        h.trials,
+        if h.trials == 1 { "" } else { "s" },
+        h.seconds
+    );
+    for k in &h.kept_fp32 {
+        let _ = writeln!(s, "  kept in float32: {} ({}): {}", k.node, k.op, k.reason);
+    }
+    for w in &h.without_effect {
+        let _ = writeln!(s, "  tried without effect: {w}");
+    }
+    s
 }
 
 /// `a` followed by `b`, as one pipeline run.

@@ -161,11 +161,12 @@ pub fn verify_policy(
         BackendKind::Tract
     };
     // ONNX Runtime first for its own target: tract cannot run the
-    // com.microsoft ops that target produces. And for half-precision
-    // models: tract computes float16 natively, slowly (300 s for PP-OCRv4
-    // det at 640x640) and less exactly than the float32 accumulation of
-    // ONNX Runtime and TensorRT, so it stays the fallback.
-    let prefer = if config.target == Target::Onnxruntime || converts_to_half(config) {
+    // com.microsoft ops that target produces. And for float16 models:
+    // tract computes float16 natively, slowly (300 s for PP-OCRv4 det at
+    // 640x640) and less exactly than the float32 accumulation of ONNX
+    // Runtime and TensorRT, so it stays the fallback. (bfloat16 stays with
+    // tract: ONNX Runtime's CPU provider has no bfloat16 Gemm or Conv.)
+    let prefer = if config.target == Target::Onnxruntime || converts_to_float16(config) {
         vec![BackendKind::Ort, tract]
     } else {
         vec![tract, BackendKind::Ort]
@@ -180,12 +181,9 @@ pub fn verify_policy(
     })
 }
 
-/// Whether the pipeline converts to float16 or bfloat16.
-pub fn converts_to_half(config: &PipelineConfig) -> bool {
-    config
-        .pass_names()
-        .iter()
-        .any(|n| crate::half::HALF_PASSES.contains(n))
+/// Whether the pipeline converts to float16.
+pub fn converts_to_float16(config: &PipelineConfig) -> bool {
+    config.pass_names().contains(&"convert-float16")
 }
 
 /// Called after every pass that changed the model; `Flow::Stop` ends the pipeline.

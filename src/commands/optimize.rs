@@ -460,7 +460,7 @@ pub fn run(args: Args) -> CliResult {
                 };
                 let outcome = crate::half::convert_to_target(&mut model, from, &cx)?;
                 model = outcome.model;
-                half_report = Some(outcome.report);
+                half_report = outcome.report;
                 crate::half::merged(run, outcome.run)
             }
             _ => stages::run_passes(&mut model, &config, &options, SideData::default(), hooks)?,
