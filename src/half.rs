@@ -17,7 +17,7 @@
 //! judged again; a node whose keeping does not raise the lowest output
 //! cosine is put back to the half type. The search ends when the target
 //! holds, or after [`MAX_TRIALS`] trials (or [`MAX_FRUITLESS`] in a row
-//! without effect), and then the command refuses the model (exit 4) naming
+//! without effect, or [`MAX_SEARCH_SECONDS`]), and then the command refuses the model (exit 4) naming
 //! the layers it kept and the worst remaining ones.
 
 use std::collections::HashSet;
@@ -42,6 +42,9 @@ pub const HALF_PASSES: [&str; 2] = ["convert-float16", "convert-bfloat16"];
 pub const MAX_TRIALS: usize = 24;
 /// Trials in a row without effect before the search gives up.
 pub const MAX_FRUITLESS: usize = 8;
+/// No trial starts after this long: judged in tract (no ONNX Runtime), one
+/// float16 run of a detector takes minutes.
+pub const MAX_SEARCH_SECONDS: f64 = 120.0;
 
 /// Why a node was kept.
 #[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -352,8 +355,9 @@ fn tensor_ranges(v: &Verifier, model: &Model) -> CliResult<std::collections::Has
     Ok(out)
 }
 
-/// Nodes the candidate runs in float16 whose float32 outputs come within
-/// [`RANGE_MARGIN`] of float16's largest value, with that magnitude.
+/// Nodes the candidate runs in float16 whose float32 outputs or inputs come
+/// within [`RANGE_MARGIN`] of float16's largest value, with the largest such
+/// tensor and its magnitude.
 fn out_of_range(
     fp32: &Model,
     candidate: &Model,
@@ -367,9 +371,12 @@ fn out_of_range(
         let Some(name) = node.name.clone().filter(|n| half.contains(n)) else {
             continue;
         };
+        // Its outputs, and its inputs: a reader of a tensor beyond the range
+        // would read it through a Cast to float16, which overflows too.
         let Some((tensor, max)) = node
             .outputs
             .iter()
+            .chain(node.inputs.iter())
             .flatten()
             .filter_map(|v| {
                 let t = &g.value(*v).name;
@@ -384,6 +391,18 @@ fn out_of_range(
         }
     }
     out
+}
+
+/// Whether `node` (by name) produces the tensor named `tensor`.
+fn produces(model: &Model, node: &str, tensor: &str) -> bool {
+    let g = &model.graph;
+    g.find_node(node).is_some_and(|id| {
+        g.node(id)
+            .outputs
+            .iter()
+            .flatten()
+            .any(|v| g.value(*v).name == tensor)
+    })
 }
 
 /// Converts `fp32` with `steps` (the half-precision step and what follows)
@@ -422,7 +441,12 @@ pub fn convert_to_target(
                 continue;
             }
             let reason = format!(
-                "automatic float32 island: its float32 output '{tensor}' reaches {max:.4e} on the verification inputs ({}), beyond half of float16's largest value 65504: float16 overflows there on GPUs and TensorRT",
+                "automatic float32 island: its float32 {} '{tensor}' reaches {max:.4e} on the verification inputs ({}), beyond half of float16's largest value 65504: float16 overflows there on GPUs and TensorRT",
+                if produces(fp32, &node, &tensor) {
+                    "output"
+                } else {
+                    "input"
+                },
                 cx.inputs
             );
             eprintln!("{ty}: keeping '{node}' ({op}) in float32: {reason}");
@@ -478,7 +502,9 @@ pub fn convert_to_target(
         let pick = ranked
             .iter()
             .find(|r| !tried.contains(&r.node) && !forced(&r.node));
-        let stop = trials >= MAX_TRIALS || fruitless >= MAX_FRUITLESS;
+        let stop = trials >= MAX_TRIALS
+            || fruitless >= MAX_FRUITLESS
+            || started.elapsed().as_secs_f64() > MAX_SEARCH_SECONDS;
         let Some(pick) = pick.cloned().filter(|_| !stop) else {
             worst_remaining = ranked.into_iter().take(5).collect();
             break;

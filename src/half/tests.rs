@@ -161,6 +161,51 @@ fn an_overflowing_square_is_the_one_node_kept_in_float32() {
 }
 
 #[test]
+fn a_reader_of_the_overflowing_tensor_stays_float32_too() {
+    // The square also feeds a Sqrt (back to ~1e3): read through a Cast to
+    // float16, its input would overflow.
+    let mut model = overflow_model();
+    let g = &mut model.graph;
+    let sq = g.find_value("mul_4_out").expect("the square");
+    let id = g.add_node(
+        infopt_ir::Node {
+            name: Some("root".into()),
+            op_type: "Sqrt".into(),
+            inputs: vec![Some(sq)],
+            ..Default::default()
+        },
+        &["roots"],
+    );
+    let out = g.node(id).outputs[0].expect("an output");
+    let info = g.outputs[0].info.clone();
+    g.outputs.push(infopt_ir::GraphIo {
+        value: out,
+        info: infopt_ir::proto::ValueInfoProto {
+            name: Some("roots".into()),
+            ..info
+        },
+    });
+    let o = search(&model, true);
+    assert!(report(&o).reached, "{:?}", o.report);
+    let mut names: Vec<(&str, KeptFor)> = kept(&o);
+    names.sort_by_key(|(n, _)| *n);
+    assert_eq!(
+        names,
+        vec![("mul_4", KeptFor::Range), ("root", KeptFor::Range)]
+    );
+    let root = report(&o)
+        .kept_fp32
+        .iter()
+        .find(|k| k.node == "root")
+        .unwrap();
+    assert!(
+        root.reason.contains("float32 input 'mul_4_out'"),
+        "{}",
+        root.reason
+    );
+}
+
+#[test]
 fn a_cancellation_is_repaired_by_keeping_the_sum_and_the_difference() {
     let o = search(&cancellation_model(), true);
     assert!(report(&o).reached, "{:?}", report(&o));
