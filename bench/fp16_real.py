@@ -145,7 +145,13 @@ def generic(sess, rng) -> dict[str, np.ndarray]:
     for i in sess.get_inputs():
         shape = [d if isinstance(d, int) and d > 0 else 2 for d in i.shape]
         if "int64" in i.type:
-            v = np.ones(shape, np.int64) if "mask" in i.name else rng.integers(0, 16, shape).astype(np.int64)
+            # As infopt seeds them: masks all ones, token types 0 or 1, ids below 16.
+            if "mask" in i.name:
+                v = np.ones(shape, np.int64)
+            elif "token_type" in i.name:
+                v = rng.integers(0, 2, shape).astype(np.int64)
+            else:
+                v = rng.integers(0, 16, shape).astype(np.int64)
         else:
             v = rng.uniform(-1, 1, shape).astype(np.float32)
         feeds[i.name] = v
@@ -210,10 +216,14 @@ def convert(tool: str, src: Path, dst: Path, npz: Path, args) -> tuple[str | Non
                 err = [l for l in p.stderr.splitlines() if l.startswith("error")]
                 return f"exit {p.returncode}: {(err or [p.stderr[-200:]])[0][:300]}", time.perf_counter() - t, report
         elif tool == "onnxconverter-common":
+            import warnings
+
             import onnx
             from onnxconverter_common import float16
 
-            m = float16.convert_float_to_float16(onnx.load(str(src)), keep_io_types=True)
+            with warnings.catch_warnings():  # one warning per clamped weight
+                warnings.simplefilter("ignore")
+                m = float16.convert_float_to_float16(onnx.load(str(src)), keep_io_types=True)
             onnx.save(m, str(dst))
         elif tool == "modelopt-autocast":
             code = ("import sys, onnx\nfrom modelopt.onnx.autocast import convert_to_mixed_precision\n"
