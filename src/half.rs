@@ -17,7 +17,7 @@
 //! judged again; a node whose keeping does not raise the lowest output
 //! cosine is put back to the half type. The search ends when the target
 //! holds, or after [`MAX_TRIALS`] trials (or [`MAX_FRUITLESS`] in a row
-//! without effect), and then the command refuses the model (exit 4) naming
+//! without effect, or [`MAX_SEARCH_SECONDS`]), and then the command refuses the model (exit 4) naming
 //! the layers it kept and the worst remaining ones.
 
 use std::collections::HashSet;
@@ -39,6 +39,9 @@ use crate::stages::{self, PassHooks};
 pub const MAX_TRIALS: usize = 24;
 /// Trials in a row without effect before the search gives up.
 pub const MAX_FRUITLESS: usize = 8;
+/// No trial starts after this long: judged in tract (no ONNX Runtime), one
+/// float16 run of a detector takes minutes.
+pub const MAX_SEARCH_SECONDS: f64 = 120.0;
 
 pub use crate::report::half::{HalfReport, KeptFor, KeptLayer};
 
@@ -58,7 +61,8 @@ pub struct Context<'a> {
 pub struct Outcome {
     pub model: Model,
     pub run: PipelineRun,
-    pub report: HalfReport,
+    /// `None` when the verifier's backend cannot load the converted model.
+    pub report: Option<HalfReport>,
 }
 
 /// The pipeline split at its first half-precision step: the steps before
@@ -264,14 +268,13 @@ fn tensor_ranges(v: &Verifier, model: &Model) -> CliResult<std::collections::Has
     let mut out = std::collections::HashMap::new();
     let mut record = |t: &infopt_runtime::HostTensor| {
         if let Some(name) = t.name()
-            && t.dtype() == infopt_runtime::DType::F32
+            && let Some(values) = t.as_slice::<f32>()
         {
-            let m = t
-                .to_f64_vec()
-                .into_iter()
+            let m = values
+                .iter()
                 .filter(|x| x.is_finite())
-                .fold(0.0, |a: f64, x| a.max(x.abs()));
-            out.insert(name.to_string(), m);
+                .fold(0f32, |a, x| a.max(x.abs()));
+            out.insert(name.to_string(), f64::from(m));
         }
     };
     loaded
@@ -291,8 +294,9 @@ fn tensor_ranges(v: &Verifier, model: &Model) -> CliResult<std::collections::Has
     Ok(out)
 }
 
-/// Nodes the candidate runs in float16 whose float32 outputs come within
-/// [`RANGE_MARGIN`] of float16's largest value, with that magnitude.
+/// Nodes the candidate runs in float16 whose float32 outputs or inputs come
+/// within [`RANGE_MARGIN`] of float16's largest value, with the largest such
+/// tensor and its magnitude.
 fn out_of_range(
     fp32: &Model,
     candidate: &Model,
@@ -306,9 +310,12 @@ fn out_of_range(
         let Some(name) = node.name.clone().filter(|n| half.contains(n)) else {
             continue;
         };
+        // Its outputs, and its inputs: a reader of a tensor beyond the range
+        // would read it through a Cast to float16, which overflows too.
         let Some((tensor, max)) = node
             .outputs
             .iter()
+            .chain(node.inputs.iter())
             .flatten()
             .filter_map(|v| {
                 let t = &g.value(*v).name;
@@ -323,6 +330,18 @@ fn out_of_range(
         }
     }
     out
+}
+
+/// Whether `node` (by name) produces the tensor named `tensor`.
+fn produces(model: &Model, node: &str, tensor: &str) -> bool {
+    let g = &model.graph;
+    g.find_node(node).is_some_and(|id| {
+        g.node(id)
+            .outputs
+            .iter()
+            .flatten()
+            .any(|v| g.value(*v).name == tensor)
+    })
 }
 
 /// Converts `fp32` with `steps` (the half-precision step and what follows)
@@ -361,7 +380,12 @@ pub fn convert_to_target(
                 continue;
             }
             let reason = format!(
-                "automatic float32 island: its float32 output '{tensor}' reaches {max:.4e} on the verification inputs ({}), beyond half of float16's largest value 65504: float16 overflows there on GPUs and TensorRT",
+                "automatic float32 island: its float32 {} '{tensor}' reaches {max:.4e} on the verification inputs ({}), beyond half of float16's largest value 65504: float16 overflows there on GPUs and TensorRT",
+                if produces(fp32, &node, &tensor) {
+                    "output"
+                } else {
+                    "input"
+                },
                 cx.inputs
             );
             crate::progress::note(
@@ -390,7 +414,15 @@ pub fn convert_to_target(
             (model, run) = convert(fp32, steps, &overrides, cx.options)?;
         }
     }
-    let (mut outputs, mut passed) = judge(cx.verifier, &model)?;
+    // A candidate the verifier's backend cannot load (bfloat16 in tract) is
+    // left to the verification's own fallbacks.
+    let Ok((mut outputs, mut passed)) = judge(cx.verifier, &model) else {
+        return Ok(Outcome {
+            model,
+            run,
+            report: None,
+        });
+    };
     let target_cosine = match cx.verifier.verification(Vec::new(), true).criterion {
         Criterion::Scaled { min_cosine, .. } => Some(min_cosine),
         Criterion::Elementwise { .. } => None,
@@ -412,7 +444,9 @@ pub fn convert_to_target(
         let pick = ranked
             .iter()
             .find(|r| !tried.contains(&r.node) && !forced(&r.node));
-        let stop = trials >= MAX_TRIALS || fruitless >= MAX_FRUITLESS;
+        let stop = trials >= MAX_TRIALS
+            || fruitless >= MAX_FRUITLESS
+            || started.elapsed().as_secs_f64() > MAX_SEARCH_SECONDS;
         let Some(pick) = pick.cloned().filter(|_| !stop) else {
             worst_remaining = ranked.into_iter().take(5).collect();
             break;
@@ -526,7 +560,7 @@ pub fn convert_to_target(
     Ok(Outcome {
         model,
         run,
-        report: HalfReport {
+        report: Some(HalfReport {
             precision: to.as_str().to_string(),
             target_cosine,
             inputs: cx.inputs.clone(),
@@ -540,8 +574,36 @@ pub fn convert_to_target(
             worst_remaining,
             trials,
             seconds: started.elapsed().as_secs_f64(),
-        },
+        }),
     })
+}
+
+/// The report's lines for a terminal or Markdown.
+pub fn render(h: &HalfReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let target = h
+        .target_cosine
+        .map_or("the tolerance".to_string(), |c| format!("cosine >= {c}"));
+    let _ = writeln!(
+        s,
+        "{}: target {target} on {}: {} (lowest output cosine {:.6}; {:.6} before keeping layers for their error; {} trial{}, {:.2} s)",
+        h.precision,
+        h.inputs,
+        if h.reached { "reached" } else { "MISSED" },
+        h.cosine_final,
+        h.cosine_converted,
+        h.trials,
+        if h.trials == 1 { "" } else { "s" },
+        h.seconds
+    );
+    for k in &h.kept_fp32 {
+        let _ = writeln!(s, "  kept in float32: {} ({}): {}", k.node, k.op, k.reason);
+    }
+    for w in &h.without_effect {
+        let _ = writeln!(s, "  tried without effect: {w}");
+    }
+    s
 }
 
 /// `a` followed by `b`, as one pipeline run.

@@ -162,10 +162,11 @@ pub fn verify_policy(
         BackendKind::Tract
     };
     // ONNX Runtime first for its own target: tract cannot run the
-    // com.microsoft ops that target produces. And for half-precision
-    // models: tract computes float16 natively, slowly (300 s for PP-OCRv4
-    // det at 640x640) and less exactly than the float32 accumulation of
-    // ONNX Runtime and TensorRT, so it stays the fallback.
+    // com.microsoft ops that target produces. And for float16 models:
+    // tract computes float16 natively, slowly (300 s for PP-OCRv4 det at
+    // 640x640) and less exactly than the float32 accumulation of ONNX
+    // Runtime and TensorRT, so it stays the fallback. (bfloat16 stays with
+    // tract: ONNX Runtime's CPU provider has no bfloat16 Gemm or Conv.)
     let prefer = if config.target == Target::Onnxruntime || converts_to_half(config) {
         vec![BackendKind::Ort, tract]
     } else {

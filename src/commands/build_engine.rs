@@ -115,6 +115,10 @@ pub struct Args {
     /// Do not run the models to check that the rewritten ONNX agrees with the original.
     #[arg(long)]
     pub no_verify: bool,
+    /// With --fp16/--bf16: convert and judge once, without keeping the layers
+    /// that miss the accuracy target in float32 automatically.
+    #[arg(long)]
+    pub no_auto_fp32: bool,
     /// Timed runs of the engine (and of the input ONNX in ONNX Runtime); 0 skips timing.
     #[arg(long, default_value_t = 50)]
     pub runs: usize,
@@ -704,26 +708,8 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
             hooks(),
         )?,
     };
-    let typed_model = match &precision_cfg {
-        Some(pc) => {
-            let mut m = fp32_model.clone();
-            let r = stages::run_passes(&mut m, pc, &options, SideData::default(), hooks())?;
-            run = merge_runs(run, r);
-            Some(m)
-        }
-        None => None,
-    };
-    let typed = typed_model.as_ref().unwrap_or(&fp32_model);
-    let stats_after = GraphStats::of_model(typed);
-    crate::progress::note(
-        "passes",
-        format!(
-            "pipeline {pipeline_name}: {} -> {} nodes",
-            stats_before.nodes, stats_after.nodes
-        ),
-    );
-
-    // Profiles, from the graph TensorRT parses.
+    // Profiles, from the graph TensorRT parses (its inputs are the float32
+    // graph's: the half conversion keeps their names and dims).
     let shape_args = args
         .inputs
         .input_shapes
@@ -731,7 +717,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
         .map(|a| crate::shape_args::parse(a))
         .collect::<Result<Vec<_>, _>>()
         .map_err(CliError::usage)?;
-    let profiles = profiles::profiles(typed, &settings.shapes, &shape_args, &config.symbols)
+    let profiles = profiles::profiles(&fp32_model, &settings.shapes, &shape_args, &config.symbols)
         .map_err(CliError::usage)?;
     // Verification and ONNX Runtime timing run at the profiles' opt shapes, unless
     // --input-shape said otherwise.
@@ -742,9 +728,9 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
         }
     }
 
-    // Verification of the rewritten ONNX.
-    let mut warnings: Vec<String> = run.budget_exhausted.clone();
-    let mut verification = None;
+    // The verifier runs the original first: the half conversion is judged
+    // while it is made (the automatic float32 islands).
+    let mut verifier = None;
     if do_verify {
         let overrides = VerifyOverrides::default();
         let mut policy = stages::verify_policy(
@@ -765,8 +751,51 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
                 "verification of the INT8 model uses its accuracy target (cosine >= {min_cosine} per output), not the float tolerance"
             ));
         }
-        let t = Instant::now();
-        let mut v = Verifier::new(&model_in, stages::model_dir(&args.model), &inputs, policy)?;
+        verifier = Some(Verifier::new(
+            &model_in,
+            stages::model_dir(&args.model),
+            &inputs,
+            policy,
+        )?);
+    }
+    let t = Instant::now();
+    let mut half_report = None;
+    let typed_model = match (&precision_cfg, &verifier) {
+        (Some(pc), Some(v)) if int8_step.is_none() => {
+            let cx = crate::half::Context {
+                verifier: v,
+                options: &options,
+                inputs: format!("{} ({})", v.inputs_description, inputs.source.describe()),
+                generated_inputs: inputs.file.is_none(),
+                search: !args.no_auto_fp32,
+            };
+            let outcome = crate::half::convert_to_target(&mut fp32_model, pc, &cx)?;
+            run = merge_runs(run, outcome.run);
+            half_report = outcome.report;
+            Some(outcome.model)
+        }
+        (Some(pc), _) => {
+            let mut m = fp32_model.clone();
+            let r = stages::run_passes(&mut m, pc, &options, SideData::default(), hooks())?;
+            run = merge_runs(run, r);
+            Some(m)
+        }
+        (None, _) => None,
+    };
+    let typed = typed_model.as_ref().unwrap_or(&fp32_model);
+    let stats_after = GraphStats::of_model(typed);
+    crate::progress::note(
+        "passes",
+        format!(
+            "pipeline {pipeline_name}: {} -> {} nodes",
+            stats_before.nodes, stats_after.nodes
+        ),
+    );
+
+    // Verification of the rewritten ONNX.
+    let mut warnings: Vec<String> = run.budget_exhausted.clone();
+    let mut verification = None;
+    if let Some(v) = verifier.as_mut() {
         let (checked, _) = v.verify_candidate(typed, &model_in, &inputs)?;
         notes.append(&mut v.notes);
         warnings.append(&mut v.warnings);
@@ -917,6 +946,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
         declined: crate::report::group_declined(&run.declined),
         verification,
         int8: int8_report,
+        half_precision: half_report,
         settings: BuildSettings {
             workspace_bytes: settings.workspace,
             builder_opt_level: args.builder_opt_level,
@@ -939,6 +969,17 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
         return Ok(Outcome {
             report,
             failure: gate,
+        });
+    }
+    if let (Some(h), Some(v)) = (&report.half_precision, &report.verification) {
+        let e = crate::half::missed_target(h, &v.outputs);
+        let failure = CliError::new(
+            e.exit,
+            e.message.replace("output not written", "no engine built"),
+        );
+        return Ok(Outcome {
+            report,
+            failure: Some(failure),
         });
     }
     let failing: Vec<String> = report

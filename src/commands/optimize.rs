@@ -473,7 +473,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
                 };
                 let outcome = crate::half::convert_to_target(&mut model, from, &cx)?;
                 model = outcome.model;
-                half_report = Some(outcome.report);
+                half_report = outcome.report;
                 crate::half::merged(run, outcome.run)
             }
             _ => stages::run_passes(&mut model, &config, &options, SideData::default(), hooks)?,

@@ -106,8 +106,12 @@ fn search(model: &Model, search: bool) -> Outcome {
     convert_to_target(&mut fp32, &steps(), &cx).expect("the search runs")
 }
 
+fn report(o: &Outcome) -> &HalfReport {
+    o.report.as_ref().expect("tract judges the float16 model")
+}
+
 fn kept(o: &Outcome) -> Vec<(&str, KeptFor)> {
-    o.report
+    report(o)
         .kept_fp32
         .iter()
         .map(|k| (k.node.as_str(), k.kept_for))
@@ -118,24 +122,25 @@ fn kept(o: &Outcome) -> Vec<(&str, KeptFor)> {
 fn an_overflowing_square_is_the_one_node_kept_in_float32() {
     // Converted as usual, the square overflows: infinite sums, target missed.
     let plain = search(&overflow_model(), false);
-    assert!(!plain.report.reached, "{:?}", plain.report);
+    assert!(!report(&plain).reached, "{:?}", report(&plain));
     assert_eq!(
-        plain.report.cosine_final, -2.0,
+        report(&plain).cosine_final,
+        -2.0,
         "an infinite output scores -2"
     );
-    assert!(plain.report.kept_fp32.is_empty());
+    assert!(report(&plain).kept_fp32.is_empty());
 
     let o = search(&overflow_model(), true);
-    assert!(o.report.reached, "{:?}", o.report);
+    assert!(report(&o).reached, "{:?}", report(&o));
     assert_eq!(kept(&o), vec![("mul_4", KeptFor::Range)]);
-    let k = &o.report.kept_fp32[0];
+    let k = &report(&o).kept_fp32[0];
     assert!(k.float32_max > 65504.0, "{k:?}");
     assert!(
         k.reason.contains("reaches") && k.reason.contains("65504"),
         "{}",
         k.reason
     );
-    assert!(o.report.cosine_final >= 0.999, "{:?}", o.report);
+    assert!(report(&o).cosine_final >= 0.999, "{:?}", report(&o));
     // Everything else still converts: both MatMuls and the Relu run in float16.
     let g = &o.model.graph;
     let half = half_nodes(&o.model);
@@ -156,9 +161,54 @@ fn an_overflowing_square_is_the_one_node_kept_in_float32() {
 }
 
 #[test]
+fn a_reader_of_the_overflowing_tensor_stays_float32_too() {
+    // The square also feeds a Sqrt (back to ~1e3): read through a Cast to
+    // float16, its input would overflow.
+    let mut model = overflow_model();
+    let g = &mut model.graph;
+    let sq = g.find_value("mul_4_out").expect("the square");
+    let id = g.add_node(
+        infopt_ir::Node {
+            name: Some("root".into()),
+            op_type: "Sqrt".into(),
+            inputs: vec![Some(sq)],
+            ..Default::default()
+        },
+        &["roots"],
+    );
+    let out = g.node(id).outputs[0].expect("an output");
+    let info = g.outputs[0].info.clone();
+    g.outputs.push(infopt_ir::GraphIo {
+        value: out,
+        info: infopt_ir::proto::ValueInfoProto {
+            name: Some("roots".into()),
+            ..info
+        },
+    });
+    let o = search(&model, true);
+    assert!(report(&o).reached, "{:?}", o.report);
+    let mut names: Vec<(&str, KeptFor)> = kept(&o);
+    names.sort_by_key(|(n, _)| *n);
+    assert_eq!(
+        names,
+        vec![("mul_4", KeptFor::Range), ("root", KeptFor::Range)]
+    );
+    let root = report(&o)
+        .kept_fp32
+        .iter()
+        .find(|k| k.node == "root")
+        .unwrap();
+    assert!(
+        root.reason.contains("float32 input 'mul_4_out'"),
+        "{}",
+        root.reason
+    );
+}
+
+#[test]
 fn a_cancellation_is_repaired_by_keeping_the_sum_and_the_difference() {
     let o = search(&cancellation_model(), true);
-    assert!(o.report.reached, "{:?}", o.report);
+    assert!(report(&o).reached, "{:?}", report(&o));
     let names: Vec<&str> = kept(&o).iter().map(|(n, _)| *n).collect();
     // The difference alone does not help (it reads the rounded sum); the
     // search then keeps it with the nodes feeding it.
@@ -167,8 +217,8 @@ fn a_cancellation_is_repaired_by_keeping_the_sum_and_the_difference() {
         "{names:?}"
     );
     assert!(kept(&o).iter().all(|(_, why)| *why == KeptFor::Error));
-    assert!(o.report.cosine_converted < 0.999, "{:?}", o.report);
-    for k in &o.report.kept_fp32 {
+    assert!(report(&o).cosine_converted < 0.999, "{:?}", report(&o));
+    for k in &report(&o).kept_fp32 {
         assert!(k.cosine_after.unwrap() > k.cosine_before.unwrap(), "{k:?}");
         assert!(
             k.reason.contains("raises the lowest output cosine"),
@@ -204,15 +254,15 @@ fn a_node_the_user_forces_to_float16_is_never_kept_and_the_target_is_missed() {
         .expect("a valid override");
     let mut fp32 = model.clone();
     let o = convert_to_target(&mut fp32, &cfg, &cx).expect("the search runs");
-    assert!(!o.report.reached);
-    assert!(o.report.kept_fp32.iter().all(|k| k.node != "mul_4"));
+    assert!(!report(&o).reached);
+    assert!(report(&o).kept_fp32.iter().all(|k| k.node != "mul_4"));
     assert_eq!(
-        o.report.worst_remaining.first().map(|w| w.node.as_str()),
+        report(&o).worst_remaining.first().map(|w| w.node.as_str()),
         Some("mul_4"),
         "{:?}",
         o.report
     );
-    let e = missed_target(&o.report, &[]);
+    let e = missed_target(report(&o), &[]);
     assert_eq!(e.exit, Exit::Verify);
     assert!(e.message.contains("mul_4 (Mul)"), "{}", e.message);
     assert!(e.message.contains("--inputs"), "{}", e.message);

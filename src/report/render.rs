@@ -293,6 +293,9 @@ pub fn render(r: &Report, markdown: bool) -> String {
         }
         let _ = writeln!(s, "{t}");
     }
+    if let Some(h) = &r.half_precision {
+        let _ = write!(s, "{}", crate::half::render(h));
+    }
     if let Some(q) = &r.int8 {
         let _ = writeln!(
             s,

@@ -148,3 +148,33 @@ def test_unknown_precision_is_a_one_line_usage_error(infopt, tmp_path):
     assert proc.returncode == 2, _interop.describe(proc)
     err = [l for l in proc.stderr.splitlines() if l.startswith("error")]
     assert len(err) == 1 and "did you mean 'fp16'" in err[0], proc.stderr
+
+
+def test_automatic_float32_island_survives_strict_fp16(infopt, tmp_path):
+    """`--fp16` with verification keeps the overflowing square of
+    fp16_overflow.onnx in float32 (its float32 output reaches 1e6 on the
+    verification inputs). ONNX Runtime's CPU provider hides the overflow
+    (it computes the float16 Mul in float32), the reference evaluator, which
+    rounds every op's output to float16 as a GPU does, shows it: the plain
+    conversion gives infinite sums there, the one infopt writes does not."""
+    fixture = "fp16_overflow.onnx"
+    out = tmp_path / "islands.onnx"
+    proc = _interop.run_cli("optimize", _interop.MODELS / fixture, "-o", out, "--fp16", "--json")
+    assert proc.returncode == 0, _interop.describe(proc)
+    report = json.loads(proc.stdout)
+    kept = report["half_precision"]["kept_fp32"]
+    assert [(k["node"], k["kept_for"]) for k in kept] == [("/square/Mul", "range")], kept
+    plain, _ = _convert(tmp_path, fixture, "--no-auto-fp32")
+    onnx.checker.check_model(str(out), full_check=True)
+
+    ref = _interop.ort_session(_interop.MODELS / fixture)
+    feeds = _interop.make_inputs(ref, "islands-held-out")
+    expected = _interop.run(ref, feeds)
+    got = _interop.run(_interop.ort_session(out), feeds)
+    strict = _strict_fp16_outputs(out, feeds)
+    strict_plain = _strict_fp16_outputs(plain, feeds)
+    assert not np.isfinite(strict_plain["sums"]).all(), "the plain conversion should overflow"
+    for name, e in expected.items():
+        for where, g in (("onnxruntime", got[name]), ("strict fp16", strict[name])):
+            assert np.isfinite(g).all(), f"{name} in {where}: inf/NaN"
+            assert _cosine(e, g) >= MIN_COSINE, f"{name} in {where}: cosine {_cosine(e, g)}"

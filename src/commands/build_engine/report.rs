@@ -37,6 +37,8 @@ pub struct EngineReport {
     pub verification: Option<Verification>,
     /// Calibration and held-out accuracy of an INT8 pipeline.
     pub int8: Option<crate::int8::Int8Report>,
+    /// With --fp16/--bf16 and verification: the automatic float32 islands.
+    pub half_precision: Option<crate::half::HalfReport>,
     pub settings: BuildSettings,
     pub engine: Option<EngineFacts>,
     pub latency: Option<EngineLatency>,
@@ -201,6 +203,9 @@ pub fn render(r: &EngineReport, markdown: bool) -> String {
             if v.passed { "passed" } else { "FAILED" },
             v.criterion.describe()
         );
+    }
+    if let Some(h) = &r.half_precision {
+        let _ = write!(s, "{}", crate::half::render(h));
     }
     if let Some(q) = &r.int8 {
         let held = q

@@ -1,0 +1,226 @@
+//! `--fp16` end to end: the automatic float32 islands (their reason in the
+//! JSON report, the model checked in ONNX Runtime), verification of float16
+//! models in ONNX Runtime first, and exit 4 naming the layers when the
+//! accuracy target cannot be met.
+
+mod common;
+
+use std::process::Output;
+
+use common::{fixture, infopt, s, stderr};
+
+fn json(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).expect("valid JSON")
+}
+
+/// Whether ONNX Runtime can be used; panics under CI when it cannot.
+fn ort_available() -> bool {
+    let o = infopt(&[
+        "bench",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "--backend",
+        "ort",
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+    ]);
+    if o.status.success() {
+        return true;
+    }
+    let err = stderr(&o);
+    if std::env::var_os("CI").is_some() || !err.contains("ONNX Runtime library not found") {
+        panic!("ONNX Runtime should be usable here: {err}");
+    }
+    eprintln!("skipping: {err}");
+    false
+}
+
+/// The element type of `node`'s first output in the saved model.
+fn declared_type(path: &std::path::Path, node: &str) -> infopt_ir::DataType {
+    let mut m = infopt_ir::Model::load(path).expect("the written model loads");
+    let _ = infopt_ir::infer::infer_shapes(&mut m);
+    let g = &m.graph;
+    let id = g.find_node(node).expect("the node is still there");
+    let out = g.node(id).outputs[0].expect("an output");
+    g.value_type(out).expect("a type").dtype
+}
+
+#[test]
+fn fp16_keeps_the_overflowing_square_in_float32_with_its_reason() {
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o16.onnx");
+    let model = fixture("fp16_overflow.onnx");
+    let o = infopt(&["optimize", s(&model), "-o", s(&out), "--fp16", "--json"]);
+    let r = json(&o);
+    // Judged in ONNX Runtime, picked without --backend.
+    assert_eq!(r["verification"]["backend"]["name"], "ort", "{r}");
+    assert!(r["verification"]["passed"].as_bool().unwrap(), "{r}");
+    for output in r["verification"]["outputs"].as_array().unwrap() {
+        assert!(output["cosine"].as_f64().unwrap() >= 0.999, "{output}");
+    }
+    let h = &r["half_precision"];
+    assert_eq!(h["reached"], true, "{h}");
+    let kept = h["kept_fp32"].as_array().unwrap();
+    assert_eq!(kept.len(), 1, "{h}");
+    assert_eq!(kept[0]["node"], "/square/Mul");
+    assert_eq!(kept[0]["op"], "Mul");
+    assert_eq!(kept[0]["kept_for"], "range");
+    assert!(kept[0]["float32_max"].as_f64().unwrap() > 65504.0, "{h}");
+    // The pass reports the same reason for the node it kept.
+    let declined = r["declined"].as_array().unwrap();
+    let why = declined
+        .iter()
+        .find(|d| {
+            d["at"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a == "/square/Mul")
+        })
+        .expect("the kept node is listed");
+    assert!(
+        why["reason"].as_str().unwrap().starts_with(
+            "kept in fp32: automatic float32 island: its float32 output 'squared' reaches"
+        ),
+        "{why}"
+    );
+    // In the written model the square is float32, the rest float16.
+    assert_eq!(
+        declared_type(&out, "/square/Mul"),
+        infopt_ir::DataType::Float
+    );
+    for node in ["/body/MatMul", "/body/Relu"] {
+        assert_eq!(
+            declared_type(&out, node),
+            infopt_ir::DataType::Float16,
+            "{node}"
+        );
+    }
+    // The written model agrees in ONNX Runtime on other inputs than the ones judged.
+    let c = infopt(&[
+        "compare",
+        s(&model),
+        s(&out),
+        "--backend",
+        "ort",
+        "--seed",
+        "7",
+        "--json",
+    ]);
+    // compare holds float32 tolerances (exit 4); the cosine is the target here.
+    let cr: serde_json::Value = serde_json::from_slice(&c.stdout).expect("valid JSON");
+    for output in cr["outputs"].as_array().unwrap() {
+        assert!(output["cosine"].as_f64().unwrap() >= 0.999, "{output}");
+        assert!(output["max_abs"].as_f64().is_some(), "finite: {output}");
+    }
+}
+
+#[test]
+fn float16_models_are_verified_in_onnx_runtime_first() {
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("c16.onnx");
+    let model = fixture("cnn_bn_relu.onnx");
+    // (bfloat16 stays with tract: ONNX Runtime's CPU provider has no
+    // bfloat16 Gemm or Conv.)
+    let r = json(&infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--fp16",
+        "--json",
+    ]));
+    assert_eq!(r["verification"]["backend"]["name"], "ort");
+    assert_eq!(
+        r["half_precision"]["kept_fp32"].as_array().unwrap().len(),
+        0
+    );
+    // --backend still decides.
+    let o = infopt(&[
+        "optimize",
+        s(&fixture("fp16_overflow.onnx")),
+        "-o",
+        s(&out),
+        "--fp16",
+        "--backend",
+        "tract",
+        "--json",
+    ]);
+    assert_eq!(json(&o)["verification"]["backend"]["name"], "tract");
+    // Without a half conversion the default stays tract.
+    let r = json(&infopt(&["optimize", s(&model), "-o", s(&out), "--json"]));
+    assert_eq!(r["verification"]["backend"]["name"], "tract");
+    assert!(r["half_precision"].is_null());
+    // build-engine too.
+    let o = infopt(&[
+        "build-engine",
+        s(&fixture("fp16_overflow.onnx")),
+        "--fp16",
+        "--emit-onnx",
+        s(&dir.path().join("e16.onnx")),
+        "--json",
+    ]);
+    let r = json(&o);
+    assert_eq!(r["verification"]["backend"]["name"], "ort", "{r}");
+    assert_eq!(
+        r["half_precision"]["kept_fp32"][0]["node"], "/square/Mul",
+        "{r}"
+    );
+}
+
+#[test]
+fn an_unreachable_target_exits_4_naming_the_layers() {
+    // tract computes float16 natively: the square forced to float16
+    // overflows, and the search may not keep what the user forced.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("u16.onnx");
+    let o = infopt(&[
+        "optimize",
+        s(&fixture("fp16_overflow.onnx")),
+        "-o",
+        s(&out),
+        "--fp16",
+        "--precision",
+        "/square/Mul=fp16",
+        "--backend",
+        "tract",
+    ]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let err = stderr(&o);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    let line = lines[0];
+    assert!(
+        line.starts_with("error: the float16 model misses its accuracy target (cosine >= 0.999) on x f32 [1,8,16] (generated with seed 0): sums (cosine"),
+        "{line}"
+    );
+    assert!(line.contains("/square/Mul (Mul)"), "{line}");
+    assert!(
+        line.contains("give real ones with --inputs FILE.npz"),
+        "{line}"
+    );
+    assert!(!out.exists(), "nothing written below the target");
+
+    // With the search turned off the plain conversion is refused the same way.
+    let o = infopt(&[
+        "optimize",
+        s(&fixture("fp16_overflow.onnx")),
+        "-o",
+        s(&out),
+        "--fp16",
+        "--no-auto-fp32",
+        "--backend",
+        "tract",
+    ]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(stderr(&o).contains("(--no-auto-fp32)"), "{}", stderr(&o));
+    assert!(!out.exists());
+}
