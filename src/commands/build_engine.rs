@@ -571,6 +571,8 @@ pub fn run(args: Args) -> CliResult {
                 shapes: &inputs.shapes,
                 backend: &backend,
                 options: &options,
+                backend_args: &args.backend,
+                judge: do_verify,
             };
             let (run, report) =
                 crate::int8::run(&mut fp32_model, &base_cfg, index, &args.int8, &cx)?;
