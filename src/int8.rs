@@ -187,6 +187,33 @@ fn misses(h: &HeldOut, goal: Goal) -> Vec<String> {
     out
 }
 
+/// The smallest margin to the target over the outputs (cosine and top-1):
+/// positive when the target is met.
+fn score(h: &HeldOut, goal: Goal) -> f64 {
+    let mut m = f64::INFINITY;
+    for o in &h.outputs {
+        m = m.min(o.cosine - goal.cosine);
+        if let Some(&t) = h.top1_agreement.get(&o.name) {
+            m = m.min(t - goal.top1);
+        }
+    }
+    if m.is_nan() { f64::NEG_INFINITY } else { m }
+}
+
+/// The quantize step and the passes after it on a copy of `mid`, with `amax`.
+fn quantize_rest(
+    mid: &Model,
+    from: &PipelineConfig,
+    amax: &Amax,
+    cx: &Context<'_>,
+) -> CliResult<(Model, PipelineRun)> {
+    let mut side = SideData::default();
+    side.insert(amax.clone());
+    let mut quantized = mid.clone();
+    let run = stages::run_passes(&mut quantized, from, cx.options, side, PassHooks::default())?;
+    Ok((quantized, run))
+}
+
 /// A backend owned here or the command's.
 enum Chosen<'a> {
     Given(&'a ChosenBackend),
@@ -351,6 +378,7 @@ pub fn run(
     let mut report = None;
     let mut source = None;
     let mut notes = Vec::new();
+    let mut full_range: Option<Amax> = None;
     let chosen = if ranges.is_some() && !cx.judge {
         Chosen::Given(cx.backend)
     } else {
@@ -397,6 +425,19 @@ pub fn run(
         );
         let amax: Amax = calibrated.table.to_amax();
         side.insert(amax);
+        if method == infopt_calibration::Method::Auto {
+            // The full range of every tensor, to weigh against the
+            // per-tensor choice on the data (outliers that matter).
+            full_range = Some(Amax(
+                calibrated
+                    .table
+                    .tensors
+                    .iter()
+                    .map(|(n, r)| (n.clone(), r.min.abs().max(r.max.abs())))
+                    .filter(|(_, a)| *a > 0.0)
+                    .collect(),
+            ));
+        }
         let mut methods_chosen: BTreeMap<String, usize> = BTreeMap::new();
         for r in calibrated.table.tensors.values() {
             *methods_chosen.entry(r.method.clone()).or_default() += 1;
@@ -430,10 +471,9 @@ pub fn run(
 
     // The step and what follows it; again with more layers in float while
     // the accuracy on the data is below the target.
-    let amax = side.get::<Amax>().cloned().unwrap_or_default();
+    let mut amax = side.get::<Amax>().cloned().unwrap_or_default();
     let classifiers = evaluate::classifier_outputs(cx.original);
     let mut from = from;
-    let mut quantized;
     let mut held: Option<HeldOut> = None;
     let mut kept: Vec<KeptFloat> = Vec::new();
     let mut failure = None;
@@ -441,40 +481,39 @@ pub fn run(
     let mut eval_skip: Option<usize> = None;
     let mut round = 0;
     let mut round_start = 0;
-    loop {
-        let mut side = SideData::default();
-        side.insert(amax.clone());
-        quantized = mid.clone();
-        let suffix_run = stages::run_passes(
-            &mut quantized,
-            &from,
-            cx.options,
-            side,
-            PassHooks::default(),
-        )?;
+    let limit = args.held_out.unwrap_or(DEFAULT_HELD_OUT).max(1);
+    let quantized = loop {
+        let (mut quantized, mut suffix_run) = quantize_rest(&mid, &from, &amax, cx)?;
         let Some((src, calibrated)) = source.as_ref().filter(|_| cx.judge) else {
             append_run(&mut run, suffix_run);
-            break;
+            break quantized;
         };
-        let pair = evaluate::Pair {
-            chosen: backend,
-            original: cx.original,
-            candidate: &quantized,
-            dir: cx.dir,
-            shapes: cx.shapes,
-        };
-        let limit = args.held_out.unwrap_or(DEFAULT_HELD_OUT).max(1);
-        let mut h = {
+        let judge = |candidate: &Model, skip: Option<usize>| -> CliResult<HeldOut> {
+            let pair = evaluate::Pair {
+                chosen: backend,
+                original: cx.original,
+                candidate,
+                dir: cx.dir,
+                shapes: cx.shapes,
+            };
             let mut data = open_again(src, backend, cx, &mid)?;
-            let skip = eval_skip.unwrap_or(*calibrated);
-            evaluate::held_out(&pair, data.as_mut(), skip, limit, &classifiers)?
-        };
-        if h.samples == 0 {
+            let h = evaluate::held_out(
+                &pair,
+                data.as_mut(),
+                skip.unwrap_or(*calibrated),
+                limit,
+                &classifiers,
+            )?;
+            if h.samples > 0 || skip == Some(0) {
+                return Ok(h);
+            }
             // No sample beyond the calibration ones: judge on those.
             let mut data = open_again(src, backend, cx, &mid)?;
-            h = evaluate::held_out(&pair, data.as_mut(), 0, limit, &classifiers)?;
+            let mut h = evaluate::held_out(&pair, data.as_mut(), 0, limit, &classifiers)?;
             h.on_calibration_samples = true;
-        }
+            Ok(h)
+        };
+        let mut h = judge(&quantized, eval_skip)?;
         if eval_skip.is_none() {
             eval_skip = Some(h.skipped);
             if h.on_calibration_samples {
@@ -484,15 +523,46 @@ pub fn run(
                 ));
             }
         }
+        let mut missed = misses(&h, goal);
+        // Below the target with the per-tensor ranges: the full ranges may
+        // do better on this data (outliers that carry meaning).
+        if !missed.is_empty()
+            && let Some(alt) = full_range.take()
+        {
+            let (q2, run2) = quantize_rest(&mid, &from, &alt, cx)?;
+            let h2 = judge(&q2, eval_skip)?;
+            let (a, b) = (score(&h, goal), score(&h2, goal));
+            eprintln!(
+                "int8: per-tensor ranges score {a:.5}, full ranges {b:.5} (lowest margin to the target)"
+            );
+            if b > a {
+                notes.push(format!(
+                    "range method: the full range (minmax) of every tensor, which did better on the data than the per-tensor choice (lowest margin to the target {b:.5} against {a:.5})"
+                ));
+                if let Some(r) = report.as_mut() {
+                    for m in r.tensor_methods.values_mut() {
+                        *m = "minmax (beat the per-tensor choice on the data)".into();
+                    }
+                    r.methods_chosen = BTreeMap::from([(
+                        "minmax (beat the per-tensor choice on the data)".to_string(),
+                        r.tensor_methods.len(),
+                    )]);
+                }
+                amax = alt;
+                quantized = q2;
+                suffix_run = run2;
+                h = h2;
+                missed = misses(&h, goal);
+            }
+        }
         let cos = min_cosine(&h);
         for k in &mut kept[round_start..] {
             k.cosine_after = cos;
         }
-        let missed = misses(&h, goal);
         if missed.is_empty() {
             append_run(&mut run, suffix_run);
             held = Some(h);
-            break;
+            break quantized;
         }
         let excluded: Vec<String> = int8::options(&from, 0)
             .map(|o| o.exclude.iter().filter_map(|e| e.name.clone()).collect())
@@ -532,7 +602,7 @@ pub fn run(
             ));
             append_run(&mut run, suffix_run);
             held = Some(h);
-            break;
+            break quantized;
         }
         eprintln!(
             "int8: {} below the target: keeping {} layer(s) in float: {}",
@@ -558,7 +628,7 @@ pub fn run(
             });
         }
         round += 1;
-    }
+    };
     *model = quantized;
     run.notes.extend(notes);
     if let Some(r) = report.as_mut() {
