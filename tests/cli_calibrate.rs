@@ -129,7 +129,7 @@ fn random_data_is_labelled_meaningless_and_bad_data_is_one_line() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(
-        e.contains("0.npy") && e.contains("`input`") && e.contains("[1,3,8,8]"),
+        e.contains("0.npy") && e.contains("`input`") && e.contains("[1, 3, 8, 8]"),
         "{e}"
     );
     assert_eq!(e.trim().lines().count(), 1, "{e}");

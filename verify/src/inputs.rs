@@ -16,7 +16,7 @@ use std::path::Path;
 
 use half::f16;
 use infopt_runtime::inputs::{self, InputGen};
-use infopt_runtime::{DType, DimSpec, HostTensor, InputShapes, IoSpec, LoadedModel, TensorData};
+use infopt_runtime::{DType, HostTensor, InputShapes, IoSpec, LoadedModel, TensorData};
 use serde::Serialize;
 
 /// One `--input-shape` argument, parsed.
@@ -477,7 +477,6 @@ pub fn fit_inputs(
                 .join(", ")
         ));
     }
-    let mut symbols: BTreeMap<&str, (usize, &str)> = BTreeMap::new();
     specs
         .iter()
         .map(|spec| {
@@ -485,56 +484,9 @@ pub fn fit_inputs(
                 .iter()
                 .find(|t| t.name() == Some(spec.name.as_str()))
                 .ok_or_else(|| format!("{source} has no array for input `{}`", spec.name))?;
-            check_dims(spec, t.shape(), &mut symbols).map_err(|why| format!("{source}: {why}"))?;
             convert(t, spec.dtype).map_err(|e| format!("{source}, array `{}`: {e}", spec.name))
         })
         .collect()
-}
-
-/// Whether `dims` fit the input as declared: the same rank, every fixed
-/// dim equal, and a symbol shared by several inputs of the same size in all
-/// of them (`symbols` remembers each symbol's first size and input).
-fn check_dims<'a>(
-    spec: &'a IoSpec,
-    dims: &[usize],
-    symbols: &mut BTreeMap<&'a str, (usize, &'a str)>,
-) -> Result<(), String> {
-    let Some(declared) = &spec.dims else {
-        return Ok(());
-    };
-    let shown = || {
-        format!(
-            "input `{}` has dims [{}], the model takes {}",
-            spec.name,
-            dims.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(","),
-            spec.dims_string()
-        )
-    };
-    if declared.len() != dims.len() {
-        return Err(shown());
-    }
-    for (d, &n) in declared.iter().zip(dims) {
-        match d {
-            DimSpec::Known(k) if *k != 0 && *k != n => return Err(shown()),
-            DimSpec::Symbol(sym) => match symbols.get(sym.as_str()) {
-                Some(&(m, other)) if m != n => {
-                    return Err(format!(
-                        "{}; dim `{sym}` is {m} in input `{other}`",
-                        shown()
-                    ));
-                }
-                Some(_) => {}
-                None => {
-                    symbols.insert(sym.as_str(), (n, spec.name.as_str()));
-                }
-            },
-            _ => {}
-        }
-    }
-    Ok(())
 }
 
 /// `name dtype [dims]` for each tensor, comma-separated.
