@@ -278,6 +278,9 @@ fn a_sample_the_model_cannot_take_names_the_file_input_and_dims() {
     let err = all.trim().lines().last().unwrap_or("");
     assert!(err.starts_with("error:"), "{all}");
     assert!(err.contains("000.npy"), "{err}");
-    assert!(err.contains("input `input` has shape [1, 3, 16, 16]"), "{err}");
+    assert!(
+        err.contains("input `input` has shape [1, 3, 16, 16]"),
+        "{err}"
+    );
     assert!(err.contains("[batch,3,32,32]"), "{err}");
 }

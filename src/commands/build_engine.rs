@@ -576,6 +576,13 @@ pub fn run(args: Args) -> CliResult {
             };
             let (run, report) =
                 crate::int8::run(&mut fp32_model, &base_cfg, index, &args.int8, &cx)?;
+            // Never an engine from an INT8 graph that misses its target on the data.
+            if let Some(f) = report.as_ref().and_then(|q| q.failure.clone()) {
+                return Err(CliError::new(
+                    crate::exit::Exit::Verify,
+                    format!("{f}; no engine built"),
+                ));
+            }
             int8_report = report;
             run
         }
