@@ -190,14 +190,22 @@ fn misses(h: &HeldOut, goal: Goal) -> Vec<String> {
 /// The smallest margin to the target over the outputs (cosine and top-1):
 /// positive when the target is met.
 fn score(h: &HeldOut, goal: Goal) -> f64 {
+    // `f64::min` skips NaN: a NaN margin is the worst, not ignored.
+    let worst = |m: f64, x: f64| {
+        if x.is_nan() {
+            f64::NEG_INFINITY
+        } else {
+            m.min(x)
+        }
+    };
     let mut m = f64::INFINITY;
     for o in &h.outputs {
-        m = m.min(o.cosine - goal.cosine);
+        m = worst(m, o.cosine - goal.cosine);
         if let Some(&t) = h.top1_agreement.get(&o.name) {
-            m = m.min(t - goal.top1);
+            m = worst(m, t - goal.top1);
         }
     }
-    if m.is_nan() { f64::NEG_INFINITY } else { m }
+    m
 }
 
 /// The quantize step and the passes after it on a copy of `mid`, with `amax`.
@@ -790,4 +798,65 @@ fn layer_snrs(
     }
     out.sort_by(|a, b| b.1.total_cmp(&a.1));
     Ok(out.into_iter().map(|(l, _)| l).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agreement(name: &str, cosine: f64) -> infopt_runtime::OutputAgreement {
+        let mut o = infopt_runtime::compare::compare_values(
+            name,
+            &[1.0],
+            &[1.0],
+            infopt_runtime::compare::Tolerance {
+                atol: 0.0,
+                rtol: 0.0,
+            },
+        );
+        o.cosine = cosine;
+        o
+    }
+
+    fn held(outputs: &[(&str, f64)], top1: &[(&str, f64)]) -> HeldOut {
+        HeldOut {
+            skipped: 0,
+            samples: 4,
+            dataset: "test".into(),
+            meaningful: true,
+            on_calibration_samples: false,
+            outputs: outputs.iter().map(|(n, c)| agreement(n, *c)).collect(),
+            top1_agreement: top1.iter().map(|(n, t)| (n.to_string(), *t)).collect(),
+        }
+    }
+
+    const GOAL: Goal = Goal {
+        cosine: 0.99,
+        top1: 0.99,
+    };
+
+    #[test]
+    fn the_target_needs_every_output_cosine_and_classifier_top1() {
+        assert!(misses(&held(&[("a", 0.999), ("b", 0.995)], &[]), GOAL).is_empty());
+        let m = misses(&held(&[("a", 0.999), ("b", 0.95)], &[]), GOAL);
+        assert_eq!(m.len(), 1);
+        assert!(m[0].starts_with("b (cosine 0.95000"), "{m:?}");
+        // A high cosine does not pass a classifier whose top class changes.
+        let m = misses(&held(&[("probs", 0.999)], &[("probs", 0.9)]), GOAL);
+        assert_eq!(m, vec!["probs (top-1 agreement 0.9000 < 0.99)".to_string()]);
+        // NaN never meets a target.
+        assert_eq!(misses(&held(&[("a", f64::NAN)], &[]), GOAL).len(), 1);
+    }
+
+    #[test]
+    fn the_score_is_the_smallest_margin_to_the_target() {
+        let h = held(&[("a", 0.995), ("probs", 0.999)], &[("probs", 0.97)]);
+        assert!((score(&h, GOAL) - (0.97 - 0.99)).abs() < 1e-12);
+        let better = held(&[("a", 0.995), ("probs", 0.999)], &[("probs", 0.98)]);
+        assert!(score(&better, GOAL) > score(&h, GOAL));
+        assert_eq!(
+            score(&held(&[("a", f64::NAN)], &[]), GOAL),
+            f64::NEG_INFINITY
+        );
+    }
 }
