@@ -1,9 +1,14 @@
 //! `optimize --int8` (and a `quantize-int8` step with `data:`): the passes
-//! before the step run, the model is calibrated as it is there, the step and
-//! the rest run with those ranges, and accuracy is measured against the
-//! original on held-out samples. With `--int8-min-cosine`, the layers that
-//! hurt most are kept in float, one at a time, until the outputs reach it.
+//! before the step run, the model is calibrated as it is there (in a backend
+//! that can run it), the step and the rest run with those ranges, and the
+//! result is judged against the original on held-out samples of the data
+//! (the calibration samples when there are no others, said in the report)
+//! by its accuracy target: cosine per output, and top-1 agreement for
+//! classifier outputs. Below it, the layers that hurt most are kept in
+//! float, more each round, until the target is met; a target still missed
+//! is a verification failure naming the layers.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use infopt_calibration::int8;
@@ -34,19 +39,25 @@ pub struct Int8Args {
     /// Image preprocessing YAML for an image folder.
     #[arg(long, value_name = "FILE.yaml")]
     pub preprocess: Option<PathBuf>,
-    /// Range method (default entropy).
-    #[arg(long, value_name = "minmax|percentile|entropy|mse")]
+    /// Range method (default auto: per tensor, the full range of bounded
+    /// outputs, elsewhere the candidate with the least quantization error).
+    #[arg(long, value_name = "auto|minmax|percentile|entropy|mse")]
     pub calib_method: Option<String>,
     /// Calibration samples (default 256); the samples after them are held out.
     #[arg(long, value_name = "N")]
     pub calib_samples: Option<usize>,
-    /// Held-out samples for the accuracy report (default 32).
-    #[arg(long, default_value_t = 32, value_name = "N")]
-    pub held_out: usize,
-    /// Keep the most harmful layers in float until every output's cosine
-    /// similarity on held-out samples reaches this.
+    /// Held-out samples the INT8 model is judged on (default 256).
+    #[arg(long, value_name = "N")]
+    pub held_out: Option<usize>,
+    /// Accuracy target: every output's cosine similarity with the float
+    /// model on the held-out samples (default 0.99). Below it, the most
+    /// harmful layers are kept in float until it is met.
     #[arg(long, value_name = "COSINE")]
     pub int8_min_cosine: Option<f64>,
+    /// Accuracy target of classifier outputs (Softmax or a dense head):
+    /// the fraction of rows whose top class is the float model's (default 0.99).
+    #[arg(long, value_name = "FRACTION")]
+    pub int8_min_top1: Option<f64>,
     /// Ranges from an earlier `infopt calibrate` (or a TensorRT/ORT cache)
     /// instead of calibrating.
     #[arg(long, value_name = "ranges.json")]
@@ -65,6 +76,15 @@ pub fn method(name: &str, percentile: f64) -> CliResult<Method> {
 
 pub use crate::report::int8::{Int8Report, KeptFloat, LayerSnr};
 
+/// Default accuracy targets.
+pub const DEFAULT_MIN_COSINE: f64 = 0.99;
+pub const DEFAULT_MIN_TOP1: f64 = 0.99;
+/// Default number of held-out samples judged.
+pub const DEFAULT_HELD_OUT: usize = 256;
+/// Rounds of the float fallback search; round `r` keeps `2^r` more layers
+/// in float, so 8 rounds reach 255 layers.
+const FALLBACK_ROUNDS: usize = 8;
+
 /// What `run` needs from the command.
 pub struct Context<'a> {
     pub original: &'a Model,
@@ -72,6 +92,11 @@ pub struct Context<'a> {
     pub shapes: &'a InputShapes,
     pub backend: &'a ChosenBackend,
     pub options: &'a DriverOptions,
+    /// The command's backend options (to build ONNX Runtime when the model
+    /// at the quantize step needs it).
+    pub backend_args: &'a crate::backend_args::BackendArgs,
+    /// Judge the result on the data (false with --no-verify).
+    pub judge: bool,
 }
 
 fn append_run(into: &mut PipelineRun, more: PipelineRun) {
@@ -87,6 +112,202 @@ fn append_run(into: &mut PipelineRun, more: PipelineRun) {
 /// Lowest cosine over the held-out outputs.
 fn min_cosine(h: &HeldOut) -> f64 {
     h.outputs.iter().map(|o| o.cosine).fold(1.0, f64::min)
+}
+
+/// The accuracy target.
+#[derive(Clone, Copy, Debug)]
+struct Goal {
+    cosine: f64,
+    top1: f64,
+}
+
+/// `t >= min`, false for NaN.
+fn top1_meets(t: f64, min: f64) -> bool {
+    t >= min
+}
+
+/// What misses the goal: `output (cosine 0.95 < 0.99)`, ...; empty when met.
+fn misses(h: &HeldOut, goal: Goal) -> Vec<String> {
+    let mut out = Vec::new();
+    for o in &h.outputs {
+        let cosine_ok = o.cosine >= goal.cosine; // false for NaN
+        if !cosine_ok {
+            out.push(format!(
+                "{} (cosine {:.5} < {})",
+                o.name, o.cosine, goal.cosine
+            ));
+        }
+        if let Some(&t) = h.top1_agreement.get(&o.name)
+            && !top1_meets(t, goal.top1)
+        {
+            out.push(format!(
+                "{} (top-1 agreement {:.4} < {})",
+                o.name, t, goal.top1
+            ));
+        }
+    }
+    out
+}
+
+/// The smallest margin to the target over the outputs (cosine and top-1):
+/// positive when the target is met.
+fn score(h: &HeldOut, goal: Goal) -> f64 {
+    // `f64::min` skips NaN: a NaN margin is the worst, not ignored.
+    let worst = |m: f64, x: f64| {
+        if x.is_nan() {
+            f64::NEG_INFINITY
+        } else {
+            m.min(x)
+        }
+    };
+    let mut m = f64::INFINITY;
+    for o in &h.outputs {
+        m = worst(m, o.cosine - goal.cosine);
+        if let Some(&t) = h.top1_agreement.get(&o.name) {
+            m = worst(m, t - goal.top1);
+        }
+    }
+    m
+}
+
+/// The quantize step and the passes after it on a copy of `mid`, with `amax`.
+fn quantize_rest(
+    mid: &Model,
+    from: &PipelineConfig,
+    amax: &Amax,
+    cx: &Context<'_>,
+) -> CliResult<(Model, PipelineRun)> {
+    let mut side = SideData::default();
+    side.insert(amax.clone());
+    let mut quantized = mid.clone();
+    let run = stages::run_passes(&mut quantized, from, cx.options, side, PassHooks::default())?;
+    Ok((quantized, run))
+}
+
+/// A backend owned here or the command's.
+enum Chosen<'a> {
+    Given(&'a ChosenBackend),
+    Own(ChosenBackend),
+}
+
+impl Chosen<'_> {
+    fn get(&self) -> &ChosenBackend {
+        match self {
+            Chosen::Given(b) => b,
+            Chosen::Own(b) => b,
+        }
+    }
+}
+
+/// The backend calibration (and the accuracy search) runs in: one that can
+/// run the model as it is at the quantize step. ONNX Runtime for the
+/// onnxruntime target and for graphs tract cannot run (contrib ops), when it
+/// is installed; the command's backend otherwise, and always with an
+/// explicit --backend.
+fn calibration_backend<'a>(
+    cx: &Context<'a>,
+    mid: &Model,
+    target: infopt_passes::Target,
+    notes: &mut Vec<String>,
+) -> CliResult<Chosen<'a>> {
+    use infopt_verify::BackendKind;
+    if cx.backend.kind == BackendKind::Ort || cx.backend_args.explicit()?.is_some() {
+        return Ok(Chosen::Given(cx.backend));
+    }
+    let build_ort = || {
+        let options = cx.backend_args.options()?;
+        Ok::<_, CliError>(infopt_verify::ChosenBackend::build(
+            BackendKind::Ort,
+            &options,
+        ))
+    };
+    if target == infopt_passes::Target::Onnxruntime
+        && let Ok(ort) = build_ort()?
+    {
+        return Ok(Chosen::Own(ort));
+    }
+    // tract, if it can run the graph.
+    let bytes = mid
+        .to_bytes_referencing_sources()
+        .map_err(CliError::from_ir)?;
+    let tract_error = match cx.backend.backend.load(&bytes, Some(cx.dir), cx.shapes) {
+        Ok(_) => return Ok(Chosen::Given(cx.backend)),
+        Err(e) => e.to_string(),
+    };
+    match build_ort()? {
+        Ok(ort) => {
+            notes.push(format!(
+                "calibrated in ONNX Runtime: {} cannot run the model at the quantize step ({tract_error})",
+                cx.backend.backend.name()
+            ));
+            Ok(Chosen::Own(ort))
+        }
+        Err(e) => Err(CliError::new(
+            crate::exit::Exit::CannotVerify,
+            format!(
+                "calibration needs a backend that runs the model at the quantize step: {} cannot ({tract_error}) and ONNX Runtime is not available ({}); install it with `pip install onnxruntime` (or set ORT_DYLIB_PATH)",
+                cx.backend.backend.name(),
+                e.message
+            ),
+        )),
+    }
+}
+
+/// The verdict on an INT8 model is its accuracy on the data: the outputs
+/// and the verdict of `v` (one run on generated inputs, which only shows
+/// that the model runs) give way to the held-out figures and the target.
+pub fn judged_on_data(v: &mut infopt_verify::Verification, q: &Int8Report) {
+    let Some(h) = &q.held_out else {
+        return;
+    };
+    let goal = Goal {
+        cosine: q.target_cosine.unwrap_or(DEFAULT_MIN_COSINE),
+        top1: q.target_top1.unwrap_or(DEFAULT_MIN_TOP1),
+    };
+    v.inputs = format!(
+        "{} {} sample(s) of {}",
+        h.samples,
+        if h.on_calibration_samples {
+            "calibration (no held-out samples)"
+        } else {
+            "held-out"
+        },
+        h.dataset
+    );
+    v.outputs = h.outputs.clone();
+    for o in &mut v.outputs {
+        let top1_ok = h
+            .top1_agreement
+            .get(&o.name)
+            .is_none_or(|&t| t >= goal.top1);
+        o.within_tolerance = o.cosine >= goal.cosine && top1_ok;
+    }
+    v.passed = q.target_met && v.outputs.iter().all(|o| o.within_tolerance);
+}
+
+/// Binds the model's input sizes to those of the calibration data (see
+/// `infopt_calibration::data_shapes`), before anything runs the model, so
+/// calibration and verification run at the sizes of the data. Returns a
+/// note for the report.
+pub fn bind_data_shapes(
+    config: &PipelineConfig,
+    args: &Int8Args,
+    model: &Model,
+    shapes: &mut InputShapes,
+) -> CliResult<Option<String>> {
+    let Some(index) = int8::find_step(config) else {
+        return Ok(None);
+    };
+    let step = int8::options(config, index).cloned().unwrap_or_default();
+    if args.ranges.is_some() || step.ranges.is_some() {
+        return Ok(None);
+    }
+    let Some(data) = args.calib_data.clone().or(step.data.clone()) else {
+        return Ok(None);
+    };
+    let preprocess = args.preprocess.clone().or(step.preprocess.clone());
+    let src = DataSource::parse(&data, preprocess.as_deref()).map_err(CliError::usage)?;
+    infopt_calibration::data_shapes::bind_from_data(model, &src, shapes).map_err(CliError::usage)
 }
 
 /// Runs `config` (which has a quantize-int8 step at `index`) on `model`.
@@ -115,13 +336,25 @@ pub fn run(
         .calib_method
         .clone()
         .or(step.method.clone())
-        .unwrap_or_else(|| "entropy".into());
+        .unwrap_or_else(|| "auto".into());
     let percentile = step.percentile.unwrap_or(99.99);
     let samples = args.calib_samples.or(step.samples).unwrap_or(256);
     let preprocess = args.preprocess.clone().or(step.preprocess.clone());
+    let goal = Goal {
+        cosine: args.int8_min_cosine.unwrap_or(DEFAULT_MIN_COSINE),
+        top1: args.int8_min_top1.unwrap_or(DEFAULT_MIN_TOP1),
+    };
     let mut side = SideData::default();
     let mut report = None;
     let mut source = None;
+    let mut notes = Vec::new();
+    let mut full_range: Option<Amax> = None;
+    let chosen = if ranges.is_some() && !cx.judge {
+        Chosen::Given(cx.backend)
+    } else {
+        calibration_backend(cx, &mid, config.target, &mut notes)?
+    };
+    let backend = chosen.get();
     if let Some(path) = &ranges {
         let amax = infopt_calibration::quantize::read_ranges(path).map_err(CliError::usage)?;
         side.insert(amax);
@@ -141,7 +374,7 @@ pub fn run(
         };
         let calibrated = calibrate(
             &target,
-            cx.backend,
+            backend,
             cx.shapes,
             &src,
             &CalibrateOptions {
@@ -155,15 +388,33 @@ pub fn run(
         crate::progress::note(
             "calibrate",
             format!(
-                "calibrated {} tensors on {} samples in {:.2} s ({})",
+                "calibrated {} tensors on {} samples in {:.2} s ({}, {})",
                 calibrated.table.tensors.len(),
                 calibrated.samples,
                 calibrated.seconds,
-                method.name()
+                method.name(),
+                backend.backend.name()
             ),
         );
         let amax: Amax = calibrated.table.to_amax();
         side.insert(amax);
+        if method == infopt_calibration::Method::Auto {
+            // The full range of every tensor, to weigh against the
+            // per-tensor choice on the data (outliers that matter).
+            full_range = Some(Amax(
+                calibrated
+                    .table
+                    .tensors
+                    .iter()
+                    .map(|(n, r)| (n.clone(), r.min.abs().max(r.max.abs())))
+                    .filter(|(_, a)| *a > 0.0)
+                    .collect(),
+            ));
+        }
+        let mut methods_chosen: BTreeMap<String, usize> = BTreeMap::new();
+        for r in calibrated.table.tensors.values() {
+            *methods_chosen.entry(r.method.clone()).or_default() += 1;
+        }
         report = Some(Int8Report {
             method: method.name().to_string(),
             calibration_samples: calibrated.samples,
@@ -171,134 +422,269 @@ pub fn run(
             meaningful: calibrated.meaningful,
             calibration_seconds: calibrated.seconds,
             tensors_calibrated: calibrated.table.tensors.len(),
-            backend: calibrated.backend.clone(),
+            backend: format!("{} {}", backend.backend.name(), calibrated.backend),
             held_out: None,
             worst_layers: Vec::new(),
             kept_float: Vec::new(),
-            target_cosine: args.int8_min_cosine,
+            target_cosine: Some(goal.cosine),
+            target_top1: Some(goal.top1),
+            classifier_outputs: Vec::new(),
+            target_met: true,
+            failure: None,
+            methods_chosen,
+            tensor_methods: calibrated
+                .table
+                .tensors
+                .iter()
+                .map(|(n, r)| (n.clone(), r.method.clone()))
+                .collect(),
         });
         source = Some((src, calibrated.samples));
     }
 
     // The step and what follows it; again with more layers in float while
-    // the held-out accuracy is below the target.
-    let amax = side.get::<Amax>().cloned().unwrap_or_default();
+    // the accuracy on the data is below the target.
+    let mut amax = side.get::<Amax>().cloned().unwrap_or_default();
+    let classifiers = evaluate::classifier_outputs(cx.original);
     let mut from = from;
-    let mut quantized;
     let mut held: Option<HeldOut> = None;
     let mut kept: Vec<KeptFloat> = Vec::new();
-    loop {
-        let mut side = SideData::default();
-        side.insert(amax.clone());
-        quantized = mid.clone();
-        let suffix_run = stages::run_passes(
-            &mut quantized,
-            &from,
-            cx.options,
-            side,
-            PassHooks::default(),
-        )?;
-        let Some((src, skip)) = &source else {
+    let mut failure = None;
+    // Samples skipped before the judged ones (None until known).
+    let mut eval_skip: Option<usize> = None;
+    let mut round = 0;
+    let mut round_start = 0;
+    let limit = args.held_out.unwrap_or(DEFAULT_HELD_OUT).max(1);
+    let quantized = loop {
+        let (mut quantized, mut suffix_run) = quantize_rest(&mid, &from, &amax, cx)?;
+        let Some((src, calibrated)) = source.as_ref().filter(|_| cx.judge) else {
             append_run(&mut run, suffix_run);
-            break;
+            break quantized;
         };
-        let mut data = open_again(src, cx, &mid)?;
-        let pair = evaluate::Pair {
-            chosen: cx.backend,
-            original: cx.original,
-            candidate: &quantized,
-            dir: cx.dir,
-            shapes: cx.shapes,
+        let judge = |candidate: &Model, skip: Option<usize>| -> CliResult<HeldOut> {
+            let pair = evaluate::Pair {
+                chosen: backend,
+                original: cx.original,
+                candidate,
+                dir: cx.dir,
+                shapes: cx.shapes,
+            };
+            let mut data = open_again(src, backend, cx, &mid)?;
+            let h = evaluate::held_out(
+                &pair,
+                data.as_mut(),
+                skip.unwrap_or(*calibrated),
+                limit,
+                &classifiers,
+            )?;
+            if h.samples > 0 || skip == Some(0) {
+                return Ok(h);
+            }
+            // No sample beyond the calibration ones: judge on those.
+            let mut data = open_again(src, backend, cx, &mid)?;
+            let mut h = evaluate::held_out(&pair, data.as_mut(), 0, limit, &classifiers)?;
+            h.on_calibration_samples = true;
+            Ok(h)
         };
-        let h = evaluate::held_out(&pair, data.as_mut(), *skip, args.held_out)?;
-        let cos = min_cosine(&h);
-        if let Some(last) = kept.last_mut() {
-            last.cosine_after = cos;
+        let mut h = judge(&quantized, eval_skip)?;
+        if eval_skip.is_none() {
+            eval_skip = Some(h.skipped);
+            if h.on_calibration_samples {
+                notes.push(format!(
+                    "no held-out samples: all {} samples of the data were used for calibration, so the INT8 model was judged on those same samples (give more data than --calib-samples, {calibrated} here, to judge it on samples calibration did not see)",
+                    h.samples
+                ));
+            }
         }
-        let target = args.int8_min_cosine.unwrap_or(-1.0);
-        if cos >= target || kept.len() >= 16 {
+        let mut missed = misses(&h, goal);
+        // Below the target with the per-tensor ranges: the full ranges may
+        // do better on this data (outliers that carry meaning).
+        if !missed.is_empty()
+            && let Some(alt) = full_range.take()
+        {
+            let (q2, run2) = quantize_rest(&mid, &from, &alt, cx)?;
+            let h2 = judge(&q2, eval_skip)?;
+            let (a, b) = (score(&h, goal), score(&h2, goal));
+            eprintln!(
+                "int8: per-tensor ranges score {a:.5}, full ranges {b:.5} (lowest margin to the target)"
+            );
+            if b > a {
+                notes.push(format!(
+                    "range method: the full range (minmax) of every tensor, which did better on the data than the per-tensor choice (lowest margin to the target {b:.5} against {a:.5})"
+                ));
+                if let Some(r) = report.as_mut() {
+                    for m in r.tensor_methods.values_mut() {
+                        *m = "minmax (beat the per-tensor choice on the data)".into();
+                    }
+                    r.methods_chosen = BTreeMap::from([(
+                        "minmax (beat the per-tensor choice on the data)".to_string(),
+                        r.tensor_methods.len(),
+                    )]);
+                }
+                amax = alt;
+                quantized = q2;
+                suffix_run = run2;
+                h = h2;
+                missed = misses(&h, goal);
+            }
+        }
+        let cos = min_cosine(&h);
+        for k in &mut kept[round_start..] {
+            k.cosine_after = cos;
+        }
+        if missed.is_empty() {
             append_run(&mut run, suffix_run);
             held = Some(h);
-            break;
+            break quantized;
         }
-        let worst = layer_snrs(cx, &mid, &quantized)?;
         let excluded: Vec<String> = int8::options(&from, 0)
             .map(|o| o.exclude.iter().filter_map(|e| e.name.clone()).collect())
             .unwrap_or_default();
-        let Some(layer) = worst
+        let sample = first_sample(src, backend, cx, &mid, h.skipped)?;
+        let worst = layer_snrs(cx, backend, &sample, &mid, &quantized)?;
+        let next: Vec<String> = worst
             .iter()
-            .find(|l| !excluded.contains(&l.layer))
             .map(|l| l.layer.clone())
-        else {
+            .filter(|l| !excluded.contains(l))
+            .take(1 << round)
+            .collect();
+        if next.is_empty() || round >= FALLBACK_ROUNDS {
+            let still: Vec<String> = worst.iter().take(5).map(|l| l.layer.clone()).collect();
+            failure = Some(format!(
+                "the INT8 model misses its accuracy target on {} {} sample(s): {}; kept in float without reaching it: {}; the layers that still lose most: {}",
+                h.samples,
+                if h.on_calibration_samples {
+                    "calibration"
+                } else {
+                    "held-out"
+                },
+                missed.join(", "),
+                if kept.is_empty() {
+                    "none".to_string()
+                } else {
+                    kept.iter()
+                        .map(|k| k.layer.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
+                if still.is_empty() {
+                    "none".to_string()
+                } else {
+                    still.join(", ")
+                }
+            ));
             append_run(&mut run, suffix_run);
             held = Some(h);
-            break;
-        };
+            break quantized;
+        }
         crate::progress::note(
             "int8",
-            format!("int8: cosine {cos:.5} below {target}: keeping layer '{layer}' in float"),
+            format!(
+                "int8: {} below the target: keeping {} layer(s) in float: {}",
+                missed.join(", "),
+                next.len(),
+                next.join(", ")
+            ),
         );
         if let Some(o) = int8::options_mut(&mut from, 0) {
-            o.exclude.push(Exclude {
-                name: Some(layer.clone()),
-                op: None,
-                regex: None,
+            for layer in &next {
+                o.exclude.push(Exclude {
+                    name: Some(layer.clone()),
+                    op: None,
+                    regex: None,
+                });
+            }
+        }
+        round_start = kept.len();
+        for layer in next {
+            kept.push(KeptFloat {
+                layer,
+                cosine_before: cos,
+                cosine_after: cos,
             });
         }
-        kept.push(KeptFloat {
-            layer,
-            cosine_before: cos,
-            cosine_after: cos,
-        });
-    }
+        round += 1;
+    };
     *model = quantized;
+    run.notes.extend(notes);
     if let Some(r) = report.as_mut() {
+        r.classifier_outputs = classifiers;
+        r.target_met = failure.is_none();
+        r.failure = failure;
+        if let (Some(h), Some((src, _))) = (&held, &source) {
+            let sample = first_sample(src, backend, cx, &mid, h.skipped)?;
+            r.worst_layers = layer_snrs(cx, backend, &sample, &mid, model)?
+                .into_iter()
+                .take(10)
+                .collect();
+        }
         r.held_out = held;
         r.kept_float = kept;
-        r.worst_layers = layer_snrs(cx, &mid, model)?.into_iter().take(10).collect();
     }
     Ok((run, report))
 }
 
 fn open_again(
     src: &DataSource,
+    backend: &ChosenBackend,
     cx: &Context<'_>,
     model: &Model,
 ) -> CliResult<Box<dyn infopt_verify::Dataset>> {
     Ok(infopt_calibration::run::open_dataset(
         src,
-        cx.backend,
+        backend,
         &model.to_bytes().map_err(CliError::from_ir)?,
         cx.dir,
         cx.shapes,
     )?)
 }
 
-/// Quantized layers (Conv, Gemm, MatMul, ... with a DequantizeLinear input)
-/// by how much error they add: their output's SNR against the float model
-/// below the worst SNR of their inputs, largest first.
-fn layer_snrs(cx: &Context<'_>, float: &Model, quantized: &Model) -> CliResult<Vec<LayerSnr>> {
-    let inputs = {
-        let bytes = float.to_bytes().map_err(CliError::from_ir)?;
-        let loaded = cx
-            .backend
-            .backend
-            .load(&bytes, Some(cx.dir), cx.shapes)
-            .map_err(|e| CliError::new(crate::exit::Exit::CannotVerify, e))?;
-        infopt_verify::inputs::generate(loaded.as_ref(), 1, 16)
-            .map_err(|e| CliError::new(crate::exit::Exit::CannotVerify, e))?
-    };
+/// Sample `skip` of the data (the first judged one), as the model's inputs:
+/// the per-layer comparison runs on real data, not on random inputs.
+fn first_sample(
+    src: &DataSource,
+    backend: &ChosenBackend,
+    cx: &Context<'_>,
+    model: &Model,
+    skip: usize,
+) -> CliResult<Vec<infopt_runtime::HostTensor>> {
+    let specs = infopt_calibration::data_shapes::declared_specs(model);
+    let mut data = open_again(src, backend, cx, model)?;
+    let mut last = None;
+    for _ in 0..=skip {
+        match data.next_sample(&specs).map_err(CliError::usage)? {
+            Some(s) => last = Some(s),
+            None => break,
+        }
+    }
+    last.map(|s| s.tensors)
+        .ok_or_else(|| CliError::usage("the calibration data has no samples"))
+}
+
+/// Quantized layers (Conv, Gemm, MatMul, and the ops ONNX Runtime runs in
+/// integer, with a DequantizeLinear input) by how much error they add on
+/// `inputs`: the relative noise power of their output against the float
+/// model (`10^(-SNR/10)`) less the largest of the activations they read,
+/// largest first. In linear terms, so that a first layer reading an exact
+/// input does not look worst only because its input had no error at all.
+fn layer_snrs(
+    cx: &Context<'_>,
+    backend: &ChosenBackend,
+    inputs: &[infopt_runtime::HostTensor],
+    float: &Model,
+    quantized: &Model,
+) -> CliResult<Vec<LayerSnr>> {
     let side = |m| Side {
         model: m,
         dir: cx.dir.to_path_buf(),
-        inputs: &inputs,
+        inputs,
     };
     let tol = infopt_runtime::compare::Tolerance {
         atol: 0.0,
         rtol: 0.0,
     };
     let report = intermediates::compare(
-        cx.backend.backend.as_ref(),
+        backend.backend.as_ref(),
         cx.shapes,
         side(float),
         side(quantized),
@@ -309,17 +695,55 @@ fn layer_snrs(cx: &Context<'_>, float: &Model, quantized: &Model) -> CliResult<V
         .iter()
         .map(|t| (t.name.as_str(), (t.agreement.snr_db, t.agreement.cosine)))
         .collect();
+    let noise = |snr_db: f64| 10f64.powf(-snr_db / 10.0);
     let g = &quantized.graph;
     let mut out = Vec::new();
     for (_, node) in g.nodes() {
-        let quantized_input = node.inputs.iter().flatten().any(|v| {
-            g.producer(*v)
-                .is_some_and(|p| p.op_type == "DequantizeLinear")
+        // Only nodes that keeping in float changes: weighted layers, and the
+        // ops ONNX Runtime runs in integer (their output is quantized).
+        let weighted = matches!(
+            node.op_type.as_str(),
+            "Conv" | "ConvTranspose" | "Gemm" | "MatMul"
+        );
+        let integer_op = matches!(
+            node.op_type.as_str(),
+            "Add"
+                | "Mul"
+                | "Concat"
+                | "Sigmoid"
+                | "LeakyRelu"
+                | "GlobalAveragePool"
+                | "AveragePool"
+        ) && node.outputs.iter().flatten().any(|&o| {
+            g.input_uses(o)
+                .any(|(r, _)| g.node(r).op_type == "QuantizeLinear")
         });
-        if !quantized_input
-            || node.op_type == "QuantizeLinear"
-            || node.op_type == "DequantizeLinear"
-        {
+        if !weighted && !integer_op {
+            continue;
+        }
+        // The float activations behind the DequantizeLinear inputs.
+        let mut quantized_input = false;
+        let mut noise_in = 0f64;
+        for v in node.inputs.iter().flatten() {
+            let Some(dq) = g.producer(*v).filter(|p| p.op_type == "DequantizeLinear") else {
+                continue;
+            };
+            quantized_input = true;
+            let source = dq
+                .inputs
+                .first()
+                .copied()
+                .flatten()
+                .and_then(|q| g.producer(q))
+                .filter(|q| q.op_type == "QuantizeLinear")
+                .and_then(|q| q.inputs.first().copied().flatten());
+            if let Some(x) = source
+                && let Some(&(s, _)) = snr.get(g.value(x).name.as_str())
+            {
+                noise_in = noise_in.max(noise(s));
+            }
+        }
+        if !quantized_input {
             continue;
         }
         let Some(out_v) = node.outputs.first().copied().flatten() else {
@@ -337,9 +761,70 @@ fn layer_snrs(cx: &Context<'_>, float: &Model, quantized: &Model) -> CliResult<V
                 snr_db: s,
                 cosine: cos,
             },
-            s,
+            noise(s) - noise_in,
         ));
     }
-    out.sort_by(|a, b| a.1.total_cmp(&b.1));
+    out.sort_by(|a, b| b.1.total_cmp(&a.1));
     Ok(out.into_iter().map(|(l, _)| l).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agreement(name: &str, cosine: f64) -> infopt_runtime::OutputAgreement {
+        let mut o = infopt_runtime::compare::compare_values(
+            name,
+            &[1.0],
+            &[1.0],
+            infopt_runtime::compare::Tolerance {
+                atol: 0.0,
+                rtol: 0.0,
+            },
+        );
+        o.cosine = cosine;
+        o
+    }
+
+    fn held(outputs: &[(&str, f64)], top1: &[(&str, f64)]) -> HeldOut {
+        HeldOut {
+            skipped: 0,
+            samples: 4,
+            dataset: "test".into(),
+            meaningful: true,
+            on_calibration_samples: false,
+            outputs: outputs.iter().map(|(n, c)| agreement(n, *c)).collect(),
+            top1_agreement: top1.iter().map(|(n, t)| (n.to_string(), *t)).collect(),
+        }
+    }
+
+    const GOAL: Goal = Goal {
+        cosine: 0.99,
+        top1: 0.99,
+    };
+
+    #[test]
+    fn the_target_needs_every_output_cosine_and_classifier_top1() {
+        assert!(misses(&held(&[("a", 0.999), ("b", 0.995)], &[]), GOAL).is_empty());
+        let m = misses(&held(&[("a", 0.999), ("b", 0.95)], &[]), GOAL);
+        assert_eq!(m.len(), 1);
+        assert!(m[0].starts_with("b (cosine 0.95000"), "{m:?}");
+        // A high cosine does not pass a classifier whose top class changes.
+        let m = misses(&held(&[("probs", 0.999)], &[("probs", 0.9)]), GOAL);
+        assert_eq!(m, vec!["probs (top-1 agreement 0.9000 < 0.99)".to_string()]);
+        // NaN never meets a target.
+        assert_eq!(misses(&held(&[("a", f64::NAN)], &[]), GOAL).len(), 1);
+    }
+
+    #[test]
+    fn the_score_is_the_smallest_margin_to_the_target() {
+        let h = held(&[("a", 0.995), ("probs", 0.999)], &[("probs", 0.97)]);
+        assert!((score(&h, GOAL) - (0.97 - 0.99)).abs() < 1e-12);
+        let better = held(&[("a", 0.995), ("probs", 0.999)], &[("probs", 0.98)]);
+        assert!(score(&better, GOAL) > score(&h, GOAL));
+        assert_eq!(
+            score(&held(&[("a", f64::NAN)], &[]), GOAL),
+            f64::NEG_INFINITY
+        );
+    }
 }

@@ -95,3 +95,192 @@ fn int8_without_data_or_ranges_is_a_usage_error() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--calib-data"), "{}", stderr(&o));
 }
+
+/// `.npy` bytes of a float32 array (format 1.0).
+fn npy_f32(shape: &[usize], data: &[f32]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let mut header = format!(
+        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}",
+        dims.join(", ")
+    );
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    for v in data {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out
+}
+
+/// A folder of `n` batch-1 samples for cnn_bn_relu (`input` [batch,3,32,32]):
+/// smooth images (a few sinusoids), deterministic, different per sample.
+fn image_samples(dir: &std::path::Path, n: usize, shape: &[usize]) -> std::path::PathBuf {
+    let data = dir.join("calib");
+    std::fs::create_dir_all(&data).unwrap();
+    let count: usize = shape.iter().product();
+    for i in 0..n {
+        let values: Vec<f32> = (0..count)
+            .map(|k| {
+                let (x, y) = ((k % 32) as f32, ((k / 32) % 32) as f32);
+                let c = (k / 1024) as f32;
+                ((x * 0.3 + i as f32).sin() + (y * 0.2 + c + i as f32 * 0.7).cos()) * 1.5
+            })
+            .collect();
+        std::fs::write(data.join(format!("{i:03}.npy")), npy_f32(shape, &values)).unwrap();
+    }
+    data
+}
+
+#[test]
+fn as_typed_batch_one_samples_bind_a_dynamic_batch_and_no_held_out_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 6, &[1, 3, 32, 32]);
+    let out = dir.path().join("q.onnx");
+    // No --input-shape, no --backend, no method: the command as a user types it.
+    let (o, r) = run_json(&[
+        "optimize",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "-o",
+        s(&out),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(out.exists());
+    let shapes = r["verification"]["input_shapes"].to_string();
+    assert!(shapes.contains("[1,3,32,32]"), "{shapes}");
+    let q = &r["int8"];
+    assert_eq!(q["calibration_samples"], 6);
+    assert_eq!(q["held_out"]["on_calibration_samples"], true);
+    assert_eq!(q["held_out"]["samples"], 6);
+    assert_eq!(q["target_met"], true);
+    // The logits come from a Gemm: judged by top-1 agreement too.
+    assert_eq!(q["classifier_outputs"][0], "logits");
+    assert!(q["held_out"]["top1_agreement"]["logits"].as_f64().is_some());
+    let notes = r["notes"].to_string();
+    assert!(notes.contains("no held-out samples"), "{notes}");
+    assert!(
+        notes.contains("input sizes from the calibration data"),
+        "{notes}"
+    );
+    assert!(
+        r["verification"]["inputs"]
+            .to_string()
+            .contains("calibration")
+    );
+    // auto: every tensor says which method chose its range.
+    assert_eq!(q["method"], "auto");
+    let methods = q["tensor_methods"].as_object().unwrap();
+    assert!(!methods.is_empty());
+    assert!(
+        methods
+            .values()
+            .all(|m| m.as_str().is_some_and(|m| m != "auto"))
+    );
+}
+
+#[test]
+fn held_out_samples_are_the_ones_after_calibration() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 7, &[1, 3, 32, 32]);
+    let (o, r) = run_json(&[
+        "optimize",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "-o",
+        s(&dir.path().join("q.onnx")),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--calib-samples",
+        "4",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let h = &r["int8"]["held_out"];
+    assert_eq!(h["skipped"], 4);
+    assert_eq!(h["samples"], 3);
+    assert_eq!(h["on_calibration_samples"], false);
+    assert!(
+        r["verification"]["inputs"]
+            .to_string()
+            .contains("3 held-out")
+    );
+}
+
+#[test]
+fn no_held_out_samples_is_not_an_error_under_no_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 3, &[1, 3, 32, 32]);
+    let out = dir.path().join("q.onnx");
+    let o = infopt(&[
+        "optimize",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "-o",
+        s(&out),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--no-verify",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(out.exists());
+}
+
+#[test]
+fn an_unreachable_target_exits_4_naming_the_layers() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 4, &[1, 3, 32, 32]);
+    let out = dir.path().join("q.onnx");
+    // Cosine 1.0 cannot be met while anything is quantized, and the
+    // activations feeding the float layers stay quantized.
+    let o = infopt(&[
+        "optimize",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "-o",
+        s(&out),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--int8-min-cosine",
+        "1.0",
+    ]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let err = stderr(&o);
+    let last = err.lines().last().unwrap_or("");
+    assert!(last.contains("misses its accuracy target"), "{err}");
+    assert!(last.contains("kept in float"), "{last}");
+    assert!(last.contains("conv") || last.contains("fc/Gemm"), "{last}");
+    assert!(last.contains("output not written"), "{last}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn a_sample_the_model_cannot_take_names_the_file_input_and_dims() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 2, &[1, 3, 16, 16]);
+    let o = infopt(&[
+        "optimize",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "-o",
+        s(&dir.path().join("q.onnx")),
+        "--int8",
+        "--calib-data",
+        s(&data),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let all = stderr(&o);
+    let err = all.trim().lines().last().unwrap_or("");
+    assert!(err.starts_with("error:"), "{all}");
+    assert!(err.contains("000.npy"), "{err}");
+    assert!(
+        err.contains("input `input` has shape [1, 3, 16, 16]"),
+        "{err}"
+    );
+    assert!(err.contains("[batch,3,32,32]"), "{err}");
+}

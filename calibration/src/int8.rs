@@ -3,6 +3,7 @@
 //! calibrated as it is at that step (after Conv+BN folding and the other
 //! rewrites before it), not as it was loaded.
 
+use infopt_passes::Target;
 use infopt_passes::config::{PassConfig, PipelineConfig, Step};
 
 use crate::quantize::QuantizeOptions;
@@ -26,8 +27,17 @@ pub fn nested_step(config: &PipelineConfig) -> bool {
     })
 }
 
-/// Appends a `quantize-int8` step with default options unless the pipeline
-/// has one; returns its index.
+/// Passes that turn float layers into ONNX Runtime contrib ops the
+/// quantizer cannot read (`com.microsoft.FusedConv`): on the onnxruntime
+/// target the step goes before the first of them, so every Conv is still a
+/// Conv when it is quantized (a quantized Conv is then left alone by the
+/// fusion, and ONNX Runtime makes it a QLinearConv).
+const BEFORE_CONTRIB: &[&str] = &["fuse-conv-activation"];
+
+/// Adds a `quantize-int8` step with default options unless the pipeline
+/// has one: after the pipeline's passes, but on the onnxruntime target
+/// before the contrib fusions of [`BEFORE_CONTRIB`] (taken out of their
+/// fixed-point groups to run once after it); returns its index.
 pub fn ensure_step(config: &mut PipelineConfig) -> Result<usize, String> {
     if nested_step(config) {
         return Err(format!(
@@ -38,8 +48,32 @@ pub fn ensure_step(config: &mut PipelineConfig) -> Result<usize, String> {
         return Ok(i);
     }
     let step = PassConfig::from_name(STEP)?;
-    config.passes.push(Step::Pass(step));
-    Ok(config.passes.len() - 1)
+    if config.target != Target::Onnxruntime {
+        config.passes.push(Step::Pass(step));
+        return Ok(config.passes.len() - 1);
+    }
+    // The contrib fusions leave their fixed-point groups and run once,
+    // after the step; a top-level one stays where it is, after the step.
+    let mut moved: Vec<PassConfig> = Vec::new();
+    for s in &mut config.passes {
+        if let Step::FixedPoint { passes, .. } = s {
+            let (contrib, rest): (Vec<PassConfig>, Vec<PassConfig>) = std::mem::take(passes)
+                .into_iter()
+                .partition(|p| BEFORE_CONTRIB.contains(&p.name()));
+            *passes = rest;
+            moved.extend(contrib);
+        }
+    }
+    let at = config
+        .passes
+        .iter()
+        .position(|s| matches!(s, Step::Pass(p) if BEFORE_CONTRIB.contains(&p.name())))
+        .unwrap_or(config.passes.len());
+    let after: Vec<Step> = std::iter::once(Step::Pass(step))
+        .chain(moved.into_iter().map(Step::Pass))
+        .collect();
+    config.passes.splice(at..at, after);
+    Ok(at)
 }
 
 /// The options of the step at `index`.

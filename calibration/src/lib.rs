@@ -31,6 +31,7 @@
 
 pub mod amax;
 pub mod cache;
+pub mod data_shapes;
 pub mod error;
 pub mod histogram;
 pub mod images;
@@ -78,4 +79,10 @@ Every method returns at most m.
               with s = a / 127 and bin centres c_j = (j + 0.5) * w:
               MSE(a) = sum_j h[j] * (c_j - s * min(round(c_j / s), 127))^2 / N;
               amax = min(argmin MSE (ties: smaller a), m).
+  auto        per tensor, from the data. Outputs of bounded ops (Sigmoid, HardSigmoid,
+              Softmax, Tanh, Clip with constant bounds): amax = m (their whole range
+              carries meaning, a gate at 1 is no outlier). Others: the amax of minmax,
+              percentile, entropy and mse with the least quantization error
+              E(a) = sum_j h[j] * (x_j - s * min(round(x_j / s), 127))^2, x_j = min(c_j, m)
+              (ties: that order). The range table names the winner per tensor.
 ";

@@ -67,6 +67,10 @@ pub enum Method {
         #[serde(default = "default_start_bin")]
         start_bin: usize,
     },
+    /// Per tensor, from the data: bounded outputs keep their full range;
+    /// elsewhere the candidate of minmax, percentile, entropy and mse whose
+    /// quantization error on the calibration values is smallest.
+    Auto,
 }
 
 fn default_percentile() -> f64 {
@@ -88,7 +92,15 @@ impl Method {
     pub const MSE: Method = Method::Mse { start_bin: 128 };
 
     /// Every method name, as accepted by [`Method::from_name`].
-    pub const NAMES: [&'static str; 4] = ["minmax", "percentile", "entropy", "mse"];
+    pub const NAMES: [&'static str; 5] = ["auto", "minmax", "percentile", "entropy", "mse"];
+
+    /// The candidates [`Method::Auto`] compares, in order of preference on ties.
+    pub const CANDIDATES: [Method; 4] = [
+        Method::MinMax,
+        Method::PERCENTILE,
+        Method::ENTROPY,
+        Method::MSE,
+    ];
 
     /// The method's name (`minmax`, `percentile`, `entropy`, `mse`).
     pub fn name(&self) -> &'static str {
@@ -97,6 +109,7 @@ impl Method {
             Method::Percentile { .. } => "percentile",
             Method::Entropy { .. } => "entropy",
             Method::Mse { .. } => "mse",
+            Method::Auto => "auto",
         }
     }
 
@@ -107,6 +120,7 @@ impl Method {
             "percentile" => Ok(Method::PERCENTILE),
             "entropy" | "kl" => Ok(Method::ENTROPY),
             "mse" => Ok(Method::MSE),
+            "auto" => Ok(Method::Auto),
             _ => Err(CalibError::Config(format!(
                 "unknown range method '{name}'; expected one of {}",
                 Method::NAMES.join(", ")
@@ -154,15 +168,44 @@ impl Method {
         }
     }
 
-    /// `amax` for one tensor (0 when it had no finite value).
+    /// `amax` for one tensor (0 when it had no finite value). [`Method::Auto`]
+    /// here knows nothing of the producer: see [`Method::choose`].
     pub fn amax(&self, stats: &TensorStats) -> f32 {
+        self.choose(stats, false).0
+    }
+
+    /// `amax` for one tensor and the method that chose it: the method itself,
+    /// or for [`Method::Auto`] the winning candidate. `bounded`: the tensor is
+    /// the output of an op whose values lie in a fixed interval (Sigmoid,
+    /// Softmax, Tanh, ...), whose whole range carries meaning (a gate at 1.0
+    /// is not an outlier) and costs no resolution worth saving.
+    pub fn choose(&self, stats: &TensorStats, bounded: bool) -> (f32, &'static str) {
+        if *self != Method::Auto {
+            return (self.amax_of(stats), self.name());
+        }
+        if bounded {
+            return (stats.abs_max(), "minmax (bounded output)");
+        }
+        let h = &stats.histogram;
+        let mut best: Option<(f64, f32, &'static str)> = None;
+        for m in Method::CANDIDATES {
+            let a = m.amax_of(stats);
+            let err = quantization_error(h, f64::from(a), f64::from(stats.abs_max()));
+            if best.is_none_or(|(e, _, _)| err < e) {
+                best = Some((err, a, m.name()));
+            }
+        }
+        best.map_or((stats.abs_max(), "minmax"), |(_, a, n)| (a, n))
+    }
+
+    fn amax_of(&self, stats: &TensorStats) -> f32 {
         let m = stats.abs_max();
         let h = &stats.histogram;
         if m == 0.0 || h.bin_width() == 0.0 {
             return m;
         }
         let a = match *self {
-            Method::MinMax => return m,
+            Method::MinMax | Method::Auto => return m,
             Method::Percentile { percentile } => percentile_amax(h, percentile),
             Method::Entropy { levels, start_bin } => {
                 entropy_amax(h, levels, first_candidate(h, m, start_bin))
@@ -182,6 +225,35 @@ impl Method {
 fn first_candidate(h: &AbsHistogram, m: f32, start_bin: usize) -> usize {
     let threshold = start_bin as f64 * f64::from(m) / TRT_BINS;
     ((threshold / h.bin_width()).ceil() as usize).max(1)
+}
+
+/// `Σ_j h[j] · (c_j − q(c_j))²`, the squared error of quantizing the
+/// histogram's values (at their bin centres `c_j`) symmetrically to 127
+/// levels with threshold `a` (`q(c) = s · min(round(c / s), 127)`, `s = a /
+/// 127`): what [`Method::Auto`] compares candidates by. Values beyond `a`
+/// clip to it; `a = 0` loses everything. A bin centre beyond `m`, the largest
+/// value seen, counts as `m`.
+pub fn quantization_error(h: &AbsHistogram, a: f64, m: f64) -> f64 {
+    let w = h.bin_width();
+    let counts = &h.counts()[..h.used_bins()];
+    if a <= 0.0 {
+        return counts
+            .iter()
+            .enumerate()
+            .map(|(j, &c)| c as f64 * ((j as f64 + 0.5) * w).min(m).powi(2))
+            .sum();
+    }
+    let s = a / QMAX;
+    counts
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| **c > 0)
+        .map(|(j, &c)| {
+            let x = ((j as f64 + 0.5) * w).min(m);
+            let q = (x / s).round().min(QMAX) * s;
+            c as f64 * (x - q) * (x - q)
+        })
+        .sum()
 }
 
 fn percentile_amax(h: &AbsHistogram, percentile: f64) -> Option<f64> {
@@ -432,6 +504,80 @@ mod tests {
             Method::ENTROPY,
             Method::MSE,
         ]
+    }
+
+    fn error_of(stats: &TensorStats, a: f32) -> f64 {
+        quantization_error(&stats.histogram, f64::from(a), f64::from(stats.abs_max()))
+    }
+
+    #[test]
+    fn auto_takes_the_candidate_with_the_least_quantization_error() {
+        let mut rng = Rng::new(5);
+        let laplace: Vec<f32> = (0..100_000)
+            .map(|_| {
+                let u = rng.uniform() - 0.5;
+                (-u.signum() * (1.0 - 2.0 * u.abs()).max(1e-12).ln()) as f32
+            })
+            .collect();
+        let uniform: Vec<f32> = (0..100_000).map(|_| rng.uniform() as f32 * 4.0).collect();
+        for values in [gaussian_with_outliers(), laplace, uniform] {
+            let st = stats_of(&values);
+            let (a, name) = Method::Auto.choose(&st, false);
+            let best = Method::CANDIDATES
+                .iter()
+                .map(|m| error_of(&st, m.amax(&st)))
+                .fold(f64::INFINITY, f64::min);
+            assert_eq!(error_of(&st, a), best, "{name}");
+            let winner = Method::CANDIDATES
+                .iter()
+                .find(|m| m.name() == name)
+                .unwrap();
+            assert_eq!(winner.amax(&st), a);
+        }
+    }
+
+    #[test]
+    fn auto_keeps_the_full_range_of_bounded_outputs() {
+        // A sigmoid gate: mostly near 0, a few fully open. The open gates
+        // are what the gate is for: the range must reach 1.
+        let mut rng = Rng::new(9);
+        let mut gate: Vec<f32> = (0..100_000)
+            .map(|_| (rng.uniform() * 0.05) as f32)
+            .collect();
+        gate.extend(std::iter::repeat_n(0.999f32, 5));
+        let st = stats_of(&gate);
+        assert_eq!(
+            Method::Auto.choose(&st, true),
+            (0.999, "minmax (bounded output)")
+        );
+        // Without the bound, the rare open gates are clipped by a candidate.
+        assert!(Method::PERCENTILE.amax(&st) < 0.5);
+    }
+
+    #[test]
+    fn auto_does_not_take_a_range_that_destroys_the_tensor() {
+        // Most values tiny, a tenth of them large: the KL search keeps the
+        // dense bulk and clips the large values away, which is most of the
+        // tensor's energy. Auto takes a range that keeps them.
+        let mut rng = Rng::new(3);
+        let mut v: Vec<f32> = (0..90_000).map(|_| (rng.normal() * 0.01) as f32).collect();
+        v.extend((0..10_000).map(|_| (8.0 + rng.uniform() * 2.0) as f32));
+        let st = stats_of(&v);
+        let entropy = Method::ENTROPY.amax(&st);
+        let (a, name) = Method::Auto.choose(&st, false);
+        assert!(a >= 9.0, "auto chose {a} ({name}); entropy {entropy}");
+        assert!(error_of(&st, a) <= error_of(&st, entropy));
+        if entropy < 8.0 {
+            assert_ne!(name, "entropy");
+        }
+    }
+
+    #[test]
+    fn auto_parses_and_round_trips_in_a_range_table() {
+        assert_eq!(Method::parse("auto").unwrap(), Method::Auto);
+        let json = serde_json::to_string(&Method::Auto).unwrap();
+        assert_eq!(json, r#"{"name":"auto"}"#);
+        assert_eq!(serde_json::from_str::<Method>(&json).unwrap(), Method::Auto);
     }
 
     #[test]

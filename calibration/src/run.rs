@@ -143,16 +143,12 @@ pub fn open_dataset(
     dir: &Path,
     shapes: &InputShapes,
 ) -> Result<Box<dyn Dataset>, VerifyError> {
-    let usage = |m: String| VerifyError::usage(m);
+    if let Some(files) = open_files(source).map_err(VerifyError::usage)? {
+        return Ok(files);
+    }
     match source {
-        DataSource::Arrays(p) => dataset::open(p).map_err(usage),
-        DataSource::Images { dir: images, spec } => {
-            let text = std::fs::read_to_string(spec)
-                .map_err(|e| usage(format!("--preprocess {}: {e}", spec.display())))?;
-            let spec = ImageSpec::from_yaml(&text, &spec.display().to_string())
-                .map_err(|e| usage(e.to_string()))?;
-            let folder = ImageFolder::open(images, spec).map_err(|e| usage(e.to_string()))?;
-            Ok(Box::new(ImageSamples { folder, next: 0 }))
+        DataSource::Arrays(_) | DataSource::Images { .. } => {
+            Err(VerifyError::usage("no dataset opened"))
         }
         DataSource::Random { seed, count } => {
             let loaded = chosen
@@ -163,6 +159,23 @@ pub fn open_dataset(
                 loaded, *seed, 16, *count,
             )))
         }
+    }
+}
+
+/// Opens a dataset of files (arrays or images); `None` for random data,
+/// which needs the model loaded (see [`open_dataset`]).
+pub fn open_files(source: &DataSource) -> Result<Option<Box<dyn Dataset>>, String> {
+    match source {
+        DataSource::Arrays(p) => dataset::open(p).map(Some),
+        DataSource::Images { dir: images, spec } => {
+            let text = std::fs::read_to_string(spec)
+                .map_err(|e| format!("--preprocess {}: {e}", spec.display()))?;
+            let spec = ImageSpec::from_yaml(&text, &spec.display().to_string())
+                .map_err(|e| e.to_string())?;
+            let folder = ImageFolder::open(images, spec).map_err(|e| e.to_string())?;
+            Ok(Some(Box::new(ImageSamples { folder, next: 0 })))
+        }
+        DataSource::Random { .. } => Ok(None),
     }
 }
 
@@ -253,8 +266,14 @@ pub fn calibrate(
     if count == 0 {
         return Err(VerifyError::usage("the calibration data has no samples"));
     }
-    let mut table = RangeTable::from_collector(&collector, options.method, model_bytes)
-        .map_err(VerifyError::usage)?;
+    let bounded = bounded_outputs(model);
+    let mut table = RangeTable::from_collector_bounded(
+        &collector,
+        options.method,
+        crate::table::sha256_hex(model_bytes),
+        &|name| bounded.contains(name),
+    )
+    .map_err(VerifyError::usage)?;
     // The collector counts observations (runs); a range table counts the
     // calibration samples behind each range, whatever the batch size.
     for r in table.tensors.values_mut() {
@@ -268,6 +287,29 @@ pub fn calibrate(
         meaningful: data.meaningful(),
         backend: chosen.info.describe(),
     })
+}
+
+/// Ops whose outputs lie in a fixed interval whatever their input.
+const BOUNDED_OPS: &[&str] = &["Sigmoid", "HardSigmoid", "Softmax", "Tanh"];
+
+/// Names of the tensors computed by [`BOUNDED_OPS`] (and by Clip with both
+/// bounds constant, such as ReLU6): the gates of swish and squeeze-excite
+/// blocks, attention weights, probabilities.
+pub fn bounded_outputs(model: &Model) -> std::collections::HashSet<String> {
+    let g = &model.graph;
+    g.nodes()
+        .filter(|(_, n)| {
+            n.domain().is_empty()
+                && (BOUNDED_OPS.contains(&n.op_type.as_str())
+                    || (n.op_type == "Clip"
+                        && n.inputs.len() == 3
+                        && n.inputs[1..]
+                            .iter()
+                            .all(|v| v.is_some_and(|v| g.constant(v).is_some()))))
+        })
+        .filter_map(|(_, n)| n.outputs.first().copied().flatten())
+        .map(|v| g.value(v).name.clone())
+        .collect()
 }
 
 /// Input specs for batches of `batch` samples: the leading dim is free.

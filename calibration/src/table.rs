@@ -90,16 +90,30 @@ impl RangeTable {
         method: Method,
         model_sha256: String,
     ) -> Result<RangeTable> {
+        RangeTable::from_collector_bounded(collector, method, model_sha256, &|_| false)
+    }
+
+    /// [`from_collector_hashed`](Self::from_collector_hashed), where
+    /// `bounded(name)` says which tensors are outputs of bounded ops (for
+    /// [`Method::Auto`], see [`Method::choose`]); each range records the
+    /// method that chose it.
+    pub fn from_collector_bounded(
+        collector: &RangeCollector,
+        method: Method,
+        model_sha256: String,
+        bounded: &dyn Fn(&str) -> bool,
+    ) -> Result<RangeTable> {
         method.validate()?;
         let tensors = collector
             .iter()
             .map(|(name, stats)| {
                 let none = stats.elements == 0;
+                let (amax, chosen) = method.choose(stats, bounded(name));
                 let range = TensorRange {
-                    amax: method.amax(stats),
+                    amax,
                     min: if none { 0.0 } else { stats.min },
                     max: if none { 0.0 } else { stats.max },
-                    method: method.name().to_string(),
+                    method: chosen.to_string(),
                     samples: stats.observations,
                     elements: stats.elements,
                     non_finite: stats.non_finite,

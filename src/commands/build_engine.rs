@@ -694,9 +694,18 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
                 shapes: &inputs.shapes,
                 backend: &backend,
                 options: &options,
+                backend_args: &args.backend,
+                judge: do_verify,
             };
             let (run, report) =
                 crate::int8::run(&mut fp32_model, &base_cfg, index, &args.int8, &cx)?;
+            // Never an engine from an INT8 graph that misses its target on the data.
+            if let Some(f) = report.as_ref().and_then(|q| q.failure.clone()) {
+                return Err(CliError::new(
+                    crate::exit::Exit::Verify,
+                    format!("{f}; no engine built"),
+                ));
+            }
             int8_report = report;
             run
         }

@@ -29,11 +29,12 @@ pub struct Args {
     /// YAML preprocessing of an image folder (`images: {input, size, resize, ...}`).
     #[arg(long, value_name = "FILE.yaml")]
     pub preprocess: Option<PathBuf>,
-    /// Range method.
+    /// Range method (auto: per tensor, the full range of bounded outputs,
+    /// elsewhere the candidate with the least quantization error).
     #[arg(
         long,
         default_value = "entropy",
-        value_name = "minmax|percentile|entropy|mse"
+        value_name = "auto|minmax|percentile|entropy|mse"
     )]
     pub method: String,
     /// Percentile of |x| for --method percentile.

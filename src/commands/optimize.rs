@@ -298,7 +298,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
         &args.passes,
         args.target.map(Into::into),
     )?;
-    let inputs = stages::resolve_inputs(&config, &args.inputs)?;
+    let mut inputs = stages::resolve_inputs(&config, &args.inputs)?;
     stages::apply_input_shapes(&mut config, &args.inputs)?;
     if args.int8.int8 {
         infopt_calibration::int8::ensure_step(&mut config).map_err(CliError::usage)?;
@@ -356,6 +356,13 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
     )?;
 
     // The original runs once; its outputs are the reference for every check.
+    let mut notes: Vec<String> = precision_notes;
+    // The calibration data's sizes, for calibration and verification alike.
+    if int8_step.is_some() && inputs.file.is_none() {
+        let bound =
+            crate::int8::bind_data_shapes(&config, &args.int8, &original, &mut inputs.shapes)?;
+        notes.extend(bound);
+    }
     let mut policy = stages::verify_policy(
         &config,
         &overrides,
@@ -363,16 +370,19 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
         stats_before.nodes + stats_before.subgraph_nodes,
         args.bench || latency_gate,
     )?;
-    let mut notes: Vec<String> = precision_notes;
     if int8_step.is_some() {
         // INT8 changes every value a little: judged by the accuracy target.
-        let min_cosine = args.int8.int8_min_cosine.unwrap_or(0.99);
+        let min_cosine = args
+            .int8
+            .int8_min_cosine
+            .unwrap_or(crate::int8::DEFAULT_MIN_COSINE);
         policy.criterion = infopt_verify::Criterion::Scaled {
             max_scaled_error: f64::INFINITY,
             min_cosine,
         };
         notes.push(format!(
-            "verification of the INT8 model uses its accuracy target (cosine >= {min_cosine} per output), not the float tolerance"
+            "verification of the INT8 model uses its accuracy target (cosine >= {min_cosine} per output, top-1 agreement >= {} for classifier outputs) on samples of the calibration data, not the float tolerance on one random input",
+            args.int8.int8_min_top1.unwrap_or(crate::int8::DEFAULT_MIN_TOP1)
         ));
     }
     // When no backend runs the original, the refusal waits for the pipeline:
@@ -455,6 +465,8 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
                 shapes: &shapes,
                 backend,
                 options: &options,
+                backend_args: &args.backend,
+                judge: do_verify,
             };
             let (run, report) = crate::int8::run(&mut model, &config, index, &args.int8, &cx)?;
             int8_report = report;
@@ -538,6 +550,10 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
                     &[],
                     Some((&v.expected, &actual)),
                 ));
+            }
+            let mut checked = checked;
+            if let Some(q) = &int8_report {
+                crate::int8::judged_on_data(&mut checked, q);
             }
             verification = Some(checked);
         }
@@ -636,7 +652,15 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
     let failure = match report.gates.as_ref().and_then(|g| g.error()) {
         Some(e) => Some(e),
         None if verified_ok => None,
-        None => Some(verification_failure(&report, bisect.as_ref())),
+        None => match report.int8.as_ref().and_then(|q| q.failure.clone()) {
+            Some(f) => Some(CliError::new(
+                Exit::Verify,
+                format!(
+                    "{f}; output not written (lower --int8-min-cosine / --int8-min-top1, or exclude layers in the quantize-int8 step)"
+                ),
+            )),
+            None => Some(verification_failure(&report, bisect.as_ref())),
+        },
     };
     Ok(Outcome { report, failure })
 }

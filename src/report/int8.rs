@@ -2,6 +2,8 @@
 //! held-out accuracy, the worst layers and those kept in float (computed by
 //! [`crate::int8`]).
 
+use std::collections::BTreeMap;
+
 use infopt_verify::evaluate::HeldOut;
 use serde::Serialize;
 
@@ -40,4 +42,16 @@ pub struct Int8Report {
     pub worst_layers: Vec<LayerSnr>,
     pub kept_float: Vec<KeptFloat>,
     pub target_cosine: Option<f64>,
+    /// Top-1 agreement asked of classifier outputs.
+    pub target_top1: Option<f64>,
+    /// Outputs judged by top-1 agreement too.
+    pub classifier_outputs: Vec<String>,
+    /// Whether the held-out accuracy meets the target (true when not judged).
+    pub target_met: bool,
+    /// What misses the target, one line, when it is missed.
+    pub failure: Option<String>,
+    /// How many tensors each range method chose (auto picks per tensor).
+    pub methods_chosen: BTreeMap<String, usize>,
+    /// Per calibrated tensor, the method that chose its range.
+    pub tensor_methods: BTreeMap<String, String>,
 }

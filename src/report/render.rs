@@ -307,24 +307,54 @@ pub fn render(r: &Report, markdown: bool) -> String {
             q.calibration_seconds,
             q.backend
         );
+        if !q.methods_chosen.is_empty() && q.method == "auto" {
+            let chosen: Vec<String> = q
+                .methods_chosen
+                .iter()
+                .map(|(m, n)| format!("{m} {n}"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "int8: range method per tensor: {} (per tensor in the JSON report)",
+                chosen.join(", ")
+            );
+        }
         if let Some(h) = &q.held_out {
             let mut t = table(
                 markdown,
-                &["output (held-out)", "cosine", "max abs", "SNR dB"],
+                &["output", "cosine", "top-1 agreement", "max abs", "SNR dB"],
             );
             for o in &h.outputs {
                 t.add_row(vec![
                     o.name.clone(),
                     format!("{:.6}", o.cosine),
+                    h.top1_agreement
+                        .get(&o.name)
+                        .map(|a| format!("{:.4}", a))
+                        .unwrap_or_else(|| "-".into()),
                     format!("{:.3e}", o.max_abs),
                     format!("{:.1}", o.snr_db),
                 ]);
             }
-            let _ = writeln!(
-                s,
-                "accuracy against the float model on {} held-out sample(s) (after the {} calibration samples):\n{t}",
-                h.samples, h.skipped
-            );
+            let on = if h.on_calibration_samples {
+                format!(
+                    "{} calibration sample(s): there were no held-out samples, so this is how the model fits the data it was calibrated on",
+                    h.samples
+                )
+            } else {
+                format!(
+                    "{} held-out sample(s) (after the {} calibration samples)",
+                    h.samples, h.skipped
+                )
+            };
+            let target = match (q.target_cosine, q.target_top1) {
+                (Some(c), Some(t1)) => format!(
+                    "; target cosine >= {c}, top-1 agreement >= {t1} for classifier outputs: {}",
+                    if q.target_met { "met" } else { "MISSED" }
+                ),
+                _ => String::new(),
+            };
+            let _ = writeln!(s, "accuracy against the float model on {on}{target}:\n{t}");
         }
         if !q.worst_layers.is_empty() {
             let mut t = table(markdown, &["layer (lowest SNR)", "op", "SNR dB", "cosine"]);

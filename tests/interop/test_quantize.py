@@ -89,3 +89,38 @@ def test_mbconv_runs_as_one_integer_chain(tmp_path):
     for float_op in ("Conv", "FusedConv", "Sigmoid", "Mul", "QuickGelu", "GlobalAveragePool"):
         assert ops.get(float_op, 0) == 0, ops
     assert ops["QuantizeLinear"] == 1, ops  # the model input
+
+
+def _calibration_folder(folder, shape, n, seed):
+    folder.mkdir()
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        np.save(folder / f"{i:03d}.npy", rng.uniform(-1, 1, shape).astype(np.float32))
+    return folder
+
+
+@pytest.mark.parametrize("fixture,shape", [
+    (_interop.MODELS / "cnn_bn_relu.onnx", (1, 3, 32, 32)),
+    (Q / "mbconv_fp32.onnx", (1, 8, 6, 6)),
+], ids=["cnn_bn_relu", "mbconv"])
+def test_as_typed_onnxruntime_int8_runs_in_integer_kernels(fixture, shape, tmp_path):
+    # The command as typed: the default pipeline with its contrib fusions
+    # for the onnxruntime target. quantize-int8 runs before
+    # fuse-conv-activation, so no Conv became a float FusedConv first, and
+    # ONNX Runtime turns every quantized Conv into a QLinearConv.
+    data = _calibration_folder(tmp_path / "calib", shape, 8, 3)
+    out = tmp_path / "q.onnx"
+    proc = _interop.run_cli("optimize", fixture, "-o", out, "--int8", "--calib-data", data,
+                            "--calib-samples", "6", "--target", "onnxruntime")
+    assert proc.returncode == 0, _interop.describe(proc)
+    m = onnx.load(str(out))
+    convs = [n for n in m.graph.node if n.op_type in ("Conv", "FusedConv")]
+    quantized = [n for n in convs if n.op_type == "Conv" and n.input[1].endswith("_dq")]
+    # Every Conv but the one fuse-conv-bn cannot fold in cnn_bn_relu (its
+    # output also feeds an Add, so it has no quantized output of its own).
+    assert len(quantized) >= len(convs) - 1 and quantized, Counter(n.op_type for n in m.graph.node)
+    for n in quantized:
+        producers = {o: p for p in m.graph.node for o in p.output}
+        assert producers[n.input[0]].op_type == "DequantizeLinear", n.name
+    ops = ort_optimized_ops(out, tmp_path)
+    assert ops["QLinearConv"] == len(quantized), ops

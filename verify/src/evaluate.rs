@@ -2,6 +2,7 @@
 //! dataset (never the samples a calibration saw): both models run on each
 //! sample, and each output is compared over all samples together.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use infopt_ir::Model;
@@ -21,8 +22,16 @@ pub struct HeldOut {
     pub dataset: String,
     /// False for random data.
     pub meaningful: bool,
+    /// The data had no samples beyond the calibration ones, so these are the
+    /// calibration samples: the figures say how well the model fits the data
+    /// it was calibrated on, not how it generalizes.
+    pub on_calibration_samples: bool,
     /// Per output, over every held-out sample.
     pub outputs: Vec<OutputAgreement>,
+    /// Per classifier-like output (see [`classifier_outputs`]): the fraction
+    /// of rows (positions along all but the last axis, over all samples)
+    /// whose largest class is the original's.
+    pub top1_agreement: BTreeMap<String, f64>,
 }
 
 /// The two models and where they run.
@@ -35,12 +44,181 @@ pub struct Pair<'a> {
     pub shapes: &'a InputShapes,
 }
 
-/// Runs both models of `pair` on samples `skip..skip+limit` of `data`.
+/// Ops through which a classifier's scores reach the output unchanged in
+/// order along the last axis.
+const PASS_THROUGH: &[&str] = &[
+    "Identity",
+    "Reshape",
+    "Flatten",
+    "Squeeze",
+    "Unsqueeze",
+    "Cast",
+];
+
+/// Outputs whose last axis holds class scores, judged by top-1 agreement:
+/// the output of a classifier head
+/// (Softmax, LogSoftmax, or a Gemm / MatMul with a constant weight), through
+/// reshapes, with a last axis of at least 2 classes when the shape says.
+pub fn classifier_outputs(model: &Model) -> Vec<String> {
+    let g = &model.graph;
+    g.outputs
+        .iter()
+        .filter(|io| {
+            let mut v = io.value;
+            loop {
+                let Some((p, _)) = g.value(v).producer else {
+                    return false;
+                };
+                let n = g.node(p);
+                if !n.domain().is_empty() {
+                    return false;
+                }
+                let op = n.op_type.as_str();
+                if PASS_THROUGH.contains(&op) {
+                    match n.inputs.first().copied().flatten() {
+                        Some(x) => v = x,
+                        None => return false,
+                    }
+                    continue;
+                }
+                let head = match op {
+                    "Softmax" | "LogSoftmax" => true,
+                    "Gemm" | "MatMul" => n
+                        .inputs
+                        .get(1)
+                        .copied()
+                        .flatten()
+                        .is_some_and(|w| g.constant(w).is_some()),
+                    _ => false,
+                };
+                let classes = g
+                    .value_type(io.value)
+                    .and_then(|t| t.shape)
+                    .and_then(|d| d.last().cloned());
+                let enough = match classes {
+                    Some(infopt_ir::Dim::Known(c)) => c >= 2,
+                    Some(_) => true,
+                    None => false,
+                };
+                return head && enough;
+            }
+        })
+        .map(|io| g.value(io.value).name.clone())
+        .collect()
+}
+
+/// One output's agreement accumulated sample by sample, so that the
+/// outputs of many samples never sit in memory together; the same figures
+/// as [`compare::compare_values`] over the concatenation.
+#[derive(Default)]
+struct Running {
+    max_abs: f64,
+    max_rel: f64,
+    scale: f64,
+    dot: f64,
+    na: f64,
+    nb: f64,
+    noise: f64,
+    nan_mismatches: usize,
+    elements: usize,
+    shape_issue: Option<String>,
+    rows: usize,
+    rows_agreeing: usize,
+}
+
+impl Running {
+    /// `a` the candidate's values, `b` the original's, `classes` the
+    /// length of the last axis when top-1 agreement is wanted.
+    fn add(&mut self, a: &[f64], b: &[f64], classes: Option<usize>) {
+        if a.len() != b.len() {
+            self.shape_issue = Some(format!("{} elements against {}", a.len(), b.len()));
+            return;
+        }
+        let one = compare::compare_values(
+            "",
+            a,
+            b,
+            Tolerance {
+                atol: 0.0,
+                rtol: 0.0,
+            },
+        );
+        self.max_abs = self.max_abs.max(one.max_abs);
+        self.max_rel = self.max_rel.max(one.max_rel);
+        self.scale = self.scale.max(one.scale);
+        self.nan_mismatches += one.nan_mismatches;
+        self.elements += one.elements;
+        for (&x, &y) in a.iter().zip(b) {
+            if x.is_finite() && y.is_finite() {
+                self.dot += x * y;
+                self.na += x * x;
+                self.nb += y * y;
+                self.noise += (x - y) * (x - y);
+            }
+        }
+        if let Some(c) = classes.filter(|&c| c >= 2 && a.len().is_multiple_of(c)) {
+            for (ra, rb) in a.chunks(c).zip(b.chunks(c)) {
+                self.rows += 1;
+                self.rows_agreeing += usize::from(argmax(ra) == argmax(rb));
+            }
+        }
+    }
+
+    fn finish(&self, name: &str) -> OutputAgreement {
+        let mut o = compare::compare_values(
+            name,
+            &[],
+            &[],
+            Tolerance {
+                atol: 0.0,
+                rtol: 0.0,
+            },
+        );
+        o.max_abs = self.max_abs;
+        o.max_rel = self.max_rel;
+        o.scale = self.scale;
+        o.nan_mismatches = self.nan_mismatches;
+        o.mismatches = self.nan_mismatches;
+        o.elements = self.elements;
+        o.cosine = if self.na == 0.0 && self.nb == 0.0 {
+            1.0
+        } else if self.na == 0.0 || self.nb == 0.0 {
+            0.0
+        } else {
+            (self.dot / (self.na.sqrt() * self.nb.sqrt())).clamp(-1.0, 1.0)
+        };
+        o.snr_db = if self.noise == 0.0 {
+            f64::INFINITY
+        } else {
+            10.0 * (self.nb / self.noise).log10()
+        };
+        if self.shape_issue.is_some() || self.nan_mismatches > 0 {
+            o.cosine = o.cosine.min(0.0);
+        }
+        o
+    }
+}
+
+fn argmax(xs: &[f64]) -> usize {
+    let mut best = 0;
+    for (i, &x) in xs.iter().enumerate() {
+        if x > xs[best] || xs[best].is_nan() {
+            best = i;
+        }
+    }
+    best
+}
+
+/// Runs both models of `pair` on samples `skip..skip+limit` of `data`;
+/// `classifiers` names the outputs judged by top-1 agreement too. When the
+/// data has no sample after the first `skip`, `samples` is 0: the caller
+/// decides what to judge on instead.
 pub fn held_out(
     pair: &Pair<'_>,
     data: &mut dyn Dataset,
     skip: usize,
     limit: usize,
+    classifiers: &[String],
 ) -> Result<HeldOut> {
     let (chosen, original, candidate, dir, shapes) = (
         pair.chosen,
@@ -72,9 +250,8 @@ pub fn held_out(
         }
         skipped += 1;
     }
-    // Outputs accumulated over samples, as flat f64 per output.
-    let mut expected: Vec<(String, Vec<f64>)> = Vec::new();
-    let mut actual: Vec<Vec<f64>> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    let mut running: Vec<Running> = Vec::new();
     let mut samples = 0;
     while samples < limit {
         let Some(s) = data.next_sample(&inputs).map_err(VerifyError::usage)? else {
@@ -84,46 +261,44 @@ pub fn held_out(
             m.run(x)
                 .map_err(|e| VerifyError::new(ErrorKind::Mismatch, format!("{}: {e}", s.origin)))
         };
-        let ya = run(a.as_ref(), &s.tensors)?;
-        let yb = run(b.as_ref(), &s.tensors)?;
-        if expected.is_empty() {
-            expected = ya
+        let expected = run(a.as_ref(), &s.tensors)?;
+        let actual = run(b.as_ref(), &s.tensors)?;
+        if names.is_empty() {
+            names = expected
                 .iter()
-                .map(|t| (t.name().unwrap_or("").to_string(), Vec::new()))
+                .map(|t| t.name().unwrap_or("").to_string())
                 .collect();
-            actual = vec![Vec::new(); ya.len()];
+            running = (0..expected.len()).map(|_| Running::default()).collect();
         }
-        for (i, t) in ya.iter().enumerate() {
-            if let Some(e) = expected.get_mut(i) {
-                e.1.extend(t.to_f64_vec());
-            }
-        }
-        for (i, t) in yb.iter().enumerate() {
-            if let Some(o) = actual.get_mut(i) {
-                o.extend(t.to_f64_vec());
-            }
+        for ((e, o), r) in expected.iter().zip(&actual).zip(running.iter_mut()) {
+            let name = e.name().unwrap_or("");
+            let classes = classifiers
+                .iter()
+                .any(|c| c == name)
+                .then(|| e.shape().last().copied())
+                .flatten();
+            r.add(&o.to_f64_vec(), &e.to_f64_vec(), classes);
         }
         samples += 1;
     }
-    if samples == 0 {
-        return Err(VerifyError::usage(format!(
-            "no held-out samples: the data has {skipped} sample(s), all used for calibration; give more data or fewer calibration samples"
-        )));
-    }
-    let tol = Tolerance {
-        atol: 0.0,
-        rtol: 0.0,
-    };
-    let outputs = expected
+    let top1_agreement = names
         .iter()
-        .zip(&actual)
-        .map(|((name, e), a)| compare::compare_values(name, a, e, tol))
+        .zip(&running)
+        .filter(|(_, r)| r.rows > 0)
+        .map(|(n, r)| (n.clone(), r.rows_agreeing as f64 / r.rows as f64))
+        .collect();
+    let outputs = names
+        .iter()
+        .zip(&running)
+        .map(|(n, r)| r.finish(n))
         .collect();
     Ok(HeldOut {
         skipped,
         samples,
         dataset: data.describe(),
         meaningful: data.meaningful(),
+        on_calibration_samples: false,
         outputs,
+        top1_agreement,
     })
 }
