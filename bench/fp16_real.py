@@ -9,7 +9,7 @@ magika, nudenet, onnxconverter-common; silero-vad's wheel unpacked with
 
     python bench/fp16_real.py --infopt target/release/infopt --work /tmp/fp16real \\
         [--silero DIR] [--modelopt-python /path/to/venv/bin/python] \\
-        [--models det,rec] [--json out.json] [--markdown out.md]
+        [--models det,rec] [--converters infopt,modelopt-autocast] [--json out.json] [--markdown out.md]
 
 Models and inputs (nothing is downloaded but the pip packages):
   PP-OCRv4 det (rapidocr): pages of rendered text (PIL, DejaVu fonts), 640x640
@@ -285,6 +285,7 @@ def main() -> int:
     ap.add_argument("--silero")
     ap.add_argument("--modelopt-python")
     ap.add_argument("--models")
+    ap.add_argument("--converters", help="comma-separated subset of infopt,onnxconverter-common,modelopt-autocast")
     ap.add_argument("--json")
     ap.add_argument("--markdown")
     args = ap.parse_args()
@@ -293,6 +294,8 @@ def main() -> int:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     tools = ["infopt", "onnxconverter-common"] + (["modelopt-autocast"] if args.modelopt_python else [])
+    if args.converters:
+        tools = [t for t in tools if t in args.converters.split(",")]
     specs = models(args)
     wanted = args.models.split(",") if args.models else list(specs)
     rows = []

@@ -8,8 +8,9 @@
 //! float16's largest value (65504) on these inputs stays float32. ONNX
 //! Runtime's CPU provider computes most float16 ops in float32 and drops
 //! the Casts between them, so it never shows such an overflow; TensorRT and
-//! GPUs do. Then, error: each round compares every tensor of the float32 model with its
-//! half-precision twin (`infopt_verify::sensitivity`): a node is charged the
+//! GPUs do (see `ranges`). Then, error: each round compares every tensor of
+//! the float32 model with its half-precision twin
+//! (`infopt_verify::sensitivity`): a node is charged the
 //! SNR its output loses against its cleanest input, so a Mul whose float16
 //! result overflows is charged everything and a Conv that only rounds a few
 //! dB. The worst node not yet tried is kept in float32 (a precision override
@@ -17,8 +18,8 @@
 //! judged again; a node whose keeping does not raise the lowest output
 //! cosine is put back to the half type. The search ends when the target
 //! holds, or after [`MAX_TRIALS`] trials (or [`MAX_FRUITLESS`] in a row
-//! without effect, or [`MAX_SEARCH_SECONDS`]), and then the command refuses the model (exit 4) naming
-//! the layers it kept and the worst remaining ones.
+//! without effect, or [`MAX_SEARCH_SECONDS`]), and then the command refuses
+//! the model (exit 4) naming the layers it kept and the worst remaining ones.
 
 use std::collections::HashSet;
 use std::time::Instant;
@@ -34,6 +35,9 @@ use infopt_verify::{Criterion, Verifier};
 
 use crate::exit::{CliError, CliResult, Exit};
 use crate::stages::{self, PassHooks};
+
+mod ranges;
+use ranges::{out_of_range, produces, tensor_ranges};
 
 /// Trials (nodes kept, or tried and put back) before the search gives up.
 pub const MAX_TRIALS: usize = 24;
@@ -156,7 +160,7 @@ fn judge(v: &Verifier, candidate: &Model) -> CliResult<(Vec<OutputAgreement>, bo
 }
 
 /// Names of the candidate's nodes whose first output is of the half type.
-fn half_nodes(candidate: &Model) -> HashSet<String> {
+pub(crate) fn half_nodes(candidate: &Model) -> HashSet<String> {
     let g = &candidate.graph;
     g.nodes()
         .filter(|(_, n)| {
@@ -243,105 +247,6 @@ fn describe_loss(e: &NodeError) -> String {
             e.tensor, e.added_db, e.output_snr_db
         )
     }
-}
-
-/// Share of the half type's largest value at which an output is kept in
-/// float32: other inputs than the verification ones may go further.
-pub const RANGE_MARGIN: f64 = 0.5;
-
-/// Largest finite magnitude of every float tensor `model` computes on the
-/// verification inputs (graph outputs from the verifier's reference run).
-fn tensor_ranges(v: &Verifier, model: &Model) -> CliResult<std::collections::HashMap<String, f64>> {
-    use infopt_verify::observe::{computed_tensors, load_observing};
-    let names: Vec<String> = computed_tensors(model)?
-        .into_iter()
-        .map(|(n, _, _)| n)
-        .collect();
-    let observe = infopt_runtime::Observe::Names(names);
-    let loaded = load_observing(
-        v.chosen.backend.as_ref(),
-        model,
-        &v.dir,
-        &v.shapes,
-        &observe,
-    )?;
-    let mut out = std::collections::HashMap::new();
-    let mut record = |t: &infopt_runtime::HostTensor| {
-        if let Some(name) = t.name()
-            && let Some(values) = t.as_slice::<f32>()
-        {
-            let m = values
-                .iter()
-                .filter(|x| x.is_finite())
-                .fold(0f32, |a, x| a.max(x.abs()));
-            out.insert(name.to_string(), f64::from(m));
-        }
-    };
-    loaded
-        .run_observed(&v.inputs, &mut |t| {
-            record(t);
-            Ok(())
-        })
-        .map_err(|e| {
-            CliError::new(
-                Exit::CannotVerify,
-                format!("cannot observe the float32 model's tensors: {e}"),
-            )
-        })?;
-    for t in &v.expected {
-        record(t);
-    }
-    Ok(out)
-}
-
-/// Nodes the candidate runs in float16 whose float32 outputs or inputs come
-/// within [`RANGE_MARGIN`] of float16's largest value, with the largest such
-/// tensor and its magnitude.
-fn out_of_range(
-    fp32: &Model,
-    candidate: &Model,
-    ranges: &std::collections::HashMap<String, f64>,
-) -> Vec<(String, String, String, f64)> {
-    let limit = half::f16::MAX.to_f32() as f64 * RANGE_MARGIN;
-    let half = half_nodes(candidate);
-    let g = &fp32.graph;
-    let mut out = Vec::new();
-    for (_, node) in g.nodes() {
-        let Some(name) = node.name.clone().filter(|n| half.contains(n)) else {
-            continue;
-        };
-        // Its outputs, and its inputs: a reader of a tensor beyond the range
-        // would read it through a Cast to float16, which overflows too.
-        let Some((tensor, max)) = node
-            .outputs
-            .iter()
-            .chain(node.inputs.iter())
-            .flatten()
-            .filter_map(|v| {
-                let t = &g.value(*v).name;
-                ranges.get(t).map(|m| (t.clone(), *m))
-            })
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-        else {
-            continue;
-        };
-        if max >= limit {
-            out.push((name, node.op_type.clone(), tensor, max));
-        }
-    }
-    out
-}
-
-/// Whether `node` (by name) produces the tensor named `tensor`.
-fn produces(model: &Model, node: &str, tensor: &str) -> bool {
-    let g = &model.graph;
-    g.find_node(node).is_some_and(|id| {
-        g.node(id)
-            .outputs
-            .iter()
-            .flatten()
-            .any(|v| g.value(*v).name == tensor)
-    })
 }
 
 /// Converts `fp32` with `steps` (the half-precision step and what follows)
@@ -576,34 +481,6 @@ pub fn convert_to_target(
             seconds: started.elapsed().as_secs_f64(),
         }),
     })
-}
-
-/// The report's lines for a terminal or Markdown.
-pub fn render(h: &HalfReport) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let target = h
-        .target_cosine
-        .map_or("the tolerance".to_string(), |c| format!("cosine >= {c}"));
-    let _ = writeln!(
-        s,
-        "{}: target {target} on {}: {} (lowest output cosine {:.6}; {:.6} before keeping layers for their error; {} trial{}, {:.2} s)",
-        h.precision,
-        h.inputs,
-        if h.reached { "reached" } else { "MISSED" },
-        h.cosine_final,
-        h.cosine_converted,
-        h.trials,
-        if h.trials == 1 { "" } else { "s" },
-        h.seconds
-    );
-    for k in &h.kept_fp32 {
-        let _ = writeln!(s, "  kept in float32: {} ({}): {}", k.node, k.op, k.reason);
-    }
-    for w in &h.without_effect {
-        let _ = writeln!(s, "  tried without effect: {w}");
-    }
-    s
 }
 
 /// `a` followed by `b`, as one pipeline run.

@@ -1,0 +1,109 @@
+//! Ranges: the largest magnitude every float32 tensor takes on the
+//! verification inputs, and the float16 nodes that would overflow there.
+
+use std::collections::HashMap;
+
+use infopt_ir::Model;
+use infopt_verify::Verifier;
+
+use super::half_nodes;
+use crate::exit::{CliError, CliResult, Exit};
+
+/// Share of float16's largest value at which an output is kept in
+/// float32: other inputs than the verification ones may go further.
+pub const RANGE_MARGIN: f64 = 0.5;
+
+/// Largest finite magnitude of every float tensor `model` computes on the
+/// verification inputs (graph outputs from the verifier's reference run).
+pub(super) fn tensor_ranges(v: &Verifier, model: &Model) -> CliResult<HashMap<String, f64>> {
+    use infopt_verify::observe::{computed_tensors, load_observing};
+    let names: Vec<String> = computed_tensors(model)?
+        .into_iter()
+        .map(|(n, _, _)| n)
+        .collect();
+    let observe = infopt_runtime::Observe::Names(names);
+    let loaded = load_observing(
+        v.chosen.backend.as_ref(),
+        model,
+        &v.dir,
+        &v.shapes,
+        &observe,
+    )?;
+    let mut out = HashMap::new();
+    let mut record = |t: &infopt_runtime::HostTensor| {
+        if let Some(name) = t.name()
+            && let Some(values) = t.as_slice::<f32>()
+        {
+            let m = values
+                .iter()
+                .filter(|x| x.is_finite())
+                .fold(0f32, |a, x| a.max(x.abs()));
+            out.insert(name.to_string(), f64::from(m));
+        }
+    };
+    loaded
+        .run_observed(&v.inputs, &mut |t| {
+            record(t);
+            Ok(())
+        })
+        .map_err(|e| {
+            CliError::new(
+                Exit::CannotVerify,
+                format!("cannot observe the float32 model's tensors: {e}"),
+            )
+        })?;
+    for t in &v.expected {
+        record(t);
+    }
+    Ok(out)
+}
+
+/// Nodes the candidate runs in float16 whose float32 outputs or inputs come
+/// within [`RANGE_MARGIN`] of float16's largest value, with the largest such
+/// tensor and its magnitude.
+pub(super) fn out_of_range(
+    fp32: &Model,
+    candidate: &Model,
+    ranges: &HashMap<String, f64>,
+) -> Vec<(String, String, String, f64)> {
+    let limit = half::f16::MAX.to_f32() as f64 * RANGE_MARGIN;
+    let half = half_nodes(candidate);
+    let g = &fp32.graph;
+    let mut out = Vec::new();
+    for (_, node) in g.nodes() {
+        let Some(name) = node.name.clone().filter(|n| half.contains(n)) else {
+            continue;
+        };
+        // Its outputs, and its inputs: a reader of a tensor beyond the range
+        // would read it through a Cast to float16, which overflows too.
+        let Some((tensor, max)) = node
+            .outputs
+            .iter()
+            .chain(node.inputs.iter())
+            .flatten()
+            .filter_map(|v| {
+                let t = &g.value(*v).name;
+                ranges.get(t).map(|m| (t.clone(), *m))
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+        else {
+            continue;
+        };
+        if max >= limit {
+            out.push((name, node.op_type.clone(), tensor, max));
+        }
+    }
+    out
+}
+
+/// Whether `node` (by name) produces the tensor named `tensor`.
+pub(super) fn produces(model: &Model, node: &str, tensor: &str) -> bool {
+    let g = &model.graph;
+    g.find_node(node).is_some_and(|id| {
+        g.node(id)
+            .outputs
+            .iter()
+            .flatten()
+            .any(|v| g.value(*v).name == tensor)
+    })
+}
