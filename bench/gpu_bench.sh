@@ -21,7 +21,10 @@
 # --backend ort --ep cuda` process timing FP32 and every variant interleaved
 # (--compare); per variant `infopt compare` against FP32 on the GPU at the large
 # batch; then one table (gpu_table.py) on stdout and in OUT_DIR/gpu_bench.md.
-# Environment knobs: MODELS, VARIANTS, RUNS, WARMUP, JOBS.
+# Environment knobs: MODELS, VARIANTS, RUNS, WARMUP, JOBS, DEADLINE (seconds:
+# past it no new timing or comparison starts, so the table still comes out
+# inside a 10-minute call). Re-running with the same WORK_DIR resumes: models,
+# variants, timings and comparisons already there are kept.
 set -uo pipefail
 
 PKG=$(realpath "${1:?usage: gpu_bench.sh PKG_DIR [WORK_DIR] [OUT_DIR]}")
@@ -36,7 +39,13 @@ RUNS=${RUNS:-60}
 WARMUP=${WARMUP:-20}
 JOBS=${JOBS:-8}
 EP=${EP:-cuda}
+DEADLINE=${DEADLINE:-540}
+# Models whose FP32 and FP16 are also timed with cuDNN's NHWC kernels
+# (--ep-option cuda:prefer_nhwc=1) at the large batch.
+NHWC_MODELS=${NHWC_MODELS:-resnet50,efficientnet_b0,yolov5s,ppocr_v4_det,ppocr_v4_rec}
 export CUDA_MODULE_LOADING=LAZY
+START=$(date +%s)
+late() { [ $(($(date +%s) - START)) -ge "$DEADLINE" ]; }
 mkdir -p "$W/models" "$OUT"
 log() { echo "[$(date -u +%T)] $*"; }
 
@@ -82,7 +91,7 @@ done
 # ---------------------------------------------------------------- FP32 models
 log "exporting FP32 models ($MODELS)"
 echo "$MODELS" | tr , '\n' | xargs -P "$JOBS" -I{} sh -c \
-    'python3 "$0/gpu_models.py" "$1/models" --ocr "$2/ocr" --only {} > "$1/models/{}.line" 2> "$1/models/{}.export.log"; tail -3 "$1/models/{}.export.log"' \
+    '[ -s "$1/models/{}.line" ] && exit 0; python3 "$0/gpu_models.py" "$1/models" --ocr "$2/ocr" --only {} > "$1/models/{}.line" 2> "$1/models/{}.export.log"; tail -3 "$1/models/{}.export.log"' \
     "$HERE" "$W" "$PKG"
 cat "$W"/models/*.line > "$W/models.txt"
 cat "$W/models.txt"
@@ -97,6 +106,7 @@ variant() { # MODEL VARIANT
         int8) flags="--target onnxruntime --int8 --calib-data $d/calib.npz --calib-samples 16 --held-out 8" ;;
         *) flags=${!v} ;; # VARIANT=name whose flags are in $name
     esac
+    [ -f "$d/$v.onnx" ] && return 0
     local t0=$SECONDS rc
     # shellcheck disable=SC2086
     "$INFOPT" optimize "$d/fp32.onnx" -o "$d/$v.onnx" $flags --backend ort --threads 2 \
@@ -111,7 +121,7 @@ variant() { # MODEL VARIANT
     echo "  $1/$v: exit $rc in $((SECONDS - t0)) s; $(grep -m1 '^error' "$d/$v.log")"
 }
 export -f variant
-export INFOPT W
+export INFOPT W DEADLINE START
 log "making variants ($VARIANTS)"
 while IFS='|' read -r name _ _ _; do
     for v in $VARIANTS; do echo "$name $v"; done
@@ -121,22 +131,48 @@ done < "$W/models.txt" | xargs -P "$JOBS" -L1 bash -c 'variant "$0" "$1"'
 log "timing on the GPU (ep $EP, warmup $WARMUP, runs $RUNS)"
 nvidia-smi dmon -s pucm -d 2 > "$OUT/dmon.txt" 2>&1 &
 DMON=$!
+bench_one() { # NAME BATCH SHAPES TAG MODELS... : one interleaved process; exit status
+    local name=$1 b=$2 shapes=$3 tag=$4; shift 4
+    local d=$W/models/$name sargs=() first=$1 t0=$SECONDS rc
+    shift
+    for s in $shapes; do sargs+=(--input-shape "$s"); done
+    local cmp=(); for m in "$@"; do cmp+=(--compare "$m"); done
+    [ -s "$d/bench_$tag.json" ] && return 0
+    timeout 150 "$INFOPT" bench "$first" "${cmp[@]}" --backend ort --ep "$EP" "${EPOPT[@]}" "${sargs[@]}" \
+        --vocab 1000 --warmup "$WARMUP" --runs "$RUNS" --json > "$d/bench_$tag.json" 2> "$d/bench_$tag.log"
+    rc=$?
+    [ $rc -eq 0 ] || rm -f "$d/bench_$tag.json"
+    echo "  $name $tag: exit $rc in $((SECONDS - t0)) s $(grep -m1 '^error' "$d/bench_$tag.log")"
+    return $rc
+}
+EPOPT=()
 while IFS='|' read -r name b1 bn big; do
     d=$W/models/$name
-    cmp=()
-    for v in $VARIANTS; do [ -f "$d/$v.onnx" ] && cmp+=(--compare "$d/$v.onnx"); done
+    vs=(); for v in $VARIANTS; do [ -f "$d/$v.onnx" ] && vs+=("$d/$v.onnx"); done
     for b in 1 "$big"; do
+        late && { echo "  $name batch $b: skipped (deadline)"; continue; }
         shapes=$b1; [ "$b" = 1 ] || shapes=$bn
-        sargs=(); for s in $shapes; do sargs+=(--input-shape "$s"); done
-        t0=$SECONDS
-        "$INFOPT" bench "$d/fp32.onnx" "${cmp[@]}" --backend ort --ep "$EP" "${sargs[@]}" --vocab 1000 \
-            --warmup "$WARMUP" --runs "$RUNS" --json > "$d/bench_b$b.json" 2> "$d/bench_b$b.log"
-        echo "  $name batch $b: exit $? in $((SECONDS - t0)) s $(grep -m1 '^error' "$d/bench_b$b.log")"
+        if ! bench_one "$name" "$b" "$shapes" "b$b" "$d/fp32.onnx" "${vs[@]}"; then
+            # One variant that does not load stops the whole process: time each
+            # variant against FP32 alone (bench_b<B>_<variant>.json).
+            for m in "${vs[@]}"; do
+                late || bench_one "$name" "$b" "$shapes" "b${b}_$(basename "$m" .onnx)" "$d/fp32.onnx" "$m"
+            done
+        fi
     done
 done < "$W/models.txt"
+EPOPT=(--ep-option cuda:prefer_nhwc=1)
+while IFS='|' read -r name _ bn big; do
+    case ",$NHWC_MODELS," in *",$name,"*) ;; *) continue ;; esac
+    d=$W/models/$name
+    late && { echo "  $name NHWC: skipped (deadline)"; continue; }
+    [ -f "$d/fp16.onnx" ] && bench_one "$name" "$big" "$bn" "nhwc_b$big" "$d/fp32.onnx" "$d/fp16.onnx" \
+        $( [ -f "$d/fp16p.onnx" ] && echo "$d/fp16p.onnx" )
+done < "$W/models.txt"
+EPOPT=()
 # CPU reference for one model: is the GPU really in use?
 name=resnet50; d=$W/models/$name
-if [ -f "$d/fp32.onnx" ]; then
+if [ -f "$d/fp32.onnx" ] && [ ! -s "$d/bench_cpu_b1.json" ]; then
     "$INFOPT" bench "$d/fp32.onnx" --backend ort --input-shape input:1x3x224x224 --warmup 5 --runs 20 --json \
         > "$d/bench_cpu_b1.json" 2> "$d/bench_cpu_b1.log"
     echo "  resnet50 batch 1 on the CPU EP: exit $?"
@@ -151,6 +187,8 @@ done < "$W/models.txt" | xargs -P 4 -L1 bash -c '
     name=$0; v=$1; shift 2
     d=$W/models/$name
     [ -f "$d/$v.onnx" ] || exit 0
+    [ -s "$d/compare_$v.json" ] && exit 0
+    [ $(($(date +%s) - START)) -ge "$DEADLINE" ] && { echo "  $name/$v: compare skipped (deadline)"; exit 0; }
     sargs=(); for s in "$@"; do sargs+=(--input-shape "$s"); done
     "$INFOPT" compare "$d/fp32.onnx" "$d/$v.onnx" --backend ort --ep '"$EP"' "${sargs[@]}" --vocab 1000 --json \
         > "$d/compare_$v.json" 2> "$d/compare_$v.log"

@@ -4,13 +4,17 @@
     python3 bench/gpu_table.py WORK_DIR [--variants "opt fp16 fp16p int8"]
 
 Per model, batch and variant: median latency (ms) and throughput
-(samples/s = batch x runs/s at the median) of `infopt bench --backend ort
---ep cuda` (all variants of a model and batch interleaved in one process),
-speed-up over FP32 (FP32 median / variant median), nodes and Casts of the
-file, and the agreement with FP32 on the GPU at the large batch
-(`infopt compare`: the lowest cosine over the outputs and the largest
-|difference| over the largest |FP32 output|). `unverified` marks a variant
-whose `optimize` verification failed (it was written with --no-verify).
+(samples/s = batch / median) of `infopt bench --backend ort --ep cuda` (all
+variants of a model and batch interleaved in one process), speed-up over FP32
+(FP32 median / variant median, same process), nodes and Casts of the file,
+and the agreement with FP32 on the GPU at the large batch (`infopt compare`:
+the lowest cosine over the outputs, and the largest |difference| over the
+largest |FP32 output|). `unverified`: the variant's `optimize` verification
+failed and it was written with --no-verify. `pair`: the variants did not
+load together, so this one was timed against FP32 alone. Rows `fp32 nhwc` /
+`fp16 nhwc` / `fp16p nhwc` come from a separate process with
+`--ep-option cuda:prefer_nhwc=1`; their speed-up is over that process's FP32
+(NHWC), and `vs NCHW FP32` in the note compares across the two processes.
 """
 
 from __future__ import annotations
@@ -42,6 +46,10 @@ def agreement(cmp) -> tuple[str, str]:
     return f"{cos:.6f}", f"{scaled:.2e}"
 
 
+def medians(bench) -> dict[str, float]:
+    return {Path(m["path"]).stem: m["latency"]["median_ms"] for m in bench["models"]} if bench else {}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("work", type=Path)
@@ -49,35 +57,48 @@ def main() -> None:
     a = ap.parse_args()
     variants = a.variants.split()
     rows = []
-    lines = (a.work / "models.txt").read_text().splitlines()
-    for line in lines:
+    for line in (a.work / "models.txt").read_text().splitlines():
         name, _b1, _bn, big = line.split("|")
         d = a.work / "models" / name
         for b in ("1", big):
-            bench = load(d / f"bench_b{b}.json")
-            if not bench:
-                rows.append(f"| {name} | {b} | — | bench failed (see bench_b{b}.log) | | | | | | |")
+            main_run = medians(load(d / f"bench_b{b}.json"))
+            runs: dict[str, tuple[float, float, str]] = {}  # variant -> (median, fp32 median, note)
+            if main_run:
+                for v, med in main_run.items():
+                    runs[v] = (med, main_run.get("fp32", float("nan")), "")
+            else:
+                for v in variants:
+                    pair = medians(load(d / f"bench_b{b}_{v}.json"))
+                    if v in pair:
+                        runs[v] = (pair[v], pair.get("fp32", float("nan")), "pair")
+                        runs.setdefault("fp32", (pair["fp32"], pair["fp32"], "pair"))
+            nhwc = medians(load(d / f"bench_nhwc_b{b}.json")) if b == big else {}
+            if not runs and not nhwc:
+                rows.append(f"| {name} | {b} | — | no timing (see bench_b{b}*.log) | | | | | | | |")
                 continue
-            by_path = {Path(m["path"]).stem: m for m in bench["models"]}
-            base = by_path.get("fp32")
             for v in ["fp32"] + variants:
-                m = by_path.get(v)
-                if m is None:
+                if v not in runs:
                     if v != "fp32":
-                        rows.append(f"| {name} | {b} | {v} | — | — | — | | | | not made |")
+                        err = (d / f"bench_b{b}_{v}.log")
+                        why = "did not load on the GPU" if err.exists() else "not made"
+                        rows.append(f"| {name} | {b} | {v} | — | — | — | | | | | {why} |")
                     continue
-                med = m["latency"]["median_ms"]
+                med, base, note = runs[v]
                 thr = int(b) * 1000.0 / med
-                sp = base["latency"]["median_ms"] / med if base else float("nan")
+                sp = base / med
                 if v == "fp32":
-                    nodes, casts = "", ""
-                    cos, err = "1", "0"
+                    nodes, casts, cos, err = "", "", "1", "0"
                 else:
                     nodes, casts = op_counts(load(d / f"{v}.report.json"))
                     cos, err = agreement(load(d / f"compare_{v}.json")) if b == big else ("", "")
-                note = "unverified" if (d / f"{v}.unverified").exists() else ""
+                notes = [n for n in [note, "unverified" if (d / f"{v}.unverified").exists() else ""] if n]
                 rows.append(f"| {name} | {b} | {v} | {med:.3f} | {thr:.0f} | {sp:.2f}x | {nodes} | {casts} | "
-                            f"{cos} | {err} | {note} |")
+                            f"{cos} | {err} | {', '.join(notes)} |")
+            nchw32 = runs.get("fp32", (float("nan"),))[0]
+            for v, med in nhwc.items():
+                sp = nhwc.get("fp32", float("nan")) / med
+                rows.append(f"| {name} | {b} | {v} nhwc | {med:.3f} | {int(b) * 1000.0 / med:.0f} | {sp:.2f}x | | | | | "
+                            f"vs NCHW FP32 {nchw32 / med:.2f}x |")
     print("| model | batch | variant | median ms | samples/s | speed-up vs FP32 | nodes | Casts | "
           "cosine vs FP32 (GPU) | max abs diff / max abs | note |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
