@@ -138,7 +138,7 @@ bench_one() { # NAME BATCH SHAPES TAG MODELS... : one interleaved process; exit 
     for s in $shapes; do sargs+=(--input-shape "$s"); done
     local cmp=(); for m in "$@"; do cmp+=(--compare "$m"); done
     [ -s "$d/bench_$tag.json" ] && return 0
-    timeout 150 "$INFOPT" bench "$first" "${cmp[@]}" --backend ort --ep "$EP" "${EPOPT[@]}" "${sargs[@]}" \
+    timeout 90 "$INFOPT" bench "$first" "${cmp[@]}" --backend ort --ep "$EP" "${EPOPT[@]}" "${sargs[@]}" \
         --vocab 1000 --warmup "$WARMUP" --runs "$RUNS" --json > "$d/bench_$tag.json" 2> "$d/bench_$tag.log"
     rc=$?
     [ $rc -eq 0 ] || rm -f "$d/bench_$tag.json"
