@@ -8,7 +8,7 @@
 #   bash bench/gpu_bench.sh PKG_DIR [WORK_DIR] [OUT_DIR]
 #
 # PKG_DIR holds what the machine lacks:
-#   infopt or infopt.zst      an x86-64 release build (cargo build --release)
+#   infopt or infopt.xz       an x86-64 build (cargo build --release)
 #   ortcuda.tar.xz|.zst       libonnxruntime.so.*, libonnxruntime_providers_shared.so and
 #                             libonnxruntime_providers_cuda.so from onnxruntime-gpu
 #                             (bench/strip_ort_cuda.py cuts them to one GPU architecture)
@@ -57,14 +57,13 @@ nproc
 if [ -x "$PKG/infopt" ]; then
     INFOPT=$PKG/infopt
 else
-    zstd -d -q -f "$PKG/infopt.zst" -o "$W/infopt" && chmod +x "$W/infopt"
+    xz -d -c "$PKG/infopt.xz" > "$W/infopt" && chmod +x "$W/infopt"
     INFOPT=$W/infopt
 fi
 mkdir -p "$W/ort"
 for a in "$PKG"/ortcuda.tar.*; do
     case $a in
         *.xz) tar -C "$W/ort" -xJf "$a" ;;
-        *.zst) zstd -d -q -c "$a" | tar -C "$W/ort" -xf - ;;
     esac
 done
 ORT_DYLIB_PATH=$(ls "$W"/ort/libonnxruntime.so.* | head -1)
@@ -91,7 +90,7 @@ done
 # ---------------------------------------------------------------- FP32 models
 log "exporting FP32 models ($MODELS)"
 echo "$MODELS" | tr , '\n' | xargs -P "$JOBS" -I{} sh -c \
-    '[ -s "$1/models/{}.line" ] && exit 0; python3 "$0/gpu_models.py" "$1/models" --ocr "$2/ocr" --only {} > "$1/models/{}.line" 2> "$1/models/{}.export.log"; tail -3 "$1/models/{}.export.log"' \
+    '[ -s "$1/models/{}.line" ] && exit 0; python3 "$0/gpu_models.py" "$1/models" --ocr "$2/ocr" --only {} > "$1/models/{}.export.log" 2>&1; grep -E "^\[(model|skip)\]" "$1/models/{}.export.log"' \
     "$HERE" "$W" "$PKG"
 cat "$W"/models/*.line > "$W/models.txt"
 cat "$W/models.txt"
@@ -199,5 +198,5 @@ log "table"
 python3 "$HERE/gpu_table.py" "$W" --variants "$VARIANTS" | tee "$OUT/gpu_bench.md"
 # Reports, logs and bench JSON for later reading (no models).
 tar -C "$W" -cf - models.txt $(cd "$W" && ls models/*/*.json models/*/*.log models/*.line models/*/*.unverified 2>/dev/null) \
-    | zstd -q -19 > "$OUT/reports.tar.zst"
+    | xz -6 > "$OUT/reports.tar.xz"
 log "done"

@@ -7,10 +7,10 @@ machine's image has them); nothing is downloaded.
     python3 bench/gpu_models.py OUT_DIR [--ocr DIR_WITH_PPOCR_ONNX] [--only a,b]
 
 Writes OUT_DIR/NAME/fp32.onnx (dynamic batch; text models also dynamic
-sequence) and OUT_DIR/NAME/calib.npz (24 stacked random samples at the batch-1
-benchmark shape, for `--int8 --calib-data`), and prints one line per model:
-`NAME|INPUT_SHAPES_B1|INPUT_SHAPES_BN` for the shell script, where each shapes
-field is space-separated `--input-shape` values.
+sequence), OUT_DIR/NAME/calib.npz (24 stacked random samples at the batch-1
+benchmark shape, for `--int8 --calib-data`) and OUT_DIR/NAME.line,
+`NAME|INPUT_SHAPES_B1|INPUT_SHAPES_BN|BATCH` for the shell script, where each
+shapes field is space-separated `--input-shape` values.
 
 Models: torchvision resnet50, efficientnet_b0 and vit_b_16; a YOLOv5s-style
 detector (CSP backbone, SPPF, PAN neck, three decoded heads, 640x640, 80
@@ -57,6 +57,9 @@ def torchvision_model(name: str, path: Path) -> None:
     torch = _torch()
     import torchvision
 
+    # nn.MultiheadAttention's inference fast path (aten::_native_multi_head_attention)
+    # has no ONNX export: the exporter needs the composite ops.
+    torch.backends.mha.set_fastpath_enabled(False)
     m = getattr(torchvision.models, name)(weights=None)
     export(m, (torch.randn(1, 3, 224, 224),), path, ["input"], ["logits"],
            {"input": {0: "batch"}, "logits": {0: "batch"}})
@@ -69,7 +72,7 @@ def yolo(path: Path) -> None:
     class Conv(nn.Module):
         def __init__(self, c1, c2, k=1, s=1):
             super().__init__()
-            self.conv = nn.Conv2d(c1, c2, k, s, k // 2, bias=False)
+            self.conv = nn.Conv2d(c1, c2, k, s, (k - 1) // 2, bias=False)
             self.bn = nn.BatchNorm2d(c2)
             self.act = nn.SiLU()
 
@@ -258,7 +261,8 @@ def main() -> None:
             b1 = " ".join(f"{n}:1x{SEQ}" for n in specs)
             bn = " ".join(f"{n}:{big}x{SEQ}" for n in specs)
         print(f"[model] {name} exported in {time.time() - t:.0f} s", file=sys.stderr)
-        print(f"{name}|{b1}|{bn}|{big}", flush=True)
+        # The exporter may print to stdout: the line goes to its own file.
+        (a.out / f"{name}.line").write_text(f"{name}|{b1}|{bn}|{big}\n")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
 #
 #   bash bench/gpu_package.sh PKG_DIR [INFOPT_BINARY] [OCR_MODELS_DIR]
 #
-# - INFOPT_BINARY (default target/release/infopt): stripped, zstd -19.
+# - INFOPT_BINARY (default target/release/infopt): stripped, xz -9 (the GPU
+#   machine has xz, not zstd).
 # - onnxruntime-gpu 1.31.1 from PyPI (pip download, once, into $ORT_WHEEL_DIR,
 #   default /tmp/ortgpu), cut to sm_90 cubins by bench/strip_ort_cuda.py and
 #   packed as ortcuda.tar.xz (about 40 MB).
@@ -21,10 +22,9 @@ OCR=${3:-$(dirname "$(ls /work/venvs/*/lib/python3*/site-packages/rapidocr_onnxr
 WHEELS=${ORT_WHEEL_DIR:-/tmp/ortgpu}
 mkdir -p "$PKG/bench" "$PKG/ocr" "$WHEELS"
 
-if [ ! -f "$PKG/infopt.zst" ] || [ "$BIN" -nt "$PKG/infopt.zst" ]; then
+if [ ! -f "$PKG/infopt.xz" ] || [ "$BIN" -nt "$PKG/infopt.xz" ]; then
     strip -o "$PKG/infopt" "$BIN"
-    zstd -q -19 -f "$PKG/infopt" -o "$PKG/infopt.zst"
-    rm "$PKG/infopt"
+    xz -9 -T2 -f "$PKG/infopt"
 fi
 if [ ! -f "$PKG/ortcuda.tar.xz" ]; then
     wheel=$(ls "$WHEELS"/onnxruntime_gpu-1.31.1-*.whl 2>/dev/null | head -1)
