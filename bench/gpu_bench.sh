@@ -42,7 +42,15 @@ EP=${EP:-cuda}
 DEADLINE=${DEADLINE:-540}
 # Models whose FP32 and FP16 are also timed with cuDNN's NHWC kernels
 # (--ep-option cuda:prefer_nhwc=1) at the large batch.
-NHWC_MODELS=${NHWC_MODELS:-resnet50,efficientnet_b0,yolov5s,ppocr_v4_det,ppocr_v4_rec}
+NHWC_MODELS=${NHWC_MODELS-resnet50,efficientnet_b0,yolov5s,ppocr_v4_det,ppocr_v4_rec}
+# The provider option of those extra rows and their tag (e.g. cuda:use_tf32=0
+# and notf32: FP32 without TF32 tensor cores, ONNX Runtime's default being on).
+NHWC_OPTION=${NHWC_OPTION:-cuda:prefer_nhwc=1}
+NHWC_TAG=${NHWC_TAG:-nhwc}
+# Models timed once more at the large batch with glibc's malloc kept off mmap
+# (MALLOC_MMAP_MAX_=0, no trimming): each run's copy of the outputs then
+# reuses heap pages instead of faulting in fresh ones (rows `... heap`).
+HEAP_MODELS=${HEAP_MODELS-}
 export CUDA_MODULE_LOADING=LAZY
 START=$(date +%s)
 late() { [ $(($(date +%s) - START)) -ge "$DEADLINE" ]; }
@@ -137,7 +145,7 @@ bench_one() { # NAME BATCH SHAPES TAG MODELS... : one interleaved process; exit 
     for s in $shapes; do sargs+=(--input-shape "$s"); done
     local cmp=(); for m in "$@"; do cmp+=(--compare "$m"); done
     [ -s "$d/bench_$tag.json" ] && return 0
-    timeout 90 "$INFOPT" bench "$first" "${cmp[@]}" --backend ort --ep "$EP" "${EPOPT[@]}" "${sargs[@]}" \
+    timeout 90 env "${BENCH_ENV[@]}" "$INFOPT" bench "$first" "${cmp[@]}" --backend ort --ep "$EP" "${EPOPT[@]}" "${sargs[@]}" \
         --vocab 1000 --warmup "$WARMUP" --runs "$RUNS" --json > "$d/bench_$tag.json" 2> "$d/bench_$tag.log"
     rc=$?
     [ $rc -eq 0 ] || rm -f "$d/bench_$tag.json"
@@ -145,6 +153,7 @@ bench_one() { # NAME BATCH SHAPES TAG MODELS... : one interleaved process; exit 
     return $rc
 }
 EPOPT=()
+BENCH_ENV=()
 while IFS='|' read -r name b1 bn big; do
     d=$W/models/$name
     vs=(); for v in $VARIANTS; do [ -f "$d/$v.onnx" ] && vs+=("$d/$v.onnx"); done
@@ -160,15 +169,24 @@ while IFS='|' read -r name b1 bn big; do
         fi
     done
 done < "$W/models.txt"
-EPOPT=(--ep-option cuda:prefer_nhwc=1)
+EPOPT=(--ep-option "$NHWC_OPTION")
 while IFS='|' read -r name _ bn big; do
     case ",$NHWC_MODELS," in *",$name,"*) ;; *) continue ;; esac
     d=$W/models/$name
-    late && { echo "  $name NHWC: skipped (deadline)"; continue; }
-    [ -f "$d/fp16.onnx" ] && bench_one "$name" "$big" "$bn" "nhwc_b$big" "$d/fp32.onnx" "$d/fp16.onnx" \
-        $( [ -f "$d/fp16p.onnx" ] && echo "$d/fp16p.onnx" )
+    late && { echo "  $name $NHWC_TAG: skipped (deadline)"; continue; }
+    vs=(); for v in $VARIANTS; do case $v in fp16*) [ -f "$d/$v.onnx" ] && vs+=("$d/$v.onnx") ;; esac; done
+    bench_one "$name" "$big" "$bn" "${NHWC_TAG}_b$big" "$d/fp32.onnx" "${vs[@]}"
 done < "$W/models.txt"
 EPOPT=()
+BENCH_ENV=(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 MALLOC_TOP_PAD_=1073741824)
+while IFS='|' read -r name _ bn big; do
+    case ",$HEAP_MODELS," in *",$name,"*) ;; *) continue ;; esac
+    d=$W/models/$name
+    late && { echo "  $name heap: skipped (deadline)"; continue; }
+    vs=(); for v in $VARIANTS; do [ -f "$d/$v.onnx" ] && vs+=("$d/$v.onnx"); done
+    bench_one "$name" "$big" "$bn" "heap_b$big" "$d/fp32.onnx" "${vs[@]}"
+done < "$W/models.txt"
+BENCH_ENV=()
 # CPU reference for one model: is the GPU really in use?
 name=resnet50; d=$W/models/$name
 if [ -f "$d/fp32.onnx" ] && [ ! -s "$d/bench_cpu_b1.json" ]; then

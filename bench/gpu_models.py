@@ -53,6 +53,25 @@ def export(model, args, path: Path, names, outs, dyn) -> None:
                           dynamic_axes=dyn, opset_version=17, dynamo=False)
 
 
+def settle_batchnorm(m, shape) -> None:
+    """BatchNorm statistics from a few random batches (momentum None: their
+    mean), as training would leave them: with the initial mean 0 / variance 1
+    a random-weight EfficientNet's logits come out near 1e-14, below float16's
+    range, which says nothing about the conversion."""
+    torch = _torch()
+    bns = [x for x in m.modules() if isinstance(x, torch.nn.BatchNorm2d)]
+    if not bns:
+        return
+    for bn in bns:
+        bn.reset_running_stats()
+        bn.momentum = None
+    m.train()
+    with torch.no_grad():
+        for _ in range(3):
+            m(torch.randn(*shape))
+    m.eval()
+
+
 def torchvision_model(name: str, path: Path) -> None:
     torch = _torch()
     import torchvision
@@ -61,6 +80,10 @@ def torchvision_model(name: str, path: Path) -> None:
     # has no ONNX export: the exporter needs the composite ops.
     torch.backends.mha.set_fastpath_enabled(False)
     m = getattr(torchvision.models, name)(weights=None)
+    if name.startswith("vit"):
+        # torchvision initializes the classifier head to zeros: constant logits.
+        torch.nn.init.normal_(m.heads.head.weight, std=0.02)
+    settle_batchnorm(m, (8, 3, 224, 224))
     export(m, (torch.randn(1, 3, 224, 224),), path, ["input"], ["logits"],
            {"input": {0: "batch"}, "logits": {0: "batch"}})
 
@@ -158,11 +181,7 @@ def yolo(path: Path) -> None:
             return torch.cat(out, 1)
 
     m = Yolo()
-    # BatchNorm statistics that are not the identity, so folding is exercised.
-    for mod in m.modules():
-        if isinstance(mod, nn.BatchNorm2d):
-            mod.running_mean.uniform_(-0.1, 0.1)
-            mod.running_var.uniform_(0.5, 1.5)
+    settle_batchnorm(m, (2, 3, 640, 640))
     export(m, (torch.randn(1, 3, 640, 640),), path, ["images"], ["detections"],
            {"images": {0: "batch"}, "detections": {0: "batch"}})
 

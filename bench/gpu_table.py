@@ -11,10 +11,12 @@ and the agreement with FP32 on the GPU at the large batch (`infopt compare`:
 the lowest cosine over the outputs, and the largest |difference| over the
 largest |FP32 output|). `unverified`: the variant's `optimize` verification
 failed and it was written with --no-verify. `pair`: the variants did not
-load together, so this one was timed against FP32 alone. Rows `fp32 nhwc` /
-`fp16 nhwc` / `fp16p nhwc` come from a separate process with
-`--ep-option cuda:prefer_nhwc=1`; their speed-up is over that process's FP32
-(NHWC), and `vs NCHW FP32` in the note compares across the two processes.
+load together, so this one was timed against FP32 alone. Rows `... nhwc`
+come from a separate process with `--ep-option cuda:prefer_nhwc=1`, rows
+`... heap` from one with glibc malloc kept off mmap (MALLOC_MMAP_MAX_=0),
+rows `... notf32` from one with `--ep-option cuda:use_tf32=0`:
+their speed-up is over that process's FP32, and the note compares with the
+main run's FP32.
 """
 
 from __future__ import annotations
@@ -72,8 +74,9 @@ def main() -> None:
                     if v in pair:
                         runs[v] = (pair[v], pair.get("fp32", float("nan")), "pair")
                         runs.setdefault("fp32", (pair["fp32"], pair["fp32"], "pair"))
-            nhwc = medians(load(d / f"bench_nhwc_b{b}.json")) if b == big else {}
-            if not runs and not nhwc:
+            extras = [(tag, medians(load(d / f"bench_{tag}_b{b}.json")) if b == big else {})
+                      for tag in ("nhwc", "heap", "notf32")]
+            if not runs and not any(e for _, e in extras):
                 rows.append(f"| {name} | {b} | — | no timing (see bench_b{b}*.log) | | | | | | | |")
                 continue
             for v in ["fp32"] + variants:
@@ -95,10 +98,11 @@ def main() -> None:
                 rows.append(f"| {name} | {b} | {v} | {med:.3f} | {thr:.0f} | {sp:.2f}x | {nodes} | {casts} | "
                             f"{cos} | {err} | {', '.join(notes)} |")
             nchw32 = runs.get("fp32", (float("nan"),))[0]
-            for v, med in nhwc.items():
-                sp = nhwc.get("fp32", float("nan")) / med
-                rows.append(f"| {name} | {b} | {v} nhwc | {med:.3f} | {int(b) * 1000.0 / med:.0f} | {sp:.2f}x | | | | | "
-                            f"vs NCHW FP32 {nchw32 / med:.2f}x |")
+            for tag, extra in extras:
+                for v, med in extra.items():
+                    sp = extra.get("fp32", float("nan")) / med
+                    rows.append(f"| {name} | {b} | {v} {tag} | {med:.3f} | {int(b) * 1000.0 / med:.0f} | {sp:.2f}x "
+                                f"| | | | | vs FP32 of the main run {nchw32 / med:.2f}x |")
     print("| model | batch | variant | median ms | samples/s | speed-up vs FP32 | nodes | Casts | "
           "cosine vs FP32 (GPU) | max abs diff / max abs | note |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")

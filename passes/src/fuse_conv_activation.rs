@@ -17,6 +17,15 @@
 //! With another target the pass changes nothing (FusedConv is not standard
 //! ONNX) and leaves one note saying so.
 //!
+//! Not in the built-in pipelines: ONNX Runtime fuses Conv + activation itself
+//! at load where its provider has a kernel for the pair, and a FusedConv in
+//! the file binds every provider to it. The CUDA provider's FusedConv is
+//! float32 with Relu or Tanh only (any other activation fails at session
+//! creation: "unsupported conv activation mode"), and with Relu it ran
+//! ResNet-50 1.4-2.2x slower than the unfused graph on an H200
+//! (bench/results/gpu_bench.md). Name the pass in a pipeline for ONNX
+//! Runtime's CPU provider.
+//!
 //! ## When it declines
 //! Only with target `onnxruntime`, where a Conv → activation pair is present:
 //! - the conv output has other readers or is a graph output;
