@@ -21,6 +21,10 @@
 # --backend ort --ep cuda` process timing FP32 and every variant interleaved
 # (--compare); per variant `infopt compare` against FP32 on the GPU at the large
 # batch; then one table (gpu_table.py) on stdout and in OUT_DIR/gpu_bench.md.
+# A variant name other than opt/fp16/fp16p/int8 takes its optimize flags from
+# the environment variable of that name, e.g. the float16 pipeline for the
+# CUDA provider: export fp16c="-c $PKG/configs/onnxruntime-cuda-fp16.yaml --ep cuda"
+# VARIANTS="opt fp16 fp16p fp16c". bench/results/gpu_bench.md has the exact runs.
 # Environment knobs: MODELS, VARIANTS, RUNS, WARMUP, JOBS, DEADLINE (seconds:
 # past it no new timing or comparison starts, so the table still comes out
 # inside a 10-minute call). Re-running with the same WORK_DIR resumes: models,

@@ -12,7 +12,8 @@
 #   packed as ortcuda.tar.xz (about 40 MB).
 # - OCR_MODELS_DIR: PP-OCRv4 det and rec ONNX files (the rapidocr-onnxruntime
 #   wheel's `models/` folder; default: found in a venv under /work/venvs).
-# - gpu_bench.sh, gpu_models.py, gpu_table.py copied beside them.
+# - gpu_bench.sh, gpu_models.py, gpu_table.py copied beside them, and
+#   configs/onnxruntime-cuda-fp16.yaml (the fp16c variant, see gpu_bench.sh).
 # Then on the GPU machine: bash PKG_DIR/bench/gpu_bench.sh PKG_DIR WORK OUT.
 set -euo pipefail
 PKG=${1:?usage: gpu_package.sh PKG_DIR [INFOPT] [OCR_DIR]}
@@ -42,4 +43,6 @@ if [ ! -f "$PKG/ortcuda.tar.xz" ]; then
 fi
 cp "$OCR"/*PP-OCRv4_det*.onnx "$OCR"/*PP-OCRv4_rec*.onnx "$PKG/ocr/"
 cp "$HERE/gpu_bench.sh" "$HERE/gpu_models.py" "$HERE/gpu_table.py" "$PKG/bench/"
+# For the fp16c variant: export fp16c="-c $PKG/configs/onnxruntime-cuda-fp16.yaml --ep cuda"
+mkdir -p "$PKG/configs" && cp "$HERE/../configs/onnxruntime-cuda-fp16.yaml" "$PKG/configs/"
 du -ab "$PKG" | sort -n | tail -8
