@@ -12,6 +12,9 @@ use crate::backend::ChosenBackend;
 use crate::dataset::Dataset;
 use crate::error::{ErrorKind, Result, VerifyError};
 
+/// The shape of every input of one sample.
+type SampleShapes = Vec<Vec<usize>>;
+
 /// What was evaluated.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct HeldOut {
@@ -63,7 +66,8 @@ pub fn held_out(
     };
     let mut a = load(original, shapes)?;
     let inputs = a.inputs().to_vec();
-    let mut loaded: Option<(Vec<Vec<usize>>, Box<dyn LoadedModel>)> = None;
+    // The candidate, with the sample shapes it was loaded for.
+    let mut loaded: Option<(SampleShapes, Box<dyn LoadedModel>)> = None;
     let mut skipped = 0;
     while skipped < skip {
         if data
