@@ -29,6 +29,10 @@ pub struct BackendArgs {
     /// e.g. cuda,cpu). Default: CPU.
     #[arg(long = "ep", value_name = "NAME", value_delimiter = ',')]
     pub execution_providers: Vec<String>,
+    /// An option of a provider --ep lists, EP:KEY=VALUE, passed to ONNX Runtime as it is
+    /// (repeatable), e.g. cuda:prefer_nhwc=1, cuda:use_tf32=0.
+    #[arg(long = "ep-option", value_name = "EP:KEY=VALUE")]
+    pub ep_options: Vec<String>,
 }
 
 impl BackendArgs {
@@ -43,6 +47,12 @@ impl BackendArgs {
             threads: self.threads,
             ort_opt_level,
             execution_providers: self.execution_providers.clone(),
+            ep_options: self
+                .ep_options
+                .iter()
+                .map(|o| o.parse())
+                .collect::<Result<_, infopt_runtime::RuntimeError>>()
+                .map_err(CliError::usage)?,
             map_weights: false,
         })
     }

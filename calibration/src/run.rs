@@ -229,7 +229,11 @@ pub fn calibrate(
         |tensors, samples| {
             let key: Vec<Vec<usize>> = tensors.iter().map(|t| t.shape().to_vec()).collect();
             if loaded.as_ref().is_none_or(|(k, _)| *k != key) {
+                // The samples fix every input's shape; a symbol binding from
+                // elsewhere (the verifier's batch of 2, say) would contradict
+                // them.
                 let mut at = shapes.clone();
+                at.symbols.clear();
                 for (t, spec) in tensors.iter().zip(&declared) {
                     at.shapes.insert(spec.name.clone(), t.shape().to_vec());
                 }

@@ -36,6 +36,16 @@
 //! as it has ops stays float32 as well: its Casts would cost what float16
 //! saves (an override to fp16 keeps such an island).
 //!
+//! `contrib_ops: true` (float16 only; configs/onnxruntime-cuda-fp16.yaml)
+//! converts the `com.microsoft` ops the onnxruntime target's fusions emit as
+//! well: Attention (not its int32 mask), SkipLayerNormalization (unless its
+//! float32 mean / inv_std_var outputs are present), BiasGelu, FastGelu and
+//! Gelu. ONNX Runtime's CUDA provider has float16 kernels for them; its CPU
+//! provider has float32 ones only, so such a model runs (and verifies) on the
+//! GPU. Without the option they stay float32 islands: on an H200 that left
+//! BERT-base's `--fp16` at 1.23x FP32 (batch 16) against 1.71x with it
+//! (bench/results/gpu_bench.md).
+//!
 //! ## When it declines
 //! Per node, reason recorded: the precision map keeps it; the op is not on
 //! the allow-list or has no float16 form at the model's opset; it is
@@ -144,12 +154,20 @@ pub struct ConvertOptions {
     /// Keep graph inputs and outputs float32 (one Cast each): users feed float32.
     #[serde(default = "default_true")]
     pub keep_io_types: bool,
+    /// Also convert the `com.microsoft` ops the onnxruntime target's fusions
+    /// emit (Attention, SkipLayerNormalization, BiasGelu, FastGelu, Gelu) to
+    /// float16: ONNX Runtime's CUDA provider has float16 kernels for them, its
+    /// CPU provider float32 ones only (verify such a model with `--backend ort
+    /// --ep cuda`). Off: they stay float32 islands with Casts around them.
+    #[serde(default)]
+    pub contrib_ops: bool,
 }
 
 impl Default for ConvertOptions {
     fn default() -> Self {
         ConvertOptions {
             keep_io_types: true,
+            contrib_ops: false,
         }
     }
 }
@@ -344,7 +362,8 @@ impl ConvertFloat {
                 continue;
             }
             let forced = ov.is_some();
-            let Some(mut roles) = ops::signature(node, opset, self.to) else {
+            let contrib = self.options.contrib_ops && self.to == Half::F16;
+            let Some(mut roles) = ops::signature(node, opset, self.to, contrib) else {
                 cx.decline(
                     &name,
                     format!(
@@ -557,6 +576,14 @@ impl ConvertFloat {
             && node.outputs.iter().skip(1).flatten().any(|&v| g.reader_count(v) > 0)
         {
             return Some(Some("its statistics outputs are used".into()));
+        }
+        // SkipLayerNormalization's mean / inv_std_var outputs are float32 (U)
+        // whatever T is: converted, they would be declared half.
+        if node.domain() == "com.microsoft"
+            && node.op_type == "SkipLayerNormalization"
+            && node.outputs.iter().skip(1).take(2).any(|v| v.is_some())
+        {
+            return Some(Some("its float32 statistics outputs are present".into()));
         }
         None
     }
@@ -822,6 +849,8 @@ const HEAVY: &[&str] = &[
     "ConvTranspose",
     "Einsum",
     "LayerNormalization",
+    "Attention",
+    "SkipLayerNormalization",
 ];
 
 /// Nodes whose output type is set by an attribute (phase 2 of the plan).

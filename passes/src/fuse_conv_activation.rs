@@ -25,6 +25,15 @@
 //! With another target the pass changes nothing (FusedConv is not standard
 //! ONNX) and leaves one note saying so.
 //!
+//! Not in the built-in pipelines: ONNX Runtime fuses Conv + activation itself
+//! at load where its provider has a kernel for the pair, and a FusedConv in
+//! the file binds every provider to it. The CUDA provider's FusedConv is
+//! float32 with Relu or Tanh only (any other activation fails at session
+//! creation: "unsupported conv activation mode"), and with Relu it ran
+//! ResNet-50 1.4-2.2x slower than the unfused graph on an H200
+//! (bench/results/gpu_bench.md). Name the pass in a pipeline for ONNX
+//! Runtime's CPU provider.
+//!
 //! ## When it declines
 //! Only with target `onnxruntime`, where a Conv → activation pair is present:
 //! - the conv output has other readers or is a graph output;
@@ -33,7 +42,12 @@
 //!   registers the CPU FusedConv kernel for float only);
 //! - a Clip bound is not a constant scalar;
 //! - the conv is quantized (reads DequantizeLinear outputs): ORT's QDQ
-//!   fusion makes it a QLinearConv, which a FusedConv would prevent.
+//!   fusion makes it a QLinearConv, which a FusedConv would prevent;
+//! - the pipeline's precision map puts the conv in float16 or bfloat16
+//!   (`--fp16`): FusedConv has float32 kernels only (CPU and CUDA), so
+//!   `convert-float16` would keep it a float32 island with a Cast on each
+//!   side; the plain Conv converts, and ONNX Runtime fuses the activation at
+//!   load where its provider has a kernel for it.
 //!
 //! For a Gemm: its output has other readers or is a graph output, or it is
 //! not float32; a Gemm followed by Clip is not matched (FusedGemm has no
@@ -60,6 +74,7 @@ use infopt_ir::proto::OperatorSetIdProto;
 use infopt_ir::{Attribute, DataType, Graph, Model, NodeId, PatchValue, ValueId};
 
 use crate::pass::{Pass, PassCx, PassError, Target};
+use crate::precision::{Precision, PrecisionMap};
 use crate::rule::{Outcome, apply_rule};
 use crate::util::replace_with_node;
 use crate::util::{input, output};
@@ -133,6 +148,14 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     });
     if dequantized {
         decline!("the conv reads DequantizeLinear outputs: ONNX Runtime fuses the Q/DQ pattern into QLinearConv");
+    }
+    if let Some(map) = cx.side.get::<PrecisionMap>() {
+        let p = map.precision_of(g.node(conv));
+        if matches!(p, Precision::Fp16 | Precision::Bf16) {
+            decline!(
+                "the conv is to run in {p}: FusedConv has float32 kernels only, so it would stay a float32 island; ONNX Runtime fuses the activation at load where it can"
+            );
+        }
     }
     match spatial_rank(g, conv) {
         Some(2) => {}

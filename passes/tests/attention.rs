@@ -616,3 +616,76 @@ fn embed_layer_norm_declines_positions_it_cannot_prove() {
         ours(&run)
     );
 }
+
+/// `convert-float16` after the contrib fusions: with `contrib_ops: true` the
+/// fused com.microsoft ops compute in float16 (ONNX Runtime's CUDA provider
+/// has float16 kernels for them); without it they stay float32 islands with a
+/// Cast on each side.
+#[test]
+fn contrib_ops_convert_to_float16_on_request() {
+    let convert = |contrib: bool| {
+        let mut m = load("bert_attention.onnx");
+        default_pipeline(&mut m, Target::Onnxruntime);
+        let yaml = format!(
+            "version: 1\ntarget: onnxruntime\npasses:\n  - convert-float16:\n      contrib_ops: {contrib}\nprecision: {{ default: fp16 }}\n"
+        );
+        let config = PipelineConfig::from_yaml(&yaml, "test.yaml").expect("pipeline");
+        let options = DriverOptions {
+            validate: true,
+            ..Default::default()
+        };
+        let run = run_pipeline(&mut m, &config, &options, &mut |_, _| Ok(Flow::Continue))
+            .expect("pipeline");
+        (m, run)
+    };
+    let out_dtype = |m: &Model, op: &str| -> Vec<infopt_ir::DataType> {
+        m.graph
+            .nodes()
+            .filter(|(_, n)| n.domain() == "com.microsoft" && n.op_type == op)
+            .map(|(_, n)| m.graph.value_type(n.outputs[0].unwrap()).unwrap().dtype)
+            .collect()
+    };
+    let casts = |m: &Model| ops_by_domain(m).get("Cast").copied().unwrap_or(0);
+    let (on, _) = convert(true);
+    for op in ["Attention", "BiasGelu", "SkipLayerNormalization"] {
+        let d = out_dtype(&on, op);
+        assert!(!d.is_empty(), "{op}");
+        assert!(
+            d.iter().all(|&t| t == infopt_ir::DataType::Float16),
+            "{op}: {d:?}"
+        );
+    }
+    // The attention mask stays an integer/float32 computation into input 5
+    // of a float16 Attention only through a Cast; weights are float16.
+    let att = on
+        .graph
+        .nodes()
+        .find(|(_, n)| n.op_type == "Attention")
+        .unwrap()
+        .1
+        .clone();
+    let w = on.graph.constant(att.inputs[1].unwrap()).unwrap();
+    assert_eq!(w.dtype(), infopt_ir::DataType::Float16);
+    let (off, run) = convert(false);
+    for op in ["Attention", "BiasGelu", "SkipLayerNormalization"] {
+        assert!(
+            out_dtype(&off, op)
+                .iter()
+                .all(|&t| t == infopt_ir::DataType::Float),
+            "{op}"
+        );
+    }
+    assert!(
+        run.declined.iter().any(|d| d
+            .reason
+            .contains("Attention is not on the float16 allow-list")),
+        "{:?}",
+        run.declined
+    );
+    assert!(
+        casts(&on) < casts(&off),
+        "{} vs {}",
+        casts(&on),
+        casts(&off)
+    );
+}

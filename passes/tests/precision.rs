@@ -186,6 +186,48 @@ fn cnn_with_batchnorm_is_one_island() {
     assert!(cos >= 0.999, "cosine {cos}");
 }
 
+#[test]
+fn onnxruntime_target_leaves_convs_to_convert_unfused() {
+    // FusedConv has float32 kernels only: fused first, a float16 pipeline
+    // kept every fused conv as a float32 island with Casts around it. (Gemm
+    // stays float32 for tract's sake, see above.)
+    let original = load("cnn_bn_relu.onnx");
+    let pipeline = |overrides: &str| {
+        format!(
+            "version: 1\ntarget: onnxruntime\npasses: [fuse-conv-bn, fuse-conv-activation, eliminate-dead, convert-float16]\nprecision: {{ default: fp16, overrides: [{{ op: Gemm, to: fp32 }}{overrides}] }}\n"
+        )
+    };
+    let mut m = original.clone();
+    let run = run_yaml(&mut m, &pipeline(""), SideData::default());
+    let all = ops(&m);
+    assert!(!all.contains_key("com.microsoft::FusedConv"), "{all:?}");
+    let half = ops_in(&m, DataType::Float16);
+    assert_eq!(half.get("Conv"), Some(&4), "{half:?}");
+    assert_eq!(casts(&m), 2, "{all:?}");
+    assert!(
+        run.declined.iter().any(|d| d.pass == "fuse-conv-activation"
+            && d.reason
+                .contains("to run in fp16: FusedConv has float32 kernels only")),
+        "{:?}",
+        run.declined
+    );
+    let cos = min_cosine(&original, &m, &default_shapes());
+    assert!(cos >= 0.999, "cosine {cos}");
+    // Convs the precision map keeps in float32 still fuse.
+    let mut m = original.clone();
+    run_yaml(
+        &mut m,
+        &pipeline(", { op: Conv, to: fp32 }"),
+        SideData::default(),
+    );
+    assert_eq!(
+        ops(&m).get("com.microsoft::FusedConv"),
+        Some(&2),
+        "{:?}",
+        ops(&m)
+    );
+}
+
 /// x -> MatMul(W) -> RMSNorm (Pow, ReduceMean, Add eps, Sqrt, Reciprocal, Mul, Mul g) -> MatMul -> y
 fn rmsnorm_block() -> Model {
     let mut b = GraphBuilder::new();

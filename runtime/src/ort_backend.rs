@@ -31,6 +31,7 @@ use std::str::FromStr;
 use std::sync::Mutex;
 
 use ort::environment::Environment;
+use ort::ep::ArbitrarilyConfigurableExecutionProvider;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::{OutputSelector, RunOptions, Session, SessionInputValue};
 use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
@@ -123,6 +124,9 @@ pub struct OrtOptions {
     /// `CUDAExecutionProvider`, ...). Empty means CPU only. ONNX Runtime falls back to CPU
     /// for nodes the listed providers do not take.
     pub execution_providers: Vec<String>,
+    /// Provider options (`cuda:prefer_nhwc=1`), passed to ONNX Runtime as
+    /// they are; each must name a provider of `execution_providers`.
+    pub ep_options: Vec<EpOption>,
     /// Keep weights in the external-data files, memory-mapped, instead of
     /// on the heap: ONNX Runtime maps external data, but its CPU kernels
     /// copy constant weights into packed buffers and its graph optimizer
@@ -130,6 +134,37 @@ pub struct OrtOptions {
     /// and graph optimization), so a model bigger than memory runs, more
     /// slowly, with only its activations and inline tensors on the heap.
     pub map_weights: bool,
+}
+
+/// One provider option, `EP:KEY=VALUE` on the command line (`cuda:prefer_nhwc=1`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EpOption {
+    /// The provider, as `--ep` names it (`cuda`, `CUDAExecutionProvider`, ...).
+    pub ep: String,
+    pub key: String,
+    pub value: String,
+}
+
+impl std::str::FromStr for EpOption {
+    type Err = RuntimeError;
+    fn from_str(s: &str) -> Result<EpOption> {
+        let bad = || {
+            RuntimeError::InvalidArgument(format!(
+                "execution provider option `{s}`: expected EP:KEY=VALUE, e.g. cuda:prefer_nhwc=1"
+            ))
+        };
+        let (ep, rest) = s.split_once(':').ok_or_else(bad)?;
+        let (key, value) = rest.split_once('=').ok_or_else(bad)?;
+        let (ep, key) = (ep.trim(), key.trim());
+        if ep.is_empty() || key.is_empty() {
+            return Err(bad());
+        }
+        Ok(EpOption {
+            ep: ep.to_string(),
+            key: key.to_string(),
+            value: value.trim().to_string(),
+        })
+    }
 }
 
 /// Where the library path came from.
@@ -537,6 +572,22 @@ impl OrtBackend {
         let loc = find_dylib(options.dylib.as_deref())?;
         let lib = load_library(&loc)?;
         let eps = resolve_eps(lib, &options.execution_providers)?;
+        for o in &options.ep_options {
+            let key = ep_key(&o.ep);
+            if key == "cpu" || !eps.iter().any(|(c, _)| ep_key(c) == key) {
+                return Err(RuntimeError::InvalidArgument(format!(
+                    "execution provider option `{}:{}={}` names no provider that --ep lists (it lists: {})",
+                    o.ep,
+                    o.key,
+                    o.value,
+                    if options.execution_providers.is_empty() {
+                        "cpu".to_string()
+                    } else {
+                        options.execution_providers.join(", ")
+                    }
+                )));
+            }
+        }
         Ok(OrtBackend { lib, options, eps })
     }
 
@@ -607,12 +658,31 @@ impl OrtBackend {
             b = b.with_config_entry("session.model_external_initializers_file_folder_path", dir)?;
         }
         let mut typed = Vec::new();
-        for (_, ep) in &self.eps {
+        for (canonical, ep) in &self.eps {
+            let options: Vec<(&str, &str)> = self
+                .options
+                .ep_options
+                .iter()
+                .filter(|o| ep_key(&o.ep) == ep_key(canonical))
+                .map(|o| (o.key.as_str(), o.value.as_str()))
+                .collect();
             match ep {
                 Ep::Cpu => {}
-                Ep::Cuda => typed.push(ort::ep::CUDA::default().build().error_on_failure()),
-                Ep::TensorRt => typed.push(ort::ep::TensorRT::default().build().error_on_failure()),
-                Ep::Generic { short, .. } => append_generic_ep(&mut b, short)?,
+                Ep::Cuda => {
+                    let mut cuda = ort::ep::CUDA::default();
+                    for (k, v) in &options {
+                        cuda = cuda.with_arbitrary_config(k, v);
+                    }
+                    typed.push(cuda.build().error_on_failure())
+                }
+                Ep::TensorRt => {
+                    let mut trt = ort::ep::TensorRT::default();
+                    for (k, v) in &options {
+                        trt = trt.with_arbitrary_config(k, v);
+                    }
+                    typed.push(trt.build().error_on_failure())
+                }
+                Ep::Generic { short, .. } => append_generic_ep(&mut b, short, &options)?,
             }
         }
         if !typed.is_empty() {
@@ -622,19 +692,34 @@ impl OrtBackend {
     }
 }
 
-/// Registers an execution provider by name through the C API (no options).
-fn append_generic_ep(b: &mut SessionBuilder, name: &str) -> ort::Result<()> {
+/// Registers an execution provider by name through the C API, with its options.
+fn append_generic_ep(
+    b: &mut SessionBuilder,
+    name: &str,
+    options: &[(&str, &str)],
+) -> ort::Result<()> {
     use ort::AsPointer;
     let cname = std::ffi::CString::new(name)?;
+    let keys = options
+        .iter()
+        .map(|(k, _)| std::ffi::CString::new(*k))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let values = options
+        .iter()
+        .map(|(_, v)| std::ffi::CString::new(*v))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let key_ptrs: Vec<*const std::ffi::c_char> = keys.iter().map(|k| k.as_ptr()).collect();
+    let value_ptrs: Vec<*const std::ffi::c_char> = values.iter().map(|v| v.as_ptr()).collect();
     let api = ort::api();
-    // SAFETY: documented C API use with zero options; the builder pointer is valid.
+    // SAFETY: documented C API use; the builder pointer is valid and the key and
+    // value arrays (of the same length) outlive the call.
     let status = unsafe {
         (api.SessionOptionsAppendExecutionProvider)(
             b.ptr_mut(),
             cname.as_ptr(),
-            std::ptr::null(),
-            std::ptr::null(),
-            0,
+            key_ptrs.as_ptr(),
+            value_ptrs.as_ptr(),
+            key_ptrs.len(),
         )
     };
     // SAFETY: a status pointer from the API.
@@ -1065,6 +1150,29 @@ mod tests {
             e.contains("`fast`") && e.contains("disable, basic, extended, all"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn ep_options_parse() {
+        let o: EpOption = "cuda:prefer_nhwc=1".parse().unwrap();
+        assert_eq!(
+            o,
+            EpOption {
+                ep: "cuda".into(),
+                key: "prefer_nhwc".into(),
+                value: "1".into()
+            }
+        );
+        // The value may hold ':' and '='.
+        let o: EpOption = "tensorrt:trt_engine_cache_path=/a:b=c".parse().unwrap();
+        assert_eq!(
+            (o.key.as_str(), o.value.as_str()),
+            ("trt_engine_cache_path", "/a:b=c")
+        );
+        for bad in ["prefer_nhwc=1", "cuda:prefer_nhwc", ":k=v", "cuda:=1"] {
+            let e = bad.parse::<EpOption>().unwrap_err().to_string();
+            assert!(e.contains("EP:KEY=VALUE"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -404,6 +404,25 @@ fn execution_provider_names_are_checked() {
     }
     let cpu = with_eps(&["CPUExecutionProvider", "cpu"]).unwrap();
     assert_eq!(cpu.execution_providers(), vec!["CPUExecutionProvider"]);
+    // A provider option must name a provider that --ep lists (CPU takes none).
+    let with_option = |eps: &[&str], option: &str| {
+        OrtBackend::new(OrtOptions {
+            execution_providers: eps.iter().map(|s| s.to_string()).collect(),
+            ep_options: vec![option.parse().unwrap()],
+            ..OrtOptions::default()
+        })
+    };
+    for eps in [&[][..], &["cpu"][..]] {
+        let e = with_option(eps, "cuda:prefer_nhwc=1")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(
+                "execution provider option `cuda:prefer_nhwc=1` names no provider that --ep lists"
+            ),
+            "{e}"
+        );
+    }
     // A provider registered by name through the generic C API (the PyPI CPU wheel ships
     // the Azure one, which hands every node back to the CPU provider).
     if b.available_providers()

@@ -47,6 +47,8 @@ pub struct BackendOptions {
     pub threads: Option<usize>,
     pub ort_opt_level: OptLevel,
     pub execution_providers: Vec<String>,
+    /// Provider options (`--ep-option cuda:prefer_nhwc=1`).
+    pub ep_options: Vec<infopt_runtime::ort_backend::EpOption>,
     /// ONNX Runtime runs with the weights memory-mapped (see
     /// `OrtOptions::map_weights`): set by the verifier for models whose
     /// weights do not fit in memory.
@@ -126,6 +128,7 @@ impl ChosenBackend {
                     intra_threads: options.threads,
                     opt_level: options.ort_opt_level,
                     execution_providers: options.execution_providers.clone(),
+                    ep_options: options.ep_options.clone(),
                     map_weights: options.map_weights,
                 })
                 .map_err(|e| VerifyError::runtime(e, ErrorKind::Usage))?;
@@ -156,8 +159,11 @@ impl ChosenBackend {
     pub fn option_notes(&self, options: &BackendOptions) -> Vec<String> {
         let mut notes = Vec::new();
         if self.kind.is_tract() {
-            if options.ort_dylib.is_some() || !options.execution_providers.is_empty() {
-                notes.push("--ort-dylib and --ep apply to --backend ort only".into());
+            if options.ort_dylib.is_some()
+                || !options.execution_providers.is_empty()
+                || !options.ep_options.is_empty()
+            {
+                notes.push("--ort-dylib, --ep and --ep-option apply to --backend ort only".into());
             }
             if options.threads.is_some_and(|n| n != 1) {
                 notes.push("tract runs on one thread; --threads applies to --backend ort".into());

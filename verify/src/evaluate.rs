@@ -7,11 +7,14 @@ use std::path::Path;
 
 use infopt_ir::Model;
 use infopt_runtime::compare::{self, Tolerance};
-use infopt_runtime::{HostTensor, InputShapes, OutputAgreement};
+use infopt_runtime::{HostTensor, InputShapes, LoadedModel, OutputAgreement};
 
 use crate::backend::ChosenBackend;
 use crate::dataset::Dataset;
 use crate::error::{ErrorKind, Result, VerifyError};
+
+/// The shape of every input of one sample.
+type SampleShapes = Vec<Vec<usize>>;
 
 /// What was evaluated.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -227,18 +230,22 @@ pub fn held_out(
         pair.dir,
         pair.shapes,
     );
-    let load = |m: &Model| {
+    // Loaded at each sample's shapes (a dataset's samples fix every input's
+    // shape; the verifier's symbol binding, a batch of 2 say, would
+    // contradict them), again only when the shapes change.
+    let load = |m: &Model, at: &InputShapes| {
         let bytes = m
             .to_bytes_referencing_sources()
             .map_err(|e| VerifyError::new(ErrorKind::Load, e))?;
         chosen
             .backend
-            .load(&bytes, Some(dir), shapes)
+            .load(&bytes, Some(dir), at)
             .map_err(|e| VerifyError::runtime(e, ErrorKind::CannotVerify))
     };
-    let a = load(original)?;
-    let b = load(candidate)?;
+    let mut a = load(original, shapes)?;
     let inputs = a.inputs().to_vec();
+    // The candidate, with the sample shapes it was loaded for.
+    let mut loaded: Option<(SampleShapes, Box<dyn LoadedModel>)> = None;
     let mut skipped = 0;
     while skipped < skip {
         if data
@@ -257,6 +264,17 @@ pub fn held_out(
         let Some(s) = data.next_sample(&inputs).map_err(VerifyError::usage)? else {
             break;
         };
+        let key: Vec<Vec<usize>> = s.tensors.iter().map(|t| t.shape().to_vec()).collect();
+        if loaded.as_ref().is_none_or(|(k, _)| *k != key) {
+            let mut at = shapes.clone();
+            at.symbols.clear();
+            for (t, spec) in s.tensors.iter().zip(&inputs) {
+                at.shapes.insert(spec.name.clone(), t.shape().to_vec());
+            }
+            a = load(original, &at)?;
+            loaded = Some((key, load(candidate, &at)?));
+        }
+        let b = &loaded.as_ref().expect("loaded above").1;
         let run = |m: &dyn infopt_runtime::LoadedModel, x: &[HostTensor]| {
             m.run(x)
                 .map_err(|e| VerifyError::new(ErrorKind::Mismatch, format!("{}: {e}", s.origin)))

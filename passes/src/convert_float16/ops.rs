@@ -115,20 +115,38 @@ const TABLE: &[(&str, i64, i64, Slots)] = &[
     ("CumSum", 14, 14, Slots::First),
 ];
 
+/// `com.microsoft` ops with float16 kernels in ONNX Runtime's CUDA provider
+/// (its CPU provider has float32 ones only for most), and the inputs that
+/// are `T`: converted only with the pass's `contrib_ops` option. Attention's
+/// mask (3) and past length (6) are int32; EmbedLayerNormalization is left
+/// out (its type inference is not ours).
+const MS_TABLE: &[(&str, Slots)] = &[
+    ("Attention", Slots::Listed(&[0, 1, 2, 4, 5])),
+    ("SkipLayerNormalization", Slots::All),
+    ("BiasGelu", Slots::All),
+    ("FastGelu", Slots::All),
+    ("Gelu", Slots::All),
+];
+
 /// Input roles of `node` once converted to `to`, or `None` when the op has
-/// no `to` form at this opset (or is not on the allow-list).
-pub fn signature(node: &Node, opset: i64, to: Half) -> Option<Vec<Role>> {
-    if !node.domain().is_empty() {
+/// no `to` form at this opset (or is not on the allow-list). `contrib`:
+/// [`MS_TABLE`]'s ops convert too (float16 only).
+pub fn signature(node: &Node, opset: i64, to: Half, contrib: bool) -> Option<Vec<Role>> {
+    let slots = if node.domain().is_empty() {
+        let &(_, f16, bf16, slots) = TABLE.iter().find(|(op, ..)| *op == node.op_type)?;
+        let min = match to {
+            Half::F16 => f16,
+            Half::Bf16 => bf16,
+        };
+        if opset < min {
+            return None;
+        }
+        slots
+    } else if contrib && to == Half::F16 && node.domain() == "com.microsoft" {
+        MS_TABLE.iter().find(|(op, _)| *op == node.op_type)?.1
+    } else {
         return None;
-    }
-    let &(_, f16, bf16, slots) = TABLE.iter().find(|(op, ..)| *op == node.op_type)?;
-    let min = match to {
-        Half::F16 => f16,
-        Half::Bf16 => bf16,
     };
-    if opset < min {
-        return None;
-    }
     let mut slots = slots;
     // Older forms read these from attributes, or need one type throughout.
     match node.op_type.as_str() {
