@@ -487,6 +487,8 @@ pub fn run(
     let mut failure = None;
     // Samples skipped before the judged ones (None until known).
     let mut eval_skip: Option<usize> = None;
+    // Whether those are the calibration samples (no held-out ones).
+    let mut on_calibration = false;
     let mut round = 0;
     let mut round_start = 0;
     let limit = args.held_out.unwrap_or(DEFAULT_HELD_OUT).max(1);
@@ -496,34 +498,42 @@ pub fn run(
             append_run(&mut run, suffix_run);
             break quantized;
         };
-        let judge = |candidate: &Model, skip: Option<usize>| -> CliResult<HeldOut> {
-            let pair = evaluate::Pair {
-                chosen: backend,
-                original: cx.original,
-                candidate,
-                dir: cx.dir,
-                shapes: cx.shapes,
+        let judge =
+            |candidate: &Model, skip: Option<usize>, on_calibration: bool| -> CliResult<HeldOut> {
+                let pair = evaluate::Pair {
+                    chosen: backend,
+                    original: cx.original,
+                    candidate,
+                    dir: cx.dir,
+                    shapes: cx.shapes,
+                };
+                let mut data = open_again(src, backend, cx, &mid)?;
+                let h = evaluate::held_out(
+                    &pair,
+                    data.as_mut(),
+                    skip.unwrap_or(*calibrated),
+                    limit,
+                    &classifiers,
+                )?;
+                if skip.is_some() {
+                    // Where the first round found samples to judge on.
+                    let mut h = h;
+                    h.on_calibration_samples = on_calibration;
+                    return Ok(h);
+                }
+                if h.samples > 0 {
+                    return Ok(h);
+                }
+                // No sample beyond the calibration ones: judge on those.
+                let mut data = open_again(src, backend, cx, &mid)?;
+                let mut h = evaluate::held_out(&pair, data.as_mut(), 0, limit, &classifiers)?;
+                h.on_calibration_samples = true;
+                Ok(h)
             };
-            let mut data = open_again(src, backend, cx, &mid)?;
-            let h = evaluate::held_out(
-                &pair,
-                data.as_mut(),
-                skip.unwrap_or(*calibrated),
-                limit,
-                &classifiers,
-            )?;
-            if h.samples > 0 || skip == Some(0) {
-                return Ok(h);
-            }
-            // No sample beyond the calibration ones: judge on those.
-            let mut data = open_again(src, backend, cx, &mid)?;
-            let mut h = evaluate::held_out(&pair, data.as_mut(), 0, limit, &classifiers)?;
-            h.on_calibration_samples = true;
-            Ok(h)
-        };
-        let mut h = judge(&quantized, eval_skip)?;
+        let mut h = judge(&quantized, eval_skip, on_calibration)?;
         if eval_skip.is_none() {
             eval_skip = Some(h.skipped);
+            on_calibration = h.on_calibration_samples;
             if h.on_calibration_samples {
                 notes.push(format!(
                     "no held-out samples: all {} samples of the data were used for calibration, so the INT8 model was judged on those same samples (give more data than --calib-samples, {calibrated} here, to judge it on samples calibration did not see)",
@@ -538,7 +548,7 @@ pub fn run(
             && let Some(alt) = full_range.take()
         {
             let (q2, run2) = quantize_rest(&mid, &from, &alt, cx)?;
-            let h2 = judge(&q2, eval_skip)?;
+            let h2 = judge(&q2, eval_skip, on_calibration)?;
             let (a, b) = (score(&h, goal), score(&h2, goal));
             eprintln!(
                 "int8: per-tensor ranges score {a:.5}, full ranges {b:.5} (lowest margin to the target)"

@@ -239,7 +239,7 @@ fn an_unreachable_target_exits_4_naming_the_layers() {
     let out = dir.path().join("q.onnx");
     // Cosine 1.0 cannot be met while anything is quantized, and the
     // activations feeding the float layers stay quantized.
-    let o = infopt(&[
+    let (o, r) = run_json(&[
         "optimize",
         s(&fixture("cnn_bn_relu.onnx")),
         "-o",
@@ -249,8 +249,14 @@ fn an_unreachable_target_exits_4_naming_the_layers() {
         s(&data),
         "--int8-min-cosine",
         "1.0",
+        "--json",
     ]);
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    // Every round judged the calibration samples, and the report says so.
+    let q = &r["int8"];
+    assert_eq!(q["target_met"], false);
+    assert_eq!(q["held_out"]["on_calibration_samples"], true);
+    assert!(q["kept_float"].as_array().is_some_and(|k| k.len() >= 2));
     let err = stderr(&o);
     let last = err.lines().last().unwrap_or("");
     assert!(last.contains("misses its accuracy target"), "{err}");
