@@ -542,11 +542,11 @@ pub fn run(
             }
         }
         let mut missed = misses(&h, goal);
-        // Below the target with the per-tensor ranges: the full ranges may
-        // do better on this data (outliers that carry meaning).
-        if !missed.is_empty()
-            && let Some(alt) = full_range.take()
-        {
+        // The full ranges may do better on this data (outliers that carry
+        // meaning): the one with the larger margin to the target is kept,
+        // met or not, so that ranges that fit the samples judged only just
+        // do not win over ones with room to spare on other data.
+        if let Some(alt) = full_range.take() {
             let (q2, run2) = quantize_rest(&mid, &from, &alt, cx)?;
             let h2 = judge(&q2, eval_skip, on_calibration)?;
             let (a, b) = (score(&h, goal), score(&h2, goal));
