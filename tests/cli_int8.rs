@@ -290,3 +290,28 @@ fn a_sample_the_model_cannot_take_names_the_file_input_and_dims() {
     );
     assert!(err.contains("[batch,3,32,32]"), "{err}");
 }
+
+#[test]
+fn a_graph_tract_cannot_run_without_onnx_runtime_names_pip_install() {
+    // ms_domain.onnx holds a com.microsoft op: tract cannot calibrate it,
+    // and the ONNX Runtime library given does not exist.
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 2, &[1, 16]);
+    let o = infopt(&[
+        "optimize",
+        s(&fixture("ms_domain.onnx")),
+        "-o",
+        s(&dir.path().join("q.onnx")),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--no-verify",
+        "--ort-dylib",
+        s(&dir.path().join("no/libonnxruntime.so")),
+    ]);
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+    let all = stderr(&o);
+    let err = all.trim().lines().last().unwrap_or("");
+    assert!(err.contains("pip install onnxruntime"), "{all}");
+    assert!(err.contains("tract cannot"), "{err}");
+}
