@@ -314,7 +314,7 @@ fn an_unreachable_target_exits_4_naming_the_layers() {
     let out = dir.path().join("q.onnx");
     // Cosine 1.0 cannot be met while anything is quantized, and the
     // activations feeding the float layers stay quantized.
-    let o = infopt(&[
+    let (o, r) = run_json(&[
         "optimize",
         s(&fixture("cnn_bn_relu.onnx")),
         "-o",
@@ -324,8 +324,14 @@ fn an_unreachable_target_exits_4_naming_the_layers() {
         s(&data),
         "--int8-min-cosine",
         "1.0",
+        "--json",
     ]);
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    // Every round judged the calibration samples, and the report says so.
+    let q = &r["int8"];
+    assert_eq!(q["target_met"], false);
+    assert_eq!(q["held_out"]["on_calibration_samples"], true);
+    assert!(q["kept_float"].as_array().is_some_and(|k| k.len() >= 2));
     let err = stderr(&o);
     let last = err.lines().last().unwrap_or("");
     assert!(last.contains("misses its accuracy target"), "{err}");
@@ -358,4 +364,29 @@ fn a_sample_the_model_cannot_take_names_the_file_input_and_dims() {
         "{err}"
     );
     assert!(err.contains("[batch,3,32,32]"), "{err}");
+}
+
+#[test]
+fn a_graph_tract_cannot_run_without_onnx_runtime_names_pip_install() {
+    // ms_domain.onnx holds a com.microsoft op: tract cannot calibrate it,
+    // and the ONNX Runtime library given does not exist.
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 2, &[1, 16]);
+    let o = infopt(&[
+        "optimize",
+        s(&fixture("ms_domain.onnx")),
+        "-o",
+        s(&dir.path().join("q.onnx")),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--no-verify",
+        "--ort-dylib",
+        s(&dir.path().join("no/libonnxruntime.so")),
+    ]);
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+    let all = stderr(&o);
+    let err = all.trim().lines().last().unwrap_or("");
+    assert!(err.contains("pip install onnxruntime"), "{all}");
+    assert!(err.contains("tract cannot"), "{err}");
 }

@@ -59,9 +59,10 @@ const PASS_THROUGH: &[&str] = &[
 ];
 
 /// Outputs whose last axis holds class scores, judged by top-1 agreement:
-/// the output of a classifier head
-/// (Softmax, LogSoftmax, or a Gemm / MatMul with a constant weight), through
-/// reshapes, with a last axis of at least 2 classes when the shape says.
+/// the output of a classifier head (Softmax, LogSoftmax, a softmax written
+/// out as `Exp / ...`, or a Gemm / MatMul with a constant weight, with or
+/// without a bias Add), through reshapes, with a last axis of at least 2
+/// classes when the shape says.
 pub fn classifier_outputs(model: &Model) -> Vec<String> {
     let g = &model.graph;
     g.outputs
@@ -84,14 +85,29 @@ pub fn classifier_outputs(model: &Model) -> Vec<String> {
                     }
                     continue;
                 }
-                let head = match op {
-                    "Softmax" | "LogSoftmax" => true,
-                    "Gemm" | "MatMul" => n
-                        .inputs
-                        .get(1)
+                let input_op = |i: usize| {
+                    n.inputs
+                        .get(i)
                         .copied()
                         .flatten()
-                        .is_some_and(|w| g.constant(w).is_some()),
+                        .and_then(|x| g.value(x).producer)
+                        .map(|(p, _)| g.node(p))
+                };
+                let dense = |m: &infopt_ir::Node| {
+                    matches!(m.op_type.as_str(), "Gemm" | "MatMul")
+                        && m.inputs
+                            .get(1)
+                            .copied()
+                            .flatten()
+                            .is_some_and(|w| g.constant(w).is_some())
+                };
+                let head = match op {
+                    "Softmax" | "LogSoftmax" => true,
+                    "Gemm" | "MatMul" => dense(n),
+                    // A softmax written out: exp(x - max) / sum.
+                    "Div" => input_op(0).is_some_and(|p| p.op_type == "Exp"),
+                    // A dense head with its bias as an Add.
+                    "Add" => input_op(0).is_some_and(dense) || input_op(1).is_some_and(dense),
                     _ => false,
                 };
                 let classes = g
