@@ -171,26 +171,6 @@ fn int8_without_data_or_ranges_is_a_usage_error() {
     assert!(stderr(&o).contains("--calib-data"), "{}", stderr(&o));
 }
 
-/// `.npy` bytes of a float32 array (format 1.0).
-fn npy_f32(shape: &[usize], data: &[f32]) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let mut header = format!(
-        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}",
-        dims.join(", ")
-    );
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    for v in data {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-    out
-}
-
 /// A folder of `n` batch-1 samples for cnn_bn_relu (`input` [batch,3,32,32]):
 /// smooth images (a few sinusoids), deterministic, different per sample.
 fn image_samples(dir: &std::path::Path, n: usize, shape: &[usize]) -> std::path::PathBuf {
