@@ -56,7 +56,7 @@ ZOO = [
     ("ppocr_rec", "OCR recognizer (PP-OCRv4 SVTR)", ocr_model("ch_PP-OCRv4_rec_infer.onnx"),
      ["--shapes", "x:1x3x48x160/4x3x48x320/8x3x48x640"], ["Softmax=fp32", "ReduceMean=fp32"]),
     ("ppocr_cls", "OCR direction classifier", ocr_model("ch_ppocr_mobile_v2.0_cls_infer.onnx"),
-     ["--shapes", "x:1x3x48x192/8x3x48x192/16x3x48x192"], ["Softmax=fp32"]),
+     ["--input-shape", "x:8x3x48x192"], ["Softmax=fp32"]),
     ("bert_attention", "BERT encoder (2 layers)", FIX / "bert_attention.onnx",
      ["--shapes", "hidden:1x16x32/4x64x32/8x128x32", "--shapes", "attention_mask:1x16/4x64/8x128"],
      ["Softmax=fp32"]),

@@ -110,3 +110,25 @@ def test_fp16_emit_is_strongly_typed_and_close(infopt, tmp_path):
     cmds = {c["tensorrt_major"]: shlex.split(c["command"]) for c in report["trtexec"]}
     assert f"--onnx={out}" in cmds[11] and "--fp16" not in cmds[11]
     assert f"--onnx={fp32}" in cmds[10] and "--fp16" in cmds[10]
+
+
+def test_dims_sharing_a_name_get_one_profile_size(tmp_path):
+    """Paddle exports name every dynamic dim `?`; TensorRT's parser takes equal names for
+    one dimension, so H != W in a profile is refused up front, naming input and axes."""
+    from onnx import helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "?", "?"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, "?", "?"])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g", [x], [y])
+    model = tmp_path / "qmark.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    proc = _interop.run_cli("build-engine", model, "--emit-onnx", tmp_path / "out.onnx", "--no-verify",
+                            "--shapes", "x:1x3x48x192/2x3x48x192/4x3x48x192")
+    assert proc.returncode == 2, _interop.describe(proc)
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("error")]
+    assert len(errors) == 1, proc.stderr
+    assert "`x` dim 3 and `x` dim 2 share the symbolic name `?`" in errors[0], errors[0]
+    # Equal sizes are fine.
+    proc = _interop.run_cli("build-engine", model, "--emit-onnx", tmp_path / "out.onnx", "--no-verify",
+                            "--shapes", "x:1x3x48x48/2x3x64x64/4x3x96x96")
+    assert proc.returncode == 0, _interop.describe(proc)

@@ -13,6 +13,9 @@ use infopt_verify::ShapeArg;
 struct GraphInput {
     name: String,
     dims: Option<Vec<Dim>>,
+    /// The `dim_param` of each axis as declared, `?` included (infopt reads `?` as an
+    /// unknown dim, TensorRT's parser as a name like any other).
+    params: Vec<Option<String>>,
 }
 
 fn graph_inputs(model: &Model) -> Vec<GraphInput> {
@@ -23,8 +26,29 @@ fn graph_inputs(model: &Model) -> Vec<GraphInput> {
         .map(|io| GraphInput {
             name: g.value(io.value).name.clone(),
             dims: g.value_type(io.value).and_then(|t| t.shape),
+            params: declared_params(&io.info),
         })
         .collect()
+}
+
+fn declared_params(info: &infopt_ir::proto::ValueInfoProto) -> Vec<Option<String>> {
+    use infopt_ir::proto::{tensor_shape::DimValue, type_proto::Value};
+    match info.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(Value::TensorType(t)) => t
+            .shape
+            .as_ref()
+            .map(|s| {
+                s.dim
+                    .iter()
+                    .map(|d| match &d.value {
+                        Some(DimValue::DimParam(p)) if !p.is_empty() => Some(p.clone()),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
 }
 
 fn show(dims: &[Dim]) -> String {
@@ -102,7 +126,40 @@ pub fn profiles(
         check_against_model(&p, dims).map_err(|e| e.replace("--shapes", "--input-shape"))?;
         out.push(p);
     }
+    check_shared_symbols(&inputs, &out)?;
     Ok(out)
+}
+
+/// TensorRT's ONNX parser takes dims with the same symbolic name (`batch` on two inputs,
+/// or `?` on both H and W) to be one dimension, and rejects a profile that gives them
+/// different sizes with a message naming neither. Say which input, axes and name.
+fn check_shared_symbols(inputs: &[GraphInput], profiles: &[Profile]) -> Result<(), String> {
+    let mut seen: BTreeMap<&str, (&str, usize, [i64; 3])> = BTreeMap::new();
+    for p in profiles {
+        let Some(input) = inputs.iter().find(|i| i.name == p.input) else {
+            continue;
+        };
+        for (axis, param) in input.params.iter().enumerate() {
+            let Some(sym) = param else { continue };
+            if axis >= p.min.len() {
+                continue;
+            }
+            let here = [p.min[axis], p.opt[axis], p.max[axis]];
+            match seen.get(sym.as_str()) {
+                Some((input, other_axis, there)) if *there != here => {
+                    return Err(format!(
+                        "--shapes: `{}` dim {axis} and `{input}` dim {other_axis} share the symbolic name `{sym}`, which TensorRT treats as one dimension, but the profile gives them {}/{}/{} and {}/{}/{}; give them the same sizes, or fix them with --input-shape",
+                        p.input, here[0], here[1], here[2], there[0], there[1], there[2]
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    seen.insert(sym.as_str(), (p.input.as_str(), axis, here));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A profile fits the model: same rank, and the model's fixed dims in all of min/opt/max.

@@ -139,6 +139,16 @@ fn is_not_a_request(node: &Node) -> bool {
     node.domain().is_empty() && SKIP.iter().any(|op| node.is(op))
 }
 
+/// Whether Myelin named kernel `kernel` after `node`: `conv1/Conv_myl0_1`, or one part
+/// of a horizontally fused `q/MatMul+k/MatMul+v/MatMul_myl0_1`.
+fn named_after(kernel: &str, node: &str) -> bool {
+    let base = match kernel.rfind("_myl") {
+        Some(i) => &kernel[..i],
+        None => kernel,
+    };
+    kernel == node || base.split('+').any(|part| part == node)
+}
+
 /// A precision a node can be asked to compute in.
 fn computes_in(p: EnginePrecision) -> bool {
     use EnginePrecision as P;
@@ -259,10 +269,7 @@ pub fn compare(
         let named: Vec<usize> = all
             .iter()
             .copied()
-            .filter(|&i| {
-                let k = &layers[i].name;
-                k == &r.node || k.starts_with(&format!("{}_myl", r.node))
-            })
+            .filter(|&i| named_after(&layers[i].name, &r.node))
             .collect();
         let pure: Vec<usize> = all
             .iter()
@@ -275,6 +282,18 @@ pub fn compare(
             pure
         } else {
             all.clone()
+        };
+        // A kernel with no activation input prepares weights (dequantizes, transposes):
+        // the kernel that reads the activations computes the node.
+        let reads_activations: Vec<usize> = chosen
+            .iter()
+            .copied()
+            .filter(|&i| !layers[i].inputs.is_empty())
+            .collect();
+        let chosen = if reads_activations.is_empty() || reads_activations.len() == chosen.len() {
+            chosen
+        } else {
+            reads_activations
         };
         let mut realized: Vec<EnginePrecision> = Vec::new();
         // Kernels that only move index or shape data (Int32, Int64, Bool) say nothing
@@ -527,6 +546,38 @@ mod tests {
         r.fed_by_cast = Some("pool_out.cast_fp32".into());
         let got = compare(&[r], &HashSet::new(), &[k]);
         assert_eq!(got.nodes[0].outcome, Outcome::Mismatch);
+    }
+
+    #[test]
+    fn kernels_are_named_after_nodes_also_when_fused_side_by_side() {
+        assert!(named_after("conv1/Conv_myl0_1", "conv1/Conv"));
+        assert!(named_after("q/MatMul+k/MatMul+v/MatMul_myl0_1", "k/MatMul"));
+        assert!(!named_after("q/MatMul+k/MatMul_myl0_1", "q/Mat"));
+        assert!(!named_after("__myl_CastMulFc_myl0_3", "fc"));
+    }
+
+    #[test]
+    fn a_weight_preparing_kernel_does_not_decide() {
+        // Weight dequantized into Float by one kernel, the GEMM in the next one in Float.
+        let mut prep = kernel(
+            "__myl_CastMulCast_myl0_2",
+            Int8,
+            &["w_DequantizeLinear", "mm/MatMul"],
+        );
+        prep.inputs.clear();
+        let gemm = kernel(
+            "__myl_CastMulFc_myl0_3",
+            Fp32,
+            &["mm/MatMul", "x_DequantizeLinear"],
+        );
+        let r = compare(
+            &[req("mm/MatMul", "MatMul", &[Int8])],
+            &HashSet::new(),
+            &[prep, gemm],
+        );
+        assert_eq!(r.nodes[0].outcome, Outcome::Mismatch);
+        assert_eq!(r.nodes[0].realized, "fp32");
+        assert_eq!(r.nodes[0].kernels, vec!["__myl_CastMulFc_myl0_3"]);
     }
 
     #[test]
