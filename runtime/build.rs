@@ -8,8 +8,11 @@
 //! 1. `INFOPT_TRT_HEADERS_ROOT` (a folder holding `TRT-RTX-1.7/`, ... and `cuda_runtime_api.h`);
 //! 2. the crate unpacked in cargo's registry (`cargo fetch` of it, or scripts/fetch-trt-headers.sh);
 //! 3. its `.crate` file in cargo's registry cache, unpacked into OUT_DIR;
-//! 4. a download of that `.crate` from crates.io with curl, checked against its SHA-256,
-//!    unless cargo runs offline (`--offline`, `CARGO_NET_OFFLINE`) or `INFOPT_TRT_NO_DOWNLOAD` is set.
+//!
+//! The build script never downloads anything itself: fetching is cargo's job
+//! (scripts/fetch-trt-headers.sh, which scripts/setup-venv.sh runs, does `cargo fetch`).
+//! While the headers are missing, the script asks cargo to rerun it once they appear in
+//! the registry, so a build after that fetch embeds the shims without `cargo clean`.
 //!
 //! When none works, or no C++ compiler is found, the crate builds without embedded shims
 //! (a cargo warning says why) and infopt asks for `--trt-shim` at run time.
@@ -39,8 +42,6 @@ fn main() {
     for var in [
         "INFOPT_TRT_HEADERS_ROOT",
         "INFOPT_TRT_NO_SHIMS",
-        "INFOPT_TRT_NO_DOWNLOAD",
-        "CARGO_NET_OFFLINE",
         "CXX",
     ] {
         println!("cargo:rerun-if-env-changed={var}");
@@ -96,9 +97,18 @@ fn find_headers(out_dir: &Path) -> Result<PathBuf, String> {
         .into_iter()
         .map(|index| index.join(&crate_file))
         .find(|p| p.is_file());
-    let archive = match cached {
-        Some(p) => p,
-        None => download(out_dir, &crate_file)?,
+    let Some(archive) = cached else {
+        // Rerun once the fetch script has put the crate into the registry.
+        for index in read_dirs(&cargo_home.join("registry").join("src")) {
+            let expected = index
+                .join(&crate_dir)
+                .join("TensorRT-Headers")
+                .join("cuda_runtime_api.h");
+            println!("cargo:rerun-if-changed={}", expected.display());
+        }
+        return Err(format!(
+            "{HEADERS_CRATE} {HEADERS_CRATE_VERSION} is not in cargo's registry: run scripts/fetch-trt-headers.sh (or scripts/setup-venv.sh), then build again"
+        ));
     };
     check_sha256(&archive)?;
     let status = Command::new("tar")
@@ -113,35 +123,6 @@ fn find_headers(out_dir: &Path) -> Result<PathBuf, String> {
         return Err(format!("cannot unpack {}", archive.display()));
     }
     Ok(unpacked)
-}
-
-fn download(out_dir: &Path, crate_file: &str) -> Result<PathBuf, String> {
-    let offline = std::env::var_os("CARGO_NET_OFFLINE").is_some_and(|v| v == "true" || v == "1")
-        || std::env::var_os("INFOPT_TRT_NO_DOWNLOAD").is_some_and(|v| !v.is_empty());
-    if offline {
-        return Err(format!(
-            "{HEADERS_CRATE} {HEADERS_CRATE_VERSION} is not in cargo's registry and downloads are off"
-        ));
-    }
-    let target = out_dir.join(crate_file);
-    let url = format!(
-        "https://static.crates.io/crates/{HEADERS_CRATE}/{HEADERS_CRATE}-{HEADERS_CRATE_VERSION}.crate"
-    );
-    let status = Command::new("curl")
-        .args(["--silent", "--fail", "--location", "--max-time", "60", "-o"])
-        .arg(&target)
-        .arg(&url)
-        .status()
-        .map_err(|e| {
-            format!("{HEADERS_CRATE} is not in cargo's registry and curl cannot run: {e}")
-        })?;
-    if !status.success() {
-        let _ = std::fs::remove_file(&target);
-        return Err(format!(
-            "{HEADERS_CRATE} is not in cargo's registry and downloading {url} failed"
-        ));
-    }
-    Ok(target)
 }
 
 fn check_sha256(archive: &Path) -> Result<(), String> {

@@ -4,8 +4,8 @@
 # to compile infopt's built-in TensorRT shims. Network to crates.io once; nothing is
 # copied into this repository. Prints the headers folder.
 #
-# runtime/build.rs also downloads the crate itself when cargo is online; this script is
-# for machines that build offline later (run it once while online).
+# runtime/build.rs downloads nothing itself: this script (run by scripts/setup-venv.sh)
+# is how the headers arrive; the next cargo build then embeds the shims.
 set -euo pipefail
 
 version="0.9.1+rtx1.7"

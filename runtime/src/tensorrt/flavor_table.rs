@@ -119,7 +119,7 @@ pub const FLAVORS: &[FlavorSpec] = &[
 ];
 
 /// The `trtx-sys` release whose source carries the headers above, and the SHA-256 of its
-/// `.crate` file (crates.io's checksum), checked before build.rs uses a downloaded copy.
+/// `.crate` file (crates.io's checksum), checked before build.rs unpacks a cached copy.
 pub const HEADERS_CRATE: &str = "trtx-sys";
 pub const HEADERS_CRATE_VERSION: &str = "0.9.1+rtx1.7";
 pub const HEADERS_CRATE_SHA256: &str =
