@@ -160,7 +160,7 @@ fn a_crash_outside_the_passes_is_one_line_too() {
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
     assert!(
-        err.starts_with("error: internal error: injected panic (src/main.rs:")
+        err.starts_with("error: internal error: injected panic (src/cli.rs:")
             && err.ends_with("); this is a bug in infopt (please report it with the model)\n"),
         "{err}"
     );
