@@ -39,11 +39,7 @@ fn main() {
     println!("cargo:rerun-if-changed=tensorrt/infopt_trt_shim.cpp");
     println!("cargo:rerun-if-changed=tensorrt/infopt_trt_shim.h");
     println!("cargo:rerun-if-changed=src/tensorrt/flavor_table.rs");
-    for var in [
-        "INFOPT_TRT_HEADERS_ROOT",
-        "INFOPT_TRT_NO_SHIMS",
-        "CXX",
-    ] {
+    for var in ["INFOPT_TRT_HEADERS_ROOT", "INFOPT_TRT_NO_SHIMS", "CXX"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
