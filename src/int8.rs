@@ -515,8 +515,11 @@ pub fn run(
             let (q2, run2) = quantize_rest(&mid, &from, &alt, cx)?;
             let h2 = judge(&q2, eval_skip, on_calibration)?;
             let (a, b) = (score(&h, goal), score(&h2, goal));
-            eprintln!(
-                "int8: per-tensor ranges score {a:.5}, full ranges {b:.5} (lowest margin to the target)"
+            crate::progress::note(
+                "int8",
+                format!(
+                    "int8: per-tensor ranges score {a:.5}, full ranges {b:.5} (lowest margin to the target)"
+                ),
             );
             if b > a {
                 notes.push(format!(

@@ -64,30 +64,33 @@ pub struct HalfReport {
     pub seconds: f64,
 }
 
-/// The report's lines for a terminal or Markdown.
-pub fn render(h: &HalfReport) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let target = h
-        .target_cosine
-        .map_or("the tolerance".to_string(), |c| format!("cosine >= {c}"));
-    let _ = writeln!(
-        s,
-        "{}: target {target} on {}: {} (lowest output cosine {:.6}; {:.6} before keeping layers for their error; {} trial{}, {:.2} s)",
-        h.precision,
-        h.inputs,
-        if h.reached { "reached" } else { "MISSED" },
-        h.cosine_final,
-        h.cosine_converted,
-        h.trials,
-        if h.trials == 1 { "" } else { "s" },
-        h.seconds
-    );
-    for k in &h.kept_fp32 {
-        let _ = writeln!(s, "  kept in float32: {} ({}): {}", k.node, k.op, k.reason);
+impl HalfReport {
+    /// The report's lines for a terminal or Markdown.
+    pub fn render(&self) -> String {
+        let h = self;
+        use std::fmt::Write;
+        let mut s = String::new();
+        let target = h
+            .target_cosine
+            .map_or("the tolerance".to_string(), |c| format!("cosine >= {c}"));
+        let _ = writeln!(
+            s,
+            "{}: target {target} on {}: {} (lowest output cosine {:.6}; {:.6} before keeping layers for their error; {} trial{}, {:.2} s)",
+            h.precision,
+            h.inputs,
+            if h.reached { "reached" } else { "MISSED" },
+            h.cosine_final,
+            h.cosine_converted,
+            h.trials,
+            if h.trials == 1 { "" } else { "s" },
+            h.seconds
+        );
+        for k in &h.kept_fp32 {
+            let _ = writeln!(s, "  kept in float32: {} ({}): {}", k.node, k.op, k.reason);
+        }
+        for w in &h.without_effect {
+            let _ = writeln!(s, "  tried without effect: {w}");
+        }
+        s
     }
-    for w in &h.without_effect {
-        let _ = writeln!(s, "  tried without effect: {w}");
-    }
-    s
 }

@@ -294,7 +294,7 @@ pub fn render(r: &Report, markdown: bool) -> String {
         let _ = writeln!(s, "{t}");
     }
     if let Some(h) = &r.half_precision {
-        let _ = write!(s, "{}", crate::report::half::render(h));
+        let _ = write!(s, "{}", h.render());
     }
     if let Some(q) = &r.int8 {
         let _ = writeln!(

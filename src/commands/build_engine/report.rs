@@ -205,7 +205,7 @@ pub fn render(r: &EngineReport, markdown: bool) -> String {
         );
     }
     if let Some(h) = &r.half_precision {
-        let _ = write!(s, "{}", crate::report::half::render(h));
+        let _ = write!(s, "{}", h.render());
     }
     if let Some(q) = &r.int8 {
         let held = q
