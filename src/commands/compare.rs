@@ -302,24 +302,7 @@ impl CommandReport for CompareReport {
 /// the verdict as the exit code.
 pub fn run(args: Args) -> CliResult {
     let outcome = execute(&args)?;
-    let report = &outcome.report;
-    if args.json {
-        let text =
-            serde_json::to_string_pretty(report).map_err(|e| CliError::new(Exit::Internal, e))?;
-        println!("{text}");
-    } else {
-        print!("{}", render_text(report));
-        if let Some(g) = &report.gates {
-            print!("{}", crate::report::ci::render_gates_text(g));
-        }
-    }
-    let step_summary = crate::report::ci::step_summary_path();
-    if !args.report.is_empty() || step_summary.is_some() {
-        let json =
-            serde_json::to_string_pretty(report).map_err(|e| CliError::new(Exit::Internal, e))?;
-        let summary = ci_summary(report);
-        crate::report::ci::write_reports(&args.report, &json, &summary, step_summary.as_deref())?;
-    }
+    crate::report::ci::emit_gated(&outcome.report, args.json, &args.report, ci_summary)?;
     outcome.verdict()
 }
 

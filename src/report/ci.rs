@@ -346,6 +346,32 @@ pub fn write_reports(
     Ok(())
 }
 
+/// Prints a gated command's report (its JSON with `--json`, else its text,
+/// gate table included) and writes its `--report` files and the step summary:
+/// the output half of `bench` and `compare`.
+pub fn emit_gated<'a, R: crate::outcome::CommandReport>(
+    report: &'a R,
+    json: bool,
+    paths: &[PathBuf],
+    summary: impl FnOnce(&'a R) -> CiSummary<'a>,
+) -> CliResult {
+    if json {
+        println!("{}", report.json()?);
+    } else {
+        print!("{}", report.text());
+    }
+    let step_summary = step_summary_path();
+    if !paths.is_empty() || step_summary.is_some() {
+        write_reports(
+            paths,
+            &report.json()?,
+            &summary(report),
+            step_summary.as_deref(),
+        )?;
+    }
+    Ok(())
+}
+
 /// `$GITHUB_STEP_SUMMARY`, when set and not empty.
 pub fn step_summary_path() -> Option<PathBuf> {
     std::env::var_os(STEP_SUMMARY_ENV)
