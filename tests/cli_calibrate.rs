@@ -3,49 +3,9 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::Path;
 
 use common::*;
-
-/// An `.npy` image of a float32 C-order array.
-fn npy_f32(shape: &[usize], data: &[f32]) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let mut header = format!(
-        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}",
-        dims.join(", ")
-    );
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    for v in data {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-    out
-}
-
-/// cnn_bn_relu takes `input` [N,3,32,32]: `n` samples stacked in one .npz.
-fn stacked(dir: &Path, n: usize) -> std::path::PathBuf {
-    let mut state = 12345u32;
-    let data: Vec<f32> = (0..n * 3 * 32 * 32)
-        .map(|_| {
-            state = state.wrapping_mul(1664525).wrapping_add(1013904223);
-            (state >> 8) as f32 / (1u32 << 24) as f32 * 4.0 - 2.0
-        })
-        .collect();
-    let path = dir.join("calib.npz");
-    let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
-    let opts =
-        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
-    zip.start_file("input.npy", opts).unwrap();
-    zip.write_all(&npy_f32(&[n, 1, 3, 32, 32], &data)).unwrap();
-    zip.finish().unwrap();
-    path
-}
 
 fn table(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
