@@ -24,7 +24,6 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 shim_dir="$here/runtime/tensorrt"
-trtx_version="0.9.1"
 trt_dir_name="TRT-Enterprise-11.4"
 
 cxx="${CXX:-g++}"
@@ -34,47 +33,16 @@ command -v nm >/dev/null || { echo "check-trt-shim: nm not found (install binuti
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-find_headers() {
-    local home="${CARGO_HOME:-$HOME/.cargo}"
-    local dir
-    for dir in "$home"/registry/src/*/trtx-sys-"$trtx_version"*/TensorRT-Headers; do
-        if [ -f "$dir/$trt_dir_name/NvInfer.h" ]; then
-            echo "$dir"
-            return 0
-        fi
-    done
-    return 1
-}
-
 if [ -n "${INFOPT_TRT_HEADERS:-}" ]; then
     trt_include="$INFOPT_TRT_HEADERS"
     stub_include="$INFOPT_TRT_HEADERS"
 else
-    if ! headers="$(find_headers)"; then
-        echo "check-trt-shim: fetching trtx-sys $trtx_version (TensorRT $trt_dir_name headers) with cargo" >&2
-        mkdir -p "$work/fetch/src"
-        cat >"$work/fetch/Cargo.toml" <<EOF
-[package]
-name = "infopt-trt-headers"
-version = "0.0.0"
-edition = "2021"
-publish = false
-
-[dependencies]
-trtx-sys = { version = "=$trtx_version", default-features = false }
-
-[workspace]
-EOF
-        : >"$work/fetch/src/lib.rs"
-        (cd "$work/fetch" && cargo fetch --quiet) || {
-            echo "check-trt-shim: cargo fetch of trtx-sys failed (network to crates.io needed once)" >&2
-            exit 1
-        }
-        headers="$(find_headers)" || {
-            echo "check-trt-shim: trtx-sys fetched but $trt_dir_name headers not found in it" >&2
-            exit 1
-        }
-    fi
+    # One place fetches the trtx-sys source through cargo and prints its headers folder.
+    headers="$(bash "$here/scripts/fetch-trt-headers.sh")"
+    [ -f "$headers/$trt_dir_name/NvInfer.h" ] || {
+        echo "check-trt-shim: $trt_dir_name headers not found in $headers" >&2
+        exit 1
+    }
     trt_include="$headers/$trt_dir_name"
     stub_include="$headers"
 fi
