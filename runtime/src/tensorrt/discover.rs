@@ -251,79 +251,27 @@ impl LibSearch {
     /// (major 1: TensorRT-RTX's libraries).
     pub fn find(&self, major: u32) -> Result<TrtLibs> {
         match spec_of_major(major) {
-            Some(spec) if spec.id == "rtx" => self.find_flavor(spec),
-            _ => self.find_major(major),
+            Some(spec) => self.find_flavor(spec),
+            None => self.search(&Wanted::major(major, self)),
         }
     }
 
     /// Finds the libraries of `spec` in one folder.
     pub fn find_flavor(&self, spec: &FlavorSpec) -> Result<TrtLibs> {
-        if spec.id != "rtx" {
-            return self.find_major(spec.major);
-        }
-        let explicit = [
-            (self.explicit.as_ref(), LibSource::Explicit, "--trt-lib"),
-            (self.rtx_env.as_ref(), LibSource::EnvVar, spec.lib_env),
-        ];
-        for (dir, source, spelled) in explicit {
-            let Some(dir) = dir else { continue };
-            return match spec_libs_in(dir, spec) {
-                Some((nvinfer, onnxparser)) => Ok(TrtLibs {
-                    cudart: self.find_cudart(dir),
-                    nvinfer,
-                    onnxparser,
-                    source,
-                }),
-                None => Err(unavailable(format!(
-                    "{spelled} {}: {}",
-                    dir.display(),
-                    if dir.is_dir() {
-                        format!(
-                            "no {} and {} there; {}",
-                            spec.nvinfer,
-                            spec.onnxparser,
-                            install_hint_for(spec)
-                        )
-                    } else {
-                        format!("not a folder; {}", install_hint_for(spec))
-                    }
-                ))),
-            };
-        }
-        let folders = self
-            .pip_dirs
-            .iter()
-            .map(|d| (d, LibSource::PipPackage))
-            .chain(self.system_dirs.iter().map(|d| (d, LibSource::System)));
-        for (dir, source) in folders {
-            if let Some((nvinfer, onnxparser)) = spec_libs_in(dir, spec) {
-                return Ok(TrtLibs {
-                    cudart: self.find_cudart(dir),
-                    nvinfer,
-                    onnxparser,
-                    source,
-                });
-            }
-        }
-        Err(unavailable(format!(
-            "{} ({}, {}) not found: no --trt-lib, no {}, no pip install with a {} folder, nothing in LD_LIBRARY_PATH or the system folders; {}",
-            spec.display,
-            spec.nvinfer,
-            spec.onnxparser,
-            spec.lib_env,
-            spec.pip_folder,
-            install_hint_for(spec)
-        )))
+        self.search(&Wanted::flavor(spec, self))
     }
 
-    fn find_major(&self, major: u32) -> Result<TrtLibs> {
+    /// The one search every flavour goes through: the folder the user named (flag, then
+    /// the flavour's variable) decides alone; otherwise the first pip or system folder
+    /// holding both libraries.
+    fn search(&self, wanted: &Wanted) -> Result<TrtLibs> {
         let explicit = [
             (self.explicit.as_ref(), LibSource::Explicit, "--trt-lib"),
-            (self.env.as_ref(), LibSource::EnvVar, LIB_ENV),
+            (wanted.env, LibSource::EnvVar, wanted.env_name),
         ];
         for (dir, source, spelled) in explicit {
             let Some(dir) = dir else { continue };
-            return match libs_in(dir, major) {
+            return match wanted.libs_in(dir) {
                 Some((nvinfer, onnxparser)) => Ok(TrtLibs {
                     cudart: self.find_cudart(dir),
                     nvinfer,
@@ -333,7 +281,7 @@ impl LibSearch {
                 None => Err(unavailable(format!(
                     "{spelled} {}: {}",
                     dir.display(),
-                    missing_in(dir, major)
+                    wanted.missing_in(dir)
                 ))),
             };
         }
@@ -344,7 +292,7 @@ impl LibSearch {
             .chain(self.system_dirs.iter().map(|d| (d, LibSource::System)));
         let mut other_majors = Vec::new();
         for (dir, source) in folders {
-            if let Some((nvinfer, onnxparser)) = libs_in(dir, major) {
+            if let Some((nvinfer, onnxparser)) = wanted.libs_in(dir) {
                 return Ok(TrtLibs {
                     cudart: self.find_cudart(dir),
                     nvinfer,
@@ -352,21 +300,27 @@ impl LibSearch {
                     source,
                 });
             }
-            for other in present_majors(dir) {
-                other_majors.push(format!("libnvinfer.so.{other} in {}", dir.display()));
+            if let Some(major) = wanted.versioned_major {
+                for other in present_majors(dir).into_iter().filter(|m| *m != major) {
+                    other_majors.push(format!("libnvinfer.so.{other} in {}", dir.display()));
+                }
             }
         }
-        let mismatch = if other_majors.is_empty() {
-            String::new()
-        } else {
-            format!(
+        let mismatch = match wanted.versioned_major {
+            Some(major) if !other_majors.is_empty() => format!(
                 " (found {}: rebuild the shim against that version's headers with runtime/tensorrt/build.sh, or install TensorRT {major})",
                 other_majors.join(", ")
-            )
+            ),
+            _ => String::new(),
         };
         Err(unavailable(format!(
-            "TensorRT {major} (libnvinfer.so.{major}, libnvonnxparser.so.{major}) not found: no --trt-lib, no {LIB_ENV}, no pip install with a tensorrt_libs folder, nothing in LD_LIBRARY_PATH or the system folders{mismatch}; {}",
-            install_hint(major)
+            "{} ({}, {}) not found: no --trt-lib, no {}, no pip install with a {} folder, nothing in LD_LIBRARY_PATH or the system folders{mismatch}; {}",
+            wanted.display,
+            wanted.nvinfer,
+            wanted.onnxparser,
+            wanted.env_name,
+            wanted.pip_folder,
+            wanted.hint
         )))
     }
 
@@ -425,16 +379,88 @@ fn pip_dirs_in_venvs(roots: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
-fn spec_libs_in(dir: &Path, spec: &FlavorSpec) -> Option<(PathBuf, PathBuf)> {
-    let nvinfer = dir.join(spec.nvinfer);
-    let parser = dir.join(spec.onnxparser);
-    (nvinfer.is_file() && parser.is_file()).then_some((nvinfer, parser))
+/// What one library search looks for: two file names, the variable that names their
+/// folder, and how to say that they are missing.
+struct Wanted<'a> {
+    display: String,
+    nvinfer: String,
+    onnxparser: String,
+    env: Option<&'a PathBuf>,
+    env_name: &'a str,
+    pip_folder: &'a str,
+    hint: String,
+    /// `libnvinfer.so.N` families: other majors found on the way are named, since a shim
+    /// compiled for another major is the likely mistake.
+    versioned_major: Option<u32>,
 }
 
-fn libs_in(dir: &Path, major: u32) -> Option<(PathBuf, PathBuf)> {
-    let nvinfer = dir.join(format!("libnvinfer.so.{major}"));
-    let parser = dir.join(format!("libnvonnxparser.so.{major}"));
-    (nvinfer.is_file() && parser.is_file()).then_some((nvinfer, parser))
+impl<'a> Wanted<'a> {
+    fn flavor(spec: &'a FlavorSpec, search: &'a LibSearch) -> Wanted<'a> {
+        let rtx = spec.id == "rtx";
+        Wanted {
+            display: spec.display.to_string(),
+            nvinfer: spec.nvinfer.to_string(),
+            onnxparser: spec.onnxparser.to_string(),
+            env: if rtx {
+                search.rtx_env.as_ref()
+            } else {
+                search.env.as_ref()
+            },
+            env_name: spec.lib_env,
+            pip_folder: spec.pip_folder,
+            hint: install_hint_for(spec),
+            versioned_major: (!rtx).then_some(spec.major),
+        }
+    }
+
+    /// A TensorRT major the flavour table does not list (a shim built for a newer one).
+    fn major(major: u32, search: &'a LibSearch) -> Wanted<'a> {
+        Wanted {
+            display: format!("TensorRT {major}"),
+            nvinfer: format!("libnvinfer.so.{major}"),
+            onnxparser: format!("libnvonnxparser.so.{major}"),
+            env: search.env.as_ref(),
+            env_name: LIB_ENV,
+            pip_folder: "tensorrt_libs",
+            hint: install_hint(major),
+            versioned_major: Some(major),
+        }
+    }
+
+    fn libs_in(&self, dir: &Path) -> Option<(PathBuf, PathBuf)> {
+        let nvinfer = dir.join(&self.nvinfer);
+        let parser = dir.join(&self.onnxparser);
+        (nvinfer.is_file() && parser.is_file()).then_some((nvinfer, parser))
+    }
+
+    /// Why `dir`, a folder the user named, does not have the libraries.
+    fn missing_in(&self, dir: &Path) -> String {
+        if !dir.is_dir() {
+            return format!("not a folder; {}", self.hint);
+        }
+        let has_nvinfer = dir.join(&self.nvinfer).is_file();
+        if let Some(major) = self.versioned_major {
+            let others: Vec<String> = present_majors(dir)
+                .into_iter()
+                .filter(|m| *m != major)
+                .map(|m| m.to_string())
+                .collect();
+            if !has_nvinfer && !others.is_empty() {
+                let list = others.join("/");
+                return format!(
+                    "holds TensorRT {list} but the shim was compiled for TensorRT {major}; rebuild the shim against TensorRT {list}'s headers with runtime/tensorrt/build.sh, or point --trt-lib at TensorRT {major}"
+                );
+            }
+        }
+        let mut lacking = Vec::new();
+        if !has_nvinfer {
+            lacking.push(self.nvinfer.as_str());
+        }
+        if !dir.join(&self.onnxparser).is_file() {
+            lacking.push(self.onnxparser.as_str());
+        }
+        format!("no {} there; {}", lacking.join(" or "), self.hint)
+    }
 }
 
 /// Majors of `libnvinfer.so.N` files in `dir`.
@@ -456,34 +482,6 @@ fn present_majors(dir: &Path) -> Vec<u32> {
     majors.sort_unstable();
     majors.dedup();
     majors
-}
-
-/// Why `dir` does not have TensorRT `major`, for a folder the user named.
-fn missing_in(dir: &Path, major: u32) -> String {
-    if !dir.is_dir() {
-        return format!("not a folder; {}", install_hint(major));
-    }
-    let nvinfer = dir.join(format!("libnvinfer.so.{major}"));
-    let others: Vec<u32> = present_majors(dir)
-        .into_iter()
-        .filter(|m| *m != major)
-        .collect();
-    if !nvinfer.is_file() && !others.is_empty() {
-        let list: Vec<String> = others.iter().map(|m| m.to_string()).collect();
-        return format!(
-            "holds TensorRT {} but the shim was compiled for TensorRT {major}; rebuild the shim against TensorRT {}'s headers with runtime/tensorrt/build.sh, or point --trt-lib at TensorRT {major}",
-            list.join("/"),
-            list.join("/")
-        );
-    }
-    let mut lacking = Vec::new();
-    if !nvinfer.is_file() {
-        lacking.push(format!("libnvinfer.so.{major}"));
-    }
-    if !dir.join(format!("libnvonnxparser.so.{major}")).is_file() {
-        lacking.push(format!("libnvonnxparser.so.{major}"));
-    }
-    format!("no {} there; {}", lacking.join(" or "), install_hint(major))
 }
 
 /// `prefix` + the highest version found in `dir` (`libcudart.so.12` over `.11.0`).
@@ -699,6 +697,66 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn tensorrt_rtx_goes_through_the_same_search_with_its_own_names_and_variable() {
+        let t = tempfile::tempdir().unwrap();
+        let rtx = flavor::by_id("rtx").unwrap();
+        let pip = t.path().join("site-packages").join(rtx.pip_folder);
+        touch(&pip, rtx.nvinfer);
+        touch(&pip, rtx.onnxparser);
+        // TENSORRT_LIB is TensorRT's variable: it does not hide the RTX pip folder.
+        let trt_only = t.path().join("trt");
+        touch(&trt_only, "libnvinfer.so.11");
+        let search = LibSearch {
+            env: Some(trt_only.clone()),
+            pip_dirs: vec![pip.clone()],
+            ..Default::default()
+        };
+        let libs = search.find(rtx.major).unwrap();
+        assert_eq!(
+            (libs.nvinfer, libs.source),
+            (pip.join(rtx.nvinfer), LibSource::PipPackage)
+        );
+        // TENSORRT_RTX_LIB naming a folder without the parser decides alone, by name.
+        let half = t.path().join("half");
+        touch(&half, rtx.nvinfer);
+        let e = unavailable_message(
+            LibSearch {
+                rtx_env: Some(half.clone()),
+                ..search.clone()
+            }
+            .find_flavor(rtx)
+            .unwrap_err(),
+        );
+        assert!(
+            e.contains(&format!(
+                "{} {}: no {} there;",
+                rtx.lib_env,
+                half.display(),
+                rtx.onnxparser
+            )),
+            "{e}"
+        );
+        assert!(e.contains("tensorrt-rtx-cu13-libs"), "{e}");
+        // Nothing anywhere: the RTX names, variable and pip folder, no libnvinfer majors.
+        let e = unavailable_message(
+            LibSearch {
+                system_dirs: vec![trt_only],
+                ..Default::default()
+            }
+            .find_flavor(rtx)
+            .unwrap_err(),
+        );
+        assert!(
+            e.contains(&format!(
+                "TensorRT-RTX ({}, {}) not found: no --trt-lib, no {}, no pip install with a {} folder",
+                rtx.nvinfer, rtx.onnxparser, rtx.lib_env, rtx.pip_folder
+            )),
+            "{e}"
+        );
+        assert!(!e.contains("libnvinfer.so.11"), "{e}");
     }
 
     #[test]
