@@ -5,37 +5,7 @@
 
 mod common;
 
-use std::process::Output;
-
-use common::{fixture, infopt, s, stderr};
-
-fn json(o: &Output) -> serde_json::Value {
-    assert!(o.status.success(), "{}", stderr(o));
-    serde_json::from_slice(&o.stdout).expect("valid JSON")
-}
-
-/// Whether ONNX Runtime can be used; panics under CI when it cannot.
-fn ort_available() -> bool {
-    let o = infopt(&[
-        "bench",
-        s(&fixture("cnn_bn_relu.onnx")),
-        "--backend",
-        "ort",
-        "--runs",
-        "1",
-        "--warmup",
-        "0",
-    ]);
-    if o.status.success() {
-        return true;
-    }
-    let err = stderr(&o);
-    if std::env::var_os("CI").is_some() || !err.contains("ONNX Runtime library not found") {
-        panic!("ONNX Runtime should be usable here: {err}");
-    }
-    eprintln!("skipping: {err}");
-    false
-}
+use common::{fixture, infopt, json, ort_available, s, stderr};
 
 /// The element type of `node`'s first output in the saved model.
 fn declared_type(path: &std::path::Path, node: &str) -> infopt_ir::DataType {

@@ -404,21 +404,6 @@ fn indices_out_of_range_fall_back_to_plainer_generated_inputs() {
     assert_eq!(report["verification"]["passed"], true, "{report}");
 }
 
-/// Whether ONNX Runtime can be used; panics under CI when it cannot.
-fn ort_available() -> bool {
-    let o = infopt(&["doctor", "--json"]);
-    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
-    let ok = report["items"].as_array().is_some_and(|items| {
-        items
-            .iter()
-            .any(|i| i["name"] == "ONNX Runtime" && i["status"] == "ok")
-    });
-    if !ok && std::env::var_os("CI").is_some() {
-        panic!("ONNX Runtime should be usable here: {}", report);
-    }
-    ok
-}
-
 /// An MLP with 32 MiB of weights, external or inline: big enough that a
 /// memory cap of 40 MiB refuses a heap copy and small enough for a test.
 fn mlp_32mib(dir: &Path, external: bool) -> std::path::PathBuf {

@@ -64,3 +64,34 @@ pub fn stacked(dir: &Path, n: usize) -> std::path::PathBuf {
     zip.finish().unwrap();
     path
 }
+
+/// The JSON report on stdout of a run that must have succeeded.
+pub fn json(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).expect("valid JSON")
+}
+
+/// Whether ONNX Runtime can be used (the library the binary discovers: `ORT_DYLIB_PATH`,
+/// `python3`, or this checkout's `.venv`). Without one, tests that need it say so and
+/// pass, except under CI (`CI` set), where that is a failure.
+pub fn ort_available() -> bool {
+    let o = infopt(&[
+        "bench",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "--backend",
+        "ort",
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+    ]);
+    if o.status.success() {
+        return true;
+    }
+    let err = stderr(&o);
+    if std::env::var_os("CI").is_some() || !err.contains("ONNX Runtime library not found") {
+        panic!("ONNX Runtime should be usable here: {err}");
+    }
+    eprintln!("skipping: {err}");
+    false
+}
