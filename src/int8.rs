@@ -801,6 +801,25 @@ mod tests {
     }
 
     #[test]
+    fn on_calibration_samples_top1_is_also_judged_by_the_agreement_expected_on_unseen_rows() {
+        // Every calibration row kept its class, but thin margins against the
+        // errors seen say that 3% of unseen rows would not.
+        let mut h = held(&[("probs", 0.999)], &[("probs", 1.0)]);
+        h.top1_expected.insert("probs".into(), 0.97);
+        assert!(misses(&h, GOAL).is_empty(), "held-out rows are measured");
+        h.on_calibration_samples = true;
+        assert_eq!(
+            misses(&h, GOAL),
+            vec!["probs (top-1 agreement 0.9700 < 0.99)".to_string()]
+        );
+        assert!((score(&h, GOAL) - (0.97 - 0.99)).abs() < 1e-12);
+        // The expectation never raises a measured agreement.
+        h.top1_expected.insert("probs".into(), 1.0);
+        h.top1_agreement.insert("probs".into(), 0.95);
+        assert_eq!(top1_judged(&h, "probs"), Some(0.95));
+    }
+
+    #[test]
     fn the_score_is_the_smallest_margin_to_the_target() {
         let h = held(&[("a", 0.995), ("probs", 0.999)], &[("probs", 0.97)]);
         assert!((score(&h, GOAL) - (0.97 - 0.99)).abs() < 1e-12);

@@ -110,3 +110,62 @@ pub fn full_range_tensors(model: &Model) -> HashMap<String, &'static str> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infopt_ir::builder::{GraphBuilder, dims};
+    use infopt_ir::{Attribute, DataType};
+
+    #[test]
+    fn logits_of_a_written_out_softmax_and_attention_scores_keep_their_range() {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["1", "4"]));
+        // A dense head whose softmax is written out as exp(x - max) / sum.
+        let w = b.f32("w", &[4, 3], &[0.1; 12]);
+        let bias = b.f32("bias", &[3], &[0.0; 3]);
+        let mm = b.op("MatMul", &[x, w], vec![]);
+        let logits = b.op("Add", &[mm, bias], vec![]);
+        let max = b.op(
+            "ReduceMax",
+            &[logits],
+            vec![Attribute::ints("axes", vec![-1])],
+        );
+        let shifted = b.op("Sub", &[logits, max], vec![]);
+        let e = b.op("Exp", &[shifted], vec![]);
+        let sum = b.op("ReduceSum", &[e], vec![]);
+        let probs = b.op("Div", &[e, sum], vec![]);
+        // Attention: softmax(x·k * c + mask) · v; x·k reaches it through a
+        // constant scale and the mask Add.
+        let k = b.f32("k", &[4, 4], &[0.2; 16]);
+        let scores = b.op("MatMul", &[x, k], vec![]);
+        let c = b.f32("c", &[], &[0.5]);
+        let scaled = b.op("Mul", &[scores, c], vec![]);
+        let mask = b.input("mask", DataType::Float, dims(&["1", "4"]));
+        let masked = b.op("Add", &[scaled, mask], vec![]);
+        let attn = b.op("Softmax", &[masked], vec![Attribute::int("axis", -1)]);
+        // A gate: x * sigmoid(x); its Mul of two varying inputs stops the walk.
+        let gate = b.op("Sigmoid", &[x], vec![]);
+        let swish = b.op("Mul", &[x, gate], vec![]);
+        let after = b.op("Exp", &[swish], vec![]);
+        b.output(probs, "probs", DataType::Float, None);
+        b.output(attn, "attn", DataType::Float, None);
+        b.output(after, "after", DataType::Float, None);
+        let m = b.build(13);
+        let name = |v| m.graph.value(v).name.clone();
+        let keep = full_range_tensors(&m);
+        for v in [logits, mm, shifted, scores, scaled, masked, swish] {
+            assert_eq!(keep.get(&name(v)), Some(&DECIDED_BY_LARGEST), "{}", name(v));
+        }
+        for v in [attn, gate] {
+            assert_eq!(keep.get(&name(v)), Some(&BOUNDED), "{}", name(v));
+        }
+        // Not decided by their largest values: the max itself (the Sub's
+        // second input), the sum, the swish's input through the varying Mul.
+        for v in [max, sum, e] {
+            assert_eq!(keep.get(&name(v)), None, "{}", name(v));
+        }
+        // The walk stops at a layer (MatMul): what it reads is not marked.
+        assert_eq!(keep.get(&name(x)), None);
+    }
+}
