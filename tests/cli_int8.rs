@@ -113,6 +113,9 @@ fn unreachable_target_keeps_layers_in_float_and_says_what_each_cost() {
     for k in &kept {
         assert!(k["layer"].as_str().is_some_and(|l| !l.is_empty()));
         assert!(k["cosine_after"].as_f64().unwrap() >= k["cosine_before"].as_f64().unwrap() - 1e-3);
+        // Each kept layer was judged alone in INT8 first (its own harm).
+        let alone = k["cosine_alone"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&alone), "{alone}");
     }
 }
 
@@ -274,6 +277,7 @@ fn an_unreachable_target_exits_4_naming_the_layers() {
     let last = err.lines().last().unwrap_or("");
     assert!(last.contains("misses its accuracy target"), "{err}");
     assert!(last.contains("kept in float"), "{last}");
+    assert!(last.contains("harm most alone in INT8"), "{last}");
     assert!(last.contains("conv") || last.contains("fc/Gemm"), "{last}");
     assert!(last.contains("output not written"), "{last}");
     assert!(!out.exists());
@@ -327,4 +331,56 @@ fn a_graph_tract_cannot_run_without_onnx_runtime_names_pip_install() {
     let err = all.trim().lines().last().unwrap_or("");
     assert!(err.contains("pip install onnxruntime"), "{all}");
     assert!(err.contains("tract cannot"), "{err}");
+}
+
+#[test]
+fn the_logits_a_softmax_reads_stay_float_under_auto() {
+    // MatMul -> Add (logits) -> Softmax: a Q/DQ on the logits moves every
+    // class score by up to half a step and buys no integer kernel (the
+    // Softmax is float); the MatMul still runs in INT8.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q.onnx");
+    let (o, r) = run_json(&[
+        "optimize",
+        s(&fixture("paddle_dynamic.onnx")),
+        "-o",
+        s(&out),
+        "--input-shape",
+        "x:1x3x48x192",
+        "--int8",
+        "--calib-data",
+        "random:6",
+        "--int8-min-cosine",
+        "0",
+        "--int8-min-top1",
+        "0",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let methods = &r["int8"]["tensor_methods"];
+    let why = "float (its largest values decide a softmax or max)";
+    assert_eq!(methods["logits"], why, "{methods}");
+    // The MatMul's own output is the logits once its bias Add is fused.
+    let model = infopt_ir::Model::load(&out).unwrap();
+    let g = &model.graph;
+    let quantized: Vec<String> = g
+        .nodes()
+        .filter(|(_, n)| n.op_type == "QuantizeLinear")
+        .filter_map(|(_, n)| n.inputs.first().copied().flatten())
+        .map(|v| g.value(v).name.clone())
+        .collect();
+    assert!(
+        !quantized.iter().any(|t| t == "logits" || t == "mm"),
+        "{quantized:?}"
+    );
+    // The dense layer is still quantized (its weight is INT8).
+    assert!(
+        g.nodes().any(|(_, n)| n.op_type == "DequantizeLinear"
+            && n.inputs
+                .first()
+                .copied()
+                .flatten()
+                .is_some_and(|v| g.constant(v).is_some())),
+        "no INT8 weight"
+    );
 }

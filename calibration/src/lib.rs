@@ -33,6 +33,7 @@ pub mod amax;
 pub mod cache;
 pub mod data_shapes;
 pub mod error;
+pub mod full_range;
 pub mod histogram;
 pub mod images;
 pub mod int8;

@@ -180,11 +180,22 @@ impl Method {
     /// Softmax, Tanh, ...), whose whole range carries meaning (a gate at 1.0
     /// is not an outlier) and costs no resolution worth saving.
     pub fn choose(&self, stats: &TensorStats, bounded: bool) -> (f32, &'static str) {
+        self.choose_keeping(stats, bounded.then_some(crate::full_range::BOUNDED))
+    }
+
+    /// As [`Method::choose`], with `keep` the reason the tensor's whole
+    /// range carries meaning (see [`crate::full_range`]), if it does: then
+    /// [`Method::Auto`] takes the full range, under that name.
+    pub fn choose_keeping(
+        &self,
+        stats: &TensorStats,
+        keep: Option<&'static str>,
+    ) -> (f32, &'static str) {
         if *self != Method::Auto {
             return (self.amax_of(stats), self.name());
         }
-        if bounded {
-            return (stats.abs_max(), "minmax (bounded output)");
+        if let Some(why) = keep {
+            return (stats.abs_max(), why);
         }
         let h = &stats.histogram;
         let mut best: Option<(f64, f32, &'static str)> = None;

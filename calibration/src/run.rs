@@ -270,12 +270,12 @@ pub fn calibrate(
     if count == 0 {
         return Err(VerifyError::usage("the calibration data has no samples"));
     }
-    let bounded = bounded_outputs(model);
+    let full_range = crate::full_range::full_range_tensors(model);
     let mut table = RangeTable::from_collector_bounded(
         &collector,
         options.method,
         crate::table::sha256_hex(model_bytes),
-        &|name| bounded.contains(name),
+        &|name| full_range.get(name).copied(),
     )
     .map_err(VerifyError::usage)?;
     // The collector counts observations (runs); a range table counts the
@@ -291,29 +291,6 @@ pub fn calibrate(
         meaningful: data.meaningful(),
         backend: chosen.info.describe(),
     })
-}
-
-/// Ops whose outputs lie in a fixed interval whatever their input.
-const BOUNDED_OPS: &[&str] = &["Sigmoid", "HardSigmoid", "Softmax", "Tanh"];
-
-/// Names of the tensors computed by [`BOUNDED_OPS`] (and by Clip with both
-/// bounds constant, such as ReLU6): the gates of swish and squeeze-excite
-/// blocks, attention weights, probabilities.
-pub fn bounded_outputs(model: &Model) -> std::collections::HashSet<String> {
-    let g = &model.graph;
-    g.nodes()
-        .filter(|(_, n)| {
-            n.domain().is_empty()
-                && (BOUNDED_OPS.contains(&n.op_type.as_str())
-                    || (n.op_type == "Clip"
-                        && n.inputs.len() == 3
-                        && n.inputs[1..]
-                            .iter()
-                            .all(|v| v.is_some_and(|v| g.constant(v).is_some()))))
-        })
-        .filter_map(|(_, n)| n.outputs.first().copied().flatten())
-        .map(|v| g.value(v).name.clone())
-        .collect()
 }
 
 /// Input specs for batches of `batch` samples: the leading dim is free.

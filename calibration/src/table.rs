@@ -90,25 +90,25 @@ impl RangeTable {
         method: Method,
         model_sha256: String,
     ) -> Result<RangeTable> {
-        RangeTable::from_collector_bounded(collector, method, model_sha256, &|_| false)
+        RangeTable::from_collector_bounded(collector, method, model_sha256, &|_| None)
     }
 
     /// [`from_collector_hashed`](Self::from_collector_hashed), where
-    /// `bounded(name)` says which tensors are outputs of bounded ops (for
-    /// [`Method::Auto`], see [`Method::choose`]); each range records the
-    /// method that chose it.
+    /// `full_range(name)` says which tensors keep their whole range under
+    /// [`Method::Auto`], and why (see [`crate::full_range`]); each range
+    /// records the method that chose it.
     pub fn from_collector_bounded(
         collector: &RangeCollector,
         method: Method,
         model_sha256: String,
-        bounded: &dyn Fn(&str) -> bool,
+        full_range: &dyn Fn(&str) -> Option<&'static str>,
     ) -> Result<RangeTable> {
         method.validate()?;
         let tensors = collector
             .iter()
             .map(|(name, stats)| {
                 let none = stats.elements == 0;
-                let (amax, chosen) = method.choose(stats, bounded(name));
+                let (amax, chosen) = method.choose_keeping(stats, full_range(name));
                 let range = TensorRange {
                     amax,
                     min: if none { 0.0 } else { stats.min },

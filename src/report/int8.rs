@@ -24,6 +24,9 @@ pub struct KeptFloat {
     /// Lowest output cosine before and after keeping it in float.
     pub cosine_before: f64,
     pub cosine_after: f64,
+    /// Lowest output cosine of the model with only this layer in INT8 (on
+    /// the few samples the layers are ranked on): the harm it does alone.
+    pub cosine_alone: Option<f64>,
 }
 
 #[derive(Serialize, Debug, Clone)]

@@ -328,10 +328,13 @@ pub fn render(r: &Report, markdown: bool) -> String {
                 t.add_row(vec![
                     o.name.clone(),
                     format!("{:.6}", o.cosine),
-                    h.top1_agreement
-                        .get(&o.name)
-                        .map(|a| format!("{:.4}", a))
-                        .unwrap_or_else(|| "-".into()),
+                    match (h.top1_agreement.get(&o.name), h.top1_expected.get(&o.name)) {
+                        (Some(a), Some(e)) if h.on_calibration_samples => {
+                            format!("{a:.4} (unseen: {e:.4} expected)")
+                        }
+                        (Some(a), _) => format!("{a:.4}"),
+                        _ => "-".into(),
+                    },
                     format!("{:.3e}", o.max_abs),
                     format!("{:.1}", o.snr_db),
                 ]);
@@ -369,9 +372,13 @@ pub fn render(r: &Report, markdown: bool) -> String {
             let _ = writeln!(s, "{t}");
         }
         for k in &q.kept_float {
+            let alone = k
+                .cosine_alone
+                .map(|c| format!("; alone in INT8: {c:.5}"))
+                .unwrap_or_default();
             let _ = writeln!(
                 s,
-                "kept in float: {} (lowest output cosine {:.5} -> {:.5})",
+                "kept in float: {} (lowest output cosine {:.5} -> {:.5}{alone})",
                 k.layer, k.cosine_before, k.cosine_after
             );
         }
