@@ -1,16 +1,28 @@
-"""Calibration time and peak memory: infopt calibrate vs ONNX Runtime's
-calibrators (onnxruntime.quantization), same model, same samples, same
-machine, one after the other.
+"""Calibration time and peak memory: `infopt calibrate` against ONNX Runtime's
+calibrators (`onnxruntime.quantization.calibrate`), same model, same samples,
+same machine, interleaved run by run.
 
-    python bench/calib_bench.py INFOPT_BIN MODEL.onnx [--samples 64] [--method minmax|entropy]
+    python bench/calib_bench.py INFOPT_BIN MODEL.onnx [--samples 64,256,1024]
+        [--ort-samples 64] [--methods entropy,minmax] [--runs 3]
+        [--backend ort] [--shape 1,3,224,224 | --rec] [--ort-limit 12G]
 
-Samples are seeded random float32 arrays of the model's input shape (batch 1),
-written once as a stacked .npz for infopt and fed to ORT through a
-CalibrationDataReader. Prints wall time and peak RSS of each.
+Samples are one .npy file per sample in a folder (so neither side holds the
+whole set), seeded standard-normal arrays of `--shape`, or with `--rec`
+text lines rendered as bench/real_int8.py renders them for PP-OCRv4 rec
+(3x48x320). Each row is one process, timed from outside (wall, peak RSS by
+/usr/bin/time); for ORT the time inside the process from
+`create_calibrator` to `compute_data` is printed too (it leaves out
+Python's start and imports, which favours ORT). ORT's HistogramCalibrater
+(entropy, percentile) keeps every intermediate of every sample in memory:
+`--ort-limit` runs it inside a memory cgroup of that size
+(bench/under_limit.sh, root needed) so that a size it cannot survive ends
+in an OOM kill of that process, not of the machine; the row then says so.
+Prints a Markdown table.
 """
 import argparse
 import os
-import resource
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,79 +30,131 @@ import time
 
 import numpy as np
 
-
-def run_infopt(binary, model, npz, method, backend):
-    with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "ranges.json")
-        cmd = ["/usr/bin/time", "-f", "%M", binary, "calibrate", model, "--data", npz,
-               "--method", method, "-o", out, "--backend", backend]
-        t = time.perf_counter()
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        wall = time.perf_counter() - t
-        if p.returncode != 0:
-            sys.exit(f"infopt failed: {p.stderr}")
-        rss_kb = int(p.stderr.strip().splitlines()[-1])
-        return wall, rss_kb / 1024
-
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 ORT_CHILD = r'''
-import sys, time, resource, numpy as np, onnxruntime as ort
+import os, sys, time, numpy as np
 from onnxruntime.quantization import calibrate as C
-model, npz, method, out = sys.argv[1:5]
-data = np.load(npz)
-name = data.files[0]
-arr = data[name]
+model, folder, count, method, out = sys.argv[1:6]
+files = sorted(os.listdir(folder))[: int(count)]
+import onnx
+name = onnx.load(model, load_external_data=False).graph.input[0].name
 class Reader(C.CalibrationDataReader):
     def __init__(self):
         self.i = 0
     def get_next(self):
-        if self.i >= len(arr):
+        if self.i >= len(files):
             return None
         self.i += 1
-        return {name: arr[self.i - 1]}
+        return {name: np.load(os.path.join(folder, files[self.i - 1]))}
 m = {"minmax": C.CalibrationMethod.MinMax, "entropy": C.CalibrationMethod.Entropy,
      "percentile": C.CalibrationMethod.Percentile}[method]
 t = time.perf_counter()
 cal = C.create_calibrator(model, [], augmented_model_path=out, calibrate_method=m)
 cal.collect_data(Reader())
 cal.compute_data()
-print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print("inside", time.perf_counter() - t)
 '''
 
 
-def run_ort(model, npz, method):
-    with tempfile.TemporaryDirectory() as d:
-        p = subprocess.run([sys.executable, "-c", ORT_CHILD, model, npz, method,
-                            os.path.join(d, "aug.onnx")], capture_output=True, text=True)
-        if p.returncode != 0:
-            sys.exit(f"ORT failed: {p.stderr[-2000:]}")
-        wall, rss = p.stdout.split()
-        return float(wall), float(rss)
+def timed(cmd, limit=None):
+    """(exit code, wall seconds, peak RSS MB, output) of one process."""
+    if limit:
+        cmd = ["bash", os.path.join(HERE, "under_limit.sh"), limit] + cmd
+    else:
+        cmd = ["/usr/bin/time", "-f", "peak RSS %M KB"] + cmd
+    t = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    out = p.stdout + p.stderr
+    rss = re.findall(r"peak RSS (\d+) KB", out)
+    return p.returncode, wall, (int(rss[-1]) / 1024 if rss else float("nan")), out
+
+
+def make_samples(folder, n, shape, rec):
+    os.makedirs(folder, exist_ok=True)
+    if rec:
+        sys.path.insert(0, HERE)
+        import real_int8
+
+        dictionary = real_int8.rec_dictionary(real_int8.REC)
+        arrays = (x for x, _ in real_int8.rec_samples(n, 1, dictionary))
+    else:
+        rng = np.random.default_rng(0)
+        arrays = (rng.standard_normal(shape).astype(np.float32) for _ in range(n))
+    for i, a in enumerate(arrays):
+        np.save(os.path.join(folder, f"s{i:05d}.npy"), a)
+
+
+def subset(folder, all_dir, n):
+    """A folder holding the first n samples (hard links)."""
+    os.makedirs(folder, exist_ok=True)
+    for f in sorted(os.listdir(all_dir))[:n]:
+        os.link(os.path.join(all_dir, f), os.path.join(folder, f))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("infopt")
     ap.add_argument("model")
-    ap.add_argument("--samples", type=int, default=64)
-    ap.add_argument("--method", default="minmax")
+    ap.add_argument("--samples", default="64")
+    ap.add_argument("--ort-samples", default="64")
+    ap.add_argument("--methods", default="entropy,minmax")
+    ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--backend", default="ort")
     ap.add_argument("--shape", default="1,3,224,224")
+    ap.add_argument("--rec", action="store_true", help="rendered text lines for PP-OCRv4 rec")
+    ap.add_argument("--ort-limit", default=None, help="memory cgroup limit for ORT, e.g. 12G")
+    ap.add_argument("--work", default=None)
     a = ap.parse_args()
-    import onnx
-    m = onnx.load(a.model, load_external_data=False)
-    name = m.graph.input[0].name
+    sizes = [int(s) for s in a.samples.split(",")]
+    ort_sizes = [int(s) for s in a.ort_samples.split(",") if s]
     shape = [int(x) for x in a.shape.split(",")]
-    rng = np.random.default_rng(0)
-    with tempfile.TemporaryDirectory() as d:
-        npz = os.path.join(d, "calib.npz")
-        np.savez(npz, **{name: rng.standard_normal([a.samples] + shape).astype(np.float32)})
-        iw, ir = run_infopt(a.infopt, a.model, npz, a.method, a.backend)
-        ow, orr = run_ort(a.model, npz, a.method)
-    print(f"model {os.path.basename(a.model)} samples {a.samples} method {a.method}")
-    print(f"infopt calibrate ({a.backend}): {iw:.2f} s wall, peak RSS {ir:.0f} MB")
-    print(f"onnxruntime calibrator:        {ow:.2f} s, peak RSS {orr:.0f} MB")
-    print(f"time ratio infopt/ORT: {iw / ow:.2f}")
+    work = a.work or tempfile.mkdtemp(prefix="calib-bench-")
+    all_dir = os.path.join(work, "all")
+    if not os.path.isdir(all_dir):
+        make_samples(all_dir, max(sizes + ort_sizes), shape, a.rec)
+    dirs = {}
+    for n in sorted(set(sizes + ort_sizes)):
+        d = os.path.join(work, f"n{n}")
+        if not os.path.isdir(d):
+            subset(d, all_dir, n)
+        dirs[n] = d
+    rows = []
+    for run in range(1, a.runs + 1):
+        for method in a.methods.split(","):
+            for n in sorted(set(sizes + ort_sizes)):
+                if n in sizes:
+                    out = os.path.join(work, "ranges.json")
+                    rc, wall, rss, text = timed([a.infopt, "calibrate", a.model, "--data", dirs[n],
+                                                 "--method", method, "--backend", a.backend,
+                                                 "-o", out])
+                    if rc != 0:
+                        sys.exit(f"infopt failed ({rc}): {text[-2000:]}")
+                    rows.append((run, method, n, "infopt", wall, None, rss, "ok"))
+                    print(rows[-1], file=sys.stderr, flush=True)
+                if n in ort_sizes:
+                    aug = os.path.join(work, "aug.onnx")
+                    limit = a.ort_limit if method != "minmax" else None
+                    rc, wall, rss, text = timed([sys.executable, "-c", ORT_CHILD, a.model, dirs[n],
+                                                 str(n), method, aug], limit)
+                    inside = re.findall(r"inside ([0-9.]+)", text)
+                    status = "ok" if rc == 0 else (f"killed at the {a.ort_limit} limit (exit {rc})"
+                                                   if limit else f"exit {rc}")
+                    if rc != 0 and not limit:
+                        print(text[-2000:], file=sys.stderr)
+                    rows.append((run, method, n, "onnxruntime", wall,
+                                 float(inside[-1]) if inside else None, rss, status))
+                    print(rows[-1], file=sys.stderr, flush=True)
+    print(f"model `{os.path.basename(a.model)}`, samples {'rendered text lines' if a.rec else 'N(0,1) ' + a.shape}, "
+          f"infopt backend {a.backend}\n")
+    print("| run | method | samples | tool | wall (s) | ORT inside (s) | peak RSS (MB) | status |")
+    print("|---|---|---|---|---|---|---|---|")
+    for run, method, n, tool, wall, inside, rss, status in rows:
+        ins = f"{inside:.2f}" if inside is not None else ""
+        print(f"| {run} | {method} | {n} | {tool} | {wall:.2f} | {ins} | {rss:.0f} | {status} |")
+    if not a.work:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

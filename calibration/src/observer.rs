@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use half::slice::HalfFloatSliceExt;
-use infopt_runtime::{HostTensor, TensorData};
+use infopt_runtime::{DataView, HostTensor, TensorView};
 
 use crate::error::Result;
 use crate::histogram::{AbsHistogram, DEFAULT_BINS};
@@ -17,7 +17,7 @@ use crate::histogram::{AbsHistogram, DEFAULT_BINS};
 /// Elements processed at a time: f16/bf16/f64 tensors are converted to f32 this many
 /// elements at a time (never copied whole), and the min/max pass and the binning pass
 /// over a chunk run while it is in cache.
-const CHUNK: usize = 1 << 14;
+const CHUNK: usize = 1 << 16;
 
 /// Everything known about one tensor's values.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,16 +56,7 @@ impl TensorStats {
     }
 
     fn add(&mut self, xs: &[f32]) {
-        // One pass for min, max and the finite count; the histogram then needs only the
-        // binning pass. NaN fails both comparisons, inf is excluded by the finite count.
-        let (mut lo, mut hi, mut finite) = (f32::INFINITY, f32::NEG_INFINITY, 0u64);
-        for &x in xs {
-            if x.is_finite() {
-                lo = lo.min(x);
-                hi = hi.max(x);
-                finite += 1;
-            }
-        }
+        let (lo, hi, finite) = finite_min_max(xs);
         self.elements += finite;
         self.non_finite += xs.len() as u64 - finite;
         if finite > 0 {
@@ -78,6 +69,22 @@ impl TensorStats {
             0.0
         };
         self.histogram.add_with_max(xs, batch_abs_max);
+    }
+
+    /// Counts the elements of float data (other dtypes are ignored).
+    fn add_data(&mut self, data: DataView<'_>) {
+        match data {
+            // In chunks too: the binning pass then re-reads data still in cache.
+            DataView::F32(v) => v.chunks(CHUNK).for_each(|c| self.add(c)),
+            DataView::F16(v) => add_converted(self, v, |c, buf| c.convert_to_f32_slice(buf)),
+            DataView::BF16(v) => add_converted(self, v, |c, buf| c.convert_to_f32_slice(buf)),
+            DataView::F64(v) => add_converted(self, v, |c, buf| {
+                for (o, &x) in buf.iter_mut().zip(c) {
+                    *o = x as f32;
+                }
+            }),
+            _ => {}
+        }
     }
 
     fn merge(&mut self, other: &TensorStats) -> Result<()> {
@@ -128,29 +135,76 @@ impl RangeCollector {
     /// Records one observation of tensor `name`. Float tensors (f16, bf16, f32, f64, read
     /// as f32) are counted; integer and bool tensors are not quantized and are ignored.
     pub fn observe(&mut self, name: &str, t: &HostTensor) {
-        if !t.dtype().is_float() {
+        self.observe_data(name, DataView::of(t.data()));
+    }
+
+    /// [`observe`](Self::observe) for a borrowed tensor (a backend's own buffer), under
+    /// its own name; unnamed tensors are ignored.
+    pub fn observe_view(&mut self, v: &TensorView<'_>) {
+        if !v.name().is_empty() {
+            self.observe_data(v.name(), v.data());
+        }
+    }
+
+    /// Observes a group of borrowed tensors (one run's intermediates, a
+    /// `ViewSink` call), splitting the work over the CPU's threads. The statistics are
+    /// exactly those of observing the tensors one by one: each thread fills partial
+    /// statistics of whole pieces of a tensor, and partial statistics merge exactly (see
+    /// [`crate::histogram`]), so neither the thread count nor the split can change a
+    /// range.
+    pub fn observe_views(&mut self, views: &[TensorView<'_>]) {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        self.observe_views_on(views, threads);
+    }
+
+    /// [`observe_views`](Self::observe_views) on at most `threads` threads.
+    fn observe_views_on(&mut self, views: &[TensorView<'_>], threads: usize) {
+        let floats: Vec<&TensorView<'_>> = views
+            .iter()
+            .filter(|v| v.dtype().is_float() && !v.name().is_empty())
+            .collect();
+        let elements: usize = floats.iter().map(|v| v.len()).sum();
+        if threads < 2 || elements < PARALLEL_MIN {
+            floats.iter().for_each(|v| self.observe_view(v));
             return;
         }
-        if !self.tensors.contains_key(name) {
-            let fresh = TensorStats::new(self.empty.clone());
-            self.tensors.insert(name.to_string(), fresh);
+        let pieces: Vec<(usize, std::ops::Range<usize>)> = floats
+            .iter()
+            .enumerate()
+            .flat_map(|(i, v)| {
+                let n = v.len();
+                (0..n.div_ceil(PIECE)).map(move |k| (i, k * PIECE..((k + 1) * PIECE).min(n)))
+            })
+            .collect();
+        let partials = parallel_pieces(&pieces, threads, &|(i, range)| {
+            let mut partial = TensorStats::new(self.empty.clone());
+            partial.add_data(slice_of(floats[*i].data(), range.clone()));
+            partial
+        });
+        for v in &floats {
+            self.stats_mut(v.name()).observations += 1;
         }
-        let Some(stats) = self.tensors.get_mut(name) else {
+        for ((i, _), partial) in pieces.iter().zip(partials) {
+            // Same bins on both sides: the merge cannot fail.
+            let _ = self.stats_mut(floats[*i].name()).merge(&partial);
+        }
+    }
+
+    /// The statistics of `name`, created empty on first sight.
+    fn stats_mut(&mut self, name: &str) -> &mut TensorStats {
+        let empty = &self.empty;
+        self.tensors
+            .entry(name.to_string())
+            .or_insert_with(|| TensorStats::new(empty.clone()))
+    }
+
+    fn observe_data(&mut self, name: &str, data: DataView<'_>) {
+        if !data.dtype().is_float() {
             return;
-        };
+        }
+        let stats = self.stats_mut(name);
         stats.observations += 1;
-        match t.data() {
-            // In chunks too: the binning pass then re-reads data still in cache.
-            TensorData::F32(v) => v.chunks(CHUNK).for_each(|c| stats.add(c)),
-            TensorData::F16(v) => add_converted(stats, v, |c, buf| c.convert_to_f32_slice(buf)),
-            TensorData::BF16(v) => add_converted(stats, v, |c, buf| c.convert_to_f32_slice(buf)),
-            TensorData::F64(v) => add_converted(stats, v, |c, buf| {
-                for (o, &x) in buf.iter_mut().zip(c) {
-                    *o = x as f32;
-                }
-            }),
-            _ => {}
-        }
+        stats.add_data(data);
     }
 
     /// [`observe`](Self::observe) under the tensor's own name, the shape of a runtime
@@ -197,6 +251,108 @@ impl RangeCollector {
     pub fn is_empty(&self) -> bool {
         self.tensors.is_empty()
     }
+}
+
+/// Lanes of the min/max pass: independent running minima and maxima that
+/// the compiler keeps in one vector register each.
+const LANES: usize = 8;
+
+/// Smallest and largest finite value of `xs` and how many are finite, in one
+/// pass. Lane by lane with selects instead of `f32::min` (whose NaN rule
+/// keeps the loop scalar): NaN and ±inf fail `|x| < inf` and are skipped.
+/// A zero counts as +0, so which of ±0 comes first cannot change the
+/// result (`x + 0.0` is `x` for every other value).
+fn finite_min_max(xs: &[f32]) -> (f32, f32, u64) {
+    #[inline(always)]
+    fn step(lo: &mut f32, hi: &mut f32, finite: &mut u32, x: f32) {
+        let x = x + 0.0;
+        let ok = x.abs() < f32::INFINITY;
+        *lo = if ok && x < *lo { x } else { *lo };
+        *hi = if ok && x > *hi { x } else { *hi };
+        *finite += u32::from(ok);
+    }
+    let mut lo = [f32::INFINITY; LANES];
+    let mut hi = [f32::NEG_INFINITY; LANES];
+    let mut total = 0u64;
+    // u32 lane counters: a block of 2^28 elements per lane cannot overflow them.
+    for block in xs.chunks(LANES << 28) {
+        let mut finite = [0u32; LANES];
+        let mut lanes = block.chunks_exact(LANES);
+        for c in &mut lanes {
+            for k in 0..LANES {
+                step(&mut lo[k], &mut hi[k], &mut finite[k], c[k]);
+            }
+        }
+        for (k, &x) in lanes.remainder().iter().enumerate() {
+            step(&mut lo[k], &mut hi[k], &mut finite[k], x);
+        }
+        total += finite.iter().map(|&f| u64::from(f)).sum::<u64>();
+    }
+    let lo = lo
+        .iter()
+        .fold(f32::INFINITY, |a, &b| if b < a { b } else { a });
+    let hi = hi
+        .iter()
+        .fold(f32::NEG_INFINITY, |a, &b| if b > a { b } else { a });
+    (lo, hi, total)
+}
+
+/// Elements of one tensor a thread takes at a time in
+/// [`RangeCollector::observe_views`]: large enough that a piece's own histogram
+/// (zeroed, then merged) costs little next to binning it.
+const PIECE: usize = 1 << 18;
+
+/// Groups smaller than this are observed on the calling thread: starting
+/// threads would cost more than it saves.
+const PARALLEL_MIN: usize = 1 << 17;
+
+/// Elements `range` of float data.
+fn slice_of(data: DataView<'_>, range: std::ops::Range<usize>) -> DataView<'_> {
+    match data {
+        DataView::F32(v) => DataView::F32(&v[range]),
+        DataView::F16(v) => DataView::F16(&v[range]),
+        DataView::BF16(v) => DataView::BF16(&v[range]),
+        DataView::F64(v) => DataView::F64(&v[range]),
+        other => other,
+    }
+}
+
+/// `work` applied to every item, on up to `threads` threads (the calling thread is one
+/// of them), results in item order. Threads take the next item from a shared counter,
+/// so a slow item does not hold up the others.
+fn parallel_pieces<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    work: &(dyn Fn(&T) -> R + Sync),
+) -> Vec<R> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let drain = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(item) = items.get(i) else {
+                return done;
+            };
+            done.push((i, work(item)));
+        }
+    };
+    let mut done: Vec<(usize, R)> = std::thread::scope(|scope| {
+        // A thread that cannot be started leaves its share to the others.
+        let helpers: Vec<_> = (1..threads.min(items.len()))
+            .filter_map(|_| std::thread::Builder::new().spawn_scoped(scope, drain).ok())
+            .collect();
+        let mut all = drain();
+        for h in helpers {
+            match h.join() {
+                Ok(part) => all.extend(part),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        all
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 /// Converts `v` to f32 a chunk at a time (`convert` fills a buffer of the chunk's length;
@@ -275,5 +431,66 @@ mod tests {
         assert_eq!(h.elements, n as u64);
         assert_eq!(h.histogram.total(), n as u64);
         assert_eq!((h.min, h.max), (-50.0, 49.0));
+    }
+
+    #[test]
+    fn observing_a_group_in_parallel_equals_observing_one_by_one() {
+        // Several pieces per tensor, mixed widths, an integer tensor, an
+        // unnamed one, values that widen the histogram from piece to piece.
+        let n = PIECE * 2 + 12_345;
+        let big: Vec<f32> = (0..n)
+            .map(|i| ((i as f32 * 0.37).sin() * (1.0 + (i / 9000) as f32)).max(-0.5))
+            .collect();
+        let halves: Vec<f16> = (0..PIECE + 7)
+            .map(|i| f16::from_f32((i % 977) as f32 * 0.25 - 60.0))
+            .collect();
+        let tensors = [
+            HostTensor::from_vec(vec![n], big).unwrap().named("big"),
+            HostTensor::from_vec(vec![PIECE + 7], halves)
+                .unwrap()
+                .named("half"),
+            HostTensor::from_vec(vec![3], vec![f32::NAN, 1e-40, -2.0])
+                .unwrap()
+                .named("small"),
+            HostTensor::from_vec(vec![2], vec![5i64, 6])
+                .unwrap()
+                .named("int"),
+            HostTensor::from_vec(vec![2], vec![9.0f32, 1.0]).unwrap(),
+        ];
+        let views: Vec<TensorView<'_>> = tensors.iter().map(TensorView::of).collect();
+        let mut one_by_one = RangeCollector::new();
+        for _ in 0..2 {
+            for t in &tensors {
+                one_by_one.observe_named(t);
+            }
+        }
+        assert_eq!(one_by_one.len(), 3);
+        for threads in [1, 2, 3, 8] {
+            let mut grouped = RangeCollector::new();
+            grouped.observe_views_on(&views, threads);
+            grouped.observe_views_on(&views, threads);
+            assert_eq!(grouped, one_by_one, "{threads} threads");
+        }
+    }
+
+    #[test]
+    fn lane_min_max_equals_the_scalar_definition() {
+        for n in [0, 1, 7, 8, 9, 1000, 1003] {
+            let xs: Vec<f32> = (0..n)
+                .map(|i| match i % 11 {
+                    0 => f32::NAN,
+                    1 => f32::NEG_INFINITY,
+                    2 => -0.0,
+                    _ => ((i * 37 % 101) as f32 - 50.0) * 0.5,
+                })
+                .collect();
+            let finite: Vec<f32> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+            let lo = finite.iter().copied().fold(f32::INFINITY, f32::min);
+            let hi = finite.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            assert_eq!(finite_min_max(&xs), (lo, hi, finite.len() as u64), "n {n}");
+        }
+        // ±0 both count as +0, whichever comes first.
+        assert_eq!(finite_min_max(&[-0.0, 0.0]).0.to_bits(), 0);
+        assert_eq!(finite_min_max(&[0.0, -0.0]).1.to_bits(), 0);
     }
 }

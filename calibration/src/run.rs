@@ -1,15 +1,16 @@
 //! Calibration as a whole: the model runs over a dataset in a backend, every
 //! intermediate float tensor streams into a [`RangeCollector`], and a range
 //! method turns the statistics into a [`RangeTable`]. Memory is flat in the
-//! number of samples: a run's tensors are observed one by one and dropped
-//! (see `infopt_verify::observe`), and the collector keeps a fixed-size
-//! histogram per tensor.
+//! number of samples: the samples are read one batch at a time, a run's
+//! tensors are read where the backend put them (no host copy, see
+//! `LoadedModel::run_observed_views`) and released before the next run, and
+//! the collector keeps a fixed-size histogram per tensor.
 
 use std::path::Path;
 use std::time::Instant;
 
 use infopt_ir::Model;
-use infopt_runtime::{HostTensor, InputShapes, IoSpec, LoadedModel, Observe};
+use infopt_runtime::{InputShapes, IoSpec, LoadedModel, Observe};
 use infopt_verify::dataset::{self, Dataset, Sample};
 use infopt_verify::{ChosenBackend, ErrorKind, VerifyError};
 
@@ -202,21 +203,23 @@ pub fn calibrate(
 ) -> Result<Calibrated, VerifyError> {
     let started = Instant::now();
     let (model, model_bytes, dir) = (target.model, target.file_bytes, target.dir);
-    let serialized = model
-        .to_bytes_referencing_sources()
-        .map_err(|e| VerifyError::new(ErrorKind::Load, e))?;
-    let mut data = open_dataset(source, chosen, &serialized, dir, shapes)?;
+    // Random data needs the model loaded to make inputs; files do not (a
+    // serialization and a session of a large model saved).
+    let mut data = match open_files(source).map_err(VerifyError::usage)? {
+        Some(files) => files,
+        None => {
+            let serialized = model
+                .to_bytes_referencing_sources()
+                .map_err(|e| VerifyError::new(ErrorKind::Load, e))?;
+            open_dataset(source, chosen, &serialized, dir, shapes)?
+        }
+    };
     let total = match (data.sample_count(), options.samples) {
         (Some(n), Some(l)) => Some(n.min(l)),
         (n, l) => n.or(l),
     };
-    // The inputs as declared (names, dtypes, fixed dims), from a plain load.
-    let declared: Vec<IoSpec> = chosen
-        .backend
-        .load(&serialized, Some(dir), shapes)
-        .map_err(|e| VerifyError::runtime(e, ErrorKind::CannotVerify))?
-        .inputs()
-        .to_vec();
+    // The inputs as declared (names, dtypes, fixed dims).
+    let declared: Vec<IoSpec> = crate::data_shapes::declared_specs(model);
     let mut collector = RangeCollector::with_bins(options.bins).map_err(VerifyError::usage)?;
     // One loaded model per batch shape (the last batch may be smaller).
     let mut loaded: Option<LoadedFor> = None;
@@ -257,8 +260,10 @@ pub fn calibrate(
             for t in &tensors {
                 collector.observe_named(t);
             }
-            m.run_observed(&tensors, &mut |t: &HostTensor| {
-                collector.observe_named(t);
+            // The intermediates are read where the backend put them, a run's
+            // worth at a time, on every core (see `observe_views`).
+            m.run_observed_views(&tensors, &mut |views| {
+                collector.observe_views(views);
                 Ok(())
             })
             .map_err(|e| format!("{}: {e}", samples[0].origin))?;

@@ -109,3 +109,68 @@ fn ranges_from_a_model_run_are_order_independent_and_export() {
     }
     assert_eq!(back.to_amax().len(), table.to_amax().len());
 }
+
+/// Statistics from the copying sink (each intermediate copied into a host
+/// tensor, observed one by one) and from the view sink (the backend's own
+/// buffers, a group at a time, on every core).
+fn copied_and_viewed(
+    model: &dyn LoadedModel,
+    samples: &[Vec<HostTensor>],
+) -> (RangeCollector, RangeCollector) {
+    let copied = run(model, samples);
+    let mut viewed = RangeCollector::new();
+    for s in samples {
+        model
+            .run_observed_views(s, &mut |views| {
+                viewed.observe_views(views);
+                Ok(())
+            })
+            .expect("runs");
+    }
+    (copied, viewed)
+}
+
+#[test]
+fn reading_the_backends_buffers_in_place_gives_the_same_ranges_as_copying_them() {
+    use infopt_runtime::ort_backend::{OrtBackend, OrtOptions};
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models/cnn_bn_relu.onnx");
+    let ir = infopt_ir::Model::load(&path).expect("fixture loads");
+    // Batch 48: the largest intermediates span several of the pieces that
+    // observe_views hands to separate threads.
+    let shapes = InputShapes::new().with_default_dim(48);
+    let mut backends: Vec<Box<dyn Backend>> = vec![Box::new(TractBackend)];
+    match OrtBackend::new(OrtOptions::default()) {
+        Ok(b) => backends.push(Box::new(b)),
+        Err(e) if std::env::var_os("CI").is_none() => eprintln!("ONNX Runtime skipped: {e}"),
+        Err(e) => panic!("CI has ONNX Runtime, but: {e}"),
+    }
+    for backend in &backends {
+        let model = infopt_verify::observe::load_observing(
+            backend.as_ref(),
+            &ir,
+            path.parent().unwrap(),
+            &shapes,
+            &Observe::All,
+        )
+        .expect("loads for observation");
+        let samples: Vec<Vec<HostTensor>> = (0..2)
+            .map(|seed| generate_for_model(model.as_ref(), &InputGen::with_seed(seed)).unwrap())
+            .collect();
+        let (copied, viewed) = copied_and_viewed(model.as_ref(), &samples);
+        let name = backend.name();
+        assert!(copied.len() >= 8, "{name}: {} tensors", copied.len());
+        let largest = copied.iter().map(|(_, s)| s.elements).max().unwrap_or(0);
+        // More than one piece (2^18 elements) per run.
+        assert!(largest / 2 > 1 << 18, "{name}: largest {largest}");
+        assert_eq!(copied, viewed, "{name}");
+        for m in Method::CANDIDATES.into_iter().chain([Method::Auto]) {
+            assert_eq!(
+                RangeTable::from_collector(&copied, m, b"m").unwrap(),
+                RangeTable::from_collector(&viewed, m, b"m").unwrap(),
+                "{name} {}",
+                m.name()
+            );
+        }
+    }
+}

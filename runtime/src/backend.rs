@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::error::{Result, RuntimeError};
 use crate::tensor::{DType, HostTensor};
+use crate::view::TensorView;
 
 /// One dimension of a declared model input or output.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -273,6 +274,13 @@ impl Observe {
 /// the number of tensors and of runs.
 pub type TensorSink<'a> = dyn FnMut(&HostTensor) -> Result<()> + 'a;
 
+/// Receives observed intermediate tensors as borrowed views of the
+/// backend's own buffers, a group at a time (every tensor of one ONNX
+/// Runtime run, or the outputs of one tract node). The views of one call are
+/// all alive together, so the sink may read them in parallel; they are
+/// released when it returns.
+pub type ViewSink<'a> = dyn FnMut(&[TensorView<'_>]) -> Result<()> + 'a;
+
 /// An execution backend (tract, ONNX Runtime, TensorRT, ...).
 pub trait Backend: Send + Sync {
     /// Short identifier, e.g. `"tract"`.
@@ -339,6 +347,18 @@ pub trait LoadedModel: Send + Sync {
         Err(RuntimeError::InvalidArgument(
             "this model was not loaded for observation (use Backend::load_observing)".into(),
         ))
+    }
+
+    /// [`run_observed`](Self::run_observed) without a host copy of each
+    /// intermediate: the sink reads the backend's buffers in place, in
+    /// groups (see [`ViewSink`]). Backends that cannot lend their buffers
+    /// copy, as `run_observed` does.
+    fn run_observed_views(
+        &self,
+        inputs: &[HostTensor],
+        sink: &mut ViewSink<'_>,
+    ) -> Result<Vec<HostTensor>> {
+        self.run_observed(inputs, &mut |t| sink(&[TensorView::of(t)]))
     }
 
     /// Names of the intermediate tensors `run_observed` hands out, in the

@@ -26,10 +26,11 @@ pub mod tensor;
 pub mod tensorrt;
 pub mod timing;
 pub mod tract_backend;
+pub mod view;
 
 pub use backend::{
     Backend, DefaultedDim, DimSpec, InputShapes, IoSpec, LoadedModel, Observe, ShapeResolution,
-    TensorSink,
+    TensorSink, ViewSink,
 };
 pub use compare::{OutputAgreement, Tolerance};
 pub use error::{Result, RuntimeError};
@@ -37,3 +38,4 @@ pub use ort_backend::{OptLevel, OrtBackend, OrtOptions, backend_by_name};
 pub use tensor::{DType, HostTensor, TensorData};
 pub use timing::Latency;
 pub use tract_backend::{TractBackend, TractOneShot};
+pub use view::{DataView, TensorView};

@@ -33,16 +33,17 @@ use std::sync::Mutex;
 use ort::environment::Environment;
 use ort::ep::ArbitrarilyConfigurableExecutionProvider;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
-use ort::session::{OutputSelector, RunOptions, Session, SessionInputValue};
+use ort::session::{OutputSelector, RunOptions, Session, SessionInputValue, SessionOutputs};
 use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
 use serde::Serialize;
 
 use crate::backend::{
     Backend, DimSpec, InputShapes, IoSpec, LoadedModel, Observe, ShapeResolution, TensorSink,
-    check_run_inputs, resolve_input_shapes,
+    ViewSink, check_run_inputs, resolve_input_shapes,
 };
 use crate::error::{Result, RuntimeError};
 use crate::tensor::{DType, HostTensor, TensorData};
+use crate::view::{DataView, TensorView};
 
 const BACKEND: &str = "ort";
 
@@ -965,6 +966,22 @@ impl OrtModel {
 
     /// One run returning exactly `names`.
     fn run_selected(&self, inputs: &[HostTensor], names: &[&str]) -> Result<Vec<HostTensor>> {
+        self.with_run(inputs, names, |results| {
+            names
+                .iter()
+                .map(|n| from_ort(n, output(results, n)?))
+                .collect()
+        })
+    }
+
+    /// One run returning `names`, handed to `read` while ONNX Runtime still
+    /// owns the values (reading them in place costs no copy).
+    fn with_run<T>(
+        &self,
+        inputs: &[HostTensor],
+        names: &[&str],
+        read: impl FnOnce(&SessionOutputs<'_>) -> Result<T>,
+    ) -> Result<T> {
         let values = self.input_values(inputs)?;
         let mut selector = OutputSelector::no_default();
         for n in names {
@@ -977,17 +994,16 @@ impl OrtModel {
         let results = session
             .run_with_options(values, &options)
             .map_err(|e| run_error(&e))?;
-        names
-            .iter()
-            .map(|n| {
-                let v = results.get(*n).ok_or_else(|| RuntimeError::Run {
-                    backend: BACKEND.into(),
-                    message: format!("ONNX Runtime returned no value for `{n}`"),
-                })?;
-                from_ort(n, v)
-            })
-            .collect()
+        read(&results)
     }
+}
+
+/// The value `name` of a run's results.
+fn output<'r>(results: &'r SessionOutputs<'_>, name: &str) -> Result<&'r DynValue> {
+    results.get(name).ok_or_else(|| RuntimeError::Run {
+        backend: BACKEND.into(),
+        message: format!("ONNX Runtime returned no value for `{name}`"),
+    })
 }
 
 /// A borrowed ONNX Runtime view of a host tensor (no copy).
@@ -1060,6 +1076,55 @@ fn from_ort(name: &str, v: &DynValue) -> Result<HostTensor> {
     HostTensor::new(Some(name.to_string()), shape, data)
 }
 
+/// A borrowed view of an output value: ONNX Runtime's own buffer, no copy.
+fn view_of<'v>(name: &'v str, v: &'v DynValue) -> Result<TensorView<'v>> {
+    let unsupported = |dtype: String| RuntimeError::UnsupportedDType {
+        backend: BACKEND.into(),
+        kind: "output",
+        name: name.to_string(),
+        dtype,
+    };
+    let ty = match v.dtype() {
+        ValueType::Tensor { ty, .. } => *ty,
+        other => return Err(unsupported(other.to_string())),
+    };
+    let dtype = ort_dtype(ty).ok_or_else(|| unsupported(ty.to_string()))?;
+    macro_rules! borrow {
+        ($t:ty, $variant:ident) => {{
+            let (shape, data) = v.try_extract_tensor::<$t>().map_err(|e| run_error(&e))?;
+            (shape, DataView::$variant(data))
+        }};
+    }
+    let (shape, data) = match dtype {
+        DType::F32 => borrow!(f32, F32),
+        DType::F64 => borrow!(f64, F64),
+        DType::F16 => borrow!(half::f16, F16),
+        DType::BF16 => borrow!(half::bf16, BF16),
+        DType::I8 => borrow!(i8, I8),
+        DType::I16 => borrow!(i16, I16),
+        DType::I32 => borrow!(i32, I32),
+        DType::I64 => borrow!(i64, I64),
+        DType::U8 => borrow!(u8, U8),
+        DType::U16 => borrow!(u16, U16),
+        DType::U32 => borrow!(u32, U32),
+        DType::U64 => borrow!(u64, U64),
+        DType::Bool => borrow!(bool, Bool),
+    };
+    let bad_shape = || RuntimeError::Run {
+        backend: BACKEND.into(),
+        message: format!(
+            "output `{name}` has shape {shape:?} and {} elements",
+            data.len()
+        ),
+    };
+    let dims = shape
+        .iter()
+        .map(|&d| usize::try_from(d))
+        .collect::<std::result::Result<Vec<usize>, _>>()
+        .map_err(|_| bad_shape())?;
+    TensorView::new(name, dims, data).ok_or_else(bad_shape)
+}
+
 impl LoadedModel for OrtModel {
     fn inputs(&self) -> &[IoSpec] {
         &self.inputs
@@ -1085,6 +1150,22 @@ impl LoadedModel for OrtModel {
         inputs: &[HostTensor],
         sink: &mut TensorSink<'_>,
     ) -> Result<Vec<HostTensor>> {
+        self.run_observed_views(inputs, &mut |views| {
+            for v in views {
+                sink(&v.to_host()?)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Each group of observed tensors is one run; the sink reads the run's
+    /// values where ONNX Runtime put them, and they are freed before the
+    /// next run, so no more than [`OBSERVE_BUDGET_BYTES`] is held at once.
+    fn run_observed_views(
+        &self,
+        inputs: &[HostTensor],
+        sink: &mut ViewSink<'_>,
+    ) -> Result<Vec<HostTensor>> {
         if self.observed.is_empty() {
             return Err(RuntimeError::InvalidArgument(
                 "this model was not loaded for observation (use Backend::load_observing)".into(),
@@ -1100,28 +1181,31 @@ impl LoadedModel for OrtModel {
         // The model's outputs come with the last group: no extra run.
         let last = groups.len().saturating_sub(1);
         let mut outputs = Vec::new();
-        for (i, group) in groups.into_iter().enumerate() {
+        for (i, group) in groups.iter().enumerate() {
             let mut names: Vec<&str> = group.iter().map(String::as_str).collect();
             if i == last {
                 names.extend(self.outputs.iter().map(|o| o.name.as_str()));
             }
-            let mut tensors = self.run_selected(inputs, &names)?;
-            if i == last {
-                outputs = tensors.split_off(group.len());
-            }
-            let mut known = self
-                .observed_bytes
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            for t in &tensors {
-                if let Some(n) = t.name() {
-                    known.insert(n.to_string(), t.len() * t.dtype().size_of());
+            outputs = self.with_run(inputs, &names, |results| {
+                let views = group
+                    .iter()
+                    .map(|n| view_of(n, output(results, n)?))
+                    .collect::<Result<Vec<_>>>()?;
+                {
+                    let mut known = self
+                        .observed_bytes
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner());
+                    for v in &views {
+                        known.insert(v.name().to_string(), v.len() * v.dtype().size_of());
+                    }
                 }
-            }
-            drop(known);
-            for t in &tensors {
-                sink(t)?;
-            }
+                sink(&views)?;
+                names[group.len()..]
+                    .iter()
+                    .map(|n| from_ort(n, output(results, n)?))
+                    .collect::<Result<Vec<_>>>()
+            })?;
         }
         Ok(outputs)
     }

@@ -22,10 +22,11 @@ use tract_onnx::tract_hir::internal::DimLike;
 
 use crate::backend::{
     Backend, DimSpec, InputShapes, IoSpec, LoadedModel, Observe, ShapeResolution, TensorSink,
-    check_run_inputs, resolve_input_shapes,
+    ViewSink, check_run_inputs, resolve_input_shapes,
 };
 use crate::error::{Result, RuntimeError, one_line};
 use crate::tensor::{DType, HostTensor, TensorData};
+use crate::view::{DataView, TensorView};
 
 const BACKEND: &str = "tract";
 /// Pinned in Cargo.toml (`=0.23.9`); keep both in step.
@@ -127,8 +128,13 @@ fn to_tract(t: &HostTensor) -> Result<Tensor> {
 
 /// Converts a tract tensor into a named host tensor (one copy).
 fn from_tract(name: &str, t: &Tensor) -> Result<HostTensor> {
-    fn typed<T: Datum + Copy>(t: &Tensor) -> TractResult<Vec<T>> {
-        Ok(t.try_as_plain_ram()?.as_slice::<T>()?.to_vec())
+    view_of(name, t)?.to_host()
+}
+
+/// A borrowed view of a tract tensor (no copy).
+fn view_of<'t>(name: &'t str, t: &'t Tensor) -> Result<TensorView<'t>> {
+    fn typed<T: Datum + Copy>(t: &Tensor) -> TractResult<&[T]> {
+        t.try_as_plain_ram()?.as_slice::<T>()
     }
     let unsupported = || RuntimeError::UnsupportedDType {
         backend: BACKEND.into(),
@@ -138,22 +144,25 @@ fn from_tract(name: &str, t: &Tensor) -> Result<HostTensor> {
     };
     let dt = host_dtype(t.datum_type()).ok_or_else(unsupported)?;
     let data = match dt {
-        DType::F32 => typed::<f32>(t).map(TensorData::F32),
-        DType::F64 => typed::<f64>(t).map(TensorData::F64),
-        DType::F16 => typed::<f16>(t).map(TensorData::F16),
-        DType::I8 => typed::<i8>(t).map(TensorData::I8),
-        DType::I16 => typed::<i16>(t).map(TensorData::I16),
-        DType::I32 => typed::<i32>(t).map(TensorData::I32),
-        DType::I64 => typed::<i64>(t).map(TensorData::I64),
-        DType::U8 => typed::<u8>(t).map(TensorData::U8),
-        DType::U16 => typed::<u16>(t).map(TensorData::U16),
-        DType::U32 => typed::<u32>(t).map(TensorData::U32),
-        DType::U64 => typed::<u64>(t).map(TensorData::U64),
-        DType::Bool => typed::<bool>(t).map(TensorData::Bool),
+        DType::F32 => typed::<f32>(t).map(DataView::F32),
+        DType::F64 => typed::<f64>(t).map(DataView::F64),
+        DType::F16 => typed::<f16>(t).map(DataView::F16),
+        DType::I8 => typed::<i8>(t).map(DataView::I8),
+        DType::I16 => typed::<i16>(t).map(DataView::I16),
+        DType::I32 => typed::<i32>(t).map(DataView::I32),
+        DType::I64 => typed::<i64>(t).map(DataView::I64),
+        DType::U8 => typed::<u8>(t).map(DataView::U8),
+        DType::U16 => typed::<u16>(t).map(DataView::U16),
+        DType::U32 => typed::<u32>(t).map(DataView::U32),
+        DType::U64 => typed::<u64>(t).map(DataView::U64),
+        DType::Bool => typed::<bool>(t).map(DataView::Bool),
         DType::BF16 => return Err(unsupported()),
     }
     .map_err(|e| run_error(&e))?;
-    HostTensor::new(Some(name.to_string()), t.shape().to_vec(), data)
+    TensorView::new(name, t.shape().to_vec(), data).ok_or_else(|| RuntimeError::Run {
+        backend: BACKEND.into(),
+        message: format!("output `{name}` does not fill its shape {:?}", t.shape()),
+    })
 }
 
 /// Dims of an ONNX tensor type, `None` when the type has no shape.
@@ -605,16 +614,30 @@ impl LoadedModel for TractModel {
         self.collect_outputs(results)
     }
 
-    /// Evaluates node by node and hands each tapped output to the sink right
-    /// after its node ran; tract frees every value after its last reader, so
-    /// only the tensors still needed downstream are held.
     fn run_observed(
         &self,
         inputs: &[HostTensor],
         sink: &mut TensorSink<'_>,
     ) -> Result<Vec<HostTensor>> {
+        self.run_observed_views(inputs, &mut |views| {
+            for v in views {
+                sink(&v.to_host()?)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Evaluates node by node and lends each node's tapped outputs to the
+    /// sink right after the node ran, in tract's own buffers; tract frees
+    /// every value after its last reader, so only the tensors still needed
+    /// downstream are held.
+    fn run_observed_views(
+        &self,
+        inputs: &[HostTensor],
+        sink: &mut ViewSink<'_>,
+    ) -> Result<Vec<HostTensor>> {
         if self.taps.is_empty() {
-            return LoadedModel::run_observed(&NotObserving, inputs, sink);
+            return LoadedModel::run_observed(&NotObserving, inputs, &mut |_| Ok(()));
         }
         let values = self.values(inputs)?;
         let mut sink_error: Option<RuntimeError> = None;
@@ -622,8 +645,13 @@ impl LoadedModel for TractModel {
             let mut state = tract_onnx::tract_core::plan::SimpleState::new(&self.plan)?;
             state.run_plan_with_eval(values, |ctx, op_state, node, node_inputs| {
                 let out = tract_onnx::tract_core::plan::eval(ctx, op_state, node, node_inputs)?;
-                for (slot, name) in &self.taps[node.id] {
-                    let result = from_tract(name, &out[*slot]).and_then(|t| sink(&t));
+                let taps = &self.taps[node.id];
+                if !taps.is_empty() {
+                    let result = taps
+                        .iter()
+                        .map(|(slot, name)| view_of(name, &out[*slot]))
+                        .collect::<Result<Vec<_>>>()
+                        .and_then(|views| sink(&views));
                     if let Err(e) = result {
                         sink_error = Some(e);
                         return Err(TractError::msg("observation stopped"));
