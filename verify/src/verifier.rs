@@ -280,6 +280,10 @@ impl Verifier {
             .backend
             .load(bytes, Some(dir), shapes)
             .map_err(|e| VerifyError::runtime(e, ErrorKind::CannotVerify))?;
+        if inputs.file.is_none() {
+            crate::inputs::check_generated_size(loaded.as_ref())
+                .map_err(|m| VerifyError::new(ErrorKind::CannotVerify, m))?;
+        }
         let mut with_shapes = inputs.clone();
         with_shapes.shapes = shapes.clone();
         let tensors = with_shapes
