@@ -9,36 +9,13 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{fixture, infopt, s, stderr};
+use common::{fixture, infopt, ort_available, s, stderr};
 
 use infopt_ir::{Model, SaveOptions, Tensor};
 
 fn json(o: &Output) -> serde_json::Value {
     assert!(o.status.success(), "{}", stderr(o));
     serde_json::from_slice(&o.stdout).expect("valid JSON")
-}
-
-/// Whether ONNX Runtime can be used; panics under CI when it cannot.
-fn ort_available() -> bool {
-    let o = infopt(&[
-        "bench",
-        s(&fixture("cnn_bn_relu.onnx")),
-        "--backend",
-        "ort",
-        "--runs",
-        "1",
-        "--warmup",
-        "0",
-    ]);
-    if o.status.success() {
-        return true;
-    }
-    let err = stderr(&o);
-    if std::env::var_os("CI").is_some() || !err.contains("ONNX Runtime library not found") {
-        panic!("ONNX Runtime should be usable here: {err}");
-    }
-    eprintln!("skipping: {err}");
-    false
 }
 
 fn check_latency(l: &serde_json::Value, runs: u64) {

@@ -64,3 +64,28 @@ pub fn stacked(dir: &Path, n: usize) -> std::path::PathBuf {
     zip.finish().unwrap();
     path
 }
+
+/// Whether ONNX Runtime can be used (the library the binary discovers:
+/// `ORT_DYLIB_PATH`, `python3`, or this checkout's `.venv`); panics under CI
+/// (`CI` set) when it cannot, where that is a failure.
+pub fn ort_available() -> bool {
+    let o = infopt(&[
+        "bench",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "--backend",
+        "ort",
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+    ]);
+    if o.status.success() {
+        return true;
+    }
+    let err = stderr(&o);
+    if std::env::var_os("CI").is_some() || !err.contains("ONNX Runtime library not found") {
+        panic!("ONNX Runtime should be usable here: {err}");
+    }
+    eprintln!("skipping: {err}");
+    false
+}
