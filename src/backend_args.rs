@@ -22,7 +22,8 @@ pub struct BackendArgs {
     /// Runtime's, one per physical core.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
-    /// ONNX Runtime graph optimization level.
+    /// ONNX Runtime graph optimization level (verification runs the original
+    /// at `disable`, its reference, and the optimized model at this level).
     #[arg(long, value_name = "disable|basic|extended|all", default_value = "all")]
     pub ort_opt_level: String,
     /// ONNX Runtime execution providers in priority order (repeatable or comma-separated,

@@ -87,7 +87,8 @@ pub fn load(backend: &dyn Backend, path: &Path, inputs: &Inputs) -> CliResult<Lo
     })
 }
 
-/// Loads and validates a model, mapping failures to load errors.
+/// Loads and validates a model (structure, and the attributes that size
+/// allocations), mapping failures to load errors.
 pub fn load_model(path: &Path) -> CliResult<infopt_ir::Model> {
     if !path.exists() {
         return Err(CliError::new(
@@ -110,6 +111,10 @@ pub fn load_model(path: &Path) -> CliResult<infopt_ir::Model> {
     model
         .graph
         .validate()
+        .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", path.display())))?;
+    // Before any pass or runtime sizes a buffer by an attribute.
+    model
+        .check_attributes()
         .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", path.display())))?;
     Ok(model)
 }

@@ -166,3 +166,59 @@ fn a_crash_outside_the_passes_is_one_line_too() {
     );
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// Attributes that size an allocation, with and without verification: a
+/// model error naming the node (exit 3) before any pass or runtime sizes a
+/// buffer by them. Without the check, the grouped Conv made `fuse-conv-bn`
+/// abort on a 17 GB allocation and the pool made tract enumerate 4.6e18
+/// window positions.
+#[test]
+fn impossible_sizing_attributes_are_model_errors_naming_the_node() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out.onnx");
+    for (name, expected) in [
+        (
+            "conv_group_huge.onnx",
+            "node 'GroupConv' (Conv): attribute 'group': 2147483647 does not divide the 4 output channels of weight 'w' [4,1,3,3]",
+        ),
+        (
+            "pool_window_huge.onnx",
+            "node 'Pool' (AveragePool): attribute 'kernel_shape': [2147483647, 2147483647] covers 4611686014132420609 positions, more than the 16777216 a window may cover",
+        ),
+    ] {
+        let model = crafted(name);
+        for verify in [false, true] {
+            let mut args = vec!["optimize", s(&model), "-o", s(&out)];
+            if !verify {
+                args.push("--no-verify");
+            }
+            let o = run(&args, &[]);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(3), "{name} verify={verify}: {err}");
+            assert_eq!(
+                error_line(&err),
+                format!("error: {}: {expected}", model.display()),
+                "{name} verify={verify}"
+            );
+            assert!(!out.exists(), "{name}");
+        }
+    }
+}
+
+/// A valid model whose declared input is 4e15 bytes: verification says it
+/// cannot generate it (exit 7) instead of aborting on the allocation.
+#[test]
+fn an_input_too_large_to_generate_cannot_be_verified() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out.onnx");
+    let model = crafted("input_dims_huge.onnx");
+    let o = run(&["optimize", s(&model), "-o", s(&out)], &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(7), "{err}");
+    assert!(
+        error_line(&err).starts_with(
+            "error: cannot verify: cannot run the original model in tract: the generated inputs would take 4000000000000000 bytes (x [100000, 100000, 100000] the largest), more than half of the "
+        ),
+        "{err}"
+    );
+}

@@ -3,6 +3,7 @@
 
 pub mod atomic;
 pub mod attr;
+mod attr_bounds;
 pub mod builder;
 pub mod context;
 pub mod dtype;

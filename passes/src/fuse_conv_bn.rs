@@ -178,7 +178,9 @@ fn read_weight(g: &Graph, layer_node: NodeId, layer: Layer) -> Result<Weight, St
             dims_string(&dims)
         ));
     }
-    let group = node.attr_int_or("group", 1).unwrap_or(1).max(1) as usize;
+    let Some(group) = crate::util::conv_group(node, &dims) else {
+        return Err(format!("group of {label} does not split its weight into whole groups"));
+    };
     let channels = match layer {
         Layer::Conv | Layer::ConvTranspose if dims.len() < 3 => {
             return Err(format!(

@@ -13,7 +13,8 @@ use infopt_ir::{DataType, Graph, NodeId, Patch, PatchValue, Tensor, ValueId};
 
 use crate::rule::Outcome;
 use crate::util::{
-    carry_type, dims_string, input, node_label, output, scale_f32_blocks, tensor_from_f64,
+    carry_type, conv_group, dims_string, input, node_label, output, scale_f32_blocks,
+    tensor_from_f64,
 };
 use crate::{decline, require, require_some};
 
@@ -90,7 +91,7 @@ pub fn fold_input_scale(g: &Graph, id: NodeId) -> Outcome {
         );
     }
     let wd = w.dims().to_vec();
-    let group = node.attr_int_or("group", 1).unwrap_or(1).max(1) as usize;
+    let group = require_some!(conv_group(node, &wd));
     let trans_a = node.attr_int_or("transA", 0).unwrap_or(0) != 0;
     let trans_b = node.attr_int_or("transB", 0).unwrap_or(0) != 0;
     // (input rank, channel axis of the input, channel count).
@@ -258,7 +259,7 @@ pub fn fold_input_shift(g: &Graph, id: NodeId, opset: i64) -> Outcome {
         if padded || auto.is_some_and(|a| a != "NOTSET" && a != "VALID") {
             decline!("{label} pads its input; a shift before it would move the padding too");
         }
-        let group = node.attr_int_or("group", 1).unwrap_or(1).max(1) as usize;
+        let group = require_some!(conv_group(node, &wd));
         (wd.len(), 1, wd[1] as usize * group, wd[0] as usize)
     } else {
         require!(wd.len() == 2);
@@ -276,7 +277,7 @@ pub fn fold_input_shift(g: &Graph, id: NodeId, opset: i64) -> Outcome {
     // delta[o] = sum of W over everything output o reads, times the shift.
     let mut delta = vec![0.0; cout];
     if is_conv {
-        let group = node.attr_int_or("group", 1).unwrap_or(1).max(1) as usize;
+        let group = require_some!(conv_group(node, &wd));
         let per_in = wd[1] as usize;
         let kernel: usize = wd
             .iter()
@@ -412,7 +413,7 @@ pub fn fold_scale_under_shift(g: &Graph, id: NodeId) -> Outcome {
     require!(s.dtype() == dtype && t.dtype() == dtype);
     let wd = w.dims().to_vec();
     require!(wd.len() >= 3);
-    let group = node.attr_int_or("group", 1).unwrap_or(1).max(1) as usize;
+    let group = require_some!(conv_group(node, &wd));
     let (r, cin) = (wd.len(), wd[1] as usize * group);
     let scale = require_some!(channel_factors(s, r, 1, cin).ok());
     let shift = require_some!(channel_factors(t, r, 1, cin).ok());

@@ -7,6 +7,17 @@ pub fn const_input(g: &Graph, v: Option<ValueId>) -> Option<&Tensor> {
     g.constant(v?)
 }
 
+/// A convolution's `group` when it splits the weight's first axis (a
+/// Conv's output channels, a ConvTranspose's input channels) into whole
+/// groups; `None` for any other value, which a rule declines on rather than
+/// sizing channel tables by it (loading refuses such models; this keeps the
+/// rules safe on graphs built without that check).
+pub fn conv_group(node: &infopt_ir::Node, weight_dims: &[i64]) -> Option<usize> {
+    let group = node.attr_int_or("group", 1).ok()?;
+    let split = *weight_dims.first()?;
+    (group >= 1 && split >= 1 && split % group == 0).then_some(group as usize)
+}
+
 /// Integer constant values (shapes, axes, pads).
 pub fn const_i64s(g: &Graph, v: Option<ValueId>) -> Option<Vec<i64>> {
     const_input(g, v)?.to_i64_vec().ok()

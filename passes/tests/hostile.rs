@@ -46,3 +46,31 @@ fn reshape_of_overflowing_dims_is_left_alone() {
     run_passes(&mut m, &["eliminate-identity", "simplify-reshape"]);
     assert_eq!(ops(&m), before);
 }
+
+/// Conv(x + c, W [4,1,3,3]) and Conv(x * c, W), c a scalar, with `group`
+/// 2147483647 (a PP-OCRv4 rec mutated by the fuzzer; loading refuses it,
+/// this graph is built past that check): folding the shift sized a table of
+/// per-channel values by the group, 17 GB. Group 3 (not dividing 4
+/// channels) indexed out of bounds.
+#[test]
+fn a_group_that_does_not_divide_the_channels_is_declined_by_fuse_conv_bn() {
+    for op in ["Add", "Mul"] {
+        for group in [2147483647, 3, 0, -1] {
+            let mut b = GraphBuilder::new();
+            let x = b.input("x", DataType::Float, dims(&["1", "4", "8", "8"]));
+            let c = b.f32("c", &[], &[0.5]);
+            let xs = b.op(op, &[x, c], vec![]);
+            let w = b.f32("w", &[4, 1, 3, 3], &[0.5; 36]);
+            let y = b.op(
+                "Conv",
+                &[xs, w],
+                vec![infopt_ir::Attribute::int("group", group)],
+            );
+            b.output(y, "y", DataType::Float, None);
+            let mut m = b.build(17);
+            let before = ops(&m);
+            run_passes(&mut m, &["fuse-conv-bn"]);
+            assert_eq!(ops(&m), before, "{op}, group {group}");
+        }
+    }
+}

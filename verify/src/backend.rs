@@ -62,8 +62,15 @@ pub struct BackendInfo {
     pub version: String,
     /// Intra-op threads; `None` is the backend's default.
     pub threads: Option<usize>,
-    /// ONNX Runtime only.
+    /// ONNX Runtime only: the level the candidate runs at, as the user will
+    /// run it.
     pub opt_level: Option<String>,
+    /// ONNX Runtime only: the level the original (the reference) runs at.
+    /// Always `disable`: ORT's own fusions are another optimizer, and one
+    /// that mis-fuses (its LayerNorm fusion on a Pow with swapped operands)
+    /// would make the reference outputs wrong and refuse a correct rewrite.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference_opt_level: Option<String>,
     pub execution_providers: Vec<String>,
     /// ONNX Runtime only: the shared library in use.
     pub library: Option<String>,
@@ -80,8 +87,10 @@ impl BackendInfo {
             Some(n) => format!("threads {n}"),
             None => "threads default".into(),
         });
-        if let Some(l) = &self.opt_level {
-            parts.push(format!("opt {l}"));
+        match (&self.opt_level, &self.reference_opt_level) {
+            (Some(l), Some(r)) if l != r => parts.push(format!("opt {l}, original at opt {r}")),
+            (Some(l), _) => parts.push(format!("opt {l}")),
+            _ => {}
         }
         if self.weights_mapped {
             parts.push("weights memory-mapped, prepacking off".into());
@@ -96,7 +105,11 @@ impl BackendInfo {
 /// A backend ready to load models, with its kind and description.
 pub struct ChosenBackend {
     pub kind: BackendKind,
+    /// Runs candidates (and the original for timing) as the user will.
     pub backend: Box<dyn Backend>,
+    /// Runs the original for its reference outputs where that must differ
+    /// from `backend`: ONNX Runtime with graph optimizations disabled.
+    pub reference: Option<Box<dyn Backend>>,
     pub info: BackendInfo,
 }
 
@@ -104,6 +117,7 @@ impl ChosenBackend {
     /// Builds the backend of `kind`. A missing ONNX Runtime is a usage error
     /// naming where it was looked for and how to install it.
     pub fn build(kind: BackendKind, options: &BackendOptions) -> Result<ChosenBackend> {
+        let mut reference = None;
         let (backend, info): (Box<dyn Backend>, BackendInfo) = match kind {
             BackendKind::Tract | BackendKind::TractOneShot => {
                 let b: Box<dyn Backend> = if kind == BackendKind::Tract {
@@ -116,6 +130,7 @@ impl ChosenBackend {
                     version: b.version(),
                     threads: Some(1),
                     opt_level: None,
+                    reference_opt_level: None,
                     execution_providers: vec![],
                     library: None,
                     weights_mapped: false,
@@ -123,24 +138,35 @@ impl ChosenBackend {
                 (b, info)
             }
             BackendKind::Ort => {
-                let b = OrtBackend::new(OrtOptions {
+                let ort_options = |opt_level| OrtOptions {
                     dylib: options.ort_dylib.clone(),
                     intra_threads: options.threads,
-                    opt_level: options.ort_opt_level,
+                    opt_level,
                     execution_providers: options.execution_providers.clone(),
                     ep_options: options.ep_options.clone(),
                     map_weights: options.map_weights,
-                })
-                .map_err(|e| VerifyError::runtime(e, ErrorKind::Usage))?;
+                };
+                let b = OrtBackend::new(ort_options(options.ort_opt_level))
+                    .map_err(|e| VerifyError::runtime(e, ErrorKind::Usage))?;
+                // Mapped weights already run with graph optimization off.
+                let level = if options.map_weights {
+                    OptLevel::Disable
+                } else {
+                    options.ort_opt_level
+                };
+                reference = if level == OptLevel::Disable {
+                    None
+                } else {
+                    let r = OrtBackend::new(ort_options(OptLevel::Disable))
+                        .map_err(|e| VerifyError::runtime(e, ErrorKind::Usage))?;
+                    Some(Box::new(r) as Box<dyn Backend>)
+                };
                 let info = BackendInfo {
                     name: b.name().into(),
                     version: b.version(),
                     threads: options.threads,
-                    opt_level: Some(if options.map_weights {
-                        OptLevel::Disable.to_string()
-                    } else {
-                        options.ort_opt_level.to_string()
-                    }),
+                    opt_level: Some(level.to_string()),
+                    reference_opt_level: Some(OptLevel::Disable.to_string()),
                     execution_providers: b.execution_providers(),
                     library: Some(b.library_path().display().to_string()),
                     weights_mapped: options.map_weights,
@@ -151,8 +177,14 @@ impl ChosenBackend {
         Ok(ChosenBackend {
             kind,
             backend,
+            reference,
             info,
         })
+    }
+
+    /// The backend that runs the original for its reference outputs.
+    pub fn reference_backend(&self) -> &dyn Backend {
+        self.reference.as_deref().unwrap_or(self.backend.as_ref())
     }
 
     /// Notes for options that do not apply to this backend.

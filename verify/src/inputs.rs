@@ -187,6 +187,37 @@ fn check_symbol_args(args: &[ShapeArg], specs: &[IoSpec]) -> Result<(), String> 
     Ok(())
 }
 
+/// Refuses to generate inputs that would take more than half of the memory
+/// this process can still use: their sizes come from the dims the model
+/// declares, and a file may declare any (a mutated channel count of
+/// 1000000 once asked for 49 GB here).
+pub fn check_generated_size(model: &dyn LoadedModel) -> Result<(), String> {
+    let Some(available) = crate::memory::available_bytes() else {
+        return Ok(());
+    };
+    let mut total: u128 = 0;
+    let mut largest = String::new();
+    let mut largest_bytes = 0u128;
+    for (spec, dims) in model.inputs().iter().zip(model.input_shapes()) {
+        let elements = dims
+            .iter()
+            .fold(1u128, |acc, &d| acc.saturating_mul(d as u128));
+        let bytes = elements.saturating_mul(spec.dtype.size_of() as u128);
+        total = total.saturating_add(bytes);
+        if bytes >= largest_bytes {
+            largest_bytes = bytes;
+            largest = format!("{} {:?}", spec.name, dims);
+        }
+    }
+    if total > u128::from(available / 2) {
+        return Err(format!(
+            "the generated inputs would take {} bytes ({largest} the largest), more than half of the {available} bytes available",
+            total
+        ));
+    }
+    Ok(())
+}
+
 /// Seeded inputs for a model: integers in [0, vocab) (token-type inputs in [0, 2)), masks
 /// all ones, floats uniform in [-1, 1), booleans true.
 pub fn generate(
@@ -204,6 +235,7 @@ pub fn generate(
             opts = opts.with_vocab_for(spec.name.clone(), 2);
         }
     }
+    check_generated_size(model).map_err(infopt_runtime::RuntimeError::InvalidArgument)?;
     let mut tensors = inputs::generate_for_model(model, &opts)?;
     for t in &mut tensors {
         if !t.name().is_some_and(|n| n.to_lowercase().contains("mask")) {

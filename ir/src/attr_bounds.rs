@@ -1,0 +1,350 @@
+//! Attributes that size what a pass or a runtime allocates: a convolution's
+//! `group`, kernel, strides, dilations and pads, and a pool's window. A file
+//! may set them to anything; a value no runtime can run (a group that does
+//! not divide the channels, a zero stride, a negative pad) is a model error
+//! naming the node, found when the model is loaded, before a pass computes
+//! channel counts from it or a runtime sizes a buffer by it (a Conv with
+//! `group = 2147483647` once made `fuse-conv-bn` ask for 17 GB).
+//!
+//! Channel counts come from the weights (initializers or `Constant` nodes)
+//! and from the shapes inference derives from the declared inputs; a dim
+//! that stays unknown is not checked.
+
+use crate::error::{IrError, Result};
+use crate::graph::{Graph, Node, ValueId};
+use crate::infer::{GraphFacts, Opsets, Scope, infer_graph};
+use crate::model::Model;
+use crate::shape::Dim;
+
+impl Model {
+    /// Checks every node's sizing attributes against the shapes of its
+    /// inputs (main graph with inferred shapes, subgraphs with declared ones).
+    pub fn check_attributes(&self) -> Result<()> {
+        // Inference records what it finds in value_info; the model loaded
+        // must stay as the file had it, so it runs on a copy (tensor data is
+        // shared, not copied).
+        let mut scratch = self.graph.clone();
+        let mut report = crate::infer::InferReport::default();
+        let facts = infer_graph(
+            &mut scratch,
+            Opsets::of(self),
+            &Scope::default(),
+            &mut report,
+        );
+        check_graph(&self.graph, Some(&facts))
+    }
+}
+
+fn check_graph(g: &Graph, facts: Option<&GraphFacts>) -> Result<()> {
+    for (_, node) in g.nodes() {
+        if node.domain().is_empty() {
+            let dims = |slot: usize| input_dims(g, facts, node, slot);
+            match node.op_type.as_str() {
+                "Conv" | "ConvInteger" => check_conv(g, node, &dims, false)?,
+                "ConvTranspose" => check_conv(g, node, &dims, true)?,
+                "MaxPool" | "AveragePool" | "LpPool" => check_window(node)?,
+                _ => {}
+            }
+        }
+        for sg in node.subgraphs() {
+            check_graph(sg, None)?;
+        }
+    }
+    Ok(())
+}
+
+/// Known dims of input `slot` (`None` where a dim is not a number).
+fn input_dims(
+    g: &Graph,
+    facts: Option<&GraphFacts>,
+    node: &Node,
+    slot: usize,
+) -> Option<Vec<Option<i64>>> {
+    let v = (*node.inputs.get(slot)?)?;
+    let shape = match facts
+        .and_then(|f| f.get(v))
+        .and_then(|f| f.ty.shape.clone())
+    {
+        Some(s) => s,
+        None => declared_shape(g, v)?,
+    };
+    Some(
+        shape
+            .iter()
+            .map(|d| match d {
+                Dim::Known(n) => Some(*n),
+                _ => None,
+            })
+            .collect(),
+    )
+}
+
+/// The shape the file states for `v`: its type, or the tensor of the
+/// `Constant` node producing it (PaddlePaddle exports keep weights there).
+fn declared_shape(g: &Graph, v: ValueId) -> Option<Vec<Dim>> {
+    if let Some(s) = g.value_type(v).and_then(|t| t.shape) {
+        return Some(s);
+    }
+    let producer = g.producer(v)?;
+    if !(producer.domain().is_empty() && producer.op_type == "Constant") {
+        return None;
+    }
+    let t = producer.attr("value")?.proto.t.as_ref()?;
+    Some(t.dims.iter().map(|&d| Dim::Known(d)).collect())
+}
+
+fn attr_error(node: &Node, attr: &str, problem: String) -> IrError {
+    IrError::Attribute {
+        node: node.name_or_op().to_string(),
+        op: node.op_type.clone(),
+        attr: attr.to_string(),
+        problem,
+    }
+}
+
+fn dims_text(dims: &[Option<i64>]) -> String {
+    let parts: Vec<String> = dims
+        .iter()
+        .map(|d| d.map_or_else(|| "?".to_string(), |n| n.to_string()))
+        .collect();
+    format!("[{}]", parts.join(","))
+}
+
+fn input_name(g: &Graph, node: &Node, slot: usize) -> String {
+    node.inputs
+        .get(slot)
+        .copied()
+        .flatten()
+        .map(|v| g.value(v).name.clone())
+        .unwrap_or_default()
+}
+
+/// Every element of the ints attribute `name` (when present) at least `lo`.
+fn check_ints_at_least(node: &Node, name: &str, lo: i64, what: &str) -> Result<()> {
+    if let Some(values) = node.attr_ints(name)?
+        && let Some(bad) = values.iter().find(|&&v| v < lo)
+    {
+        return Err(attr_error(
+            node,
+            name,
+            format!("{bad} is not {what} (values {values:?})"),
+        ));
+    }
+    Ok(())
+}
+
+/// Most positions a pooling window may cover. Runtimes enumerate a window's
+/// positions up front (tract builds a table of their offsets, and with a
+/// kernel of 2147483647 x 2147483647 never finishes); real pools stay far
+/// below this (a whole 4096 x 4096 map is 16777216).
+const MAX_WINDOW_POSITIONS: i128 = 1 << 24;
+
+fn check_window(node: &Node) -> Result<()> {
+    check_ints_at_least(node, "kernel_shape", 1, "a positive size")?;
+    if let Some(kernel) = node.attr_ints("kernel_shape")? {
+        let positions: i128 = kernel
+            .iter()
+            .map(|&k| i128::from(k))
+            .fold(1, |acc, k| acc.saturating_mul(k));
+        if positions > MAX_WINDOW_POSITIONS {
+            return Err(attr_error(
+                node,
+                "kernel_shape",
+                format!(
+                    "{kernel:?} covers {positions} positions, more than the {MAX_WINDOW_POSITIONS} a window may cover"
+                ),
+            ));
+        }
+    }
+    check_ints_at_least(node, "strides", 1, "a positive stride")?;
+    check_ints_at_least(node, "dilations", 1, "a positive dilation")?;
+    check_ints_at_least(node, "pads", 0, "a pad (pads are not negative)")?;
+    Ok(())
+}
+
+/// Conv `W` is `[M, C/group, k..]`; ConvTranspose `W` is `[C, M/group, k..]`.
+fn check_conv(
+    g: &Graph,
+    node: &Node,
+    dims: &dyn Fn(usize) -> Option<Vec<Option<i64>>>,
+    transpose: bool,
+) -> Result<()> {
+    check_window(node)?;
+    if transpose {
+        check_ints_at_least(node, "output_padding", 0, "a padding (it is not negative)")?;
+    }
+    let group = node.attr_int_or("group", 1)?;
+    if group < 1 {
+        return Err(attr_error(
+            node,
+            "group",
+            format!("{group} is not a positive number of groups"),
+        ));
+    }
+    let Some(w) = dims(1) else { return Ok(()) };
+    let weight = || format!("weight '{}' {}", input_name(g, node, 1), dims_text(&w));
+    if w.len() < 3 {
+        return Err(IrError::Invalid(format!(
+            "node '{}' ({}): {} has rank {}; a convolution's weight has rank 3 or more",
+            node.name_or_op(),
+            node.op_type,
+            weight(),
+            w.len()
+        )));
+    }
+    if let Some(kernel) = node.attr_ints("kernel_shape")?
+        && w[2..].iter().all(Option::is_some)
+    {
+        let from_weight: Vec<i64> = w[2..].iter().flatten().copied().collect();
+        if kernel != from_weight.as_slice() {
+            return Err(attr_error(
+                node,
+                "kernel_shape",
+                format!("{kernel:?} differs from the kernel of {}", weight()),
+            ));
+        }
+    }
+    let (split, split_what) = if transpose {
+        (w[0], "input channels")
+    } else {
+        (w[0], "output channels")
+    };
+    if let Some(n) = split
+        && n % group != 0
+    {
+        return Err(attr_error(
+            node,
+            "group",
+            format!(
+                "{group} does not divide the {n} {split_what} of {}",
+                weight()
+            ),
+        ));
+    }
+    // The data input's channels: Conv reads W[1] per group, ConvTranspose W[0].
+    let channels = dims(0).and_then(|x| x.get(1).copied().flatten());
+    let expected = if transpose {
+        w[0]
+    } else {
+        w[1].and_then(|per_group| per_group.checked_mul(group))
+    };
+    if let (Some(c), Some(e)) = (channels, expected)
+        && c != e
+    {
+        let how = if transpose {
+            String::new()
+        } else {
+            format!(" with group {group}")
+        };
+        return Err(attr_error(
+            node,
+            "group",
+            format!(
+                "input '{}' has {c} channels, but {}{how} reads {e}",
+                input_name(g, node, 0),
+                weight()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::builder::{GraphBuilder, dims};
+    use crate::{Attribute, DataType, Model};
+
+    /// x [1, 4, 8, 8] -> Conv(W [4, 4/groups, 3, 3], group); `mutate` edits the Conv.
+    fn conv_model(groups: i64, mutate: impl FnOnce(&mut crate::Node)) -> Model {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["1", "4", "8", "8"]));
+        let per = 4 / groups;
+        let w = b.f32("w", &[4, per, 3, 3], &vec![0.5; (4 * per * 9) as usize]);
+        let y = b.op("Conv", &[x, w], vec![Attribute::int("group", groups)]);
+        b.output(y, "y", DataType::Float, None);
+        let mut m = b.build(17);
+        let id = m.graph.node_ids()[0];
+        mutate(m.graph.node_mut(id));
+        m
+    }
+
+    fn message(m: &Model) -> String {
+        m.check_attributes()
+            .map(|_| String::new())
+            .unwrap_or_else(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_valid_grouped_conv_passes() {
+        assert_eq!(message(&conv_model(2, |_| {})), "");
+        assert_eq!(message(&conv_model(4, |_| {})), "");
+    }
+
+    #[test]
+    fn a_group_that_does_not_divide_the_channels_names_the_node() {
+        let m = conv_model(1, |n| n.set_attr(Attribute::int("group", 2147483647)));
+        assert_eq!(
+            message(&m),
+            "node 'conv_1' (Conv): attribute 'group': 2147483647 does not divide the 4 output channels of weight 'w' [4,4,3,3]"
+        );
+    }
+
+    #[test]
+    fn a_group_at_odds_with_the_input_channels_is_refused() {
+        // W [4, 1, 3, 3] with group 2 reads 2 channels; x has 4.
+        let m = conv_model(4, |n| n.set_attr(Attribute::int("group", 2)));
+        assert_eq!(
+            message(&m),
+            "node 'conv_1' (Conv): attribute 'group': input 'x' has 4 channels, but weight 'w' [4,1,3,3] with group 2 reads 2"
+        );
+    }
+
+    #[test]
+    fn non_positive_groups_strides_and_negative_pads_are_refused() {
+        let m = conv_model(1, |n| n.set_attr(Attribute::int("group", 0)));
+        assert_eq!(
+            message(&m),
+            "node 'conv_1' (Conv): attribute 'group': 0 is not a positive number of groups"
+        );
+        let m = conv_model(1, |n| n.set_attr(Attribute::ints("strides", vec![0, 1])));
+        assert_eq!(
+            message(&m),
+            "node 'conv_1' (Conv): attribute 'strides': 0 is not a positive stride (values [0, 1])"
+        );
+        let m = conv_model(1, |n| {
+            n.set_attr(Attribute::ints("pads", vec![-5, 0, 0, 0]))
+        });
+        assert_eq!(
+            message(&m),
+            "node 'conv_1' (Conv): attribute 'pads': -5 is not a pad (pads are not negative) (values [-5, 0, 0, 0])"
+        );
+    }
+
+    #[test]
+    fn a_pooling_window_beyond_the_bound_is_refused() {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["1", "4", "h", "w"]));
+        let k = 2147483647;
+        let y = b.op(
+            "AveragePool",
+            &[x],
+            vec![Attribute::ints("kernel_shape", vec![k, k])],
+        );
+        b.output(y, "y", DataType::Float, None);
+        assert_eq!(
+            message(&b.build(17)),
+            "node 'averagepool_1' (AveragePool): attribute 'kernel_shape': [2147483647, 2147483647] covers 4611686014132420609 positions, more than the 16777216 a window may cover"
+        );
+    }
+
+    #[test]
+    fn a_kernel_shape_unlike_the_weight_is_refused() {
+        let m = conv_model(1, |n| {
+            n.set_attr(Attribute::ints("kernel_shape", vec![100000, 3]))
+        });
+        assert_eq!(
+            message(&m),
+            "node 'conv_1' (Conv): attribute 'kernel_shape': [100000, 3] differs from the kernel of weight 'w' [4,4,3,3]"
+        );
+    }
+}

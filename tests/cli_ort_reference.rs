@@ -1,0 +1,115 @@
+//! Verification in ONNX Runtime runs the original (the reference) with
+//! graph optimizations disabled, and the candidate at the level the user
+//! runs: ORT's own fusions are another optimizer, and one that changes
+//! results must not decide whether our rewrite is correct.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{ort_available, s, stderr};
+use infopt_ir::builder::{GraphBuilder, dims};
+use infopt_ir::{Attribute, DataType};
+
+/// LayerNormalization written out, with Pow's operands swapped (`2 ** d`
+/// where the pattern has `d ** 2`), which ORT's LayerNorm fusion (extended
+/// level and above) fuses anyway: at `opt all` ORT computes a LayerNorm, not
+/// this graph. The leading `x * 1` gives infopt a rewrite to verify.
+fn layer_norm_with_swapped_pow(dir: &Path) -> PathBuf {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2", "3", "16"]));
+    let one = b.f32("one", &[], &[1.0]);
+    let two = b.f32("two", &[], &[2.0]);
+    let eps = b.f32("eps", &[], &[1e-5]);
+    let gamma_values: Vec<f32> = (0..16).map(|i| 0.5 + i as f32 / 16.0).collect();
+    let beta_values: Vec<f32> = (0..16).map(|i| i as f32 / 32.0 - 0.25).collect();
+    let gamma = b.f32("gamma", &[16], &gamma_values);
+    let beta = b.f32("beta", &[16], &beta_values);
+    let axes = || vec![Attribute::ints("axes", vec![-1])];
+    let x1 = b.op("Mul", &[x, one], vec![]);
+    let mean = b.op("ReduceMean", &[x1], axes());
+    let d = b.op("Sub", &[x1, mean], vec![]);
+    let sq = b.op("Pow", &[two, d], vec![]);
+    let var = b.op("ReduceMean", &[sq], axes());
+    let ve = b.op("Add", &[var, eps], vec![]);
+    let sd = b.op("Sqrt", &[ve], vec![]);
+    let n = b.op("Div", &[d, sd], vec![]);
+    let g = b.op("Mul", &[n, gamma], vec![]);
+    let y = b.op("Add", &[g, beta], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(13);
+    let path = dir.join("ln_swapped_pow.onnx");
+    m.save(&path, &infopt_ir::SaveOptions::default()).unwrap();
+    path
+}
+
+fn optimize_in_ort(model: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args([
+            "optimize",
+            s(model),
+            "-o",
+            s(out),
+            "--backend",
+            "ort",
+            "--json",
+        ])
+        .args(extra)
+        .env("INFOPT_TEST_PASSES", "1")
+        .output()
+        .expect("run infopt")
+}
+
+#[test]
+fn a_correct_rewrite_is_not_refused_for_what_orts_fusion_changes() {
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = layer_norm_with_swapped_pow(dir.path());
+    let out = dir.path().join("out.onnx");
+    let o = optimize_in_ort(&model, &out, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(out.is_file());
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = &report["verification"];
+    assert_eq!(v["passed"], true, "{v}");
+    assert_eq!(v["backend"]["opt_level"], "all", "{v}");
+    assert_eq!(v["backend"]["reference_opt_level"], "disable", "{v}");
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings.contains(
+            "ONNX Runtime's graph optimizations (opt all) change this model's results: the original at opt all differs from itself at opt disable by max abs"
+        ),
+        "{warnings}"
+    );
+    // At a level that does not fuse, nothing needs excusing.
+    let o = optimize_in_ort(&model, &out, &["--ort-opt-level", "basic"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        !report["warnings"]
+            .to_string()
+            .contains("graph optimizations"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_wrong_rewrite_of_such_a_model_is_still_refused() {
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = layer_norm_with_swapped_pow(dir.path());
+    let out = dir.path().join("out.onnx");
+    let o = optimize_in_ort(&model, &out, &["--passes", "perturb-weight"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("error: the optimized model does not match the original"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists());
+}
