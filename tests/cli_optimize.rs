@@ -410,3 +410,96 @@ fn upgrade_opset_flag() {
     assert_eq!(infopt_ir::Model::load(&out).unwrap().opset(""), Some(17));
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// The `note:` lines a run printed (the rendered report goes to stdout).
+fn printed_notes(o: &std::process::Output) -> Vec<String> {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .chain(String::from_utf8_lossy(&o.stderr).lines())
+        .filter(|l| l.starts_with("note: "))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A plain decoder through the default command: the dims nobody asked to fix
+/// and the built-in pipeline's ONNX Runtime-only passes (which do nothing for
+/// target portable) are facts for the JSON report, not printed notes.
+#[test]
+fn the_default_command_prints_no_notes_nobody_asked_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("kv.onnx");
+    let model = fixture("kv_decoder.onnx");
+    let o = infopt(&["optimize", s(&model), "-o", s(&out), "--no-verify"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(printed_notes(&o), Vec::<String>::new());
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--no-verify",
+        "--json",
+    ]);
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let details = report["details"].to_string();
+    assert!(details.contains("stays dynamic"), "{details}");
+    assert!(
+        details.contains(
+            "fuse-ort-attention does nothing for target portable: com.microsoft.Attention is an ONNX Runtime contrib op"
+        ),
+        "{details}"
+    );
+    // A pass the user chose that cannot apply is news: printed.
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--no-verify",
+        "--passes",
+        "fuse-ort-attention",
+    ]);
+    assert_eq!(
+        printed_notes(&o),
+        vec![
+            "note: fuse-ort-attention does nothing for target portable: com.microsoft.Attention is an ONNX Runtime contrib op"
+        ]
+    );
+}
+
+/// What the user fixed is printed, and so is an output that stays dynamic
+/// although every input dim was fixed (NonZero's count): that one asks for
+/// action. Output dims that follow from the fix are facts.
+#[test]
+fn fixed_dims_and_outputs_that_stay_dynamic_are_printed() {
+    use infopt_ir::DataType;
+    use infopt_ir::builder::{GraphBuilder, dims};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["n"]));
+    let nz = b.op("NonZero", &[x], vec![]);
+    let r = b.op("Relu", &[x], vec![]);
+    b.output(nz, "indices", DataType::Int64, None);
+    b.output(r, "relu", DataType::Float, None);
+    let mut m = b.build(13);
+    let model = tmp.path().join("nonzero.onnx");
+    m.save(&model, &infopt_ir::SaveOptions::default()).unwrap();
+    let out = tmp.path().join("out.onnx");
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--no-verify",
+        "--input-shape",
+        "x:4",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        printed_notes(&o),
+        vec![
+            "note: fix-shapes: input 'x' dim 0 (n) is now 4",
+            "note: fix-shapes: output 'indices' dim 1 (nonzero_indices) stays dynamic",
+        ]
+    );
+}

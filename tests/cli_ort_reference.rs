@@ -113,3 +113,40 @@ fn a_wrong_rewrite_of_such_a_model_is_still_refused() {
     );
     assert!(!out.exists());
 }
+
+/// `fuse-slices-to-split` in the default pipeline, verified in ONNX Runtime
+/// (its GatherSliceToSplitFusion makes the same Split at its extended level):
+/// YOLOv8's box/class cut of a Relu'd head.
+#[test]
+fn slices_cutting_an_axis_end_to_end_become_a_split_that_ort_agrees_with() {
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "6", "n"]));
+    let r = b.op("Relu", &[x], vec![]);
+    for (i, (s0, e0)) in [(0i64, 4i64), (4, 6)].into_iter().enumerate() {
+        let st = b.i64(&format!("s{i}"), &[1], &[s0]);
+        let en = b.i64(&format!("e{i}"), &[1], &[e0]);
+        let ax = b.i64(&format!("a{i}"), &[1], &[1]);
+        let y = b.op("Slice", &[r, st, en, ax], vec![]);
+        b.output(y, &format!("y{i}"), DataType::Float, None);
+    }
+    let mut m = b.build(17);
+    let model = dir.path().join("head.onnx");
+    m.save(&model, &infopt_ir::SaveOptions::default()).unwrap();
+    let out = dir.path().join("out.onnx");
+    let o = optimize_in_ort(&model, &out, &["--target", "onnxruntime"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["verification"]["passed"], true);
+    let ops = report["ops"].to_string();
+    let after = infopt_ir::Model::load(&out).unwrap();
+    let kinds: Vec<&str> = after
+        .graph
+        .nodes()
+        .map(|(_, n)| n.op_type.as_str())
+        .collect();
+    assert_eq!(kinds, ["Relu", "Split"], "{ops}");
+}

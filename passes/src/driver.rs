@@ -17,6 +17,8 @@ pub struct DriverOptions {
     pub disable: Vec<String>,
     /// Stop after the first run of this pass.
     pub stop_after: Option<String>,
+    /// The pipeline is a built-in one (see `PassCx::builtin_pipeline`).
+    pub builtin_pipeline: bool,
 }
 
 /// Statistics of one pass within the pipeline (summed over fixed-point iterations).
@@ -39,6 +41,8 @@ pub struct PipelineRun {
     pub records: Vec<PassRecord>,
     pub declined: Vec<Declined>,
     pub notes: Vec<String>,
+    /// Facts for the JSON report only (see `PassCx::details`).
+    pub details: Vec<String>,
     /// Fixed-point groups that hit `max_iterations` while still changing the model.
     pub budget_exhausted: Vec<String>,
     /// Set when `--stop-after` (or the observer) ended the pipeline early.
@@ -84,6 +88,7 @@ pub fn run_pipeline_with(
     }
     let mut cx = PassCx::new(config.target);
     cx.side = side;
+    cx.builtin_pipeline = options.builtin_pipeline;
     // The pipeline's `precision:` map, unless the caller handed its own.
     if let Some(map) = &config.precision
         && cx.side.get::<crate::precision::PrecisionMap>().is_none()
@@ -140,6 +145,7 @@ pub fn run_pipeline_with(
     }
     run.declined = std::mem::take(&mut cx.declined);
     run.notes = std::mem::take(&mut cx.notes);
+    run.details = std::mem::take(&mut cx.details);
     Ok(run)
 }
 

@@ -227,23 +227,54 @@ pub fn apply_pipeline_shapes(
     Ok(found)
 }
 
-/// Notes, per dim that was not fixed before, whether it became static or
-/// stayed dynamic.
-fn note_dims(notes: &mut Vec<String>, kind: &str, name: &str, old: Option<&[Dim]>, new: &[Dim]) {
+/// What became of one dim that was not fixed before.
+struct DimOutcome {
+    text: String,
+    /// The dim stays dynamic (rather than becoming a number).
+    dynamic: bool,
+    /// Its symbolic expression mentions a symbol the user bound.
+    mentions_bound: bool,
+}
+
+/// Per dim that was not fixed before: whether it became static or stayed
+/// dynamic.
+fn dim_outcomes(
+    out: &mut Vec<DimOutcome>,
+    kind: &str,
+    name: &str,
+    old: Option<&[Dim]>,
+    new: &[Dim],
+    bindings: &BTreeMap<String, i64>,
+) {
     for (i, d) in new.iter().enumerate() {
         let was = old.and_then(|o| o.get(i)).cloned().unwrap_or(Dim::Unknown);
         match (&was, d) {
             (Dim::Known(_), _) => {}
-            (_, Dim::Known(v)) => notes.push(format!(
-                "fix-shapes: {kind} '{name}' dim {i}{} is now {v}",
-                label(&was)
-            )),
-            (_, d) => notes.push(format!(
-                "fix-shapes: {kind} '{name}' dim {i}{} stays dynamic",
-                label(d)
-            )),
+            (_, Dim::Known(v)) => out.push(DimOutcome {
+                text: format!("fix-shapes: {kind} '{name}' dim {i}{} is now {v}", label(&was)),
+                dynamic: false,
+                mentions_bound: false,
+            }),
+            (_, d) => out.push(DimOutcome {
+                text: format!("fix-shapes: {kind} '{name}' dim {i}{} stays dynamic", label(d)),
+                dynamic: true,
+                mentions_bound: match d {
+                    Dim::Sym(e) => bindings.keys().any(|b| mentions_symbol(e, b)),
+                    _ => false,
+                },
+            }),
         }
     }
+}
+
+/// Whether expression `expr` (`(seq+1)//2`) uses symbol `sym` as a whole name.
+fn mentions_symbol(expr: &str, sym: &str) -> bool {
+    let is_name = |c: char| c.is_alphanumeric() || c == '_' || c == '.';
+    expr.match_indices(sym).any(|(at, _)| {
+        let before = expr[..at].chars().next_back();
+        let after = expr[at + sym.len()..].chars().next();
+        !before.is_some_and(is_name) && !after.is_some_and(is_name)
+    })
 }
 
 pub struct FixShapes {
@@ -469,7 +500,8 @@ impl Pass for FixShapes {
             })
             .collect();
         let mut changed = 0;
-        let mut notes = Vec::new();
+        let mut inputs_seen = Vec::new();
+        let mut outputs_seen = Vec::new();
         for k in 0..g.inputs.len() {
             let v = g.inputs[k].value;
             let name = g.value(v).name.clone();
@@ -481,7 +513,7 @@ impl Pass for FixShapes {
                 (None, None) => None,
             };
             let Some(new) = new else { continue };
-            note_dims(&mut notes, "input", &name, old.as_deref(), &new);
+            dim_outcomes(&mut inputs_seen, "input", &name, old.as_deref(), &new, &bindings);
             if old.as_ref() != Some(&new) {
                 let new_ty = TensorType {
                     dtype: ty.dtype,
@@ -503,13 +535,39 @@ impl Pass for FixShapes {
                 continue;
             };
             let Some(new) = g.value_type(io.value).and_then(|t| t.shape) else {
-                notes.push(format!("fix-shapes: output '{name}' has an unknown shape"));
+                outputs_seen.push(DimOutcome {
+                    text: format!("fix-shapes: output '{name}' has an unknown shape"),
+                    dynamic: true,
+                    mentions_bound: false,
+                });
                 continue;
             };
-            note_dims(&mut notes, "output", &name, old.as_deref(), &new);
+            dim_outcomes(&mut outputs_seen, "output", &name, old.as_deref(), &new, &bindings);
         }
-        for n in notes {
-            cx.note(n);
+        // Printed: the input dims the user fixed, and output dims that stay
+        // dynamic although what they depend on was fixed (a symbol the user
+        // bound, or every input dim). The rest is for the JSON report.
+        let asked = !self.options.inputs.is_empty() || !self.options.symbols.is_empty();
+        let inputs_static = model.graph.inputs.iter().all(|io| {
+            model
+                .graph
+                .value_type(io.value)
+                .and_then(|t| t.shape)
+                .is_some_and(|s| s.iter().all(|d| matches!(d, Dim::Known(_))))
+        });
+        for o in inputs_seen {
+            if asked && !o.dynamic {
+                cx.note(o.text);
+            } else {
+                cx.detail(o.text);
+            }
+        }
+        for o in outputs_seen {
+            if asked && o.dynamic && (o.mentions_bound || inputs_static) {
+                cx.note(o.text);
+            } else {
+                cx.detail(o.text);
+            }
         }
         Ok(changed)
     }

@@ -58,6 +58,7 @@ builtin_passes! {
     fuse_pad_conv,
     fuse_conv_bn,
     fuse_parallel_matmul,
+    fuse_slices_to_split,
     fuse_matmul_add,
     fuse_conv_activation,
     eliminate_dead,

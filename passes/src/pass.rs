@@ -73,8 +73,17 @@ pub struct PassCx {
     pub declined: Vec<Declined>,
     /// Name of the pass currently running (set by the driver).
     pub current: &'static str,
-    /// Notes for the report (e.g. "dim batch fixed to 1").
+    /// Notes for the report, printed: what the user asked for, or should
+    /// act on (a dim they fixed whose consequence stays dynamic).
     pub notes: Vec<String>,
+    /// Facts for the JSON report only, not printed (a dim nobody asked to
+    /// fix stays dynamic; a built-in pipeline's ONNX Runtime-only pass does
+    /// nothing for another target).
+    pub details: Vec<String>,
+    /// The pipeline is one of infopt's own (not the user's `-c` or
+    /// `--passes`): a pass in it that cannot apply to the target is
+    /// expected, not news.
+    pub builtin_pipeline: bool,
     /// Data the pipeline hands to passes (a calibration table, a precision
     /// map), one value per type.
     pub side: SideData,
@@ -131,6 +140,14 @@ impl PassCx {
 
     pub fn note(&mut self, text: impl Into<String>) {
         self.notes.push(text.into());
+    }
+
+    /// A fact for the JSON report only (see [`PassCx::details`]).
+    pub fn detail(&mut self, text: impl Into<String>) {
+        let text = text.into();
+        if !self.details.contains(&text) {
+            self.details.push(text);
+        }
     }
 }
 

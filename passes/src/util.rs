@@ -231,8 +231,9 @@ pub fn import_ms_domain(model: &mut infopt_ir::Model) {
 }
 
 /// For passes that emit ONNX Runtime contrib ops: true when the pipeline
-/// targets ONNX Runtime; otherwise leaves one note saying why the pass did
-/// nothing.
+/// targets ONNX Runtime; otherwise says once why the pass did nothing: a
+/// note when the user chose the pass, a JSON-only detail when a built-in
+/// pipeline holds it for the onnxruntime target's sake.
 pub fn targets_onnxruntime(pass: &str, op: &str, cx: &mut crate::pass::PassCx) -> bool {
     if cx.target == crate::pass::Target::Onnxruntime {
         return true;
@@ -241,7 +242,9 @@ pub fn targets_onnxruntime(pass: &str, op: &str, cx: &mut crate::pass::PassCx) -
         "{pass} does nothing for target {}: {op} is an ONNX Runtime contrib op",
         cx.target
     );
-    if !cx.notes.contains(&note) {
+    if cx.builtin_pipeline {
+        cx.detail(note);
+    } else if !cx.notes.contains(&note) {
         cx.note(note);
     }
     false

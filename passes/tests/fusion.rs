@@ -1667,3 +1667,52 @@ fn gemm_activation_becomes_fused_gemm_for_onnxruntime() {
         assert_eq!(n.inputs.len(), 3);
     }
 }
+
+/// x [1, 6, 5] cut by `cuts` (start, end) along axis 1 into graph outputs.
+fn sliced(cuts: &[(i64, i64)], opset: i64) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "6", "5"]));
+    for (i, &(s, e)) in cuts.iter().enumerate() {
+        let st = b.i64(&format!("s{i}"), &[1], &[s]);
+        let en = b.i64(&format!("e{i}"), &[1], &[e]);
+        let ax = b.i64(&format!("a{i}"), &[1], &[-2]);
+        let y = b.op("Slice", &[x, st, en, ax], vec![]);
+        b.output(y, &format!("y{i}"), DataType::Float, None);
+    }
+    b.build(opset)
+}
+
+#[test]
+fn slices_covering_an_axis_end_to_end_become_one_split() {
+    // Out of order, a negative end: 0..2, 2..-1 (= 5), 5..6.
+    for opset in [11, 13] {
+        let original = sliced(&[(2, -1), (0, 2), (5, 6)], opset);
+        let mut m = original.clone();
+        run(&mut m, &["fuse-slices-to-split"], Target::Portable);
+        assert_eq!(ops(&m), hist(&[("Split", 1)]), "opset {opset}");
+        let split = m.graph.nodes().find(|(_, n)| n.is("Split")).unwrap().1;
+        let names: Vec<String> = split
+            .outputs
+            .iter()
+            .flatten()
+            .map(|&v| m.graph.value(v).name.clone())
+            .collect();
+        assert_eq!(names, ["y1", "y0", "y2"]);
+        assert_equivalent(&original, &m, &InputShapes::new());
+    }
+}
+
+#[test]
+fn slices_with_a_gap_an_overlap_or_alone_stay() {
+    for cuts in [
+        vec![(0, 2), (3, 6)],
+        vec![(0, 3), (2, 6)],
+        vec![(0, 6)],
+        vec![(1, 3), (3, 6)],
+    ] {
+        let mut m = sliced(&cuts, 13);
+        let before = ops(&m);
+        run(&mut m, &["fuse-slices-to-split"], Target::Portable);
+        assert_eq!(ops(&m), before, "{cuts:?}");
+    }
+}

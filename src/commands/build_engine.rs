@@ -675,7 +675,10 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
     let stats_before = GraphStats::of_model(&model_in);
     let src = model_in.source.clone().unwrap_or_default();
     let (base_cfg, precision_cfg) = split_precision(&config);
-    let options = DriverOptions::default();
+    let options = DriverOptions {
+        builtin_pipeline: args.config.is_none(),
+        ..DriverOptions::default()
+    };
     let hooks = || PassHooks {
         dump_dir: None,
         after_pass: None,

@@ -424,6 +424,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
         validate: args.validate,
         disable: args.disable.clone(),
         stop_after: args.stop_after.clone(),
+        builtin_pipeline: args.config.is_none() && args.passes.is_empty(),
     };
     let mut each = EachPass::default();
     let mut last_good = original.clone();
@@ -645,6 +646,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
         int8: int8_report,
         half_precision: half_report,
         notes: run.notes.iter().cloned().chain(notes).collect(),
+        details: run.details.clone(),
         warnings,
         total_time_ms: started.elapsed().as_secs_f64() * 1e3,
         gates: gate_report,

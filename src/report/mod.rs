@@ -95,6 +95,11 @@ pub struct Report {
     /// With --fp16/--bf16 and verification: the automatic float32 islands.
     pub half_precision: Option<half::HalfReport>,
     pub notes: Vec<String>,
+    /// Facts the passes record that are not printed (nobody asked, nothing
+    /// to act on): dims that stay dynamic unasked, ONNX Runtime-only passes
+    /// of a built-in pipeline doing nothing for another target.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<String>,
     pub warnings: Vec<String>,
     pub total_time_ms: f64,
     /// Release gates, when any were set (absent when verification failed).
