@@ -282,7 +282,50 @@ def specs():
                   outputs=["boxes", "scores", "labels"],
                   output_axes={"boxes": {0: "n"}, "scores": {0: "n"}, "labels": {0: "n"}},
                   **image((1, 3, 320, 320), {2: "height", 3: "width"})))
+    # window attention with dynamic H and W: the alignment Pad and the window counts stay symbolic
+    S.append(dict(name="swin_t_hw_op17", build=lambda: tv("swin_t"), opset=17, exporter=TS, outputs=["logits"],
+                  **image((1, 3, 224, 224), {0: "batch", 2: "height", 3: "width"}), **big))
+    # a decoder with past through the dynamo exporter (torch.export infers the relations between dims)
+    llama_past = DecoderWithPast.spec("llama_gqa_with_past_dynamo_op18", "LlamaConfig", "LlamaForCausalLM",
+                                      llama_kw, 2, 2, 16, 1000, 18)
+    S.append(dict(llama_past, exporter=DYNAMO, auto_dims=True))
+    # TorchScript export with modules as local functions (each BasicBlock a FunctionProto)
+    S.append(dict(name="resnet10_functions_op17", build=lambda: __import__("export_zoo").resnet10(), opset=17,
+                  exporter=TS, outputs=["logits"], functions="BasicBlock",
+                  **image((1, 3, 64, 64), {0: "batch"})))
     return S
+
+
+def export_special(spec, work):
+    """What export_zoo.export_one does not cover: modules as local functions, and dynamo with
+    Dim.AUTO for every dynamic axis (decoders whose mask length is past + new tokens)."""
+    import onnx
+    import torch
+    from export_zoo import make_inputs
+    path = os.path.join(work, spec["name"] + ".onnx")
+    torch.manual_seed(0)
+    model = spec["build"]()
+    model = model().eval() if isinstance(model, type) else model.eval()
+    args = make_inputs(spec)
+    names = list(spec["inputs"])
+    with torch.no_grad():
+        model(*args)
+        if spec.get("functions"):
+            import torchvision.models.resnet as r
+            torch.onnx.export(model, args, path, opset_version=spec["opset"], input_names=names,
+                              output_names=spec["outputs"], dynamic_axes=spec["dynamic_axes"],
+                              export_modules_as_functions={getattr(r, spec["functions"])}, dynamo=False)
+        else:
+            from torch.export import Dim
+            dims = [{ax: Dim.AUTO for ax in spec["dynamic_axes"].get(n, {})} for n in names]
+            fixed, rest = dims[:3], dims[3:]
+            prog = torch.onnx.export(model, args, dynamo=True, opset_version=spec["opset"], input_names=names,
+                                     output_names=spec["outputs"], dynamic_shapes=(*fixed, tuple(rest)),
+                                     external_data=False, optimize=True)
+            prog.save(path, external_data=False)
+    m = onnx.load(path)
+    opset = {o.domain: o.version for o in m.opset_import}.get("")
+    return path, m, opset, os.path.getsize(path) / 2**20
 
 
 # ----------------------------------------------------------------------------
@@ -341,7 +384,8 @@ def export(work, only):
             continue
         t = time.time()
         try:
-            path, m, opset, mb = export_one(spec, work)
+            special = spec.get("functions") or spec.get("auto_dims")
+            path, m, opset, mb = export_special(spec, work) if special else export_one(spec, work)
             log[spec["name"]] = {"ok": True, "nodes": len(m.graph.node), "opset": opset, "mb": round(mb, 2),
                                  "functions": len(m.functions), "exporter": spec["exporter"]}
             meta[spec["name"]] = {
