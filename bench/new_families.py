@@ -459,7 +459,7 @@ def ort_diff(src, out, meta):
             feeds[i.name] = rng.random(shape, dtype=np.float32)
         else:
             lo, hi = spec.get("range", [0, 2])
-            feeds[i.name] = rng.integers(lo, hi, size=shape).astype(np.int64)
+            feeds[i.name] = rng.integers(lo, hi, size=shape).astype(np.int32 if "int32" in i.type else np.int64)
     ra, rb = a.run(None, feeds), b.run(None, feeds)
     worst = 0.0
     for x, y in zip(ra, rb):

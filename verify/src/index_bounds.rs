@@ -83,3 +83,48 @@ fn bound_at(g: &Graph, facts: &GraphFacts, v: ValueId, depth: usize) -> Option<B
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infopt_ir::builder::{GraphBuilder, dims};
+    use infopt_ir::infer::{self, InferReport, Opsets, Scope};
+    use infopt_ir::{Attribute, DataType};
+
+    /// The bound of `Unsqueeze(Range(start, Shape(x)[0], 1))` for `x: [n]`.
+    fn bound_of_range_from(start: i64) -> Option<Bound> {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["n"]));
+        let shape = b.op("Shape", &[x], vec![]);
+        let i0 = b.i64("i0", &[], &[0]);
+        let n = b.op("Gather", &[shape, i0], vec![Attribute::int("axis", 0)]);
+        let (from, step) = (b.i64("from", &[], &[start]), b.i64("step", &[], &[1]));
+        let r = b.op("Range", &[from, n, step], vec![]);
+        let axes = b.i64("axes", &[1], &[-1]);
+        let u = b.op("Unsqueeze", &[r, axes], vec![]);
+        b.output(u, "y", DataType::Int64, None);
+        let mut g = b.into_graph();
+        let facts = infer::infer_graph(
+            &mut g,
+            Opsets::onnx(13),
+            &Scope::default(),
+            &mut InferReport::default(),
+        );
+        bound(&g, &facts, u)
+    }
+
+    #[test]
+    fn a_range_from_zero_bounds_its_indices_by_its_count() {
+        assert_eq!(
+            bound_of_range_from(0),
+            Some(Bound::All(Dim::Sym("n".into())))
+        );
+    }
+
+    #[test]
+    fn a_range_from_elsewhere_bounds_nothing() {
+        // Only the count exporters write is read; other starts and steps
+        // are left out (relations may be incomplete, never made up).
+        assert_eq!(bound_of_range_from(1), None);
+    }
+}
