@@ -132,3 +132,80 @@ fn a_mask_sliced_to_the_keys_length_gets_the_keys_length() {
     let size = |i: usize| shapes[i][1][0].as_u64().unwrap();
     assert_eq!(size(2), size(0) + size(1), "{shapes}");
 }
+
+#[test]
+fn a_mask_read_by_gather_nd_with_counted_indices_covers_batch_and_keys() {
+    // torch's dynamo exporter reads the padding mask as `mask[batch_idx,
+    // kv_idx]`: a GatherND whose index tuples are Range(0, batch) and
+    // Range(0, past + seq), expanded and concatenated on the last axis. The
+    // mask declares its own symbols (`mb`, `mt`); any other sizes make the
+    // GatherND read out of bounds in both tract and ONNX Runtime.
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = GraphBuilder::new();
+    let past = b.input("past", DataType::Float, dims(&["b", "past", "4"]));
+    let new = b.input("new", DataType::Float, dims(&["b", "seq", "4"]));
+    let mask = b.input("mask", DataType::Int64, dims(&["mb", "mt"]));
+    let keys = b.op("Concat", &[past, new], vec![Attribute::int("axis", 1)]);
+    let shape = b.op("Shape", &[keys], vec![]);
+    let (i0, i1) = (b.i64("i0", &[], &[0]), b.i64("i1", &[], &[1]));
+    let batch = b.op("Gather", &[shape, i0], vec![Attribute::int("axis", 0)]);
+    let kv_len = b.op("Gather", &[shape, i1], vec![Attribute::int("axis", 0)]);
+    let (start, step) = (b.i64("start", &[], &[0]), b.i64("step", &[], &[1]));
+    let bi = b.op("Range", &[start, batch, step], vec![]);
+    let ki = b.op("Range", &[start, kv_len, step], vec![]);
+    let (ax0, ax1, ax_last) = (
+        b.i64("ax0", &[1], &[0]),
+        b.i64("ax1", &[1], &[1]),
+        b.i64("ax_last", &[1], &[-1]),
+    );
+    let bi = b.op("Unsqueeze", &[bi, ax1], vec![]);
+    let ki = b.op("Unsqueeze", &[ki, ax0], vec![]);
+    let batch_1 = b.op("Unsqueeze", &[batch, ax0], vec![]);
+    let kv_len_1 = b.op("Unsqueeze", &[kv_len, ax0], vec![]);
+    let both = b.op(
+        "Concat",
+        &[batch_1, kv_len_1],
+        vec![Attribute::int("axis", 0)],
+    );
+    let bi = b.op("Expand", &[bi, both], vec![]);
+    let ki = b.op("Expand", &[ki, both], vec![]);
+    let bi = b.op("Unsqueeze", &[bi, ax_last], vec![]);
+    let ki = b.op("Unsqueeze", &[ki, ax_last], vec![]);
+    let idx = b.op("Concat", &[bi, ki], vec![Attribute::int("axis", -1)]);
+    let picked = b.op("GatherND", &[mask, idx], vec![]);
+    let picked = b.op("Cast", &[picked], vec![Attribute::int("to", 1)]);
+    let picked = b.op("Unsqueeze", &[picked, ax1], vec![]);
+    // scores [b, seq, past + seq] plus the mask [b, 1, past + seq]
+    let kt = b.op(
+        "Transpose",
+        &[keys],
+        vec![Attribute::ints("perm", vec![0, 2, 1])],
+    );
+    let scores = b.op("MatMul", &[new, kt], vec![]);
+    let y = b.op("Add", &[scores, picked], vec![]);
+    // An Identity for the pipeline to remove, so there is something to verify.
+    let y = b.op("Identity", &[y], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let mut model = b.build(13);
+    let path = dir.path().join("gather_nd_mask.onnx");
+    model
+        .save(&path, &infopt_ir::SaveOptions::default())
+        .unwrap();
+    let out = dir.path().join("out.onnx");
+    let o = infopt(&[
+        "optimize",
+        s(&path),
+        "-o",
+        s(&out),
+        "--backend",
+        "tract",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["verification"]["passed"], true);
+    let shapes = &report["verification"]["input_shapes"];
+    let size = |i: usize, axis: usize| shapes[i][1][axis].as_u64().unwrap();
+    assert_eq!(size(2, 0), size(0, 0), "mask batch: {shapes}");
+    assert_eq!(size(2, 1), size(0, 1) + size(1, 1), "mask length: {shapes}");
+}

@@ -8,6 +8,7 @@ pub mod criterion;
 pub mod dataset;
 pub mod error;
 pub mod evaluate;
+pub mod index_bounds;
 pub mod inputs;
 pub mod intermediates;
 pub mod memory;

@@ -30,7 +30,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use infopt_ir::infer::sym::Expr;
 use infopt_ir::infer::{self, GraphFacts, InferReport, Opsets, Scope};
-use infopt_ir::{Dim, Model, Node};
+use infopt_ir::{Dim, Graph, Model, Node};
+
+use crate::index_bounds::{self, Bound};
 
 /// Largest value a dependent symbol may take.
 const MAX_VALUE: i64 = 1 << 20;
@@ -217,7 +219,7 @@ pub fn relations(model: &Model, symbols: &BTreeSet<String>) -> Relations {
         .unwrap_or_else(|_| graph.node_ids());
     for id in order {
         let node = graph.node(id);
-        for (a, b) in agreeing_dims(&facts, node) {
+        for (a, b) in agreeing_dims(&graph, &facts, node) {
             if seen >= MAX_EQUATIONS {
                 break;
             }
@@ -338,7 +340,7 @@ impl Solver {
 }
 
 /// Pairs of dims `node` needs to be equal, from the inferred facts.
-fn agreeing_dims(facts: &GraphFacts, node: &Node) -> Vec<(Dim, Dim)> {
+fn agreeing_dims(graph: &Graph, facts: &GraphFacts, node: &Node) -> Vec<(Dim, Dim)> {
     if !node.domain().is_empty() {
         return Vec::new();
     }
@@ -409,6 +411,26 @@ fn agreeing_dims(facts: &GraphFacts, node: &Node) -> Vec<(Dim, Dim)> {
                 }
             }
         }
+        // Indices counted by a Range (torch's dynamo exporter reads the mask
+        // with `mask[batch_idx, kv_idx]`): the axis read is at least the
+        // count, and equal to it is a size the graph accepts.
+        "Gather" => {
+            let axis = node.attr_int_or("axis", 0).unwrap_or(0);
+            if let (Some(data), Some(Some(indices))) = (shape(0), node.inputs.get(1))
+                && let Some(Bound::All(n)) = index_bounds::bound(graph, facts, *indices)
+                && let Some(d) = axis_dim(&data, axis)
+            {
+                out.push((d, n));
+            }
+        }
+        "GatherND" => {
+            let batch_dims = node.attr_int_or("batch_dims", 0).unwrap_or(0);
+            if let (0, Some(data), Some(Some(indices))) = (batch_dims, shape(0), node.inputs.get(1))
+                && let Some(Bound::Components(c)) = index_bounds::bound(graph, facts, *indices)
+            {
+                out.extend(data.iter().cloned().zip(c));
+            }
+        }
         "Concat" => {
             let shapes: Vec<Vec<Dim>> = (0..node.inputs.len()).filter_map(shape).collect();
             let Some(first) = shapes.first() else {
@@ -431,6 +453,17 @@ fn agreeing_dims(facts: &GraphFacts, node: &Node) -> Vec<(Dim, Dim)> {
             && infer::sym::canonical(a) != infer::sym::canonical(b)
     });
     out
+}
+
+/// The dim of `shape` at `axis` (negative counts from the end).
+fn axis_dim(shape: &[Dim], axis: i64) -> Option<Dim> {
+    let rank = i64::try_from(shape.len()).ok()?;
+    let axis = if axis < 0 {
+        axis.checked_add(rank)?
+    } else {
+        axis
+    };
+    shape.get(usize::try_from(axis).ok()?).cloned()
 }
 
 /// Numpy broadcasting: on each axis (aligned from the right), every dim
