@@ -19,6 +19,7 @@ pub mod save;
 pub mod shape;
 pub mod stats;
 pub mod tensor;
+pub mod writeback;
 mod validate;
 
 pub use attr::Attribute;
