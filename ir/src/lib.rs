@@ -19,8 +19,8 @@ pub mod save;
 pub mod shape;
 pub mod stats;
 pub mod tensor;
-pub mod writeback;
 mod validate;
+pub mod writeback;
 
 pub use attr::Attribute;
 pub use dtype::DataType;

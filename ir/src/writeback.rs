@@ -84,12 +84,7 @@ fn start_writeback(file: &File, offset: u64, len: u64) {
     // SAFETY: a plain syscall on a file descriptor this value owns; it reads
     // no memory of ours.
     unsafe {
-        libc::sync_file_range(
-            file.as_raw_fd(),
-            offset,
-            len,
-            libc::SYNC_FILE_RANGE_WRITE,
-        );
+        libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE);
     }
 }
 
