@@ -235,22 +235,34 @@ pub fn map_file(path: &Path) -> std::io::Result<Bytes> {
     // (outputs go to a new file that is renamed into place); another process
     // truncating the file while we run would be a user error we cannot prevent.
     let map = unsafe { memmap2::Mmap::map(&file)? };
-    Ok(Bytes::from_owner(Mapped::register(map)))
+    Ok(Bytes::from_owner(Mapped::register(map, file)))
 }
 
-/// Address ranges `[start, end)` of the live file mappings made by
-/// [`map_file`]. A range is removed before its map is unmapped, under this
-/// lock, so an address here is always a live read-only file mapping.
-static MAPPED: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+/// A live file mapping made by [`map_file`]: its address range and the file
+/// it maps (kept open, so its bytes can also be copied by the kernel).
+struct MappedRange {
+    start: usize,
+    end: usize,
+    file: std::sync::Arc<File>,
+}
+
+/// The live file mappings made by [`map_file`]. A range is removed before
+/// its map is unmapped, under this lock, so an address here is always a live
+/// read-only file mapping.
+static MAPPED: std::sync::Mutex<Vec<MappedRange>> = std::sync::Mutex::new(Vec::new());
 
 /// A file map that keeps its range in [`MAPPED`] while it lives.
 struct Mapped(memmap2::Mmap);
 
 impl Mapped {
-    fn register(map: memmap2::Mmap) -> Mapped {
+    fn register(map: memmap2::Mmap, file: File) -> Mapped {
         let start = map.as_ptr() as usize;
         if let Ok(mut ranges) = MAPPED.lock() {
-            ranges.push((start, start + map.len()));
+            ranges.push(MappedRange {
+                start,
+                end: start + map.len(),
+                file: std::sync::Arc::new(file),
+            });
         }
         Mapped(map)
     }
@@ -266,9 +278,65 @@ impl Drop for Mapped {
     fn drop(&mut self) {
         let start = self.0.as_ptr() as usize;
         if let Ok(mut ranges) = MAPPED.lock() {
-            ranges.retain(|&(s, _)| s != start);
+            ranges.retain(|r| r.start != start);
         }
     }
+}
+
+/// The mapped file that `data` lies in, and where in it `data` starts.
+#[cfg(target_os = "linux")]
+fn mapped_source(data: &[u8]) -> Option<(std::sync::Arc<File>, u64)> {
+    let (start, end) = (data.as_ptr() as usize, data.as_ptr() as usize + data.len());
+    let ranges = MAPPED.lock().ok()?;
+    ranges
+        .iter()
+        .find(|r| r.start <= start && end <= r.end)
+        .map(|r| (r.file.clone(), (start - r.start) as u64))
+}
+
+/// Appends the bytes of `data` to `out` at its current position by a copy
+/// inside the kernel (`copy_file_range`), when `data` lies in a file mapping
+/// made by [`map_file`]: the bytes go from the input's page cache to the
+/// output's without being faulted into this process and copied through it.
+/// Returns how many leading bytes of `data` were copied (0 when `data` is
+/// not mapped, the file system cannot copy, or on any error); the caller
+/// writes the rest itself, so a refusal here only costs speed.
+#[cfg(target_os = "linux")]
+pub fn copy_mapped_into(data: &[u8], out: &File) -> usize {
+    use std::os::fd::AsRawFd;
+    let Some((source, offset)) = mapped_source(data) else {
+        return 0;
+    };
+    let Ok(mut off_in) = i64::try_from(offset) else {
+        return 0;
+    };
+    let mut copied = 0usize;
+    while copied < data.len() {
+        // SAFETY: two file descriptors this process holds open (`source` is
+        // kept alive by the Arc, `out` by the borrow) and a valid pointer to
+        // the input offset; the output offset is the file's own position,
+        // which the kernel advances.
+        let n = unsafe {
+            libc::copy_file_range(
+                source.as_raw_fd(),
+                &mut off_in,
+                out.as_raw_fd(),
+                std::ptr::null_mut(),
+                data.len() - copied,
+                0,
+            )
+        };
+        if n <= 0 {
+            break;
+        }
+        copied += n as usize;
+    }
+    copied
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn copy_mapped_into(_data: &[u8], _out: &File) -> usize {
+    0
 }
 
 /// Tells the kernel that the pages of every file mapping are not needed
@@ -278,8 +346,8 @@ impl Drop for Mapped {
 /// next to the tensors the passes create.
 pub fn release_mapped_pages() {
     let Ok(ranges) = MAPPED.lock() else { return };
-    for &(start, end) in ranges.iter() {
-        advise_dont_need(start, end);
+    for r in ranges.iter() {
+        advise_dont_need(r.start, r.end);
     }
 }
 
@@ -288,7 +356,7 @@ pub fn release_mapped_pages() {
 pub fn release_if_mapped(data: &[u8]) {
     let (start, end) = (data.as_ptr() as usize, data.as_ptr() as usize + data.len());
     let Ok(ranges) = MAPPED.lock() else { return };
-    if ranges.iter().any(|&(s, e)| s <= start && end <= e) {
+    if ranges.iter().any(|r| r.start <= start && end <= r.end) {
         advise_dont_need(start, end);
     }
 }
@@ -343,6 +411,6 @@ mod release_tests {
         // An unmapped range is forgotten.
         let start = mapped.as_ptr() as usize;
         drop(mapped);
-        assert!(!MAPPED.lock().unwrap().iter().any(|&(s, _)| s == start));
+        assert!(!MAPPED.lock().unwrap().iter().any(|r| r.start == start));
     }
 }

@@ -21,6 +21,7 @@ pub mod shape;
 pub mod stats;
 pub mod tensor;
 mod validate;
+pub mod writeback;
 
 pub use attr::Attribute;
 pub use dtype::DataType;

@@ -309,7 +309,7 @@ impl Model {
                     for (offset, data) in &plan.chunks {
                         let pad = (offset - pos) as usize;
                         w.write_all(&[0u8; EXTERNAL_ALIGN as usize][..pad])?;
-                        w.write_all(data)?;
+                        w.write_mapped(data)?;
                         pos = offset + data.len() as u64;
                     }
                     Ok(())
@@ -463,8 +463,27 @@ fn data_location(out: &Path, wanted: &str) -> (String, Vec<String>) {
     (location, old)
 }
 
+/// Where a model is encoded to: a writer that may take bytes lying in a
+/// mapped input file by a copy inside the kernel (an output file), or by a
+/// plain write (the default).
+pub trait ModelWriter: Write {
+    fn write_mapped(&mut self, data: &[u8]) -> std::io::Result<()> {
+        self.write_all(data)
+    }
+}
+
+impl ModelWriter for Vec<u8> {}
+
+impl ModelWriter for std::io::BufWriter<crate::writeback::WritebackFile> {
+    fn write_mapped(&mut self, data: &[u8]) -> std::io::Result<()> {
+        // What is buffered goes first, so the file's position is the end.
+        self.flush()?;
+        self.get_mut().write_mapped(data)
+    }
+}
+
 /// A `BufMut` over a writer, so prost can encode straight into a file.
-struct StreamBuf<'a, W: Write> {
+struct StreamBuf<'a, W: ModelWriter> {
     out: &'a mut W,
     buf: Vec<u8>,
     error: Option<std::io::Error>,
@@ -472,7 +491,7 @@ struct StreamBuf<'a, W: Write> {
 
 const STREAM_CHUNK: usize = 1 << 20;
 
-impl<W: Write> StreamBuf<'_, W> {
+impl<W: ModelWriter> StreamBuf<'_, W> {
     fn flush(&mut self) {
         if self.error.is_none()
             && !self.buf.is_empty()
@@ -487,7 +506,7 @@ impl<W: Write> StreamBuf<'_, W> {
 // SAFETY: `chunk_mut` hands out the spare capacity of `buf`, and `advance_mut`
 // only extends `buf`'s length over bytes the caller has initialized, as the
 // `BufMut` contract requires.
-unsafe impl<W: Write> BufMut for StreamBuf<'_, W> {
+unsafe impl<W: ModelWriter> BufMut for StreamBuf<'_, W> {
     fn remaining_mut(&self) -> usize {
         usize::MAX / 2
     }
@@ -509,11 +528,27 @@ unsafe impl<W: Write> BufMut for StreamBuf<'_, W> {
         UninitSlice::uninit(self.buf.spare_capacity_mut())
     }
 
+    // prost writes a `bytes` field (every tensor's `raw_data`) with `put`,
+    // whose default copies the source through `chunk_mut` into the buffer:
+    // handing its chunks to `put_slice` instead lets a large weight go to
+    // the file straight from where it lies.
+    fn put<T: bytes::Buf>(&mut self, mut src: T)
+    where
+        Self: Sized,
+    {
+        while src.has_remaining() {
+            let chunk = src.chunk();
+            let n = chunk.len();
+            self.put_slice(chunk);
+            src.advance(n);
+        }
+    }
+
     fn put_slice(&mut self, src: &[u8]) {
         if src.len() >= STREAM_CHUNK {
             self.flush();
             if self.error.is_none()
-                && let Err(e) = self.out.write_all(src)
+                && let Err(e) = self.out.write_mapped(src)
             {
                 self.error = Some(e);
             }
@@ -529,7 +564,7 @@ unsafe impl<W: Write> BufMut for StreamBuf<'_, W> {
 }
 
 /// Encodes `proto` into `out` without materializing the whole message.
-pub fn encode_streaming<W: Write>(proto: &ModelProto, out: &mut W) -> std::io::Result<()> {
+pub fn encode_streaming<W: ModelWriter>(proto: &ModelProto, out: &mut W) -> std::io::Result<()> {
     let mut sb = StreamBuf {
         out,
         buf: Vec::with_capacity(STREAM_CHUNK),
@@ -715,5 +750,59 @@ impl Graph {
                 self.node_mut(n).attributes[ai].subgraphs = subs;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records the slices handed over whole, and keeps every byte.
+    #[derive(Default)]
+    struct Recorder {
+        bytes: Vec<u8>,
+        whole: Vec<usize>,
+    }
+
+    impl Write for Recorder {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.bytes.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl ModelWriter for Recorder {
+        fn write_mapped(&mut self, data: &[u8]) -> std::io::Result<()> {
+            self.whole.push(data.len());
+            self.write_all(data)
+        }
+    }
+
+    #[test]
+    fn large_raw_data_reaches_the_writer_whole_and_the_bytes_match_prost() {
+        let big: Vec<u8> = (0..STREAM_CHUNK + 4099).map(|i| (i % 239) as u8).collect();
+        let small = vec![7u8; 100];
+        let tensor = |name: &str, data: &[u8]| TensorProto {
+            name: Some(name.into()),
+            dims: vec![data.len() as i64],
+            data_type: Some(crate::DataType::Uint8.code()),
+            raw_data: Some(Bytes::copy_from_slice(data)),
+            ..Default::default()
+        };
+        let proto = ModelProto {
+            ir_version: Some(8),
+            graph: Some(GraphProto {
+                initializer: vec![tensor("big", &big), tensor("small", &small)],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut out = Recorder::default();
+        encode_streaming(&proto, &mut out).unwrap();
+        assert_eq!(out.bytes, proto.encode_to_vec());
+        assert_eq!(out.whole, vec![big.len()]);
     }
 }

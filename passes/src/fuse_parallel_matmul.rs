@@ -76,11 +76,12 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     if bytes_total > MAX_MERGED_BYTES {
         crate::decline!("merged weight would be {bytes_total} bytes, over {MAX_MERGED_BYTES}");
     }
-    // Row r of the merged weight is row r of each weight in turn.
+    // Row r of the merged weight is row r of each weight in turn. The
+    // weights are read where they lie (the mapped model), not copied first.
     let mut raws = Vec::with_capacity(siblings.len());
     for &n in &siblings {
         let w = require_some!(weight_of(n));
-        raws.push(require_some!(w.raw_bytes().ok()).into_owned());
+        raws.push(require_some!(w.raw_bytes().ok()));
     }
     let mut merged = Vec::with_capacity(bytes_total);
     for r in 0..k as usize {

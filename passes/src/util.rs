@@ -106,12 +106,18 @@ pub fn scale_f32_blocks(
     if !raw.len().is_multiple_of(bytes) {
         return None;
     }
-    let mut out = Vec::with_capacity(raw.len());
-    for (i, chunk) in raw.chunks_exact(bytes).enumerate() {
+    // Written in place into a buffer of the final size: no growth checks in
+    // the loop, so it compiles to a straight pass over the bytes.
+    let mut out = vec![0u8; raw.len()];
+    for (i, (src, dst)) in raw
+        .chunks_exact(bytes)
+        .zip(out.chunks_exact_mut(bytes))
+        .enumerate()
+    {
         let k = factor(i);
-        for c in chunk.chunks_exact(4) {
+        for (c, d) in src.chunks_exact(4).zip(dst.chunks_exact_mut(4)) {
             let v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64 * k;
-            out.extend_from_slice(&(v as f32).to_le_bytes());
+            d.copy_from_slice(&(v as f32).to_le_bytes());
         }
     }
     Some(out)
@@ -280,4 +286,25 @@ pub fn dtype_of(g: &Graph, v: ValueId) -> Option<infopt_ir::DataType> {
     g.value_type(v)
         .map(|t| t.dtype)
         .filter(|d| *d != infopt_ir::DataType::Undefined)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scaled_blocks_round_once_from_f64_and_refuse_partial_blocks() {
+        let values = [1.5f32, -3.25, 1e-7, 7.0, f32::MAX, 0.1];
+        let raw: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let factors = [1.0 / 3.0, 2.5, 0.1];
+        let out = scale_f32_blocks(&raw, 2, |i| factors[i]).unwrap();
+        let expected: Vec<u8> = values
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &v)| ((v as f64 * factors[i / 2]) as f32).to_le_bytes())
+            .collect();
+        assert_eq!(out, expected);
+        assert!(scale_f32_blocks(&raw, 4, |_| 1.0).is_none());
+        assert!(scale_f32_blocks(&raw, 0, |_| 1.0).is_none());
+    }
 }
