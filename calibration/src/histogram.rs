@@ -347,7 +347,7 @@ mod tests {
         // past the top edge, and a second call reusing the tables.
         let xs: Vec<f32> = (0..128 * 4 * 3 + 3)
             .map(|i| match i % 7 {
-                0 | 1 | 2 => 0.0,
+                0..=2 => 0.0,
                 3 => f32::NAN,
                 4 => f32::INFINITY,
                 5 => -(i as f32) * 0.013,
