@@ -5,6 +5,7 @@ same machine, interleaved run by run.
     python bench/calib_bench.py INFOPT_BIN MODEL.onnx [--samples 64,256,1024]
         [--ort-samples 64] [--methods entropy,minmax] [--runs 3]
         [--backend ort] [--shape 1,3,224,224 | --rec] [--ort-limit 12G]
+        [--baseline EARLIER_INFOPT_BIN] [--work DIR]
 
 Samples are one .npy file per sample in a folder (so neither side holds the
 whole set), seeded standard-normal arrays of `--shape`, or with `--rec`
@@ -106,6 +107,7 @@ def main():
     ap.add_argument("--rec", action="store_true", help="rendered text lines for PP-OCRv4 rec")
     ap.add_argument("--ort-limit", default=None, help="memory cgroup limit for ORT, e.g. 12G")
     ap.add_argument("--work", default=None)
+    ap.add_argument("--baseline", default=None, help="an earlier infopt binary, timed in the same runs")
     a = ap.parse_args()
     sizes = [int(s) for s in a.samples.split(",")]
     ort_sizes = [int(s) for s in a.ort_samples.split(",") if s]
@@ -124,14 +126,15 @@ def main():
     for run in range(1, a.runs + 1):
         for method in a.methods.split(","):
             for n in sorted(set(sizes + ort_sizes)):
-                if n in sizes:
+                binaries = [("infopt", a.infopt)] + ([("infopt (baseline)", a.baseline)] if a.baseline else [])
+                for tool, binary in binaries if n in sizes else []:
                     out = os.path.join(work, "ranges.json")
-                    rc, wall, rss, text = timed([a.infopt, "calibrate", a.model, "--data", dirs[n],
+                    rc, wall, rss, text = timed([binary, "calibrate", a.model, "--data", dirs[n],
                                                  "--method", method, "--backend", a.backend,
                                                  "-o", out])
                     if rc != 0:
                         sys.exit(f"infopt failed ({rc}): {text[-2000:]}")
-                    rows.append((run, method, n, "infopt", wall, None, rss, "ok"))
+                    rows.append((run, method, n, tool, wall, None, rss, "ok"))
                     print(rows[-1], file=sys.stderr, flush=True)
                 if n in ort_sizes:
                     aug = os.path.join(work, "aug.onnx")

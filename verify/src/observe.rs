@@ -66,15 +66,16 @@ pub fn load_observing(
                 },
             });
         }
+        let bytes = copy
+            .to_bytes_referencing_sources()
+            .map_err(|e| VerifyError::new(ErrorKind::Load, e))?;
+        // Serializing read every weight of the mapped model file; while the
+        // runtime builds its session from `bytes`, those pages would be a
+        // third resident copy of the weights (they come back from the page
+        // cache if read again).
+        infopt_ir::external::release_mapped_pages();
         return backend
-            .load_observing(
-                &copy
-                    .to_bytes_referencing_sources()
-                    .map_err(|e| VerifyError::new(ErrorKind::Load, e))?,
-                Some(dir),
-                shapes,
-                &Observe::Names(names),
-            )
+            .load_observing(&bytes, Some(dir), shapes, &Observe::Names(names))
             .map_err(|e| VerifyError::runtime(e, ErrorKind::CannotVerify));
     }
     .map_err(|e| VerifyError::new(ErrorKind::Load, e))?;
