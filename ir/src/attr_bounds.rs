@@ -36,6 +36,7 @@ impl Model {
 }
 
 fn check_graph(g: &Graph, facts: Option<&GraphFacts>) -> Result<()> {
+    crate::operand_types::check_operand_types(g, facts)?;
     for (_, node) in g.nodes() {
         if node.domain().is_empty() {
             let dims = |slot: usize| input_dims(g, facts, node, slot);
@@ -272,6 +273,21 @@ mod tests {
         m.check_attributes()
             .map(|_| String::new())
             .unwrap_or_else(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_string_tensor_read_by_a_conv_names_the_node_and_the_tensor() {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["1", "4", "8", "8"]));
+        let w = b.f32("w", &[4, 4, 3, 3], &[0.5; 144]);
+        // A string input, as a damaged file may declare a bias.
+        let bias = b.input("bias", DataType::String, dims(&["4"]));
+        let y = b.op("Conv", &[x, w, bias], vec![]);
+        b.output(y, "y", DataType::Float, None);
+        assert_eq!(
+            message(&b.build(17)),
+            "invalid graph: node 'conv_1' (Conv): input 'bias' is a string tensor, and Conv computes on numbers; the file is damaged or was written with the wrong type"
+        );
     }
 
     #[test]
