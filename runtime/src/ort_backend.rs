@@ -1031,49 +1031,9 @@ fn to_ort(t: &HostTensor) -> ort::Result<SessionInputValue<'_>> {
     })
 }
 
-/// Copies an output value into a named host tensor.
+/// Copies an output value into a named host tensor (its view, copied).
 fn from_ort(name: &str, v: &DynValue) -> Result<HostTensor> {
-    let unsupported = |dtype: String| RuntimeError::UnsupportedDType {
-        backend: BACKEND.into(),
-        kind: "output",
-        name: name.to_string(),
-        dtype,
-    };
-    let ty = match v.dtype() {
-        ValueType::Tensor { ty, .. } => *ty,
-        other => return Err(unsupported(other.to_string())),
-    };
-    let dtype = ort_dtype(ty).ok_or_else(|| unsupported(ty.to_string()))?;
-    macro_rules! extract {
-        ($t:ty, $variant:ident) => {{
-            let (shape, data) = v.try_extract_tensor::<$t>().map_err(|e| run_error(&e))?;
-            (shape.to_vec(), TensorData::$variant(data.to_vec()))
-        }};
-    }
-    let (shape, data) = match dtype {
-        DType::F32 => extract!(f32, F32),
-        DType::F64 => extract!(f64, F64),
-        DType::F16 => extract!(half::f16, F16),
-        DType::BF16 => extract!(half::bf16, BF16),
-        DType::I8 => extract!(i8, I8),
-        DType::I16 => extract!(i16, I16),
-        DType::I32 => extract!(i32, I32),
-        DType::I64 => extract!(i64, I64),
-        DType::U8 => extract!(u8, U8),
-        DType::U16 => extract!(u16, U16),
-        DType::U32 => extract!(u32, U32),
-        DType::U64 => extract!(u64, U64),
-        DType::Bool => extract!(bool, Bool),
-    };
-    let shape = shape
-        .iter()
-        .map(|&d| usize::try_from(d))
-        .collect::<std::result::Result<Vec<usize>, _>>()
-        .map_err(|_| RuntimeError::Run {
-            backend: BACKEND.into(),
-            message: format!("output `{name}` has a negative dim: {shape:?}"),
-        })?;
-    HostTensor::new(Some(name.to_string()), shape, data)
+    view_of(name, v)?.to_host()
 }
 
 /// A borrowed view of an output value: ONNX Runtime's own buffer, no copy.
