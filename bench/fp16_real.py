@@ -4,8 +4,9 @@
 float16 and NVIDIA ModelOpt AutoCast, judged in ONNX Runtime CPU.
 
 Usage (a venv with onnx, onnxruntime, numpy, pillow, rapidocr-onnxruntime,
-magika, nudenet, onnxconverter-common; silero-vad's wheel unpacked with
---silero DIR; ModelOpt from another venv with --modelopt-python):
+magika, nudenet, ddddocr, silero-vad, onnxconverter-common (or silero-vad's
+wheel unpacked with --silero DIR); ModelOpt from another venv with
+--modelopt-python):
 
     python bench/fp16_real.py --infopt target/release/infopt --work /tmp/fp16real \\
         [--silero DIR] [--modelopt-python /path/to/venv/bin/python] \\
@@ -16,12 +17,16 @@ Models and inputs (nothing is downloaded but the pip packages):
   PP-OCRv4 rec, PP-OCR mobile v2 cls: rendered text lines 48x320 / 48x192
   magika standard_v3_3: the first and last 1024 bytes of files of this machine
   nudenet 320n (YOLOv8n): synthetic scenes (gradients, skin-toned ellipses, noise)
-  silero-vad (16k, opset 15): 512-sample chunks of synthetic voiced audio at 16 kHz
+  silero-vad (16k opset 15, the If-on-rate export, the opset-18 If-less export,
+    the sequence export): chunks of synthetic voiced audio at 16 kHz, zero state
+  ddddocr common / common_old (CNN+LSTM OCR): rendered captchas, grey, height 64
+  ddddocr common_det (YOLOX): captcha glyphs letterboxed into 416x416, 0..255
   fixtures (random weights): bert_tiny, transformer_encoder, resnet_block,
     gpt2_mlp, fp16_overflow (a square that overflows float16)
 
 Per model: sample 0 is given to infopt with `--inputs` (its verification
-data, as a user would); the figures are on samples 1..N (held out). For each
+data, as a user would; `--as-typed` leaves it out, so infopt verifies and
+places its float32 islands on inputs it makes itself); the figures are on samples 1..N (held out). For each
 converter: exit status, wall time of the conversion, file size against
 float32, the lowest cosine against float32 over outputs and held-out samples
 (ONNX Runtime CPU, float32 inputs), and top-1 agreement for classifiers
@@ -116,6 +121,50 @@ def voiced(rng, n: int = 512, sr: int = 16000) -> np.ndarray:
     return (0.3 * x / np.abs(x).max())[None].astype(np.float32)
 
 
+def captcha(rng, h: int = 64) -> np.ndarray:
+    """A ddddocr-style captcha: 4-6 letters and digits in mixed fonts, sizes and
+    tones over a light background with noise lines and dots; grey, height h,
+    width kept in proportion, scaled to [0, 1] as ddddocr feeds its OCR."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    chars = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghjkmnpqrstuvwxyz23456789"
+    n = int(rng.integers(4, 7))
+    w = 30 * n + 20
+    img = Image.new("RGB", (w, 50), tuple(int(x) for x in rng.integers(200, 256, 3)))
+    d = ImageDraw.Draw(img)
+    for _ in range(int(rng.integers(2, 6))):
+        d.line([tuple(int(v) for v in rng.integers(0, [w, 50])) for _ in range(2)],
+               fill=tuple(int(c) for c in rng.integers(60, 200, 3)), width=int(rng.integers(1, 3)))
+    x = 10
+    for _ in range(n):
+        font = ImageFont.truetype(FONTS[int(rng.integers(len(FONTS)))], int(rng.integers(26, 36)))
+        d.text((x, int(rng.integers(0, 10))), chars[int(rng.integers(len(chars)))],
+               fill=tuple(int(c) for c in rng.integers(0, 120, 3)), font=font)
+        x += int(rng.integers(24, 32))
+    for _ in range(120):
+        d.point(tuple(int(v) for v in rng.integers(0, [w, 50])), fill=tuple(int(c) for c in rng.integers(0, 256, 3)))
+    img = img.resize((int(w * h / 50), h)).convert("L")
+    return (np.asarray(img).astype(np.float32) / 255.0)[None, None].copy()
+
+
+def yolox_image(rng, size: int = 416) -> np.ndarray:
+    """ddddocr's detector input: a page of captcha glyphs letterboxed into
+    size x size with grey 114 padding, CHW, float in 0..255 (its preproc)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    w, h = int(rng.integers(240, 416)), int(rng.integers(120, 300))
+    img = Image.new("RGB", (w, h), tuple(int(x) for x in rng.integers(180, 256, 3)))
+    d = ImageDraw.Draw(img)
+    for _ in range(int(rng.integers(3, 8))):
+        font = ImageFont.truetype(FONTS[int(rng.integers(len(FONTS)))], int(rng.integers(24, 48)))
+        d.text(tuple(int(v) for v in rng.integers(0, [max(1, w - 40), max(1, h - 50)])),
+               "ABCDEFGHKMNPRSTUVWXYZ"[int(rng.integers(21))],
+               fill=tuple(int(c) for c in rng.integers(0, 120, 3)), font=font)
+    out = np.full((size, size, 3), 114, np.uint8)
+    out[:h, :w] = np.asarray(img)
+    return out.transpose(2, 0, 1)[None].astype(np.float32)
+
+
 def file_bytes(paths: list[Path], i: int) -> np.ndarray:
     data = paths[i % len(paths)].read_bytes()
     beg = list(data[:1024]) + [256] * max(0, 1024 - len(data[:1024]))
@@ -182,10 +231,25 @@ def models(args) -> dict[str, dict]:
         "gpt2_mlp": dict(family="GPT-2 MLP (fixture)", path=fx / "gpt2_mlp.onnx", make="generic"),
         "fp16_overflow": dict(family="overflowing square (fixture)", path=fx / "fp16_overflow.onnx", make="generic"),
     }
-    if args.silero:
-        out["silero-vad"] = dict(family="LSTM voice activity", path=Path(args.silero) / "silero_vad" / "data" / "silero_vad_16k_op15.onnx",
-                                 make=lambda s, r: {"input": voiced(r), "sr": np.array(16000, np.int64),
-                                                    "state": np.zeros((2, 1, 128), np.float32)})
+    dddd = site / "ddddocr"
+    out["ddddocr-common"] = dict(family="CNN+LSTM captcha OCR (ddddocr)", path=dddd / "common.onnx",
+                                 make=lambda s, r: {"input1": captcha(r)}, top1="last")
+    out["ddddocr-common-old"] = dict(family="CNN+LSTM captcha OCR (ddddocr, old)", path=dddd / "common_old.onnx",
+                                     make=lambda s, r: {"input1": captcha(r)}, top1="last")
+    out["ddddocr-det"] = dict(family="YOLOX detector (ddddocr)", path=dddd / "common_det.onnx",
+                              make=lambda s, r: {"images": yolox_image(r)})
+    silero = Path(args.silero) / "silero_vad" / "data" if args.silero else site / "silero_vad" / "data"
+    state = lambda: np.zeros((2, 1, 128), np.float32)  # noqa: E731
+    out["silero-vad"] = dict(family="LSTM voice activity", path=silero / "silero_vad_16k_op15.onnx",
+                             make=lambda s, r: {"input": voiced(r), "sr": np.array(16000, np.int64), "state": state()})
+    out["silero-vad-if"] = dict(family="LSTM voice activity (If on rate)", path=silero / "silero_vad.onnx",
+                                make=lambda s, r: {"input": voiced(r), "sr": np.array(16000, np.int64), "state": state()})
+    out["silero-vad-ifless"] = dict(family="LSTM voice activity (opset 18)", path=silero / "silero_vad_op18_ifless.onnx",
+                                    make=lambda s, r: {"input": voiced(r), "sr": np.array(16000, np.int64), "state": state()})
+    out["silero-vad-seq"] = dict(family="LSTM voice activity (sequence)", path=silero / "silero_vad_16k_sequence.onnx",
+                                 make=lambda s, r: {"input": np.concatenate([voiced(r, 576) for _ in range(8)], 0),
+                                                    "h": np.zeros((1, 1, 128), np.float32),
+                                                    "c": np.zeros((1, 1, 128), np.float32)})
     return out
 
 
@@ -207,8 +271,9 @@ def convert(tool: str, src: Path, dst: Path, npz: Path, args) -> tuple[str | Non
     try:
         if tool == "infopt":
             rep = dst.with_suffix(".json")
-            cmd = [args.infopt, "optimize", str(src), "-o", str(dst), "--fp16", "--inputs", str(npz),
-                   "--report", str(rep)]
+            cmd = [args.infopt, "optimize", str(src), "-o", str(dst), "--fp16", "--report", str(rep)]
+            if not args.as_typed:
+                cmd += ["--inputs", str(npz)]
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
             if rep.exists():
                 report = json.loads(rep.read_text())
@@ -286,6 +351,8 @@ def main() -> int:
     ap.add_argument("--modelopt-python")
     ap.add_argument("--models")
     ap.add_argument("--converters", help="comma-separated subset of infopt,onnxconverter-common,modelopt-autocast")
+    ap.add_argument("--as-typed", action="store_true",
+                    help="run infopt as a user without data types it: no --inputs (it verifies on inputs it makes)")
     ap.add_argument("--json")
     ap.add_argument("--markdown")
     args = ap.parse_args()

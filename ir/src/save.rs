@@ -738,6 +738,7 @@ impl Graph {
                 self.rename_annotations(&before, &name);
             }
         }
+        self.assign_unique_node_names(&order);
         for &n in &order {
             for ai in 0..self.node(n).attributes.len() {
                 let mut subs = std::mem::take(&mut self.node_mut(n).attributes[ai].subgraphs);
@@ -749,6 +750,36 @@ impl Graph {
                 }
                 self.node_mut(n).attributes[ai].subgraphs = subs;
             }
+        }
+    }
+}
+
+impl Graph {
+    /// Suffixes node names that repeat one already used in this graph (in
+    /// `order`): ONNX Runtime refuses a graph with two nodes of one name, and
+    /// a rewrite that derives a node's name from an unnamed value (or two
+    /// passes choosing the same name) must not make the model unloadable.
+    /// The first node keeps its name; empty names stay empty.
+    fn assign_unique_node_names(&mut self, order: &[crate::graph::NodeId]) {
+        let mut taken: HashSet<String> = HashSet::new();
+        let mut repeated: Vec<crate::graph::NodeId> = Vec::new();
+        for &n in order {
+            if let Some(name) = self.node(n).name.as_deref()
+                && !name.is_empty()
+                && !taken.insert(name.to_string())
+            {
+                repeated.push(n);
+            }
+        }
+        for n in repeated {
+            let base = self.node(n).name.clone().unwrap_or_default();
+            let mut k = 1;
+            while taken.contains(&format!("{base}_{k}")) {
+                k += 1;
+            }
+            let name = format!("{base}_{k}");
+            taken.insert(name.clone());
+            self.node_mut(n).name = Some(name);
         }
     }
 }

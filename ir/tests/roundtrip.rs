@@ -224,3 +224,34 @@ fn symlink_out_of_the_model_folder_is_refused() {
         "{err}"
     );
 }
+
+/// Two nodes a rewrite gave one name (ONNX Runtime refuses such a graph):
+/// the saved model keeps the first name and suffixes the repeat.
+#[test]
+fn repeated_node_names_are_made_unique_on_save() {
+    use infopt_ir::DataType;
+    use infopt_ir::builder::{GraphBuilder, dims};
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2"]));
+    let a = b.op("Relu", &[x], vec![]);
+    let c = b.op("Relu", &[a], vec![]);
+    let d = b.op("Relu", &[c], vec![]);
+    b.output(d, "y", DataType::Float, Some(dims(&["2"])));
+    let mut m = b.build(17);
+    let ids: Vec<_> = m.graph.node_ids();
+    for (i, &n) in ids.iter().enumerate() {
+        let name = if i < 2 { "dup" } else { "dup_1" };
+        m.graph.node_mut(n).name = Some(name.to_string());
+    }
+    let bytes = m.to_bytes().unwrap();
+    let saved =
+        infopt_ir::load::model_from_bytes(bytes.into(), Path::new("."), Path::new("dup.onnx"))
+            .unwrap();
+    let names: Vec<String> = saved
+        .graph
+        .node_ids()
+        .iter()
+        .map(|&n| saved.graph.node(n).name.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["dup", "dup_2", "dup_1"]);
+}

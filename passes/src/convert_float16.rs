@@ -4,8 +4,9 @@
 //! ## What it does
 //! Chooses the nodes that run in float16 (the "islands"): ops on an
 //! allow-list whose ONNX type constraints admit float16 at the model's opset
-//! (elementwise and activation ops, MatMul/Gemm/Conv, pooling, data movement,
-//! LayerNormalization, Pad/Clip/Resize/Where with their typed inputs), minus
+//! (elementwise and activation ops, MatMul/Gemm/Conv, LSTM/GRU/RNN, pooling,
+//! data movement, LayerNormalization, Pad/Clip/Resize/Where with their typed
+//! inputs), minus
 //! the ops kept in float32 for numerics, minus what the pipeline's
 //! `precision:` map (or `--precision NAME_OR_OP=fp32`) keeps; an override
 //! `to: fp16` converts an op even when it is numerically sensitive. Then:
@@ -29,10 +30,11 @@
 //! squaring/exp before it and the Add(eps)/Sqrt/Reciprocal/Div after it),
 //! shape arithmetic (small float tensors computing Resize scales, Range
 //! bounds or integer sizes), everything off the allow-list (Range, If/Loop
-//! and their subgraphs, comparisons, RNNs, custom domains), nodes whose
+//! and their subgraphs, comparisons, custom domains), nodes whose
 //! outputs a subgraph reads, and LayerNormalization/BatchNormalization whose
 //! statistics outputs are used. Last, an island without MatMul, Gemm, Conv,
-//! ConvTranspose, Einsum or LayerNormalization that would need as many Casts
+//! ConvTranspose, Einsum, LayerNormalization or a recurrent layer that would
+//! need as many Casts
 //! as it has ops stays float32 as well: its Casts would cost what float16
 //! saves (an override to fp16 keeps such an island).
 //!
@@ -192,8 +194,25 @@ impl Pass for ConvertFloat {
         let plan = self.plan(g, opset, &map, cx);
         let stats = self.rewrite(g, &plan, cx)?;
         let removed = values::cancel_casts(g);
+        let in_subgraphs = float_weights_in_subgraphs(g);
         if plan.convert.is_empty() {
+            // Saying nothing would read as success: say why the model stays
+            // float32 where the reason is the subgraphs.
+            if in_subgraphs.bytes > 0 {
+                cx.note(format!(
+                    "{}: nothing converted: the model's float32 computation is inside If/Loop/Scan subgraphs, which stay float32 ({})",
+                    self.to.pass_name(),
+                    in_subgraphs.describe(),
+                ));
+            }
             return Ok(removed);
+        }
+        if in_subgraphs.bytes > 0 {
+            cx.note(format!(
+                "{}: If/Loop/Scan subgraphs stay float32 ({})",
+                self.to.pass_name(),
+                in_subgraphs.describe(),
+            ));
         }
         let islands = plan.islands(g).len();
         cx.note(format!(
@@ -794,7 +813,14 @@ impl ConvertFloat {
     /// Adds `Cast(v, to)`. With `take_name` the Cast's output takes `v`'s name
     /// and place as graph output, and `v` gets a derived name.
     fn add_cast(&self, g: &mut Graph, v: ValueId, to: DataType, take_name: bool) -> ValueId {
-        let name = g.value(v).name.clone();
+        // A value a rewrite left unnamed gets its name only when the model is
+        // saved; derive the Cast's names as the saver will, so that two such
+        // values do not give two Casts one name.
+        let name = match (g.value(v).name.as_str(), g.value(v).producer) {
+            ("", Some((p, slot))) => format!("{}_output_{slot}", g.node(p).name_or_op()),
+            ("", None) => "value".to_string(),
+            (n, _) => n.to_string(),
+        };
         let suffix = if to == DataType::Float {
             "fp32"
         } else {
@@ -841,6 +867,72 @@ enum HalfSource {
     Cast,
 }
 
+/// float32 weights that only subgraphs compute with: they keep the file
+/// from shrinking, and the user should know why.
+#[derive(Default)]
+struct SubgraphWeights {
+    tensors: usize,
+    bytes: usize,
+}
+
+impl SubgraphWeights {
+    fn add(&mut self, t: &infopt_ir::Tensor) {
+        self.tensors += 1;
+        self.bytes += t.payload_bytes();
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} float32 weight{} of {:.1} MB read only there",
+            self.tensors,
+            if self.tensors == 1 { "" } else { "s" },
+            self.bytes as f64 / 1e6
+        )
+    }
+}
+
+/// float32 initializers of `g` read only by subgraphs (captures), plus the
+/// float32 initializers and Constant values held inside the subgraphs.
+fn float_weights_in_subgraphs(g: &Graph) -> SubgraphWeights {
+    let mut out = SubgraphWeights::default();
+    for (v, t) in g.initializers() {
+        let uses = &g.value(v).uses;
+        if t.dtype() == DataType::Float
+            && !uses.is_empty()
+            && uses.iter().all(|u| u.slot == Slot::Capture)
+            && !g.is_graph_output(v)
+        {
+            out.add(t);
+        }
+    }
+    for (_, node) in g.nodes() {
+        for sg in node.subgraphs() {
+            float_weights_of(sg, &mut out);
+        }
+    }
+    out
+}
+
+/// Every float32 initializer and Constant of `g` and of its subgraphs.
+fn float_weights_of(g: &Graph, out: &mut SubgraphWeights) {
+    for (_, t) in g.initializers() {
+        if t.dtype() == DataType::Float {
+            out.add(t);
+        }
+    }
+    for (_, n) in g.nodes() {
+        if n.is("Constant")
+            && let Some(t) = infopt_ir::infer::constant_value(n)
+            && t.dtype() == DataType::Float
+        {
+            out.add(&t);
+        }
+        for sg in n.subgraphs() {
+            float_weights_of(sg, out);
+        }
+    }
+}
+
 /// Ops whose float16 form pays for Casts around them.
 const HEAVY: &[&str] = &[
     "MatMul",
@@ -851,6 +943,9 @@ const HEAVY: &[&str] = &[
     "LayerNormalization",
     "Attention",
     "SkipLayerNormalization",
+    "LSTM",
+    "GRU",
+    "RNN",
 ];
 
 /// Nodes whose output type is set by an attribute (phase 2 of the plan).

@@ -373,6 +373,15 @@ fn if_node_stays_fp32_with_casts_at_its_border() {
         run.declined
     );
     assert_eq!(casts(&m), 0);
+    // Nothing converted is said, with the weights the subgraphs keep
+    // (outer_w, read only by the else branch, and the then branch's Constant).
+    assert!(
+        run.notes.iter().any(|n| n.contains(
+            "nothing converted: the model's float32 computation is inside If/Loop/Scan subgraphs, which stay float32 (2 float32 weights of 0.0 MB read only there)"
+        )),
+        "{:?}",
+        run.notes
+    );
     // Asked for by an override, it converts with a Cast on each side.
     let mut m = original.clone();
     let run = run_yaml(
@@ -394,6 +403,13 @@ fn if_node_stays_fp32_with_casts_at_its_border() {
         histogram(&[("Sigmoid", 1), ("Cast", 1)])
     );
     assert_eq!(casts(&m), 2);
+    assert!(
+        run.notes
+            .iter()
+            .any(|n| n.contains("If/Loop/Scan subgraphs stay float32 (2 float32 weights")),
+        "{:?}",
+        run.notes
+    );
     // Subgraphs untouched.
     for (_, n) in m.graph.nodes() {
         for sg in n.subgraphs() {
@@ -691,4 +707,62 @@ fn decomposed_layernorm_and_rmsnorm_on_large_activations() {
     assert_eq!(casts(&m), 6, "{:?}", ops(&m));
     let cos = min_cosine(&original, &m, &default_shapes());
     assert!(cos >= 0.999, "cosine {cos}");
+}
+
+/// A one-layer LSTM (sequence 5, hidden 8) reading a MatMul's output, with
+/// the last hidden state as the output.
+fn lstm_block() -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["5", "batch", "4"]));
+    let wp: Vec<f32> = (0..16).map(|i| ((i * 3 % 7) as f32 - 3.0) * 0.2).collect();
+    let wp = b.f32("proj", &[4, 4], &wp);
+    let h = b.op("MatMul", &[x, wp], vec![]);
+    let w: Vec<f32> = (0..128)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.05)
+        .collect();
+    let r: Vec<f32> = (0..256)
+        .map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.04)
+        .collect();
+    let bias: Vec<f32> = (0..64).map(|i| ((i % 5) as f32 - 2.0) * 0.1).collect();
+    let w = b.f32("W", &[1, 32, 4], &w);
+    let r = b.f32("R", &[1, 32, 8], &r);
+    let bias = b.f32("B", &[1, 64], &bias);
+    let outs = b.op_n(
+        "LSTM",
+        &[h, w, r, bias],
+        vec![Attribute::int("hidden_size", 8)],
+        3,
+    );
+    b.output(
+        outs[1],
+        "y_h",
+        DataType::Float,
+        Some(dims(&["1", "batch", "8"])),
+    );
+    b.build(17)
+}
+
+#[test]
+fn lstm_converts_with_its_weights_and_states() {
+    let original = lstm_block();
+    let mut m = original.clone();
+    let run = fp16(&mut m);
+    let half = ops_in(&m, DataType::Float16);
+    assert_eq!(
+        half,
+        histogram(&[("MatMul", 1), ("LSTM", 1), ("Cast", 1)]),
+        "{:?}",
+        run.declined
+    );
+    // One Cast in, one Cast out: the LSTM and the MatMul are one island.
+    assert_eq!(casts(&m), 2);
+    for w in ["W", "R", "B", "proj"] {
+        assert_eq!(dtype_of(&m, w), DataType::Float16, "{w}");
+    }
+    assert_eq!(dtype_of(&m, "y_h"), DataType::Float);
+    assert!(
+        run.notes.iter().any(|n| n.contains("(1 island)")),
+        "{:?}",
+        run.notes
+    );
 }

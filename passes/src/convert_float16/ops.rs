@@ -113,6 +113,13 @@ const TABLE: &[(&str, i64, i64, Slots)] = &[
     ("Resize", 10, 13, Slots::First),
     ("Where", 9, 16, Slots::Listed(&[1, 2])),
     ("CumSum", 14, 14, Slots::First),
+    // Recurrent layers: X, W, R, B, the initial states (and LSTM's
+    // peepholes) are T; sequence_lens (4) is int32. float16 since opset 1,
+    // bfloat16 from 22. ONNX Runtime's CPU provider runs them through Casts
+    // it inserts (float32 kernels only); GPUs run them in half.
+    ("LSTM", 1, 22, Slots::Listed(&[0, 1, 2, 3, 5, 6, 7])),
+    ("GRU", 1, 22, Slots::Listed(&[0, 1, 2, 3, 5])),
+    ("RNN", 1, 22, Slots::Listed(&[0, 1, 2, 3, 5])),
 ];
 
 /// `com.microsoft` ops with float16 kernels in ONNX Runtime's CUDA provider
