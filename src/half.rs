@@ -462,6 +462,19 @@ pub fn convert_to_target(
         // Once more with the measured reasons, so that the pass reports them.
         (model, run) = convert(fp32, steps, &overrides, cx.options)?;
     }
+    // An output judged by its absolute error instead of its cosine (see
+    // Criterion::judge_bounded) is said: the inputs did not exercise it.
+    let criterion = cx.verifier.verification(Vec::new(), true).criterion;
+    for o in outputs.iter().filter(|o| criterion.passed_below_cosine(o)) {
+        run.notes.push(format!(
+            "{ty}: output '{}' stays within the bottom {:.2}% of its fixed range on the verification inputs ({}): judged by its absolute error ({:.3e}), not by its cosine ({:.6}); give inputs that exercise it with --inputs",
+            o.name,
+            100.0 * (1.0 - target_cosine.unwrap_or(1.0)),
+            cx.inputs,
+            o.max_abs,
+            o.cosine,
+        ));
+    }
     Ok(Outcome {
         model,
         run,

@@ -194,3 +194,64 @@ fn an_unreachable_target_exits_4_naming_the_layers() {
     assert!(stderr(&o).contains("(--no-auto-fp32)"), "{}", stderr(&o));
     assert!(!out.exists());
 }
+
+/// A detector head as noise drives it: a Conv whose bias pushes every logit
+/// to about -16, then Sigmoid, so the probabilities are about 1e-7 (float16
+/// subnormals, rounded by up to a third of their value).
+fn quiet_probability_map(path: &std::path::Path) {
+    use infopt_ir::builder::{GraphBuilder, dims};
+    use infopt_ir::{Attribute, DataType};
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "8", "8"]));
+    let w: Vec<f32> = (0..108)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.01)
+        .collect();
+    let w = b.f32("w", &[4, 3, 3, 3], &w);
+    let bias = b.f32("bias", &[4], &[-16.0, -15.5, -16.5, -16.0]);
+    let logits = b.op(
+        "Conv",
+        &[x, w, bias],
+        vec![Attribute::ints("pads", vec![1, 1, 1, 1])],
+    );
+    let prob = b.op("Sigmoid", &[logits], vec![]);
+    b.output(
+        prob,
+        "prob",
+        DataType::Float,
+        Some(dims(&["1", "4", "8", "8"])),
+    );
+    std::fs::write(path, b.build(17).to_bytes().unwrap()).unwrap();
+}
+
+#[test]
+fn a_probability_map_the_inputs_leave_near_zero_is_judged_by_its_absolute_error() {
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("quiet.onnx");
+    quiet_probability_map(&model);
+    let out = dir.path().join("quiet16.onnx");
+    let o = infopt(&["optimize", s(&model), "-o", s(&out), "--fp16", "--json"]);
+    let r = json(&o);
+    let prob = &r["verification"]["outputs"][0];
+    // The cosine of 1e-7 values rounded to float16 is below the target...
+    assert!(prob["cosine"].as_f64().unwrap() < 0.999, "{prob}");
+    assert!(prob["max_abs"].as_f64().unwrap() < 1e-6, "{prob}");
+    // ...yet nothing is kept in float32 for it, and the report says why.
+    let h = &r["half_precision"];
+    assert_eq!(h["reached"], true, "{h}");
+    assert_eq!(h["kept_fp32"].as_array().unwrap().len(), 0, "{h}");
+    let notes: Vec<&str> = r["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with(
+            "float16: output 'prob' stays within the bottom 0.10% of its fixed range on the verification inputs"
+        ) && n.contains("judged by its absolute error")),
+        "{notes:?}"
+    );
+}

@@ -80,6 +80,43 @@ impl Criterion {
             };
     }
 
+    /// Sets `within_tolerance` for an output whose values lie in a range
+    /// fixed by the op that makes it (`range`: its magnitude, 1 for a
+    /// probability), `reference_max` being the reference's largest
+    /// magnitude on these inputs. When the reference never leaves the bottom
+    /// `1 - min_cosine` of that range (a text detector fed noise scores about
+    /// 1e-7 everywhere), the output carries nothing a cosine could judge: a
+    /// float16 model's 1e-7 of rounding there reads as cosine 0.99. Such an
+    /// output agrees when its error stays within that same sliver of the
+    /// range; the cosine decides otherwise.
+    pub fn judge_bounded(&self, a: &mut OutputAgreement, reference_max: f64, range: f64) {
+        self.judge(a);
+        if a.within_tolerance {
+            return;
+        }
+        if let Criterion::Scaled {
+            max_scaled_error,
+            min_cosine,
+        } = *self
+        {
+            let floor = (1.0 - min_cosine) * range;
+            let clean = a.issue.is_none() && a.nan_mismatches == 0 && a.max_abs.is_finite();
+            a.within_tolerance = clean
+                && reference_max <= floor
+                && a.max_abs <= floor
+                && Criterion::scaled_error(a) <= max_scaled_error;
+        }
+    }
+
+    /// True when `a` agrees although its cosine is below the target: see
+    /// [`Criterion::judge_bounded`].
+    pub fn passed_below_cosine(&self, a: &OutputAgreement) -> bool {
+        match *self {
+            Criterion::Scaled { min_cosine, .. } => a.within_tolerance && a.cosine < min_cosine,
+            Criterion::Elementwise { .. } => false,
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Criterion::Scaled {
@@ -95,5 +132,45 @@ impl Criterion {
                 format!("every element within atol {atol:e} + rtol {rtol:e} x |expected|")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infopt_runtime::compare::compare_values;
+
+    fn fp16() -> Criterion {
+        Criterion::Scaled {
+            max_scaled_error: f64::INFINITY,
+            min_cosine: 0.999,
+        }
+    }
+
+    fn judged(reference: &[f64], candidate: &[f64], range: f64) -> bool {
+        let tol = Tolerance {
+            rtol: 2e-2,
+            atol: 2e-2,
+        };
+        let mut a = compare_values("p", candidate, reference, tol);
+        let reference_max = a.scale;
+        a.scale = a.scale.max(range);
+        fp16().judge_bounded(&mut a, reference_max, range);
+        a.within_tolerance
+    }
+
+    #[test]
+    fn a_bounded_output_left_near_zero_is_judged_by_its_absolute_error() {
+        // Probabilities of 1e-7 rounded by a third: cosine about 0.97.
+        let reference = [1.0e-7, 1.2e-7, 0.9e-7, 1.1e-7];
+        let candidate = [1.3e-7, 0.9e-7, 0.6e-7, 1.1e-7];
+        assert!(judged(&reference, &candidate, 1.0));
+        // Without a known range the cosine decides.
+        assert!(!judged(&reference, &candidate, 0.0));
+        // An error beyond 0.1% of the range fails, however small the reference.
+        assert!(!judged(&reference, &[2e-3, 1e-7, 1e-7, 1e-7], 1.0));
+        // A reference that reaches into its range is judged by the cosine.
+        assert!(!judged(&[0.9, 0.1, 0.0, 0.0], &[0.1, 0.9, 0.0, 0.0], 1.0));
+        assert!(judged(&[0.9, 0.1, 0.0, 0.0], &[0.9, 0.1, 0.0, 0.0], 1.0));
     }
 }

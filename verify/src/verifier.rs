@@ -367,12 +367,14 @@ impl Verifier {
         let tol = self.policy.criterion.elementwise(self.policy.tolerance);
         let mut outputs = compare::compare_outputs(&actual, &self.expected, tol);
         for o in &mut outputs {
-            if let Some((_, r)) = self.range_scales.iter().find(|(n, _)| *n == o.name) {
-                o.scale = o.scale.max(*r);
+            match self.range_scales.iter().find(|(n, _)| *n == o.name) {
+                Some((_, r)) => {
+                    let reference_max = o.scale;
+                    o.scale = o.scale.max(*r);
+                    self.policy.criterion.judge_bounded(o, reference_max, *r);
+                }
+                None => self.policy.criterion.judge(o),
             }
-        }
-        for o in &mut outputs {
-            self.policy.criterion.judge(o);
         }
         let passed = compare::all_within_tolerance(&outputs);
         Ok((outputs, passed))
