@@ -207,6 +207,17 @@ impl Pass for ConvertFloat {
             }
             return Ok(removed);
         }
+        if stats.flushed_values > 0 {
+            cx.note(format!(
+                "{}: {} nonzero weight value{} below the smallest {} subnormal became 0, in {} tensor{} (each in the report's details)",
+                self.to.pass_name(),
+                stats.flushed_values,
+                if stats.flushed_values == 1 { "" } else { "s" },
+                self.to.type_name(),
+                stats.flushed_tensors,
+                if stats.flushed_tensors == 1 { "" } else { "s" },
+            ));
+        }
         if in_subgraphs.bytes > 0 {
             cx.note(format!(
                 "{}: If/Loop/Scan subgraphs stay float32 ({})",
@@ -343,6 +354,19 @@ struct RewriteStats {
     initializers: usize,
     bytes_before: usize,
     bytes_after: usize,
+    /// Nonzero weight values below the half type's smallest subnormal that
+    /// became 0, and in how many tensors.
+    flushed_values: usize,
+    flushed_tensors: usize,
+}
+
+impl RewriteStats {
+    fn flush(&mut self, values: usize) {
+        if values > 0 {
+            self.flushed_values += values;
+            self.flushed_tensors += 1;
+        }
+    }
 }
 
 impl ConvertFloat {
@@ -654,7 +678,7 @@ impl ConvertFloat {
                     if let Some(t) = t {
                         let name = node.name_or_op().to_string();
                         let conv = values::convert_tensor(&t, self.to)?;
-                        values::note_rounding(cx, self.to, &name, &conv);
+                        stats.flush(values::note_rounding(cx, self.to, &name, &conv));
                         stats.initializers += 1;
                         stats.bytes_before += t.payload_bytes();
                         stats.bytes_after += conv.tensor.payload_bytes();
@@ -738,7 +762,7 @@ impl ConvertFloat {
                 HalfSource::Constant(t, in_place) => {
                     let name = g.value(v).name.clone();
                     let conv = values::convert_tensor(&t, self.to)?;
-                    values::note_rounding(cx, self.to, &name, &conv);
+                    stats.flush(values::note_rounding(cx, self.to, &name, &conv));
                     stats.initializers += 1;
                     stats.bytes_before += t.payload_bytes();
                     stats.bytes_after += conv.tensor.payload_bytes();

@@ -766,3 +766,49 @@ fn lstm_converts_with_its_weights_and_states() {
         run.notes
     );
 }
+
+#[test]
+fn weights_below_the_smallest_subnormal_are_one_note_and_a_detail_per_tensor() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2", "4"]));
+    // Two weights with values below 6e-8, which float16 cannot hold.
+    let mut w1 = vec![0.5f32; 16];
+    w1[3] = 1e-9;
+    w1[7] = -2e-9;
+    let w1 = b.f32("w1", &[4, 4], &w1);
+    let h = b.op("MatMul", &[x, w1], vec![]);
+    let mut w2 = vec![0.25f32; 16];
+    w2[0] = 3e-10;
+    let w2 = b.f32("w2", &[4, 4], &w2);
+    let y = b.op("MatMul", &[h, w2], vec![]);
+    b.output(y, "y", DataType::Float, Some(dims(&["2", "4"])));
+    let mut m = b.build(17);
+    let run = fp16(&mut m);
+    let flushed: Vec<&String> = run
+        .notes
+        .iter()
+        .filter(|n| n.contains("subnormal"))
+        .collect();
+    assert_eq!(
+        flushed,
+        [
+            "convert-float16: 3 nonzero weight values below the smallest float16 subnormal became 0, in 2 tensors (each in the report's details)"
+        ],
+        "{:?}",
+        run.notes
+    );
+    assert!(
+        run.details
+            .iter()
+            .any(|d| d == "convert-float16: 'w1': 2 nonzero values below the smallest float16 subnormal became 0"),
+        "{:?}",
+        run.details
+    );
+    assert!(
+        run.details
+            .iter()
+            .any(|d| d == "convert-float16: 'w2': 1 nonzero value below the smallest float16 subnormal became 0"),
+        "{:?}",
+        run.details
+    );
+}

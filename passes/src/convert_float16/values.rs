@@ -97,8 +97,11 @@ pub fn largest_finite(t: &Tensor) -> f32 {
         .fold(0.0, f32::max)
 }
 
-/// Notes what converting tensor `name` lost, if anything.
-pub fn note_rounding(cx: &mut PassCx, to: Half, name: &str, c: &Converted) {
+/// Says what converting tensor `name` lost, if anything: clamping changes
+/// results and is a note; tiny values flushed to zero are a detail (one
+/// summary note per run counts them, see the pass). Returns how many values
+/// were flushed.
+pub fn note_rounding(cx: &mut PassCx, to: Half, name: &str, c: &Converted) -> usize {
     let pass = to.pass_name();
     if c.clamped > 0 {
         let max = match to {
@@ -112,13 +115,14 @@ pub fn note_rounding(cx: &mut PassCx, to: Half, name: &str, c: &Converted) {
         ));
     }
     if c.flushed > 0 {
-        cx.note(format!(
+        cx.detail(format!(
             "{pass}: '{name}': {} nonzero value{} below the smallest {} subnormal became 0",
             c.flushed,
             if c.flushed == 1 { "" } else { "s" },
             to.type_name()
         ));
     }
+    c.flushed
 }
 
 /// True when casting `from` to `to` is exact for every value.
