@@ -3,6 +3,7 @@
 //! observation and comparison of intermediate tensors, interleaved timing.
 //! Commands compose these; none of them lives in a command.
 
+pub mod activations;
 pub mod backend;
 pub mod criterion;
 pub mod dataset;

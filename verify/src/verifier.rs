@@ -151,6 +151,26 @@ impl Verifier {
         } else {
             shapes::candidates(original, &inputs.shapes)
         };
+        // Sizes at which an activation cannot fit are not tried: a runtime
+        // would grow until the kernel killed it. When all are such, that
+        // is why verification cannot run.
+        let mut too_big = None;
+        let tries: Vec<shapes::Candidate> = tries
+            .into_iter()
+            .filter(|t| match crate::activations::refusal(original, &t.shapes) {
+                Some(why) => {
+                    too_big.get_or_insert(why);
+                    false
+                }
+                None => true,
+            })
+            .collect();
+        if let (true, Some(why)) = (tries.is_empty(), too_big) {
+            return Err(VerifyError::new(
+                ErrorKind::CannotVerify,
+                format!("cannot verify: {why}"),
+            ));
+        }
         let mut errors: Vec<String> = Vec::new();
         let mut any_backend = false;
         for (ki, &kind) in kinds.iter().enumerate() {
