@@ -37,6 +37,7 @@ impl Model {
 
 fn check_graph(g: &Graph, facts: Option<&GraphFacts>) -> Result<()> {
     crate::operand_types::check_operand_types(g, facts)?;
+    crate::operand_ranks::check_operand_ranks(g, facts)?;
     for (_, node) in g.nodes() {
         if node.domain().is_empty() {
             let dims = |slot: usize| input_dims(g, facts, node, slot);
@@ -288,6 +289,33 @@ mod tests {
             message(&b.build(17)),
             "invalid graph: node 'conv_1' (Conv): input 'bias' is a string tensor, and Conv computes on numbers; the file is damaged or was written with the wrong type"
         );
+    }
+
+    /// `MatMul(x [1, 4], b)` with `b` a constant of `b_dims`.
+    fn matmul_of(op: &str, b_dims: &[i64]) -> Model {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["1", "4"]));
+        let n: i64 = b_dims.iter().product();
+        let w = b.f32("w", b_dims, &vec![2.0; n as usize]);
+        let y = b.op(op, &[x, w], vec![]);
+        b.output(y, "y", DataType::Float, None);
+        b.build(17)
+    }
+
+    #[test]
+    fn a_matmul_of_a_scalar_and_a_gemm_of_a_vector_name_the_node() {
+        assert_eq!(
+            message(&matmul_of("MatMul", &[])),
+            "invalid graph: node 'matmul_1' (MatMul): input 1 'w' has rank 0, and MatMul takes rank 1 or more there"
+        );
+        assert_eq!(
+            message(&matmul_of("Gemm", &[4])),
+            "invalid graph: node 'gemm_1' (Gemm): input 1 'w' has rank 1, and Gemm takes rank 2 there"
+        );
+        // Vectors and batches of matrices are MatMul's to take.
+        assert_eq!(message(&matmul_of("MatMul", &[4])), "");
+        assert_eq!(message(&matmul_of("MatMul", &[2, 4, 3])), "");
+        assert_eq!(message(&matmul_of("Gemm", &[4, 3])), "");
     }
 
     #[test]

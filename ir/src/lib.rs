@@ -14,6 +14,7 @@ pub mod infer;
 pub mod kernels;
 pub mod load;
 pub mod model;
+mod operand_ranks;
 mod operand_types;
 pub mod patch;
 pub mod proto;
