@@ -173,6 +173,9 @@ impl Verifier {
         }
         let mut errors: Vec<String> = Vec::new();
         let mut any_backend = false;
+        // A runtime refusing the original as invalid: the error when no
+        // other backend runs it either.
+        let mut invalid: Option<VerifyError> = None;
         for (ki, &kind) in kinds.iter().enumerate() {
             let chosen = match ChosenBackend::build(kind, &policy.options) {
                 Ok(c) => c,
@@ -242,6 +245,12 @@ impl Verifier {
                         });
                     }
                     Err(e) if e.kind == ErrorKind::Usage => return Err(e),
+                    Err(e) if e.kind == ErrorKind::Load => {
+                        // Other sizes load the same model: no use trying them.
+                        last = e.message.clone();
+                        invalid.get_or_insert(e);
+                        break;
+                    }
                     Err(e) => last = e.message,
                 }
             }
@@ -249,6 +258,9 @@ impl Verifier {
                 "cannot run the original model in {}: {last}",
                 chosen.backend.name()
             ));
+        }
+        if let Some(e) = invalid {
+            return Err(e);
         }
         let kind = if any_backend {
             ErrorKind::CannotVerify
@@ -303,7 +315,17 @@ impl Verifier {
         let loaded = chosen
             .reference_backend()
             .load(bytes, Some(dir), shapes)
-            .map_err(|e| VerifyError::runtime(e, ErrorKind::CannotVerify))?;
+            .map_err(|e| match e {
+                // The original itself, refused by the runtime's own check
+                // (sizes play no part at load): the user's model is wrong.
+                infopt_runtime::RuntimeError::InvalidModel { backend, message } => {
+                    VerifyError::new(
+                        ErrorKind::Load,
+                        format!("the model is invalid: {message} ({backend}'s check of the model)"),
+                    )
+                }
+                e => VerifyError::runtime(e, ErrorKind::CannotVerify),
+            })?;
         if inputs.file.is_none() {
             crate::inputs::check_generated_size(loaded.as_ref())
                 .map_err(|m| VerifyError::new(ErrorKind::CannotVerify, m))?;
