@@ -817,24 +817,31 @@ fn load_error(e: &ort::Error) -> RuntimeError {
 /// What ONNX Runtime says about the model itself when it resolves the graph
 /// to create a session: a node its operator schema rejects, a type or shape
 /// inference error, an input nothing defines.
-const MODEL_VERDICTS: [&str; 5] = [
+const MODEL_VERDICTS: [&str; 6] = [
     "This is an invalid model",
     "[ShapeInferenceError]",
     "[TypeInferenceError]",
     "Type Error:",
     "Invalid model. Node input",
+    "Invalid tensor data type",
 ];
 
 /// Said in those words, but about ONNX Runtime, not the model: an operator
-/// it has no schema or kernel for (a contrib op of another release, a
-/// custom domain), an opset or IR version newer than it knows.
-const RUNTIME_LIMITS: [&str; 5] = [
-    "No Op registered",
+/// it has no kernel for, an opset or IR version newer than it knows.
+const RUNTIME_LIMITS: [&str; 4] = [
     "Could not find an implementation",
     "is under development",
     "ValidateOpsetForDomain",
     "Unsupported model IR version",
 ];
+
+/// No schema for an operator: the model's fault in the default domain (the
+/// operator does not exist at the opset the model imports), ONNX Runtime's
+/// limit in any other (a contrib op of another release, a custom domain).
+/// ONNX Runtime names the node's domain in `In Node, ("NAME", OP, "DOMAIN", -1)`.
+fn unknown_operator_elsewhere(message: &str) -> bool {
+    message.contains("No Op registered") && !message.contains(", \"\", -1)")
+}
 
 /// The one-line verdict on the model (naming the node first where ONNX
 /// Runtime's text names one), when `message` is ONNX Runtime refusing the
@@ -845,7 +852,8 @@ fn model_error(code: ort::ErrorCode, message: &str) -> Option<String> {
         code,
         C::GenericFailure | C::InvalidGraph | C::InvalidArgument
     ) && MODEL_VERDICTS.iter().any(|m| message.contains(m))
-        && !RUNTIME_LIMITS.iter().any(|m| message.contains(m));
+        && !RUNTIME_LIMITS.iter().any(|m| message.contains(m))
+        && !unknown_operator_elsewhere(message);
     if !refused {
         return None;
     }
@@ -1280,6 +1288,12 @@ mod tests {
         // ONNX Runtime's own limits are not the model's fault.
         let contrib = "This is an invalid model. In Node, (\"n\", Fancy, \"com.example\", -1) : () -> () , Error No Op registered for Fancy with domain_version of 1";
         assert_eq!(model_error(C::InvalidGraph, contrib), None);
+        // An operator the model's own opset does not have is the model's fault.
+        let opset = "This is an invalid model. In Node, (\"r\", Reshape, \"\", -1) : (\"x\": tensor(int32),) -> (\"y\",) , Error No Op registered for Reshape with domain_version of 0";
+        assert_eq!(
+            model_error(C::InvalidGraph, opset).as_deref(),
+            Some("node 'r' (Reshape): No Op registered for Reshape with domain_version of 0")
+        );
         let kernel = "Could not find an implementation for Foo(1) node with name 'n'";
         assert_eq!(model_error(C::NotImplemented, kernel), None);
         assert_eq!(model_error(C::RuntimeException, shape), None);
