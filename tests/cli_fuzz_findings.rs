@@ -182,3 +182,43 @@ fn a_model_onnx_runtime_finds_invalid_is_a_model_error() {
     );
     assert!(!out.exists());
 }
+
+/// `Loop(2^62, true, x)` adding 1 each time (a fuzzed trip count): both
+/// runtimes would run it until killed; verification refuses it naming the
+/// node, and `--no-verify` optimizes it without running it.
+#[test]
+fn a_loop_of_a_huge_constant_count_is_refused_instead_of_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut body = GraphBuilder::new();
+    body.input("i", DataType::Int64, dims(&[]));
+    let cond = body.input("cond", DataType::Bool, dims(&[]));
+    let v = body.input("v", DataType::Float, dims(&["1"]));
+    let one = body.f32("one", &[1], &[1.0]);
+    let next = body.op("Add", &[v, one], vec![]);
+    body.output(cond, "cond_out", DataType::Bool, Some(dims(&[])));
+    body.output(next, "v_out", DataType::Float, Some(dims(&["1"])));
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1"]));
+    let m = b.i64("M", &[], &[1 << 62]);
+    let t = b.initializer(
+        "c",
+        infopt_ir::Tensor::from_raw(DataType::Bool, vec![], vec![1u8].into()),
+    );
+    let y = b.op(
+        "Loop",
+        &[m, t, x],
+        vec![Attribute::graph("body", body.into_graph())],
+    );
+    let z = b.op("Identity", &[y], vec![]);
+    b.output(z, "z", DataType::Float, None);
+    let model = save(&mut b.build(17), dir.path(), "loop.onnx");
+    let out = dir.path().join("out.onnx");
+    let o = optimize(&model, &out, &[]);
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+    assert_eq!(
+        error_line(&o),
+        "error: cannot verify: node 'loop_1' (Loop) runs 4611686018427387904 iterations (a constant trip count, and a condition that stays true), more than the 1048576 verification waits for; skip verification with --no-verify"
+    );
+    let o = optimize(&model, &out, &["--no-verify"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

@@ -12,6 +12,7 @@ pub mod evaluate;
 pub mod index_bounds;
 pub mod inputs;
 pub mod intermediates;
+pub mod loop_work;
 pub mod memory;
 pub mod observe;
 pub mod relations;

@@ -151,6 +151,12 @@ impl Verifier {
         } else {
             shapes::candidates(original, &inputs.shapes)
         };
+        if let Some(why) = crate::loop_work::refusal(original) {
+            return Err(VerifyError::new(
+                ErrorKind::CannotVerify,
+                format!("cannot verify: {why}"),
+            ));
+        }
         // Sizes at which an activation cannot fit are not tried: a runtime
         // would grow until the kernel killed it. When all are such, that
         // is why verification cannot run.
