@@ -222,3 +222,43 @@ fn a_loop_of_a_huge_constant_count_is_refused_instead_of_hanging() {
     let o = optimize(&model, &out, &["--no-verify"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+/// A Transpose `perm` entry of 2147483647 (tract panicked indexing its
+/// axes, ONNX Runtime threw creating the kernel) and a Slice step of 0
+/// (tract divided by it): exit 3 at load naming the node.
+#[test]
+fn a_perm_out_of_range_and_a_zero_slice_step_are_model_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let transpose = sized_model(dir.path(), "Transpose", &["1", "3", "4", "4"], &|b, x| {
+        b.op(
+            "Transpose",
+            &[x],
+            vec![Attribute::ints("perm", vec![0, 1, 2147483647, 3])],
+        )
+    });
+    let slice = sized_model(dir.path(), "Slice", &["1", "3", "4", "4"], &|b, x| {
+        let starts = b.i64("starts", &[1], &[0]);
+        let ends = b.i64("ends", &[1], &[4]);
+        let axes = b.i64("axes", &[1], &[3]);
+        let steps = b.i64("steps", &[1], &[0]);
+        b.op("Slice", &[x, starts, ends, axes, steps], vec![])
+    });
+    let out = dir.path().join("out.onnx");
+    for (model, expected) in [
+        (
+            &transpose,
+            "node 'transpose_1' (Transpose): attribute 'perm': [0, 1, 2147483647, 3] is not a permutation of the 4 axes of its input",
+        ),
+        (
+            &slice,
+            "node 'slice_1' (Slice): input 'steps' ('steps') is [0]; a slice step is never 0",
+        ),
+    ] {
+        let o = optimize(model, &out, &[]);
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        assert_eq!(
+            error_line(&o),
+            format!("error: {}: invalid graph: {expected}", model.display())
+        );
+    }
+}

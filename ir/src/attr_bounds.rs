@@ -45,6 +45,8 @@ fn check_graph(g: &Graph, facts: Option<&GraphFacts>) -> Result<()> {
                 "Conv" | "ConvInteger" => check_conv(g, node, &dims, false)?,
                 "ConvTranspose" => check_conv(g, node, &dims, true)?,
                 "MaxPool" | "AveragePool" | "LpPool" => check_window(node)?,
+                "Transpose" => crate::axis_bounds::check_perm(node, dims(0).map(|d| d.len()))?,
+                "Slice" => crate::axis_bounds::check_slice_steps(g, node)?,
                 _ => {}
             }
         }
@@ -288,6 +290,46 @@ mod tests {
         assert_eq!(
             message(&b.build(17)),
             "invalid graph: node 'conv_1' (Conv): input 'bias' is a string tensor, and Conv computes on numbers; the file is damaged or was written with the wrong type"
+        );
+    }
+
+    #[test]
+    fn a_perm_that_is_not_a_permutation_and_a_zero_step_name_the_node() {
+        let transpose = |perm: Vec<i64>| {
+            let mut b = GraphBuilder::new();
+            let x = b.input("x", DataType::Float, dims(&["1", "4", "8"]));
+            let y = b.op("Transpose", &[x], vec![Attribute::ints("perm", perm)]);
+            b.output(y, "y", DataType::Float, None);
+            message(&b.build(17))
+        };
+        assert_eq!(transpose(vec![2, 0, 1]), "");
+        assert_eq!(
+            transpose(vec![0, 2147483647, 1]),
+            "invalid graph: node 'transpose_1' (Transpose): attribute 'perm': [0, 2147483647, 1] is not a permutation of the 3 axes of its input"
+        );
+        assert_eq!(
+            transpose(vec![0, 0, 1]),
+            "invalid graph: node 'transpose_1' (Transpose): attribute 'perm': [0, 0, 1] is not a permutation of the 3 axes of its input"
+        );
+        assert_eq!(
+            transpose(vec![1, 0]),
+            "invalid graph: node 'transpose_1' (Transpose): attribute 'perm': [1, 0] has 2 entries for an input of rank 3"
+        );
+        let slice = |step: i64| {
+            let mut b = GraphBuilder::new();
+            let x = b.input("x", DataType::Float, dims(&["1", "4", "8"]));
+            let starts = b.i64("starts", &[1], &[0]);
+            let ends = b.i64("ends", &[1], &[8]);
+            let axes = b.i64("axes", &[1], &[2]);
+            let steps = b.i64("steps", &[1], &[step]);
+            let y = b.op("Slice", &[x, starts, ends, axes, steps], vec![]);
+            b.output(y, "y", DataType::Float, None);
+            message(&b.build(17))
+        };
+        assert_eq!(slice(2), "");
+        assert_eq!(
+            slice(0),
+            "invalid graph: node 'slice_1' (Slice): input 'steps' ('steps') is [0]; a slice step is never 0"
         );
     }
 

@@ -4,6 +4,7 @@
 pub mod atomic;
 pub mod attr;
 mod attr_bounds;
+mod axis_bounds;
 pub mod builder;
 pub mod context;
 pub mod dtype;
