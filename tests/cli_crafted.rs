@@ -206,7 +206,9 @@ fn impossible_sizing_attributes_are_model_errors_naming_the_node() {
 }
 
 /// A valid model whose declared input is 4e15 bytes: verification says it
-/// cannot generate it (exit 7) instead of aborting on the allocation.
+/// cannot run it (exit 7), naming the first node whose output is that size,
+/// before generating the input or loading the model, instead of aborting
+/// on the allocation.
 #[test]
 fn an_input_too_large_to_generate_cannot_be_verified() {
     let tmp = tempfile::tempdir().unwrap();
@@ -217,7 +219,7 @@ fn an_input_too_large_to_generate_cannot_be_verified() {
     assert_eq!(o.status.code(), Some(7), "{err}");
     assert!(
         error_line(&err).starts_with(
-            "error: cannot verify: cannot run the original model in tract: the generated inputs would take 4000000000000000 bytes (x [100000, 100000, 100000] the largest), more than half of the "
+            "error: cannot verify: node 'Mul' (Mul) would make 'x1' [100000,100000,100000] float32 of 4.0e15 bytes at the verification sizes (x [100000,100000,100000]), more than half of the "
         ),
         "{err}"
     );

@@ -9,6 +9,7 @@
 
 pub mod mutate;
 pub mod rng;
+pub mod sizes;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -5,8 +5,8 @@
 //! `--case-limit S` (seconds before a case counts as a hang, default 10),
 //! `--case I` (replay one case and print what it does; `--write FILE` saves
 //! its model), `--corpus DIR` (repeatable: mutate the `.onnx` models of DIR,
-//! real exports, instead of the fixtures), `--emit DIR` (write the first
-//! `--cases` mutated models to DIR as files, run nothing: for
+//! real exports, instead of the fixtures), `--emit DIR` (write cases
+//! `--from` (default 0) up to `--cases` to DIR as files, run nothing: for
 //! `bench/fuzz_cli.sh`, which runs the infopt binary on them with
 //! verification on). Prints each finding and a summary line (cases, cases/s,
 //! panics, hangs); exit 1 on any panic, hang or multi-line error.
@@ -58,7 +58,7 @@ fn main() {
         emit(
             &seeds(&corpus_dirs),
             seed,
-            arg(&args, "--cases").unwrap_or(1000),
+            arg(&args, "--from").unwrap_or(0)..arg(&args, "--cases").unwrap_or(1000),
             std::path::Path::new(&dir),
         );
         return;
@@ -117,9 +117,9 @@ fn main() {
     }
 }
 
-/// Writes cases `0..cases` to `dir/case-<i>.onnx`, with the seeds'
+/// Writes cases `range` to `dir/case-<i>.onnx`, with the seeds'
 /// external-data files copied beside them so references still resolve.
-fn emit(corpus: &[Seed], seed: u64, cases: u64, dir: &std::path::Path) {
+fn emit(corpus: &[Seed], seed: u64, range: std::ops::Range<u64>, dir: &std::path::Path) {
     let fail = |what: String| -> ! {
         eprintln!("error: {what}");
         std::process::exit(2);
@@ -142,7 +142,7 @@ fn emit(corpus: &[Seed], seed: u64, cases: u64, dir: &std::path::Path) {
             }
         }
     }
-    for case in 0..cases {
+    for case in range {
         let (which, mutations, bytes) = make_case(corpus, seed, case);
         let path = dir.join(format!("case-{case}.onnx"));
         std::fs::write(&path, &bytes).unwrap_or_else(|e| fail(format!("{}: {e}", path.display())));

@@ -174,7 +174,8 @@ pub fn mutate(model: &mut ModelProto, rng: &mut Rng) -> Vec<&'static str> {
 }
 
 fn mutate_once(model: &mut ModelProto, rng: &mut Rng) -> &'static str {
-    let what = rng.below(20);
+    // 0..20: what a broken exporter writes; 20..27: what sizes an allocation.
+    let what = rng.below(27);
     if what == 0 {
         mutate_opset(model, rng);
         return "opset";
@@ -266,6 +267,7 @@ fn mutate_graph(g: &mut GraphProto, rng: &mut Rng, what: usize) -> &'static str 
             mutate_subgraph_io(g, rng);
             "subgraph io"
         }
+        20.. => crate::sizes::mutate(g, rng, what - 20),
         _ => {
             // Constant values and other attribute tensors.
             let tensors: usize = g

@@ -37,6 +37,7 @@ impl Model {
 
 fn check_graph(g: &Graph, facts: Option<&GraphFacts>) -> Result<()> {
     crate::operand_types::check_operand_types(g, facts)?;
+    crate::operand_ranks::check_operand_ranks(g, facts)?;
     for (_, node) in g.nodes() {
         if node.domain().is_empty() {
             let dims = |slot: usize| input_dims(g, facts, node, slot);
@@ -44,6 +45,8 @@ fn check_graph(g: &Graph, facts: Option<&GraphFacts>) -> Result<()> {
                 "Conv" | "ConvInteger" => check_conv(g, node, &dims, false)?,
                 "ConvTranspose" => check_conv(g, node, &dims, true)?,
                 "MaxPool" | "AveragePool" | "LpPool" => check_window(node)?,
+                "Transpose" => crate::axis_bounds::check_perm(node, dims(0).map(|d| d.len()))?,
+                "Slice" => crate::axis_bounds::check_slice_steps(g, node)?,
                 _ => {}
             }
         }
@@ -288,6 +291,73 @@ mod tests {
             message(&b.build(17)),
             "invalid graph: node 'conv_1' (Conv): input 'bias' is a string tensor, and Conv computes on numbers; the file is damaged or was written with the wrong type"
         );
+    }
+
+    #[test]
+    fn a_perm_that_is_not_a_permutation_and_a_zero_step_name_the_node() {
+        let transpose = |perm: Vec<i64>| {
+            let mut b = GraphBuilder::new();
+            let x = b.input("x", DataType::Float, dims(&["1", "4", "8"]));
+            let y = b.op("Transpose", &[x], vec![Attribute::ints("perm", perm)]);
+            b.output(y, "y", DataType::Float, None);
+            message(&b.build(17))
+        };
+        assert_eq!(transpose(vec![2, 0, 1]), "");
+        assert_eq!(
+            transpose(vec![0, 2147483647, 1]),
+            "invalid graph: node 'transpose_1' (Transpose): attribute 'perm': [0, 2147483647, 1] is not a permutation of the 3 axes of its input"
+        );
+        assert_eq!(
+            transpose(vec![0, 0, 1]),
+            "invalid graph: node 'transpose_1' (Transpose): attribute 'perm': [0, 0, 1] is not a permutation of the 3 axes of its input"
+        );
+        assert_eq!(
+            transpose(vec![1, 0]),
+            "invalid graph: node 'transpose_1' (Transpose): attribute 'perm': [1, 0] has 2 entries for an input of rank 3"
+        );
+        let slice = |step: i64| {
+            let mut b = GraphBuilder::new();
+            let x = b.input("x", DataType::Float, dims(&["1", "4", "8"]));
+            let starts = b.i64("starts", &[1], &[0]);
+            let ends = b.i64("ends", &[1], &[8]);
+            let axes = b.i64("axes", &[1], &[2]);
+            let steps = b.i64("steps", &[1], &[step]);
+            let y = b.op("Slice", &[x, starts, ends, axes, steps], vec![]);
+            b.output(y, "y", DataType::Float, None);
+            message(&b.build(17))
+        };
+        assert_eq!(slice(2), "");
+        assert_eq!(
+            slice(0),
+            "invalid graph: node 'slice_1' (Slice): input 'steps' ('steps') is [0]; a slice step is never 0"
+        );
+    }
+
+    /// `MatMul(x [1, 4], b)` with `b` a constant of `b_dims`.
+    fn matmul_of(op: &str, b_dims: &[i64]) -> Model {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["1", "4"]));
+        let n: i64 = b_dims.iter().product();
+        let w = b.f32("w", b_dims, &vec![2.0; n as usize]);
+        let y = b.op(op, &[x, w], vec![]);
+        b.output(y, "y", DataType::Float, None);
+        b.build(17)
+    }
+
+    #[test]
+    fn a_matmul_of_a_scalar_and_a_gemm_of_a_vector_name_the_node() {
+        assert_eq!(
+            message(&matmul_of("MatMul", &[])),
+            "invalid graph: node 'matmul_1' (MatMul): input 1 'w' has rank 0, and MatMul takes rank 1 or more there"
+        );
+        assert_eq!(
+            message(&matmul_of("Gemm", &[4])),
+            "invalid graph: node 'gemm_1' (Gemm): input 1 'w' has rank 1, and Gemm takes rank 2 there"
+        );
+        // Vectors and batches of matrices are MatMul's to take.
+        assert_eq!(message(&matmul_of("MatMul", &[4])), "");
+        assert_eq!(message(&matmul_of("MatMul", &[2, 4, 3])), "");
+        assert_eq!(message(&matmul_of("Gemm", &[4, 3])), "");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 pub mod atomic;
 pub mod attr;
 mod attr_bounds;
+mod axis_bounds;
 pub mod builder;
 pub mod context;
 pub mod dtype;
@@ -14,6 +15,7 @@ pub mod infer;
 pub mod kernels;
 pub mod load;
 pub mod model;
+mod operand_ranks;
 mod operand_types;
 pub mod patch;
 pub mod proto;

@@ -15,6 +15,13 @@ pub enum RuntimeError {
     #[error("{backend} cannot load the model: {message}")]
     Load { backend: String, message: String },
 
+    /// The backend's own check of the model refused it: ONNX Runtime's graph
+    /// resolution found a node its schema, or its type and shape inference,
+    /// rejects. The model is wrong, not the backend (the message names the
+    /// node where the backend's text does).
+    #[error("{backend} finds the model invalid: {message}")]
+    InvalidModel { backend: String, message: String },
+
     /// The backend failed while running the model.
     #[error("{backend} failed to run the model: {message}")]
     Run { backend: String, message: String },

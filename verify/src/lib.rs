@@ -3,6 +3,7 @@
 //! observation and comparison of intermediate tensors, interleaved timing.
 //! Commands compose these; none of them lives in a command.
 
+pub mod activations;
 pub mod backend;
 pub mod criterion;
 pub mod dataset;
@@ -11,6 +12,7 @@ pub mod evaluate;
 pub mod index_bounds;
 pub mod inputs;
 pub mod intermediates;
+pub mod loop_work;
 pub mod memory;
 pub mod observe;
 pub mod relations;

@@ -151,8 +151,37 @@ impl Verifier {
         } else {
             shapes::candidates(original, &inputs.shapes)
         };
+        if let Some(why) = crate::loop_work::refusal(original) {
+            return Err(VerifyError::new(
+                ErrorKind::CannotVerify,
+                format!("cannot verify: {why}"),
+            ));
+        }
+        // Sizes at which an activation cannot fit are not tried: a runtime
+        // would grow until the kernel killed it. When all are such, that
+        // is why verification cannot run.
+        let mut too_big = None;
+        let tries: Vec<shapes::Candidate> = tries
+            .into_iter()
+            .filter(|t| match crate::activations::refusal(original, &t.shapes) {
+                Some(why) => {
+                    too_big.get_or_insert(why);
+                    false
+                }
+                None => true,
+            })
+            .collect();
+        if let (true, Some(why)) = (tries.is_empty(), too_big) {
+            return Err(VerifyError::new(
+                ErrorKind::CannotVerify,
+                format!("cannot verify: {why}"),
+            ));
+        }
         let mut errors: Vec<String> = Vec::new();
         let mut any_backend = false;
+        // A runtime refusing the original as invalid: the error when no
+        // other backend runs it either.
+        let mut invalid: Option<VerifyError> = None;
         for (ki, &kind) in kinds.iter().enumerate() {
             let chosen = match ChosenBackend::build(kind, &policy.options) {
                 Ok(c) => c,
@@ -222,6 +251,12 @@ impl Verifier {
                         });
                     }
                     Err(e) if e.kind == ErrorKind::Usage => return Err(e),
+                    Err(e) if e.kind == ErrorKind::Load => {
+                        // Other sizes load the same model: no use trying them.
+                        last = e.message.clone();
+                        invalid.get_or_insert(e);
+                        break;
+                    }
                     Err(e) => last = e.message,
                 }
             }
@@ -229,6 +264,9 @@ impl Verifier {
                 "cannot run the original model in {}: {last}",
                 chosen.backend.name()
             ));
+        }
+        if let Some(e) = invalid {
+            return Err(e);
         }
         let kind = if any_backend {
             ErrorKind::CannotVerify
@@ -283,7 +321,17 @@ impl Verifier {
         let loaded = chosen
             .reference_backend()
             .load(bytes, Some(dir), shapes)
-            .map_err(|e| VerifyError::runtime(e, ErrorKind::CannotVerify))?;
+            .map_err(|e| match e {
+                // The original itself, refused by the runtime's own check
+                // (sizes play no part at load): the user's model is wrong.
+                infopt_runtime::RuntimeError::InvalidModel { backend, message } => {
+                    VerifyError::new(
+                        ErrorKind::Load,
+                        format!("the model is invalid: {message} ({backend}'s check of the model)"),
+                    )
+                }
+                e => VerifyError::runtime(e, ErrorKind::CannotVerify),
+            })?;
         if inputs.file.is_none() {
             crate::inputs::check_generated_size(loaded.as_ref())
                 .map_err(|m| VerifyError::new(ErrorKind::CannotVerify, m))?;

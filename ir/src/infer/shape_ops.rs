@@ -308,16 +308,22 @@ pub(crate) fn slice_dim(dim: &Dim, s: i64, e: i64, step: i64) -> Dim {
                 let e = if e < 0 { e.saturating_add(d) } else { e }.clamp(0, d);
                 (s, e)
             } else {
-                let s = if s < 0 { s.saturating_add(d) } else { s }.clamp(0, (d - 1).max(0));
-                let e = if e < 0 { e.saturating_add(d) } else { e }.clamp(-1, d - 1);
+                let s = if s < 0 { s.saturating_add(d) } else { s }
+                    .clamp(0, d.saturating_sub(1).max(0));
+                let e = if e < 0 { e.saturating_add(d) } else { e }
+                    .clamp(-1, d.saturating_sub(1).max(-1));
                 (s, e)
             };
+            // In i128: a file may hold a step of i64::MAX or i64::MIN, which
+            // overflows `e - s + step - 1` and `-step` in i64.
+            let (s, e, step) = (i128::from(s), i128::from(e), i128::from(step));
             let len = if step > 0 {
                 (e - s + step - 1).div_euclid(step)
             } else {
                 (s - e + (-step) - 1).div_euclid(-step)
             };
-            Dim::Known(len.max(0))
+            // At most d: the clamped bounds lie within the dim.
+            Dim::Known(i64::try_from(len.max(0)).unwrap_or(d))
         }
         // Symbolic sizes are assumed ≥ 1; only slices whose length follows from that.
         Dim::Sym(_) if step == 1 => match (s, e) {
@@ -1054,6 +1060,13 @@ mod tests {
         assert_eq!(slice_dim(&Dim::Known(10), -1, i64::MIN, -1), Dim::Known(10));
         assert_eq!(slice_dim(&Dim::Known(10), 8, 2, -2), Dim::Known(3));
         assert_eq!(slice_dim(&Dim::Known(4), 5, 10, 1), Dim::Known(0));
+        // Steps at the ends of i64 (a fuzzed Slice): one element, no overflow.
+        assert_eq!(slice_dim(&Dim::Known(32), 0, 32, i64::MAX), Dim::Known(1));
+        assert_eq!(slice_dim(&Dim::Known(32), 31, -64, i64::MIN), Dim::Known(1));
+        assert_eq!(
+            slice_dim(&Dim::Known(32), i64::MIN, i64::MAX, 1),
+            Dim::Known(32)
+        );
         let seq = Dim::Sym("seq".into());
         assert_eq!(slice_dim(&seq, 0, i64::MAX, 1), seq);
         assert_eq!(slice_dim(&seq, 1, i64::MAX, 1), Dim::Sym("seq-1".into()));

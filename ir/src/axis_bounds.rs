@@ -1,0 +1,81 @@
+//! Axes and steps that index a runtime's tables: a Transpose `perm` that is
+//! not a permutation (an entry of 2147483647 made tract index past its axes
+//! and panic, and ONNX Runtime throw while creating the kernel), and a Slice
+//! step of 0 (tract divided by it; ONNX Runtime refuses it only when it
+//! runs). Such a model is a model error naming the node, found at load.
+
+use crate::error::{IrError, Result};
+use crate::graph::{Graph, Node, ValueId};
+
+fn invalid(node: &Node, what: String) -> IrError {
+    IrError::Invalid(format!(
+        "node '{}' ({}): {what}",
+        node.name_or_op(),
+        node.op_type
+    ))
+}
+
+/// `perm` (when given) holds each axis of the input once: no duplicate, no
+/// negative entry, and with the input's rank `rank` known, `rank` entries
+/// below it.
+pub(crate) fn check_perm(node: &Node, rank: Option<usize>) -> Result<()> {
+    let Some(perm) = node.attr_ints("perm")? else {
+        return Ok(());
+    };
+    let n = rank.unwrap_or(perm.len());
+    let mut seen = vec![false; perm.len()];
+    for &p in perm {
+        let fits = usize::try_from(p).ok().filter(|&i| i < n && i < seen.len());
+        match fits {
+            Some(i) if !seen[i] => seen[i] = true,
+            _ => {
+                return Err(invalid(
+                    node,
+                    format!(
+                        "attribute 'perm': {perm:?} is not a permutation of the {n} axes of its input"
+                    ),
+                ));
+            }
+        }
+    }
+    if perm.len() != n {
+        return Err(invalid(
+            node,
+            format!(
+                "attribute 'perm': {perm:?} has {} entries for an input of rank {n}",
+                perm.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The integers a value holds when the file states them: an initializer or
+/// a `Constant` node's value.
+fn constant_ints(g: &Graph, v: ValueId) -> Option<Vec<i64>> {
+    if let Some(t) = g.constant(v) {
+        return t.to_i64_vec().ok();
+    }
+    let p = g.producer(v)?;
+    if !(p.domain().is_empty() && p.op_type == "Constant") {
+        return None;
+    }
+    crate::infer::constant_value(p)?.to_i64_vec().ok()
+}
+
+/// Slice (opset 10+) `steps`, when the file states them, holds no 0.
+pub(crate) fn check_slice_steps(g: &Graph, node: &Node) -> Result<()> {
+    let Some(v) = node.inputs.get(4).copied().flatten() else {
+        return Ok(());
+    };
+    match constant_ints(g, v) {
+        Some(steps) if steps.contains(&0) => Err(invalid(
+            node,
+            format!(
+                "input 'steps' ('{}') is {steps:?}; a slice step is never 0",
+                g.value(v).name
+            ),
+        )),
+        _ => Ok(()),
+    }
+}

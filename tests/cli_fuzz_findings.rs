@@ -1,0 +1,264 @@
+//! What mutation fuzzing of real models found (bench/results/fuzz.md), as
+//! the user meets it: a model that is wrong is exit 3 naming the node, not
+//! exit 7 carrying a runtime's text; a valid model whose activations cannot
+//! fit is refused before a runtime grows until the kernel kills it.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{ort_available, s, stderr};
+use infopt_ir::builder::{GraphBuilder, dims};
+use infopt_ir::{Attribute, DataType, Model};
+
+fn save(m: &mut Model, dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    m.save(&path, &infopt_ir::SaveOptions::default()).unwrap();
+    path
+}
+
+/// `infopt optimize MODEL -o OUT [extra]` with at most 1 GiB to plan for.
+fn optimize(model: &Path, out: &Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args(["optimize", s(model), "-o", s(out)])
+        .args(extra)
+        .env("INFOPT_MEMORY_AVAILABLE", "1G")
+        .output()
+        .expect("run infopt")
+}
+
+fn error_line(o: &Output) -> String {
+    let err = stderr(o);
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    errors[0].to_string()
+}
+
+/// `x [1,3,4,4]` through `op` (reading `constants`), then an Identity for
+/// the pipeline to remove, so the model needs verifying.
+fn sized_model(
+    dir: &Path,
+    op: &str,
+    x_dims: &[&str],
+    build: &dyn Fn(&mut GraphBuilder, infopt_ir::ValueId) -> infopt_ir::ValueId,
+) -> PathBuf {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(x_dims));
+    let y = build(&mut b, x);
+    let z = b.op("Identity", &[y], vec![]);
+    b.output(z, "z", DataType::Float, None);
+    save(&mut b.build(17), dir, &format!("{op}.onnx"))
+}
+
+/// Pads of 100000, an Expand and a ConstantOfShape to 3 x 10^12 elements,
+/// a Resize scale of 10^6, a ConvTranspose `output_shape` of 100000^2:
+/// exit 7 naming the node and the way out, in milliseconds; `--no-verify`
+/// optimizes it without computing it.
+#[test]
+fn an_activation_larger_than_memory_is_refused_naming_the_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = 1_000_000;
+    type Build = Box<dyn Fn(&mut GraphBuilder, infopt_ir::ValueId) -> infopt_ir::ValueId>;
+    let cases: Vec<(&str, &[&str], Build, &str)> = vec![
+        (
+            "Pad",
+            &["1", "3", "4", "4"],
+            Box::new(|b, x| {
+                let p = b.i64("pads", &[8], &[0, 0, 0, 0, 0, 0, 100_000, 100_000]);
+                b.op("Pad", &[x, p], vec![])
+            }),
+            "node 'pad_1' (Pad) would make 'pad_1_out' [1,3,100004,100004] float32 of 111.8 GiB at the verification sizes (x [1,3,4,4])",
+        ),
+        (
+            "Expand",
+            &["N", "3", "1", "1"],
+            Box::new(move |b, x| {
+                let shape = b.i64("shape", &[4], &[1, 3, big, big]);
+                b.op("Expand", &[x, shape], vec![])
+            }),
+            // The batch nobody fixed takes verification's first choice, 2.
+            "node 'expand_1' (Expand) would make 'expand_1_out' [2,3,1000000,1000000] float32 of 22351.7 GiB at the verification sizes (x [2,3,1,1])",
+        ),
+        (
+            "ConstantOfShape",
+            &["1", "3", "1", "1"],
+            Box::new(move |b, x| {
+                let shape = b.i64("shape", &[4], &[1, 3, big, big]);
+                let c = b.op("ConstantOfShape", &[shape], vec![]);
+                b.op("Add", &[x, c], vec![])
+            }),
+            "node 'constantofshape_1' (ConstantOfShape) would make 'constantofshape_1_out' [1,3,1000000,1000000] float32 of 11175.9 GiB at the verification sizes (x [1,3,1,1])",
+        ),
+        (
+            "Resize",
+            &["1", "3", "4", "4"],
+            Box::new(|b, x| {
+                let scales = b.f32("scales", &[4], &[1.0, 1.0, 1e6, 1e6]);
+                let roi = b.f32("roi", &[0], &[]);
+                b.op("Resize", &[x, roi, scales], vec![])
+            }),
+            "node 'resize_1' (Resize) would make 'resize_1_out' [1,3,4000000,4000000] float32 of 178813.9 GiB at the verification sizes (x [1,3,4,4])",
+        ),
+        (
+            "ConvTranspose",
+            &["1", "3", "4", "4"],
+            Box::new(|b, x| {
+                let w = b.f32("w", &[3, 3, 1, 1], &[1.0; 9]);
+                b.op(
+                    "ConvTranspose",
+                    &[x, w],
+                    vec![
+                        Attribute::ints("output_shape", vec![100_000, 100_000]),
+                        Attribute::ints("strides", vec![25_000, 25_000]),
+                    ],
+                )
+            }),
+            "node 'convtranspose_1' (ConvTranspose) would make 'convtranspose_1_out' [1,3,100000,100000] float32 of 111.8 GiB at the verification sizes (x [1,3,4,4])",
+        ),
+    ];
+    for (op, x_dims, build, expected) in &cases {
+        let model = sized_model(dir.path(), op, x_dims, build.as_ref());
+        let out = dir.path().join(format!("{op}.opt.onnx"));
+        let o = optimize(&model, &out, &[]);
+        assert_eq!(o.status.code(), Some(7), "{op}: {}", stderr(&o));
+        assert_eq!(
+            error_line(&o),
+            format!(
+                "error: cannot verify: {expected}, more than half of the 1.0 GiB available; give smaller sizes with --input-shape, or skip verification with --no-verify"
+            ),
+            "{op}"
+        );
+        assert!(!out.exists(), "{op}");
+        let o = optimize(&model, &out, &["--no-verify"]);
+        assert_eq!(o.status.code(), Some(0), "{op}: {}", stderr(&o));
+        assert!(out.is_file(), "{op}");
+    }
+}
+
+/// A MatMul fed a scalar (a fuzzed Div turned MatMul): exit 3 at load,
+/// with or without verification.
+#[test]
+fn a_matmul_of_a_scalar_is_a_model_error_naming_the_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = sized_model(dir.path(), "MatMul", &["1", "3", "4", "4"], &|b, x| {
+        let two = b.f32("two", &[], &[2.0]);
+        b.op("MatMul", &[x, two], vec![])
+    });
+    let out = dir.path().join("out.onnx");
+    for extra in [&[][..], &["--no-verify"][..]] {
+        let o = optimize(&model, &out, extra);
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        assert_eq!(
+            error_line(&o),
+            format!(
+                "error: {}: invalid graph: node 'matmul_1' (MatMul): input 1 'two' has rank 0, and MatMul takes rank 1 or more there",
+                model.display()
+            )
+        );
+    }
+}
+
+/// A Conv whose `dilations` has one entry for two spatial axes: neither
+/// tract nor ONNX Runtime runs it, and ONNX Runtime's check says why. That
+/// is the user's model being wrong (exit 3, the node named first), not
+/// verification failing to run (exit 7).
+#[test]
+fn a_model_onnx_runtime_finds_invalid_is_a_model_error() {
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = sized_model(dir.path(), "Conv", &["1", "3", "8", "8"], &|b, x| {
+        let w = b.f32("w", &[2, 3, 3, 3], &[0.5; 54]);
+        b.op("Conv", &[x, w], vec![Attribute::ints("dilations", vec![1])])
+    });
+    let out = dir.path().join("out.onnx");
+    let o = optimize(&model, &out, &[]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(
+        error_line(&o),
+        "error: the model is invalid: node 'conv_1' (Conv): [ShapeInferenceError] Attribute dilations has incorrect size (ort's check of the model)"
+    );
+    assert!(!out.exists());
+}
+
+/// `Loop(2^62, true, x)` adding 1 each time (a fuzzed trip count): both
+/// runtimes would run it until killed; verification refuses it naming the
+/// node, and `--no-verify` optimizes it without running it.
+#[test]
+fn a_loop_of_a_huge_constant_count_is_refused_instead_of_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut body = GraphBuilder::new();
+    body.input("i", DataType::Int64, dims(&[]));
+    let cond = body.input("cond", DataType::Bool, dims(&[]));
+    let v = body.input("v", DataType::Float, dims(&["1"]));
+    let one = body.f32("one", &[1], &[1.0]);
+    let next = body.op("Add", &[v, one], vec![]);
+    body.output(cond, "cond_out", DataType::Bool, Some(dims(&[])));
+    body.output(next, "v_out", DataType::Float, Some(dims(&["1"])));
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1"]));
+    let m = b.i64("M", &[], &[1 << 62]);
+    let t = b.initializer(
+        "c",
+        infopt_ir::Tensor::from_raw(DataType::Bool, vec![], vec![1u8].into()),
+    );
+    let y = b.op(
+        "Loop",
+        &[m, t, x],
+        vec![Attribute::graph("body", body.into_graph())],
+    );
+    let z = b.op("Identity", &[y], vec![]);
+    b.output(z, "z", DataType::Float, None);
+    let model = save(&mut b.build(17), dir.path(), "loop.onnx");
+    let out = dir.path().join("out.onnx");
+    let o = optimize(&model, &out, &[]);
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+    assert_eq!(
+        error_line(&o),
+        "error: cannot verify: node 'loop_1' (Loop) runs 4611686018427387904 iterations (a constant trip count, and a condition that stays true), more than the 1048576 verification waits for; skip verification with --no-verify"
+    );
+    let o = optimize(&model, &out, &["--no-verify"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// A Transpose `perm` entry of 2147483647 (tract panicked indexing its
+/// axes, ONNX Runtime threw creating the kernel) and a Slice step of 0
+/// (tract divided by it): exit 3 at load naming the node.
+#[test]
+fn a_perm_out_of_range_and_a_zero_slice_step_are_model_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let transpose = sized_model(dir.path(), "Transpose", &["1", "3", "4", "4"], &|b, x| {
+        b.op(
+            "Transpose",
+            &[x],
+            vec![Attribute::ints("perm", vec![0, 1, 2147483647, 3])],
+        )
+    });
+    let slice = sized_model(dir.path(), "Slice", &["1", "3", "4", "4"], &|b, x| {
+        let starts = b.i64("starts", &[1], &[0]);
+        let ends = b.i64("ends", &[1], &[4]);
+        let axes = b.i64("axes", &[1], &[3]);
+        let steps = b.i64("steps", &[1], &[0]);
+        b.op("Slice", &[x, starts, ends, axes, steps], vec![])
+    });
+    let out = dir.path().join("out.onnx");
+    for (model, expected) in [
+        (
+            &transpose,
+            "node 'transpose_1' (Transpose): attribute 'perm': [0, 1, 2147483647, 3] is not a permutation of the 4 axes of its input",
+        ),
+        (
+            &slice,
+            "node 'slice_1' (Slice): input 'steps' ('steps') is [0]; a slice step is never 0",
+        ),
+    ] {
+        let o = optimize(model, &out, &[]);
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        assert_eq!(
+            error_line(&o),
+            format!("error: {}: invalid graph: {expected}", model.display())
+        );
+    }
+}
