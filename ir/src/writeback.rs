@@ -110,7 +110,13 @@ impl OutputFile {
     /// Starts the writer thread for `file` (empty, just created), asking for
     /// direct writes where the file system allows them.
     pub fn new(file: File) -> OutputFile {
-        let direct = enable_direct(&file);
+        let direct = std::env::var_os("INFOPT_NO_DIRECT_IO").is_none();
+        OutputFile::with_direct(file, direct)
+    }
+
+    /// [`OutputFile::new`], with direct writes only when `want_direct`.
+    fn with_direct(file: File, want_direct: bool) -> OutputFile {
+        let direct = want_direct && enable_direct(&file);
         let file = Arc::new(file);
         let (jobs, inbox) = sync_channel::<Job>(1);
         let (give_back, free) = sync_channel::<io::Result<Stage>>(2);
@@ -321,9 +327,6 @@ fn libc_einval() -> i32 {
 #[cfg(target_os = "linux")]
 fn enable_direct(file: &File) -> bool {
     use std::os::fd::AsRawFd;
-    if std::env::var_os("INFOPT_NO_DIRECT_IO").is_some() {
-        return false;
-    }
     // SAFETY: fcntl on a descriptor this process owns; no memory is passed.
     unsafe {
         let flags = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
@@ -383,19 +386,24 @@ mod tests {
         (0..n).map(|i| ((i * 7 + seed) % 253) as u8).collect()
     }
 
-    /// Writes `pieces` (heap or mapped, by the flag) and returns the file's bytes.
+    /// Writes `pieces` (heap or mapped, by the flag) with direct writes and
+    /// through the page cache; checks both files agree and returns the bytes.
     fn written(pieces: &[(&[u8], bool)]) -> Vec<u8> {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("out.bin");
-        let mut w = OutputFile::new(File::create(&path).unwrap());
-        for (piece, mapped) in pieces {
-            match mapped {
-                true => w.write_mapped(piece).unwrap(),
-                false => w.write_all(piece).unwrap(),
+        let mut outputs = [true, false].map(|direct| {
+            let path = dir.path().join(format!("out.{direct}.bin"));
+            let mut w = OutputFile::with_direct(File::create(&path).unwrap(), direct);
+            for (piece, mapped) in pieces {
+                match mapped {
+                    true => w.write_mapped(piece).unwrap(),
+                    false => w.write_all(piece).unwrap(),
+                }
             }
-        }
-        w.finish().unwrap().sync_all().unwrap();
-        std::fs::read(&path).unwrap()
+            w.finish().unwrap().sync_all().unwrap();
+            std::fs::read(&path).unwrap()
+        });
+        assert!(outputs[0] == outputs[1], "direct and page-cache writes differ");
+        std::mem::take(&mut outputs[0])
     }
 
     #[test]
