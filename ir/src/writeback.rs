@@ -136,11 +136,7 @@ impl OutputFile {
             written: 0,
             stage: Some(Stage::new()),
             fill: 0,
-            writer: Writer {
-                jobs,
-                free,
-                thread,
-            },
+            writer: Writer { jobs, free, thread },
         }
     }
 
@@ -402,15 +398,17 @@ mod tests {
             w.finish().unwrap().sync_all().unwrap();
             std::fs::read(&path).unwrap()
         });
-        assert!(outputs[0] == outputs[1], "direct and page-cache writes differ");
+        assert!(
+            outputs[0] == outputs[1],
+            "direct and page-cache writes differ"
+        );
         std::mem::take(&mut outputs[0])
     }
 
     #[test]
     fn every_byte_lands_in_order_across_stages_and_the_tail_is_cut_back() {
         let data = pattern(STAGE * 2 + 12345, 1);
-        let pieces: Vec<(&[u8], bool)> =
-            data.chunks(STAGE / 3 + 7).map(|c| (c, false)).collect();
+        let pieces: Vec<(&[u8], bool)> = data.chunks(STAGE / 3 + 7).map(|c| (c, false)).collect();
         assert_eq!(written(&pieces), data);
         // Exactly whole stages: no tail, no padding.
         let whole = pattern(STAGE * 2, 2);

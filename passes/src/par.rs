@@ -21,7 +21,9 @@ fn pieces_for(bytes: usize) -> usize {
         return 1;
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cores.clamp(1, MAX_THREADS).min(bytes / (MIN_PARALLEL_BYTES / 2))
+    cores
+        .clamp(1, MAX_THREADS)
+        .min(bytes / (MIN_PARALLEL_BYTES / 2))
 }
 
 /// A buffer of `rows * row_bytes` bytes where `fill(first_row, piece)` writes
@@ -91,7 +93,9 @@ mod tests {
     fn every_split_gives_the_same_bytes() {
         let (rows, row_bytes) = (37, 12);
         let mut one = vec![0u8; rows * row_bytes];
-        fill_rows_in(&mut one, rows, row_bytes, 1, &|f, p| pattern(f, p, row_bytes));
+        fill_rows_in(&mut one, rows, row_bytes, 1, &|f, p| {
+            pattern(f, p, row_bytes)
+        });
         for pieces in [2, 3, 5, 36, 37, 100] {
             let mut many = vec![0u8; rows * row_bytes];
             fill_rows_in(&mut many, rows, row_bytes, pieces, &|f, p| {
