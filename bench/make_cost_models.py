@@ -22,6 +22,9 @@ data), at real sizes with random weights (not committed, not run in CI).
   Conv → Sigmoid → Mul, project 1x1, residual Add), SiLU written as
   x·Sigmoid(x), head Conv+BN+SiLU, GlobalAveragePool, Flatten, Gemm; input
   `input` [batch, 3, 224, 224].
+- `bert_deep.onnx` (~53 MB, 3542 nodes): the same BERT graph with 64 thin
+  layers (hidden 128, 2 heads, FFN 512, vocab 2000): thousands of nodes over
+  small weights, so the passes' own per-node cost shows instead of the bytes.
 - `distilgpt2.onnx` (~330 MB, opset 17): a GPT-2 decoder (6 layers, hidden
   768, 12 heads, vocab 50257, 1024 positions) as torch.onnx exports
   transformers' GPT2Model: token + position embeddings, pre-LN blocks, the
@@ -113,7 +116,7 @@ def resnet50():
     return m
 
 
-def bert_base(layers=12, d=768, heads=12, ff=3072, vocab=30522, positions=512):
+def bert_base(layers=12, d=768, heads=12, ff=3072, vocab=30522, positions=512, name="bert_base"):
     net = Net(110)
     hd = d // heads
 
@@ -179,7 +182,7 @@ def bert_base(layers=12, d=768, heads=12, ff=3072, vocab=30522, positions=512):
         x = layer_norm(o, f"{p}.output.LayerNorm")
     net.nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="/Identity_out"))
     graph = helper.make_graph(
-        net.nodes, "bert_base",
+        net.nodes, name,
         [helper.make_tensor_value_info(n, I64, ["batch", "seq"])
          for n in ("input_ids", "attention_mask", "token_type_ids")],
         [helper.make_tensor_value_info("last_hidden_state", F, ["batch", "seq", d])], net.inits)
@@ -370,6 +373,10 @@ MODELS = {
     "resnet50_bn": (resnet50, False),
     "bert_base": (bert_base, False),
     "efficientnet_b0": (efficientnet_b0, False),
+    # Thousands of nodes over small weights: the passes' own per-node cost
+    # (matching, shape inference, fixed-point sweeps) instead of the bytes.
+    "bert_deep": (lambda: bert_base(layers=64, d=128, heads=2, ff=512, vocab=2000, positions=128,
+                                    name="bert_deep"), False),
     "distilgpt2": (distilgpt2, False),
     "vit_b16_ext": (vit_b16, True),
 }

@@ -15,9 +15,9 @@ use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::fs::{File, OpenOptions};
 use std::hash::{BuildHasher, Hasher};
-use std::io::{self, BufWriter};
+use std::io;
 
-use crate::writeback::WritebackFile;
+use crate::writeback::OutputFile;
 use std::path::{Path, PathBuf};
 
 /// The steps of writing a model (and its external data), in order.
@@ -131,14 +131,14 @@ pub(crate) fn stage(
     final_name: &str,
     inject: &Injector,
     steps: (SaveStep, SaveStep),
-    write: impl FnOnce(&mut BufWriter<WritebackFile>) -> io::Result<()>,
+    write: impl FnOnce(&mut OutputFile) -> io::Result<()>,
 ) -> io::Result<PathBuf> {
     let (tmp, file) = create_temp(dir, final_name)?;
     let result = (|| {
-        let mut w = BufWriter::with_capacity(1 << 20, WritebackFile::new(file));
+        let mut w = OutputFile::new(file);
         write(&mut w)?;
         inject.at(steps.0)?;
-        let file = w.into_inner().map_err(|e| e.into_error())?.into_file();
+        let file = w.finish()?;
         inject.at(steps.1)?;
         file.sync_all()
     })();
@@ -161,7 +161,7 @@ pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
 /// sees the old file or the new one, never a partial one.
 pub fn write_atomically(
     path: &Path,
-    write: impl FnOnce(&mut BufWriter<WritebackFile>) -> io::Result<()>,
+    write: impl FnOnce(&mut OutputFile) -> io::Result<()>,
 ) -> crate::Result<()> {
     let werr = |source| crate::IrError::Write {
         path: path.to_path_buf(),

@@ -284,7 +284,7 @@ impl Drop for Mapped {
 }
 
 /// The mapped file that `data` lies in, and where in it `data` starts.
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 fn mapped_source(data: &[u8]) -> Option<(std::sync::Arc<File>, u64)> {
     let (start, end) = (data.as_ptr() as usize, data.as_ptr() as usize + data.len());
     let ranges = MAPPED.lock().ok()?;
@@ -294,48 +294,32 @@ fn mapped_source(data: &[u8]) -> Option<(std::sync::Arc<File>, u64)> {
         .map(|r| (r.file.clone(), (start - r.start) as u64))
 }
 
-/// Appends the bytes of `data` to `out` at its current position by a copy
-/// inside the kernel (`copy_file_range`), when `data` lies in a file mapping
-/// made by [`map_file`]: the bytes go from the input's page cache to the
-/// output's without being faulted into this process and copied through it.
-/// Returns how many leading bytes of `data` were copied (0 when `data` is
-/// not mapped, the file system cannot copy, or on any error); the caller
-/// writes the rest itself, so a refusal here only costs speed.
-#[cfg(target_os = "linux")]
-pub fn copy_mapped_into(data: &[u8], out: &File) -> usize {
-    use std::os::fd::AsRawFd;
+/// Fills `dst` (as long as `data`) with the bytes of `data` by reading them
+/// from the file, when `data` lies in a file mapping made by [`map_file`]:
+/// the kernel copies them from the page cache, and the mapping's pages are
+/// not faulted into this process (its resident set does not grow by the
+/// model). Returns how many leading bytes of `dst` were filled (0 when
+/// `data` is not mapped, or on any error); the caller copies the rest from
+/// `data` itself, so a refusal here only costs memory.
+#[cfg(unix)]
+pub fn read_mapped_into(data: &[u8], dst: &mut [u8]) -> usize {
+    use std::os::unix::fs::FileExt;
     let Some((source, offset)) = mapped_source(data) else {
         return 0;
     };
-    let Ok(mut off_in) = i64::try_from(offset) else {
-        return 0;
-    };
-    let mut copied = 0usize;
-    while copied < data.len() {
-        // SAFETY: two file descriptors this process holds open (`source` is
-        // kept alive by the Arc, `out` by the borrow) and a valid pointer to
-        // the input offset; the output offset is the file's own position,
-        // which the kernel advances.
-        let n = unsafe {
-            libc::copy_file_range(
-                source.as_raw_fd(),
-                &mut off_in,
-                out.as_raw_fd(),
-                std::ptr::null_mut(),
-                data.len() - copied,
-                0,
-            )
-        };
-        if n <= 0 {
-            break;
+    let want = data.len().min(dst.len());
+    let mut done = 0usize;
+    while done < want {
+        match source.read_at(&mut dst[done..want], offset + done as u64) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => done += n,
         }
-        copied += n as usize;
     }
-    copied
+    done
 }
 
-#[cfg(not(target_os = "linux"))]
-pub fn copy_mapped_into(_data: &[u8], _out: &File) -> usize {
+#[cfg(not(unix))]
+pub fn read_mapped_into(_data: &[u8], _dst: &mut [u8]) -> usize {
     0
 }
 

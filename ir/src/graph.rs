@@ -270,6 +270,11 @@ impl Graph {
             .expect("node id refers to a removed node")
     }
 
+    /// One more than the largest node id ever given out (ids index this).
+    pub(crate) fn node_slots(&self) -> usize {
+        self.nodes.len()
+    }
+
     pub fn try_node(&self, id: NodeId) -> Option<&Node> {
         self.nodes.get(id.0 as usize).and_then(|n| n.as_ref())
     }

@@ -474,11 +474,9 @@ pub trait ModelWriter: Write {
 
 impl ModelWriter for Vec<u8> {}
 
-impl ModelWriter for std::io::BufWriter<crate::writeback::WritebackFile> {
+impl ModelWriter for crate::writeback::OutputFile {
     fn write_mapped(&mut self, data: &[u8]) -> std::io::Result<()> {
-        // What is buffered goes first, so the file's position is the end.
-        self.flush()?;
-        self.get_mut().write_mapped(data)
+        crate::writeback::OutputFile::write_mapped(self, data)
     }
 }
 

@@ -121,3 +121,47 @@ fn redirect_of_a_use_that_does_not_exist_is_rejected() {
     let e = g.apply(p).unwrap_err().to_string();
     assert!(e.contains("does not exist"), "{e}");
 }
+
+/// A patch of two edits: the first is fine and its search walks the whole
+/// chain; the second closes a cycle through nodes the first search already
+/// visited, and must still be found (each search has its own marks).
+#[test]
+fn a_cycle_behind_an_earlier_edit_of_the_same_patch_is_rejected() {
+    // x0 -> Identity -> x -> Relu -> r -> Neg -> n -> Abs -> a (output),
+    // x -> Sigmoid -> s (output)
+    let mut b = GraphBuilder::new();
+    let x0 = b.input("x0", DataType::Float, dims(&["2", "3"]));
+    let x = b.op("Identity", &[x0], vec![]);
+    let r = b.op("Relu", &[x], vec![]);
+    let n = b.op("Neg", &[r], vec![]);
+    let a = b.op("Abs", &[n], vec![]);
+    let s = b.op("Sigmoid", &[x], vec![]);
+    b.output(a, "a", DataType::Float, Some(dims(&["2", "3"])));
+    b.output(s, "s", DataType::Float, Some(dims(&["2", "3"])));
+    let mut g = b.into_graph();
+    let before = g.node_count();
+    let mut p = Patch::new();
+    // Readers of x read Exp(x) instead: computed from Identity, which no
+    // reader reaches; the search walks Relu, Neg, Abs and Sigmoid.
+    let e = p.add_node(
+        Node::new("Exp"),
+        vec![Some(PatchValue::Existing(x))],
+        vec!["e".into()],
+    );
+    p.replace(x, PatchValue::NewNode { node: e, output: 0 });
+    // Neg reads Tanh(a) instead of r: a is computed from Neg itself.
+    let t = p.add_node(
+        Node::new("Tanh"),
+        vec![Some(PatchValue::Existing(a))],
+        vec!["t".into()],
+    );
+    p.redirect_uses(
+        r,
+        vec![reader_of(&g, r, "Neg")],
+        PatchValue::NewNode { node: t, output: 0 },
+    );
+    let err = g.apply(p).unwrap_err().to_string();
+    assert!(err.contains("cycle"), "{err}");
+    assert_eq!(g.node_count(), before);
+    g.validate().expect("unchanged");
+}

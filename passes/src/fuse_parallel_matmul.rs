@@ -83,13 +83,20 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
         let w = require_some!(weight_of(n));
         raws.push(require_some!(w.raw_bytes().ok()));
     }
-    let mut merged = Vec::with_capacity(bytes_total);
-    for r in 0..k as usize {
-        for (raw, &n) in raws.iter().zip(&widths) {
-            let row = n as usize * elem;
-            merged.extend_from_slice(require_some!(raw.get(r * row..(r + 1) * row)));
-        }
+    let rows = k as usize;
+    for (raw, &n) in raws.iter().zip(&widths) {
+        require!(raw.len() == rows * n as usize * elem);
     }
+    let merged = crate::par::fill_rows(rows, bytes_total / rows.max(1), |first, piece| {
+        let mut at = 0;
+        for r in first..first + piece.len() / (total as usize * elem).max(1) {
+            for (raw, &n) in raws.iter().zip(&widths) {
+                let row = n as usize * elem;
+                piece[at..at + row].copy_from_slice(&raw[r * row..(r + 1) * row]);
+                at += row;
+            }
+        }
+    });
     let node = g.node(id);
     let mut p = Patch::new();
     let w = p.add_initializer(

@@ -5,6 +5,7 @@ pub mod config;
 pub mod driver;
 pub mod gates;
 pub mod panic_guard;
+pub mod par;
 pub mod pass;
 pub mod pattern;
 pub mod precision;

@@ -7,7 +7,7 @@ use infopt_ir::infer::{GraphFacts, InferReport, Opsets, Scope, infer_graph};
 use infopt_ir::{DataType, Dim, Graph, Model, Node, NodeId, Tensor, ValueId};
 
 use crate::pass::{PassCx, PassError};
-use crate::rule::{Outcome, apply_rule_to_graph, for_each_graph_mut};
+use crate::rule::{Outcome, apply_rule_to_graph_with, for_each_graph_mut};
 use crate::util::{const_i64s, input};
 
 /// The single number a constant holds (any shape with one element).
@@ -202,14 +202,37 @@ pub fn trailing_count(axes: Option<&[i64]>, rank: Option<usize>) -> Option<usize
 }
 
 /// Inferred facts for the graph a rule runs on; falls back to the graph's
-/// own annotations for values created after inference ran.
-pub struct Shapes<'f> {
-    pub facts: &'f GraphFacts,
+/// own annotations for values created after inference ran. The facts are
+/// inferred at the first question, or before the sweep's first rewrite if no
+/// rule asked before it (see [`apply_with_shapes`]): a sweep in which no rule
+/// gets as far as asking (no anchor op in the graph) infers nothing.
+pub struct Shapes {
+    opsets: Opsets,
+    facts: std::cell::OnceCell<GraphFacts>,
 }
 
-impl Shapes<'_> {
+impl Shapes {
+    fn new(opsets: Opsets) -> Shapes {
+        Shapes {
+            opsets,
+            facts: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The facts of `g` as it was when the sweep started.
+    fn facts(&self, g: &Graph) -> &GraphFacts {
+        self.facts.get_or_init(|| {
+            // Inference records what it finds in value_info: run it on a
+            // copy (same value ids) so a pass that rewrites nothing changes
+            // nothing.
+            let mut probe = g.clone();
+            let mut report = InferReport::default();
+            infer_graph(&mut probe, self.opsets, &Scope::default(), &mut report)
+        })
+    }
+
     pub fn dims(&self, g: &Graph, v: ValueId) -> Option<Vec<Dim>> {
-        if let Some(s) = self.facts.get(v).and_then(|f| f.shape()) {
+        if let Some(s) = self.facts(g).get(v).and_then(|f| f.shape()) {
             return Some(s.to_vec());
         }
         g.value_type(v)?.shape
@@ -230,7 +253,7 @@ impl Shapes<'_> {
     }
 
     pub fn dtype(&self, g: &Graph, v: ValueId) -> Option<DataType> {
-        if let Some(f) = self.facts.get(v)
+        if let Some(f) = self.facts(g).get(v)
             && f.ty.dtype != DataType::Undefined
         {
             return Some(f.ty.dtype);
@@ -241,9 +264,10 @@ impl Shapes<'_> {
     }
 }
 
-/// Runs `rule` over the main graph and every subgraph, with shapes inferred
-/// once per graph before the sweep (fusions keep the shapes of the values
-/// they keep, so the facts stay true for those).
+/// Runs `rule` over the main graph and every subgraph, with the shapes each
+/// graph had before the sweep (fusions keep the shapes of the values they
+/// keep, so the facts stay true for those). The facts are inferred lazily,
+/// but always from the graph as it was before the sweep's first rewrite.
 pub fn apply_with_shapes(
     model: &mut Model,
     cx: &mut PassCx,
@@ -255,13 +279,10 @@ pub fn apply_with_shapes(
     };
     let mut total = 0;
     for_each_graph_mut(&mut model.graph, &mut |g| {
-        // Inference records what it finds in value_info: run it on a copy
-        // (same value ids) so a pass that rewrites nothing changes nothing.
-        let mut probe = g.clone();
-        let mut report = InferReport::default();
-        let facts = infer_graph(&mut probe, opsets, &Scope::default(), &mut report);
-        let shapes = Shapes { facts: &facts };
-        total += apply_rule_to_graph(g, cx, &|g, id, cx| rule(g, id, cx, &shapes))?;
+        let shapes = Shapes::new(opsets);
+        total += apply_rule_to_graph_with(g, cx, &|g, id, cx| rule(g, id, cx, &shapes), &|g| {
+            shapes.facts(g);
+        })?;
         Ok(())
     })?;
     Ok(total)

@@ -47,6 +47,17 @@ pub fn apply_rule_to_graph(
     cx: &mut PassCx,
     rule: &dyn Fn(&Graph, NodeId, &mut PassCx) -> Outcome,
 ) -> Result<usize, PassError> {
+    apply_rule_to_graph_with(graph, cx, rule, &|_| {})
+}
+
+/// [`apply_rule_to_graph`], calling `before_rewrite` with the graph just
+/// before each rewrite is applied (it sees the graph the rewrite was found on).
+pub fn apply_rule_to_graph_with(
+    graph: &mut Graph,
+    cx: &mut PassCx,
+    rule: &dyn Fn(&Graph, NodeId, &mut PassCx) -> Outcome,
+    before_rewrite: &dyn Fn(&Graph),
+) -> Result<usize, PassError> {
     let mut count = 0;
     graph.sort_topologically()?;
     let mut i = 0;
@@ -64,15 +75,16 @@ pub fn apply_rule_to_graph(
                 cx.decline(&at, reason);
             }
             Outcome::Rewrite(patch) => {
+                before_rewrite(graph);
+                let removed = patch.remove.len();
                 // A patch the graph cannot take (it would capture the wrong
-                // value in a subgraph, say) is declined, not an error.
-                if let Err(e) = graph.check_patch(&patch) {
+                // value in a subgraph, say) is declined, not an error: `apply`
+                // checks it first and changes nothing when the check fails.
+                if let Err(e) = graph.apply(patch) {
                     let at = graph.node(id).name_or_op().to_string();
                     cx.decline(&at, format!("rewrite not applied: {e}"));
                     continue;
                 }
-                let removed = patch.remove.len();
-                graph.apply(patch)?;
                 count += 1;
                 // Removed nodes shift the order: step back far enough to see
                 // the nodes the patch created where the anchor was.

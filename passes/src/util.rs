@@ -96,31 +96,33 @@ pub fn tensor_from_f64(
 /// A float32 tensor's bytes with each block of `block` consecutive values
 /// multiplied by `factor(block index)`: the product in f64, rounded once to
 /// f32 (what converting to f64, scaling and converting back gives), without
-/// an f64 copy of the tensor. `None` when `raw` is not whole blocks.
+/// an f64 copy of the tensor. `None` when `raw` is not whole blocks. A large
+/// weight is scaled on every core ([`crate::par::fill_rows`]); each value is
+/// computed alone, so the bytes are the same however it is split.
 pub fn scale_f32_blocks(
     raw: &[u8],
     block: usize,
-    factor: impl Fn(usize) -> f64,
+    factor: impl Fn(usize) -> f64 + Sync,
 ) -> Option<Vec<u8>> {
     let bytes = block.checked_mul(4).filter(|&b| b > 0)?;
     if !raw.len().is_multiple_of(bytes) {
         return None;
     }
-    // Written in place into a buffer of the final size: no growth checks in
-    // the loop, so it compiles to a straight pass over the bytes.
-    let mut out = vec![0u8; raw.len()];
-    for (i, (src, dst)) in raw
-        .chunks_exact(bytes)
-        .zip(out.chunks_exact_mut(bytes))
-        .enumerate()
-    {
-        let k = factor(i);
-        for (c, d) in src.chunks_exact(4).zip(dst.chunks_exact_mut(4)) {
-            let v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64 * k;
-            d.copy_from_slice(&(v as f32).to_le_bytes());
+    let blocks = raw.len() / bytes;
+    Some(crate::par::fill_rows(blocks, bytes, |first, dst| {
+        let src = &raw[first * bytes..first * bytes + dst.len()];
+        for (i, (src, dst)) in src
+            .chunks_exact(bytes)
+            .zip(dst.chunks_exact_mut(bytes))
+            .enumerate()
+        {
+            let k = factor(first + i);
+            for (c, d) in src.chunks_exact(4).zip(dst.chunks_exact_mut(4)) {
+                let v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64 * k;
+                d.copy_from_slice(&(v as f32).to_le_bytes());
+            }
         }
-    }
-    Some(out)
+    }))
 }
 
 /// Label of a node for derived names: its name, else its first output's name.
