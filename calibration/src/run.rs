@@ -221,6 +221,10 @@ pub fn calibrate(
     // The inputs as declared (names, dtypes, fixed dims).
     let declared: Vec<IoSpec> = crate::data_shapes::declared_specs(model);
     let mut collector = RangeCollector::with_bins(options.bins).map_err(VerifyError::usage)?;
+    if matches!(options.method, Method::MinMax) {
+        // Min-max reads the extremes only: no binning pass.
+        collector = collector.without_histograms();
+    }
     // One loaded model per batch shape (the last batch may be smaller).
     let mut loaded: Option<LoadedFor> = None;
     let mut failure: Option<VerifyError> = None;
