@@ -5,7 +5,8 @@ same machine, interleaved run by run.
     python bench/calib_bench.py INFOPT_BIN MODEL.onnx [--samples 64,256,1024]
         [--ort-samples 64] [--methods entropy,minmax] [--runs 3]
         [--backend ort] [--shape 1,3,224,224 | --rec] [--ort-limit 12G]
-        [--baseline EARLIER_INFOPT_BIN] [--work DIR]
+        [--baseline EARLIER_INFOPT_BIN] [--baseline-samples 64]
+        [--stacked 256] [--work DIR]
 
 Samples are one .npy file per sample in a folder (so neither side holds the
 whole set), seeded standard-normal arrays of `--shape`, or with `--rec`
@@ -18,6 +19,10 @@ Python's start and imports, which favours ORT). ORT's HistogramCalibrater
 `--ort-limit` runs it inside a memory cgroup of that size
 (bench/under_limit.sh, root needed) so that a size it cannot survive ends
 in an OOM kill of that process, not of the machine; the row then says so.
+`--stacked N,...` also calibrates infopt on the first N samples written as
+one stacked, uncompressed `.npz` (the layout infopt streams sample by
+sample), so its memory can be set beside the folder's. `--baseline-samples`
+limits the baseline binary to those counts (default: every count).
 Prints a Markdown table.
 """
 import argparse
@@ -87,6 +92,26 @@ def make_samples(folder, n, shape, rec):
         np.save(os.path.join(folder, f"s{i:05d}.npy"), a)
 
 
+def stacked_npz(path, all_dir, n):
+    """The first n samples as one uncompressed .npz, array `input`, written a
+    sample at a time (zip entry of one .npy, leading axis n)."""
+    import zipfile
+
+    files = sorted(os.listdir(all_dir))[:n]
+    first = np.load(os.path.join(all_dir, files[0]))
+    item = first[0] if first.shape[0] == 1 else first
+    shape = (n,) + item.shape
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (
+        np.lib.format.dtype_to_descr(item.dtype), repr(shape))
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+        with z.open("input.npy", "w", force_zip64=True) as out:
+            out.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode())
+            for f in files:
+                a = np.load(os.path.join(all_dir, f))
+                out.write(np.ascontiguousarray(a.reshape(item.shape)).tobytes())
+
+
 def subset(folder, all_dir, n):
     """A folder holding the first n samples (hard links)."""
     os.makedirs(folder, exist_ok=True)
@@ -108,6 +133,8 @@ def main():
     ap.add_argument("--ort-limit", default=None, help="memory cgroup limit for ORT, e.g. 12G")
     ap.add_argument("--work", default=None)
     ap.add_argument("--baseline", default=None, help="an earlier infopt binary, timed in the same runs")
+    ap.add_argument("--baseline-samples", default=None, help="counts the baseline runs at (default: all)")
+    ap.add_argument("--stacked", default="", help="counts also calibrated from one stacked .npz (infopt only)")
     a = ap.parse_args()
     sizes = [int(s) for s in a.samples.split(",")]
     ort_sizes = [int(s) for s in a.ort_samples.split(",") if s]
@@ -116,6 +143,12 @@ def main():
     all_dir = os.path.join(work, "all")
     if not os.path.isdir(all_dir):
         make_samples(all_dir, max(sizes + ort_sizes), shape, a.rec)
+    stacked_sizes = [int(x) for x in a.stacked.split(",") if x]
+    base_sizes = [int(x) for x in a.baseline_samples.split(",")] if a.baseline_samples else sizes
+    for n in stacked_sizes:
+        npz = os.path.join(work, f"stack{n}.npz")
+        if not os.path.isfile(npz):
+            stacked_npz(npz, all_dir, n)
     dirs = {}
     for n in sorted(set(sizes + ort_sizes)):
         d = os.path.join(work, f"n{n}")
@@ -126,15 +159,30 @@ def main():
     for run in range(1, a.runs + 1):
         for method in a.methods.split(","):
             for n in sorted(set(sizes + ort_sizes)):
-                binaries = [("infopt", a.infopt)] + ([("infopt (baseline)", a.baseline)] if a.baseline else [])
-                for tool, binary in binaries if n in sizes else []:
-                    out = os.path.join(work, "ranges.json")
-                    rc, wall, rss, text = timed([binary, "calibrate", a.model, "--data", dirs[n],
+                binaries = [("infopt", a.infopt, dirs[n])]
+                if a.baseline and n in base_sizes:
+                    binaries.append(("infopt (baseline)", a.baseline, dirs[n]))
+                if n in stacked_sizes:
+                    binaries.append(("infopt, stacked .npz", a.infopt, os.path.join(work, f"stack{n}.npz")))
+                for tool, binary, data in binaries if n in sizes else []:
+                    out = os.path.join(work, f"ranges-{method}-{n}-{len(rows)}.json")
+                    rc, wall, rss, text = timed([binary, "calibrate", a.model, "--data", data,
                                                  "--method", method, "--backend", a.backend,
                                                  "-o", out])
                     if rc != 0:
                         sys.exit(f"infopt failed ({rc}): {text[-2000:]}")
-                    rows.append((run, method, n, tool, wall, None, rss, "ok"))
+                    status = "ok"
+                    if tool != "infopt":
+                        # Same samples, same backend: the tables must agree
+                        # with the folder's (the baseline's only where its
+                        # ORT settings are the same).
+                        import json
+                        mine = json.load(open(os.path.join(work, f"ranges-{method}-{n}-{first_row}.json")))
+                        theirs = json.load(open(out))
+                        status = "ok, same ranges" if mine["tensors"] == theirs["tensors"] else "ok, ranges differ"
+                    else:
+                        first_row = len(rows)
+                    rows.append((run, method, n, tool, wall, None, rss, status))
                     print(rows[-1], file=sys.stderr, flush=True)
                 if n in ort_sizes:
                     aug = os.path.join(work, "aug.onnx")

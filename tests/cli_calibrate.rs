@@ -107,3 +107,42 @@ fn random_data_is_labelled_meaningless_and_bad_data_is_one_line() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("median"), "{}", stderr(&o));
 }
+
+#[test]
+fn onnx_runtime_observes_the_graph_as_written_at_any_opt_level() {
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = fixture("cnn_bn_relu.onnx");
+    let data = stacked(dir.path(), 3);
+    let run = |level: &str| {
+        let out = dir.path().join(format!("{level}.json"));
+        let o = infopt(&[
+            "calibrate",
+            s(&model),
+            "--data",
+            s(&data),
+            "--backend",
+            "ort",
+            "--ort-opt-level",
+            level,
+            "-o",
+            s(&out),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        (stderr(&o), table(&out))
+    };
+    // ORT's layout rewrites (NCHWc at `all`) would compute the observed
+    // tensors with other kernels and keep reordered weights beside the
+    // originals: calibration runs the model as written, at `disable`, as
+    // the verifier's reference does, and says so.
+    let (all, ranges_all) = run("all");
+    let (disable, ranges_disable) = run("disable");
+    assert!(
+        all.contains("opt disable") && !all.contains("opt all"),
+        "{all}"
+    );
+    assert!(disable.contains("opt disable"), "{disable}");
+    assert_eq!(ranges_all["tensors"], ranges_disable["tensors"]);
+}

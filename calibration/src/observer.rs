@@ -55,13 +55,17 @@ impl TensorStats {
         }
     }
 
-    fn add(&mut self, xs: &[f32]) {
+    /// Counts `xs`; `histogram` false leaves the histogram untouched.
+    fn add(&mut self, xs: &[f32], histogram: bool) {
         let (lo, hi, finite) = finite_min_max(xs);
         self.elements += finite;
         self.non_finite += xs.len() as u64 - finite;
         if finite > 0 {
             self.min = self.min.min(lo);
             self.max = self.max.max(hi);
+        }
+        if !histogram {
+            return;
         }
         let batch_abs_max = if finite > 0 {
             lo.abs().max(hi.abs())
@@ -72,13 +76,14 @@ impl TensorStats {
     }
 
     /// Counts the elements of float data (other dtypes are ignored).
-    fn add_data(&mut self, data: DataView<'_>) {
+    fn add_data(&mut self, data: DataView<'_>, histogram: bool) {
+        let h = histogram;
         match data {
             // In chunks too: the binning pass then re-reads data still in cache.
-            DataView::F32(v) => v.chunks(CHUNK).for_each(|c| self.add(c)),
-            DataView::F16(v) => add_converted(self, v, |c, buf| c.convert_to_f32_slice(buf)),
-            DataView::BF16(v) => add_converted(self, v, |c, buf| c.convert_to_f32_slice(buf)),
-            DataView::F64(v) => add_converted(self, v, |c, buf| {
+            DataView::F32(v) => v.chunks(CHUNK).for_each(|c| self.add(c, h)),
+            DataView::F16(v) => add_converted(self, v, h, |c, buf| c.convert_to_f32_slice(buf)),
+            DataView::BF16(v) => add_converted(self, v, h, |c, buf| c.convert_to_f32_slice(buf)),
+            DataView::F64(v) => add_converted(self, v, h, |c, buf| {
                 for (o, &x) in buf.iter_mut().zip(c) {
                     *o = x as f32;
                 }
@@ -102,6 +107,8 @@ impl TensorStats {
 pub struct RangeCollector {
     /// An empty histogram of the chosen size, cloned for each new tensor.
     empty: AbsHistogram,
+    /// Whether values are binned (see [`RangeCollector::without_histograms`]).
+    histograms: bool,
     tensors: BTreeMap<String, TensorStats>,
 }
 
@@ -109,6 +116,7 @@ impl Default for RangeCollector {
     fn default() -> Self {
         RangeCollector {
             empty: AbsHistogram::new(DEFAULT_BINS).expect("the default bin count is valid"),
+            histograms: true,
             tensors: BTreeMap::new(),
         }
     }
@@ -124,8 +132,24 @@ impl RangeCollector {
     pub fn with_bins(bins: usize) -> Result<RangeCollector> {
         Ok(RangeCollector {
             empty: AbsHistogram::new(bins)?,
+            histograms: true,
             tensors: BTreeMap::new(),
         })
+    }
+
+    /// The collector without its histograms: min, max and the counts only,
+    /// for the min-max method, which reads nothing else. Binning is most of
+    /// the work a collector does per element; the histograms stay empty (a
+    /// histogram method on this collector sees no values and falls back to
+    /// the min-max range).
+    pub fn without_histograms(mut self) -> RangeCollector {
+        self.histograms = false;
+        self
+    }
+
+    /// Whether values are binned into histograms.
+    pub fn keeps_histograms(&self) -> bool {
+        self.histograms
     }
 
     pub fn bins(&self) -> usize {
@@ -176,9 +200,10 @@ impl RangeCollector {
                 (0..n.div_ceil(PIECE)).map(move |k| (i, k * PIECE..((k + 1) * PIECE).min(n)))
             })
             .collect();
+        let histograms = self.histograms;
         let partials = parallel_pieces(&pieces, threads, &|(i, range)| {
             let mut partial = TensorStats::new(self.empty.clone());
-            partial.add_data(slice_of(floats[*i].data(), range.clone()));
+            partial.add_data(slice_of(floats[*i].data(), range.clone()), histograms);
             partial
         });
         for v in &floats {
@@ -202,9 +227,10 @@ impl RangeCollector {
         if !data.dtype().is_float() {
             return;
         }
+        let histograms = self.histograms;
         let stats = self.stats_mut(name);
         stats.observations += 1;
-        stats.add_data(data);
+        stats.add_data(data, histograms);
     }
 
     /// [`observe`](Self::observe) under the tensor's own name, the shape of a runtime
@@ -357,12 +383,17 @@ fn parallel_pieces<T: Sync, R: Send>(
 
 /// Converts `v` to f32 a chunk at a time (`convert` fills a buffer of the chunk's length;
 /// half's slice conversion uses the CPU's f16 instructions where available).
-fn add_converted<T>(stats: &mut TensorStats, v: &[T], convert: impl Fn(&[T], &mut [f32])) {
+fn add_converted<T>(
+    stats: &mut TensorStats,
+    v: &[T],
+    histogram: bool,
+    convert: impl Fn(&[T], &mut [f32]),
+) {
     let mut buf = vec![0f32; CHUNK.min(v.len())];
     for chunk in v.chunks(CHUNK) {
         let out = &mut buf[..chunk.len()];
         convert(chunk, out);
-        stats.add(out);
+        stats.add(out, histogram);
     }
 }
 
@@ -471,6 +502,51 @@ mod tests {
             grouped.observe_views_on(&views, threads);
             assert_eq!(grouped, one_by_one, "{threads} threads");
         }
+    }
+
+    #[test]
+    fn without_histograms_the_min_max_ranges_are_the_same() {
+        let n = PIECE * 2 + 99;
+        let big: Vec<f32> = (0..n).map(|i| (i as f32 * 0.013).sin() * 7.0).collect();
+        let tensors = [
+            HostTensor::from_vec(vec![n], big).unwrap().named("big"),
+            HostTensor::from_vec(vec![3], vec![f16::from_f32(-4.5), f16::NAN, f16::ONE])
+                .unwrap()
+                .named("half"),
+        ];
+        let views: Vec<TensorView<'_>> = tensors.iter().map(TensorView::of).collect();
+        let (mut full, mut bare) = (
+            RangeCollector::new(),
+            RangeCollector::new().without_histograms(),
+        );
+        assert!(full.keeps_histograms() && !bare.keeps_histograms());
+        for threads in [1, 2] {
+            full.observe_views_on(&views, threads);
+            bare.observe_views_on(&views, threads);
+        }
+        full.observe_named(&tensors[1]);
+        bare.observe_named(&tensors[1]);
+        for (name, f) in full.iter() {
+            let b = bare.get(name).unwrap();
+            assert_eq!(
+                (b.min, b.max, b.observations, b.elements, b.non_finite),
+                (f.min, f.max, f.observations, f.elements, f.non_finite),
+                "{name}"
+            );
+            assert!(f.histogram.total() > 0, "{name}");
+            assert_eq!(b.histogram.total(), 0, "{name}: binned anyway");
+        }
+        let table = |c: &RangeCollector| {
+            crate::RangeTable::from_collector_bounded(
+                c,
+                crate::Method::MinMax,
+                String::new(),
+                &|_| None,
+            )
+            .unwrap()
+            .tensors
+        };
+        assert_eq!(table(&bare), table(&full));
     }
 
     #[test]

@@ -221,6 +221,10 @@ pub fn calibrate(
     // The inputs as declared (names, dtypes, fixed dims).
     let declared: Vec<IoSpec> = crate::data_shapes::declared_specs(model);
     let mut collector = RangeCollector::with_bins(options.bins).map_err(VerifyError::usage)?;
+    if matches!(options.method, Method::MinMax) {
+        // Min-max reads the extremes only: no binning pass.
+        collector = collector.without_histograms();
+    }
     // One loaded model per batch shape (the last batch may be smaller).
     let mut loaded: Option<LoadedFor> = None;
     let mut failure: Option<VerifyError> = None;
@@ -240,8 +244,12 @@ pub fn calibrate(
                 for (t, spec) in tensors.iter().zip(&declared) {
                     at.shapes.insert(spec.name.clone(), t.shape().to_vec());
                 }
+                // The reference backend (ONNX Runtime at `disable`) runs the
+                // graph as written: the observed tensors are the model's own,
+                // not those of ORT's layout rewrites, and the session holds
+                // one copy of the weights instead of adding reordered ones.
                 let m = infopt_verify::observe::load_observing(
-                    chosen.backend.as_ref(),
+                    chosen.reference_backend(),
                     model,
                     dir,
                     &at,
@@ -294,7 +302,7 @@ pub fn calibrate(
         seconds: started.elapsed().as_secs_f64(),
         dataset: data.describe(),
         meaningful: data.meaningful(),
-        backend: chosen.info.describe(),
+        backend: chosen.info.at_reference().describe(),
     })
 }
 

@@ -629,7 +629,12 @@ impl OrtBackend {
         &self.options
     }
 
-    fn build_session(&self, bytes: &[u8], model_dir: Option<&Path>) -> ort::Result<Session> {
+    fn build_session(
+        &self,
+        bytes: &[u8],
+        model_dir: Option<&Path>,
+        purpose: SessionPurpose,
+    ) -> ort::Result<Session> {
         let opt_level = if self.options.map_weights {
             OptLevel::Disable
         } else {
@@ -646,6 +651,16 @@ impl OrtBackend {
         }
         if let Some(n) = self.options.intra_threads {
             b = b.with_intra_threads(n)?;
+        }
+        if purpose == SessionPurpose::Observe {
+            // Every intermediate is a graph output here, so a run's outputs
+            // are as large as all its activations together; the CPU arena
+            // would keep their peak reserved (grown in powers of two) for
+            // the session's lifetime, and a memory pattern plans buffers
+            // that observed outputs never use. Plain allocations are freed
+            // as soon as the caller has read a run.
+            b = b.with_memory_pattern(false)?;
+            disable_cpu_arena(&mut b)?;
         }
         if let Some(dir) = model_dir {
             let dir = dir.to_str().ok_or_else(|| {
@@ -691,6 +706,25 @@ impl OrtBackend {
         }
         b.commit_from_memory(bytes)
     }
+}
+
+/// What a session is built for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SessionPurpose {
+    /// Runs the model as a deployment would.
+    Run,
+    /// Hands out every observed intermediate as a graph output.
+    Observe,
+}
+
+/// Turns the CPU memory arena off (the `ort` crate has no builder method for it).
+fn disable_cpu_arena(b: &mut SessionBuilder) -> ort::Result<()> {
+    use ort::AsPointer;
+    let api = ort::api();
+    // SAFETY: documented C API use on a valid session options pointer.
+    let status = unsafe { (api.DisableCpuMemArena)(b.ptr_mut()) };
+    // SAFETY: a status pointer from the API.
+    unsafe { ort::Error::result_from_status(status) }
 }
 
 /// Registers an execution provider by name through the C API, with its options.
@@ -914,28 +948,8 @@ impl Backend for OrtBackend {
         model_dir: Option<&Path>,
         input_shapes: &InputShapes,
     ) -> Result<Box<dyn LoadedModel>> {
-        let session = self
-            .build_session(model_bytes, model_dir)
-            .map_err(|e| load_error(&e))?;
-        let inputs = session
-            .inputs()
-            .iter()
-            .map(|o| io_spec("input", o.name(), o.dtype()))
-            .collect::<Result<Vec<_>>>()?;
-        let outputs = session
-            .outputs()
-            .iter()
-            .map(|o| io_spec("output", o.name(), o.dtype()))
-            .collect::<Result<Vec<_>>>()?;
-        let resolution = resolve_input_shapes(&inputs, input_shapes)?;
-        Ok(Box::new(OrtModel {
-            session: Mutex::new(session),
-            inputs,
-            outputs,
-            resolution,
-            observed: Vec::new(),
-            observed_bytes: Mutex::new(HashMap::new()),
-        }))
+        let model = self.load_for(model_bytes, model_dir, input_shapes, SessionPurpose::Run)?;
+        Ok(Box::new(model))
     }
 
     /// ONNX Runtime hands out graph outputs only: the caller exposes the
@@ -954,15 +968,15 @@ impl Backend for OrtBackend {
                 "ONNX Runtime observes named tensors that the model exposes as graph outputs; name them".into(),
             ));
         };
-        let loaded = self.load(model_bytes, model_dir, input_shapes)?;
-        let (inputs, all_outputs, resolution) = (
-            loaded.inputs().to_vec(),
-            loaded.outputs().to_vec(),
-            loaded.resolution().clone(),
-        );
+        let loaded = self.load_for(
+            model_bytes,
+            model_dir,
+            input_shapes,
+            SessionPurpose::Observe,
+        )?;
         let mut observed = Vec::new();
         let mut outputs = Vec::new();
-        for o in all_outputs {
+        for o in loaded.outputs {
             if names.contains(&o.name) {
                 observed.push(o.name);
             } else {
@@ -971,19 +985,45 @@ impl Backend for OrtBackend {
         }
         // Keep the caller's order (computation order).
         observed.sort_by_key(|n| names.iter().position(|x| x == n));
-        let session = loaded
-            .into_any()
-            .downcast::<OrtModel>()
-            .map_err(|_| RuntimeError::InvalidArgument("unexpected model type".into()))?
-            .session;
         Ok(Box::new(OrtModel {
-            session,
+            outputs,
+            observed,
+            ..loaded
+        }))
+    }
+}
+
+impl OrtBackend {
+    /// A session for `purpose`, with the inputs and outputs it declares.
+    fn load_for(
+        &self,
+        model_bytes: &[u8],
+        model_dir: Option<&Path>,
+        input_shapes: &InputShapes,
+        purpose: SessionPurpose,
+    ) -> Result<OrtModel> {
+        let session = self
+            .build_session(model_bytes, model_dir, purpose)
+            .map_err(|e| load_error(&e))?;
+        let inputs = session
+            .inputs()
+            .iter()
+            .map(|o| io_spec("input", o.name(), o.dtype()))
+            .collect::<Result<Vec<_>>>()?;
+        let outputs = session
+            .outputs()
+            .iter()
+            .map(|o| io_spec("output", o.name(), o.dtype()))
+            .collect::<Result<Vec<_>>>()?;
+        let resolution = resolve_input_shapes(&inputs, input_shapes)?;
+        Ok(OrtModel {
+            session: Mutex::new(session),
             inputs,
             outputs,
             resolution,
-            observed,
+            observed: Vec::new(),
             observed_bytes: Mutex::new(HashMap::new()),
-        }))
+        })
     }
 }
 
@@ -1406,5 +1446,38 @@ mod tests {
         assert_eq!(loc.source, DylibSource::Explicit);
         let loc = find_dylib_in(None, Some(lib.clone().into_os_string()), &[]).unwrap();
         assert_eq!((loc.path, loc.source), (lib, DylibSource::EnvVar));
+    }
+
+    #[test]
+    fn observing_sessions_allocate_outside_the_arena() {
+        // Without the library there is nothing to check (CI has one).
+        let Ok(backend) = OrtBackend::new(OrtOptions::default()) else {
+            assert!(std::env::var_os("CI").is_none(), "CI has ONNX Runtime");
+            return;
+        };
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models/cnn_bn_relu.onnx");
+        let bytes = std::fs::read(&path).expect("fixture");
+        let x = HostTensor::from_vec(vec![1, 3, 32, 32], vec![0.5f32; 3 * 32 * 32])
+            .unwrap()
+            .named("input");
+        let allocator = |purpose| {
+            let m = backend
+                .load_for(&bytes, None, &InputShapes::new(), purpose)
+                .expect("loads");
+            let name = m.outputs[0].name.clone();
+            m.with_run(std::slice::from_ref(&x), &[name.as_str()], |r| {
+                let v = output(r, &name)?;
+                let t = v
+                    .view()
+                    .downcast::<ort::value::DynTensorValueType>()
+                    .map_err(|e| run_error(&e))?;
+                Ok(t.memory_info().allocator_type())
+            })
+            .expect("runs")
+        };
+        use ort::memory::AllocatorType;
+        assert_eq!(allocator(SessionPurpose::Run), AllocatorType::Arena);
+        assert_eq!(allocator(SessionPurpose::Observe), AllocatorType::Device);
     }
 }

@@ -15,6 +15,9 @@ pub const RANGE_MARGIN: f64 = 0.5;
 
 /// Largest finite magnitude of every float tensor `model` computes on the
 /// verification inputs (graph outputs from the verifier's reference run).
+/// The tensors are read where the backend put them, a run's worth at a
+/// time and on every core, with no histogram (the extremes are all this
+/// needs): no host copy of every intermediate of a full-size input.
 pub(super) fn tensor_ranges(v: &Verifier, model: &Model) -> CliResult<HashMap<String, f64>> {
     use infopt_verify::observe::{computed_tensors, load_observing};
     let names: Vec<String> = computed_tensors(model)?
@@ -22,28 +25,19 @@ pub(super) fn tensor_ranges(v: &Verifier, model: &Model) -> CliResult<HashMap<St
         .map(|(n, _, _)| n)
         .collect();
     let observe = infopt_runtime::Observe::Names(names);
+    // The reference backend runs the graph as written (ONNX Runtime at
+    // `disable`), as it ran the original for the expected outputs.
     let loaded = load_observing(
-        v.chosen.backend.as_ref(),
+        v.chosen.reference_backend(),
         model,
         &v.dir,
         &v.shapes,
         &observe,
     )?;
-    let mut out = HashMap::new();
-    let mut record = |t: &infopt_runtime::HostTensor| {
-        if let Some(name) = t.name()
-            && let Some(values) = t.as_slice::<f32>()
-        {
-            let m = values
-                .iter()
-                .filter(|x| x.is_finite())
-                .fold(0f32, |a, x| a.max(x.abs()));
-            out.insert(name.to_string(), f64::from(m));
-        }
-    };
+    let mut extremes = infopt_calibration::RangeCollector::new().without_histograms();
     loaded
-        .run_observed(&v.inputs, &mut |t| {
-            record(t);
+        .run_observed_views(&v.inputs, &mut |views| {
+            extremes.observe_views(views);
             Ok(())
         })
         .map_err(|e| {
@@ -53,9 +47,12 @@ pub(super) fn tensor_ranges(v: &Verifier, model: &Model) -> CliResult<HashMap<St
             )
         })?;
     for t in &v.expected {
-        record(t);
+        extremes.observe_named(t);
     }
-    Ok(out)
+    Ok(extremes
+        .iter()
+        .map(|(name, stats)| (name.to_string(), f64::from(stats.abs_max())))
+        .collect())
 }
 
 /// Nodes the candidate runs in float16 whose float32 outputs or inputs come

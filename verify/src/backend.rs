@@ -81,6 +81,16 @@ pub struct BackendInfo {
 }
 
 impl BackendInfo {
+    /// The backend as the reference runs it: ONNX Runtime at the reference's
+    /// level (what calibration observes the original in); others unchanged.
+    pub fn at_reference(&self) -> BackendInfo {
+        let mut info = self.clone();
+        if let Some(level) = info.reference_opt_level.clone() {
+            info.opt_level = Some(level);
+        }
+        info
+    }
+
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         parts.push(match self.threads {

@@ -10,9 +10,10 @@
 //! - a folder of sub-folders of `.npy` files named after the inputs: one
 //!   sample per sub-folder;
 //! - a folder of `.npy` files, for a model with one input: one sample per file;
-//! - one `.npz` whose arrays share a leading sample axis: sample `i` is item
-//!   `i` of every array (kept as a batch of 1 when the model input has that
-//!   leading dim, dropped otherwise);
+//! - one `.npz` (or `.npy`) whose arrays share a leading sample axis: sample
+//!   `i` is item `i` of every array (kept as a batch of 1 when the model
+//!   input has that leading dim, dropped otherwise), read from the file one
+//!   item at a time (`crate::stacked`);
 //! - seeded random data: only for smoke tests, and said to be meaningless
 //!   for accuracy.
 
@@ -21,6 +22,7 @@ use std::path::{Path, PathBuf};
 use infopt_runtime::{HostTensor, IoSpec, LoadedModel};
 
 use crate::inputs::{fit_inputs, generate, read_inputs};
+use crate::stacked::StackedArrays;
 
 /// One input sample: a tensor per model input, in model input order.
 #[derive(Clone, Debug)]
@@ -86,23 +88,12 @@ pub fn open(path: &Path) -> Result<Box<dyn Dataset>, String> {
             next: 0,
         }));
     }
-    let arrays = read_inputs(path)?;
-    let outer = arrays
-        .iter()
-        .map(|a| a.shape().first().copied())
-        .collect::<Option<Vec<usize>>>()
-        .ok_or_else(|| format!("{shown}: a scalar array cannot hold a sample axis"))?;
-    let count = outer.first().copied().unwrap_or(0);
-    if let Some((a, n)) = arrays.iter().zip(&outer).find(|(_, n)| **n != count) {
-        return Err(format!(
-            "{shown}: array `{}` has {n} samples, others {count}: every array needs the same leading sample axis",
-            a.name().unwrap_or("?")
-        ));
-    }
+    // Read one sample at a time (see `crate::stacked`), never whole.
+    let arrays = StackedArrays::open(path).map_err(|e| format!("{shown}: {e}"))?;
     Ok(Box::new(Stacked {
         path: path.to_path_buf(),
+        count: arrays.count(),
         arrays,
-        count,
         next: 0,
     }))
 }
@@ -168,7 +159,7 @@ impl Dataset for FileSamples {
 
 struct Stacked {
     path: PathBuf,
-    arrays: Vec<HostTensor>,
+    arrays: StackedArrays,
     count: usize,
     next: usize,
 }
@@ -190,18 +181,22 @@ impl Dataset for Stacked {
         let index = self.next;
         self.next += 1;
         let origin = format!("{}[{index}]", self.path.display());
-        let mut items = Vec::with_capacity(self.arrays.len());
-        for a in &self.arrays {
-            let item = a
-                .slice_outer(index, index + 1)
-                .map_err(|e| format!("{origin}: {e}"))?;
-            // Keep the batch axis of 1 when the input has one more dim than
-            // the sample, else drop it.
+        let Some(arrays) = self
+            .arrays
+            .next_item()
+            .map_err(|e| format!("{origin}: {e}"))?
+        else {
+            return Ok(None);
+        };
+        let mut items = Vec::with_capacity(arrays.len());
+        for item in arrays {
+            // Keep the batch axis of 1 when the input has as many dims as
+            // the stacked array, else drop it.
             let want_rank = inputs
                 .iter()
-                .find(|s| Some(s.name.as_str()) == a.name())
+                .find(|s| Some(s.name.as_str()) == item.name())
                 .and_then(|s| s.dims.as_ref().map(Vec::len));
-            let item = if want_rank == Some(a.shape().len() - 1) {
+            let item = if want_rank == Some(item.shape().len() - 1) {
                 let shape = item.shape()[1..].to_vec();
                 HostTensor::new(item.name().map(str::to_string), shape, item.into_data())
                     .map_err(|e| format!("{origin}: {e}"))?

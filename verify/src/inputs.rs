@@ -343,83 +343,127 @@ pub fn decode_npy(name: &str, bytes: &[u8]) -> Result<HostTensor, String> {
     use ndarray_npy::npy::header::Header;
     let mut reader = bytes;
     let header = Header::from_reader(&mut reader).map_err(|e| format!("bad .npy header: {e}"))?;
-    if header.layout.is_fortran() && header.shape.iter().filter(|&&d| d > 1).count() > 1 {
-        return Err(
-            "Fortran-ordered arrays are not supported; save np.ascontiguousarray(a)".into(),
-        );
-    }
-    let descr = header
-        .type_descriptor
-        .as_string()
-        .ok_or_else(|| format!("unsupported dtype {}", header.type_descriptor))?
-        .clone();
-    let (order, code) = descr.split_at(1.min(descr.len()));
-    let (order, code) = if matches!(order, "<" | ">" | "|" | "=") {
-        (order, code)
-    } else {
-        ("=", descr.as_str())
-    };
-    let big = order == ">";
-    let n = header
-        .shape
-        .iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .ok_or("the shape overflows")?;
-    let data = reader;
-    macro_rules! num {
-        ($t:ty, $variant:ident) => {{
-            const W: usize = std::mem::size_of::<$t>();
-            if data.len() != n * W {
+    NpyLayout::of(&header)?.decode(name, header.shape.clone(), reader)
+}
+
+/// How the elements of an `.npy` array are stored: dtype code, byte order
+/// and width (checked to be one infopt reads, C order).
+#[derive(Clone, Debug)]
+pub(crate) struct NpyLayout {
+    /// The descriptor as written (`<f4`), for messages.
+    descr: String,
+    /// The type code without byte order (`f4`).
+    code: String,
+    big_endian: bool,
+    /// Bytes per element.
+    width: usize,
+}
+
+impl NpyLayout {
+    pub(crate) fn of(header: &ndarray_npy::npy::header::Header) -> Result<NpyLayout, String> {
+        if header.layout.is_fortran() && header.shape.iter().filter(|&&d| d > 1).count() > 1 {
+            return Err(
+                "Fortran-ordered arrays are not supported; save np.ascontiguousarray(a)".into(),
+            );
+        }
+        let descr = header
+            .type_descriptor
+            .as_string()
+            .ok_or_else(|| format!("unsupported dtype {}", header.type_descriptor))?
+            .clone();
+        let (order, code) = descr.split_at(1.min(descr.len()));
+        let (order, code) = if matches!(order, "<" | ">" | "|" | "=") {
+            (order, code)
+        } else {
+            ("=", descr.as_str())
+        };
+        let width = match code {
+            "f8" | "i8" | "u8" => 8,
+            "f4" | "i4" | "u4" => 4,
+            "f2" | "e" | "i2" | "u2" => 2,
+            "i1" | "b" | "u1" | "B" | "b1" | "?" => 1,
+            _ => {
                 return Err(format!(
-                    "shape {:?} of {descr} needs {} data bytes, the file has {}",
-                    header.shape,
-                    n * W,
-                    data.len()
+                    "unsupported dtype {descr} (supported: float16/32/64, int8-64, uint8-64, bool)"
                 ));
             }
-            TensorData::$variant(
-                data.chunks_exact(W)
-                    .map(|c| {
-                        let a: [u8; W] = c.try_into().unwrap();
-                        if big {
-                            <$t>::from_be_bytes(a)
-                        } else {
-                            <$t>::from_le_bytes(a)
-                        }
-                    })
-                    .collect(),
-            )
-        }};
+        };
+        Ok(NpyLayout {
+            big_endian: order == ">",
+            code: code.to_string(),
+            descr,
+            width,
+        })
     }
-    let data = match code {
-        "f4" => num!(f32, F32),
-        "f8" => num!(f64, F64),
-        "f2" | "e" => num!(f16, F16),
-        "i1" | "b" => num!(i8, I8),
-        "i2" => num!(i16, I16),
-        "i4" => num!(i32, I32),
-        "i8" => num!(i64, I64),
-        "u1" | "B" => num!(u8, U8),
-        "u2" => num!(u16, U16),
-        "u4" => num!(u32, U32),
-        "u8" => num!(u64, U64),
-        "b1" | "?" => {
-            if data.len() != n {
-                return Err(format!(
-                    "shape {:?} of bool needs {n} data bytes, the file has {}",
-                    header.shape,
-                    data.len()
-                ));
+
+    /// Bytes per element.
+    pub(crate) fn width(&self) -> usize {
+        self.width
+    }
+
+    /// The tensor of `shape` whose elements are `data`.
+    pub(crate) fn decode(
+        &self,
+        name: &str,
+        shape: Vec<usize>,
+        data: &[u8],
+    ) -> Result<HostTensor, String> {
+        let (descr, big) = (&self.descr, self.big_endian);
+        let n = shape
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d))
+            .ok_or("the shape overflows")?;
+        macro_rules! num {
+            ($t:ty, $variant:ident) => {{
+                const W: usize = std::mem::size_of::<$t>();
+                if data.len() != n * W {
+                    return Err(format!(
+                        "shape {:?} of {descr} needs {} data bytes, the file has {}",
+                        shape,
+                        n * W,
+                        data.len()
+                    ));
+                }
+                TensorData::$variant(
+                    data.chunks_exact(W)
+                        .map(|c| {
+                            let mut a = [0u8; W];
+                            a.copy_from_slice(c);
+                            if big {
+                                <$t>::from_be_bytes(a)
+                            } else {
+                                <$t>::from_le_bytes(a)
+                            }
+                        })
+                        .collect(),
+                )
+            }};
+        }
+        let data = match self.code.as_str() {
+            "f4" => num!(f32, F32),
+            "f8" => num!(f64, F64),
+            "f2" | "e" => num!(f16, F16),
+            "i1" | "b" => num!(i8, I8),
+            "i2" => num!(i16, I16),
+            "i4" => num!(i32, I32),
+            "i8" => num!(i64, I64),
+            "u1" | "B" => num!(u8, U8),
+            "u2" => num!(u16, U16),
+            "u4" => num!(u32, U32),
+            "u8" => num!(u64, U64),
+            _ => {
+                if data.len() != n {
+                    return Err(format!(
+                        "shape {:?} of bool needs {n} data bytes, the file has {}",
+                        shape,
+                        data.len()
+                    ));
+                }
+                TensorData::Bool(data.iter().map(|&b| b != 0).collect())
             }
-            TensorData::Bool(data.iter().map(|&b| b != 0).collect())
-        }
-        _ => {
-            return Err(format!(
-                "unsupported dtype {descr} (supported: float16/32/64, int8-64, uint8-64, bool)"
-            ));
-        }
-    };
-    HostTensor::new(Some(name.to_string()), header.shape.clone(), data).map_err(|e| e.to_string())
+        };
+        HostTensor::new(Some(name.to_string()), shape, data).map_err(|e| e.to_string())
+    }
 }
 
 /// Integer elements widened exactly, `None` for float and bool data.

@@ -19,6 +19,7 @@ pub mod relations;
 pub mod sensitivity;
 pub mod shapes;
 pub mod size_hints;
+pub mod stacked;
 pub mod timing;
 pub mod value_hints;
 pub mod verifier;
