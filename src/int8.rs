@@ -110,9 +110,15 @@ fn append_run(into: &mut PipelineRun, more: PipelineRun) {
     }
 }
 
-/// Lowest cosine over the held-out outputs.
+/// What is held to the cosine target: every output, and every part of an
+/// output judged on its own (a detector's scores beside its boxes).
+fn judged(h: &HeldOut) -> impl Iterator<Item = &infopt_runtime::OutputAgreement> {
+    h.outputs.iter().chain(h.parts.iter().map(|p| &p.agreement))
+}
+
+/// Lowest cosine over the held-out outputs and their parts.
 fn min_cosine(h: &HeldOut) -> f64 {
-    h.outputs.iter().map(|o| o.cosine).fold(1.0, f64::min)
+    judged(h).map(|o| o.cosine).fold(1.0, f64::min)
 }
 
 /// The accuracy target.
@@ -145,7 +151,7 @@ fn top1_judged(h: &HeldOut, name: &str) -> Option<f64> {
 /// What misses the goal: `output (cosine 0.95 < 0.99)`, ...; empty when met.
 fn misses(h: &HeldOut, goal: Goal) -> Vec<String> {
     let mut out = Vec::new();
-    for o in &h.outputs {
+    for o in judged(h) {
         let cosine_ok = o.cosine >= goal.cosine; // false for NaN
         if !cosine_ok {
             out.push(format!(
@@ -177,7 +183,7 @@ fn score(h: &HeldOut, goal: Goal) -> f64 {
         }
     };
     let mut m = f64::INFINITY;
-    for o in &h.outputs {
+    for o in judged(h) {
         m = worst(m, o.cosine - goal.cosine);
         if let Some(t) = top1_judged(h, &o.name) {
             m = worst(m, t - goal.top1);
@@ -334,7 +340,12 @@ pub fn judged_on_data(v: &mut infopt_verify::Verification, q: &Int8Report) {
     v.outputs = h.outputs.clone();
     for o in &mut v.outputs {
         let top1_ok = top1_judged(h, &o.name).is_none_or(|t| t >= goal.top1);
-        o.within_tolerance = o.cosine >= goal.cosine && top1_ok;
+        let parts_ok = h
+            .parts
+            .iter()
+            .filter(|p| p.output == o.name)
+            .all(|p| p.agreement.cosine >= goal.cosine);
+        o.within_tolerance = o.cosine >= goal.cosine && top1_ok && parts_ok;
     }
     v.passed = q.target_met && v.outputs.iter().all(|o| o.within_tolerance);
 }
@@ -779,6 +790,7 @@ mod tests {
             outputs: outputs.iter().map(|(n, c)| agreement(n, *c)).collect(),
             top1_agreement: top1.iter().map(|(n, t)| (n.to_string(), *t)).collect(),
             top1_expected: BTreeMap::new(),
+            parts: Vec::new(),
         }
     }
 

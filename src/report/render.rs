@@ -339,6 +339,15 @@ pub fn render(r: &Report, markdown: bool) -> String {
                     format!("{:.1}", o.snr_db),
                 ]);
             }
+            for p in &h.parts {
+                t.add_row(vec![
+                    p.agreement.name.clone(),
+                    format!("{:.6}", p.agreement.cosine),
+                    "-".into(),
+                    "-".into(),
+                    format!("{:.1}", p.agreement.snr_db),
+                ]);
+            }
             let on = if h.on_calibration_samples {
                 format!(
                     "{} calibration sample(s): there were no held-out samples, so this is how the model fits the data it was calibrated on",
@@ -358,6 +367,24 @@ pub fn render(r: &Report, markdown: bool) -> String {
                 _ => String::new(),
             };
             let _ = writeln!(s, "accuracy against the float model on {on}{target}:\n{t}");
+            for p in &h.parts {
+                let how = match p.part.kind {
+                    infopt_verify::parts::PartKind::Scores => format!(
+                        "scores in [0, 1], judged on the {} of {} positions where either model scores above {}",
+                        p.positions,
+                        p.elements,
+                        infopt_verify::parts::ACTIVE_FRACTION
+                    ),
+                    infopt_verify::parts::PartKind::Values => {
+                        format!("judged over its {} elements", p.elements)
+                    }
+                };
+                let _ = writeln!(
+                    s,
+                    "int8: {} judged on its own against the target: {how}",
+                    p.agreement.name
+                );
+            }
         }
         if !q.worst_layers.is_empty() {
             let mut t = table(markdown, &["layer (lowest SNR)", "op", "SNR dB", "cosine"]);

@@ -10,6 +10,7 @@ use infopt_runtime::compare::{self, Tolerance};
 use infopt_runtime::{HostTensor, InputShapes, LoadedModel, OutputAgreement};
 
 use crate::backend::ChosenBackend;
+use crate::parts::{self, ACTIVE_FRACTION, Part, PartKind};
 use crate::dataset::Dataset;
 use crate::error::{ErrorKind, Result, VerifyError};
 
@@ -40,6 +41,10 @@ pub struct HeldOut {
     /// estimate where the count of rows that changed class is all or
     /// nothing on a few samples whose classes are clear.
     pub top1_expected: BTreeMap<String, f64>,
+    /// Outputs that hold different quantities side by side (a detector's
+    /// boxes and scores), and maps of scores, judged part by part (see
+    /// [`crate::parts`]); each part is held to the output's target.
+    pub parts: Vec<PartAgreement>,
 }
 
 /// How much larger than on the judged samples the error of a model is taken
@@ -189,6 +194,82 @@ pub fn classifier_outputs(model: &Model) -> Vec<String> {
         .collect()
 }
 
+/// Sums of one comparison: `a` the candidate's values, `b` the original's.
+#[derive(Default, Clone)]
+struct Sums {
+    dot: f64,
+    na: f64,
+    nb: f64,
+    noise: f64,
+    elements: usize,
+}
+
+impl Sums {
+    fn add(&mut self, x: f64, y: f64) {
+        self.elements += 1;
+        if x.is_finite() && y.is_finite() {
+            self.dot += x * y;
+            self.na += x * x;
+            self.nb += y * y;
+            self.noise += (x - y) * (x - y);
+        }
+    }
+
+    fn cosine(&self) -> f64 {
+        if self.na == 0.0 && self.nb == 0.0 {
+            1.0
+        } else if self.na == 0.0 || self.nb == 0.0 {
+            0.0
+        } else {
+            (self.dot / (self.na.sqrt() * self.nb.sqrt())).clamp(-1.0, 1.0)
+        }
+    }
+
+    fn snr_db(&self) -> f64 {
+        if self.noise == 0.0 {
+            f64::INFINITY
+        } else {
+            10.0 * (self.nb / self.noise).log10()
+        }
+    }
+}
+
+/// An empty agreement named `name`, for figures filled in here.
+fn agreement_named(name: &str) -> OutputAgreement {
+    compare::compare_values(
+        name,
+        &[],
+        &[],
+        Tolerance {
+            atol: 0.0,
+            rtol: 0.0,
+        },
+    )
+}
+
+/// One part of an output (see [`crate::parts`]) judged on its own.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PartAgreement {
+    /// The output it is part of.
+    pub output: String,
+    pub part: Part,
+    /// Its figures, named like `output0[:, 4:22, :] (scores)`; for scores,
+    /// over the positions judged only.
+    pub agreement: OutputAgreement,
+    /// Elements judged: every element of a part of values; for scores, the
+    /// positions where either model scores above [`ACTIVE_FRACTION`].
+    pub positions: usize,
+    /// Elements of the part.
+    pub elements: usize,
+}
+
+/// A part and its sums so far.
+struct RunningPart {
+    part: Part,
+    sums: Sums,
+    elements: usize,
+}
+
 /// One output's agreement accumulated sample by sample, so that the
 /// outputs of many samples never sit in memory together; the same figures
 /// as [`compare::compare_values`] over the concatenation.
@@ -197,24 +278,24 @@ struct Running {
     max_abs: f64,
     max_rel: f64,
     scale: f64,
-    dot: f64,
-    na: f64,
-    nb: f64,
-    noise: f64,
+    sums: Sums,
     nan_mismatches: usize,
-    elements: usize,
     shape_issue: Option<String>,
     rows: usize,
     rows_agreeing: usize,
     /// The first rows' margins and errors (see [`margin_and_error`]).
     margins: Vec<f32>,
     errors: Vec<f32>,
+    /// The parts judged on their own, found on the first sample (None
+    /// before it).
+    parts: Option<Vec<RunningPart>>,
 }
 
 impl Running {
-    /// `a` the candidate's values, `b` the original's, `classes` the
-    /// length of the last axis when top-1 agreement is wanted.
-    fn add(&mut self, a: &[f64], b: &[f64], classes: Option<usize>) {
+    /// `a` the candidate's values, `b` the original's, of `shape`;
+    /// `classes` the length of the last axis when top-1 agreement is wanted
+    /// (a classifier output, which is not judged as a map of scores).
+    fn add(&mut self, a: &[f64], b: &[f64], shape: &[usize], classes: Option<usize>) {
         if a.len() != b.len() {
             self.shape_issue = Some(format!("{} elements against {}", a.len(), b.len()));
             return;
@@ -232,13 +313,30 @@ impl Running {
         self.max_rel = self.max_rel.max(one.max_rel);
         self.scale = self.scale.max(one.scale);
         self.nan_mismatches += one.nan_mismatches;
-        self.elements += one.elements;
         for (&x, &y) in a.iter().zip(b) {
-            if x.is_finite() && y.is_finite() {
-                self.dot += x * y;
-                self.na += x * x;
-                self.nb += y * y;
-                self.noise += (x - y) * (x - y);
+            self.sums.add(x, y);
+        }
+        let parts = self.parts.get_or_insert_with(|| {
+            parts::find_parts(shape, b, classes.is_none())
+                .into_iter()
+                .map(|part| RunningPart {
+                    part,
+                    sums: Sums::default(),
+                    elements: 0,
+                })
+                .collect()
+        });
+        if shape.iter().product::<usize>() == b.len() {
+            for p in parts.iter_mut() {
+                let scores = p.part.kind == PartKind::Scores;
+                p.part.for_each_run(shape, |r| {
+                    for (&x, &y) in a[r.clone()].iter().zip(&b[r]) {
+                        p.elements += 1;
+                        if !scores || x.max(y) > ACTIVE_FRACTION {
+                            p.sums.add(x, y);
+                        }
+                    }
+                });
             }
         }
         if let Some(c) = classes.filter(|&c| c >= 2 && a.len().is_multiple_of(c)) {
@@ -255,37 +353,47 @@ impl Running {
     }
 
     fn finish(&self, name: &str) -> OutputAgreement {
-        let mut o = compare::compare_values(
-            name,
-            &[],
-            &[],
-            Tolerance {
-                atol: 0.0,
-                rtol: 0.0,
-            },
-        );
+        let mut o = agreement_named(name);
         o.max_abs = self.max_abs;
         o.max_rel = self.max_rel;
         o.scale = self.scale;
         o.nan_mismatches = self.nan_mismatches;
         o.mismatches = self.nan_mismatches;
-        o.elements = self.elements;
-        o.cosine = if self.na == 0.0 && self.nb == 0.0 {
-            1.0
-        } else if self.na == 0.0 || self.nb == 0.0 {
-            0.0
-        } else {
-            (self.dot / (self.na.sqrt() * self.nb.sqrt())).clamp(-1.0, 1.0)
-        };
-        o.snr_db = if self.noise == 0.0 {
-            f64::INFINITY
-        } else {
-            10.0 * (self.nb / self.noise).log10()
-        };
+        o.elements = self.sums.elements;
+        o.cosine = self.sums.cosine();
+        o.snr_db = self.sums.snr_db();
         if self.shape_issue.is_some() || self.nan_mismatches > 0 {
             o.cosine = o.cosine.min(0.0);
         }
         o
+    }
+
+    /// The parts' agreements; `rank` the output's rank, for their labels.
+    fn finish_parts(&self, name: &str, rank: usize) -> Vec<PartAgreement> {
+        let Some(parts) = &self.parts else {
+            return Vec::new();
+        };
+        parts
+            .iter()
+            .map(|p| {
+                let mut o = agreement_named(&p.part.label(name, rank));
+                o.elements = p.sums.elements;
+                o.cosine = p.sums.cosine();
+                o.snr_db = p.sums.snr_db();
+                o.scale = self.scale;
+                o.nan_mismatches = self.nan_mismatches;
+                if self.shape_issue.is_some() || self.nan_mismatches > 0 {
+                    o.cosine = o.cosine.min(0.0);
+                }
+                PartAgreement {
+                    output: name.to_string(),
+                    part: p.part.clone(),
+                    agreement: o,
+                    positions: p.sums.elements,
+                    elements: p.elements,
+                }
+            })
+            .collect()
     }
 }
 
@@ -345,6 +453,7 @@ pub fn held_out(
         skipped += 1;
     }
     let mut names: Vec<String> = Vec::new();
+    let mut ranks: Vec<usize> = Vec::new();
     let mut running: Vec<Running> = Vec::new();
     let mut samples = 0;
     while samples < limit {
@@ -373,6 +482,7 @@ pub fn held_out(
                 .iter()
                 .map(|t| t.name().unwrap_or("").to_string())
                 .collect();
+            ranks = expected.iter().map(|t| t.shape().len()).collect();
             running = (0..expected.len()).map(|_| Running::default()).collect();
         }
         for ((e, o), r) in expected.iter().zip(&actual).zip(running.iter_mut()) {
@@ -382,7 +492,7 @@ pub fn held_out(
                 .any(|c| c == name)
                 .then(|| e.shape().last().copied())
                 .flatten();
-            r.add(&o.to_f64_vec(), &e.to_f64_vec(), classes);
+            r.add(&o.to_f64_vec(), &e.to_f64_vec(), e.shape(), classes);
         }
         samples += 1;
     }
@@ -406,6 +516,12 @@ pub fn held_out(
         .zip(&running)
         .map(|(n, r)| r.finish(n))
         .collect();
+    let parts = names
+        .iter()
+        .zip(&ranks)
+        .zip(&running)
+        .flat_map(|((n, &rank), r)| r.finish_parts(n, rank))
+        .collect();
     Ok(HeldOut {
         skipped,
         samples,
@@ -415,6 +531,7 @@ pub fn held_out(
         outputs,
         top1_agreement,
         top1_expected,
+        parts,
     })
 }
 

@@ -12,6 +12,7 @@ pub mod index_bounds;
 pub mod inputs;
 pub mod intermediates;
 pub mod memory;
+pub mod parts;
 pub mod observe;
 pub mod relations;
 pub mod sensitivity;
