@@ -261,6 +261,23 @@ pub struct PartAgreement {
     pub positions: usize,
     /// Elements of the part.
     pub elements: usize,
+    /// For scores: how much of the score above any threshold the two
+    /// models share, `1 - Σ|a - b| / Σ max(a, b)` over the positions judged
+    /// (the IoU of the maps thresholded at t, pooled over every t in
+    /// [0, 1]: a detection or a text pixel is a score above a threshold,
+    /// and a score that moves by `d` changes the decision at `d` of the
+    /// thresholds). Held to the top-1 target, as the fraction of decisions
+    /// kept. None for values.
+    pub score_agreement: Option<f64>,
+    /// The same with the candidate's error doubled (see
+    /// [`UNSEEN_ERROR_FACTOR`]): what to expect on samples the ranges were
+    /// not fitted to, judged when the samples are the calibration ones.
+    pub score_agreement_expected: Option<f64>,
+}
+
+/// `1 - Σ|a - b| / Σ max(a, b)` from its sums (1 when nothing scored).
+fn shared_score(diff: f64, max: f64) -> f64 {
+    if max > 0.0 { 1.0 - diff / max } else { 1.0 }
 }
 
 /// A part and its sums so far.
@@ -268,6 +285,12 @@ struct RunningPart {
     part: Part,
     sums: Sums,
     elements: usize,
+    /// Scores: Σ|a - b| and Σ max(a, b) over the positions judged, and the
+    /// same with the error doubled.
+    diff: f64,
+    max: f64,
+    diff_unseen: f64,
+    max_unseen: f64,
 }
 
 /// One output's agreement accumulated sample by sample, so that the
@@ -323,6 +346,10 @@ impl Running {
                     part,
                     sums: Sums::default(),
                     elements: 0,
+                    diff: 0.0,
+                    max: 0.0,
+                    diff_unseen: 0.0,
+                    max_unseen: 0.0,
                 })
                 .collect()
         });
@@ -332,8 +359,26 @@ impl Running {
                 p.part.for_each_run(shape, |r| {
                     for (&x, &y) in a[r.clone()].iter().zip(&b[r]) {
                         p.elements += 1;
-                        if !scores || x.max(y) > ACTIVE_FRACTION {
+                        if !scores {
                             p.sums.add(x, y);
+                        } else if x.max(y) > ACTIVE_FRACTION || x.is_nan() {
+                            p.sums.add(x, y);
+                            // A NaN score shares nothing.
+                            let (d, m) = if x.is_finite() {
+                                ((x - y).abs(), x.max(y))
+                            } else {
+                                (y.abs().max(1.0), y.abs().max(1.0))
+                            };
+                            p.diff += d;
+                            p.max += m;
+                            let unseen = (y + UNSEEN_ERROR_FACTOR * (x - y)).clamp(0.0, 1.0);
+                            let (d, m) = if x.is_finite() {
+                                ((unseen - y).abs(), unseen.max(y))
+                            } else {
+                                (y.abs().max(1.0), y.abs().max(1.0))
+                            };
+                            p.diff_unseen += d;
+                            p.max_unseen += m;
                         }
                     }
                 });
@@ -385,12 +430,16 @@ impl Running {
                 if self.shape_issue.is_some() || self.nan_mismatches > 0 {
                     o.cosine = o.cosine.min(0.0);
                 }
+                let scores = p.part.kind == PartKind::Scores;
                 PartAgreement {
                     output: name.to_string(),
                     part: p.part.clone(),
                     agreement: o,
                     positions: p.sums.elements,
                     elements: p.elements,
+                    score_agreement: scores.then(|| shared_score(p.diff, p.max)),
+                    score_agreement_expected: scores
+                        .then(|| shared_score(p.diff_unseen, p.max_unseen)),
                 }
             })
             .collect()
@@ -554,6 +603,36 @@ mod tests {
                 .1
                 .is_infinite()
         );
+    }
+
+    #[test]
+    fn scores_are_judged_on_the_positions_that_score_and_by_what_they_share() {
+        // [1, 3, 2]: a box row in pixels, two score rows. The candidate's
+        // boxes are exact; one score moves from 0.6 to 0.4, and a near-zero
+        // score moves by 0.02, which is not a position judged.
+        let shape = [1, 3, 2];
+        let b = [100.0, 200.0, 0.6, 0.01, 0.9, 0.0];
+        let a = [100.0, 200.0, 0.4, 0.03, 0.9, 0.0];
+        let mut r = Running::default();
+        r.add(&a, &b, &shape, None);
+        let whole = r.finish("y");
+        assert!(whole.cosine > 0.99999, "{}", whole.cosine);
+        let parts = r.finish_parts("y", 3);
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[0].agreement.name, "y[:, 0:1, :] (values)");
+        assert_eq!(parts[0].agreement.cosine, 1.0);
+        assert_eq!(parts[0].score_agreement, None);
+        let s = &parts[1];
+        assert_eq!(s.agreement.name, "y[:, 1:3, :] (scores)");
+        assert_eq!((s.positions, s.elements), (2, 4));
+        // Σ|a-b| = 0.2 over Σmax = 0.6 + 0.9.
+        let shared = s.score_agreement.unwrap();
+        assert!((shared - (1.0 - 0.2 / 1.5)).abs() < 1e-12, "{shared}");
+        // Doubled, the 0.6 falls to 0.2: Σ|a-b| = 0.4 over 1.5.
+        let unseen = s.score_agreement_expected.unwrap();
+        assert!((unseen - (1.0 - 0.4 / 1.5)).abs() < 1e-12, "{unseen}");
+        // The cosine of the scores judged sees the error the whole hides.
+        assert!(s.agreement.cosine < 0.99, "{}", s.agreement.cosine);
     }
 
     #[test]
