@@ -147,9 +147,13 @@ fn runs(class: &[bool]) -> Vec<(usize, usize, bool)> {
     out
 }
 
-/// Scores next to other quantities along `axis`.
+/// Scores next to other quantities along `axis` (not a long axis: see
+/// [`MAX_FIELDS`]).
 fn bounded_split(s: &SliceStats) -> Option<Vec<Part>> {
     let n = s.min.len();
+    if n > MAX_FIELDS {
+        return None;
+    }
     let bounded: Vec<bool> = (0..n).map(|i| s.bounded(i)).collect();
     let r = runs(&bounded);
     if r.len() < 2 || r.len() > MAX_PARTS {
@@ -328,6 +332,12 @@ mod tests {
         let mut seen = Vec::new();
         parts[1].for_each_run(&shape, |r| seen.push(r));
         assert_eq!(seen, vec![200..350]);
+        // Along a long axis (positions, not fields) nothing splits.
+        let n = MAX_FIELDS + 1;
+        let v: Vec<f64> = (0..2 * n)
+            .map(|e| if e < n { 0.5 } else { 300.0 })
+            .collect();
+        assert!(find_parts(&[1, n, 2], &v, true).is_empty());
     }
 
     #[test]
