@@ -370,14 +370,9 @@ pub fn judged_on_data(v: &mut infopt_verify::Verification, q: &Int8Report) {
     v.outputs = h.outputs.clone();
     for o in &mut v.outputs {
         let top1_ok = top1_judged(h, &o.name).is_none_or(|t| t >= goal.top1);
-        let parts_ok = h
-            .parts
-            .iter()
-            .filter(|p| p.output == o.name)
-            .all(|p| {
-                p.agreement.cosine >= goal.cosine
-                    && scores_judged(h, p).is_none_or(|t| t >= goal.top1)
-            });
+        let parts_ok = h.parts.iter().filter(|p| p.output == o.name).all(|p| {
+            p.agreement.cosine >= goal.cosine && scores_judged(h, p).is_none_or(|t| t >= goal.top1)
+        });
         o.within_tolerance = o.cosine >= goal.cosine && top1_ok && parts_ok;
     }
     v.passed = q.target_met && v.outputs.iter().all(|o| o.within_tolerance);

@@ -322,7 +322,13 @@ pub fn render(r: &Report, markdown: bool) -> String {
         if let Some(h) = &q.held_out {
             let mut t = table(
                 markdown,
-                &["output", "cosine", "top-1 / score agreement", "max abs", "SNR dB"],
+                &[
+                    "output",
+                    "cosine",
+                    "top-1 / score agreement",
+                    "max abs",
+                    "SNR dB",
+                ],
             );
             for o in &h.outputs {
                 t.add_row(vec![

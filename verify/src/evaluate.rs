@@ -10,9 +10,9 @@ use infopt_runtime::compare::{self, Tolerance};
 use infopt_runtime::{HostTensor, InputShapes, LoadedModel, OutputAgreement};
 
 use crate::backend::ChosenBackend;
-use crate::parts::{self, ACTIVE_FRACTION, Part, PartKind};
 use crate::dataset::Dataset;
 use crate::error::{ErrorKind, Result, VerifyError};
+use crate::parts::{self, ACTIVE_FRACTION, Part, PartKind};
 
 /// The shape of every input of one sample.
 type SampleShapes = Vec<Vec<usize>>;

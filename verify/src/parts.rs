@@ -167,9 +167,8 @@ fn bounded_split(s: &SliceStats) -> Option<Vec<Part>> {
         return None;
     }
     // Zeros (a ReLU's dead channels) are not scores.
-    let silent = |&(start, end, b): &(usize, usize, bool)| {
-        b && (start..end).all(|i| s.max[i] <= SILENT)
-    };
+    let silent =
+        |&(start, end, b): &(usize, usize, bool)| b && (start..end).all(|i| s.max[i] <= SILENT);
     if r.iter().any(silent) {
         return None;
     }
@@ -219,9 +218,8 @@ fn scale_split(s: &SliceStats) -> Option<Vec<Part>> {
     if r.len() < 2 || r.len() > MAX_PARTS {
         return None;
     }
-    let silent = |&(start, end, _): &(usize, usize, bool)| {
-        (start..end).all(|i| scales[i] <= top * SILENT)
-    };
+    let silent =
+        |&(start, end, _): &(usize, usize, bool)| (start..end).all(|i| scales[i] <= top * SILENT);
     if r.iter().any(silent) {
         return None;
     }
@@ -357,7 +355,10 @@ mod tests {
         ];
         let parts = find_parts(&shape, &v, true);
         assert_eq!(parts.len(), 2, "{parts:?}");
-        assert_eq!((parts[0].axis, parts[0].start, parts[0].end), (Some(0), 0, 2));
+        assert_eq!(
+            (parts[0].axis, parts[0].start, parts[0].end),
+            (Some(0), 0, 2)
+        );
         assert_eq!(parts[1].kind, PartKind::Values);
         // Channels whose scales alternate are one feature map, however far
         // apart: more than MAX_PARTS runs.
