@@ -339,8 +339,14 @@ impl Running {
         for (&x, &y) in a.iter().zip(b) {
             self.sums.add(x, y);
         }
+        // A classifier's class scores are one quantity, judged by top-1
+        // agreement (random logits put a class in [0, 1] by chance).
         let parts = self.parts.get_or_insert_with(|| {
-            parts::find_parts(shape, b, classes.is_none())
+            let found = match classes {
+                Some(_) => Vec::new(),
+                None => parts::find_parts(shape, b, true),
+            };
+            found
                 .into_iter()
                 .map(|part| RunningPart {
                     part,
