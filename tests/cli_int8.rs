@@ -384,3 +384,66 @@ fn the_logits_a_softmax_reads_stay_float_under_auto() {
         "no INT8 weight"
     );
 }
+
+#[test]
+fn a_detector_output_is_judged_part_by_part_and_its_scores_are_kept() {
+    // detector_head's output concatenates 4 box rows (hundreds of pixels)
+    // and 3 sigmoid scores. One INT8 scale for the head Conv's output
+    // leaves the class logits a few steps, which destroys the scores, while
+    // the cosine of the whole output (the boxes') stays near 1: judged
+    // whole, this model exited 0 as it was. The onnxruntime target
+    // quantizes the Conv's output (QLinearConv), as the command is typed.
+    if !ort_available() {
+        eprintln!("skipped: ONNX Runtime is not available");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q.onnx");
+    let (o, r) = run_json(&[
+        "optimize",
+        s(&fixture("detector_head.onnx")),
+        "-o",
+        s(&out),
+        "--target",
+        "onnxruntime",
+        "--int8",
+        "--calib-data",
+        "random:16",
+        "--calib-samples",
+        "8",
+        "--held-out",
+        "8",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let log = stderr(&o);
+    // The first judgement missed on the scores alone.
+    assert!(
+        log.contains("output0[:, 4:7, :] (scores) (cosine") && !log.contains("output0 (cosine"),
+        "{log}"
+    );
+    let h = &r["int8"]["held_out"];
+    let parts = h["parts"].as_array().unwrap();
+    let labels: Vec<&str> = parts
+        .iter()
+        .map(|p| p["agreement"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        labels,
+        ["output0[:, 0:4, :] (values)", "output0[:, 4:7, :] (scores)"]
+    );
+    assert_eq!(parts[1]["part"]["kind"], "scores");
+    assert_eq!(parts[1]["elements"], 8 * 3 * 64);
+    for p in parts {
+        let c = p["agreement"]["cosine"].as_f64().unwrap();
+        assert!(c >= 0.99, "{p}");
+    }
+    // The head Conv, whose output scale the boxes set, stays float.
+    let kept: Vec<&str> = r["int8"]["kept_float"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["layer"].as_str().unwrap())
+        .collect();
+    assert!(kept.contains(&"head"), "{kept:?}");
+}

@@ -1006,6 +1006,30 @@ fn tensorrt_concat_conv_transpose_and_two_activation_matmul() {
 }
 
 #[test]
+fn tensorrt_concat_of_far_apart_ranges_stays_float() {
+    // A detector's boxes (hundreds) concatenated with its scores (0..1):
+    // one shared scale would round every score to 0, so the Concat's inputs
+    // get no Q/DQ and the step says why.
+    let fp32 = concat_net();
+    let mut amax = minmax_ranges(&fp32, &[1, 2, 3]);
+    let big = amax.get("convtranspose_1_out").unwrap();
+    amax.insert("mul_3_out", big / 100.0);
+    let mut m = fp32.clone();
+    let run = quantize_with(&mut m, Target::Tensorrt, "", Some(amax)).unwrap();
+    let g = &m.graph;
+    assert_eq!(reads(g, "concat_4", 0), "convtranspose_1_out");
+    assert_eq!(reads(g, "concat_4", 1), "mul_3_out");
+    let why: Vec<&str> = run.declined.iter().map(|d| d.reason.as_str()).collect();
+    assert!(
+        why.iter()
+            .any(|r| r.starts_with("its inputs' ranges are 100x apart")),
+        "{why:?}"
+    );
+    // The Concat's output still feeds the quantized Conv.
+    assert_eq!(reads(g, "conv_5", 0), "concat_4_out_dq");
+}
+
+#[test]
 fn integer_tensors_are_never_quantized_even_with_a_range() {
     let mut b = GraphBuilder::new();
     let a = b.input("a", DataType::Int32, dims(&["2", "2"]));

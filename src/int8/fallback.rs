@@ -75,10 +75,12 @@ struct Harm {
     cosine: f64,
 }
 
-/// `Σ 10^(-SNR/10)` over the outputs (infinite for a NaN).
+/// `Σ 10^(-SNR/10)` over the outputs and their parts judged on their own
+/// (a detector's scores weigh as much as its boxes; infinite for a NaN).
 fn relative_noise(h: &HeldOut) -> f64 {
     h.outputs
         .iter()
+        .chain(h.parts.iter().map(|p| &p.agreement))
         .map(|o| {
             if o.snr_db.is_nan() {
                 f64::INFINITY

@@ -322,7 +322,13 @@ pub fn render(r: &Report, markdown: bool) -> String {
         if let Some(h) = &q.held_out {
             let mut t = table(
                 markdown,
-                &["output", "cosine", "top-1 agreement", "max abs", "SNR dB"],
+                &[
+                    "output",
+                    "cosine",
+                    "top-1 / score agreement",
+                    "max abs",
+                    "SNR dB",
+                ],
             );
             for o in &h.outputs {
                 t.add_row(vec![
@@ -337,6 +343,21 @@ pub fn render(r: &Report, markdown: bool) -> String {
                     },
                     format!("{:.3e}", o.max_abs),
                     format!("{:.1}", o.snr_db),
+                ]);
+            }
+            for p in &h.parts {
+                t.add_row(vec![
+                    p.agreement.name.clone(),
+                    format!("{:.6}", p.agreement.cosine),
+                    match (p.score_agreement, p.score_agreement_expected) {
+                        (Some(a), Some(e)) if h.on_calibration_samples => {
+                            format!("scores {a:.4} (unseen: {e:.4} expected)")
+                        }
+                        (Some(a), _) => format!("scores {a:.4}"),
+                        _ => "-".into(),
+                    },
+                    "-".into(),
+                    format!("{:.1}", p.agreement.snr_db),
                 ]);
             }
             let on = if h.on_calibration_samples {
@@ -358,6 +379,24 @@ pub fn render(r: &Report, markdown: bool) -> String {
                 _ => String::new(),
             };
             let _ = writeln!(s, "accuracy against the float model on {on}{target}:\n{t}");
+            for p in &h.parts {
+                let how = match p.part.kind {
+                    infopt_verify::parts::PartKind::Scores => format!(
+                        "scores in [0, 1], judged on the {} of {} positions where either model scores above {}: cosine, and the score both share above every threshold (1 - sum|a-b| / sum max(a,b)) against the top-1 target",
+                        p.positions,
+                        p.elements,
+                        infopt_verify::parts::ACTIVE_FRACTION
+                    ),
+                    infopt_verify::parts::PartKind::Values => {
+                        format!("judged over its {} elements", p.elements)
+                    }
+                };
+                let _ = writeln!(
+                    s,
+                    "int8: {} judged on its own against the target: {how}",
+                    p.agreement.name
+                );
+            }
         }
         if !q.worst_layers.is_empty() {
             let mut t = table(markdown, &["layer (lowest SNR)", "op", "SNR dB", "cosine"]);

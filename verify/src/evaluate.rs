@@ -12,6 +12,7 @@ use infopt_runtime::{HostTensor, InputShapes, LoadedModel, OutputAgreement};
 use crate::backend::ChosenBackend;
 use crate::dataset::Dataset;
 use crate::error::{ErrorKind, Result, VerifyError};
+use crate::parts::{self, ACTIVE_FRACTION, Part, PartKind};
 
 /// The shape of every input of one sample.
 type SampleShapes = Vec<Vec<usize>>;
@@ -40,6 +41,10 @@ pub struct HeldOut {
     /// estimate where the count of rows that changed class is all or
     /// nothing on a few samples whose classes are clear.
     pub top1_expected: BTreeMap<String, f64>,
+    /// Outputs that hold different quantities side by side (a detector's
+    /// boxes and scores), and maps of scores, judged part by part (see
+    /// [`crate::parts`]); each part is held to the output's target.
+    pub parts: Vec<PartAgreement>,
 }
 
 /// How much larger than on the judged samples the error of a model is taken
@@ -189,6 +194,105 @@ pub fn classifier_outputs(model: &Model) -> Vec<String> {
         .collect()
 }
 
+/// Sums of one comparison: `a` the candidate's values, `b` the original's.
+#[derive(Default, Clone)]
+struct Sums {
+    dot: f64,
+    na: f64,
+    nb: f64,
+    noise: f64,
+    elements: usize,
+}
+
+impl Sums {
+    fn add(&mut self, x: f64, y: f64) {
+        self.elements += 1;
+        if x.is_finite() && y.is_finite() {
+            self.dot += x * y;
+            self.na += x * x;
+            self.nb += y * y;
+            self.noise += (x - y) * (x - y);
+        }
+    }
+
+    fn cosine(&self) -> f64 {
+        if self.na == 0.0 && self.nb == 0.0 {
+            1.0
+        } else if self.na == 0.0 || self.nb == 0.0 {
+            0.0
+        } else {
+            (self.dot / (self.na.sqrt() * self.nb.sqrt())).clamp(-1.0, 1.0)
+        }
+    }
+
+    fn snr_db(&self) -> f64 {
+        if self.noise == 0.0 {
+            f64::INFINITY
+        } else {
+            10.0 * (self.nb / self.noise).log10()
+        }
+    }
+}
+
+/// An empty agreement named `name`, for figures filled in here.
+fn agreement_named(name: &str) -> OutputAgreement {
+    compare::compare_values(
+        name,
+        &[],
+        &[],
+        Tolerance {
+            atol: 0.0,
+            rtol: 0.0,
+        },
+    )
+}
+
+/// One part of an output (see [`crate::parts`]) judged on its own.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PartAgreement {
+    /// The output it is part of.
+    pub output: String,
+    pub part: Part,
+    /// Its figures, named like `output0[:, 4:22, :] (scores)`; for scores,
+    /// over the positions judged only.
+    pub agreement: OutputAgreement,
+    /// Elements judged: every element of a part of values; for scores, the
+    /// positions where either model scores above [`ACTIVE_FRACTION`].
+    pub positions: usize,
+    /// Elements of the part.
+    pub elements: usize,
+    /// For scores: how much of the score above any threshold the two
+    /// models share, `1 - Σ|a - b| / Σ max(a, b)` over the positions judged
+    /// (the IoU of the maps thresholded at t, pooled over every t in
+    /// [0, 1]: a detection or a text pixel is a score above a threshold,
+    /// and a score that moves by `d` changes the decision at `d` of the
+    /// thresholds). Held to the top-1 target, as the fraction of decisions
+    /// kept. None for values.
+    pub score_agreement: Option<f64>,
+    /// The same with the candidate's error doubled (see
+    /// [`UNSEEN_ERROR_FACTOR`]): what to expect on samples the ranges were
+    /// not fitted to, judged when the samples are the calibration ones.
+    pub score_agreement_expected: Option<f64>,
+}
+
+/// `1 - Σ|a - b| / Σ max(a, b)` from its sums (1 when nothing scored).
+fn shared_score(diff: f64, max: f64) -> f64 {
+    if max > 0.0 { 1.0 - diff / max } else { 1.0 }
+}
+
+/// A part and its sums so far.
+struct RunningPart {
+    part: Part,
+    sums: Sums,
+    elements: usize,
+    /// Scores: Σ|a - b| and Σ max(a, b) over the positions judged, and the
+    /// same with the error doubled.
+    diff: f64,
+    max: f64,
+    diff_unseen: f64,
+    max_unseen: f64,
+}
+
 /// One output's agreement accumulated sample by sample, so that the
 /// outputs of many samples never sit in memory together; the same figures
 /// as [`compare::compare_values`] over the concatenation.
@@ -197,24 +301,24 @@ struct Running {
     max_abs: f64,
     max_rel: f64,
     scale: f64,
-    dot: f64,
-    na: f64,
-    nb: f64,
-    noise: f64,
+    sums: Sums,
     nan_mismatches: usize,
-    elements: usize,
     shape_issue: Option<String>,
     rows: usize,
     rows_agreeing: usize,
     /// The first rows' margins and errors (see [`margin_and_error`]).
     margins: Vec<f32>,
     errors: Vec<f32>,
+    /// The parts judged on their own, found on the first sample (None
+    /// before it).
+    parts: Option<Vec<RunningPart>>,
 }
 
 impl Running {
-    /// `a` the candidate's values, `b` the original's, `classes` the
-    /// length of the last axis when top-1 agreement is wanted.
-    fn add(&mut self, a: &[f64], b: &[f64], classes: Option<usize>) {
+    /// `a` the candidate's values, `b` the original's, of `shape`;
+    /// `classes` the length of the last axis when top-1 agreement is wanted
+    /// (a classifier output, which is not judged as a map of scores).
+    fn add(&mut self, a: &[f64], b: &[f64], shape: &[usize], classes: Option<usize>) {
         if a.len() != b.len() {
             self.shape_issue = Some(format!("{} elements against {}", a.len(), b.len()));
             return;
@@ -232,13 +336,58 @@ impl Running {
         self.max_rel = self.max_rel.max(one.max_rel);
         self.scale = self.scale.max(one.scale);
         self.nan_mismatches += one.nan_mismatches;
-        self.elements += one.elements;
         for (&x, &y) in a.iter().zip(b) {
-            if x.is_finite() && y.is_finite() {
-                self.dot += x * y;
-                self.na += x * x;
-                self.nb += y * y;
-                self.noise += (x - y) * (x - y);
+            self.sums.add(x, y);
+        }
+        // A classifier's class scores are one quantity, judged by top-1
+        // agreement (random logits put a class in [0, 1] by chance).
+        let parts = self.parts.get_or_insert_with(|| {
+            let found = match classes {
+                Some(_) => Vec::new(),
+                None => parts::find_parts(shape, b, true),
+            };
+            found
+                .into_iter()
+                .map(|part| RunningPart {
+                    part,
+                    sums: Sums::default(),
+                    elements: 0,
+                    diff: 0.0,
+                    max: 0.0,
+                    diff_unseen: 0.0,
+                    max_unseen: 0.0,
+                })
+                .collect()
+        });
+        if shape.iter().product::<usize>() == b.len() {
+            for p in parts.iter_mut() {
+                let scores = p.part.kind == PartKind::Scores;
+                p.part.for_each_run(shape, |r| {
+                    for (&x, &y) in a[r.clone()].iter().zip(&b[r]) {
+                        p.elements += 1;
+                        if !scores {
+                            p.sums.add(x, y);
+                        } else if x.max(y) > ACTIVE_FRACTION || x.is_nan() {
+                            p.sums.add(x, y);
+                            // A NaN score shares nothing.
+                            let (d, m) = if x.is_finite() {
+                                ((x - y).abs(), x.max(y))
+                            } else {
+                                (y.abs().max(1.0), y.abs().max(1.0))
+                            };
+                            p.diff += d;
+                            p.max += m;
+                            let unseen = (y + UNSEEN_ERROR_FACTOR * (x - y)).clamp(0.0, 1.0);
+                            let (d, m) = if x.is_finite() {
+                                ((unseen - y).abs(), unseen.max(y))
+                            } else {
+                                (y.abs().max(1.0), y.abs().max(1.0))
+                            };
+                            p.diff_unseen += d;
+                            p.max_unseen += m;
+                        }
+                    }
+                });
             }
         }
         if let Some(c) = classes.filter(|&c| c >= 2 && a.len().is_multiple_of(c)) {
@@ -255,37 +404,51 @@ impl Running {
     }
 
     fn finish(&self, name: &str) -> OutputAgreement {
-        let mut o = compare::compare_values(
-            name,
-            &[],
-            &[],
-            Tolerance {
-                atol: 0.0,
-                rtol: 0.0,
-            },
-        );
+        let mut o = agreement_named(name);
         o.max_abs = self.max_abs;
         o.max_rel = self.max_rel;
         o.scale = self.scale;
         o.nan_mismatches = self.nan_mismatches;
         o.mismatches = self.nan_mismatches;
-        o.elements = self.elements;
-        o.cosine = if self.na == 0.0 && self.nb == 0.0 {
-            1.0
-        } else if self.na == 0.0 || self.nb == 0.0 {
-            0.0
-        } else {
-            (self.dot / (self.na.sqrt() * self.nb.sqrt())).clamp(-1.0, 1.0)
-        };
-        o.snr_db = if self.noise == 0.0 {
-            f64::INFINITY
-        } else {
-            10.0 * (self.nb / self.noise).log10()
-        };
+        o.elements = self.sums.elements;
+        o.cosine = self.sums.cosine();
+        o.snr_db = self.sums.snr_db();
         if self.shape_issue.is_some() || self.nan_mismatches > 0 {
             o.cosine = o.cosine.min(0.0);
         }
         o
+    }
+
+    /// The parts' agreements; `rank` the output's rank, for their labels.
+    fn finish_parts(&self, name: &str, rank: usize) -> Vec<PartAgreement> {
+        let Some(parts) = &self.parts else {
+            return Vec::new();
+        };
+        parts
+            .iter()
+            .map(|p| {
+                let mut o = agreement_named(&p.part.label(name, rank));
+                o.elements = p.sums.elements;
+                o.cosine = p.sums.cosine();
+                o.snr_db = p.sums.snr_db();
+                o.scale = self.scale;
+                o.nan_mismatches = self.nan_mismatches;
+                if self.shape_issue.is_some() || self.nan_mismatches > 0 {
+                    o.cosine = o.cosine.min(0.0);
+                }
+                let scores = p.part.kind == PartKind::Scores;
+                PartAgreement {
+                    output: name.to_string(),
+                    part: p.part.clone(),
+                    agreement: o,
+                    positions: p.sums.elements,
+                    elements: p.elements,
+                    score_agreement: scores.then(|| shared_score(p.diff, p.max)),
+                    score_agreement_expected: scores
+                        .then(|| shared_score(p.diff_unseen, p.max_unseen)),
+                }
+            })
+            .collect()
     }
 }
 
@@ -345,6 +508,7 @@ pub fn held_out(
         skipped += 1;
     }
     let mut names: Vec<String> = Vec::new();
+    let mut ranks: Vec<usize> = Vec::new();
     let mut running: Vec<Running> = Vec::new();
     let mut samples = 0;
     while samples < limit {
@@ -373,6 +537,7 @@ pub fn held_out(
                 .iter()
                 .map(|t| t.name().unwrap_or("").to_string())
                 .collect();
+            ranks = expected.iter().map(|t| t.shape().len()).collect();
             running = (0..expected.len()).map(|_| Running::default()).collect();
         }
         for ((e, o), r) in expected.iter().zip(&actual).zip(running.iter_mut()) {
@@ -382,7 +547,7 @@ pub fn held_out(
                 .any(|c| c == name)
                 .then(|| e.shape().last().copied())
                 .flatten();
-            r.add(&o.to_f64_vec(), &e.to_f64_vec(), classes);
+            r.add(&o.to_f64_vec(), &e.to_f64_vec(), e.shape(), classes);
         }
         samples += 1;
     }
@@ -406,6 +571,12 @@ pub fn held_out(
         .zip(&running)
         .map(|(n, r)| r.finish(n))
         .collect();
+    let parts = names
+        .iter()
+        .zip(&ranks)
+        .zip(&running)
+        .flat_map(|((n, &rank), r)| r.finish_parts(n, rank))
+        .collect();
     Ok(HeldOut {
         skipped,
         samples,
@@ -415,6 +586,7 @@ pub fn held_out(
         outputs,
         top1_agreement,
         top1_expected,
+        parts,
     })
 }
 
@@ -437,6 +609,36 @@ mod tests {
                 .1
                 .is_infinite()
         );
+    }
+
+    #[test]
+    fn scores_are_judged_on_the_positions_that_score_and_by_what_they_share() {
+        // [1, 3, 2]: a box row in pixels, two score rows. The candidate's
+        // boxes are exact; one score moves from 0.6 to 0.4, and a near-zero
+        // score moves by 0.02, which is not a position judged.
+        let shape = [1, 3, 2];
+        let b = [100.0, 200.0, 0.6, 0.01, 0.9, 0.0];
+        let a = [100.0, 200.0, 0.4, 0.03, 0.9, 0.0];
+        let mut r = Running::default();
+        r.add(&a, &b, &shape, None);
+        let whole = r.finish("y");
+        assert!(whole.cosine > 0.99999, "{}", whole.cosine);
+        let parts = r.finish_parts("y", 3);
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[0].agreement.name, "y[:, 0:1, :] (values)");
+        assert_eq!(parts[0].agreement.cosine, 1.0);
+        assert_eq!(parts[0].score_agreement, None);
+        let s = &parts[1];
+        assert_eq!(s.agreement.name, "y[:, 1:3, :] (scores)");
+        assert_eq!((s.positions, s.elements), (2, 4));
+        // Σ|a-b| = 0.2 over Σmax = 0.6 + 0.9.
+        let shared = s.score_agreement.unwrap();
+        assert!((shared - (1.0 - 0.2 / 1.5)).abs() < 1e-12, "{shared}");
+        // Doubled, the 0.6 falls to 0.2: Σ|a-b| = 0.4 over 1.5.
+        let unseen = s.score_agreement_expected.unwrap();
+        assert!((unseen - (1.0 - 0.4 / 1.5)).abs() < 1e-12, "{unseen}");
+        // The cosine of the scores judged sees the error the whole hides.
+        assert!(s.agreement.cosine < 0.99, "{}", s.agreement.cosine);
     }
 
     #[test]

@@ -316,6 +316,12 @@ fn with_ranges(g: &Graph, amax: &Amax, layers: Vec<Layer>, plan: &mut Plan) -> V
         .collect()
 }
 
+/// A Concat whose inputs' ranges (amax) are further apart than this is not
+/// quantized: its inputs would share the largest range, and a detector's
+/// scores (0..1) concatenated with its boxes (0..320) would all round to
+/// 0 (ORT's `quantize_static` kept none of nudenet's detections so).
+pub const CONCAT_SPREAD: f32 = 16.0;
+
 /// TensorRT's explicit-quantization placement: Q/DQ on the inputs of weighted
 /// layers (weights per output channel), on the residual branch of an Add fed
 /// by a quantized layer (so the layer fuses the Add), on pooling inputs and on
@@ -360,6 +366,21 @@ fn plan_trt(
             continue;
         };
         let m = ranges.iter().copied().fold(0f32, f32::max);
+        let lo = ranges.iter().copied().fold(f32::INFINITY, f32::min);
+        if m > CONCAT_SPREAD * lo {
+            plan.skipped.push((
+                label(g, id),
+                format!(
+                    "its inputs' ranges are {} apart (amax {lo:.3e} to {m:.3e}): one shared scale would leave the smaller ones a few INT8 steps",
+                    if lo > 0.0 {
+                        format!("{:.0}x", m / lo)
+                    } else {
+                        "infinitely".to_string()
+                    }
+                ),
+            ));
+            continue;
+        }
         for &v in &ins {
             let e = shared.entry(v).or_insert(m);
             *e = e.max(m);
