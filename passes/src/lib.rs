@@ -72,5 +72,5 @@ pub use erased_serde as __erased_serde;
 
 pub use config::{CriterionName, PassConfig, PipelineConfig, Step, VerifyConfig};
 pub use driver::{DriverOptions, Flow, PassRecord, PipelineRun, run_pipeline, run_pipeline_with};
-pub use pass::{Declined, Pass, PassCx, PassError, SideData, Target};
+pub use pass::{Declined, ExecutionProviders, Pass, PassCx, PassError, SideData, Target};
 pub use precision::{Precision, PrecisionMap};

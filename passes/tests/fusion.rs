@@ -779,10 +779,10 @@ fn conv_activation_declines() {
         "conv output 'c' is a graph output",
     );
 
-    // 1-D conv.
+    // 3-D conv.
     let mut b = GraphBuilder::new();
-    let x = b.input("x", DataType::Float, dims(&["1", "3", "8"]));
-    let w = init(&mut b, "w", &[2, 3, 3], 1, -1.0, 1.0);
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "4", "4", "4"]));
+    let w = init(&mut b, "w", &[2, 3, 1, 1, 1], 1, -1.0, 1.0);
     let c = b.op("Conv", &[x, w], vec![]);
     let y = b.op("Relu", &[c], vec![]);
     b.output(y, "y", DataType::Float, None);
@@ -791,7 +791,7 @@ fn conv_activation_declines() {
         "fuse-conv-activation",
         Target::Onnxruntime,
         "relu_2",
-        "conv is 1-D; FusedConv is fused for 2-D convs only",
+        "conv is 3-D; FusedConv is fused for 1-D and 2-D convs only",
     );
 
     // float16.
