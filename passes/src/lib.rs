@@ -59,6 +59,7 @@ builtin_passes! {
     fuse_conv_bn,
     fuse_parallel_matmul,
     fuse_slices_to_split,
+    fuse_space_to_depth,
     fuse_matmul_add,
     fuse_conv_activation,
     eliminate_dead,
