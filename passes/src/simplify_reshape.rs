@@ -173,12 +173,23 @@ fn volume_contradicts(data_dims: &[Dim], elems: &[Dim], target: &[i64], j: usize
             _ => return false,
         }
     }
-    let left = sym::div_exact(&sym::product(data_dims), &sym::product(&rest));
-    if matches!(sym::product(data_dims), Dim::Unknown) {
+    let volume = sym::product(data_dims);
+    // Only polynomials over plain symbols are compared: dims stated as text
+    // infopt does not parse (sympy's `floor(h/2 - 1/2)` from another tool's
+    // shape inference) are opaque, and two spellings of one size differ.
+    if matches!(volume, Dim::Unknown) || !plain(&volume) || !plain(&elems[j]) {
         return false;
     }
+    let left = sym::div_exact(&volume, &sym::product(&rest));
     // A volume the other elements do not divide, or a different quotient.
     matches!(left, Dim::Unknown) || sym::canonical(&left) != sym::canonical(&elems[j])
+}
+
+/// Every symbol of `d` is a plain name (letters, digits, `_`).
+fn plain(d: &Dim) -> bool {
+    sym::symbols_of(d)
+        .iter()
+        .all(|s| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
 }
 
 impl Pass for SimplifyReshape {

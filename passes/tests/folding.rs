@@ -928,6 +928,47 @@ fn a_target_with_one_symbolic_element_the_volume_leaves_becomes_minus_one() {
     );
 }
 
+/// YOLOv8's DFL head: `Reshape(x, [dim0(x), 4, 16, dim2(x)])` where `x`'s
+/// last dim is stated as text infopt does not parse (another tool's sympy
+/// shape inference left `floor(h/2 - 1/2) + 1`-style dims in the model).
+fn dfl_reshape_with_opaque_dim() -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input(
+        "x",
+        DataType::Float,
+        dims(&["batch", "64", "floor(n/2 - 1/2) + 1"]),
+    );
+    let shape = b.op("Shape", &[x], vec![]);
+    let (s0, e0) = (b.i64("s0", &[1], &[0]), b.i64("e0", &[1], &[1]));
+    let (s2, e2) = (b.i64("s2", &[1], &[2]), b.i64("e2", &[1], &[3]));
+    let lead = b.op("Slice", &[shape, s0, e0], vec![]);
+    let last = b.op("Slice", &[shape, s2, e2], vec![]);
+    let mid = b.i64("mid", &[2], &[4, 16]);
+    let target = b.op(
+        "Concat",
+        &[lead, mid, last],
+        vec![Attribute::int("axis", 0)],
+    );
+    let y = b.op("Reshape", &[x, target], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    b.build(13)
+}
+
+#[test]
+fn an_element_spelled_as_unparsed_text_becomes_minus_one() {
+    let original = dfl_reshape_with_opaque_dim();
+    let mut m = original.clone();
+    let config = PipelineConfig::from_yaml(DEFAULT_FOLDS, "test.yaml").unwrap();
+    run_config(&mut m, &config).unwrap();
+    assert_eq!(ops(&m), histogram(&[("Reshape", 1)]));
+    let (_, node) = m.graph.nodes().next().unwrap();
+    let target = m.graph.constant(node.inputs[1].unwrap()).unwrap();
+    assert_eq!(target.to_i64_vec().unwrap(), vec![0, 4, 16, -1]);
+    let m = saved_ok(&m);
+    let shapes = InputShapes::new().with_shape("x", vec![2, 64, 21]);
+    assert_equivalent(&original, &m, &shapes, 0.0, 0.0);
+}
+
 /// A window partition along a dynamic axis: `x: [batch, h, 6]` padded to a
 /// multiple of 7 by `(7 - h % 7) % 7` (a Pad whose extent inference cannot
 /// name), cut into `batch * (padded_h / 7)` windows of 7 rows.
