@@ -38,7 +38,10 @@
 //! any other provider the pass changes nothing, in any pipeline.
 //!
 //! ## When it declines
-//! Only with target `onnxruntime`, where a Conv → activation pair is present:
+//! The whole pass does nothing when `--ep` names a provider other than
+//! ONNX Runtime's CPU one, or, in a built-in pipeline, when no `--ep` names
+//! the provider (see above). Otherwise, only with target `onnxruntime`,
+//! where a Conv → activation pair is present:
 //! - the conv output has other readers or is a graph output;
 //! - the conv is neither 1-D nor 2-D (ONNX Runtime's CPU optimizer fuses
 //!   both, silero-vad's 1-D convs among them; 3-D is not tried here);

@@ -1805,3 +1805,60 @@ fn focus_layers_that_are_not_a_space_to_depth_stay() {
         reasons(&r)
     );
 }
+
+/// Conv + Relu through fuse-conv-activation for ONNX Runtime, in a built-in
+/// pipeline or the user's, with the providers `--ep` named.
+fn conv_relu_for(builtin: bool, providers: &[&str]) -> (BTreeMap<String, usize>, PipelineRun) {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "4", "4"]));
+    let w = init(&mut b, "w", &[2, 3, 1, 1], 1, -1.0, 1.0);
+    let c = b.op("Conv", &[x, w], vec![]);
+    let y = b.op("Relu", &[c], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(17);
+    let names = vec!["fuse-conv-activation".to_string()];
+    let config = PipelineConfig::from_pass_names(&names, Target::Onnxruntime).unwrap();
+    let options = DriverOptions {
+        validate: true,
+        builtin_pipeline: builtin,
+        ..Default::default()
+    };
+    let mut side = infopt_passes::SideData::default();
+    side.insert(infopt_passes::ExecutionProviders(
+        providers.iter().map(|p| p.to_string()).collect(),
+    ));
+    let run = infopt_passes::run_pipeline_with(&mut m, &config, &options, side, &mut |_, _| {
+        Ok(Flow::Continue)
+    })
+    .unwrap();
+    (ops(&m), run)
+}
+
+#[test]
+fn conv_activation_fuses_only_for_the_cpu_provider() {
+    let fused = hist(&[("com.microsoft::FusedConv", 1)]);
+    let plain = hist(&[("Conv", 1), ("Relu", 1)]);
+    // Built-in pipeline: only when --ep says CPU.
+    assert_eq!(conv_relu_for(true, &["cpu"]).0, fused);
+    assert_eq!(conv_relu_for(true, &["CPUExecutionProvider"]).0, fused);
+    let (got, run) = conv_relu_for(true, &[]);
+    assert_eq!(got, plain);
+    assert!(run.notes.is_empty(), "{:?}", run.notes);
+    assert!(
+        run.details
+            .iter()
+            .any(|d| d.contains("--ep cpu fuses them"))
+    );
+    // The user's pipeline fuses unless a provider other than CPU is named.
+    assert_eq!(conv_relu_for(false, &[]).0, fused);
+    let (got, run) = conv_relu_for(false, &["cuda", "cpu"]);
+    assert_eq!(got, plain);
+    assert!(
+        run.notes
+            .iter()
+            .any(|n| n.contains("the output is for provider 'cuda' (--ep)")),
+        "{:?}",
+        run.notes
+    );
+    assert_eq!(conv_relu_for(true, &["cuda"]).0, plain);
+}
