@@ -1,6 +1,6 @@
 //! Merges Conv + activation into ONNX Runtime's `com.microsoft.FusedConv`, Gemm + activation into `FusedGemm` (target onnxruntime).
 //!
-//! For 2-D float32 convs only, and only when the pipeline targets ONNX Runtime.
+//! For 1-D and 2-D float32 convs only, and only when the pipeline targets ONNX Runtime.
 //!
 //! ## What it does
 //! `c = Conv(x, W[, b])`, `y = Act(c)` becomes
@@ -25,19 +25,26 @@
 //! With another target the pass changes nothing (FusedConv is not standard
 //! ONNX) and leaves one note saying so.
 //!
-//! Not in the built-in pipelines: ONNX Runtime fuses Conv + activation itself
-//! at load where its provider has a kernel for the pair, and a FusedConv in
-//! the file binds every provider to it. The CUDA provider's FusedConv is
-//! float32 with Relu or Tanh only (any other activation fails at session
-//! creation: "unsupported conv activation mode"), and with Relu it ran
-//! ResNet-50 1.4-2.2x slower than the unfused graph on an H200
-//! (bench/results/gpu_bench.md). Name the pass in a pipeline for ONNX
-//! Runtime's CPU provider.
+//! In the built-in `onnxruntime` pipeline it fuses only when the user says
+//! the output runs on ONNX Runtime's CPU provider (`--ep cpu`): ONNX Runtime
+//! fuses Conv + activation itself at load where its provider has a kernel
+//! for the pair, and a FusedConv in the file binds every provider to it. The
+//! CUDA provider's FusedConv is float32 with Relu or Tanh only (any other
+//! activation fails at session creation: "unsupported conv activation
+//! mode"), and with Relu it ran ResNet-50 1.4-2.2x slower than the unfused
+//! graph on an H200 (bench/results/gpu_bench.md). Without `--ep`, a built-in
+//! pipeline leaves the pairs unfused (said in the JSON report's details); a
+//! pipeline of your own that names the pass fuses them. With `--ep` naming
+//! any other provider the pass changes nothing, in any pipeline.
 //!
 //! ## When it declines
-//! Only with target `onnxruntime`, where a Conv → activation pair is present:
+//! The whole pass does nothing when `--ep` names a provider other than
+//! ONNX Runtime's CPU one, or, in a built-in pipeline, when no `--ep` names
+//! the provider (see above). Otherwise, only with target `onnxruntime`,
+//! where a Conv → activation pair is present:
 //! - the conv output has other readers or is a graph output;
-//! - the conv is not 2-D (ORT's FusedConv is fused for 2-D convs here);
+//! - the conv is neither 1-D nor 2-D (ONNX Runtime's CPU optimizer fuses
+//!   both, silero-vad's 1-D convs among them; 3-D is not tried here);
 //! - the element type is not float32, or cannot be determined (ORT
 //!   registers the CPU FusedConv kernel for float only);
 //! - a Clip bound is not a constant scalar;
@@ -73,7 +80,7 @@ crate::register_pass! {
 use infopt_ir::proto::OperatorSetIdProto;
 use infopt_ir::{Attribute, DataType, Graph, Model, NodeId, PatchValue, ValueId};
 
-use crate::pass::{Pass, PassCx, PassError, Target};
+use crate::pass::{ExecutionProviders, Pass, PassCx, PassError};
 use crate::precision::{Precision, PrecisionMap};
 use crate::rule::{Outcome, apply_rule};
 use crate::util::replace_with_node;
@@ -158,8 +165,8 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
         }
     }
     match spatial_rank(g, conv) {
-        Some(2) => {}
-        Some(r) => decline!("conv is {r}-D; FusedConv is fused for 2-D convs only"),
+        Some(1 | 2) => {}
+        Some(r) => decline!("conv is {r}-D; FusedConv is fused for 1-D and 2-D convs only"),
         None => decline!("spatial rank of the conv is unknown"),
     }
     match conv_dtype(g, conv) {
@@ -262,14 +269,33 @@ impl Pass for FuseConvActivation {
     }
 
     fn run(&self, model: &mut Model, cx: &mut PassCx) -> Result<usize, PassError> {
-        if cx.target != Target::Onnxruntime {
-            let note = format!(
-                "fuse-conv-activation does nothing for target {}: FusedConv is an ONNX Runtime contrib op",
-                cx.target
+        if !crate::util::targets_onnxruntime("fuse-conv-activation", "FusedConv", cx) {
+            return Ok(0);
+        }
+        // A FusedConv in the file binds every provider to it. In a built-in
+        // pipeline the pass fuses only when the user said the output runs
+        // on the CPU provider (`--ep cpu`); any pipeline declines when a
+        // named provider is not the CPU one.
+        let providers = cx
+            .side
+            .get::<ExecutionProviders>()
+            .cloned()
+            .unwrap_or_default();
+        if let Some(other) = providers.first_not_cpu() {
+            let text = format!(
+                "fuse-conv-activation left Conv + activation unfused: the output is for provider '{other}' (--ep), and FusedConv loads in ONNX Runtime's CPU provider only (CUDA: Relu/Tanh, slower); ONNX Runtime fuses the pairs at load where it can"
             );
-            if !cx.notes.contains(&note) {
-                cx.note(note);
+            if cx.builtin_pipeline {
+                cx.detail(text);
+            } else if !cx.notes.contains(&text) {
+                cx.note(text);
             }
+            return Ok(0);
+        }
+        if providers.0.is_empty() && cx.builtin_pipeline {
+            cx.detail(
+                "fuse-conv-activation left Conv + activation unfused: no --ep names the provider, and a FusedConv in the file loads in ONNX Runtime's CPU provider only; --ep cpu fuses them",
+            );
             return Ok(0);
         }
         let count = apply_rule(model, cx, &rule)?;

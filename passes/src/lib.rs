@@ -60,6 +60,7 @@ builtin_passes! {
     fuse_conv_bn,
     fuse_parallel_matmul,
     fuse_slices_to_split,
+    fuse_space_to_depth,
     fuse_matmul_add,
     fuse_conv_activation,
     eliminate_dead,
@@ -73,5 +74,5 @@ pub use erased_serde as __erased_serde;
 
 pub use config::{CriterionName, PassConfig, PipelineConfig, Step, VerifyConfig};
 pub use driver::{DriverOptions, Flow, PassRecord, PipelineRun, run_pipeline, run_pipeline_with};
-pub use pass::{Declined, Pass, PassCx, PassError, SideData, Target};
+pub use pass::{Declined, ExecutionProviders, Pass, PassCx, PassError, SideData, Target};
 pub use precision::{Precision, PrecisionMap};

@@ -89,6 +89,30 @@ pub struct PassCx {
     pub side: SideData,
 }
 
+/// The ONNX Runtime execution providers the output is meant for, as the
+/// user named them (`--ep cpu`), in [`SideData`]. Absent or empty: not said,
+/// so the output should load in any provider.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExecutionProviders(pub Vec<String>);
+
+impl ExecutionProviders {
+    /// Only ONNX Runtime's CPU provider (named `cpu`, any case, or by its
+    /// full name `CPUExecutionProvider`).
+    pub fn cpu_only(&self) -> bool {
+        !self.0.is_empty() && self.first_not_cpu().is_none()
+    }
+
+    /// The first named provider that is not the CPU one.
+    pub fn first_not_cpu(&self) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|p| {
+                !p.eq_ignore_ascii_case("cpu") && !p.eq_ignore_ascii_case("CPUExecutionProvider")
+            })
+            .map(String::as_str)
+    }
+}
+
 /// Values keyed by their type, for passes that need more than their options
 /// (`cx.side.get::<RangeTable>()`).
 #[derive(Default)]

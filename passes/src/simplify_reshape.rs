@@ -9,19 +9,23 @@
 //! scaffolding becomes dead. Dynamic dims stay dynamic.
 //!
 //! One element that is neither (`4*batch` where the input has `4*batch*49`
-//! rows of 8) becomes `-1` when the input's volume divided by the other
-//! elements is exactly that expression: window partitions and head merges
-//! whose target is computed from another tensor's shape.
+//! rows of 8, or a product of window counts that inference cannot name,
+//! such as `(h + (7 - h % 7) % 7) / 7` behind a Pad of symbolic extent)
+//! becomes `-1`: window partitions and head merges whose target is computed
+//! from another tensor's shape. Whenever the original Reshape runs, that
+//! element is the input's volume divided by the others, which is what `-1`
+//! computes.
 //!
 //! ## When it declines
 //! Reshape with `allowzero=1` (0 then means an empty dim), targets with two
 //! elements that are neither a known number nor the input's own dim at that
-//! position, or one that the volume does not leave, and targets with more
-//! than one `-1`. Nothing is recorded for
+//! position, one whose value inference knows and the volume provably does
+//! not leave (the original can only fail there, and stays as it is), and
+//! targets with more than one `-1`. Nothing is recorded for
 //! targets that are already constant.
 //!
 //! ## Numerics
-//! Exact: the same shape at run time.
+//! Exact: the same shape on every run where the original Reshape succeeds.
 //!
 //! Also skips a Reshape whose result is only reshaped again
 //! (`Reshape(Reshape(a, s1), s2)` reads `a` directly) when no element of `s2`
@@ -88,9 +92,13 @@ fn simplify_graph(g: &mut Graph, opsets: Opsets, cx: &mut PassCx) -> usize {
             continue;
         }
         let Some(value) = value else { continue };
-        let Some(data_dims) = facts.get(data).and_then(|f| f.shape()).map(|d| d.to_vec()) else {
-            continue;
-        };
+        // Without the input's shape no element can be a copy of its dim;
+        // the one unknown element may still become -1.
+        let data_dims: Vec<Dim> = facts
+            .get(data)
+            .and_then(|f| f.shape())
+            .map(|d| d.to_vec())
+            .unwrap_or_default();
         let mut target = Vec::with_capacity(value.elems.len());
         let mut ok = true;
         // The one element that is neither known nor the input's own dim.
@@ -101,7 +109,7 @@ fn simplify_graph(g: &mut Graph, opsets: Opsets, cx: &mut PassCx) -> usize {
                 Dim::Sym(s) if matches!(data_dims.get(j), Some(Dim::Sym(d)) if d == s) => {
                     target.push(0)
                 }
-                Dim::Sym(_) if inferred.is_none() => {
+                _ if inferred.is_none() => {
                     inferred = Some(j);
                     target.push(-1);
                 }
@@ -111,12 +119,15 @@ fn simplify_graph(g: &mut Graph, opsets: Opsets, cx: &mut PassCx) -> usize {
                 }
             }
         }
-        // That element may be left to Reshape (-1) when it is what the
-        // input's volume leaves for it: `[4*batch, 49, 8]` of a tensor of
-        // `4*batch*392` elements is `[-1, 49, 8]`.
+        // That element may be left to Reshape (-1): on every run where the
+        // original Reshape succeeds it equals the input's volume divided by
+        // the other elements, which is what -1 computes. Where inference
+        // knows both the volume and the element and they differ (`3*batch`
+        // rows of 12 for `48*batch` elements), the original can only fail,
+        // and the rewrite declines rather than make it succeed.
         if ok
             && let Some(j) = inferred
-            && !volume_leaves(&data_dims, &value.elems, &target, j)
+            && volume_contradicts(&data_dims, &value.elems, &target, j)
         {
             ok = false;
         }
@@ -140,11 +151,13 @@ fn simplify_graph(g: &mut Graph, opsets: Opsets, cx: &mut PassCx) -> usize {
     count
 }
 
-/// Whether `elems[j]` equals the input's volume divided by the other
-/// target elements (`target` as it will be: known sizes, 0 copying the
-/// input's dim at that position, -1 at `j` and nowhere else).
-fn volume_leaves(data_dims: &[Dim], elems: &[Dim], target: &[i64], j: usize) -> bool {
-    if target.iter().filter(|&&d| d == -1).count() != 1 {
+/// Whether the input's volume divided by the other target elements
+/// (`target` as it will be: known sizes, 0 copying the input's dim at that
+/// position, -1 at `j` and nowhere else) is known and is not `elems[j]`.
+/// Unknown volumes or elements do not contradict: the original Reshape
+/// decides at run time, and -1 agrees with it whenever it runs.
+fn volume_contradicts(data_dims: &[Dim], elems: &[Dim], target: &[i64], j: usize) -> bool {
+    if matches!(elems[j], Dim::Unknown) || data_dims.is_empty() {
         return false;
     }
     let mut rest = Vec::with_capacity(target.len());
@@ -156,11 +169,27 @@ fn volume_leaves(data_dims: &[Dim], elems: &[Dim], target: &[i64], j: usize) -> 
                 None => return false,
             },
             k if k > 0 => rest.push(Dim::Known(k)),
+            // A second -1 (declined by the caller) or a negative size.
             _ => return false,
         }
     }
-    let left = sym::div_exact(&sym::product(data_dims), &sym::product(&rest));
-    !matches!(left, Dim::Unknown) && sym::canonical(&left) == sym::canonical(&elems[j])
+    let volume = sym::product(data_dims);
+    // Only polynomials over plain symbols are compared: dims stated as text
+    // infopt does not parse (sympy's `floor(h/2 - 1/2)` from another tool's
+    // shape inference) are opaque, and two spellings of one size differ.
+    if matches!(volume, Dim::Unknown) || !plain(&volume) || !plain(&elems[j]) {
+        return false;
+    }
+    let left = sym::div_exact(&volume, &sym::product(&rest));
+    // A volume the other elements do not divide, or a different quotient.
+    matches!(left, Dim::Unknown) || sym::canonical(&left) != sym::canonical(&elems[j])
+}
+
+/// Every symbol of `d` is a plain name (letters, digits, `_`).
+fn plain(d: &Dim) -> bool {
+    sym::symbols_of(d)
+        .iter()
+        .all(|s| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
 }
 
 impl Pass for SimplifyReshape {

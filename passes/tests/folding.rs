@@ -927,3 +927,114 @@ fn a_target_with_one_symbolic_element_the_volume_leaves_becomes_minus_one() {
         reasons(&run)
     );
 }
+
+/// YOLOv8's DFL head: `Reshape(x, [dim0(x), 4, 16, dim2(x)])` where `x`'s
+/// last dim is stated as text infopt does not parse (another tool's sympy
+/// shape inference left `floor(h/2 - 1/2) + 1`-style dims in the model).
+fn dfl_reshape_with_opaque_dim() -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input(
+        "x",
+        DataType::Float,
+        dims(&["batch", "64", "floor(n/2 - 1/2) + 1"]),
+    );
+    let shape = b.op("Shape", &[x], vec![]);
+    let (s0, e0) = (b.i64("s0", &[1], &[0]), b.i64("e0", &[1], &[1]));
+    let (s2, e2) = (b.i64("s2", &[1], &[2]), b.i64("e2", &[1], &[3]));
+    let lead = b.op("Slice", &[shape, s0, e0], vec![]);
+    let last = b.op("Slice", &[shape, s2, e2], vec![]);
+    let mid = b.i64("mid", &[2], &[4, 16]);
+    let target = b.op(
+        "Concat",
+        &[lead, mid, last],
+        vec![Attribute::int("axis", 0)],
+    );
+    let y = b.op("Reshape", &[x, target], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    b.build(13)
+}
+
+#[test]
+fn an_element_spelled_as_unparsed_text_becomes_minus_one() {
+    let original = dfl_reshape_with_opaque_dim();
+    let mut m = original.clone();
+    let config = PipelineConfig::from_yaml(DEFAULT_FOLDS, "test.yaml").unwrap();
+    run_config(&mut m, &config).unwrap();
+    assert_eq!(ops(&m), histogram(&[("Reshape", 1)]));
+    let (_, node) = m.graph.nodes().next().unwrap();
+    let target = m.graph.constant(node.inputs[1].unwrap()).unwrap();
+    assert_eq!(target.to_i64_vec().unwrap(), vec![0, 4, 16, -1]);
+    let m = saved_ok(&m);
+    let shapes = InputShapes::new().with_shape("x", vec![2, 64, 21]);
+    assert_equivalent(&original, &m, &shapes, 0.0, 0.0);
+}
+
+/// A window partition along a dynamic axis: `x: [batch, h, 6]` padded to a
+/// multiple of 7 by `(7 - h % 7) % 7` (a Pad whose extent inference cannot
+/// name), cut into `batch * (padded_h / 7)` windows of 7 rows.
+fn pad_and_partition() -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "h", "6"]));
+    let shape = b.op("Shape", &[x], vec![]);
+    let i0 = b.i64("i0", &[], &[0]);
+    let i1 = b.i64("i1", &[], &[1]);
+    let n = b.op("Gather", &[shape, i0], vec![Attribute::int("axis", 0)]);
+    let h = b.op("Gather", &[shape, i1], vec![Attribute::int("axis", 0)]);
+    let seven = b.i64("seven", &[], &[7]);
+    let rem = b.op("Mod", &[h, seven], vec![]);
+    let short = b.op("Sub", &[seven, rem], vec![]);
+    let pad_h = b.op("Mod", &[short, seven], vec![]);
+    let ax = b.i64("ax", &[1], &[0]);
+    let pad_h = b.op("Unsqueeze", &[pad_h, ax], vec![]);
+    let zeros4 = b.i64("zeros4", &[4], &[0, 0, 0, 0]);
+    let zero1 = b.i64("zero1", &[1], &[0]);
+    let pads = b.op(
+        "Concat",
+        &[zeros4, pad_h, zero1],
+        vec![Attribute::int("axis", 0)],
+    );
+    let padded = b.op("Pad", &[x, pads], vec![]);
+    let padded_shape = b.op("Shape", &[padded], vec![]);
+    let ph = b.op(
+        "Gather",
+        &[padded_shape, i1],
+        vec![Attribute::int("axis", 0)],
+    );
+    let windows = b.op("Div", &[ph, seven], vec![]);
+    let rows = b.op("Mul", &[n, windows], vec![]);
+    let rows = b.op("Unsqueeze", &[rows, ax], vec![]);
+    let rest = b.i64("rest", &[2], &[7, 6]);
+    let target = b.op("Concat", &[rows, rest], vec![Attribute::int("axis", 0)]);
+    let y = b.op("Reshape", &[padded, target], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    b.build(13)
+}
+
+#[test]
+fn a_window_count_behind_a_symbolic_pad_becomes_minus_one() {
+    let original = pad_and_partition();
+    let mut m = original.clone();
+    let config = PipelineConfig::from_yaml(DEFAULT_FOLDS, "test.yaml").unwrap();
+    run_config(&mut m, &config).unwrap();
+    // The window count's Shape/Gather/Div/Mul/Unsqueeze/Concat go; the
+    // padding arithmetic stays (it sizes the Pad).
+    let reshape = m
+        .graph
+        .nodes()
+        .find(|(_, n)| n.is("Reshape"))
+        .map(|(_, n)| n.clone())
+        .unwrap();
+    let target = m.graph.constant(reshape.inputs[1].unwrap()).unwrap();
+    assert_eq!(target.to_i64_vec().unwrap(), vec![-1, 7, 6]);
+    assert_eq!(ops(&m).get("Div"), None, "{:?}", ops(&m));
+    assert_eq!(ops(&m).get("Mul"), None, "{:?}", ops(&m));
+    assert_eq!(ops(&m).get("Shape"), Some(&1), "{:?}", ops(&m));
+    let m = saved_ok(&m);
+    // Heights below, at and above a multiple of 7, batch 1 and 3.
+    for (batch, h) in [(1, 5), (3, 14), (2, 9)] {
+        let shapes = InputShapes::new()
+            .with_symbol("batch", batch)
+            .with_symbol("h", h);
+        assert_equivalent(&original, &m, &shapes, 0.0, 0.0);
+    }
+}

@@ -779,10 +779,10 @@ fn conv_activation_declines() {
         "conv output 'c' is a graph output",
     );
 
-    // 1-D conv.
+    // 3-D conv.
     let mut b = GraphBuilder::new();
-    let x = b.input("x", DataType::Float, dims(&["1", "3", "8"]));
-    let w = init(&mut b, "w", &[2, 3, 3], 1, -1.0, 1.0);
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "4", "4", "4"]));
+    let w = init(&mut b, "w", &[2, 3, 1, 1, 1], 1, -1.0, 1.0);
     let c = b.op("Conv", &[x, w], vec![]);
     let y = b.op("Relu", &[c], vec![]);
     b.output(y, "y", DataType::Float, None);
@@ -791,7 +791,7 @@ fn conv_activation_declines() {
         "fuse-conv-activation",
         Target::Onnxruntime,
         "relu_2",
-        "conv is 1-D; FusedConv is fused for 2-D convs only",
+        "conv is 3-D; FusedConv is fused for 1-D and 2-D convs only",
     );
 
     // float16.
@@ -1715,4 +1715,150 @@ fn slices_with_a_gap_an_overlap_or_alone_stay() {
         run(&mut m, &["fuse-slices-to-split"], Target::Portable);
         assert_eq!(ops(&m), before, "{cuts:?}");
     }
+}
+
+/// A "Focus" layer: `Concat(x[..., a::2, b::2] for (a, b) in offsets, axis=1)`
+/// on `x: [batch, channels, 8, 6]`, ends written as INT64_MAX like torch's exporter.
+/// With `expose_first`, the first Slice's output is a graph output too.
+fn focus_with(offsets: &[(i64, i64)], channels: &str, step: i64, expose_first: bool) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", channels, "8", "6"]));
+    let ends = b.i64("ends", &[2], &[i64::MAX, i64::MAX]);
+    let axes = b.i64("axes", &[2], &[2, 3]);
+    let steps = b.i64("steps", &[2], &[step, step]);
+    let mut parts = Vec::new();
+    for (i, &(r, c)) in offsets.iter().enumerate() {
+        let starts = b.i64(&format!("starts{i}"), &[2], &[r, c]);
+        parts.push(b.op("Slice", &[x, starts, ends, axes, steps], vec![]));
+    }
+    let y = b.op("Concat", &parts, vec![Attribute::int("axis", 1)]);
+    b.output(y, "y", DataType::Float, None);
+    if expose_first {
+        b.output(parts[0], "first", DataType::Float, None);
+    }
+    b.build(13)
+}
+
+fn focus(offsets: &[(i64, i64)], channels: &str, step: i64) -> Model {
+    focus_with(offsets, channels, step, false)
+}
+
+#[test]
+fn a_focus_layer_becomes_space_to_depth_and_a_channel_gather() {
+    // YOLOv5's order: row offset first, so groups 0, 2, 1, 3 of SpaceToDepth.
+    let original = focus(&[(0, 0), (1, 0), (0, 1), (1, 1)], "3", 2);
+    let mut m = original.clone();
+    run(&mut m, &["fuse-space-to-depth"], Target::Portable);
+    assert_eq!(ops(&m), hist(&[("Gather", 1), ("SpaceToDepth", 1)]));
+    let (_, gather) = m.graph.nodes().find(|(_, n)| n.is("Gather")).unwrap();
+    let order = m.graph.constant(gather.inputs[1].unwrap()).unwrap();
+    assert_eq!(
+        order.to_i64_vec().unwrap(),
+        vec![0, 1, 2, 6, 7, 8, 3, 4, 5, 9, 10, 11]
+    );
+    assert_eq!(m.graph.value(gather.outputs[0].unwrap()).name, "y");
+    let (_, s2d) = m.graph.nodes().find(|(_, n)| n.is("SpaceToDepth")).unwrap();
+    assert_eq!(s2d.attr_int_or("blocksize", 0).unwrap(), 2);
+    assert_equivalent(&original, &m, &batch2());
+
+    // SpaceToDepth's own order needs no Gather; the channels may be unknown.
+    let original = focus(&[(0, 0), (0, 1), (1, 0), (1, 1)], "c", 2);
+    let mut m = original.clone();
+    run(&mut m, &["fuse-space-to-depth"], Target::Portable);
+    assert_eq!(ops(&m), hist(&[("SpaceToDepth", 1)]));
+    let shapes = InputShapes::new()
+        .with_symbol("batch", 2)
+        .with_symbol("c", 5);
+    assert_equivalent(&original, &m, &shapes);
+}
+
+#[test]
+fn focus_layers_that_are_not_a_space_to_depth_stay() {
+    // Unknown channels with an order that needs the Gather.
+    assert_unchanged(
+        focus(&[(0, 0), (1, 0), (0, 1), (1, 1)], "c", 2),
+        "fuse-space-to-depth",
+        "concat_5",
+        "the channel count of 'x' is not known: the block order needs a Gather over the channels",
+    );
+    // A repeated offset, a step of 1, and a block of 4 offsets of a 3-step cut.
+    for (offsets, step) in [
+        (vec![(0, 0), (1, 0), (0, 1), (0, 1)], 2),
+        (vec![(0, 0), (1, 0), (0, 1), (1, 1)], 1),
+        (vec![(0, 0), (1, 0), (0, 1), (1, 1)], 3),
+    ] {
+        let mut m = focus(&offsets, "3", step);
+        let before = ops(&m);
+        run(&mut m, &["fuse-space-to-depth"], Target::Portable);
+        assert_eq!(ops(&m), before, "{offsets:?} step {step}");
+    }
+    // A Slice also read by another node.
+    let mut m = focus_with(&[(0, 0), (1, 0), (0, 1), (1, 1)], "3", 2, true);
+    let before = ops(&m);
+    let r = run(&mut m, &["fuse-space-to-depth"], Target::Portable);
+    assert_eq!(ops(&m), before);
+    assert!(
+        reasons(&r)
+            .iter()
+            .any(|(_, why)| why.contains("is read outside the Concat")),
+        "{:?}",
+        reasons(&r)
+    );
+}
+
+/// Conv + Relu through fuse-conv-activation for ONNX Runtime, in a built-in
+/// pipeline or the user's, with the providers `--ep` named.
+fn conv_relu_for(builtin: bool, providers: &[&str]) -> (BTreeMap<String, usize>, PipelineRun) {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "4", "4"]));
+    let w = init(&mut b, "w", &[2, 3, 1, 1], 1, -1.0, 1.0);
+    let c = b.op("Conv", &[x, w], vec![]);
+    let y = b.op("Relu", &[c], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(17);
+    let names = vec!["fuse-conv-activation".to_string()];
+    let config = PipelineConfig::from_pass_names(&names, Target::Onnxruntime).unwrap();
+    let options = DriverOptions {
+        validate: true,
+        builtin_pipeline: builtin,
+        ..Default::default()
+    };
+    let mut side = infopt_passes::SideData::default();
+    side.insert(infopt_passes::ExecutionProviders(
+        providers.iter().map(|p| p.to_string()).collect(),
+    ));
+    let run = infopt_passes::run_pipeline_with(&mut m, &config, &options, side, &mut |_, _| {
+        Ok(Flow::Continue)
+    })
+    .unwrap();
+    (ops(&m), run)
+}
+
+#[test]
+fn conv_activation_fuses_only_for_the_cpu_provider() {
+    let fused = hist(&[("com.microsoft::FusedConv", 1)]);
+    let plain = hist(&[("Conv", 1), ("Relu", 1)]);
+    // Built-in pipeline: only when --ep says CPU.
+    assert_eq!(conv_relu_for(true, &["cpu"]).0, fused);
+    assert_eq!(conv_relu_for(true, &["CPUExecutionProvider"]).0, fused);
+    let (got, run) = conv_relu_for(true, &[]);
+    assert_eq!(got, plain);
+    assert!(run.notes.is_empty(), "{:?}", run.notes);
+    assert!(
+        run.details
+            .iter()
+            .any(|d| d.contains("--ep cpu fuses them"))
+    );
+    // The user's pipeline fuses unless a provider other than CPU is named.
+    assert_eq!(conv_relu_for(false, &[]).0, fused);
+    let (got, run) = conv_relu_for(false, &["cuda", "cpu"]);
+    assert_eq!(got, plain);
+    assert!(
+        run.notes
+            .iter()
+            .any(|n| n.contains("the output is for provider 'cuda' (--ep)")),
+        "{:?}",
+        run.notes
+    );
+    assert_eq!(conv_relu_for(true, &["cuda"]).0, plain);
 }

@@ -426,6 +426,15 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
         stop_after: args.stop_after.clone(),
         builtin_pipeline: args.config.is_none() && args.passes.is_empty(),
     };
+    // The providers --ep names are the ones the output is for: passes that
+    // emit provider-specific ops (FusedConv) ask for them.
+    let providers = || {
+        let mut side = SideData::default();
+        side.insert(infopt_passes::ExecutionProviders(
+            args.backend.execution_providers.clone(),
+        ));
+        side
+    };
     let mut each = EachPass::default();
     let mut last_good = original.clone();
     let after_pass: Option<stages::AfterPass<'_>> = match (&verifier, args.verify_each_pass) {
@@ -475,8 +484,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
         }
         None => match (&half_steps, &verifier) {
             (Some((before, from)), Some(v)) => {
-                let run =
-                    stages::run_passes(&mut model, before, &options, SideData::default(), hooks)?;
+                let run = stages::run_passes(&mut model, before, &options, providers(), hooks)?;
                 let cx = crate::half::Context {
                     verifier: v,
                     options: &options,
@@ -489,7 +497,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
                 half_report = outcome.report;
                 crate::half::merged(run, outcome.run)
             }
-            _ => stages::run_passes(&mut model, &config, &options, SideData::default(), hooks)?,
+            _ => stages::run_passes(&mut model, &config, &options, providers(), hooks)?,
         },
     };
     let stats_after = GraphStats::of_model(&model);

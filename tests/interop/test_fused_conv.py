@@ -9,6 +9,8 @@ depend on ORT re-fusing or splitting the node.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import pytest
@@ -169,3 +171,64 @@ def test_gemm_activations_fuse_into_fused_gemm_and_match(infopt, tmp_path):
     assert np.isclose(attrs[1]["activation_alpha"], 0.1)
     assert np.allclose([attrs[4]["activation_alpha"], attrs[4]["activation_beta"]], [0.2, 0.5])
     _assert_same_in_ort(src, out, "mlp")
+
+
+def _conv1d_model(path):
+    """silero-vad's shape of layer: 1-D Conv -> Relu, then 1-D Conv -> Sigmoid (opset 17)."""
+    rng = np.random.default_rng(11)
+    inits = [
+        numpy_helper.from_array(rng.uniform(-0.5, 0.5, (6, 4, 3)).astype(np.float32), "w0"),
+        numpy_helper.from_array(rng.uniform(-0.1, 0.1, (6,)).astype(np.float32), "b0"),
+        numpy_helper.from_array(rng.uniform(-0.5, 0.5, (2, 6, 1)).astype(np.float32), "w1"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], name="conv0", pads=[1, 1], strides=[2]),
+        helper.make_node("Relu", ["c0"], ["a0"], name="relu0"),
+        helper.make_node("Conv", ["a0", "w1"], ["c1"], name="conv1"),
+        helper.make_node("Sigmoid", ["c1"], ["y"], name="sigmoid1"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "conv1d",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 2, 8])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(path))
+
+
+def test_one_dimensional_convs_fuse_and_match(infopt, tmp_path):
+    src = tmp_path / "conv1d.onnx"
+    _conv1d_model(src)
+    out = tmp_path / "fused.onnx"
+    model = _optimize(src, out, "fuse-conv-activation")
+    assert [n.op_type for n in model.graph.node] == ["FusedConv", "FusedConv"]
+    acts = [helper.get_attribute_value(a) for n in model.graph.node for a in n.attribute if a.name == "activation"]
+    assert acts == [b"Relu", b"Sigmoid"]
+    _assert_same_in_ort(src, out, "conv1d")
+
+
+def _target_onnxruntime(src, out, *extra):
+    """The built-in pipeline for ONNX Runtime, verification on (in ONNX Runtime)."""
+    proc = _interop.run_cli("optimize", src, "-o", out, "--target", "onnxruntime", "--json", *extra)
+    assert proc.returncode == 0, _interop.describe(proc)
+    return onnx.load(str(out)), json.loads(proc.stdout)
+
+
+def test_built_in_pipeline_fuses_only_for_the_cpu_provider(infopt, tmp_path):
+    src = tmp_path / "chain.onnx"
+    _chain_model(src)
+    # No --ep: the output must load in any provider, so the pairs stay (ORT fuses them at load).
+    model, report = _target_onnxruntime(src, tmp_path / "any.onnx")
+    assert [n.op_type for n in model.graph.node].count("FusedConv") == 0
+    assert _ms_opset(model) == []
+    assert any("--ep cpu fuses them" in d for d in report["details"]), report["details"]
+    # --ep cpu: every pair is one FusedConv, verified in ONNX Runtime's CPU provider.
+    out = tmp_path / "cpu.onnx"
+    model, report = _target_onnxruntime(src, out, "--ep", "cpu")
+    assert [n.op_type for n in model.graph.node] == ["FusedConv"] * len(ACTIVATIONS)
+    assert report["verification"]["passed"] is True
+    assert report["verification"]["backend"]["name"] == "ort", report["verification"]["backend"]
+    _assert_same_in_ort(src, out, "chain-cpu")

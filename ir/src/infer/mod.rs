@@ -24,6 +24,7 @@ mod contrib;
 mod control;
 mod elementwise;
 mod linalg;
+mod ml;
 mod nn;
 mod reduce;
 mod shape_ops;
@@ -641,6 +642,7 @@ fn infer_node(cx: &RuleCx) -> Option<Vec<Fact>> {
             .or_else(|| linalg::infer(cx))
             .or_else(|| reduce::infer(cx)),
         "com.microsoft" => contrib::infer(cx),
+        "ai.onnx.ml" => ml::infer(cx),
         _ => None,
     }
 }
