@@ -452,7 +452,8 @@ fn weights_beyond_range_keep_their_node_or_are_clamped_on_request() {
         g.constant(g.find_value("big").unwrap()).unwrap().dtype(),
         DataType::Float
     );
-    // Asked for, it converts: values clamped to ±65504, tiny ones flushed, both noted.
+    // Asked for, it converts: values clamped to ±65504 (noted), tiny ones
+    // flushed (counted in a note, named in the details).
     let mut m = beyond_range_block();
     let run = run_yaml(
         &mut m,
@@ -467,7 +468,17 @@ fn weights_beyond_range_keep_their_node_or_are_clamped_on_request() {
     assert_eq!(t.to_f64_vec().unwrap(), vec![0.0, 0.0, 0.5]);
     let notes = run.notes.join("\n");
     assert!(notes.contains("'big': 2 values beyond"), "{notes}");
-    assert!(notes.contains("'tiny': 1 nonzero value below"), "{notes}");
+    assert!(
+        notes.contains(
+            "1 nonzero weight value below the smallest float16 subnormal became 0, in 1 tensor"
+        ),
+        "{notes}"
+    );
+    let details = run.details.join("\n");
+    assert!(
+        details.contains("'tiny': 1 nonzero value below"),
+        "{details}"
+    );
 }
 
 #[test]
