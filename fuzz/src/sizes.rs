@@ -140,39 +140,23 @@ pub fn mutate(g: &mut GraphProto, rng: &mut Rng, kind: usize) -> &'static str {
 }
 
 fn tensor_i64(name: &str, values: &[i64], scalar: bool) -> TensorProto {
-    TensorProto {
-        name: Some(name.to_string()),
-        data_type: Some(7),
-        dims: if scalar {
-            Vec::new()
-        } else {
-            vec![values.len() as i64]
-        },
-        raw_data: Some(Bytes::from(
-            values
-                .iter()
-                .flat_map(|v| v.to_le_bytes())
-                .collect::<Vec<u8>>(),
-        )),
-        ..Default::default()
-    }
+    let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    raw_tensor(name, 7, values.len(), bytes, scalar)
 }
 
 fn tensor_f32(name: &str, values: &[f32], scalar: bool) -> TensorProto {
+    let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    raw_tensor(name, 1, values.len(), bytes, scalar)
+}
+
+/// A tensor of `len` elements of ONNX type `data_type` in `raw_data`
+/// (a scalar when `scalar`, else one dimension).
+fn raw_tensor(name: &str, data_type: i32, len: usize, bytes: Vec<u8>, scalar: bool) -> TensorProto {
     TensorProto {
         name: Some(name.to_string()),
-        data_type: Some(1),
-        dims: if scalar {
-            Vec::new()
-        } else {
-            vec![values.len() as i64]
-        },
-        raw_data: Some(Bytes::from(
-            values
-                .iter()
-                .flat_map(|v| v.to_le_bytes())
-                .collect::<Vec<u8>>(),
-        )),
+        data_type: Some(data_type),
+        dims: if scalar { Vec::new() } else { vec![len as i64] },
+        raw_data: Some(Bytes::from(bytes)),
         ..Default::default()
     }
 }

@@ -586,11 +586,11 @@ pub fn describe(tensors: &[HostTensor]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// An `.npy` image as numpy writes it (format 1.0, header padded to 64 bytes).
-    fn npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
+    pub(crate) fn npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
         let mut header =
             format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
         while (10 + header.len() + 1) % 64 != 0 {

@@ -187,17 +187,7 @@ mod tests {
             1 => format!("({},)", dims[0]),
             _ => format!("({})", dims.join(", ")),
         };
-        let mut header =
-            format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-        while (10 + header.len() + 1) % 64 != 0 {
-            header.push(' ');
-        }
-        header.push('\n');
-        let mut out = b"\x93NUMPY\x01\x00".to_vec();
-        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-        out.extend_from_slice(header.as_bytes());
-        out.extend_from_slice(data);
-        out
+        crate::inputs::tests::npy(descr, &shape, data)
     }
 
     fn f32_bytes(v: impl IntoIterator<Item = f32>) -> Vec<u8> {
