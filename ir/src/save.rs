@@ -715,13 +715,7 @@ impl Graph {
             if fixed_set.contains(&v) || !seen.insert(v) {
                 continue;
             }
-            let mut name = self.value(v).name.clone();
-            if name.is_empty() {
-                name = match self.value(v).producer {
-                    Some((n, slot)) => format!("{}_output_{slot}", self.node(n).name_or_op()),
-                    None => "value".to_string(),
-                };
-            }
+            let mut name = self.name_for_saving(v);
             if taken.contains(&name) {
                 let base = name.clone();
                 let mut k = 1;
@@ -753,6 +747,20 @@ impl Graph {
 }
 
 impl Graph {
+    /// `v`'s name, or for an unnamed value the name saving gives it (before
+    /// making names unique): `<producer>_output_<slot>`. Rewrites that name
+    /// things after a value use it to agree with the saved model.
+    pub fn name_for_saving(&self, v: crate::graph::ValueId) -> String {
+        let value = self.value(v);
+        if !value.name.is_empty() {
+            return value.name.clone();
+        }
+        match value.producer {
+            Some((n, slot)) => format!("{}_output_{slot}", self.node(n).name_or_op()),
+            None => "value".to_string(),
+        }
+    }
+
     /// Suffixes node names that repeat one already used in this graph (in
     /// `order`): ONNX Runtime refuses a graph with two nodes of one name, and
     /// a rewrite that derives a node's name from an unnamed value (or two

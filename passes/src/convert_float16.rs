@@ -840,11 +840,7 @@ impl ConvertFloat {
         // A value a rewrite left unnamed gets its name only when the model is
         // saved; derive the Cast's names as the saver will, so that two such
         // values do not give two Casts one name.
-        let name = match (g.value(v).name.as_str(), g.value(v).producer) {
-            ("", Some((p, slot))) => format!("{}_output_{slot}", g.node(p).name_or_op()),
-            ("", None) => "value".to_string(),
-            (n, _) => n.to_string(),
-        };
+        let name = g.name_for_saving(v);
         let suffix = if to == DataType::Float {
             "fp32"
         } else {
