@@ -25,22 +25,26 @@
 //! With another target the pass changes nothing (FusedConv is not standard
 //! ONNX) and leaves one note saying so.
 //!
-//! In the built-in `onnxruntime` pipeline it fuses only when the user says
-//! the output runs on ONNX Runtime's CPU provider (`--ep cpu`): ONNX Runtime
-//! fuses Conv + activation itself at load where its provider has a kernel
-//! for the pair, and a FusedConv in the file binds every provider to it. The
-//! CUDA provider's FusedConv is float32 with Relu or Tanh only (any other
+//! In the built-in `onnxruntime` pipeline it fuses only for ONNX Runtime's
+//! CPU provider: when `--ep cpu` says so, or, without `--ep`, when the
+//! installed ONNX Runtime has no other provider (PyPI's `onnxruntime`; the
+//! JSON report's details say which applied). ONNX Runtime fuses Conv +
+//! activation itself at load where its provider has a kernel for the pair,
+//! and a FusedConv in the file binds every provider to it. The CUDA
+//! provider's FusedConv is float32 with Relu or Tanh only (any other
 //! activation fails at session creation: "unsupported conv activation
 //! mode"), and with Relu it ran ResNet-50 1.4-2.2x slower than the unfused
-//! graph on an H200 (bench/results/gpu_bench.md). Without `--ep`, a built-in
-//! pipeline leaves the pairs unfused (said in the JSON report's details); a
-//! pipeline of your own that names the pass fuses them. With `--ep` naming
-//! any other provider the pass changes nothing, in any pipeline.
+//! graph on an H200 (bench/results/gpu_bench.md). So without `--ep`, with a
+//! GPU build of ONNX Runtime installed or none at all, a built-in pipeline
+//! leaves the pairs unfused; a pipeline of your own that names the pass
+//! fuses them. With `--ep` naming any other provider the pass changes
+//! nothing, in any pipeline.
 //!
 //! ## When it declines
 //! The whole pass does nothing when `--ep` names a provider other than
 //! ONNX Runtime's CPU one, or, in a built-in pipeline, when no `--ep` names
-//! the provider (see above). Otherwise, only with target `onnxruntime`,
+//! the provider and the installed ONNX Runtime has another one or none is
+//! installed (see above). Otherwise, only with target `onnxruntime`,
 //! where a Conv → activation pair is present:
 //! - the conv output has other readers or is a graph output;
 //! - the conv is neither 1-D nor 2-D (ONNX Runtime's CPU optimizer fuses
@@ -80,7 +84,7 @@ crate::register_pass! {
 use infopt_ir::proto::OperatorSetIdProto;
 use infopt_ir::{Attribute, DataType, Graph, Model, NodeId, PatchValue, ValueId};
 
-use crate::pass::{ExecutionProviders, Pass, PassCx, PassError};
+use crate::pass::{ExecutionProviders, InstalledProviders, Pass, PassCx, PassError};
 use crate::precision::{Precision, PrecisionMap};
 use crate::rule::{Outcome, apply_rule};
 use crate::util::replace_with_node;
@@ -293,10 +297,30 @@ impl Pass for FuseConvActivation {
             return Ok(0);
         }
         if providers.0.is_empty() && cx.builtin_pipeline {
-            cx.detail(
-                "fuse-conv-activation left Conv + activation unfused: no --ep names the provider, and a FusedConv in the file loads in ONNX Runtime's CPU provider only; --ep cpu fuses them",
-            );
-            return Ok(0);
+            // Without --ep the output is for the providers of the ONNX
+            // Runtime installed here (--ep's documented default is CPU):
+            // PyPI's `onnxruntime` has only the CPU one, so fuse as its
+            // extended level does; with a GPU build, a FusedConv in the file
+            // would bind every provider to it, so leave the pairs.
+            match cx.side.get::<InstalledProviders>() {
+                Some(installed) => {
+                    if let Some(gpu) = installed.first_not_cpu() {
+                        cx.detail(format!(
+                            "fuse-conv-activation left Conv + activation unfused: no --ep names the provider and the installed ONNX Runtime has {gpu}, where FusedConv fails or runs slower; --ep cpu fuses them"
+                        ));
+                        return Ok(0);
+                    }
+                    cx.detail(
+                        "fuse-conv-activation fused for ONNX Runtime's CPU provider: no --ep names one and the installed ONNX Runtime has no other; --ep cuda (or another provider) leaves the pairs unfused",
+                    );
+                }
+                None => {
+                    cx.detail(
+                        "fuse-conv-activation left Conv + activation unfused: no --ep names the provider and no ONNX Runtime is installed to say which it has, and a FusedConv in the file loads in ONNX Runtime's CPU provider only; --ep cpu fuses them",
+                    );
+                    return Ok(0);
+                }
+            }
         }
         let count = apply_rule(model, cx, &rule)?;
         if count > 0 && model.opset(MS_DOMAIN).is_none() {

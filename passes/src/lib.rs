@@ -74,5 +74,7 @@ pub use erased_serde as __erased_serde;
 
 pub use config::{CriterionName, PassConfig, PipelineConfig, Step, VerifyConfig};
 pub use driver::{DriverOptions, Flow, PassRecord, PipelineRun, run_pipeline, run_pipeline_with};
-pub use pass::{Declined, ExecutionProviders, Pass, PassCx, PassError, SideData, Target};
+pub use pass::{
+    Declined, ExecutionProviders, InstalledProviders, Pass, PassCx, PassError, SideData, Target,
+};
 pub use precision::{Precision, PrecisionMap};

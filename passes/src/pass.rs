@@ -113,6 +113,26 @@ impl ExecutionProviders {
     }
 }
 
+/// The providers compiled into the installed ONNX Runtime, in [`SideData`]
+/// when `--ep` names none: what a session of the output registers by
+/// default. Absent: no ONNX Runtime was found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InstalledProviders(pub Vec<String>);
+
+impl InstalledProviders {
+    /// The first provider that runs nodes on another device than the CPU
+    /// (Azure's provider only forwards requests to a remote endpoint).
+    pub fn first_not_cpu(&self) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|p| {
+                !p.eq_ignore_ascii_case("CPUExecutionProvider")
+                    && !p.eq_ignore_ascii_case("AzureExecutionProvider")
+            })
+            .map(String::as_str)
+    }
+}
+
 /// Values keyed by their type, for passes that need more than their options
 /// (`cx.side.get::<RangeTable>()`).
 #[derive(Default)]

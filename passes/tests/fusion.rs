@@ -1809,6 +1809,15 @@ fn focus_layers_that_are_not_a_space_to_depth_stay() {
 /// Conv + Relu through fuse-conv-activation for ONNX Runtime, in a built-in
 /// pipeline or the user's, with the providers `--ep` named.
 fn conv_relu_for(builtin: bool, providers: &[&str]) -> (BTreeMap<String, usize>, PipelineRun) {
+    conv_relu_installed(builtin, providers, None)
+}
+
+/// [`conv_relu_for`] with the installed ONNX Runtime's providers (None: none installed).
+fn conv_relu_installed(
+    builtin: bool,
+    providers: &[&str],
+    installed: Option<&[&str]>,
+) -> (BTreeMap<String, usize>, PipelineRun) {
     let mut b = GraphBuilder::new();
     let x = b.input("x", DataType::Float, dims(&["1", "3", "4", "4"]));
     let w = init(&mut b, "w", &[2, 3, 1, 1], 1, -1.0, 1.0);
@@ -1827,6 +1836,11 @@ fn conv_relu_for(builtin: bool, providers: &[&str]) -> (BTreeMap<String, usize>,
     side.insert(infopt_passes::ExecutionProviders(
         providers.iter().map(|p| p.to_string()).collect(),
     ));
+    if let Some(installed) = installed {
+        side.insert(infopt_passes::InstalledProviders(
+            installed.iter().map(|p| p.to_string()).collect(),
+        ));
+    }
     let run = infopt_passes::run_pipeline_with(&mut m, &config, &options, side, &mut |_, _| {
         Ok(Flow::Continue)
     })
@@ -1861,4 +1875,40 @@ fn conv_activation_fuses_only_for_the_cpu_provider() {
         run.notes
     );
     assert_eq!(conv_relu_for(true, &["cuda"]).0, plain);
+}
+
+#[test]
+fn without_ep_conv_activation_fuses_when_the_installed_runtime_is_cpu_only() {
+    let fused = hist(&[("com.microsoft::FusedConv", 1)]);
+    let plain = hist(&[("Conv", 1), ("Relu", 1)]);
+    // PyPI's onnxruntime: CPU and Azure's remote provider.
+    let cpu = ["AzureExecutionProvider", "CPUExecutionProvider"];
+    let (got, run) = conv_relu_installed(true, &[], Some(&cpu));
+    assert_eq!(got, fused);
+    assert!(run.notes.is_empty(), "{:?}", run.notes);
+    assert!(
+        run.details
+            .iter()
+            .any(|d| d.contains("fused for ONNX Runtime's CPU provider: no --ep names one")),
+        "{:?}",
+        run.details
+    );
+    // onnxruntime-gpu: the file must load in CUDA too, so the pairs stay.
+    let gpu = [
+        "TensorrtExecutionProvider",
+        "CUDAExecutionProvider",
+        "CPUExecutionProvider",
+    ];
+    let (got, run) = conv_relu_installed(true, &[], Some(&gpu));
+    assert_eq!(got, plain);
+    assert!(
+        run.details.iter().any(|d| d
+            .contains("the installed ONNX Runtime has TensorrtExecutionProvider")
+            && d.contains("--ep cpu fuses them")),
+        "{:?}",
+        run.details
+    );
+    // --ep wins over what is installed.
+    assert_eq!(conv_relu_installed(true, &["cuda"], Some(&cpu)).0, plain);
+    assert_eq!(conv_relu_installed(true, &["cpu"], Some(&gpu)).0, fused);
 }

@@ -381,6 +381,16 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// The execution providers compiled into the ONNX Runtime library infopt
+/// finds ([`find_dylib`]: `explicit`, `ORT_DYLIB_PATH`, a Python's
+/// onnxruntime package), loading it once per process. PyPI's `onnxruntime`
+/// has the CPU provider (and Azure's remote one); `onnxruntime-gpu` adds CUDA
+/// and TensorRT.
+pub fn installed_providers(explicit: Option<&Path>) -> Result<Vec<String>> {
+    let loc = find_dylib(explicit)?;
+    Ok(load_library(&loc)?.providers.clone())
+}
+
 /// Loads the library at `loc` (once per process) and creates the environment.
 fn load_library(loc: &DylibLocation) -> Result<&'static OrtLib> {
     let mut slot = LIBRARY.lock().unwrap_or_else(|p| p.into_inner());

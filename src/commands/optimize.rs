@@ -428,11 +428,21 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
     };
     // The providers --ep names are the ones the output is for: passes that
     // emit provider-specific ops (FusedConv) ask for them.
+    // Without --ep, the installed ONNX Runtime's providers stand in for them.
+    let installed = (args.backend.execution_providers.is_empty()
+        && config.target == Target::Onnxruntime)
+        .then(|| {
+            infopt_runtime::ort_backend::installed_providers(args.backend.ort_dylib.as_deref()).ok()
+        })
+        .flatten();
     let providers = || {
         let mut side = SideData::default();
         side.insert(infopt_passes::ExecutionProviders(
             args.backend.execution_providers.clone(),
         ));
+        if let Some(installed) = &installed {
+            side.insert(infopt_passes::InstalledProviders(installed.clone()));
+        }
         side
     };
     let mut each = EachPass::default();

@@ -13,6 +13,7 @@ import json
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -69,8 +70,6 @@ def _optimize(src, out, passes):
 
 
 def _session(path, optimize: bool):
-    import onnxruntime as ort
-
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.log_severity_level = 3
@@ -220,11 +219,17 @@ def _target_onnxruntime(src, out, *extra):
 def test_built_in_pipeline_fuses_only_for_the_cpu_provider(infopt, tmp_path):
     src = tmp_path / "chain.onnx"
     _chain_model(src)
-    # No --ep: the output must load in any provider, so the pairs stay (ORT fuses them at load).
-    model, report = _target_onnxruntime(src, tmp_path / "any.onnx")
+    # No --ep: the installed onnxruntime (PyPI's, CPU only) is the provider, so the pairs fuse.
+    assert set(ort.get_available_providers()) <= {"CPUExecutionProvider", "AzureExecutionProvider"}
+    out = tmp_path / "default.onnx"
+    model, report = _target_onnxruntime(src, out)
+    assert [n.op_type for n in model.graph.node] == ["FusedConv"] * len(ACTIVATIONS)
+    assert any("fused for ONNX Runtime's CPU provider" in d for d in report["details"]), report["details"]
+    _assert_same_in_ort(src, out, "chain-default")
+    # --ep cuda: the output must load in CUDA's provider, so the pairs stay (ORT fuses them at load).
+    model, report = _target_onnxruntime(src, tmp_path / "cuda.onnx", "--ep", "cuda", "--no-verify")
     assert [n.op_type for n in model.graph.node].count("FusedConv") == 0
     assert _ms_opset(model) == []
-    assert any("--ep cpu fuses them" in d for d in report["details"]), report["details"]
     # --ep cpu: every pair is one FusedConv, verified in ONNX Runtime's CPU provider.
     out = tmp_path / "cpu.onnx"
     model, report = _target_onnxruntime(src, out, "--ep", "cpu")
