@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use common::*;
 use infopt_ir::builder::{GraphBuilder, dims};
-use infopt_ir::{Attribute, DataType, Model, Tensor};
+use infopt_ir::{Attribute, DataType, Graph, Model, Tensor};
 use infopt_passes::config::PipelineConfig;
 use infopt_passes::{DriverOptions, Flow, PipelineRun, Precision, PrecisionMap, SideData};
 use infopt_runtime::compare::{Tolerance, compare_outputs};
@@ -47,7 +47,11 @@ fn dtype_of(m: &Model, name: &str) -> DataType {
 
 /// Op type -> how many nodes of it compute in `dtype` (by their first output).
 fn ops_in(m: &Model, dtype: DataType) -> BTreeMap<String, usize> {
-    let g = &m.graph;
+    ops_in_graph(&m.graph, dtype)
+}
+
+/// [`ops_in`] for one graph (a subgraph, say).
+fn ops_in_graph(g: &Graph, dtype: DataType) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
     for (_, n) in g.nodes() {
         let Some(v) = n.outputs.first().copied().flatten() else {
@@ -360,62 +364,186 @@ fn default_fp32_converts_only_the_overridden_nodes() {
     assert!(cos >= 0.9999, "cosine {cos}");
 }
 
+/// Subgraph `attr` of the node named `node` of the main graph.
+fn subgraph<'a>(m: &'a Model, node: &str, attr: &str) -> &'a Graph {
+    let g = &m.graph;
+    let id = g.find_node(node).unwrap_or_else(|| panic!("no node '{node}'"));
+    &g.node(id)
+        .attr(attr)
+        .unwrap_or_else(|| panic!("'{node}' has no '{attr}'"))
+        .subgraphs[0]
+}
+
+/// Element type of the value named `name` of subgraph `sg` (its outputs by declaration).
+fn sub_dtype(sg: &Graph, name: &str) -> DataType {
+    let v = sg
+        .find_value(name)
+        .unwrap_or_else(|| panic!("no value '{name}' in '{}'", sg.name()));
+    sg.value_type(v).expect("typed").dtype
+}
+
+/// Declared element types of a graph's outputs.
+fn output_types(g: &Graph) -> Vec<DataType> {
+    g.outputs
+        .iter()
+        .map(|io| g.value_type(io.value).expect("declared").dtype)
+        .collect()
+}
+
 #[test]
-fn if_node_stays_fp32_with_casts_at_its_border() {
+fn tiny_if_branches_stay_fp32_and_casts_meet_the_if_outside() {
     let original = load("if_subgraph.onnx");
-    // Alone, the Sigmoid after the If is an island that would need two
-    // Casts for one op: it stays float32.
+    // The branches hold one Add and one Mul each: islands too small to pay
+    // for their Casts; the Sigmoid after the If alike.
     let mut m = original.clone();
     let run = fp16(&mut m);
-    assert!(
-        declined_reason(&run, "Sigmoid").contains("island of 1 op without MatMul"),
-        "{:?}",
-        run.declined
-    );
+    for node in ["Sigmoid", "then/Add", "else/Mul", "Relu"] {
+        assert!(
+            declined_reason(&run, node).contains("island of 1 op without MatMul"),
+            "{node}: {:?}",
+            run.declined
+        );
+    }
     assert_eq!(casts(&m), 0);
     // Nothing converted is said, with the weights the subgraphs keep
     // (outer_w, read only by the else branch, and the then branch's Constant).
     assert!(
         run.notes.iter().any(|n| n.contains(
-            "nothing converted: the model's float32 computation is inside If/Loop/Scan subgraphs, which stay float32 (2 float32 weights of 0.0 MB read only there)"
+            "nothing converted, in the main graph or in its If/Loop/Scan subgraphs, which hold 2 float32 weights of 0.0 MB read only there"
         )),
         "{:?}",
         run.notes
     );
-    // Asked for by an override, it converts with a Cast on each side.
+    // Asked for by an override, the Sigmoid converts with a Cast on each
+    // side; the If, a node with subgraphs, is not declined itself.
     let mut m = original.clone();
     let run = run_yaml(
         &mut m,
         "version: 1\npasses: [convert-float16]\nprecision: { overrides: [{ op: Sigmoid, to: fp16 }] }\n",
         SideData::default(),
     );
-    // Relu's output is read inside both branches: it stays float32.
-    assert!(
-        declined_reason(&run, "Relu").contains("read by a subgraph"),
-        "{:?}",
-        run.declined
-    );
-    assert!(declined_reason(&run, "If").contains("not on the float16 allow-list"));
+    assert_eq!(declined_reason(&run, "If"), "");
     assert!(declined_reason(&run, "ReduceSum").contains("summing reduction"));
-    // Sigmoid after the If converts: Cast in, Cast out.
     assert_eq!(
         ops_in(&m, DataType::Float16),
         histogram(&[("Sigmoid", 1), ("Cast", 1)])
     );
     assert_eq!(casts(&m), 2);
+    for attr in ["then_branch", "else_branch"] {
+        let sg = subgraph(&m, "If", attr);
+        assert!(sg.nodes().all(|(_, s)| !s.is("Cast")), "{attr}");
+    }
+    let cos = min_cosine(&original, &m, &default_shapes());
+    assert!(cos >= 0.999, "cosine {cos}");
+}
+
+#[test]
+fn loop_body_converts_with_its_carried_state_in_float32() {
+    let original = load("loop_matmul.onnx");
+    let mut m = original.clone();
+    let run = fp16(&mut m);
+    // Both weights are float16 where they are stored, without copies:
+    // W_in for the MatMul outside, cell_W read only by the body, in half.
+    assert_eq!(dtype_of(&m, "W_in"), DataType::Float16);
+    assert_eq!(dtype_of(&m, "cell_W"), DataType::Float16);
+    assert_eq!(m.graph.initializers().count(), 2);
+    // Outside: x is cast to float16 for the MatMul, whose float16 output xw
+    // the body reads as is (no Cast back outside); the Loop keeps float32
+    // outputs.
+    assert_eq!(
+        ops_in(&m, DataType::Float16),
+        histogram(&[("Cast", 1), ("MatMul", 1)]),
+        "{:?}",
+        run.declined
+    );
+    assert_eq!(casts(&m), 1);
+    assert_eq!(dtype_of(&m, "xw"), DataType::Float16);
+    assert_eq!(output_types(&m.graph), vec![DataType::Float; 2]);
+    // Inside: the carried state comes in float32 and is cast once; the
+    // cell computes in float16 (its Constant bias produced in float16); the
+    // new state and the scan output are cast back, under their own names.
+    let body = subgraph(&m, "Loop", "body");
+    assert_eq!(
+        ops_in_graph(body, DataType::Float16),
+        histogram(&[
+            ("Cast", 1),
+            ("Constant", 1),
+            ("MatMul", 1),
+            ("Add", 2),
+            ("Tanh", 1),
+            ("Relu", 1)
+        ])
+    );
+    assert_eq!(body.nodes().filter(|(_, n)| n.is("Cast")).count(), 3);
+    assert_eq!(
+        output_types(body),
+        vec![DataType::Bool, DataType::Float, DataType::Float]
+    );
+    assert_eq!(sub_dtype(body, "h_in"), DataType::Float);
+    assert_eq!(sub_dtype(body, "h_out"), DataType::Float);
+    assert_eq!(sub_dtype(body, "scan_out"), DataType::Float);
     assert!(
-        run.notes
-            .iter()
-            .any(|n| n.contains("If/Loop/Scan subgraphs stay float32 (2 float32 weights")),
+        run.notes.iter().any(|n| n.contains(
+            "7 nodes in float16 (6 of them inside 1 If/Loop/Scan subgraph, whose inputs and outputs stay float32)"
+        )),
         "{:?}",
         run.notes
     );
-    // Subgraphs untouched.
-    for (_, n) in m.graph.nodes() {
-        for sg in n.subgraphs() {
-            assert!(sg.nodes().all(|(_, s)| !s.is("Cast")));
-        }
+    let cos = min_cosine(&original, &m, &default_shapes());
+    assert!(cos >= 0.999, "cosine {cos}");
+    // Converting again changes nothing more.
+    let before = m.to_bytes().expect("saves");
+    fp16(&mut m);
+    assert_eq!(m.to_bytes().expect("saves"), before);
+}
+
+#[test]
+fn an_override_keeps_a_loop_float32_whole() {
+    let original = load("loop_matmul.onnx");
+    let mut m = original.clone();
+    let run = run_yaml(
+        &mut m,
+        "version: 1\npasses: [convert-float16]\nprecision: { overrides: [{ name: Loop, to: fp32 }] }\n",
+        SideData::default(),
+    );
+    assert_eq!(
+        declined_reason(&run, "Loop"),
+        "kept in fp32 with its subgraphs: the override for name 'Loop' says fp32"
+    );
+    let body = subgraph(&m, "Loop", "body");
+    assert!(ops_in_graph(body, DataType::Float16).is_empty());
+    // The float16 xw from outside is cast back inside the body, once.
+    let casts: Vec<String> = body
+        .nodes()
+        .filter(|(_, n)| n.is("Cast"))
+        .map(|(_, n)| body.value(n.inputs[0].expect("input")).name.clone())
+        .collect();
+    assert_eq!(casts, vec!["xw".to_string()]);
+    assert_eq!(dtype_of(&m, "cell_W"), DataType::Float);
+    let cos = min_cosine(&original, &m, &default_shapes());
+    assert!(cos >= 0.999, "cosine {cos}");
+}
+
+#[test]
+fn if_branches_convert_with_the_weights_stored_outside() {
+    let original = load("if_lstm.onnx");
+    let mut m = original.clone();
+    let run = fp16(&mut m);
+    // The LSTM weights, read only inside the branches and there in half,
+    // become float16 where they are stored.
+    for w in ["lstm_W", "lstm_R", "lstm_B"] {
+        assert_eq!(dtype_of(&m, w), DataType::Float16, "{w}");
     }
+    assert_eq!(m.graph.initializers().count(), 4);
+    for (attr, p) in [("then_branch", "pooled"), ("else_branch", "raw")] {
+        let sg = subgraph(&m, "If", attr);
+        // The LSTM's only output is its final hidden state.
+        assert_eq!(sub_dtype(sg, &format!("{p}_h")), DataType::Float16, "{attr}: {:?}", run.declined);
+        eprintln!("{attr}: {:?}", sg.nodes().map(|(_, n)| (n.name_or_op().to_string(), n.outputs.iter().flatten().map(|v| (sg.value(*v).name.clone(), sg.value_type(*v).map(|t| t.dtype))).collect::<Vec<_>>())).collect::<Vec<_>>());
+        // Both branches give the If float32, as before.
+        assert_eq!(output_types(sg), vec![DataType::Float], "{attr}");
+    }
+    assert_eq!(output_types(&m.graph), vec![DataType::Float]);
     let cos = min_cosine(&original, &m, &default_shapes());
     assert!(cos >= 0.999, "cosine {cos}");
 }
