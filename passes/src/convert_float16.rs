@@ -29,10 +29,9 @@
 //! decomposed LayerNorm/RMSNorm/softmax statistics (the reduction, the
 //! squaring/exp before it and the Add(eps)/Sqrt/Reciprocal/Div after it),
 //! shape arithmetic (small float tensors computing Resize scales, Range
-//! bounds or integer sizes), everything off the allow-list (Range, If/Loop
-//! and their subgraphs, comparisons, custom domains), nodes whose
-//! outputs a subgraph reads, and LayerNormalization/BatchNormalization whose
-//! statistics outputs are used. Last, an island without MatMul, Gemm, Conv,
+//! bounds or integer sizes), everything off the allow-list (Range,
+//! comparisons, custom domains), and LayerNormalization/BatchNormalization
+//! whose statistics outputs are used. Last, an island without MatMul, Gemm, Conv,
 //! ConvTranspose, Einsum, LayerNormalization or a recurrent layer that would
 //! need as many Casts
 //! as it has ops stays float32 as well: its Casts would cost what float16
@@ -48,14 +47,29 @@
 //! BERT-base's `--fp16` at 1.23x FP32 (batch 16) against 1.71x with it
 //! (bench/results/gpu_bench.md).
 //!
+//! If/Loop/Scan subgraphs (nested ones too) are converted the same way, each
+//! on its own, with their inputs and outputs kept float32: the node's
+//! outputs keep their types, so both branches of an If agree, a Loop's
+//! carried state has one type in and out, and readers outside are
+//! unchanged. A value a subgraph reads from outside is read as the outer
+//! graph now computes it: a float16 value directly by converted nodes and
+//! through a Cast inside the subgraph by float32 ones; a float32 value read
+//! in half gets a Cast inside the subgraph, except a weight that every
+//! reader, in every subgraph, reads in half: it becomes float16 where it is
+//! stored (silero-vad's opset-18 export keeps its LSTM and Conv weights in
+//! the main graph and computes in an If). A precision override to fp32 on
+//! the If/Loop/Scan node keeps its subgraphs float32 whole (as the
+//! automatic float32 islands of `--fp16` do when a subgraph adds the error).
+//!
 //! ## When it declines
 //! Per node, reason recorded: the precision map keeps it; the op is not on
 //! the allow-list or has no float16 form at the model's opset; it is
 //! numerically sensitive (see above); a weight it reads holds values beyond
 //! the half type's range; an input or output type is unknown
-//! (run `infer-shapes` first; the pass also infers); an output is read by a
-//! subgraph; its island is too small to pay for its Casts. Nodes without
-//! float32 tensors are not considered at all.
+//! (run `infer-shapes` first; the pass also infers); its island is too
+//! small to pay for its Casts; an override to fp32 on its If/Loop/Scan node
+//! (the whole subgraph). Nodes without float32 tensors are not considered
+//! at all.
 //!
 //! ## Numerics
 //! float16 keeps 11 significant bits (relative error ~5e-4 per rounding) and

@@ -489,8 +489,8 @@ fn loop_body_converts_with_its_carried_state_in_float32() {
         "{:?}",
         run.notes
     );
-    let cos = min_cosine(&original, &m, &default_shapes());
-    assert!(cos >= 0.999, "cosine {cos}");
+    // tract has no Loop: tests/interop/test_precision.py runs both models
+    // in ONNX Runtime.
     // Converting again changes nothing more.
     let before = m.to_bytes().expect("saves");
     fp16(&mut m);
@@ -520,8 +520,6 @@ fn an_override_keeps_a_loop_float32_whole() {
         .collect();
     assert_eq!(casts, vec!["xw".to_string()]);
     assert_eq!(dtype_of(&m, "cell_W"), DataType::Float);
-    let cos = min_cosine(&original, &m, &default_shapes());
-    assert!(cos >= 0.999, "cosine {cos}");
 }
 
 #[test]
@@ -537,15 +535,39 @@ fn if_branches_convert_with_the_weights_stored_outside() {
     assert_eq!(m.graph.initializers().count(), 4);
     for (attr, p) in [("then_branch", "pooled"), ("else_branch", "raw")] {
         let sg = subgraph(&m, "If", attr);
-        // The LSTM's only output is its final hidden state.
+        // The nested If's output is cast once for the Unsqueeze, LSTM and
+        // Squeeze island (the LSTM's only output is its final hidden
+        // state), and the branch output is cast back under its own name.
         assert_eq!(sub_dtype(sg, &format!("{p}_h")), DataType::Float16, "{attr}: {:?}", run.declined);
-        eprintln!("{attr}: {:?}", sg.nodes().map(|(_, n)| (n.name_or_op().to_string(), n.outputs.iter().flatten().map(|v| (sg.value(*v).name.clone(), sg.value_type(*v).map(|t| t.dtype))).collect::<Vec<_>>())).collect::<Vec<_>>());
+        assert_eq!(
+            ops_in_graph(sg, DataType::Float16),
+            histogram(&[("Cast", 1), ("Unsqueeze", 1), ("Squeeze", 1)]),
+            "{attr}"
+        );
+        let casts: Vec<(String, String)> = sg
+            .nodes()
+            .filter(|(_, n)| n.is("Cast"))
+            .map(|(_, n)| {
+                let name = |v: Option<infopt_ir::ValueId>| sg.value(v.expect("wired")).name.clone();
+                (name(n.inputs[0]), name(n.outputs[0]))
+            })
+            .collect();
+        assert_eq!(
+            casts,
+            vec![
+                (format!("{p}_seq"), format!("{p}_seq.fp16")),
+                (format!("{p}_out.fp16"), format!("{p}_out"))
+            ],
+            "{attr}"
+        );
         // Both branches give the If float32, as before.
         assert_eq!(output_types(sg), vec![DataType::Float], "{attr}");
     }
     assert_eq!(output_types(&m.graph), vec![DataType::Float]);
-    let cos = min_cosine(&original, &m, &default_shapes());
-    assert!(cos >= 0.999, "cosine {cos}");
+    // tract cannot load the original (its inner Ifs give the two branches
+    // different ranks): tests/interop/test_precision.py runs both models in
+    // ONNX Runtime.
+    drop(original);
 }
 
 fn beyond_range_block() -> Model {
