@@ -180,7 +180,10 @@ fn judge(v: &Verifier, candidate: &Model) -> CliResult<Judged> {
 /// True when `a` and `b` serialize to the same bytes (a conversion rerun
 /// with the same overrides and other reasons gives the same graph).
 fn same_model(a: &Model, b: &Model) -> bool {
-    match (a.to_bytes_referencing_sources(), b.to_bytes_referencing_sources()) {
+    match (
+        a.to_bytes_referencing_sources(),
+        b.to_bytes_referencing_sources(),
+    ) {
         (Ok(x), Ok(y)) => x == y,
         _ => false,
     }
@@ -193,7 +196,11 @@ pub(crate) fn half_nodes(candidate: &Model) -> HashSet<String> {
     let g = &candidate.graph;
     g.nodes()
         .filter(|(_, n)| {
-            n.outputs.first().copied().flatten().is_some_and(|v| is_half(g, v))
+            n.outputs
+                .first()
+                .copied()
+                .flatten()
+                .is_some_and(|v| is_half(g, v))
                 || n.subgraphs().any(computes_in_half)
         })
         .filter_map(|(_, n)| n.name.clone())
@@ -558,7 +565,10 @@ pub fn reuse_judgement(
     v: &Verifier,
     judged: Option<Judged>,
     notes: &mut Vec<String>,
-) -> Option<(infopt_verify::Verification, Box<dyn infopt_runtime::LoadedModel>)> {
+) -> Option<(
+    infopt_verify::Verification,
+    Box<dyn infopt_runtime::LoadedModel>,
+)> {
     let j = judged.filter(|j| j.passed)?;
     notes.push(format!(
         "verification: the float32 island search's last judgement, in {} on the same inputs, was of exactly this model: reused, not run again",

@@ -367,7 +367,9 @@ fn default_fp32_converts_only_the_overridden_nodes() {
 /// Subgraph `attr` of the node named `node` of the main graph.
 fn subgraph<'a>(m: &'a Model, node: &str, attr: &str) -> &'a Graph {
     let g = &m.graph;
-    let id = g.find_node(node).unwrap_or_else(|| panic!("no node '{node}'"));
+    let id = g
+        .find_node(node)
+        .unwrap_or_else(|| panic!("no node '{node}'"));
     &g.node(id)
         .attr(attr)
         .unwrap_or_else(|| panic!("'{node}' has no '{attr}'"))
@@ -538,7 +540,12 @@ fn if_branches_convert_with_the_weights_stored_outside() {
         // The nested If's output is cast once for the Unsqueeze, LSTM and
         // Squeeze island (the LSTM's only output is its final hidden
         // state), and the branch output is cast back under its own name.
-        assert_eq!(sub_dtype(sg, &format!("{p}_h")), DataType::Float16, "{attr}: {:?}", run.declined);
+        assert_eq!(
+            sub_dtype(sg, &format!("{p}_h")),
+            DataType::Float16,
+            "{attr}: {:?}",
+            run.declined
+        );
         assert_eq!(
             ops_in_graph(sg, DataType::Float16),
             histogram(&[("Cast", 1), ("Unsqueeze", 1), ("Squeeze", 1)]),
