@@ -980,3 +980,71 @@ fn weights_below_the_smallest_subnormal_are_one_note_and_a_detail_per_tensor() {
         run.details
     );
 }
+
+#[test]
+fn a_branch_returning_an_outer_float16_value_casts_it_back_under_a_new_name() {
+    // h = MatMul(x, w) converts outside; the then branch returns h itself
+    // (read from outside), the else branch Relu(h): both give the If
+    // float32, the then branch through a Cast whose output takes the
+    // branch's output slot (h keeps its name, which is how the branch finds it).
+    fn outer(b: &mut GraphBuilder, name: &str) -> infopt_ir::ValueId {
+        b.graph_mut().add_value(infopt_ir::Value {
+            outer: true,
+            ..infopt_ir::Value::named(name)
+        })
+    }
+    let mut t = GraphBuilder::new();
+    let h = outer(&mut t, "h");
+    t.output(h, "h", DataType::Float, None);
+    let mut e = GraphBuilder::new();
+    let h = outer(&mut e, "h");
+    let r = e.op("Relu", &[h], vec![]);
+    e.output(r, "relu_h", DataType::Float, None);
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2", "8"]));
+    let w = b.f32("w", &[8, 8], &[0.125; 64]);
+    let h = b.op("MatMul", &[x, w], vec![]);
+    b.graph_mut().value_mut(h).name = "h".into();
+    let cond = b.initializer(
+        "cond",
+        Tensor::from_raw(DataType::Bool, vec![], vec![1u8].into()),
+    );
+    let y = b.op(
+        "If",
+        &[cond],
+        vec![
+            Attribute::graph("then_branch", t.into_graph()),
+            Attribute::graph("else_branch", e.into_graph()),
+        ],
+    );
+    b.output(y, "y", DataType::Float, Some(dims(&["2", "8"])));
+    let mut m = b.build(13);
+    if let Some((id, _)) = m.graph.value(y).producer {
+        m.graph.node_mut(id).name = Some("If".into());
+    }
+    let run = fp16(&mut m);
+    assert_eq!(dtype_of(&m, "h"), DataType::Float16, "{:?}", run.declined);
+    let then_g = subgraph(&m, "If", "then_branch");
+    let out = then_g.outputs[0].value;
+    let cast = then_g.producer(out).expect("a Cast computes the output");
+    assert!(cast.is("Cast"));
+    assert_eq!(then_g.value(cast.inputs[0].expect("wired")).name, "h");
+    assert!(then_g.value(cast.inputs[0].expect("wired")).outer);
+    assert_eq!(then_g.value(out).name, "h.fp32");
+    assert_eq!(output_types(then_g), vec![DataType::Float]);
+    // The Relu alone is an island too small for its Casts: float32, fed
+    // by a Cast of h inside the else branch.
+    let else_g = subgraph(&m, "If", "else_branch");
+    assert_eq!(ops_in_graph(else_g, DataType::Float16), BTreeMap::new());
+    assert_eq!(else_g.nodes().filter(|(_, n)| n.is("Cast")).count(), 1);
+    assert_eq!(output_types(&m.graph), vec![DataType::Float]);
+    // Saved and loaded again, the model is the same (names resolve).
+    let bytes = m.to_bytes().expect("saves");
+    let again = infopt_ir::load::model_from_bytes(
+        bytes.clone().into(),
+        std::path::Path::new("."),
+        std::path::Path::new("branch_returns_outer.onnx"),
+    )
+    .expect("loads");
+    assert_eq!(again.to_bytes().expect("saves"), bytes);
+}
