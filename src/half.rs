@@ -20,6 +20,10 @@
 //! holds, or after [`MAX_TRIALS`] trials (or [`MAX_FRUITLESS`] in a row
 //! without effect, or [`MAX_SEARCH_SECONDS`]), and then the command refuses
 //! the model (exit 4) naming the layers it kept and the worst remaining ones.
+//!
+//! Nodes inside If/Loop/Scan subgraphs are not ranked one by one: the
+//! If/Loop/Scan node is ranked by the error its outputs add and, when
+//! kept, stays float32 with its subgraphs whole.
 
 use std::collections::HashSet;
 use std::time::Instant;
