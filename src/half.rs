@@ -20,6 +20,10 @@
 //! holds, or after [`MAX_TRIALS`] trials (or [`MAX_FRUITLESS`] in a row
 //! without effect, or [`MAX_SEARCH_SECONDS`]), and then the command refuses
 //! the model (exit 4) naming the layers it kept and the worst remaining ones.
+//!
+//! Nodes inside If/Loop/Scan subgraphs are not ranked one by one: the
+//! If/Loop/Scan node is ranked by the error its outputs add and, when
+//! kept, stays float32 with its subgraphs whole.
 
 use std::collections::HashSet;
 use std::time::Instant;
@@ -67,6 +71,19 @@ pub struct Outcome {
     pub run: PipelineRun,
     /// `None` when the verifier's backend cannot load the converted model.
     pub report: Option<HalfReport>,
+    /// The search's last judgement, when it judged exactly `model` (the same
+    /// bytes) in the verifier's backend on its inputs: the command's
+    /// verification would load and run the same model on the same inputs
+    /// again.
+    pub judged: Option<Judged>,
+}
+
+/// A candidate as the verifier judged it.
+pub struct Judged {
+    pub outputs: Vec<OutputAgreement>,
+    pub passed: bool,
+    /// The candidate loaded in the verifier's backend (for timing).
+    pub loaded: Box<dyn infopt_runtime::LoadedModel>,
 }
 
 /// The pipeline split at its first half-precision step: the steps before
@@ -154,23 +171,56 @@ fn convert(
 }
 
 /// Loads and judges a candidate in the verifier's backend.
-fn judge(v: &Verifier, candidate: &Model) -> CliResult<(Vec<OutputAgreement>, bool)> {
+fn judge(v: &Verifier, candidate: &Model) -> CliResult<Judged> {
     let loaded = v.load(candidate)?;
-    Ok(v.check(loaded.as_ref())?)
+    let (outputs, passed) = v.check(loaded.as_ref())?;
+    Ok(Judged {
+        outputs,
+        passed,
+        loaded,
+    })
 }
 
-/// Names of the candidate's nodes whose first output is of the half type.
+/// True when `a` and `b` serialize to the same bytes (a conversion rerun
+/// with the same overrides and other reasons gives the same graph).
+fn same_model(a: &Model, b: &Model) -> bool {
+    match (
+        a.to_bytes_referencing_sources(),
+        b.to_bytes_referencing_sources(),
+    ) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}
+
+/// Names of the candidate's nodes whose first output is of the half type,
+/// and of its If/Loop/Scan nodes whose subgraphs compute in it (keeping
+/// such a node in float32 keeps its subgraphs float32 whole).
 pub(crate) fn half_nodes(candidate: &Model) -> HashSet<String> {
     let g = &candidate.graph;
     g.nodes()
         .filter(|(_, n)| {
-            n.outputs.first().copied().flatten().is_some_and(|v| {
-                g.value_type(v)
-                    .is_some_and(|t| matches!(t.dtype, DataType::Float16 | DataType::Bfloat16))
-            })
+            n.outputs
+                .first()
+                .copied()
+                .flatten()
+                .is_some_and(|v| is_half(g, v))
+                || n.subgraphs().any(computes_in_half)
         })
         .filter_map(|(_, n)| n.name.clone())
         .collect()
+}
+
+fn is_half(g: &infopt_ir::Graph, v: infopt_ir::ValueId) -> bool {
+    g.value_type(v)
+        .is_some_and(|t| matches!(t.dtype, DataType::Float16 | DataType::Bfloat16))
+}
+
+/// True when a node of `g` or of its nested subgraphs outputs a half value.
+fn computes_in_half(g: &infopt_ir::Graph) -> bool {
+    g.nodes().any(|(_, n)| {
+        n.outputs.iter().flatten().any(|&v| is_half(g, v)) || n.subgraphs().any(computes_in_half)
+    })
 }
 
 /// The nodes of `fp32` adding the most error in `candidate`, worst first,
@@ -321,13 +371,15 @@ pub fn convert_to_target(
     }
     // A candidate the verifier's backend cannot load (bfloat16 in tract) is
     // left to the verification's own fallbacks.
-    let Ok((mut outputs, mut passed)) = judge(cx.verifier, &model) else {
+    let Ok(first) = judge(cx.verifier, &model) else {
         return Ok(Outcome {
             model,
             run,
             report: None,
+            judged: None,
         });
     };
+    let (mut outputs, mut passed, mut loaded) = (first.outputs, first.passed, first.loaded);
     let target_cosine = match cx.verifier.verification(Vec::new(), true).criterion {
         Criterion::Scaled { min_cosine, .. } => Some(min_cosine),
         Criterion::Elementwise { .. } => None,
@@ -387,15 +439,16 @@ pub fn convert_to_target(
                 why: None,
             }));
             let (m, r) = convert(fp32, steps, &trial, cx.options)?;
-            let (o, p) = judge(cx.verifier, &m)?;
+            let j = judge(cx.verifier, &m)?;
+            let (o, p) = (j.outputs, j.passed);
             let after = score(&o);
             let helps = after > best || p;
-            attempt = Some((trial, m, r, o, p, after));
+            attempt = Some((trial, m, r, o, p, after, j.loaded));
             if helps {
                 break;
             }
         }
-        let Some((mut trial, m, r, o, p, after)) = attempt else {
+        let Some((mut trial, m, r, o, p, after, l)) = attempt else {
             break;
         };
         let names = block
@@ -456,11 +509,15 @@ pub fn convert_to_target(
         }
         overrides = trial;
         best = after;
-        (model, run, outputs, passed) = (m, r, o, p);
+        (model, run, outputs, passed, loaded) = (m, r, o, p, l);
     }
+    // The judged model is the one returned unless the rerun below differs.
+    let mut judged_exactly = true;
     if !overrides.is_empty() {
         // Once more with the measured reasons, so that the pass reports them.
-        (model, run) = convert(fp32, steps, &overrides, cx.options)?;
+        let (again, again_run) = convert(fp32, steps, &overrides, cx.options)?;
+        judged_exactly = same_model(&again, &model);
+        (model, run) = (again, again_run);
     }
     // An output judged by its absolute error instead of its cosine (see
     // Criterion::judge_bounded) is said: the inputs did not exercise it.
@@ -475,9 +532,15 @@ pub fn convert_to_target(
             o.cosine,
         ));
     }
+    let judged = judged_exactly.then(|| Judged {
+        outputs: outputs.clone(),
+        passed,
+        loaded,
+    });
     Ok(Outcome {
         model,
         run,
+        judged,
         report: Some(HalfReport {
             precision: to.as_str().to_string(),
             target_cosine,
@@ -494,6 +557,28 @@ pub fn convert_to_target(
             seconds: started.elapsed().as_secs_f64(),
         }),
     })
+}
+
+/// The verification of the half model from the float32 island search's
+/// last judgement, when that judged exactly this model and it agreed: the
+/// verifier would load and run the same bytes on the same inputs in the
+/// same backend again. A judgement that disagreed is not reused: the full
+/// verification may still excuse it (ONNX Runtime's optimizer, or tract
+/// alone seeing a difference).
+pub fn reuse_judgement(
+    v: &Verifier,
+    judged: Option<Judged>,
+    notes: &mut Vec<String>,
+) -> Option<(
+    infopt_verify::Verification,
+    Box<dyn infopt_runtime::LoadedModel>,
+)> {
+    let j = judged.filter(|j| j.passed)?;
+    notes.push(format!(
+        "verification: the float32 island search's last judgement, in {} on the same inputs, was of exactly this model: reused, not run again",
+        v.backend_name()
+    ));
+    Some((v.verification(j.outputs, true), j.loaded))
 }
 
 /// `a` followed by `b`, as one pipeline run.

@@ -41,6 +41,16 @@ fn fp16_keeps_the_overflowing_square_in_float32_with_its_reason() {
     assert_eq!(kept[0]["op"], "Mul");
     assert_eq!(kept[0]["kept_for"], "range");
     assert!(kept[0]["float32_max"].as_f64().unwrap() > 65504.0, "{h}");
+    // The search judged exactly the written model (converted once more with
+    // the measured reasons, to the same bytes) on the verification inputs:
+    // that judgement is the verification, not a second run of the model.
+    let notes = r["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n.as_str().unwrap().contains(
+            "verification: the float32 island search's last judgement, in ort on the same inputs, was of exactly this model: reused, not run again"
+        )),
+        "{r}"
+    );
     // The pass reports the same reason for the node it kept.
     let declined = r["declined"].as_array().unwrap();
     let why = declined

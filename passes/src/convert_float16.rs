@@ -29,10 +29,9 @@
 //! decomposed LayerNorm/RMSNorm/softmax statistics (the reduction, the
 //! squaring/exp before it and the Add(eps)/Sqrt/Reciprocal/Div after it),
 //! shape arithmetic (small float tensors computing Resize scales, Range
-//! bounds or integer sizes), everything off the allow-list (Range, If/Loop
-//! and their subgraphs, comparisons, custom domains), nodes whose
-//! outputs a subgraph reads, and LayerNormalization/BatchNormalization whose
-//! statistics outputs are used. Last, an island without MatMul, Gemm, Conv,
+//! bounds or integer sizes), everything off the allow-list (Range,
+//! comparisons, custom domains), and LayerNormalization/BatchNormalization
+//! whose statistics outputs are used. Last, an island without MatMul, Gemm, Conv,
 //! ConvTranspose, Einsum, LayerNormalization or a recurrent layer that would
 //! need as many Casts
 //! as it has ops stays float32 as well: its Casts would cost what float16
@@ -48,14 +47,29 @@
 //! BERT-base's `--fp16` at 1.23x FP32 (batch 16) against 1.71x with it
 //! (bench/results/gpu_bench.md).
 //!
+//! If/Loop/Scan subgraphs (nested ones too) are converted the same way, each
+//! on its own, with their inputs and outputs kept float32: the node's
+//! outputs keep their types, so both branches of an If agree, a Loop's
+//! carried state has one type in and out, and readers outside are
+//! unchanged. A value a subgraph reads from outside is read as the outer
+//! graph now computes it: a float16 value directly by converted nodes and
+//! through a Cast inside the subgraph by float32 ones; a float32 value read
+//! in half gets a Cast inside the subgraph, except a weight that every
+//! reader, in every subgraph, reads in half: it becomes float16 where it is
+//! stored (silero-vad's opset-18 export keeps its LSTM and Conv weights in
+//! the main graph and computes in an If). A precision override to fp32 on
+//! the If/Loop/Scan node keeps its subgraphs float32 whole (as the
+//! automatic float32 islands of `--fp16` do when a subgraph adds the error).
+//!
 //! ## When it declines
 //! Per node, reason recorded: the precision map keeps it; the op is not on
 //! the allow-list or has no float16 form at the model's opset; it is
 //! numerically sensitive (see above); a weight it reads holds values beyond
 //! the half type's range; an input or output type is unknown
-//! (run `infer-shapes` first; the pass also infers); an output is read by a
-//! subgraph; its island is too small to pay for its Casts. Nodes without
-//! float32 tensors are not considered at all.
+//! (run `infer-shapes` first; the pass also infers); its island is too
+//! small to pay for its Casts; an override to fp32 on its If/Loop/Scan node
+//! (the whole subgraph). Nodes without float32 tensors are not considered
+//! at all.
 //!
 //! ## Numerics
 //! float16 keeps 11 significant bits (relative error ~5e-4 per rounding) and
@@ -92,6 +106,7 @@ crate::register_pass! {
 }
 
 mod ops;
+mod scopes;
 mod values;
 
 use std::collections::{HashMap, HashSet};
@@ -186,63 +201,76 @@ impl Pass for ConvertFloat {
     }
 
     fn run(&self, model: &mut Model, cx: &mut PassCx) -> Result<usize, PassError> {
-        // Element types of every value (the decisions need them all).
+        // Element types of every value, subgraphs included (the decisions
+        // need them all).
         let _ = infer_shapes(model);
         let opset = model.opset("").unwrap_or(1);
         let map = cx.side.get::<PrecisionMap>().cloned().unwrap_or_default();
         let g = &mut model.graph;
-        let plan = self.plan(g, opset, &map, cx);
-        let stats = self.rewrite(g, &plan, cx)?;
-        let removed = values::cancel_casts(g);
-        let in_subgraphs = float_weights_in_subgraphs(g);
-        if plan.convert.is_empty() {
+        let keep_io = self.options.keep_io_types;
+        let scope = HashMap::new();
+        let tree = self.plan_tree(g, opset, &map, cx, &scope, keep_io, None);
+        let mut totals = scopes::Totals::default();
+        self.rewrite_tree(g, &tree, cx, &scope, keep_io, &mut totals)?;
+        let remaining = float_weights_in_subgraphs(g);
+        if totals.converted == 0 {
             // Saying nothing would read as success: say why the model stays
-            // float32 where the reason is the subgraphs.
-            if in_subgraphs.bytes > 0 {
+            // float32 where its weights are inside subgraphs.
+            if remaining.bytes > 0 {
                 cx.note(format!(
-                    "{}: nothing converted: the model's float32 computation is inside If/Loop/Scan subgraphs, which stay float32 ({})",
+                    "{}: nothing converted, in the main graph or in its If/Loop/Scan subgraphs, which hold {}: every float32 node was declined (reasons in the report's declined list)",
                     self.to.pass_name(),
-                    in_subgraphs.describe(),
+                    remaining.describe(),
                 ));
             }
-            return Ok(removed);
+            return Ok(totals.removed);
         }
-        if stats.flushed_values > 0 {
+        if totals.stats.flushed_values > 0 {
             cx.note(format!(
                 "{}: {} nonzero weight value{} below the smallest {} subnormal became 0, in {} tensor{} (each in the report's details)",
                 self.to.pass_name(),
-                stats.flushed_values,
-                if stats.flushed_values == 1 { "" } else { "s" },
+                totals.stats.flushed_values,
+                if totals.stats.flushed_values == 1 { "" } else { "s" },
                 self.to.type_name(),
-                stats.flushed_tensors,
-                if stats.flushed_tensors == 1 { "" } else { "s" },
+                totals.stats.flushed_tensors,
+                if totals.stats.flushed_tensors == 1 { "" } else { "s" },
             ));
         }
-        if in_subgraphs.bytes > 0 {
+        if remaining.bytes > 0 {
             cx.note(format!(
-                "{}: If/Loop/Scan subgraphs stay float32 ({})",
+                "{}: If/Loop/Scan subgraphs keep {} in float32 (their readers stay float32: see the declined nodes)",
                 self.to.pass_name(),
-                in_subgraphs.describe(),
+                remaining.describe(),
             ));
         }
-        let islands = plan.islands(g).len();
+        let inside = if totals.sub_converted > 0 {
+            format!(
+                " ({} of them inside {} If/Loop/Scan subgraph{}, whose inputs and outputs stay float32)",
+                totals.sub_converted,
+                totals.subgraphs,
+                if totals.subgraphs == 1 { "" } else { "s" },
+            )
+        } else {
+            String::new()
+        };
+        let stats = &totals.stats;
         cx.note(format!(
-            "{}: {} nodes in {}, {} kept in float32 ({} island{}), {} Cast{} added, {} removed, {} constant{} converted ({} -> {} bytes)",
+            "{}: {} nodes in {}{inside}, {} kept in float32 ({} island{}), {} Cast{} added, {} removed, {} constant{} converted ({} -> {} bytes)",
             self.to.pass_name(),
-            plan.convert.len(),
+            totals.converted,
             self.to.type_name(),
-            plan.kept,
-            islands,
-            if islands == 1 { "" } else { "s" },
+            totals.kept,
+            totals.islands,
+            if totals.islands == 1 { "" } else { "s" },
             stats.casts,
             if stats.casts == 1 { "" } else { "s" },
-            removed,
+            totals.removed,
             stats.initializers,
             if stats.initializers == 1 { "" } else { "s" },
             stats.bytes_before,
             stats.bytes_after,
         ));
-        Ok(plan.convert.len() + stats.casts + removed)
+        Ok(totals.converted + stats.casts + totals.removed)
     }
 }
 
@@ -259,6 +287,26 @@ struct Plan {
 }
 
 impl Plan {
+    /// A plan converting nothing, with the element types of `g`'s values
+    /// (those read from enclosing graphs from `scope`).
+    fn typed(g: &Graph, scope: &HashMap<String, DataType>) -> Plan {
+        let mut plan = Plan::default();
+        for v in g.value_ids() {
+            let value = g.value(v);
+            let dtype = match value.outer {
+                true => scope
+                    .get(&value.name)
+                    .copied()
+                    .or_else(|| g.value_type(v).map(|t| t.dtype)),
+                false => g.value_type(v).map(|t| t.dtype),
+            };
+            if let Some(d) = dtype {
+                plan.dtype.insert(v, d);
+            }
+        }
+        plan
+    }
+
     fn dt(&self, v: ValueId) -> DataType {
         self.dtype.get(&v).copied().unwrap_or(DataType::Undefined)
     }
@@ -361,6 +409,15 @@ struct RewriteStats {
 }
 
 impl RewriteStats {
+    fn add(&mut self, o: &RewriteStats) {
+        self.casts += o.casts;
+        self.initializers += o.initializers;
+        self.bytes_before += o.bytes_before;
+        self.bytes_after += o.bytes_after;
+        self.flushed_values += o.flushed_values;
+        self.flushed_tensors += o.flushed_tensors;
+    }
+
     fn flush(&mut self, values: usize) {
         if values > 0 {
             self.flushed_values += values;
@@ -370,13 +427,20 @@ impl RewriteStats {
 }
 
 impl ConvertFloat {
-    fn plan(&self, g: &Graph, opset: i64, map: &PrecisionMap, cx: &mut PassCx) -> Plan {
-        let mut plan = Plan::default();
-        for v in g.value_ids() {
-            if let Some(t) = g.value_type(v) {
-                plan.dtype.insert(v, t.dtype);
-            }
-        }
+    /// Which nodes of `g` convert. `scope`: the element types of the
+    /// enclosing graphs' values by name (what a subgraph reads from them);
+    /// `keep_io`: `g`'s inputs and outputs stay float32 (always so in a
+    /// subgraph: the If/Loop/Scan node's interface keeps its types).
+    fn plan(
+        &self,
+        g: &Graph,
+        opset: i64,
+        map: &PrecisionMap,
+        cx: &mut PassCx,
+        scope: &HashMap<String, DataType>,
+        keep_io: bool,
+    ) -> Plan {
+        let mut plan = Plan::typed(g, scope);
         let sensitive = ops::sensitive(g, &plan.dtype);
         let target = self.to.precision();
         let ty = self.to.type_name();
@@ -388,7 +452,9 @@ impl ConvertFloat {
             let is_f32 = |v: &ValueId| plan.dt(*v) == DataType::Float;
             let float_io = node.inputs.iter().flatten().any(is_f32)
                 || node.outputs.iter().flatten().any(is_f32);
-            if !float_io || is_retypable(node) || ops::reads_any_float(node, 0) {
+            // A node with subgraphs is not converted itself: its subgraphs
+            // are planned on their own (see `plan_tree`).
+            if !float_io || is_retypable(node) || ops::reads_any_float(node, 0) || node.has_subgraphs() {
                 continue;
             }
             considered += 1;
@@ -500,7 +566,7 @@ impl ConvertFloat {
                 HEAVY.iter().any(|op| node.is(op)) || map.override_for(node).is_some()
             });
             let ops = island.iter().filter(|&&n| !is_retypable(g.node(n))).count();
-            let casts = plan.border_casts(g, &set, self.options.keep_io_types);
+            let casts = plan.border_casts(g, &set, keep_io);
             if heavy || casts < ops {
                 continue;
             }
@@ -604,12 +670,6 @@ impl ConvertFloat {
                 }
                 _ => {}
             }
-            if g.value(*v).uses.iter().any(|u| u.slot == Slot::Capture) {
-                return Some(Some(format!(
-                    "its output '{}' is read by a subgraph",
-                    g.value(*v).name
-                )));
-            }
         }
         if !float_out {
             return Some(None);
@@ -631,11 +691,23 @@ impl ConvertFloat {
         None
     }
 
-    fn rewrite(&self, g: &mut Graph, plan: &Plan, cx: &mut PassCx) -> Result<RewriteStats, PassError> {
+    /// Rewrites `g` by `plan`. `outer_half`: values `g` reads from an
+    /// enclosing graph that the enclosing graph now computes in the half
+    /// type (their float32 readers here get a Cast). `captures`: the plans
+    /// of `g`'s subgraphs, which say whether they read a float32 weight of
+    /// `g` only in half (then it is converted here, in place).
+    fn rewrite(
+        &self,
+        g: &mut Graph,
+        plan: &Plan,
+        cx: &mut PassCx,
+        keep_io: bool,
+        outer_half: &HashSet<ValueId>,
+        captures: &scopes::PlanTree,
+    ) -> Result<RewriteStats, PassError> {
         let half = self.to.dtype();
-        let keep_io = self.options.keep_io_types;
         let mut stats = RewriteStats::default();
-        let mut half_values: HashSet<ValueId> = HashSet::new();
+        let mut half_values: HashSet<ValueId> = outer_half.clone();
         for &id in &plan.convert {
             for v in g.node(id).outputs.iter().flatten() {
                 if plan.dt(*v) == DataType::Float {
@@ -752,13 +824,19 @@ impl ConvertFloat {
                 }
                 continue;
             }
-            if half_uses.is_empty() {
+            // A weight that subgraphs read only in half converts in place
+            // (they then read it without a Cast).
+            let captured_half = g.constant(v).is_some()
+                && value.uses.iter().any(|u| u.slot == Slot::Capture)
+                && captures.captures_want_half(g, v);
+            if half_uses.is_empty() && !captured_half {
                 continue;
             }
             // A float32 value read in half: convert constants, skip a Cast
             // of a half value, or add one Cast.
-            let source = self.half_source(g, plan, &half_values, v)?;
+            let source = self.half_source(g, plan, &half_values, v, captured_half)?;
             let new = match source {
+                HalfSource::Constant(_, false) if half_uses.is_empty() => continue,
                 HalfSource::Constant(t, in_place) => {
                     let name = g.value(v).name.clone();
                     let conv = values::convert_tensor(&t, self.to)?;
@@ -805,13 +883,14 @@ impl ConvertFloat {
         plan: &Plan,
         half_values: &HashSet<ValueId>,
         v: ValueId,
+        captured_half: bool,
     ) -> Result<HalfSource, PassError> {
         let value = g.value(v);
         let only_half = !g.is_graph_output(v)
-            && value
-                .uses
-                .iter()
-                .all(|u| plan.wants_half(u) || matches!(u.slot, Slot::Input(i) if ops::reads_any_float(g.node(u.node), i)));
+            && value.uses.iter().all(|u| match u.slot {
+                Slot::Input(i) => plan.wants_half(u) || ops::reads_any_float(g.node(u.node), i),
+                Slot::Capture => captured_half,
+            });
         if let Some(t) = g.constant(v) {
             return Ok(HalfSource::Constant(Box::new(t.clone()), only_half));
         }
@@ -846,7 +925,11 @@ impl ConvertFloat {
         } else {
             self.to.suffix()
         };
-        let out_name = if take_name {
+        // A value read from an enclosing graph keeps its name (it is how
+        // the subgraph finds it); the subgraph's output slot, matched by
+        // position, takes the Cast's.
+        let rename = take_name && !g.value(v).outer;
+        let out_name = if rename {
             let inner = format!("{name}.{}", self.to.suffix());
             g.value_mut(v).name = inner;
             name.clone()

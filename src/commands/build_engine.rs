@@ -772,6 +772,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
     }
     let t = Instant::now();
     let mut half_report = None;
+    let mut judged = None;
     let typed_model = match (&precision_cfg, &verifier) {
         (Some(pc), Some(v)) if int8_step.is_none() => {
             let cx = crate::half::Context {
@@ -784,6 +785,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
             let outcome = crate::half::convert_to_target(&mut fp32_model, pc, &cx)?;
             run = merge_runs(run, outcome.run);
             half_report = outcome.report;
+            judged = outcome.judged;
             Some(outcome.model)
         }
         (Some(pc), _) => {
@@ -808,7 +810,10 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
     let mut warnings: Vec<String> = run.budget_exhausted.clone();
     let mut verification = None;
     if let Some(v) = verifier.as_mut() {
-        let (checked, _) = v.verify_candidate(typed, &model_in, &inputs)?;
+        let checked = match crate::half::reuse_judgement(v, judged, &mut notes) {
+            Some((checked, _)) => checked,
+            None => v.verify_candidate(typed, &model_in, &inputs)?.0,
+        };
         notes.append(&mut v.notes);
         warnings.append(&mut v.warnings);
         crate::progress::note(

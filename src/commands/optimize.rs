@@ -458,6 +458,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
     let t = Instant::now();
     let mut int8_report = None;
     let mut half_report = None;
+    let mut judged = None;
     // Half precision judged while converting: the float32 islands it needs.
     let half_steps = match (&verifier, int8_step) {
         (Some(_), None) if do_verify && !args.verify_each_pass => crate::half::split(&config),
@@ -505,6 +506,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
                 let outcome = crate::half::convert_to_target(&mut model, from, &cx)?;
                 model = outcome.model;
                 half_report = outcome.report;
+                judged = outcome.judged;
                 crate::half::merged(run, outcome.run)
             }
             _ => stages::run_passes(&mut model, &config, &options, providers(), hooks)?,
@@ -539,7 +541,10 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
     let mut latency = None;
     if let Some(v) = verifier.as_mut() {
         let t = Instant::now();
-        let (checked, loaded) = v.verify_candidate(&model, &original, &inputs)?;
+        let (checked, loaded) = match crate::half::reuse_judgement(v, judged, &mut notes) {
+            Some(reused) => reused,
+            None => v.verify_candidate(&model, &original, &inputs)?,
+        };
         notes.append(&mut v.notes);
         warnings.append(&mut v.warnings);
         if do_verify {

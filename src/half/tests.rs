@@ -65,6 +65,61 @@ fn cancellation_model() -> Model {
     b.build(13)
 }
 
+/// `cancellation_model`'s computation inside the then branch of an If on
+/// a constant true condition (the else branch passes `h` on), reading `x`
+/// and the weights from the main graph: converted, the branch loses `h`,
+/// and the island search can only repair it by keeping the If float32
+/// with its subgraphs.
+fn cancellation_in_if_model() -> Model {
+    fn outer(b: &mut GraphBuilder, name: &str) -> infopt_ir::ValueId {
+        b.graph_mut().add_value(infopt_ir::Value {
+            outer: true,
+            ..infopt_ir::Value::named(name)
+        })
+    }
+    let mut t = GraphBuilder::new();
+    let (x, w, w2, c) = (
+        outer(&mut t, "x"),
+        outer(&mut t, "w"),
+        outer(&mut t, "w2"),
+        outer(&mut t, "c"),
+    );
+    let h = t.op("MatMul", &[x, w], vec![]);
+    let g = t.op("MatMul", &[x, w2], vec![]);
+    let big = t.op("Add", &[g, c], vec![]);
+    let sum = t.op("Add", &[h, big], vec![]);
+    let y = t.op("Sub", &[sum, big], vec![]);
+    t.output(y, "then_y", DataType::Float, None);
+    let mut e = GraphBuilder::new();
+    let (x, w) = (outer(&mut e, "x"), outer(&mut e, "w"));
+    let h = e.op("MatMul", &[x, w], vec![]);
+    e.output(h, "else_y", DataType::Float, None);
+
+    let mut b = GraphBuilder::new();
+    b.input("x", DataType::Float, dims(&["1", "8", "16"]));
+    b.f32("w", &[16, 16], &weights(3, 256, 0.5));
+    b.f32("w2", &[16, 16], &weights(4, 256, 0.5));
+    b.f32("c", &[1], &[3000.0]);
+    let cond = b.initializer(
+        "cond",
+        infopt_ir::Tensor::from_raw(DataType::Bool, vec![], vec![1u8].into()),
+    );
+    let y = b.op(
+        "If",
+        &[cond],
+        vec![
+            infopt_ir::Attribute::graph("then_branch", t.into_graph()),
+            infopt_ir::Attribute::graph("else_branch", e.into_graph()),
+        ],
+    );
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(13);
+    if let Some((id, _)) = m.graph.value(y).producer {
+        m.graph.node_mut(id).name = Some("If".into());
+    }
+    m
+}
+
 fn steps() -> PipelineConfig {
     let mut cfg = PipelineConfig::from_yaml("version: 1\npasses:\n  - convert-float16\n", "test")
         .expect("a valid pipeline");
@@ -298,4 +353,38 @@ fn split_cuts_at_the_first_half_step_and_unnamed_nodes_get_names() {
         names[0].starts_with("MatMul:") && names[1].starts_with("Relu:"),
         "{names:?}"
     );
+}
+
+#[test]
+fn an_if_whose_branch_adds_the_error_is_kept_float32_whole() {
+    let model = cancellation_in_if_model();
+    // Converted, the then branch computes in float16 and loses h.
+    let plain = search(&model, false);
+    assert!(!report(&plain).reached, "{:?}", report(&plain));
+    let branch = |o: &Outcome| {
+        let g = &o.model.graph;
+        let id = g.find_node("If").expect("the If keeps its name");
+        half_nodes_of(&g.node(id).attr("then_branch").expect("a branch").subgraphs[0])
+    };
+    assert!(branch(&plain) > 0);
+    // The search charges the If with the error of its output and keeps it
+    // in float32, with its branches.
+    let o = search(&model, true);
+    let r = report(&o);
+    assert!(r.reached, "{r:?}");
+    assert_eq!(kept(&o), vec![("If", KeptFor::Error)]);
+    assert_eq!(branch(&o), 0);
+    assert!(r.cosine_final >= 0.999, "{r:?}");
+}
+
+/// Nodes of `g` whose first output is of a half type.
+fn half_nodes_of(g: &infopt_ir::Graph) -> usize {
+    g.nodes()
+        .filter(|(_, n)| {
+            n.outputs.first().copied().flatten().is_some_and(|v| {
+                g.value_type(v)
+                    .is_some_and(|t| matches!(t.dtype, DataType::Float16 | DataType::Bfloat16))
+            })
+        })
+        .count()
 }

@@ -236,3 +236,130 @@ def test_lstm_converts_to_fp16_and_agrees_in_onnxruntime(infopt, tmp_path):
             assert got[name].dtype == np.float32, name
             cos = _cosine(e, got[name])
             assert cos >= MIN_COSINE, f"{name}: cosine {cos}"
+
+
+def _subgraphs(g: onnx.GraphProto):
+    """Every subgraph of `g`, nested ones included."""
+    for n in g.node:
+        for a in n.attribute:
+            subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
+            for sg in subs:
+                yield n, sg
+                yield from _subgraphs(sg)
+
+
+def _elem_types(g: onnx.GraphProto) -> dict[str, int]:
+    out = {vi.name: vi.type.tensor_type.elem_type for vi in g.value_info}
+    for vi in list(g.input) + list(g.output):
+        out[vi.name] = vi.type.tensor_type.elem_type
+    return out
+
+
+def _agrees_in_ort(src, out, feeds_list):
+    ref = _interop.ort_session(src)
+    sess = _interop.ort_session(out)
+    for feeds in feeds_list:
+        expected = _interop.run(ref, feeds)
+        got = _interop.run(sess, feeds)
+        for name, e in expected.items():
+            g = got[name]
+            assert g.dtype == np.float32 and g.shape == e.shape, name
+            assert np.isfinite(g).all(), f"{name}: inf/NaN"
+            cos = _cosine(e, g)
+            assert cos >= MIN_COSINE, f"{name}: cosine {cos}"
+
+
+def test_if_branches_convert_to_fp16_and_agree_in_onnxruntime(infopt, tmp_path):
+    """if_lstm.onnx (silero-vad's shape): both branches of the If run an
+    LSTM on weights stored outside the If. The weights become float16 where
+    they are stored, each branch's LSTM computes in float16 and casts its
+    output back, so the If keeps its float32 interface."""
+    fixture = "if_lstm.onnx"
+    out, report = _convert(tmp_path, fixture)
+    onnx.checker.check_model(str(out), full_check=True)
+    m = onnx.load(str(out))
+    original = onnx.load(str(_interop.MODELS / fixture))
+    assert _io_types(m) == _io_types(original)
+    inits = {t.name: t.data_type for t in m.graph.initializer}
+    for w in ("lstm_W", "lstm_R", "lstm_B"):
+        assert inits[w] == TensorProto.FLOAT16, inits
+    # No float32 copy of the weights is left behind.
+    assert not any(t.data_type == TensorProto.FLOAT for t in m.graph.initializer)
+    branches = {sg.name: sg for n, sg in _subgraphs(m.graph) if n.name == "If"}
+    assert len(branches) == 2, branches
+    for sg in branches.values():
+        types = _elem_types(sg)
+        lstm = next(n for n in sg.node if n.op_type == "LSTM")
+        assert types[lstm.output[1]] == TensorProto.FLOAT16, sg.name
+        assert all(o.type.tensor_type.elem_type == TensorProto.FLOAT for o in sg.output), sg.name
+    assert any("inside" in n and "subgraph" in n for n in report["notes"]), report["notes"]
+    rng = np.random.default_rng(11)
+    feeds = [
+        # modes 0 and 1 take the then branch; 2 the else branch (with t = 1)
+        {"x": rng.standard_normal((1, 4, t)).astype(np.float32), "mode": np.array(mode, np.int64)}
+        for mode, t in ((0, 5), (1, 3), (2, 1), (3, 1))
+    ]
+    _agrees_in_ort(_interop.MODELS / fixture, out, feeds)
+
+
+def test_loop_body_converts_to_fp16_and_agrees_in_onnxruntime(infopt, tmp_path):
+    """loop_matmul.onnx: the body's MatMul reads an outer weight only the
+    body uses (stored float16) and a value computed in float16 outside the
+    Loop (read as is); its carried state and scan output stay float32."""
+    fixture = "loop_matmul.onnx"
+    out, _ = _convert(tmp_path, fixture)
+    onnx.checker.check_model(str(out), full_check=True)
+    m = onnx.load(str(out))
+    assert _io_types(m) == _io_types(onnx.load(str(_interop.MODELS / fixture)))
+    floats = (TensorProto.FLOAT, TensorProto.FLOAT16)
+    inits = {t.name: t.data_type for t in m.graph.initializer if t.data_type in floats}
+    assert inits == {"W_in": TensorProto.FLOAT16, "cell_W": TensorProto.FLOAT16}, inits
+    (loop, body), = list(_subgraphs(m.graph))
+    assert loop.op_type == "Loop"
+    types = _elem_types(body)
+    for n in body.node:
+        if n.op_type in ("MatMul", "Add", "Tanh", "Relu"):
+            assert types[n.output[0]] == TensorProto.FLOAT16, n.name
+    assert [types[i.name] for i in body.input][2:] == [TensorProto.FLOAT]
+    assert [o.type.tensor_type.elem_type for o in body.output][1:] == [TensorProto.FLOAT] * 2
+    # xw is float16 outside and read by the body without a Cast.
+    casts = [n for n in body.node if n.op_type == "Cast"]
+    assert not any(c.input[0] == "xw" for c in casts), [c.input for c in casts]
+    rng = np.random.default_rng(12)
+    feeds = [{"x": rng.standard_normal((1, 8)).astype(np.float32),
+              "h0": rng.standard_normal((1, 8)).astype(np.float32)} for _ in range(3)]
+    _agrees_in_ort(_interop.MODELS / fixture, out, feeds)
+
+
+def test_island_search_keeps_a_loop_float32_whole_on_request(infopt, tmp_path):
+    """`--precision Loop=fp32` (as the automatic float32 islands keep a node
+    whose subgraphs add the error) keeps the whole body float32: the body
+    casts the float16 value it reads from outside back to float32."""
+    fixture = "loop_matmul.onnx"
+    out, report = _convert(tmp_path, fixture, "--precision", "Loop=fp32")
+    onnx.checker.check_model(str(out), full_check=True)
+    m = onnx.load(str(out))
+    (_, body), = list(_subgraphs(m.graph))
+    types = _elem_types(body)
+    assert all(types.get(n.output[0]) != TensorProto.FLOAT16 for n in body.node), body.node
+    assert [n.input[0] for n in body.node if n.op_type == "Cast"] == ["xw"]
+    inits = {t.name: t.data_type for t in m.graph.initializer}
+    assert inits["cell_W"] == TensorProto.FLOAT, inits
+    declined = [d["reason"] for d in report["declined"] if "Loop" in d["at"]]
+    assert any("with its subgraphs" in r for r in declined), report["declined"]
+    rng = np.random.default_rng(13)
+    _agrees_in_ort(_interop.MODELS / fixture, out,
+                   [{"x": rng.standard_normal((1, 8)).astype(np.float32),
+                     "h0": rng.standard_normal((1, 8)).astype(np.float32)}])
+
+
+@pytest.mark.parametrize("fixture", ["if_lstm.onnx", "loop_matmul.onnx"])
+def test_subgraph_fp16_passes_its_own_verification(infopt, tmp_path, fixture):
+    """With verification on, the float32 island search judges the converted
+    subgraphs like the rest (exit 0, the file written)."""
+    out = tmp_path / "verified.onnx"
+    proc = _interop.run_cli("optimize", _interop.MODELS / fixture, "-o", out, "--fp16", "--vocab", "2", "--json")
+    assert proc.returncode == 0, _interop.describe(proc)
+    report = json.loads(proc.stdout)
+    assert report["verification"]["passed"], report["verification"]
+    onnx.checker.check_model(str(out), full_check=True)
