@@ -522,6 +522,13 @@ def ort_int8(model, samples, out, method):
 def modelopt_int8(python, model, samples, out):
     """ModelOpt's ONNX INT8 quantization (its default calibration, on the CPU
     provider) in another interpreter, with the same calibration samples."""
+    # ModelOpt 0.47 writes its shape inference into the model file it is
+    # given (magika's package file gained 94 value_info entries): give it a copy.
+    import shutil
+
+    copy = out + ".input.onnx"
+    shutil.copyfile(model, copy)
+    model = copy
     data = out + ".calib.npz"
     np.savez(data, **{k: np.concatenate([f[k] for f, _ in samples]) for k in samples[0][0]})
     code = ("import sys, numpy as np\nfrom modelopt.onnx.quantization import quantize\n"
@@ -531,6 +538,7 @@ def modelopt_int8(python, model, samples, out):
     t = time.perf_counter()
     p = subprocess.run([python, "-c", code, model, data, out], capture_output=True, text=True)
     os.remove(data)
+    os.remove(copy)
     if p.returncode != 0 or not os.path.exists(out):
         raise RuntimeError((p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1])
     return time.perf_counter() - t
@@ -538,6 +546,8 @@ def modelopt_int8(python, model, samples, out):
 
 def model_paths(a):
     paths = {"rec": REC, "det": DET, "magika": MAGIKA, "nudenet": a.nudenet or NUDENET}
+    if a.model_dir:  # another machine: the same files, copied into one folder
+        paths = {k: os.path.join(a.model_dir, os.path.basename(v)) for k, v in paths.items() if v}
     if a.silero:
         paths["silero"] = os.path.join(a.silero, "silero_vad/data/silero_vad_16k_op15.onnx")
     if a.ddddocr:
@@ -572,8 +582,30 @@ def make_samples(kind, a, model, dictionary):
         "ddddocr": lambda: ddddocr_samples(total, 6),
         "ddddet": lambda: ddddet_samples(total, 7),
     }[kind]
-    samples = make()
+    cache = os.path.join(a.samples_cache, kind + ".npz") if a.samples_cache else None
+    if cache and os.path.exists(cache):
+        samples = load_samples(cache)
+    else:
+        samples = make()
+        if cache:
+            save_samples(cache, samples)
     return samples[:ncalib], samples[ncalib:]
+
+
+def save_samples(path, samples):
+    """Samples made here for another machine (other fonts, other files):
+    inputs stacked per name, truths as one string array."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    arrays = {f"in_{k}": np.stack([f[k] for f, _ in samples]) for k in samples[0][0]}
+    arrays["truth"] = np.array(["" if t is None else str(t) for _, t in samples])
+    np.savez_compressed(path, **arrays)
+
+
+def load_samples(path):
+    d = np.load(path)
+    names = [k[3:] for k in d.files if k.startswith("in_")]
+    truth = list(d["truth"])
+    return [({n: d["in_" + n][i] for n in names}, str(truth[i])) for i in range(len(truth))]
 
 
 def main():
@@ -588,6 +620,10 @@ def main():
     ap.add_argument("--nudenet", help="nudenet's 320n.onnx (default: found in the venvs)")
     ap.add_argument("--silero", help="silero-vad's wheel, unzipped")
     ap.add_argument("--ddddocr", help="ddddocr's wheel, unzipped")
+    ap.add_argument("--model-dir", help="the models' files in one folder (default: the installed packages)")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="KIND=LABEL=PATH: a model quantized elsewhere, scored and timed beside the others")
+    ap.add_argument("--samples-cache", help="save the samples made to DIR/KIND.npz, or load them from there")
     ap.add_argument("--modelopt-python", help="an interpreter with nvidia-modelopt[onnx] (adds a ModelOpt column)")
     a = ap.parse_args()
     from onnxruntime.quantization import CalibrationMethod
@@ -597,7 +633,7 @@ def main():
     rows = []
     for kind in a.models.split(","):
         model = paths[kind]
-        dictionary = rec_dictionary(REC) if kind == "rec" else None
+        dictionary = rec_dictionary(model) if kind == "rec" else None
         calib, test = make_samples(kind, a, model, dictionary)
         d = os.path.join(a.work, kind)
         cdir = os.path.join(d, "calib")
@@ -626,6 +662,10 @@ def main():
                     notes[label] = (notes.get(label, "") + f" {secs:.1f} s").strip()
                 except Exception as e:  # a peer failing is a result too
                     notes[label] = f"failed: {str(e).splitlines()[0][:120]}"
+        for v in a.variant:  # made elsewhere (ModelOpt where it is installed), timed here
+            k, label, path = v.split("=", 2)
+            if k == kind:
+                variants[label] = path
         if a.modelopt_python:
             o = os.path.join(d, "modelopt_int8.onnx")
             try:
