@@ -24,9 +24,11 @@ use infopt_verify::intermediates::{self, Side};
 use crate::exit::{CliError, CliResult};
 use crate::stages::{self, PassHooks};
 
+mod costs;
 mod fallback;
 mod judge;
 
+use costs::Costs;
 use judge::Judge;
 
 /// INT8 options of `optimize` (and `build-engine`).
@@ -269,12 +271,19 @@ fn quantize_rest(
     from: &PipelineConfig,
     amax: &Amax,
     cx: &Context<'_>,
+    costs: &Costs,
 ) -> CliResult<(Model, PipelineRun)> {
-    let mut side = SideData::default();
-    side.insert(amax.clone());
-    let mut quantized = mid.clone();
-    let run = stages::run_passes(&mut quantized, from, cx.options, side, PassHooks::default())?;
-    Ok((quantized, run))
+    costs.time(
+        "candidate: built (the quantize step and the passes after it)",
+        || {
+            let mut side = SideData::default();
+            side.insert(amax.clone());
+            let mut quantized = mid.clone();
+            let run =
+                stages::run_passes(&mut quantized, from, cx.options, side, PassHooks::default())?;
+            Ok((quantized, run))
+        },
+    )
 }
 
 /// A backend owned here or the command's.
@@ -442,6 +451,7 @@ pub fn run(
     let mut source = None;
     let mut notes = Vec::new();
     let mut full_range: Option<Amax> = None;
+    let costs = Costs::default();
     let chosen = if ranges.is_some() && !cx.judge {
         Chosen::Given(cx.backend)
     } else {
@@ -478,6 +488,7 @@ pub fn run(
             },
             &mut |_, _| {},
         )?;
+        costs.add("calibration", 1, calibrated.seconds);
         crate::progress::note(
             "calibrate",
             format!(
@@ -538,6 +549,7 @@ pub fn run(
                 .iter()
                 .map(|(n, r)| (n.clone(), r.method.clone()))
                 .collect(),
+            costs: BTreeMap::new(),
         });
         source = Some((src, calibrated.samples));
     }
@@ -551,20 +563,19 @@ pub fn run(
     let mut failure = None;
     let limit = args.held_out.unwrap_or(DEFAULT_HELD_OUT).max(1);
     let (quantized, suffix_run) = match source.as_ref().filter(|_| cx.judge) {
-        None => quantize_rest(&mid, &from, &amax, cx)?,
+        None => quantize_rest(&mid, &from, &amax, cx, &costs)?,
         Some((src, calibrated)) => {
-            let mut judge = Judge {
+            let mut judge = Judge::new(
                 src,
                 backend,
                 cx,
-                mid: &mid,
-                classifiers: &classifiers,
-                skip: None,
-                on_calibration: false,
-                calibrated: *calibrated,
+                &mid,
+                &classifiers,
+                *calibrated,
                 limit,
-            };
-            let (mut quantized, mut suffix_run) = quantize_rest(&mid, &from, &amax, cx)?;
+                &costs,
+            );
+            let (mut quantized, mut suffix_run) = quantize_rest(&mid, &from, &amax, cx, &costs)?;
             let mut h = judge.judge(&quantized)?;
             if h.on_calibration_samples {
                 notes.push(format!(
@@ -581,7 +592,7 @@ pub fn run(
             // float may not with all of them, and the other way round).
             let mut other: Option<(Amax, &'static str)> = None;
             if let Some(alt) = full_range.take() {
-                let (q2, run2) = quantize_rest(&mid, &from, &alt, cx)?;
+                let (q2, run2) = quantize_rest(&mid, &from, &alt, cx, &costs)?;
                 let h2 = judge.judge(&q2)?;
                 let (a, b) = (score(&h, goal), score(&h2, goal));
                 crate::progress::note(
@@ -614,6 +625,7 @@ pub fn run(
                     other: other.as_ref().map(|(a, _)| a),
                     cx,
                     goal,
+                    costs: &costs,
                 };
                 let found = search.run(&mut judge, &quantized, &h, &missed)?;
                 kept = found.kept;
@@ -647,13 +659,21 @@ pub fn run(
         r.failure = failure;
         if let (Some(h), Some((src, _))) = (&held, &source) {
             let sample = first_sample(src, backend, cx, &mid, h.skipped)?;
-            r.worst_layers = layer_snrs(cx, backend, &sample, &mid, model)?
+            r.worst_layers = costs
+                .time("per-layer comparison on one sample", || {
+                    layer_snrs(cx, backend, &sample, &mid, model)
+                })?
                 .into_iter()
                 .take(10)
                 .collect();
         }
         r.held_out = held;
         r.kept_float = kept;
+        r.costs = costs.steps();
+        crate::progress::note(
+            "int8",
+            format!("int8: where the time went: {}", costs.line()),
+        );
     }
     Ok((run, report))
 }
@@ -664,6 +684,10 @@ fn open_again(
     cx: &Context<'_>,
     model: &Model,
 ) -> CliResult<Box<dyn infopt_verify::Dataset>> {
+    // Files need no model; only random data is generated from it.
+    if let Some(files) = infopt_calibration::run::open_files(src).map_err(CliError::usage)? {
+        return Ok(files);
+    }
     Ok(infopt_calibration::run::open_dataset(
         src,
         backend,

@@ -229,6 +229,52 @@ fn held_out_samples_are_the_ones_after_calibration() {
     );
 }
 
+/// A step's count in the report's `int8.costs` (0 when it never ran).
+fn cost_count(r: &serde_json::Value, step: &str) -> u64 {
+    r["int8"]["costs"][step]["count"].as_u64().unwrap_or(0)
+}
+
+const BUILT: &str = "candidate: built (the quantize step and the passes after it)";
+
+#[test]
+fn the_original_runs_once_per_judged_sample_however_many_candidates_are_judged() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 7, &[1, 3, 32, 32]);
+    let (o, r) = run_json(&[
+        "optimize",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "-o",
+        s(&dir.path().join("q.onnx")),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--calib-samples",
+        "4",
+        // Out of reach: the fallback probes every layer and judges rounds.
+        "--int8-min-cosine",
+        "0.9999999",
+        "--json",
+    ]);
+    assert!(matches!(o.status.code(), Some(0 | 4)), "{}", stderr(&o));
+    let judged = cost_count(&r, "judged on every sample");
+    let probed = cost_count(&r, "probed on a few samples");
+    // auto judges its per-tensor and its full ranges, then the fallback's
+    // rounds; every layer is probed alone.
+    assert!(judged >= 3, "{}", r["int8"]["costs"]);
+    assert!(probed >= 2, "{}", r["int8"]["costs"]);
+    // The 3 samples after the calibration ones were read and run in the
+    // original once, not once per candidate.
+    assert_eq!(cost_count(&r, "original: runs"), 3);
+    assert_eq!(cost_count(&r, "candidate: runs"), 3 * (judged + probed));
+    // One session per candidate, and every candidate built was judged once:
+    // the model written is one of them, not built or judged again.
+    assert_eq!(cost_count(&r, "candidate: sessions"), judged + probed);
+    assert_eq!(cost_count(&r, BUILT), judged + probed);
+    assert_eq!(cost_count(&r, "streamed judgements (both models)"), 0);
+    let line = stderr(&o);
+    assert!(line.contains("int8: where the time went: "), "{line}");
+}
+
 #[test]
 fn no_held_out_samples_is_not_an_error_under_no_verify() {
     let dir = tempfile::tempdir().unwrap();
@@ -281,6 +327,9 @@ fn an_unreachable_target_exits_4_naming_the_layers() {
     assert!(last.contains("conv") || last.contains("fc/Gemm"), "{last}");
     assert!(last.contains("output not written"), "{last}");
     assert!(!out.exists());
+    // The calibration samples were run in the original once, after the
+    // first read found nothing beyond them.
+    assert_eq!(cost_count(&r, "original: runs"), 4);
 }
 
 #[test]

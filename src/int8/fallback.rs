@@ -15,6 +15,7 @@ use infopt_ir::Model;
 use infopt_passes::{PipelineConfig, PipelineRun};
 use infopt_verify::evaluate::HeldOut;
 
+use super::costs::Costs;
 use super::judge::Judge;
 use super::{Context, Goal, KeptFloat, min_cosine, misses, quantize_rest, score};
 use crate::exit::CliResult;
@@ -31,6 +32,7 @@ pub(super) struct Search<'a> {
     pub other: Option<&'a Amax>,
     pub cx: &'a Context<'a>,
     pub goal: Goal,
+    pub costs: &'a Costs,
 }
 
 /// What the search found.
@@ -106,7 +108,13 @@ impl Search<'_> {
     }
 
     fn quantize_with_float(&self, layers: &[String]) -> CliResult<(Model, PipelineRun)> {
-        quantize_rest(self.mid, &self.with_float(layers), self.amax, self.cx)
+        quantize_rest(
+            self.mid,
+            &self.with_float(layers),
+            self.amax,
+            self.cx,
+            self.costs,
+        )
     }
 
     /// The model with `layers` in float, judged: with `amax`, and where that
@@ -120,7 +128,13 @@ impl Search<'_> {
         let (q, r) = self.quantize_with_float(layers)?;
         let h = judge.judge(&q)?;
         if let Some(other) = self.other.filter(|_| !misses(&h, self.goal).is_empty()) {
-            let (q2, r2) = quantize_rest(self.mid, &self.with_float(layers), other, self.cx)?;
+            let (q2, r2) = quantize_rest(
+                self.mid,
+                &self.with_float(layers),
+                other,
+                self.cx,
+                self.costs,
+            )?;
             let h2 = judge.judge(&q2)?;
             if score(&h2, self.goal) > score(&h, self.goal) {
                 return Ok((q2, r2, h2, true));
@@ -136,7 +150,7 @@ impl Search<'_> {
         for layer in layers {
             let others: Vec<String> = layers.iter().filter(|l| *l != layer).cloned().collect();
             let (q, _) = self.quantize_with_float(&others)?;
-            let h = judge.judge_on(&q, PROBE_SAMPLES)?;
+            let h = judge.probe(&q, PROBE_SAMPLES)?;
             out.push(Harm {
                 layer: layer.clone(),
                 noise: relative_noise(&h),

@@ -2,14 +2,25 @@
 //! samples after the calibration ones, or the calibration samples when the
 //! data has no others (the first judgement finds out which, and every later
 //! one uses the same samples, so that candidates are compared on one set).
+//!
+//! The judged samples and the original's outputs on them are read and run
+//! once, at the first judgement, and kept (see [`evaluate::Reference`]):
+//! the search judges dozens of candidates on the same samples, and before
+//! that every judgement read the data again and ran the original again.
+//! Samples beyond the memory budget are streamed as before.
 
 use infopt_calibration::run::DataSource;
 use infopt_ir::Model;
 use infopt_verify::ChosenBackend;
-use infopt_verify::evaluate::{self, HeldOut};
+use infopt_verify::evaluate::{self, HeldOut, Reference};
 
+use super::costs::Costs;
 use super::{Context, open_again};
-use crate::exit::CliResult;
+use crate::exit::{CliError, CliResult, Exit};
+
+/// Memory the kept samples and outputs may take at most: a quarter of what
+/// is available, and never more than this.
+const REFERENCE_BUDGET: u64 = 2 << 30;
 
 pub(super) struct Judge<'a> {
     pub src: &'a DataSource,
@@ -18,56 +29,152 @@ pub(super) struct Judge<'a> {
     /// The model at the quantize step (the data is opened for its inputs).
     pub mid: &'a Model,
     pub classifiers: &'a [String],
-    /// Samples skipped before the judged ones, once known.
-    pub skip: Option<usize>,
-    /// Whether the judged samples are the calibration ones.
-    pub on_calibration: bool,
     /// Samples calibration used.
     pub calibrated: usize,
     /// Samples judged at most.
     pub limit: usize,
+    pub costs: &'a Costs,
+    /// The judged samples and the original's outputs, once read.
+    reference: Option<Reference>,
+    /// Whether the judged samples are the calibration ones.
+    on_calibration: bool,
 }
 
-impl Judge<'_> {
+/// The budget for the kept samples (see [`REFERENCE_BUDGET`]).
+fn reference_budget() -> usize {
+    let available = infopt_verify::memory::available_bytes().unwrap_or(REFERENCE_BUDGET * 4);
+    usize::try_from((available / 4).min(REFERENCE_BUDGET)).unwrap_or(usize::MAX)
+}
+
+impl<'a> Judge<'a> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        src: &'a DataSource,
+        backend: &'a ChosenBackend,
+        cx: &'a Context<'a>,
+        mid: &'a Model,
+        classifiers: &'a [String],
+        calibrated: usize,
+        limit: usize,
+        costs: &'a Costs,
+    ) -> Self {
+        Judge {
+            src,
+            backend,
+            cx,
+            mid,
+            classifiers,
+            calibrated,
+            limit,
+            costs,
+            reference: None,
+            on_calibration: false,
+        }
+    }
+
     /// `candidate` on every judged sample.
     pub fn judge(&mut self, candidate: &Model) -> CliResult<HeldOut> {
+        self.costs.count("judged on every sample", 1);
         self.judge_on(candidate, self.limit)
     }
 
     /// `candidate` on the first `limit` judged samples.
-    pub fn judge_on(&mut self, candidate: &Model, limit: usize) -> CliResult<HeldOut> {
-        let pair = evaluate::Pair {
+    pub fn probe(&mut self, candidate: &Model, limit: usize) -> CliResult<HeldOut> {
+        self.costs.count("probed on a few samples", 1);
+        self.judge_on(candidate, limit)
+    }
+
+    fn pair<'b>(&'b self, candidate: &'b Model) -> evaluate::Pair<'b> {
+        evaluate::Pair {
             chosen: self.backend,
             original: self.cx.original,
             candidate,
             dir: self.cx.dir,
             shapes: self.cx.shapes,
-        };
-        let run = |skip: usize| -> CliResult<HeldOut> {
+        }
+    }
+
+    /// Reads the judged samples and runs the original on them, at the
+    /// first call: those after the calibration samples, or these when there
+    /// are none.
+    fn read_reference(&mut self) -> CliResult<()> {
+        if self.reference.is_some() {
+            return Ok(());
+        }
+        let budget = reference_budget();
+        let collect = |skip: usize| -> CliResult<Reference> {
             let mut data = open_again(self.src, self.backend, self.cx, self.mid)?;
-            Ok(evaluate::held_out(
-                &pair,
+            let r = Reference::collect(
+                &self.pair(self.cx.original),
                 data.as_mut(),
                 skip,
+                self.limit,
+                budget,
+            )?;
+            self.costs
+                .add("original: sessions", r.loads, r.load_seconds);
+            self.costs.add("original: runs", r.len(), r.run_seconds);
+            Ok(r)
+        };
+        let mut r = collect(self.calibrated)?;
+        let on_calibration = r.is_empty();
+        if on_calibration {
+            // No sample beyond the calibration ones: judge on those.
+            r = collect(0)?;
+        }
+        self.on_calibration = on_calibration;
+        self.reference = Some(r);
+        Ok(())
+    }
+
+    fn judge_on(&mut self, candidate: &Model, limit: usize) -> CliResult<HeldOut> {
+        self.read_reference()?;
+        let Some(reference) = self.reference.as_ref() else {
+            return Err(CliError::new(
+                Exit::Internal,
+                "the judged samples were not read",
+            ));
+        };
+        let mut h = if reference.covers(limit) {
+            let judged = evaluate::held_out_against(
+                self.backend,
+                candidate,
+                self.cx.dir,
+                self.cx.shapes,
+                reference,
                 limit,
                 self.classifiers,
-            )?)
+            )?;
+            self.costs
+                .add("candidate: sessions", judged.loads, judged.load_seconds);
+            self.costs
+                .add("candidate: runs", judged.runs, judged.run_seconds);
+            self.costs.add(
+                "candidate: outputs compared",
+                judged.runs,
+                judged.compare_seconds,
+            );
+            judged.held_out
+        } else {
+            // More samples than the memory budget keeps: both models run
+            // on each, read from the data again.
+            let t = std::time::Instant::now();
+            let mut data = open_again(self.src, self.backend, self.cx, self.mid)?;
+            let h = evaluate::held_out(
+                &self.pair(candidate),
+                data.as_mut(),
+                reference.skipped,
+                limit,
+                self.classifiers,
+            )?;
+            self.costs.add(
+                "streamed judgements (both models)",
+                1,
+                t.elapsed().as_secs_f64(),
+            );
+            h
         };
-        if let Some(skip) = self.skip {
-            let mut h = run(skip)?;
-            h.on_calibration_samples = self.on_calibration;
-            return Ok(h);
-        }
-        let h = run(self.calibrated)?;
-        if h.samples > 0 {
-            self.skip = Some(h.skipped);
-            return Ok(h);
-        }
-        // No sample beyond the calibration ones: judge on those.
-        self.skip = Some(0);
-        self.on_calibration = true;
-        let mut h = run(0)?;
-        h.on_calibration_samples = true;
+        h.on_calibration_samples = self.on_calibration;
         Ok(h)
     }
 }

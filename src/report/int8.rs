@@ -29,6 +29,14 @@ pub struct KeptFloat {
     pub cosine_alone: Option<f64>,
 }
 
+/// One step of the INT8 search (see `crate::int8::costs`): how many times
+/// it ran and the seconds it took together (0 where it is only counted).
+#[derive(Serialize, Debug, Clone, Default)]
+pub struct StepCost {
+    pub count: usize,
+    pub seconds: f64,
+}
+
 #[derive(Serialize, Debug, Clone)]
 pub struct Int8Report {
     pub method: String,
@@ -57,4 +65,8 @@ pub struct Int8Report {
     pub methods_chosen: BTreeMap<String, usize>,
     /// Per calibrated tensor, the method that chose its range.
     pub tensor_methods: BTreeMap<String, String>,
+    /// What the calibration and accuracy search did, by step: candidates
+    /// built, judged on every sample and probed on a few, sessions and
+    /// runs of each model, with their seconds.
+    pub costs: BTreeMap<String, StepCost>,
 }

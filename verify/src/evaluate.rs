@@ -7,7 +7,7 @@ use std::path::Path;
 
 use infopt_ir::Model;
 use infopt_runtime::compare::{self, Tolerance};
-use infopt_runtime::{HostTensor, InputShapes, LoadedModel, OutputAgreement};
+use infopt_runtime::{HostTensor, InputShapes, IoSpec, LoadedModel, OutputAgreement};
 
 use crate::backend::ChosenBackend;
 use crate::dataset::Dataset;
@@ -462,85 +462,110 @@ fn argmax(xs: &[f64]) -> usize {
     best
 }
 
-/// Runs both models of `pair` on samples `skip..skip+limit` of `data`;
-/// `classifiers` names the outputs judged by top-1 agreement too. When the
-/// data has no sample after the first `skip`, `samples` is 0: the caller
-/// decides what to judge on instead.
-pub fn held_out(
-    pair: &Pair<'_>,
-    data: &mut dyn Dataset,
-    skip: usize,
-    limit: usize,
-    classifiers: &[String],
-) -> Result<HeldOut> {
-    let (chosen, original, candidate, dir, shapes) = (
-        pair.chosen,
-        pair.original,
-        pair.candidate,
-        pair.dir,
-        pair.shapes,
-    );
-    // Loaded at each sample's shapes (a dataset's samples fix every input's
-    // shape; the verifier's symbol binding, a batch of 2 say, would
-    // contradict them), again only when the shapes change.
-    let load = |m: &Model, at: &InputShapes| {
-        let bytes = m
+/// A model loaded at the shapes of the samples it runs on: loaded again
+/// only when the shapes change (a dataset's samples fix every input's
+/// shape; the verifier's symbol binding, a batch of 2 say, would
+/// contradict them).
+struct LoadedAt<'a> {
+    chosen: &'a ChosenBackend,
+    model: &'a Model,
+    dir: &'a Path,
+    shapes: &'a InputShapes,
+    loaded: Option<(SampleShapes, Box<dyn LoadedModel>)>,
+    /// Sessions created and the time they took.
+    loads: usize,
+    load_seconds: f64,
+}
+
+impl<'a> LoadedAt<'a> {
+    fn new(
+        chosen: &'a ChosenBackend,
+        model: &'a Model,
+        dir: &'a Path,
+        shapes: &'a InputShapes,
+    ) -> Self {
+        LoadedAt {
+            chosen,
+            model,
+            dir,
+            shapes,
+            loaded: None,
+            loads: 0,
+            load_seconds: 0.0,
+        }
+    }
+
+    fn load(&mut self, at: &InputShapes) -> Result<Box<dyn LoadedModel>> {
+        let t = std::time::Instant::now();
+        let bytes = self
+            .model
             .to_bytes_referencing_sources()
             .map_err(|e| VerifyError::new(ErrorKind::Load, e))?;
-        chosen
+        let loaded = self
+            .chosen
             .backend
-            .load(&bytes, Some(dir), at)
-            .map_err(|e| VerifyError::runtime(e, ErrorKind::CannotVerify))
-    };
-    let mut a = load(original, shapes)?;
-    let inputs = a.inputs().to_vec();
-    // The candidate, with the sample shapes it was loaded for.
-    let mut loaded: Option<(SampleShapes, Box<dyn LoadedModel>)> = None;
-    let mut skipped = 0;
-    while skipped < skip {
-        if data
-            .next_sample(&inputs)
-            .map_err(VerifyError::usage)?
-            .is_none()
-        {
-            break;
-        }
-        skipped += 1;
+            .load(&bytes, Some(self.dir), at)
+            .map_err(|e| VerifyError::runtime(e, ErrorKind::CannotVerify))?;
+        self.loads += 1;
+        self.load_seconds += t.elapsed().as_secs_f64();
+        Ok(loaded)
     }
-    let mut names: Vec<String> = Vec::new();
-    let mut ranks: Vec<usize> = Vec::new();
-    let mut running: Vec<Running> = Vec::new();
-    let mut samples = 0;
-    while samples < limit {
-        let Some(s) = data.next_sample(&inputs).map_err(VerifyError::usage)? else {
-            break;
-        };
-        let key: Vec<Vec<usize>> = s.tensors.iter().map(|t| t.shape().to_vec()).collect();
-        if loaded.as_ref().is_none_or(|(k, _)| *k != key) {
-            let mut at = shapes.clone();
+
+    /// The model's declared inputs (loaded at the command's shapes).
+    fn declared_inputs(&mut self) -> Result<Vec<IoSpec>> {
+        let shapes = self.shapes.clone();
+        Ok(self.load(&shapes)?.inputs().to_vec())
+    }
+
+    /// The model loaded at the shapes of `tensors` (inputs `specs`).
+    fn at(&mut self, tensors: &[HostTensor], specs: &[IoSpec]) -> Result<&dyn LoadedModel> {
+        let key: SampleShapes = tensors.iter().map(|t| t.shape().to_vec()).collect();
+        if self.loaded.as_ref().is_none_or(|(k, _)| *k != key) {
+            let mut at = self.shapes.clone();
             at.symbols.clear();
-            for (t, spec) in s.tensors.iter().zip(&inputs) {
+            for (t, spec) in tensors.iter().zip(specs) {
                 at.shapes.insert(spec.name.clone(), t.shape().to_vec());
             }
-            a = load(original, &at)?;
-            loaded = Some((key, load(candidate, &at)?));
+            let loaded = self.load(&at)?;
+            self.loaded = Some((key, loaded));
         }
-        let b = &loaded.as_ref().expect("loaded above").1;
-        let run = |m: &dyn infopt_runtime::LoadedModel, x: &[HostTensor]| {
-            m.run(x)
-                .map_err(|e| VerifyError::new(ErrorKind::Mismatch, format!("{}: {e}", s.origin)))
-        };
-        let expected = run(a.as_ref(), &s.tensors)?;
-        let actual = run(b.as_ref(), &s.tensors)?;
-        if names.is_empty() {
-            names = expected
+        match &self.loaded {
+            Some((_, m)) => Ok(m.as_ref()),
+            None => Err(VerifyError::new(
+                ErrorKind::Internal,
+                "no model loaded for the sample",
+            )),
+        }
+    }
+}
+
+/// Runs `m` on one sample, the error naming the sample.
+fn run_sample(m: &dyn LoadedModel, x: &[HostTensor], origin: &str) -> Result<Vec<HostTensor>> {
+    m.run(x)
+        .map_err(|e| VerifyError::new(ErrorKind::Mismatch, format!("{origin}: {e}")))
+}
+
+/// The agreement of every output over the samples seen so far.
+#[derive(Default)]
+struct Tally {
+    names: Vec<String>,
+    ranks: Vec<usize>,
+    running: Vec<Running>,
+    samples: usize,
+}
+
+impl Tally {
+    /// One sample's outputs: the original's `expected`, the candidate's `actual`.
+    fn add(&mut self, expected: &[HostTensor], actual: &[HostTensor], classifiers: &[String]) {
+        if self.names.is_empty() {
+            self.names = expected
                 .iter()
                 .map(|t| t.name().unwrap_or("").to_string())
                 .collect();
-            ranks = expected.iter().map(|t| t.shape().len()).collect();
-            running = (0..expected.len()).map(|_| Running::default()).collect();
+            self.ranks = expected.iter().map(|t| t.shape().len()).collect();
+            self.running = (0..expected.len()).map(|_| Running::default()).collect();
         }
-        for ((e, o), r) in expected.iter().zip(&actual).zip(running.iter_mut()) {
+        for ((e, o), r) in expected.iter().zip(actual).zip(self.running.iter_mut()) {
             let name = e.name().unwrap_or("");
             let classes = classifiers
                 .iter()
@@ -549,44 +574,244 @@ pub fn held_out(
                 .flatten();
             r.add(&o.to_f64_vec(), &e.to_f64_vec(), e.shape(), classes);
         }
-        samples += 1;
+        self.samples += 1;
     }
-    let top1_agreement = names
-        .iter()
-        .zip(&running)
-        .filter(|(_, r)| r.rows > 0)
-        .map(|(n, r)| (n.clone(), r.rows_agreeing as f64 / r.rows as f64))
-        .collect();
-    let top1_expected = names
-        .iter()
-        .zip(&running)
-        .filter(|(_, r)| r.rows > 0)
-        .map(|(n, r)| {
-            let e = expected_agreement(&r.margins, &r.errors, UNSEEN_ERROR_FACTOR);
-            (n.clone(), e)
+
+    fn finish(&self, skipped: usize, dataset: String, meaningful: bool) -> HeldOut {
+        let (names, running) = (&self.names, &self.running);
+        let top1_agreement = names
+            .iter()
+            .zip(running)
+            .filter(|(_, r)| r.rows > 0)
+            .map(|(n, r)| (n.clone(), r.rows_agreeing as f64 / r.rows as f64))
+            .collect();
+        let top1_expected = names
+            .iter()
+            .zip(running)
+            .filter(|(_, r)| r.rows > 0)
+            .map(|(n, r)| {
+                let e = expected_agreement(&r.margins, &r.errors, UNSEEN_ERROR_FACTOR);
+                (n.clone(), e)
+            })
+            .collect();
+        let outputs = names
+            .iter()
+            .zip(running)
+            .map(|(n, r)| r.finish(n))
+            .collect();
+        let parts = names
+            .iter()
+            .zip(&self.ranks)
+            .zip(running)
+            .flat_map(|((n, &rank), r)| r.finish_parts(n, rank))
+            .collect();
+        HeldOut {
+            skipped,
+            samples: self.samples,
+            dataset,
+            meaningful,
+            on_calibration_samples: false,
+            outputs,
+            top1_agreement,
+            top1_expected,
+            parts,
+        }
+    }
+}
+
+/// Skips up to `skip` samples of `data`; returns how many were skipped.
+fn skip_samples(data: &mut dyn Dataset, inputs: &[IoSpec], skip: usize) -> Result<usize> {
+    let mut skipped = 0;
+    while skipped < skip {
+        if data
+            .next_sample(inputs)
+            .map_err(VerifyError::usage)?
+            .is_none()
+        {
+            break;
+        }
+        skipped += 1;
+    }
+    Ok(skipped)
+}
+
+/// Runs both models of `pair` on samples `skip..skip+limit` of `data`;
+/// `classifiers` names the outputs judged by top-1 agreement too. When the
+/// data has no sample after the first `skip`, `samples` is 0: the caller
+/// decides what to judge on instead. Nothing is kept: for many candidates
+/// judged on the same samples, [`Reference`] runs the original once.
+pub fn held_out(
+    pair: &Pair<'_>,
+    data: &mut dyn Dataset,
+    skip: usize,
+    limit: usize,
+    classifiers: &[String],
+) -> Result<HeldOut> {
+    let mut original = LoadedAt::new(pair.chosen, pair.original, pair.dir, pair.shapes);
+    let mut candidate = LoadedAt::new(pair.chosen, pair.candidate, pair.dir, pair.shapes);
+    let inputs = original.declared_inputs()?;
+    let skipped = skip_samples(data, &inputs, skip)?;
+    let mut tally = Tally::default();
+    while tally.samples < limit {
+        let Some(s) = data.next_sample(&inputs).map_err(VerifyError::usage)? else {
+            break;
+        };
+        let expected = run_sample(original.at(&s.tensors, &inputs)?, &s.tensors, &s.origin)?;
+        let actual = run_sample(candidate.at(&s.tensors, &inputs)?, &s.tensors, &s.origin)?;
+        tally.add(&expected, &actual, classifiers);
+    }
+    Ok(tally.finish(skipped, data.describe(), data.meaningful()))
+}
+
+/// One judged sample and the original's outputs on it.
+struct ReferenceSample {
+    origin: String,
+    inputs: Vec<HostTensor>,
+    expected: Vec<HostTensor>,
+}
+
+/// The judged samples and the original's outputs on them, run once and
+/// kept in memory (up to a budget), so that each of many candidates judged
+/// on them costs one session and its own runs: the original's figures do
+/// not change between candidates, and ONNX Runtime's CPU kernels give the
+/// same outputs for the same session options and inputs.
+pub struct Reference {
+    /// Samples skipped before the judged ones (the calibration samples).
+    pub skipped: usize,
+    pub dataset: String,
+    pub meaningful: bool,
+    /// The original's declared inputs (the samples are fitted to them).
+    inputs: Vec<IoSpec>,
+    samples: Vec<ReferenceSample>,
+    /// Every sample asked for is kept (the data ended or the limit was
+    /// reached), none left out for the memory budget.
+    complete: bool,
+    /// What making it cost: sessions of the original, their time, and the
+    /// runs of the original and their time.
+    pub loads: usize,
+    pub load_seconds: f64,
+    pub run_seconds: f64,
+}
+
+/// Bytes a tensor's elements take.
+fn tensor_bytes(t: &HostTensor) -> usize {
+    t.len() * t.dtype().size_of().max(1)
+}
+
+impl Reference {
+    /// Runs the original of `pair` (its candidate is not run) on samples
+    /// `skip..skip+limit` of `data`, keeping the samples and the outputs
+    /// while they fit in `budget` bytes; the first sample is always kept.
+    pub fn collect(
+        pair: &Pair<'_>,
+        data: &mut dyn Dataset,
+        skip: usize,
+        limit: usize,
+        budget: usize,
+    ) -> Result<Reference> {
+        let mut original = LoadedAt::new(pair.chosen, pair.original, pair.dir, pair.shapes);
+        let inputs = original.declared_inputs()?;
+        let skipped = skip_samples(data, &inputs, skip)?;
+        let mut samples: Vec<ReferenceSample> = Vec::new();
+        let mut bytes = 0usize;
+        let mut complete = true;
+        let mut run_seconds = 0.0;
+        while samples.len() < limit {
+            let Some(s) = data.next_sample(&inputs).map_err(VerifyError::usage)? else {
+                break;
+            };
+            let m = original.at(&s.tensors, &inputs)?;
+            let t = std::time::Instant::now();
+            let expected = run_sample(m, &s.tensors, &s.origin)?;
+            run_seconds += t.elapsed().as_secs_f64();
+            let size: usize = s.tensors.iter().chain(&expected).map(tensor_bytes).sum();
+            if !samples.is_empty() && bytes.saturating_add(size) > budget {
+                complete = false;
+                break;
+            }
+            bytes += size;
+            samples.push(ReferenceSample {
+                origin: s.origin,
+                inputs: s.tensors,
+                expected,
+            });
+        }
+        Ok(Reference {
+            skipped,
+            dataset: data.describe(),
+            meaningful: data.meaningful(),
+            inputs,
+            samples,
+            complete,
+            loads: original.loads,
+            load_seconds: original.load_seconds,
+            run_seconds,
         })
-        .collect();
-    let outputs = names
-        .iter()
-        .zip(&running)
-        .map(|(n, r)| r.finish(n))
-        .collect();
-    let parts = names
-        .iter()
-        .zip(&ranks)
-        .zip(&running)
-        .flat_map(|((n, &rank), r)| r.finish_parts(n, rank))
-        .collect();
-    Ok(HeldOut {
-        skipped,
-        samples,
-        dataset: data.describe(),
-        meaningful: data.meaningful(),
-        on_calibration_samples: false,
-        outputs,
-        top1_agreement,
-        top1_expected,
-        parts,
+    }
+
+    /// Samples kept.
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
+    /// Whether the first `limit` judged samples are all kept here.
+    pub fn covers(&self, limit: usize) -> bool {
+        self.complete || limit <= self.samples.len()
+    }
+}
+
+/// A candidate judged against a [`Reference`], and what it cost.
+pub struct Judged {
+    pub held_out: HeldOut,
+    /// Sessions of the candidate created, and their time.
+    pub loads: usize,
+    pub load_seconds: f64,
+    /// The candidate's runs and their time.
+    pub runs: usize,
+    pub run_seconds: f64,
+    /// Comparing its outputs with the original's.
+    pub compare_seconds: f64,
+}
+
+/// Runs `candidate` on the first `limit` samples of `reference` and
+/// compares its outputs with the original's kept there: the figures of
+/// [`held_out`] on the same samples.
+pub fn held_out_against(
+    chosen: &ChosenBackend,
+    candidate: &Model,
+    dir: &Path,
+    shapes: &InputShapes,
+    reference: &Reference,
+    limit: usize,
+    classifiers: &[String],
+) -> Result<Judged> {
+    let mut loaded = LoadedAt::new(chosen, candidate, dir, shapes);
+    let mut tally = Tally::default();
+    let (mut run_seconds, mut compare_seconds) = (0.0, 0.0);
+    for s in reference.samples.iter().take(limit) {
+        let m = loaded.at(&s.inputs, &reference.inputs)?;
+        let t = std::time::Instant::now();
+        let actual = run_sample(m, &s.inputs, &s.origin)?;
+        run_seconds += t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        tally.add(&s.expected, &actual, classifiers);
+        compare_seconds += t.elapsed().as_secs_f64();
+    }
+    Ok(Judged {
+        held_out: tally.finish(
+            reference.skipped,
+            reference.dataset.clone(),
+            reference.meaningful,
+        ),
+        loads: loaded.loads,
+        load_seconds: loaded.load_seconds,
+        runs: tally.samples,
+        run_seconds,
+        compare_seconds,
     })
 }
 

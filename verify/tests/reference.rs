@@ -1,0 +1,168 @@
+//! Judging candidates against a kept reference (the original run once on
+//! the judged samples) gives the figures of running both models on every
+//! sample, and the memory budget only moves where the samples come from.
+
+use std::path::Path;
+
+use infopt_ir::builder::{GraphBuilder, dims};
+use infopt_ir::{Attribute, DataType, Model};
+use infopt_runtime::{HostTensor, InputShapes, IoSpec};
+use infopt_verify::evaluate::{self, Pair, Reference};
+use infopt_verify::{BackendKind, BackendOptions, ChosenBackend, Dataset, Sample};
+
+/// `x [1, 4] -> MatMul(w) -> Add(b) -> Softmax`: a classifier head, and a
+/// second output of the logits (judged by cosine only).
+fn classifier(w: &[f32]) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "4"]));
+    let w = b.f32("w", &[4, 3], w);
+    let bias = b.f32("b", &[3], &[0.1, -0.2, 0.05]);
+    let mm = b.op("MatMul", &[x, w], vec![]);
+    let logits = b.op("Add", &[mm, bias], vec![]);
+    let p = b.op("Softmax", &[logits], vec![Attribute::int("axis", -1)]);
+    b.output(p, "probs", DataType::Float, Some(dims(&["1", "3"])));
+    b.output(logits, "logits", DataType::Float, Some(dims(&["1", "3"])));
+    b.build(13)
+}
+
+const W: [f32; 12] = [
+    0.5, -0.3, 0.2, 0.1, 0.4, -0.6, -0.2, 0.3, 0.7, 0.6, -0.1, 0.05,
+];
+
+/// Samples held in memory, in order (a dataset that counts what is read).
+struct Samples {
+    all: Vec<Vec<f32>>,
+    next: usize,
+}
+
+impl Samples {
+    fn new(n: usize) -> Samples {
+        let all = (0..n)
+            .map(|i| {
+                let t = i as f32;
+                vec![(t * 0.37).sin(), (t * 0.91).cos(), t * 0.05 - 0.4, 0.3]
+            })
+            .collect();
+        Samples { all, next: 0 }
+    }
+}
+
+impl Dataset for Samples {
+    fn describe(&self) -> String {
+        format!("{} test samples", self.all.len())
+    }
+    fn meaningful(&self) -> bool {
+        true
+    }
+    fn sample_count(&self) -> Option<usize> {
+        Some(self.all.len())
+    }
+    fn next_sample(&mut self, _inputs: &[IoSpec]) -> Result<Option<Sample>, String> {
+        let Some(v) = self.all.get(self.next) else {
+            return Ok(None);
+        };
+        let t = HostTensor::from_vec(vec![1, 4], v.clone())
+            .map_err(|e| e.to_string())?
+            .named("x");
+        self.next += 1;
+        Ok(Some(Sample {
+            index: self.next - 1,
+            origin: format!("sample {}", self.next - 1),
+            tensors: vec![t],
+        }))
+    }
+}
+
+fn tract() -> ChosenBackend {
+    ChosenBackend::build(BackendKind::Tract, &BackendOptions::default()).unwrap()
+}
+
+fn pair<'a>(
+    chosen: &'a ChosenBackend,
+    original: &'a Model,
+    candidate: &'a Model,
+    shapes: &'a InputShapes,
+) -> Pair<'a> {
+    Pair {
+        chosen,
+        original,
+        candidate,
+        dir: Path::new("."),
+        shapes,
+    }
+}
+
+/// The figures a judgement reports, as JSON (every field compared).
+fn figures(h: &evaluate::HeldOut) -> serde_json::Value {
+    serde_json::to_value(h).unwrap()
+}
+
+#[test]
+fn a_candidate_judged_against_the_kept_reference_gets_the_figures_of_running_both() {
+    let chosen = tract();
+    let shapes = InputShapes::default();
+    let original = classifier(&W);
+    let mut perturbed = W;
+    for (i, w) in perturbed.iter_mut().enumerate() {
+        *w += 0.08 * ((i as f32) * 1.3).sin();
+    }
+    let candidate = classifier(&perturbed);
+    let classifiers = vec!["probs".to_string()];
+    let p = pair(&chosen, &original, &candidate, &shapes);
+    // 3 samples skipped (the calibration ones), 9 judged.
+    let streamed = evaluate::held_out(&p, &mut Samples::new(12), 3, 20, &classifiers).unwrap();
+    let reference = Reference::collect(&p, &mut Samples::new(12), 3, 20, usize::MAX).unwrap();
+    assert_eq!(reference.len(), 9);
+    assert_eq!(reference.skipped, 3);
+    assert!(reference.covers(20), "the data ended: every sample is kept");
+    let kept = evaluate::held_out_against(
+        &chosen,
+        &candidate,
+        Path::new("."),
+        &shapes,
+        &reference,
+        20,
+        &classifiers,
+    )
+    .unwrap();
+    assert_eq!(figures(&kept.held_out), figures(&streamed));
+    assert_eq!(kept.runs, 9);
+    assert_eq!(kept.loads, 1, "one session of the candidate");
+    // The candidate really differs: the figures are not trivially equal.
+    let cosine = streamed.outputs[1].cosine;
+    assert!(cosine < 0.99999 && cosine > 0.5, "{cosine}");
+    // The first 4 samples only, as a probe.
+    let streamed4 = evaluate::held_out(&p, &mut Samples::new(12), 3, 4, &classifiers).unwrap();
+    let kept4 = evaluate::held_out_against(
+        &chosen,
+        &candidate,
+        Path::new("."),
+        &shapes,
+        &reference,
+        4,
+        &classifiers,
+    )
+    .unwrap();
+    assert_eq!(kept4.held_out.samples, 4);
+    assert_eq!(figures(&kept4.held_out), figures(&streamed4));
+}
+
+#[test]
+fn the_memory_budget_keeps_a_prefix_and_says_what_it_covers() {
+    let chosen = tract();
+    let shapes = InputShapes::default();
+    let original = classifier(&W);
+    let p = pair(&chosen, &original, &original, &shapes);
+    // Each sample takes 16 bytes of input and 24 of outputs: 100 bytes keep 2.
+    let r = Reference::collect(&p, &mut Samples::new(10), 0, 8, 100).unwrap();
+    assert_eq!(r.len(), 2);
+    assert!(r.covers(2));
+    assert!(!r.covers(3), "the third sample was left out for memory");
+    // A budget of nothing still keeps the first sample.
+    let r = Reference::collect(&p, &mut Samples::new(10), 0, 8, 0).unwrap();
+    assert_eq!(r.len(), 1);
+    // No sample after the skipped ones: an empty reference.
+    let r = Reference::collect(&p, &mut Samples::new(3), 3, 8, usize::MAX).unwrap();
+    assert!(r.is_empty());
+    assert_eq!(r.skipped, 3);
+}
