@@ -16,6 +16,7 @@ pub mod kernels;
 pub mod load;
 pub mod model;
 mod operand_ranks;
+mod reshape_volume;
 mod operand_types;
 pub mod patch;
 pub mod proto;
