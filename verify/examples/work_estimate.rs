@@ -41,7 +41,7 @@ fn main() {
         let w = work::work_in(&inferred);
         let largest = activations::largest_in(&inferred);
         println!(
-            "{} ({}): {:.3e} multiply-adds, {:.3e} elements ({:.2}x the budget); heaviest {}; largest activation {}",
+            "{} ({}): cost {:.3e}, {:.3e} elements written ({:.2}x the budget); heaviest {}; largest activation {}",
             candidate.label,
             inferred.sizes_text(),
             w.total as f64,

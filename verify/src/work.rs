@@ -7,13 +7,15 @@
 //! whose estimate is past [`WORK_BUDGET`] with a one-line error naming the
 //! heaviest node.
 //!
-//! The unit is a multiply-add: for Conv, ConvTranspose, MatMul, Gemm,
-//! Einsum, pools, Resize, recurrences and attention, the products that op
-//! computes from its inferred shapes; for every other op, one per element
-//! it writes (or reads, for reductions). Loop bodies count once per
-//! iteration when the file fixes the count ([`crate::loop_work`]), Scan
-//! bodies once per step, and of an If's branches the heavier one. What
-//! inference does not prove (a data-dependent shape) counts nothing.
+//! The unit is a multiply-add. A node costs the products it computes from
+//! its inferred shapes (Conv, ConvTranspose, MatMul, Gemm, Einsum, pools,
+//! Resize, recurrences, attention; reductions one per element read) plus
+//! [`ELEMENT_COST`] for each element it writes: a depthwise Conv or an
+//! activation function does few products per element and still takes the
+//! time of moving it. Loop bodies count once per iteration when the file
+//! fixes the count ([`crate::loop_work`]), Scan bodies once per step, and
+//! of an If's branches the heavier one. What inference does not prove (a
+//! data-dependent shape) counts nothing.
 
 use infopt_ir::infer::GraphFacts;
 use infopt_ir::{Dim, Graph, Model, Node, ValueId};
@@ -21,13 +23,20 @@ use infopt_runtime::InputShapes;
 
 use crate::activations::{Inferred, infer_at};
 
-/// Most multiply-adds verification runs a model for at one size: 2*10^11.
-/// Verification runs the original and the optimized model at least once
-/// each, and on the runtimes' CPU kernels one core does about 10^10 dense
-/// multiply-adds a second (depthwise and elementwise work several times
-/// fewer), so this is 20 s or more per run on one core, a minute or more
-/// in all. Real models at the sizes verification chooses stay far below it
-/// (ResNet-50 at 224x224 is 4*10^9, PP-OCRv4 det at 640x640 about 10^10).
+/// What writing one element costs, in multiply-adds. Fitted to ONNX
+/// Runtime on one core (bench/results/fuzz.md, session 7): ResNet-50 and
+/// BERT-base do 50-100 products per element they write and run at about
+/// 2*10^10 products a second; PP-OCR's mobile classifier does 6 and
+/// EfficientNet-B0 14, and run no faster per element written. Times of the
+/// five models fit `products + 40 x elements` within a factor of 2.
+pub const ELEMENT_COST: u128 = 40;
+
+/// The most verification runs a model for at one size: 2*10^11, about 10 s
+/// of one core in ONNX Runtime and several times that in tract, for each
+/// of the two or more runs verification makes (original, optimized).
+/// Real models at the sizes verification chooses stay below it: ResNet-50
+/// at 2x3x224x224 costs 1.1*10^10, PP-OCRv4 det at 640x640 7*10^9, BERT-base
+/// at 2x512 (its first choice) 1.3*10^11.
 pub const WORK_BUDGET: u128 = 200_000_000_000;
 
 /// The estimate at one set of sizes.
@@ -91,7 +100,7 @@ pub fn refusal_in(inferred: &Inferred, budget: u128) -> Option<String> {
     }
     let heaviest = work.heaviest?;
     Some(format!(
-        "node '{}' ({}) needs {} multiply-adds at the verification sizes ({}), the whole model {}, more than the {} verification runs a model for; give smaller sizes with --input-shape, or skip verification with --no-verify",
+        "node '{}' ({}) costs {} at the verification sizes ({}), the whole model {}, more than the {} verification runs a model for (multiply-adds, and {ELEMENT_COST} for each element a node writes); give smaller sizes with --input-shape, or skip verification with --no-verify",
         heaviest.node,
         heaviest.op,
         count_text(heaviest.work),
@@ -167,9 +176,15 @@ fn product(dims: &[u128]) -> u128 {
     dims.iter().fold(1u128, |acc, &d| acc.saturating_mul(d))
 }
 
-/// Multiply-adds of one node of `shapes.graph`, its bodies included.
+/// The cost of one node of `shapes.graph`: its products, its bodies', and
+/// [`ELEMENT_COST`] for each element it writes.
 fn node_work(shapes: &Shapes, node: &Node) -> u128 {
-    let out = || shapes.output_elements(node);
+    let written = shapes.output_elements(node);
+    products(shapes, node).saturating_add(written.saturating_mul(ELEMENT_COST))
+}
+
+/// The multiply-adds of one node (its bodies' whole cost included).
+fn products(shapes: &Shapes, node: &Node) -> u128 {
     let first_output = || shapes.output(node, 0).map_or(0, |d| product(&d));
     // Per output element, the product of a weight's dims past the first
     // (input channels per group times the kernel).
@@ -191,7 +206,7 @@ fn node_work(shapes: &Shapes, node: &Node) -> u128 {
     let domain = node.domain();
     let ms = domain == "com.microsoft";
     if !(domain.is_empty() || ms) {
-        return out();
+        return 0;
     }
     match node.op_type.as_str() {
         "Conv" | "ConvInteger" | "FusedConv" | "NhwcConv" => {
@@ -230,7 +245,7 @@ fn node_work(shapes: &Shapes, node: &Node) -> u128 {
             };
             first_output().saturating_mul(reads)
         }
-        "Einsum" => einsum_work(shapes, node).unwrap_or_else(out),
+        "Einsum" => einsum_work(shapes, node).unwrap_or(0),
         "LSTM" | "GRU" | "RNN" | "DynamicQuantizeLSTM" => {
             // Every step of every sequence multiplies the input and the
             // hidden state by all gate weights of all directions.
@@ -240,13 +255,13 @@ fn node_work(shapes: &Shapes, node: &Node) -> u128 {
             let weights = shapes
                 .input_elements(node, 1)
                 .saturating_add(shapes.input_elements(node, 2));
-            steps.saturating_mul(weights).max(out())
+            steps.saturating_mul(weights)
         }
         "Attention" if ms => {
             // Projection of [B, S, hidden] by [hidden, 3 * hidden], then
             // scores and their product with V: 2 * B * S * S * hidden.
             let Some(x) = shapes.input(node, 0) else {
-                return out();
+                return 0;
             };
             let rows = product(x.get(..x.len().saturating_sub(1)).unwrap_or(&[]));
             let hidden = x.last().copied().unwrap_or(1);
@@ -260,7 +275,7 @@ fn node_work(shapes: &Shapes, node: &Node) -> u128 {
                 .saturating_mul(seq)
                 .saturating_mul(hidden)
                 .saturating_mul(2);
-            projection.saturating_add(scores).max(out())
+            projection.saturating_add(scores)
         }
         "Attention" | "MultiHeadAttention" | "GroupQueryAttention" => {
             // Q times K and the scores times V: 2 * (Q's elements) * keys.
@@ -269,14 +284,14 @@ fn node_work(shapes: &Shapes, node: &Node) -> u128 {
                 .input(node, 1)
                 .and_then(|k| k.len().checked_sub(2).and_then(|i| k.get(i)).copied())
                 .unwrap_or(1);
-            q.saturating_mul(keys).saturating_mul(2).max(out())
+            q.saturating_mul(keys).saturating_mul(2)
         }
         "Loop" => {
             let body = bodies_work(node, |a, b| a.max(b));
             let iterations = crate::loop_work::fixed_iterations(shapes.graph, node)
                 .and_then(|n| u128::try_from(n).ok())
                 .unwrap_or(1);
-            body.saturating_mul(iterations).max(out())
+            body.saturating_mul(iterations)
         }
         "Scan" => {
             let scanned = node.attr_int_or("num_scan_inputs", 1).unwrap_or(1);
@@ -288,9 +303,9 @@ fn node_work(shapes: &Shapes, node: &Node) -> u128 {
                 .unwrap_or(1);
             bodies_work(node, |a, b| a.max(b))
                 .saturating_mul(steps)
-                .max(out())
+                
         }
-        "If" => bodies_work(node, |a, b| a.max(b)).max(out()),
+        "If" => bodies_work(node, |a, b| a.max(b)),
         op if op.starts_with("Reduce")
             || op.starts_with("Global")
             || matches!(
@@ -298,9 +313,9 @@ fn node_work(shapes: &Shapes, node: &Node) -> u128 {
                 "ArgMax" | "ArgMin" | "TopK" | "NonZero" | "Softmax" | "LogSoftmax" | "Hardmax"
             ) =>
         {
-            shapes.input_elements(node, 0).max(out())
+            shapes.input_elements(node, 0)
         }
-        _ => out(),
+        _ => 0,
     }
 }
 
@@ -407,14 +422,18 @@ mod tests {
     #[test]
     fn a_conv_counts_each_output_times_its_weight_slice() {
         // [1,8,32,32] outputs of 8 channels x 3 x 3 products each, and a
-        // Relu of one per element.
+        // Relu writing as many elements.
         let work = work_at(&conv_model(8, 1, [1, 1, 1, 1]), &sizes(1, 32, 32)).expect("inferred");
-        assert_eq!(work.total, 8192 * 72 + 8192);
+        assert_eq!(work.total, 8192 * (72 + ELEMENT_COST) + 8192 * ELEMENT_COST);
+        assert_eq!(work.elements, 2 * 8192);
         let heaviest = work.heaviest.expect("a node");
-        assert_eq!((heaviest.op.as_str(), heaviest.work), ("Conv", 8192 * 72));
+        assert_eq!(
+            (heaviest.op.as_str(), heaviest.work),
+            ("Conv", 8192 * (72 + ELEMENT_COST))
+        );
         // Depthwise: one input channel per output.
         let work = work_at(&conv_model(8, 8, [1, 1, 1, 1]), &sizes(1, 32, 32)).expect("inferred");
-        assert_eq!(work.total, 8192 * 9 + 8192);
+        assert_eq!(work.total, 8192 * (9 + 2 * ELEMENT_COST));
     }
 
     #[test]
@@ -445,27 +464,31 @@ mod tests {
         b.output(e2, "e2", DataType::Float, None);
         b.output(g, "gemm", DataType::Float, None);
         let work = work_at(&b.build(17), &InputShapes::new()).expect("inferred");
-        // MatMul [2,5,4] x 7, each Einsum b * i * j * k = 2 * 5 * 4 * 5,
-        // Gemm [3,2] x 6.
-        assert_eq!(work.total, 40 * 7 + 200 + 200 + 6 * 6);
+        // MatMul [2,5,4] x 7, each Einsum b * i * j * k = 2 * 5 * 4 * 5
+        // writing [2,5,5], Gemm [3,2] x 6.
+        let written = 40 + 2 * 50 + 6;
+        assert_eq!(
+            work.total,
+            40 * 7 + 200 + 200 + 6 * 6 + written * ELEMENT_COST
+        );
     }
 
     #[test]
     fn padding_that_multiplies_the_work_is_refused_naming_the_node() {
-        // 100000 rows of padding on a depthwise Conv: 100030 x 32 x 8 x 9
-        // products, 23 MB of output (it fits), 2.3e8 products with the Relu.
+        // 100000 rows of padding on a depthwise Conv: 100031 x 32 x 8
+        // outputs (100 MB: it fits) of 9 products each, and a Relu.
         let m = conv_model(8, 8, [100_000, 1, 1, 1]);
         let inferred = infer_at(&m, &sizes(1, 32, 32)).expect("inferred");
         assert_eq!(
-            refusal_in(&inferred, 100_000_000).as_deref(),
+            refusal_in(&inferred, 1_000_000_000).as_deref(),
             Some(
-                "node 'conv_1' (Conv) needs 2.3e8 multiply-adds at the verification sizes (x [1,8,32,32]), the whole model 2.6e8, more than the 1.0e8 verification runs a model for; give smaller sizes with --input-shape, or skip verification with --no-verify"
+                "node 'conv_1' (Conv) costs 1.3e9 at the verification sizes (x [1,8,32,32]), the whole model 2.3e9, more than the 1.0e9 verification runs a model for (multiply-adds, and 40 for each element a node writes); give smaller sizes with --input-shape, or skip verification with --no-verify"
             )
         );
         assert_eq!(refusal_in(&inferred, WORK_BUDGET), None);
         // Without the padding the same model is far under the budget.
         let plain = infer_at(&conv_model(8, 8, [1, 1, 1, 1]), &sizes(1, 32, 32)).expect("inferred");
-        assert_eq!(refusal_in(&plain, 100_000_000), None);
+        assert_eq!(refusal_in(&plain, 1_000_000_000), None);
     }
 
     #[test]
@@ -489,7 +512,8 @@ mod tests {
         let y = b.op("Loop", &[trip, t, x], vec![Attribute::graph("body", body)]);
         b.output(y, "y", DataType::Float, None);
         let work = work_at(&b.build(17), &InputShapes::new()).expect("inferred");
-        // 500 iterations of a Relu over 1000 elements and an Identity of one.
-        assert_eq!(work.total, 500 * 1001);
+        // 500 iterations of a Relu writing 1000 elements and an Identity
+        // writing one, and the Loop's own 1000.
+        assert_eq!(work.total, (500 * 1001 + 1000) * ELEMENT_COST);
     }
 }
