@@ -361,7 +361,10 @@ fn insert_sized_op(g: &mut GraphProto, rng: &mut Rng) {
         }
         "Einsum" => {
             let equation = *rng.pick(&EQUATIONS).unwrap_or(&"ij->ji");
-            let terms = equation.split("->").next().map_or(1, |l| l.split(',').count());
+            let terms = equation
+                .split("->")
+                .next()
+                .map_or(1, |l| l.split(',').count());
             node.input = vec![x.clone(); terms];
             node.attribute.push(AttributeProto {
                 name: Some("equation".into()),

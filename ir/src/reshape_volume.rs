@@ -56,12 +56,10 @@ pub(crate) fn check_reshape_volume(
     if fits || fixed == u128::MAX || count == u128::MAX {
         return Ok(());
     }
-    let name = node
-        .inputs
-        .get(1)
-        .copied()
-        .flatten()
-        .map_or_else(|| "attribute 'shape'".to_string(), |v| format!("input 'shape' ('{}')", g.value(v).name));
+    let name = node.inputs.get(1).copied().flatten().map_or_else(
+        || "attribute 'shape'".to_string(),
+        |v| format!("input 'shape' ('{}')", g.value(v).name),
+    );
     let dims: Vec<String> = input.iter().map(u128::to_string).collect();
     Err(IrError::Invalid(format!(
         "node '{}' (Reshape): {name} is {target:?}, which cannot hold the {count} elements of its input [{}]; a reshape keeps the number of elements",

@@ -35,7 +35,10 @@ fn main() {
     }
     for candidate in shapes::candidates(&model, &base) {
         let Some(inferred) = activations::infer_at(&model, &candidate.shapes) else {
-            println!("{}: the declarations do not allow these sizes", candidate.label);
+            println!(
+                "{}: the declarations do not allow these sizes",
+                candidate.label
+            );
             continue;
         };
         let w = work::work_in(&inferred);
@@ -47,9 +50,14 @@ fn main() {
             w.total as f64,
             w.elements as f64,
             w.total as f64 / work::WORK_BUDGET as f64,
-            w.heaviest
-                .map_or("none".into(), |h| format!("'{}' ({}) {:.3e}", h.node, h.op, h.work as f64)),
-            largest.map_or("none".into(), |l| format!("'{}' ({}) {} bytes", l.node, l.op, l.bytes)),
+            w.heaviest.map_or("none".into(), |h| format!(
+                "'{}' ({}) {:.3e}",
+                h.node, h.op, h.work as f64
+            )),
+            largest.map_or("none".into(), |l| format!(
+                "'{}' ({}) {} bytes",
+                l.node, l.op, l.bytes
+            )),
         );
     }
 }

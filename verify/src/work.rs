@@ -217,7 +217,11 @@ fn products(shapes: &Shapes, node: &Node) -> u128 {
         "ConvTranspose" => shapes
             .input_elements(node, 0)
             .saturating_mul(per_output_of_weight(1)),
-        "MatMul" | "MatMulInteger" | "FusedMatMul" | "QLinearMatMul" | "MatMulIntegerToFloat"
+        "MatMul"
+        | "MatMulInteger"
+        | "FusedMatMul"
+        | "QLinearMatMul"
+        | "MatMulIntegerToFloat"
         | "DynamicQuantizeMatMul" => {
             let depth = shapes
                 .input(node, 0)
@@ -301,9 +305,7 @@ fn products(shapes: &Shapes, node: &Node) -> u128 {
                 .and_then(|first| shapes.input(node, first))
                 .and_then(|d| d.first().copied())
                 .unwrap_or(1);
-            bodies_work(node, |a, b| a.max(b))
-                .saturating_mul(steps)
-                
+            bodies_work(node, |a, b| a.max(b)).saturating_mul(steps)
         }
         "If" => bodies_work(node, |a, b| a.max(b)),
         op if op.starts_with("Reduce")
@@ -327,8 +329,9 @@ fn bodies_work(node: &Node, join: fn(u128, u128) -> u128) -> u128 {
                 graph: body,
                 facts: None,
             };
-            body.nodes()
-                .fold(0u128, |acc, (_, n)| acc.saturating_add(node_work(&inner, n)))
+            body.nodes().fold(0u128, |acc, (_, n)| {
+                acc.saturating_add(node_work(&inner, n))
+            })
         })
         .fold(0, join)
 }
@@ -391,7 +394,11 @@ mod tests {
     /// `Relu(Conv(x, w))`, `w` of `[out, in / group, 3, 3]`, with `pads`.
     fn conv_model(channels: i64, group: i64, pads: [i64; 4]) -> Model {
         let mut b = GraphBuilder::new();
-        let x = b.input("x", DataType::Float, dims(&["N", &channels.to_string(), "H", "W"]));
+        let x = b.input(
+            "x",
+            DataType::Float,
+            dims(&["N", &channels.to_string(), "H", "W"]),
+        );
         let per_group = channels / group;
         let w = b.f32(
             "w",
@@ -455,11 +462,7 @@ mod tests {
         );
         let g_in = b.input("g", DataType::Float, dims(&["6", "3"]));
         let g_w = b.f32("gw", &[6, 2], &[0.5; 12]);
-        let g = b.op(
-            "Gemm",
-            &[g_in, g_w],
-            vec![Attribute::int("transA", 1)],
-        );
+        let g = b.op("Gemm", &[g_in, g_w], vec![Attribute::int("transA", 1)]);
         b.output(e, "e", DataType::Float, None);
         b.output(e2, "e2", DataType::Float, None);
         b.output(g, "gemm", DataType::Float, None);
