@@ -317,7 +317,7 @@ fn arithmetic_past_the_work_budget_is_refused_naming_the_heaviest_node() {
         assert_eq!(
             error_line(&o),
             format!(
-                "error: cannot verify: {expected}, more than the 2.0e11 verification runs a model for (multiply-adds, and 40 for each element a node writes); give smaller sizes with --input-shape, or skip verification with --no-verify"
+                "error: cannot verify: {expected}, more than the 1.0e11 verification runs a model for (multiply-adds, and 40 for each element a node writes); give smaller sizes with --input-shape, or skip verification with --no-verify"
             )
         );
         assert!(!out.exists());
