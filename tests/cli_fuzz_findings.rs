@@ -399,3 +399,28 @@ fn a_value_info_of_the_wrong_rank_does_not_spread_into_the_saved_model() {
         }
     }
 }
+
+/// Fuzz seed 90909 case 363 (an inserted Range with a delta of 0): tract
+/// panicked dividing by it, and the message carried the panic text. Exit 3
+/// at load naming the node.
+#[test]
+fn a_range_of_delta_zero_is_a_model_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = sized_model(dir.path(), "Range", &["4"], &|b, x| {
+        let start = b.f32("start", &[], &[0.0]);
+        let limit = b.f32("limit", &[], &[4.0]);
+        let delta = b.f32("delta", &[], &[0.0]);
+        let r = b.op("Range", &[start, limit, delta], vec![]);
+        b.op("Add", &[x, r], vec![])
+    });
+    let out = dir.path().join("out.onnx");
+    let o = optimize(&model, &out, &[]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(
+        error_line(&o),
+        format!(
+            "error: {}: invalid graph: node 'range_1' (Range): input 'delta' ('delta') is 0; a range's delta is never 0",
+            model.display()
+        )
+    );
+}

@@ -47,6 +47,7 @@ fn check_graph(g: &Graph, facts: Option<&GraphFacts>) -> Result<()> {
                 "MaxPool" | "AveragePool" | "LpPool" => check_window(node)?,
                 "Transpose" => crate::axis_bounds::check_perm(node, dims(0).map(|d| d.len()))?,
                 "Slice" => crate::axis_bounds::check_slice_steps(g, node)?,
+                "Range" => crate::axis_bounds::check_range_delta(g, node)?,
                 "Reshape" => crate::reshape_volume::check_reshape_volume(
                     g,
                     node,
