@@ -424,3 +424,31 @@ fn a_range_of_delta_zero_is_a_model_error() {
         )
     );
 }
+
+/// Fuzz seed 90909 case 1948 (a 1-D Range output wired into a
+/// BatchNormalization): tract's shape rules read the channel axis of the
+/// rank-1 input out of bounds, and the release binary died of SIGSEGV.
+/// Exit 3 at load naming the node, with or without verification.
+#[test]
+fn a_batch_normalization_of_a_vector_is_a_model_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = sized_model(dir.path(), "BatchNormalization", &["4"], &|b, x| {
+        let scale = b.f32("scale", &[4], &[1.0; 4]);
+        let bias = b.f32("bias", &[4], &[0.0; 4]);
+        let mean = b.f32("mean", &[4], &[0.0; 4]);
+        let var = b.f32("var", &[4], &[1.0; 4]);
+        b.op("BatchNormalization", &[x, scale, bias, mean, var], vec![])
+    });
+    let out = dir.path().join("out.onnx");
+    for extra in [&[][..], &["--no-verify"][..]] {
+        let o = optimize(&model, &out, extra);
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        assert_eq!(
+            error_line(&o),
+            format!(
+                "error: {}: invalid graph: node 'batchnormalization_1' (BatchNormalization): input 0 'x' has rank 1, and BatchNormalization takes rank 2 or more there",
+                model.display()
+            )
+        );
+    }
+}
