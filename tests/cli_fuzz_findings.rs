@@ -262,3 +262,193 @@ fn a_perm_out_of_range_and_a_zero_slice_step_are_model_errors() {
         );
     }
 }
+
+/// `infopt optimize` as [`optimize`] does, planning for `memory` bytes.
+fn optimize_with_memory(model: &Path, out: &Path, memory: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args(["optimize", s(model), "-o", s(out)])
+        .env("INFOPT_MEMORY_AVAILABLE", memory)
+        .output()
+        .expect("run infopt")
+}
+
+/// Seed 60601 cases 410 and 1226 (ppocr_cls with an input height declared
+/// 65536, and a Conv given `pads` of 100000): activations that fit in
+/// memory, and arithmetic that ran for minutes. Here a Conv padded by
+/// 100000 rows makes 1.6 GB (it fits in the 64 GiB planned for) and 2.5e11
+/// multiply-adds, and an Einsum of three 10000-element vectors to a scalar
+/// makes 4 bytes out of 10^12 products: exit 7 naming the node and its
+/// work, before any runtime runs; `--no-verify` optimizes both.
+#[test]
+fn arithmetic_past_the_work_budget_is_refused_naming_the_heaviest_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let padded = sized_model(dir.path(), "Conv", &["1", "64", "64", "64"], &|b, x| {
+        let w = b.f32("w", &[64, 64, 3, 3], &vec![0.01; 64 * 64 * 9]);
+        b.op(
+            "Conv",
+            &[x, w],
+            vec![
+                Attribute::ints("kernel_shape", vec![3, 3]),
+                Attribute::ints("pads", vec![100_000, 1, 1, 1]),
+            ],
+        )
+    });
+    let einsum = sized_model(dir.path(), "Einsum", &["10000"], &|b, x| {
+        let e = b.op(
+            "Einsum",
+            &[x, x, x],
+            vec![Attribute::string("equation", "i,j,k->")],
+        );
+        b.op("Relu", &[e], vec![])
+    });
+    for (model, expected) in [
+        (
+            &padded,
+            "node 'conv_1' (Conv) costs 2.5e11 at the verification sizes (x [1,64,64,64]), the whole model 2.7e11",
+        ),
+        (
+            &einsum,
+            "node 'einsum_1' (Einsum) costs 1.0e12 at the verification sizes (x [10000]), the whole model 1.0e12",
+        ),
+    ] {
+        let out = model.with_extension("opt.onnx");
+        let o = optimize_with_memory(model, &out, "64G");
+        assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+        assert_eq!(
+            error_line(&o),
+            format!(
+                "error: cannot verify: {expected}, more than the 1.0e11 verification runs a model for (multiply-adds, and 40 for each element a node writes); give smaller sizes with --input-shape, or skip verification with --no-verify"
+            )
+        );
+        assert!(!out.exists());
+        let o = optimize(model, &out, &["--no-verify"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+}
+
+/// A Reshape of 48 elements to [2, 3, 100000, 100000] (taken literally, a
+/// 2.2e11-byte activation): exit 3 at load naming the node, with or without
+/// verification.
+#[test]
+fn a_reshape_to_another_element_count_is_a_model_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = sized_model(dir.path(), "Reshape", &["1", "3", "4", "4"], &|b, x| {
+        let shape = b.i64("shape", &[4], &[2, 3, 100_000, 100_000]);
+        b.op("Reshape", &[x, shape], vec![])
+    });
+    let out = dir.path().join("out.onnx");
+    for extra in [&[][..], &["--no-verify"][..]] {
+        let o = optimize(&model, &out, extra);
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        assert_eq!(
+            error_line(&o),
+            format!(
+                "error: {}: invalid graph: node 'reshape_1' (Reshape): input 'shape' ('shape') is [2, 3, 100000, 100000], which cannot hold the 48 elements of its input [1,3,4,4]; a reshape keeps the number of elements",
+                model.display()
+            )
+        );
+    }
+}
+
+/// Seed 60601 case 228 (ddddocr with a `value_info` of rank 5 on a Mul's
+/// rank-4 output): ONNX Runtime runs the original, taking the Mul's own
+/// shape, but the saved model carried the declared rank on to the values
+/// after it and ONNX Runtime refused the ConvInteger reading them (exit 4).
+/// The rank the node makes wins: the saved model declares rank 4 and loads.
+#[test]
+fn a_value_info_of_the_wrong_rank_does_not_spread_into_the_saved_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "8", "8"]));
+    let two = b.f32("two", &[], &[2.0]);
+    let m = b.op("Mul", &[x, two], vec![]);
+    let r = b.op("Relu", &[m], vec![]);
+    let w = b.f32("w", &[2, 3, 3, 3], &[0.5; 54]);
+    let c = b.op(
+        "Conv",
+        &[r, w],
+        vec![Attribute::ints("dilations", vec![1, 1])],
+    );
+    let z = b.op("Identity", &[c], vec![]);
+    b.output(z, "z", DataType::Float, None);
+    let mut model = b.build(17);
+    model.graph.set_value_type(
+        m,
+        &infopt_ir::shape::TensorType {
+            dtype: DataType::Float,
+            shape: Some(dims(&["1", "3", "8", "8", "6"])),
+        },
+    );
+    let path = save(&mut model, dir.path(), "rank.onnx");
+    let out = dir.path().join("out.onnx");
+    let extra: &[&str] = if ort_available() {
+        &["--backend", "ort"]
+    } else {
+        &["--no-verify"]
+    };
+    let o = optimize(&path, &out, extra);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let saved = Model::load(&out).unwrap();
+    let g = &saved.graph;
+    for (_, node) in g.nodes().filter(|(_, n)| n.op_type == "Relu") {
+        let relu_in = node.inputs[0].unwrap();
+        let relu_out = node.outputs[0].unwrap();
+        for v in [relu_in, relu_out] {
+            let rank = g.value_type(v).and_then(|t| t.shape).map(|s| s.len());
+            assert_eq!(rank, Some(4), "'{}'", g.value(v).name);
+        }
+    }
+}
+
+/// Fuzz seed 90909 case 363 (an inserted Range with a delta of 0): tract
+/// panicked dividing by it, and the message carried the panic text. Exit 3
+/// at load naming the node.
+#[test]
+fn a_range_of_delta_zero_is_a_model_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = sized_model(dir.path(), "Range", &["4"], &|b, x| {
+        let start = b.f32("start", &[], &[0.0]);
+        let limit = b.f32("limit", &[], &[4.0]);
+        let delta = b.f32("delta", &[], &[0.0]);
+        let r = b.op("Range", &[start, limit, delta], vec![]);
+        b.op("Add", &[x, r], vec![])
+    });
+    let out = dir.path().join("out.onnx");
+    let o = optimize(&model, &out, &[]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(
+        error_line(&o),
+        format!(
+            "error: {}: invalid graph: node 'range_1' (Range): input 'delta' ('delta') is 0; a range's delta is never 0",
+            model.display()
+        )
+    );
+}
+
+/// Fuzz seed 90909 case 1948 (a 1-D Range output wired into a
+/// BatchNormalization): tract's shape rules read the channel axis of the
+/// rank-1 input out of bounds, and the release binary died of SIGSEGV.
+/// Exit 3 at load naming the node, with or without verification.
+#[test]
+fn a_batch_normalization_of_a_vector_is_a_model_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = sized_model(dir.path(), "BatchNormalization", &["4"], &|b, x| {
+        let scale = b.f32("scale", &[4], &[1.0; 4]);
+        let bias = b.f32("bias", &[4], &[0.0; 4]);
+        let mean = b.f32("mean", &[4], &[0.0; 4]);
+        let var = b.f32("var", &[4], &[1.0; 4]);
+        b.op("BatchNormalization", &[x, scale, bias, mean, var], vec![])
+    });
+    let out = dir.path().join("out.onnx");
+    for extra in [&[][..], &["--no-verify"][..]] {
+        let o = optimize(&model, &out, extra);
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        assert_eq!(
+            error_line(&o),
+            format!(
+                "error: {}: invalid graph: node 'batchnormalization_1' (BatchNormalization): input 0 'x' has rank 1, and BatchNormalization takes rank 2 or more there",
+                model.display()
+            )
+        );
+    }
+}

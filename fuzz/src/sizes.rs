@@ -80,7 +80,7 @@ fn sizes(rng: &mut Rng, n: usize) -> Vec<i64> {
 
 /// The input slots that size an operator's output: (op, slot, element
 /// type of that input: 7 int64, 1 float).
-const SIZED_INPUTS: [(&str, usize, i32); 18] = [
+const SIZED_INPUTS: [(&str, usize, i32); 21] = [
     ("Reshape", 1, 7),
     ("Expand", 1, 7),
     ("Tile", 1, 7),
@@ -99,6 +99,10 @@ const SIZED_INPUTS: [(&str, usize, i32); 18] = [
     ("OneHot", 1, 7),
     ("Unsqueeze", 1, 7),
     ("Squeeze", 1, 7),
+    // Indices a kernel reads memory at.
+    ("Gather", 1, 7),
+    ("GatherElements", 1, 7),
+    ("ScatterND", 1, 7),
 ];
 
 /// Applies one size mutation of kind `kind` (0..7) to `g`; returns its name.
@@ -223,7 +227,7 @@ fn rewrite_sized_input(g: &mut GraphProto, rng: &mut Rng) -> bool {
 }
 
 /// The operators inserted on an activation, each reading constants that size it.
-const INSERTED: [&str; 12] = [
+const INSERTED: [&str; 15] = [
     "Expand",
     "Tile",
     "Reshape",
@@ -236,6 +240,27 @@ const INSERTED: [&str; 12] = [
     "Transpose",
     "ConvTranspose",
     "Upsample",
+    "Einsum",
+    "Gather",
+    "Conv",
+];
+
+/// Einsum equations: ordinary ones, and ones no runtime should accept
+/// (repeated output letters, two ellipses, a letter for an axis the input
+/// lacks, letters past ASCII, a product over many letters).
+const EQUATIONS: [&str; 12] = [
+    "ij->ji",
+    "...->...",
+    "ii->i",
+    "ij,ij->",
+    "ij,jk->ik",
+    "abcdefghijklmnop->p",
+    "i->ii",
+    "a...b...->ab",
+    "\u{e9}->\u{e9}",
+    "->",
+    "bhij,bhjk->bhik",
+    "ab,cd,ef->abcdef",
 ];
 
 /// Inserts `y = Op(x, constants...)` after an activation `x` of the graph
@@ -333,6 +358,59 @@ fn insert_sized_op(g: &mut GraphProto, rng: &mut Rng) {
                 })
                 .collect();
             node.attribute.push(ints_attr("perm", perm));
+        }
+        "Einsum" => {
+            let equation = *rng.pick(&EQUATIONS).unwrap_or(&"ij->ji");
+            let terms = equation
+                .split("->")
+                .next()
+                .map_or(1, |l| l.split(',').count());
+            node.input = vec![x.clone(); terms];
+            node.attribute.push(AttributeProto {
+                name: Some("equation".into()),
+                r#type: Some(3),
+                s: Some(equation.as_bytes().to_vec()),
+                ..Default::default()
+            });
+        }
+        "Gather" => {
+            // Indices a constant can put out of range, on any axis.
+            node.input = vec![x.clone(), c(1)];
+            let n = 1 + rng.below(3);
+            constants.push(tensor_i64(&c(1), &sizes(rng, n), rng.chance(1, 3)));
+            let axis = if rng.chance(1, 2) {
+                rng.below(4) as i64 - 1
+            } else {
+                size(rng)
+            };
+            node.attribute.push(int_attr("axis", axis));
+        }
+        "Conv" => {
+            // A weight of its own whose dims disagree with `kernel_shape`,
+            // `group` or the activation's channels, and sizing attributes.
+            node.input = vec![x.clone(), c(1)];
+            let (out, per_group, k) = (
+                1 + rng.below(4) as i64,
+                1 + rng.below(3) as i64,
+                1 + rng.below(3) as i64,
+            );
+            constants.push(TensorProto {
+                name: Some(c(1)),
+                data_type: Some(1),
+                dims: vec![out, per_group, k, k],
+                float_data: vec![0.5; (out * per_group * k * k) as usize],
+                ..Default::default()
+            });
+            let group = *rng
+                .pick(&[1, 2, 3, 0, -1, 1 << 20, (1 << 31) - 1, i64::MAX])
+                .unwrap_or(&1);
+            node.attribute.push(int_attr("group", group));
+            for which in ["kernel_shape", "strides", "pads", "dilations"] {
+                if rng.chance(1, 3) {
+                    let n = if which == "pads" { 4 } else { 2 };
+                    node.attribute.push(ints_attr(which, sizes(rng, n)));
+                }
+            }
         }
         _ => {
             // ConvTranspose with a weight of its own and a huge output_shape.
@@ -461,6 +539,7 @@ fn sizing_attribute(g: &mut GraphProto, rng: &mut Rng) {
                 ..Default::default()
             },
         ),
+        "Conv" if rng.chance(1, 4) => ("group", int_attr("group", size(rng))),
         "Conv" | "MaxPool" => {
             let which = *rng
                 .pick(&["kernel_shape", "pads", "dilations", "strides"])

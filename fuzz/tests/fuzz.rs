@@ -132,5 +132,5 @@ fn size_mutations_insert_wired_operators_and_point_outside() {
         }
     }
     // Every operator the module inserts turns up in 200 cases.
-    assert_eq!(inserted_ops.len(), 12, "{inserted_ops:?}");
+    assert_eq!(inserted_ops.len(), 15, "{inserted_ops:?}");
 }

@@ -47,6 +47,13 @@ fn check_graph(g: &Graph, facts: Option<&GraphFacts>) -> Result<()> {
                 "MaxPool" | "AveragePool" | "LpPool" => check_window(node)?,
                 "Transpose" => crate::axis_bounds::check_perm(node, dims(0).map(|d| d.len()))?,
                 "Slice" => crate::axis_bounds::check_slice_steps(g, node)?,
+                "Range" => crate::axis_bounds::check_range_delta(g, node)?,
+                "Reshape" => crate::reshape_volume::check_reshape_volume(
+                    g,
+                    node,
+                    dims(0).as_deref(),
+                    reshape_target(g, facts, node)?.as_deref(),
+                )?,
                 _ => {}
             }
         }
@@ -55,6 +62,19 @@ fn check_graph(g: &Graph, facts: Option<&GraphFacts>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The target of a Reshape when the file fixes it: the `shape` input's
+/// value (a constant, or what inference computes from fixed dims), or the
+/// `shape` attribute of opset 1-4.
+fn reshape_target(g: &Graph, facts: Option<&GraphFacts>, node: &Node) -> Result<Option<Vec<i64>>> {
+    let Some(v) = node.inputs.get(1).copied().flatten() else {
+        return Ok(node.attr_ints("shape")?.map(<[i64]>::to_vec));
+    };
+    let tensor = facts
+        .and_then(|f| f.known_value(v))
+        .or_else(|| g.constant(v).cloned());
+    Ok(tensor.and_then(|t| t.to_i64_vec().ok()))
 }
 
 /// Known dims of input `slot` (`None` where a dim is not a number).

@@ -79,3 +79,29 @@ pub(crate) fn check_slice_steps(g: &Graph, node: &Node) -> Result<()> {
         _ => Ok(()),
     }
 }
+
+/// Range's `delta`, when the file states it, is not 0 (tract divided by it
+/// and panicked; ONNX Runtime refuses it only when it runs: fuzz seed 90909
+/// case 363).
+pub(crate) fn check_range_delta(g: &Graph, node: &Node) -> Result<()> {
+    let Some(v) = node.inputs.get(2).copied().flatten() else {
+        return Ok(());
+    };
+    let tensor = match g.constant(v) {
+        Some(t) => Some(t.clone()),
+        None => g
+            .producer(v)
+            .filter(|p| p.domain().is_empty() && p.op_type == "Constant")
+            .and_then(crate::infer::constant_value),
+    };
+    match tensor.and_then(|t| t.to_f64_vec().ok()).as_deref() {
+        Some([d]) if *d == 0.0 => Err(invalid(
+            node,
+            format!(
+                "input 'delta' ('{}') is 0; a range's delta is never 0",
+                g.value(v).name
+            ),
+        )),
+        _ => Ok(()),
+    }
+}

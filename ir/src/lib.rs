@@ -19,6 +19,7 @@ mod operand_ranks;
 mod operand_types;
 pub mod patch;
 pub mod proto;
+mod reshape_volume;
 pub mod save;
 pub mod shape;
 pub mod stats;

@@ -527,7 +527,7 @@ impl Pass for FixShapes {
         changed += substitute_graph(g, &bindings, false);
         let report = infer_shapes(model);
         for c in &report.conflicts {
-            cx.note(format!("fix-shapes: kept the model's fact: {c}"));
+            cx.note(format!("fix-shapes: {c}"));
         }
         let g = &model.graph;
         for (name, old) in before_outputs {

@@ -52,7 +52,7 @@ impl Pass for InferShapes {
             );
         }
         for c in &report.conflicts {
-            cx.note(format!("infer-shapes: kept the model's fact: {c}"));
+            cx.note(format!("infer-shapes: {c}"));
         }
         Ok(report.updated)
     }

@@ -65,14 +65,42 @@ fn input_dims(model: &Model, shapes: &InputShapes) -> Option<Vec<(String, Vec<us
 /// `shapes` (initializers left out: they are the model's weights, counted
 /// elsewhere), or `None` when no dims are proved.
 pub fn largest_activation(model: &Model, shapes: &InputShapes) -> Option<Largest> {
-    largest_at(model, &input_dims(model, shapes)?)
+    largest_in(&infer_at(model, shapes)?)
 }
 
-fn largest_at(model: &Model, dims: &[(String, Vec<usize>)]) -> Option<Largest> {
+/// The model's graph with its inputs made concrete at some sizes, and what
+/// inference proves about every value there (subgraphs have theirs written
+/// into their `value_info`).
+pub struct Inferred {
+    pub graph: infopt_ir::Graph,
+    pub facts: infopt_ir::infer::GraphFacts,
+    /// The concrete input dims, by input name.
+    pub inputs: Vec<(String, Vec<usize>)>,
+}
+
+impl Inferred {
+    /// `x [1,3,64,64], y [2]`: the sizes, for messages.
+    pub fn sizes_text(&self) -> String {
+        let sizes: Vec<String> = self
+            .inputs
+            .iter()
+            .map(|(name, d)| {
+                let d: Vec<String> = d.iter().map(usize::to_string).collect();
+                format!("{name} [{}]", d.join(","))
+            })
+            .collect();
+        sizes.join(", ")
+    }
+}
+
+/// Inference of the model at `shapes`, or `None` when its declarations do
+/// not allow them (the runtime will say why).
+pub fn infer_at(model: &Model, shapes: &InputShapes) -> Option<Inferred> {
+    let dims = input_dims(model, shapes)?;
     // Inference writes what it finds into the graph: a copy (tensor data is
     // shared, not copied) with the inputs made concrete.
     let mut g = model.graph.clone();
-    for (name, d) in dims {
+    for (name, d) in &dims {
         let Some(v) = g.find_value(name) else {
             continue;
         };
@@ -85,6 +113,17 @@ fn largest_at(model: &Model, dims: &[(String, Vec<usize>)]) -> Option<Largest> {
     }
     let mut report = InferReport::default();
     let facts = infer_graph(&mut g, Opsets::of(model), &Scope::default(), &mut report);
+    Some(Inferred {
+        graph: g,
+        facts,
+        inputs: dims,
+    })
+}
+
+/// The largest tensor `inferred` proves.
+pub fn largest_in(inferred: &Inferred) -> Option<Largest> {
+    let g = &inferred.graph;
+    let facts = &inferred.facts;
     let mut best: Option<Largest> = None;
     for (_, node) in g.nodes() {
         for &out in node.outputs.iter().flatten() {
@@ -125,28 +164,25 @@ fn largest_at(model: &Model, dims: &[(String, Vec<usize>)]) -> Option<Largest> {
 /// Why the model cannot run at `shapes` within `available` bytes: its
 /// largest activation takes more than half of them.
 pub fn refusal_given(model: &Model, shapes: &InputShapes, available: u64) -> Option<String> {
-    let inputs = input_dims(model, shapes)?;
-    let big = largest_at(model, &inputs)?;
+    refusal_in(&infer_at(model, shapes)?, available)
+}
+
+/// [`refusal_given`] for a model already inferred at its sizes.
+pub fn refusal_in(inferred: &Inferred, available: u64) -> Option<String> {
+    let big = largest_in(inferred)?;
     if big.bytes <= u128::from(available / 2) {
         return None;
     }
-    let sizes: Vec<String> = inputs
-        .iter()
-        .map(|(name, d)| {
-            let d: Vec<String> = d.iter().map(usize::to_string).collect();
-            format!("{name} [{}]", d.join(","))
-        })
-        .collect();
-    let sizes = sizes.join(", ");
     let dims: Vec<String> = big.dims.iter().map(i64::to_string).collect();
     Some(format!(
-        "node '{}' ({}) would make '{}' [{}] {} of {} at the verification sizes ({sizes}), more than half of the {:.1} GiB available; give smaller sizes with --input-shape, or skip verification with --no-verify",
+        "node '{}' ({}) would make '{}' [{}] {} of {} at the verification sizes ({}), more than half of the {:.1} GiB available; give smaller sizes with --input-shape, or skip verification with --no-verify",
         big.node,
         big.op,
         big.value,
         dims.join(","),
         big.dtype.name(),
         bytes_text(big.bytes),
+        inferred.sizes_text(),
         available as f64 / (1u64 << 30) as f64,
     ))
 }

@@ -24,6 +24,7 @@ pub mod stacked;
 pub mod timing;
 pub mod value_hints;
 pub mod verifier;
+pub mod work;
 
 pub use backend::{BackendInfo, BackendKind, BackendOptions, ChosenBackend};
 pub use criterion::Criterion;

@@ -49,7 +49,7 @@ fn body_never_stops(body: &Graph) -> bool {
 }
 
 /// The iterations `node` (a Loop) certainly runs, when the file fixes them.
-fn fixed_iterations(g: &Graph, node: &Node) -> Option<i64> {
+pub(crate) fn fixed_iterations(g: &Graph, node: &Node) -> Option<i64> {
     let trip = constant_int(g, node.inputs.first().copied().flatten()?)?;
     let starts = match node.inputs.get(1).copied().flatten() {
         None => true,

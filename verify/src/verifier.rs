@@ -158,12 +158,14 @@ impl Verifier {
             ));
         }
         // Sizes at which an activation cannot fit are not tried: a runtime
-        // would grow until the kernel killed it. When all are such, that
-        // is why verification cannot run.
+        // would grow until the kernel killed it; nor sizes at which the
+        // arithmetic would take minutes. When all are such, that is why
+        // verification cannot run.
+        let available = crate::memory::available_bytes();
         let mut too_big = None;
         let tries: Vec<shapes::Candidate> = tries
             .into_iter()
-            .filter(|t| match crate::activations::refusal(original, &t.shapes) {
+            .filter(|t| match refusal_at(original, &t.shapes, available) {
                 Some(why) => {
                     too_big.get_or_insert(why);
                     false
@@ -609,6 +611,15 @@ impl Verifier {
             speedup,
         })
     }
+}
+
+/// Why verification cannot run `model` at `shapes`: an activation past
+/// half of `available` bytes, or more arithmetic than the work budget.
+fn refusal_at(model: &Model, shapes: &InputShapes, available: Option<u64>) -> Option<String> {
+    let inferred = crate::activations::infer_at(model, shapes)?;
+    available
+        .and_then(|bytes| crate::activations::refusal_in(&inferred, bytes))
+        .or_else(|| crate::work::refusal_in(&inferred, crate::work::WORK_BUDGET))
 }
 
 /// Graph outputs whose values lie in a range fixed by the op that makes them

@@ -306,7 +306,13 @@ pub(crate) fn infer_graph_with(
             Some(declared) => {
                 let mut scratch = InferReport::default();
                 Fact {
-                    ty: merge_types(&declared.ty, &given.ty, "", &mut scratch),
+                    ty: merge_types(
+                        &declared.ty,
+                        &given.ty,
+                        "",
+                        &mut scratch,
+                        RankConflict::Declared,
+                    ),
                     value: None,
                 }
             }
@@ -403,7 +409,7 @@ fn record(g: &mut Graph, v: ValueId, inferred: Fact, report: &mut InferReport) -
     let name = g.value(v).name.clone();
     let merged_ty = match &existing {
         None => inferred.ty.clone(),
-        Some(e) => merge_types(e, &inferred.ty, &name, report),
+        Some(e) => merge_types(e, &inferred.ty, &name, report, RankConflict::Inferred),
     };
     let fact = Fact {
         ty: merged_ty.clone(),
@@ -429,11 +435,29 @@ fn record(g: &mut Graph, v: ValueId, inferred: Fact, report: &mut InferReport) -
     fact
 }
 
-fn merge_types(e: &TensorType, i: &TensorType, name: &str, report: &mut InferReport) -> TensorType {
+/// Which rank stands when a declaration and inference disagree on it.
+#[derive(Clone, Copy)]
+enum RankConflict {
+    /// A body input: the body's own declaration.
+    Declared,
+    /// A node's output: what the node makes. A file declaring another rank
+    /// (a fuzzed `value_info`) is wrong, and ONNX Runtime's merge takes the
+    /// inferred shape too; kept, the declared rank spread to the values
+    /// after it and a saved ConvInteger met dilations of the wrong length.
+    Inferred,
+}
+
+fn merge_types(
+    e: &TensorType,
+    i: &TensorType,
+    name: &str,
+    report: &mut InferReport,
+    rank_conflict: RankConflict,
+) -> TensorType {
     let dtype = if e.dtype != DataType::Undefined {
         if i.dtype != DataType::Undefined && i.dtype != e.dtype {
             report.conflicts.push(format!(
-                "'{name}': the model says {}, inference says {}",
+                "'{name}': the model says {}, inference says {}; kept the model's",
                 e.dtype, i.dtype
             ));
         }
@@ -444,14 +468,18 @@ fn merge_types(e: &TensorType, i: &TensorType, name: &str, report: &mut InferRep
     let shape = match (&e.shape, &i.shape) {
         (None, s) | (s, None) => s.clone(),
         (Some(a), Some(b)) if a.len() != b.len() => {
+            let (kept, which) = match rank_conflict {
+                RankConflict::Declared => (a, "the model's"),
+                RankConflict::Inferred => (b, "inference's"),
+            };
             report.conflicts.push(format!(
-                "'{name}': the model says rank {} ({}), inference says rank {} ({})",
+                "'{name}': the model says rank {} ({}), inference says rank {} ({}); kept {which}",
                 a.len(),
                 fmt_dims(a),
                 b.len(),
                 fmt_dims(b)
             ));
-            Some(a.clone())
+            Some(kept.clone())
         }
         (Some(a), Some(b)) => {
             let mut out = Vec::with_capacity(a.len());
@@ -460,7 +488,7 @@ fn merge_types(e: &TensorType, i: &TensorType, name: &str, report: &mut InferRep
                     (Dim::Known(p), Dim::Known(q)) => {
                         if p != q {
                             report.conflicts.push(format!(
-                                "'{name}': dim {k} is {p} in the model, inference says {q}"
+                                "'{name}': dim {k} is {p} in the model, inference says {q}; kept the model's"
                             ));
                         }
                         Dim::Known(*p)

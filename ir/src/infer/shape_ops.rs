@@ -197,7 +197,25 @@ fn reshape(cx: &RuleCx) -> Fact {
             out[k] = sym::div_exact(&total, &rest);
         }
     }
+    // A target holding another number of elements than the input is no
+    // shape the output can have: the runtime refuses it, so its dims are
+    // not taken literally (they would be sized as an activation).
+    if let (Some(input_count), Some(output_count)) = (
+        input.and_then(known_count),
+        known_count(&out).filter(|_| infer_at.is_none()),
+    ) && input_count != output_count
+    {
+        return cx.like(0, Some(vec![Dim::Unknown; out.len()]));
+    }
     cx.like(0, Some(out)).with_value(value)
+}
+
+/// The number of elements of dims that are all known, saturating.
+fn known_count(dims: &[Dim]) -> Option<u128> {
+    dims.iter().try_fold(1u128, |acc, d| match d {
+        Dim::Known(n) => u128::try_from(*n).ok().map(|n| acc.saturating_mul(n)),
+        _ => None,
+    })
 }
 
 fn transpose(cx: &RuleCx) -> Fact {
@@ -910,6 +928,26 @@ mod tests {
     use crate::dtype::DataType;
     use crate::shape::Dim;
     use crate::tensor::Tensor;
+
+    #[test]
+    fn reshape_to_another_element_count_has_unknown_dims() {
+        let f = run(
+            "Reshape",
+            14,
+            &[f32s(&["2", "3", "64"]), i64c(&[2, 3, 100000, 100000])],
+            vec![],
+            1,
+        );
+        assert_eq!(shape_of(&f[0]), "[?,?,?,?]");
+        let f = run(
+            "Reshape",
+            14,
+            &[f32s(&["2", "3", "64"]), i64c(&[6, 64])],
+            vec![],
+            1,
+        );
+        assert_eq!(shape_of(&f[0]), "[6,64]");
+    }
 
     #[test]
     fn reshape_zero_and_minus_one() {

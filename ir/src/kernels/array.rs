@@ -227,8 +227,11 @@ impl Buf {
     }
 }
 
+/// Elements of `dims`, saturating: dims a file states (a Reshape target of
+/// [2^32, 2^32]) may multiply past `usize`, and a saturated count never
+/// equals a buffer's length.
 pub fn numel(dims: &[usize]) -> usize {
-    dims.iter().product()
+    dims.iter().fold(1usize, |acc, &d| acc.saturating_mul(d))
 }
 
 impl Array {

@@ -28,7 +28,13 @@ pub(crate) fn run(cx: &Cx, op: &str) -> Result<Option<Vec<Array>>, KernelError> 
             Array::i64s(vec![v.len()], v)
         }
         "Size" => {
-            let n: i64 = cx.tensor(0)?.dims().iter().product();
+            // Saturating: an empty tensor may declare dims whose product
+            // is past i64 (one 0 among them keeps it empty).
+            let n: i64 = cx
+                .tensor(0)?
+                .dims()
+                .iter()
+                .fold(1i64, |acc, &d| acc.saturating_mul(d));
             Array::i64s(vec![], vec![n])
         }
         "Constant" => {

@@ -485,6 +485,17 @@ mod tests {
         );
         assert_eq!(a.dims, vec![0, 3]);
         assert!(eval("Reshape", 14, &[iota(&[2, 3]), i64a(&[1], &[4])], vec![]).is_err());
+        // Fuzz seed 80808 case 273: a target whose product is past usize
+        // (an overflow panic in debug builds, a wrapped count in release)
+        // is refused, with and without a -1 to infer.
+        let huge = 1i64 << 32;
+        for target in [vec![huge, huge, 2], vec![huge, huge, -1]] {
+            let n = target.len();
+            assert!(
+                eval("Reshape", 14, &[iota(&[2, 3]), i64a(&[n], &target)], vec![]).is_err(),
+                "{target:?}"
+            );
+        }
         let a = eval1(
             "Flatten",
             13,

@@ -1,6 +1,6 @@
 //! ReduceSum / ReduceProd / ReduceMax / ReduceMin / ReduceMean.
 
-use super::array::{Array, Buf, Num, strides};
+use super::array::{Array, Buf, Num, numel, strides};
 use super::{Cx, KernelError, axis};
 
 pub(crate) fn run(cx: &Cx, op: &str) -> Result<Option<Vec<Array>>, KernelError> {
@@ -46,7 +46,8 @@ pub(crate) fn run(cx: &Cx, op: &str) -> Result<Option<Vec<Array>>, KernelError> 
             .map(|(_, &d)| d)
             .collect()
     };
-    let n_out: usize = out_dims_keep.iter().product();
+    cx.check_dims(x.dtype(), &out_dims_keep)?;
+    let n_out: usize = numel(&out_dims_keep);
     // Output slot of every input element.
     let xs = strides(&x.dims);
     let os = strides(&out_dims_keep);
