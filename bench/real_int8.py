@@ -547,7 +547,8 @@ def modelopt_int8(python, model, samples, out):
 def model_paths(a):
     paths = {"rec": REC, "det": DET, "magika": MAGIKA, "nudenet": a.nudenet or NUDENET}
     if a.model_dir:  # another machine: the same files, copied into one folder
-        paths = {k: os.path.join(a.model_dir, os.path.basename(v)) for k, v in paths.items() if v}
+        names = {"rec": REC, "det": DET, "magika": MAGIKA, "nudenet": "320n.onnx"}
+        paths = {k: os.path.join(a.model_dir, os.path.basename(v)) for k, v in names.items()}
     if a.silero:
         paths["silero"] = os.path.join(a.silero, "silero_vad/data/silero_vad_16k_op15.onnx")
     if a.ddddocr:
