@@ -452,3 +452,46 @@ fn a_batch_normalization_of_a_vector_is_a_model_error() {
         );
     }
 }
+
+/// Fuzz seed 4242 case 392 (an inserted Gather on a dynamic axis with an
+/// index of 2^63-1): tract ran past the campaign's 120 s, ONNX Runtime
+/// refuses it only when it runs. Exit 3 at load naming the node, also
+/// where the axis has a fixed length and the index is past it.
+#[test]
+fn a_gather_index_past_its_axis_is_a_model_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], i64, String); 2] = [
+        (
+            &["2", "n"],
+            i64::MAX,
+            format!(
+                "input 'indices' ('indices') holds {}, farther than any axis of a tensor can reach (axis 1 of its data)",
+                i64::MAX
+            ),
+        ),
+        (
+            &["2", "3"],
+            3,
+            "input 'indices' ('indices') holds 3, outside [-3, 2] of axis 1 (length 3) of its data"
+                .to_string(),
+        ),
+    ];
+    for (x_dims, index, why) in cases {
+        let model = sized_model(dir.path(), "Gather", x_dims, &|b, x| {
+            let indices = b.i64("indices", &[2], &[index, 1]);
+            b.op("Gather", &[x, indices], vec![Attribute::int("axis", 1)])
+        });
+        let out = dir.path().join("out.onnx");
+        for extra in [&[][..], &["--no-verify"][..]] {
+            let o = optimize(&model, &out, extra);
+            assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+            assert_eq!(
+                error_line(&o),
+                format!(
+                    "error: {}: invalid graph: node 'gather_1' (Gather): {why}",
+                    model.display()
+                )
+            );
+        }
+    }
+}

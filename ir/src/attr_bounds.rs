@@ -48,6 +48,7 @@ fn check_graph(g: &Graph, facts: Option<&GraphFacts>) -> Result<()> {
                 "Transpose" => crate::axis_bounds::check_perm(node, dims(0).map(|d| d.len()))?,
                 "Slice" => crate::axis_bounds::check_slice_steps(g, node)?,
                 "Range" => crate::axis_bounds::check_range_delta(g, node)?,
+                "Gather" => crate::axis_bounds::check_gather_indices(g, node, dims(0))?,
                 "Reshape" => crate::reshape_volume::check_reshape_volume(
                     g,
                     node,

@@ -80,6 +80,55 @@ pub(crate) fn check_slice_steps(g: &Graph, node: &Node) -> Result<()> {
     }
 }
 
+/// Beyond this, a Gather index names an axis no tensor infopt can hold has
+/// (2^40 slots of one byte are a terabyte), whatever sizes the graph runs at.
+const FARTHEST_INDEX: i64 = 1 << 40;
+
+/// Gather's indices, when the file states them, fall inside the axis they
+/// index: within `[-d, d-1]` where the axis has a fixed length `d`, and
+/// under [`FARTHEST_INDEX`] where it has none (tract ran for minutes on an
+/// index of 2^63-1 and ONNX Runtime refuses it only when it runs: fuzz
+/// seed 4242 case 392).
+pub(crate) fn check_gather_indices(
+    g: &Graph,
+    node: &Node,
+    data_dims: Option<Vec<Option<i64>>>,
+) -> Result<()> {
+    let Some(v) = node.inputs.get(1).copied().flatten() else {
+        return Ok(());
+    };
+    let Some(indices) = constant_ints(g, v) else {
+        return Ok(());
+    };
+    let axis = node.attr_int_or("axis", 0)?;
+    let length = data_dims.and_then(|d| {
+        let rank = d.len() as i64;
+        let a = if axis < 0 { axis + rank } else { axis };
+        (0..rank).contains(&a).then(|| d[a as usize]).flatten()
+    });
+    let outside = |i: i64| match length {
+        Some(d) => i < -d || i >= d,
+        None => i.unsigned_abs() >= FARTHEST_INDEX as u64,
+    };
+    match indices.iter().copied().find(|&i| outside(i)) {
+        Some(i) => Err(invalid(
+            node,
+            match length {
+                Some(d) => format!(
+                    "input 'indices' ('{}') holds {i}, outside [-{d}, {}] of axis {axis} (length {d}) of its data",
+                    g.value(v).name,
+                    d - 1
+                ),
+                None => format!(
+                    "input 'indices' ('{}') holds {i}, farther than any axis of a tensor can reach (axis {axis} of its data)",
+                    g.value(v).name
+                ),
+            },
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Range's `delta`, when the file states it, is not 0 (tract divided by it
 /// and panicked; ONNX Runtime refuses it only when it runs: fuzz seed 90909
 /// case 363).
