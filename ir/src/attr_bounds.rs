@@ -184,6 +184,29 @@ fn check_window(node: &Node) -> Result<()> {
     check_ints_at_least(node, "strides", 1, "a positive stride")?;
     check_ints_at_least(node, "dilations", 1, "a positive dilation")?;
     check_ints_at_least(node, "pads", 0, "a pad (pads are not negative)")?;
+    check_ints_at_most(node, "strides", MAX_STEP, "a stride")?;
+    check_ints_at_most(node, "dilations", MAX_STEP, "a dilation")?;
+    Ok(())
+}
+
+/// Largest stride or dilation a window may take. tract ran past 120 s on a
+/// Conv with a stride of 2^32 (fuzz seed 4242 case 515); real models step
+/// by a few positions, and a step this long leaves one output position on
+/// any axis a runtime can hold in memory.
+const MAX_STEP: i64 = 1 << 24;
+
+fn check_ints_at_most(node: &Node, name: &str, hi: i64, what: &str) -> Result<()> {
+    if let Some(values) = node.attr_ints(name)?
+        && let Some(bad) = values.iter().find(|&&v| v > hi)
+    {
+        return Err(attr_error(
+            node,
+            name,
+            format!(
+                "{bad} is larger than {hi}, the longest {what} infopt accepts (values {values:?})"
+            ),
+        ));
+    }
     Ok(())
 }
 
@@ -404,6 +427,29 @@ mod tests {
             message(&m),
             "node 'conv_1' (Conv): attribute 'group': input 'x' has 4 channels, but weight 'w' [4,1,3,3] with group 2 reads 2"
         );
+    }
+
+    #[test]
+    fn strides_and_dilations_past_the_longest_step_are_refused() {
+        let m = conv_model(1, |n| {
+            n.set_attr(Attribute::ints("strides", vec![4294967296, 3]))
+        });
+        assert_eq!(
+            message(&m),
+            "node 'conv_1' (Conv): attribute 'strides': 4294967296 is larger than 16777216, the longest a stride infopt accepts (values [4294967296, 3])"
+        );
+        let m = conv_model(1, |n| {
+            n.set_attr(Attribute::ints("dilations", vec![1, 16777217]))
+        });
+        assert_eq!(
+            message(&m),
+            "node 'conv_1' (Conv): attribute 'dilations': 16777217 is larger than 16777216, the longest a dilation infopt accepts (values [1, 16777217])"
+        );
+        let m = conv_model(1, |n| {
+            n.set_attr(Attribute::ints("strides", vec![16777216, 1]))
+        });
+        let at_the_bound = message(&m);
+        assert!(!at_the_bound.contains("longest"), "{at_the_bound}");
     }
 
     #[test]
