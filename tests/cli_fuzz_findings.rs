@@ -495,3 +495,36 @@ fn a_gather_index_past_its_axis_is_a_model_error() {
         }
     }
 }
+
+/// Fuzz seed 4242 case 1486 (an inserted Expand to `[i64::MIN, 2, 2, 3,
+/// i64::MAX, ...]`): an assertion inside tract, whose panic text reached
+/// the exit-7 message, and ONNX Runtime refused it only when it ran. A
+/// negative size in Expand's `shape` or Tile's `repeats` is exit 3 at load
+/// naming the node.
+#[test]
+fn a_negative_size_is_a_model_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &str, &str); 2] = [
+        ("Expand", "shape", "expand_1"),
+        ("Tile", "repeats", "tile_1"),
+    ];
+    for (op, input, node) in cases {
+        let model = sized_model(dir.path(), op, &["2", "3"], &|b, x| {
+            let sizes = b.i64(input, &[2], &[i64::MIN, 3]);
+            b.op(op, &[x, sizes], vec![])
+        });
+        let out = dir.path().join("out.onnx");
+        for extra in [&[][..], &["--no-verify"][..]] {
+            let o = optimize(&model, &out, extra);
+            assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+            assert_eq!(
+                error_line(&o),
+                format!(
+                    "error: {}: invalid graph: node '{node}' ({op}): input '{input}' ('{input}') holds {}; a size is never negative",
+                    model.display(),
+                    i64::MIN
+                )
+            );
+        }
+    }
+}

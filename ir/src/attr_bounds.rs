@@ -48,6 +48,9 @@ fn check_graph(g: &Graph, facts: Option<&GraphFacts>) -> Result<()> {
                 "Transpose" => crate::axis_bounds::check_perm(node, dims(0).map(|d| d.len()))?,
                 "Slice" => crate::axis_bounds::check_slice_steps(g, node)?,
                 "Range" => crate::axis_bounds::check_range_delta(g, node)?,
+                "Expand" | "ConstantOfShape" | "Tile" => {
+                    crate::axis_bounds::check_sizes_not_negative(g, node)?
+                }
                 "Gather" => crate::axis_bounds::check_gather_indices(g, node, dims(0))?,
                 "Reshape" => crate::reshape_volume::check_reshape_volume(
                     g,

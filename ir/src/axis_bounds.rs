@@ -154,3 +154,34 @@ pub(crate) fn check_range_delta(g: &Graph, node: &Node) -> Result<()> {
         _ => Ok(()),
     }
 }
+
+/// The sizes Expand's `shape`, ConstantOfShape's `input` and Tile's
+/// `repeats` state, when the file states them, are never negative: a size
+/// below 0 has no tensor (fuzz seed 4242 case 1486: an Expand to
+/// `[i64::MIN, 2, ...]` tripped an assertion inside tract, which surfaced
+/// as panic text in the message, while ONNX Runtime refused it only when it
+/// ran).
+pub(crate) fn check_sizes_not_negative(g: &Graph, node: &Node) -> Result<()> {
+    let (slot, what) = match node.op_type.as_str() {
+        "Expand" => (1, "shape"),
+        "ConstantOfShape" => (0, "input"),
+        "Tile" => (1, "repeats"),
+        _ => return Ok(()),
+    };
+    let Some(v) = node.inputs.get(slot).copied().flatten() else {
+        return Ok(());
+    };
+    let Some(sizes) = constant_ints(g, v) else {
+        return Ok(());
+    };
+    match sizes.iter().find(|&&s| s < 0) {
+        Some(s) => Err(invalid(
+            node,
+            format!(
+                "input '{what}' ('{}') holds {s}; a size is never negative",
+                g.value(v).name
+            ),
+        )),
+        None => Ok(()),
+    }
+}

@@ -367,19 +367,24 @@ impl Graph {
         value.initializer.as_ref()
     }
 
-    /// The type of a value: from value_info, or from the graph input/output
-    /// declaration, or from its initializer.
+    /// The type of a value: from the graph input/output declaration, or from
+    /// value_info, or from its initializer.
     pub fn value_type(&self, v: ValueId) -> Option<TensorType> {
-        let value = self.value(v);
-        if let Some(t) = value.tensor_type() {
-            return Some(t);
-        }
+        // A graph input's or output's own declaration wins over a
+        // `value_info` entry of the same name, as in ONNX Runtime, which
+        // types the value from the former (a fuzzed `value_info` calling a
+        // float graph output int64 was kept, written onto the output, and
+        // ONNX Runtime then refused the saved model: fuzz seed 4242 case 731).
         for io in self.inputs.iter().chain(self.outputs.iter()) {
             if io.value == v
                 && let Some(t) = io.info.r#type.as_ref().and_then(TensorType::from_proto)
             {
                 return Some(t);
             }
+        }
+        let value = self.value(v);
+        if let Some(t) = value.tensor_type() {
+            return Some(t);
         }
         value.initializer.as_ref().map(|t| TensorType {
             dtype: t.dtype(),

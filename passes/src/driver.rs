@@ -143,10 +143,29 @@ pub fn run_pipeline_with(
             break;
         }
     }
+    raise_ir_version_for_initializers(model, &mut cx);
     run.declined = std::mem::take(&mut cx.declined);
     run.notes = std::mem::take(&mut cx.notes);
     run.details = std::mem::take(&mut cx.details);
     Ok(run)
+}
+
+/// IR versions below 4 require every initializer to be an input of its
+/// graph. A pass that makes a constant an initializer (folding, inlining an
+/// If branch) would leave such a file one ONNX Runtime refuses ("in
+/// initializer but not in graph input": fuzz seed 90909 case 1616, an
+/// `ir_version` of 0 on an opset-16 model); IR 4 only lifted that rule.
+fn raise_ir_version_for_initializers(model: &mut Model, cx: &mut PassCx) {
+    fn has_loose_initializer(g: &infopt_ir::Graph) -> bool {
+        g.initializers().any(|(v, _)| !g.is_graph_input(v))
+            || g
+                .nodes()
+                .any(|(_, n)| n.subgraphs().any(has_loose_initializer))
+    }
+    if model.meta.ir_version.is_some_and(|v| v < 4) && has_loose_initializer(&model.graph) {
+        model.meta.ir_version = Some(4);
+        cx.note("ir_version raised to 4: the output has initializers that are not graph inputs, which IR 3 and below forbid");
+    }
 }
 
 /// Runs one pass; returns (rewrites, stop).

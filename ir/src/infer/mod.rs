@@ -834,6 +834,35 @@ mod tests {
         assert_eq!(m.graph.value_type(y).unwrap().shape, Some(d(&["5", "3"])));
     }
 
+    /// A `value_info` entry for a graph output that contradicts the output's
+    /// own declaration (fuzz seed 4242 case 731: int64 on a Reshape's float
+    /// output) does not type the value: the output declaration does, as in
+    /// ONNX Runtime, and inference does not write the wrong type onto it.
+    #[test]
+    fn a_graph_outputs_declaration_wins_over_its_value_info() {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, d(&["2", "3"]));
+        let y = b.op("Relu", &[x], vec![]);
+        b.output(y, "y", DataType::Float, None);
+        b.graph_mut().set_value_type(
+            y,
+            &TensorType {
+                dtype: DataType::Int64,
+                shape: None,
+            },
+        );
+        let mut m = b.build(17);
+        let r = infer_shapes(&mut m);
+        assert!(r.conflicts.is_empty(), "{:?}", r.conflicts);
+        let g = &m.graph;
+        assert_eq!(g.value_type(y).unwrap().dtype, DataType::Float);
+        let declared = g.outputs[0].info.r#type.as_ref();
+        assert_eq!(
+            declared.and_then(TensorType::from_proto).map(|t| t.dtype),
+            Some(DataType::Float)
+        );
+    }
+
     #[test]
     fn blocked_ops_are_reported_and_yield_nothing() {
         let mut b = GraphBuilder::new();
