@@ -528,3 +528,87 @@ fn a_negative_size_is_a_model_error() {
         }
     }
 }
+
+/// Fuzz seed 31337 case 1497 (an inserted Range from 0.5 to -inf by NaN):
+/// tract panicked dividing by zero, and the message carried the panic text.
+/// A bound or step that is not finite, or a count past what a tensor can
+/// hold, is exit 3 at load naming the node.
+#[test]
+fn a_range_that_counts_no_finite_number_of_elements_is_a_model_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [([f32; 3], &str); 3] = [
+        (
+            [0.5, f32::NEG_INFINITY, f32::NAN],
+            "input 'limit' ('limit') is -inf; a range's bounds and step are finite",
+        ),
+        (
+            [0.0, 4.0, f32::NAN],
+            "input 'delta' ('delta') is NaN; a range's bounds and step are finite",
+        ),
+        (
+            [0.0, 1e30, 1.0],
+            "from 0.0 to 1.0000000150474662e30 by 1.0 is 1.0e30 elements, more than any tensor can hold",
+        ),
+    ];
+    for ([start, limit, delta], why) in cases {
+        let model = sized_model(dir.path(), "Range", &["4"], &|b, x| {
+            let start = b.f32("start", &[], &[start]);
+            let limit = b.f32("limit", &[], &[limit]);
+            let delta = b.f32("delta", &[], &[delta]);
+            let r = b.op("Range", &[start, limit, delta], vec![]);
+            b.op("Add", &[x, r], vec![])
+        });
+        let out = dir.path().join("out.onnx");
+        let o = optimize(&model, &out, &[]);
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        assert_eq!(
+            error_line(&o),
+            format!(
+                "error: {}: invalid graph: node 'range_1' (Range): {why}",
+                model.display()
+            )
+        );
+    }
+}
+
+/// Fuzz seed 31337 case 1098 (a Reshape target of `[i64::MIN]`): tract's
+/// symbolic shape analysis grew an expression for minutes (killed at the
+/// campaign's 120 s). A target entry below -1, or two -1s, is exit 3 at
+/// load naming the node.
+#[test]
+fn a_reshape_target_entry_below_minus_one_is_a_model_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[i64], String); 2] = [
+        (
+            &[i64::MIN, 3],
+            format!(
+                "is [{}, 3], which holds {}; a target entry is a size, 0 or -1",
+                i64::MIN,
+                i64::MIN
+            ),
+        ),
+        (
+            &[-1, -1],
+            "is [-1, -1], which holds -1 more than once; one entry at most can be inferred"
+                .to_string(),
+        ),
+    ];
+    for (target, why) in cases {
+        let model = sized_model(dir.path(), "Reshape", &["2", "n"], &|b, x| {
+            let shape = b.i64("shape", &[2], target);
+            b.op("Reshape", &[x, shape], vec![])
+        });
+        let out = dir.path().join("out.onnx");
+        for extra in [&[][..], &["--no-verify"][..]] {
+            let o = optimize(&model, &out, extra);
+            assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+            assert_eq!(
+                error_line(&o),
+                format!(
+                    "error: {}: invalid graph: node 'reshape_1' (Reshape): input 'shape' ('shape') {why}",
+                    model.display()
+                )
+            );
+        }
+    }
+}

@@ -120,7 +120,7 @@ impl Attribute {
     }
 
     pub fn tensor(name: &str, value: &Tensor) -> Attribute {
-        let proto: TensorProto = value.proto.clone();
+        let proto: TensorProto = (*value.proto).clone();
         Attribute::from_proto(AttributeProto {
             name: Some(name.into()),
             r#type: Some(at::TENSOR),

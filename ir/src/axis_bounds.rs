@@ -129,30 +129,63 @@ pub(crate) fn check_gather_indices(
     }
 }
 
-/// Range's `delta`, when the file states it, is not 0 (tract divided by it
-/// and panicked; ONNX Runtime refuses it only when it runs: fuzz seed 90909
-/// case 363).
+/// Range's `start`, `limit` and `delta`, where the file states them, are
+/// finite, `delta` is not 0 (tract divided by it and panicked; ONNX Runtime
+/// refuses it only when it runs: fuzz seed 90909 case 363, seed 31337 case
+/// 1497 with a NaN delta), and together they count fewer than
+/// [`FARTHEST_INDEX`] elements.
 pub(crate) fn check_range_delta(g: &Graph, node: &Node) -> Result<()> {
-    let Some(v) = node.inputs.get(2).copied().flatten() else {
-        return Ok(());
+    let scalar = |slot: usize| {
+        let v = node.inputs.get(slot).copied().flatten()?;
+        let tensor = match g.constant(v) {
+            Some(t) => Some(t.clone()),
+            None => g
+                .producer(v)
+                .filter(|p| p.domain().is_empty() && p.op_type == "Constant")
+                .and_then(crate::infer::constant_value),
+        };
+        match tensor.and_then(|t| t.to_f64_vec().ok()).as_deref() {
+            Some(&[x]) => Some((x, g.value(v).name.clone())),
+            _ => None,
+        }
     };
-    let tensor = match g.constant(v) {
-        Some(t) => Some(t.clone()),
-        None => g
-            .producer(v)
-            .filter(|p| p.domain().is_empty() && p.op_type == "Constant")
-            .and_then(crate::infer::constant_value),
-    };
-    match tensor.and_then(|t| t.to_f64_vec().ok()).as_deref() {
-        Some([d]) if *d == 0.0 => Err(invalid(
-            node,
-            format!(
-                "input 'delta' ('{}') is 0; a range's delta is never 0",
-                g.value(v).name
-            ),
-        )),
-        _ => Ok(()),
+    let bounds =
+        [(0, "start"), (1, "limit"), (2, "delta")].map(|(slot, what)| (scalar(slot), what));
+    for (value, what) in &bounds {
+        if let Some((x, name)) = value
+            && !x.is_finite()
+        {
+            return Err(invalid(
+                node,
+                format!("input '{what}' ('{name}') is {x}; a range's bounds and step are finite"),
+            ));
+        }
     }
+    if let Some((d, name)) = &bounds[2].0
+        && *d == 0.0
+    {
+        return Err(invalid(
+            node,
+            format!("input 'delta' ('{name}') is 0; a range's delta is never 0"),
+        ));
+    }
+    if let [
+        (Some((start, _)), _),
+        (Some((limit, _)), _),
+        (Some((delta, _)), _),
+    ] = &bounds
+    {
+        let count = ((limit - start) / delta).ceil();
+        if count >= FARTHEST_INDEX as f64 {
+            return Err(invalid(
+                node,
+                format!(
+                    "from {start:?} to {limit:?} by {delta:?} is {count:.1e} elements, more than any tensor can hold"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The sizes Expand's `shape`, ConstantOfShape's `input` and Tile's

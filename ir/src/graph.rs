@@ -45,10 +45,11 @@ pub struct Value {
     pub producer: Option<(NodeId, u32)>,
     /// Constant data (a graph initializer).
     pub initializer: Option<Tensor>,
-    /// A sparse initializer.
-    pub sparse: Option<SparseTensorProto>,
+    /// A sparse initializer. Boxed, as `info` is: a value is kept per
+    /// tensor of the graph, in every copy of it, and these are rare.
+    pub sparse: Option<Box<SparseTensorProto>>,
     /// The `value_info` entry describing this value (its name field unused).
-    pub info: Option<ValueInfoProto>,
+    pub info: Option<Box<ValueInfoProto>>,
     /// Defined in an enclosing graph; only subgraphs have such values.
     pub outer: bool,
     pub uses: Vec<Use>,
@@ -330,7 +331,7 @@ impl Graph {
     pub fn sparse_initializers(&self) -> impl Iterator<Item = (ValueId, &SparseTensorProto)> {
         self.sparse_order
             .iter()
-            .filter_map(move |&v| self.value(v).sparse.as_ref().map(|t| (v, t)))
+            .filter_map(move |&v| self.value(v).sparse.as_deref().map(|t| (v, t)))
     }
 
     pub fn value_info_ids(&self) -> &[ValueId] {
@@ -367,23 +368,30 @@ impl Graph {
         value.initializer.as_ref()
     }
 
-    /// The type of a value: from the graph input/output declaration, or from
-    /// value_info, or from its initializer.
+    /// The type of a value: from the graph output declaration, or from
+    /// value_info, or from the graph input declaration, or from its
+    /// initializer.
     pub fn value_type(&self, v: ValueId) -> Option<TensorType> {
-        // A graph input's or output's own declaration wins over a
-        // `value_info` entry of the same name, as in ONNX Runtime, which
-        // types the value from the former (a fuzzed `value_info` calling a
-        // float graph output int64 was kept, written onto the output, and
-        // ONNX Runtime then refused the saved model: fuzz seed 4242 case 731).
-        for io in self.inputs.iter().chain(self.outputs.iter()) {
-            if io.value == v
-                && let Some(t) = io.info.r#type.as_ref().and_then(TensorType::from_proto)
-            {
-                return Some(t);
-            }
+        // A graph output's own declaration wins over a `value_info` entry
+        // of the same name, as in ONNX Runtime, which types the value from
+        // the former (a fuzzed `value_info` calling a float graph output
+        // int64 was kept, written onto the output, and ONNX Runtime then
+        // refused the saved model: fuzz seed 4242 case 731). For a graph
+        // input, `value_info` wins: verification makes inputs concrete by
+        // writing it on a copy.
+        let declared = |ios: &[GraphIo]| {
+            ios.iter()
+                .filter(|io| io.value == v)
+                .find_map(|io| io.info.r#type.as_ref().and_then(TensorType::from_proto))
+        };
+        if let Some(t) = declared(&self.outputs) {
+            return Some(t);
         }
         let value = self.value(v);
         if let Some(t) = value.tensor_type() {
+            return Some(t);
+        }
+        if let Some(t) = declared(&self.inputs) {
             return Some(t);
         }
         value.initializer.as_ref().map(|t| TensorType {
@@ -813,7 +821,7 @@ impl Graph {
     pub fn set_value_type(&mut self, v: ValueId, ty: &TensorType) {
         let in_list = self.value_info_order.contains(&v);
         let value = self.value_mut(v);
-        let info = value.info.get_or_insert_with(ValueInfoProto::default);
+        let info = value.info.get_or_insert_with(Default::default);
         info.r#type = Some(ty.to_proto(info.r#type.as_ref()));
         if !in_list {
             self.value_info_order.push(v);

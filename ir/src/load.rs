@@ -31,6 +31,9 @@ pub fn load_model(path: &Path) -> Result<Model> {
         src.path = Some(path.to_path_buf());
         src.file_size = file_size;
     }
+    // Decoding faults in the pages around every field it reads (most of a
+    // model of small weights); none of them is needed until a pass reads it.
+    crate::external::release_mapped_pages();
     Ok(model)
 }
 
@@ -233,7 +236,7 @@ pub(crate) fn build_graph(
                 v
             }
         };
-        g.value_mut(v).sparse = Some(s);
+        g.value_mut(v).sparse = Some(Box::new(s));
         g.sparse_order.push(v);
     }
 
@@ -339,7 +342,7 @@ pub(crate) fn build_graph(
             // exist: keep it as a detached label so it round-trips.
             _ => g.add_value(Value::named(&name)),
         };
-        g.value_mut(v).info = Some(info);
+        g.value_mut(v).info = Some(Box::new(info));
         g.value_info_order.push(v);
     }
     Ok(g)

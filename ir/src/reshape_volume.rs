@@ -15,7 +15,11 @@ pub(crate) fn check_reshape_volume(
     input: Option<&[Option<i64>]>,
     target: Option<&[i64]>,
 ) -> Result<()> {
-    let (Some(input), Some(target)) = (input, target) else {
+    let Some(target) = target else {
+        return Ok(());
+    };
+    check_target_entries(g, node, target)?;
+    let Some(input) = input else {
         return Ok(());
     };
     let Some(input) = input
@@ -65,5 +69,28 @@ pub(crate) fn check_reshape_volume(
         "node '{}' (Reshape): {name} is {target:?}, which cannot hold the {count} elements of its input [{}]; a reshape keeps the number of elements",
         node.name_or_op(),
         dims.join(","),
+    )))
+}
+
+/// A Reshape target's entries are sizes, 0 (copy the input's dim) or one
+/// -1 (the rest): an entry below -1 or a second -1 has no meaning (fuzz
+/// seed 31337 case 1098: a target of `[i64::MIN]` sent tract's symbolic
+/// shape analysis into an expression that grew for minutes, where ONNX
+/// Runtime refuses it only when it runs).
+fn check_target_entries(g: &Graph, node: &Node, target: &[i64]) -> Result<()> {
+    let what = if let Some(&bad) = target.iter().find(|&&t| t < -1) {
+        format!("holds {bad}; a target entry is a size, 0 or -1")
+    } else if target.iter().filter(|&&t| t == -1).count() > 1 {
+        "holds -1 more than once; one entry at most can be inferred".to_string()
+    } else {
+        return Ok(());
+    };
+    let name = node.inputs.get(1).copied().flatten().map_or_else(
+        || "attribute 'shape'".to_string(),
+        |v| format!("input 'shape' ('{}')", g.value(v).name),
+    );
+    Err(IrError::Invalid(format!(
+        "node '{}' (Reshape): {name} is {target:?}, which {what}",
+        node.name_or_op(),
     )))
 }

@@ -27,7 +27,8 @@ pub struct Tensor {
     /// The tensor as ONNX stores it. `name` is not used here: the value that
     /// holds the tensor carries the name. External data is already resolved:
     /// `raw_data` holds the bytes and `external_data` is empty.
-    pub proto: TensorProto,
+    /// Boxed: a graph holds one per initializer, in every copy of it.
+    pub proto: Box<TensorProto>,
     /// Set when the bytes came from an external-data file.
     pub external: Option<ExternalOrigin>,
 }
@@ -37,7 +38,7 @@ impl Tensor {
     pub fn from_proto(mut proto: TensorProto) -> Tensor {
         proto.name = None;
         Tensor {
-            proto,
+            proto: Box::new(proto),
             external: None,
         }
     }
@@ -45,12 +46,12 @@ impl Tensor {
     /// A tensor with raw little-endian bytes.
     pub fn from_raw(dtype: DataType, dims: Vec<i64>, data: Bytes) -> Tensor {
         Tensor {
-            proto: TensorProto {
+            proto: Box::new(TensorProto {
                 dims,
                 data_type: Some(dtype.code()),
                 raw_data: Some(data),
                 ..Default::default()
-            },
+            }),
             external: None,
         }
     }

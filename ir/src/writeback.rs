@@ -23,10 +23,9 @@
 //! through the mapping, so writing a model does not fault the input's pages
 //! into this process (its resident set stays small).
 
-use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::alloc::Layout;
 use std::fs::File;
 use std::io::{self, Write};
-use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
@@ -37,45 +36,32 @@ pub(crate) const STAGE: usize = 8 << 20;
 /// Alignment of direct writes: memory address, file offset and length.
 const BLOCK: usize = 4096;
 
-/// A heap buffer of [`STAGE`] bytes aligned to [`BLOCK`], as `O_DIRECT` needs.
+/// [`STAGE`] bytes of anonymous memory, page-aligned (a multiple of
+/// [`BLOCK`]) as `O_DIRECT` needs. A mapping rather than an aligned heap
+/// allocation: the allocator zeroes an over-aligned block by writing it, so
+/// every save held both stages resident (16 MiB) whatever its size, where
+/// the kernel's zero pages cost nothing until the bytes are written.
 struct Stage {
-    ptr: NonNull<u8>,
+    map: memmap2::MmapMut,
 }
 
-// SAFETY: a `Stage` owns its allocation alone; moving it to the writer thread
-// moves that ownership.
-unsafe impl Send for Stage {}
-
 impl Stage {
-    fn layout() -> Layout {
-        // STAGE and BLOCK are non-zero and BLOCK is a power of two.
-        Layout::from_size_align(STAGE, BLOCK).expect("valid stage layout")
-    }
-
     fn new() -> Stage {
-        // SAFETY: the layout has a non-zero size.
-        let raw = unsafe { alloc_zeroed(Self::layout()) };
-        match NonNull::new(raw) {
-            Some(ptr) => Stage { ptr },
-            None => std::alloc::handle_alloc_error(Self::layout()),
+        match memmap2::MmapMut::map_anon(STAGE) {
+            Ok(map) => Stage { map },
+            Err(_) => match Layout::from_size_align(STAGE, BLOCK) {
+                Ok(layout) => std::alloc::handle_alloc_error(layout),
+                Err(_) => panic!("no memory for a write stage of {STAGE} bytes"),
+            },
         }
     }
 
     fn bytes(&self) -> &[u8] {
-        // SAFETY: `ptr` is a live allocation of STAGE initialized bytes.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), STAGE) }
+        &self.map
     }
 
     fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as above, and `&mut self` makes the borrow unique.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), STAGE) }
-    }
-}
-
-impl Drop for Stage {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { dealloc(self.ptr.as_ptr(), Self::layout()) }
+        &mut self.map
     }
 }
 

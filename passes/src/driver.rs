@@ -158,8 +158,7 @@ pub fn run_pipeline_with(
 fn raise_ir_version_for_initializers(model: &mut Model, cx: &mut PassCx) {
     fn has_loose_initializer(g: &infopt_ir::Graph) -> bool {
         g.initializers().any(|(v, _)| !g.is_graph_input(v))
-            || g
-                .nodes()
+            || g.nodes()
                 .any(|(_, n)| n.subgraphs().any(has_loose_initializer))
     }
     if model.meta.ir_version.is_some_and(|v| v < 4) && has_loose_initializer(&model.graph) {
