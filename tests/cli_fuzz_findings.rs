@@ -612,3 +612,112 @@ fn a_reshape_target_entry_below_minus_one_is_a_model_error() {
         }
     }
 }
+
+/// Fuzz seed 5151 case 646 (an inserted Einsum `a...b...->ab`): ONNX
+/// Runtime spun creating the session past the campaign's 120 s. An equation
+/// the spec does not allow is exit 3 at load naming the node.
+#[test]
+fn an_einsum_equation_the_spec_does_not_allow_is_a_model_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "a...b...->ab",
+            "has '.' in term 'a...b...'; a term is letters with at most one '...'",
+        ),
+        ("ab->aa", "names 'a' twice in its output"),
+        ("ab->c", "names 'c' in its output and in no input"),
+        ("ab,bc->ac", "has 2 input terms for 1 inputs"),
+    ];
+    for (equation, why) in cases {
+        let model = sized_model(dir.path(), "Einsum", &["2", "3"], &|b, x| {
+            b.op(
+                "Einsum",
+                &[x],
+                vec![Attribute::string("equation", equation)],
+            )
+        });
+        let out = dir.path().join("out.onnx");
+        let o = optimize(&model, &out, &["--no-verify"]);
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        assert_eq!(
+            error_line(&o),
+            format!(
+                "error: {}: invalid graph: node 'einsum_1' (Einsum): equation '{equation}' {why}",
+                model.display()
+            )
+        );
+    }
+}
+
+/// Fuzz seed 5151 case 954 (silero's If with a third output added to one
+/// branch): tract unwrapped its own error and panicked, and the message
+/// carried the panic text. Branches that disagree on their output count
+/// are exit 3 at load naming the node.
+#[test]
+fn if_branches_with_different_output_counts_are_a_model_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let branch = |outputs: usize| {
+        let mut g = GraphBuilder::new();
+        let x = g.graph_mut().add_value(infopt_ir::Value {
+            outer: true,
+            ..infopt_ir::Value::named("x")
+        });
+        for k in 0..outputs {
+            let y = g.op("Relu", &[x], vec![]);
+            g.output(y, &format!("y{k}"), DataType::Float, None);
+        }
+        g.into_graph()
+    };
+    let model = sized_model(dir.path(), "If", &["2", "3"], &|b, x| {
+        let cond = b.input("cond", DataType::Bool, vec![]);
+        let _ = x;
+        b.op(
+            "If",
+            &[cond],
+            vec![
+                Attribute::graph("then_branch", branch(2)),
+                Attribute::graph("else_branch", branch(1)),
+            ],
+        )
+    });
+    let out = dir.path().join("out.onnx");
+    for extra in [&[][..], &["--no-verify"][..]] {
+        let o = optimize(&model, &out, extra);
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        assert_eq!(
+            error_line(&o),
+            format!(
+                "error: {}: invalid graph: node 'if_1' (If): then_branch makes 2 outputs, else_branch 1 and the node has 1; the three counts must agree",
+                model.display()
+            )
+        );
+    }
+}
+
+/// Fuzz seed 5151 case 980 (a Reshape turned Unsqueeze, its shape input
+/// now the axes `[batch, 1, 256]`): tract indexed past its dims and
+/// panicked. An axis outside the output's rank, even in axes inference
+/// knows only in part, is exit 3 at load naming the node.
+#[test]
+fn an_unsqueeze_axis_past_the_output_rank_is_a_model_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = sized_model(dir.path(), "Unsqueeze", &["n", "3"], &|b, x| {
+        let shape = b.op("Shape", &[x], vec![]);
+        let n = b.i64("first", &[1], &[0]);
+        let batch = b.op("Gather", &[shape, n], vec![]);
+        let rest = b.i64("rest", &[2], &[1, 256]);
+        let axes = b.op("Concat", &[batch, rest], vec![Attribute::int("axis", 0)]);
+        let y = b.op("Unsqueeze", &[x, axes], vec![]);
+        b.op("Identity", &[y], vec![])
+    });
+    let out = dir.path().join("out.onnx");
+    let o = optimize(&model, &out, &["--no-verify"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(
+        error_line(&o),
+        format!(
+            "error: {}: invalid graph: node 'unsqueeze_4' (Unsqueeze): axis 256 is outside [-5, 4] for its rank-2 input and axes [?, 1, 256]",
+            model.display()
+        )
+    );
+}

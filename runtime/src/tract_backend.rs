@@ -341,7 +341,15 @@ impl Backend for TractBackend {
     }
 }
 
-/// Loads with tract's panics turned into load errors.
+/// Loads with tract's panics turned into load errors, and with a deadline.
+///
+/// tract's shape analysis can grow symbolic dim expressions without bound
+/// on some graphs (a Mul rewired to broadcast a `[C]` constant along the
+/// width of a PP-OCR classifier: fuzz seed 5151 case 918 grew for minutes
+/// in `TDim::clone`, at any input size). tract has no way to stop it, so
+/// the load runs on a thread of its own; past [`load_deadline`] the caller
+/// gets a load error (verification then moves on to the next backend) and
+/// the thread is left to finish or to end with the process.
 fn guarded_load(
     model_bytes: &[u8],
     model_dir: Option<&Path>,
@@ -349,12 +357,51 @@ fn guarded_load(
     optimize: bool,
     observe: Option<&Observe>,
 ) -> Result<Box<dyn LoadedModel>> {
-    guard(|| load_model(model_bytes, model_dir, input_shapes, optimize, observe)).map_err(
-        |panic| RuntimeError::Load {
-            backend: BACKEND.into(),
-            message: panic,
-        },
-    )?
+    let as_error = |panic| RuntimeError::Load {
+        backend: BACKEND.into(),
+        message: panic,
+    };
+    let bytes = model_bytes.to_vec();
+    let dir = model_dir.map(Path::to_path_buf);
+    let shapes = input_shapes.clone();
+    let watched = observe.cloned();
+    let (done, result) = std::sync::mpsc::channel();
+    let deadline = load_deadline(model_bytes.len());
+    let worker = std::thread::Builder::new()
+        .name("infopt-tract-load".into())
+        // tract's analysis recurses deeply; the main thread's 8 MiB, not a
+        // spawned thread's 2 MiB (only the pages used are resident).
+        .stack_size(64 << 20)
+        .spawn(move || {
+            let loaded =
+                guard(|| load_model(&bytes, dir.as_deref(), &shapes, optimize, watched.as_ref()));
+            let _ = done.send(loaded);
+        });
+    if worker.is_err() {
+        // No thread to be had: load here, without the deadline.
+        return guard(|| load_model(model_bytes, model_dir, input_shapes, optimize, observe))
+            .map_err(as_error)?;
+    }
+    match result.recv_timeout(deadline) {
+        Ok(loaded) => loaded.map_err(as_error)?,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(as_error(format!(
+            "tract did not finish analysing the model in {} s (its symbolic shape analysis can grow without bound on some graphs); gave up on it",
+            deadline.as_secs()
+        ))),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(as_error(
+            "tract's load thread ended without a result".into(),
+        )),
+    }
+}
+
+/// How long tract may take to parse and analyse a model of `bytes` bytes:
+/// 30 s, plus 1 s for every 10 MB (the largest models here load in a few
+/// seconds). `INFOPT_TRACT_LOAD_DEADLINE_S` overrides it.
+fn load_deadline(bytes: usize) -> std::time::Duration {
+    let from_env = std::env::var("INFOPT_TRACT_LOAD_DEADLINE_S")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    std::time::Duration::from_secs(from_env.unwrap_or(30 + bytes as u64 / 10_000_000))
 }
 
 /// Runs `f`, turning a panic inside tract into an error message. tract panics on some
