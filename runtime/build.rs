@@ -102,6 +102,13 @@ fn find_headers(out_dir: &Path) -> Result<PathBuf, String> {
                 .join("cuda_runtime_api.h");
             println!("cargo:rerun-if-changed={}", expected.display());
         }
+        // A path that did not exist does not make cargo rerun this script
+        // when it appears; the registry's cache folder, which gains the
+        // `.crate` when the fetch script runs, does (a build made before the
+        // fetch kept "no built-in shim" for good).
+        for index in read_dirs(&cargo_home.join("registry").join("cache")) {
+            println!("cargo:rerun-if-changed={}", index.display());
+        }
         return Err(format!(
             "{HEADERS_CRATE} {HEADERS_CRATE_VERSION} is not in cargo's registry: run scripts/fetch-trt-headers.sh (or scripts/setup-venv.sh), then build again"
         ));

@@ -721,3 +721,61 @@ fn an_unsqueeze_axis_past_the_output_rank_is_a_model_error() {
         )
     );
 }
+
+/// Fuzz seed 8080 cases 224 and 384 (tract panicking on a Conv whose
+/// weight slot was empty, and inside an If at an opset its ReduceMean did
+/// not fit): tract's load runs on a thread of its own (it has a deadline),
+/// and a panic there printed the hook's panic text. It is the load error,
+/// and nothing of it reaches stderr as panic text. (Both models are model
+/// errors at load by now; the panic is injected.)
+#[test]
+fn a_panic_inside_tracts_load_thread_prints_no_panic_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = sized_model(dir.path(), "Relu", &["2", "3"], &|b, x| {
+        b.op("Relu", &[x], vec![])
+    });
+    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args(["optimize", s(&model), "-o", s(&dir.path().join("out.onnx"))])
+        .args(["--backend", "tract"])
+        .env("INFOPT_INJECT_PANIC", "tract-load")
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(7), "{e}");
+    assert_eq!(
+        error_line(&o),
+        "error: cannot verify: cannot run the original model in tract: tract cannot load the model: tract panicked: injected panic second line (or install onnxruntime, pass --backend, or --no-verify)"
+    );
+    assert!(!e.contains("panicked at"), "{e}");
+    assert!(!e.contains("stack backtrace"), "{e}");
+}
+
+/// Fuzz seed 5151 case 918 (a PP-OCR classifier with a Mul rewired to
+/// broadcast a `[C]` constant along the width): tract's symbolic analysis
+/// grew for minutes, past the campaign's 120 s. tract's load has a
+/// deadline; past it verification moves on (here, with tract the only
+/// backend, to exit 7 naming what happened), instead of hanging.
+#[test]
+fn a_tract_load_that_does_not_end_is_given_up_at_its_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = sized_model(dir.path(), "Relu", &["2", "3"], &|b, x| {
+        b.op("Relu", &[x], vec![])
+    });
+    let started = std::time::Instant::now();
+    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args(["optimize", s(&model), "-o", s(&dir.path().join("out.onnx"))])
+        .args(["--backend", "tract"])
+        .env("INFOPT_INJECT_PANIC", "tract-load-stuck")
+        .env("INFOPT_TRACT_LOAD_DEADLINE_S", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+    assert_eq!(
+        error_line(&o),
+        "error: cannot verify: cannot run the original model in tract: tract cannot load the model: tract did not finish analysing the model in 1 s (its symbolic shape analysis can grow without bound on some graphs); gave up on it (or install onnxruntime, pass --backend, or --no-verify)"
+    );
+    // Not a timing assertion: the stuck thread sleeps for 600 s, and the
+    // process ends without waiting for it.
+    assert!(started.elapsed().as_secs() < 300);
+}

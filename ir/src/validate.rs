@@ -155,6 +155,19 @@ impl Graph {
                         },
                     )));
                 }
+                // The first `imin` inputs are required (Loop's trip count and
+                // condition may be empty): an empty name there made tract
+                // index past a Conv's inputs and panic (fuzz seed 8080 case
+                // 224: a weight slot left empty before the bias).
+                if node.op_type != "Loop"
+                    && let Some(slot) = node.inputs.iter().take(imin).position(Option::is_none)
+                {
+                    return Err(IrError::Invalid(format!(
+                        "{} has no input {slot}, which {} requires (its name is empty)",
+                        label(),
+                        node.op_type
+                    )));
+                }
             }
             for sg in node.subgraphs() {
                 sg.validate_in(&scope)

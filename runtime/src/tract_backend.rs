@@ -373,8 +373,11 @@ fn guarded_load(
         // spawned thread's 2 MiB (only the pages used are resident).
         .stack_size(64 << 20)
         .spawn(move || {
-            let loaded =
-                guard(|| load_model(&bytes, dir.as_deref(), &shapes, optimize, watched.as_ref()));
+            quiet_panics_on_this_thread();
+            let loaded = guard(|| {
+                inject_panic();
+                load_model(&bytes, dir.as_deref(), &shapes, optimize, watched.as_ref())
+            });
             let _ = done.send(loaded);
         });
     if worker.is_err() {
@@ -392,6 +395,45 @@ fn guarded_load(
             "tract's load thread ended without a result".into(),
         )),
     }
+}
+
+/// Debug builds only: `INFOPT_INJECT_PANIC=tract-load` panics on the load
+/// thread, as tract does on some malformed models, and `tract-load-stuck`
+/// never returns, for the tests that check such a panic prints nothing and
+/// such a load is given up at the deadline (the CLI tests' models that made tract panic
+/// are model errors at load by now).
+#[cfg(debug_assertions)]
+fn inject_panic() {
+    match std::env::var("INFOPT_INJECT_PANIC").as_deref() {
+        Ok("tract-load") => panic!("injected panic\nsecond line"),
+        // An analysis that does not end (within any test's patience).
+        Ok("tract-load-stuck") => std::thread::sleep(std::time::Duration::from_secs(600)),
+        _ => {}
+    }
+}
+
+#[cfg(not(debug_assertions))]
+fn inject_panic() {}
+
+thread_local! {
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// tract's panics on the load thread are caught and become the load error;
+/// the process's panic hook (which prints to stderr) must not see them
+/// first. The CLI silences its own thread the same way (`catch_quietly`);
+/// this hook, installed once, passes every other thread's panics on.
+fn quiet_panics_on_this_thread() {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    QUIET.with(|q| q.set(true));
 }
 
 /// How long tract may take to parse and analyse a model of `bytes` bytes:
