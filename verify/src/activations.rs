@@ -12,6 +12,7 @@
 
 use infopt_ir::Model;
 use infopt_ir::dtype::DataType;
+use infopt_ir::graph::Node;
 use infopt_ir::infer::{InferReport, Opsets, Scope, infer_graph};
 use infopt_ir::shape::{Dim, TensorType};
 use infopt_runtime::backend::{DimSpec, IoSpec, resolve_input_shapes};
@@ -126,6 +127,11 @@ pub fn largest_in(inferred: &Inferred) -> Option<Largest> {
     let facts = &inferred.facts;
     let mut best: Option<Largest> = None;
     for (_, node) in g.nodes() {
+        if let Some(padded) = padded_input(inferred, node)
+            && best.as_ref().is_none_or(|b| padded.bytes > b.bytes)
+        {
+            best = Some(padded);
+        }
         for &out in node.outputs.iter().flatten() {
             let Some(fact) = facts.get(out) else { continue };
             let Some(shape) = fact.shape() else { continue };
@@ -159,6 +165,68 @@ pub fn largest_in(inferred: &Inferred) -> Option<Largest> {
         }
     }
     best
+}
+
+/// The padded copy of a convolution's or pool's input that runtimes build
+/// before sliding the window (tract does: fuzz seed 2468 case 908, a Conv
+/// padded by 2^20 along its width, aborted asking for 9.3 GB), as a lower
+/// bound: a dim inference leaves unknown counts as 1, the channels as the
+/// weight implies them. `None` without padding or a known rank.
+fn padded_input(inferred: &Inferred, node: &Node) -> Option<Largest> {
+    if !matches!(
+        node.op_type.as_str(),
+        "Conv" | "ConvInteger" | "ConvTranspose" | "MaxPool" | "AveragePool" | "LpPool"
+    ) || !node.domain().is_empty()
+    {
+        return None;
+    }
+    let pads = node.attr_ints("pads").ok().flatten()?;
+    let x = node.inputs.first().copied().flatten()?;
+    let fact = inferred.facts.get(x)?;
+    let shape = fact.shape()?;
+    let spatial = shape.len().checked_sub(2)?;
+    if pads.len() != 2 * spatial || pads.iter().all(|&p| p <= 0) {
+        return None;
+    }
+    let known = |d: &Dim| match d {
+        Dim::Known(n) if *n >= 0 => *n,
+        _ => 1,
+    };
+    let weight_channels = || {
+        let w = node.inputs.get(1).copied().flatten()?;
+        let wd = inferred.facts.get(w)?.shape()?;
+        let group = node.attr_int_or("group", 1).ok()?.max(1);
+        Some(known(wd.get(1)?).saturating_mul(group))
+    };
+    let mut dims = Vec::with_capacity(shape.len());
+    for (i, d) in shape.iter().enumerate() {
+        let n = match i {
+            0 => known(d),
+            1 if node.op_type.starts_with("Conv") && !matches!(d, Dim::Known(_)) => {
+                weight_channels().unwrap_or(1)
+            }
+            1 => known(d),
+            _ => {
+                let k = i - 2;
+                let before = pads.get(k).copied().unwrap_or(0).max(0);
+                let after = pads.get(k + spatial).copied().unwrap_or(0).max(0);
+                known(d).saturating_add(before).saturating_add(after)
+            }
+        };
+        dims.push(n);
+    }
+    let bits = fact.ty.dtype.bit_width()?;
+    let elements = dims
+        .iter()
+        .fold(1u128, |acc, &n| acc.saturating_mul(n as u128));
+    Some(Largest {
+        node: node.name_or_op().to_string(),
+        op: node.op_type.clone(),
+        value: format!("{} padded", inferred.graph.value(x).name),
+        dims,
+        dtype: fact.ty.dtype,
+        bytes: elements.saturating_mul(bits as u128).div_ceil(8),
+    })
 }
 
 /// Why the model cannot run at `shapes` within `available` bytes: its
