@@ -527,6 +527,22 @@ fn a_negative_size_is_a_model_error() {
             );
         }
     }
+    // Seed 2468 case 1554: an Expand to `[0, i64::MAX, 1]` overflowed in
+    // tract into a negative dim.
+    let model = sized_model(dir.path(), "Expand", &["2", "1"], &|b, x| {
+        let sizes = b.i64("shape", &[2], &[0, i64::MAX]);
+        b.op("Expand", &[x, sizes], vec![])
+    });
+    let o = optimize(&model, &dir.path().join("out.onnx"), &["--no-verify"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(
+        error_line(&o),
+        format!(
+            "error: {}: invalid graph: node 'expand_1' (Expand): input 'shape' ('shape') holds {}, longer than any axis of a tensor",
+            model.display(),
+            i64::MAX
+        )
+    );
 }
 
 /// Fuzz seed 31337 case 1497 (an inserted Range from 0.5 to -inf by NaN):

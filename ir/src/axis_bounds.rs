@@ -207,11 +207,23 @@ pub(crate) fn check_sizes_not_negative(g: &Graph, node: &Node) -> Result<()> {
     let Some(sizes) = constant_ints(g, v) else {
         return Ok(());
     };
-    match sizes.iter().find(|&&s| s < 0) {
-        Some(s) => Err(invalid(
+    if let Some(s) = sizes.iter().find(|&&s| s < 0) {
+        return Err(invalid(
             node,
             format!(
                 "input '{what}' ('{}') holds {s}; a size is never negative",
+                g.value(v).name
+            ),
+        ));
+    }
+    // Past FARTHEST_INDEX no axis of any tensor reaches (fuzz seed 2468
+    // case 1554: an Expand to `[0, i64::MAX, 1]` overflowed inside tract's
+    // broadcasting into a negative dim and tripped its assertion).
+    match sizes.iter().find(|&&s| s >= FARTHEST_INDEX) {
+        Some(s) => Err(invalid(
+            node,
+            format!(
+                "input '{what}' ('{}') holds {s}, longer than any axis of a tensor",
                 g.value(v).name
             ),
         )),

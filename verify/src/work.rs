@@ -488,7 +488,10 @@ mod tests {
         );
         // Depthwise: one input channel per output.
         let work = work_at(&conv_model(8, 8, [1, 1, 1, 1]), &sizes(1, 32, 32)).expect("inferred");
-        assert_eq!(work.total, 8192 * (9 + 2 * ELEMENT_COST) + 9248 * ELEMENT_COST);
+        assert_eq!(
+            work.total,
+            8192 * (9 + 2 * ELEMENT_COST) + 9248 * ELEMENT_COST
+        );
     }
 
     #[test]
