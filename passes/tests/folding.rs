@@ -1038,3 +1038,70 @@ fn a_window_count_behind_a_symbolic_pad_becomes_minus_one() {
         assert_equivalent(&original, &m, &shapes, 0.0, 0.0);
     }
 }
+
+// ----- Loop whose carried value grows -----
+
+/// torchvision's Mask R-CNN paste loop as the TorchScript exporter writes
+/// it: a carried list that starts empty, `acc' = Concat(acc, row)`, with
+/// the body input declared at the initial value's shape [0, 4]. The
+/// iterations do not keep that 0, so the Concat is not "empty along the
+/// axis" and stays (it was dropped, and every iteration returned one row),
+/// and the body input's declaration no longer says 0.
+#[test]
+fn a_loop_carried_value_declared_empty_that_grows_keeps_its_concat() {
+    let mut body = GraphBuilder::new();
+    let i = body.input("i", DataType::Int64, vec![]);
+    let c = body.input("c", DataType::Bool, vec![]);
+    let acc = body.input("acc", DataType::Float, dims(&["0", "4"]));
+    let x = body.graph_mut().add_value(Value {
+        outer: true,
+        ..Value::named("x")
+    });
+    let i_f = body.op("Cast", &[i], vec![Attribute::int("to", 1)]);
+    let row = body.op("Add", &[x, i_f], vec![]);
+    let axes = body.i64("axes", &[1], &[0]);
+    let row2 = body.op("Unsqueeze", &[row, axes], vec![]);
+    let grown = body.op("Concat", &[acc, row2], vec![Attribute::int("axis", 0)]);
+    body.output(c, "c_out", DataType::Bool, Some(vec![]));
+    body.output(grown, "acc_out", DataType::Float, None);
+    let body = body.into_graph();
+
+    let mut b = GraphBuilder::new();
+    let _x = b.input("x", DataType::Float, dims(&["4"]));
+    let m = b.input("m", DataType::Int64, vec![]);
+    let cond = b.initializer(
+        "keep_going",
+        Tensor::from_raw(DataType::Bool, vec![], vec![1u8].into()),
+    );
+    let empty = b.f32("empty", &[0, 4], &[]);
+    let y = b.op(
+        "Loop",
+        &[m, cond, empty],
+        vec![Attribute::graph("body", body)],
+    );
+    b.output(y, "y", DataType::Float, None);
+    let mut model = b.build(17);
+    // fix-shapes runs inference over the model (the default pipeline's
+    // order), which writes the body input's corrected declaration.
+    run_passes(&mut model, &["fix-shapes", "eliminate-identity"]);
+    let g = &model.graph;
+    let (_, looped) = g
+        .nodes()
+        .find(|(_, n)| n.op_type == "Loop")
+        .expect("the Loop stays");
+    let body = &looped.attr("body").expect("a body").subgraphs[0];
+    let concat_inputs: Vec<usize> = body
+        .nodes()
+        .filter(|(_, n)| n.op_type == "Concat")
+        .map(|(_, n)| n.inputs.len())
+        .collect();
+    let body_ops: Vec<&str> = body.nodes().map(|(_, n)| n.op_type.as_str()).collect();
+    assert_eq!(
+        concat_inputs,
+        vec![2],
+        "the Concat keeps both inputs: {body_ops:?}"
+    );
+    let declared = body.value_type(body.inputs[2].value).unwrap();
+    assert_eq!(declared.shape.unwrap()[0], infopt_ir::Dim::Unknown);
+    saved_ok(&model);
+}

@@ -285,7 +285,9 @@ pub fn infer_graph(
 }
 
 /// Like [`infer_graph`], with facts about the graph inputs supplied by the
-/// enclosing node (Loop/Scan bodies); the graph's own declarations win.
+/// enclosing node (Loop/Scan bodies): their dims win over the graph's own
+/// declarations (the element type, and the rank on a conflict, are the
+/// declaration's).
 pub(crate) fn infer_graph_with(
     g: &mut Graph,
     opsets: Opsets,
@@ -300,21 +302,39 @@ pub(crate) fn infer_graph_with(
             facts.facts.insert(v, f);
         }
     }
-    for (io, given) in g.inputs.iter().zip(input_facts) {
+    let mut corrected = Vec::new();
+    for (slot, (io, given)) in g.inputs.iter().zip(input_facts).enumerate() {
         let Some(given) = given else { continue };
         let merged = match facts.facts.get(&io.value) {
             Some(declared) => {
                 let mut scratch = InferReport::default();
-                Fact {
-                    ty: merge_types(
-                        &declared.ty,
-                        &given.ty,
-                        "",
-                        &mut scratch,
-                        RankConflict::Declared,
-                    ),
-                    value: None,
+                let mut ty = merge_types(
+                    &declared.ty,
+                    &given.ty,
+                    "",
+                    &mut scratch,
+                    RankConflict::Declared,
+                );
+                // Of the same rank, the enclosing node's fact is the shape:
+                // for a Loop's carried value it is what every iteration
+                // agrees on, where the exporter often declares the initial
+                // value's (torchvision's Mask R-CNN paste loop declares its
+                // growing mask list [0, 320, 320]; taken as fixed, the
+                // body's Concat onto it looked empty and was dropped).
+                if let (Some(d), Some(gs)) = (&declared.ty.shape, &given.ty.shape)
+                    && d.len() == gs.len()
+                {
+                    ty.shape = Some(gs.clone());
+                    // A fixed dim the iterations do not keep is written
+                    // back too: passes read the declaration.
+                    if d.iter()
+                        .zip(gs)
+                        .any(|(a, b)| matches!(a, Dim::Known(_)) && a != b)
+                    {
+                        corrected.push((slot, ty.clone()));
+                    }
                 }
+                Fact { ty, value: None }
             }
             None => Fact {
                 ty: given.ty.clone(),
@@ -322,6 +342,15 @@ pub(crate) fn infer_graph_with(
             },
         };
         facts.facts.insert(io.value, merged);
+    }
+    for (slot, ty) in corrected {
+        let io = &mut g.inputs[slot];
+        io.info.r#type = Some(ty.to_proto(io.info.r#type.as_ref()));
+        let v = io.value;
+        if g.value(v).info.is_some() {
+            g.set_value_type(v, &ty);
+        }
+        report.updated += 1;
     }
     let order = g.topological_order().unwrap_or_else(|_| g.node_ids());
     for id in order {

@@ -61,6 +61,25 @@ pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
             DataType::Int64,
             Some(vec![cx.fresh(0, "nms"), Dim::Known(3)]),
         ),
+        // [num_rois, C, output_height, output_width] in X's element type:
+        // the region count from `rois` [num_rois, 4], the channels from X
+        // [N, C, H, W] (torchvision's box and keypoint poolers, whose Cast
+        // and Shape → Gather chains after it stayed without this rule).
+        "RoiAlign" => Fact::new(
+            cx.dtype(0),
+            cx.shape(0).filter(|x| x.len() == 4).map(|x| {
+                let rois = cx
+                    .shape(1)
+                    .and_then(|r| r.first().cloned())
+                    .unwrap_or(Dim::Unknown);
+                vec![
+                    rois,
+                    x[1].clone(),
+                    Dim::Known(cx.attr_int_opt("output_height").unwrap_or(1)),
+                    Dim::Known(cx.attr_int_opt("output_width").unwrap_or(1)),
+                ]
+            }),
+        ),
         _ => return None,
     };
     Some(vec![out])
@@ -928,6 +947,26 @@ mod tests {
     use crate::dtype::DataType;
     use crate::shape::Dim;
     use crate::tensor::Tensor;
+
+    #[test]
+    fn roi_align_has_a_region_per_roi_of_the_channels_and_output_size() {
+        let f = run(
+            "RoiAlign",
+            16,
+            &[
+                f32s(&["1", "256", "h", "w"]),
+                f32s(&["rois", "4"]),
+                Input::T(DataType::Int64, d(&["rois"])),
+            ],
+            vec![
+                Attribute::int("output_height", 7),
+                Attribute::int("output_width", 5),
+            ],
+            1,
+        );
+        assert_eq!(shape_of(&f[0]), "[rois,256,7,5]");
+        assert_eq!(f[0].ty.dtype, DataType::Float);
+    }
 
     #[test]
     fn reshape_to_another_element_count_has_unknown_dims() {
