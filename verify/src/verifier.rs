@@ -431,13 +431,25 @@ impl Verifier {
     }
 
     /// A candidate that disagrees with the reference when ONNX Runtime runs
-    /// it at the user's level may be judging ORT's optimizer, not ours: when
-    /// the original at that level disagrees with itself at `disable` too,
-    /// and the candidate at `disable` agrees with the reference, the rewrite
-    /// is correct and ORT's optimizer changes this model's results (both
-    /// before and after). Returns the outputs judged at `disable` and the
-    /// warning that says so; `None` when that is not the case.
-    fn ort_optimizer_excuse(&self, candidate: &Model) -> Option<(Vec<OutputAgreement>, String)> {
+    /// it at the user's level may be judging ORT's optimizer, not ours. The
+    /// original at that level is run against the reference (itself at
+    /// `disable`); when it disagrees too:
+    /// - if the candidate at `disable` agrees with the reference, the
+    ///   rewrite is exact and ORT's optimizer changes this model's results
+    ///   (before and after): the outputs at `disable` are what is judged;
+    /// - else if every output of the candidate is within
+    ///   [`RUNTIME_NOISE_FACTOR`] times the original's own distance, with no
+    ///   shape or NaN issue, the rewrite moves the outputs no more than ORT's
+    ///   optimizer moves the original's (float rounding both: Mask R-CNN's
+    ///   masks move by 6.6e-4 under ORT's level-all fusions, by 5.7e-4 under
+    ///   Conv+BatchNorm folding): accepted, and said.
+    ///
+    /// Returns the outputs judged and the warning; `None` otherwise.
+    fn ort_optimizer_excuse(
+        &self,
+        candidate: &Model,
+        judged: &[OutputAgreement],
+    ) -> Option<(Vec<OutputAgreement>, String)> {
         let reference = self.chosen.reference.as_ref()?;
         let level = self.chosen.info.opt_level.clone()?;
         let original = self
@@ -452,12 +464,32 @@ impl Verifier {
         let bytes = candidate.to_bytes_referencing_sources().ok()?;
         let at_disable = reference.load(&bytes, Some(&self.dir), &self.shapes).ok()?;
         let (outputs, agrees) = self.check(at_disable.as_ref()).ok()?;
-        agrees.then(|| {
-            (
+        if agrees {
+            return Some((
                 outputs,
                 format!(
                     "ONNX Runtime's graph optimizations (opt {level}) change this model's results: the original at opt {level} differs from itself at opt disable by max abs {:.3e}, and so does the optimized model; the optimized model agrees with the original at opt disable, which is what was judged",
                     worst_abs(&original_outputs)
+                ),
+            ));
+        }
+        let within_noise = judged.len() == original_outputs.len()
+            && judged.iter().zip(&original_outputs).all(|(c, o)| {
+                c.issue.is_none()
+                    && c.nan_mismatches == 0
+                    && (c.within_tolerance || c.max_abs <= RUNTIME_NOISE_FACTOR * o.max_abs)
+            });
+        within_noise.then(|| {
+            let mut accepted = judged.to_vec();
+            for o in &mut accepted {
+                o.within_tolerance = true;
+            }
+            (
+                accepted,
+                format!(
+                    "ONNX Runtime's own graph optimizations (opt {level}) move this model's outputs by up to max abs {:.3e} (the original at opt {level} against itself at opt disable); the optimized model is within {RUNTIME_NOISE_FACTOR} times that on every output (max abs {:.3e}), float rounding of the same order, and was accepted",
+                    worst_abs(&original_outputs),
+                    worst_abs(judged)
                 ),
             )
         })
@@ -532,12 +564,16 @@ impl Verifier {
             Err(e) => return Err(e),
         };
         let (outputs, passed) = self.check(loaded.as_ref())?;
-        let (outputs, passed) = match (passed, self.ort_optimizer_excuse(candidate)) {
-            (false, Some((outputs, warning))) => {
+        // Only for a candidate that fails: the excuse runs the original again.
+        let excuse = (!passed)
+            .then(|| self.ort_optimizer_excuse(candidate, &outputs))
+            .flatten();
+        let (outputs, passed) = match excuse {
+            Some((outputs, warning)) => {
                 self.warnings.push(warning);
                 (outputs, true)
             }
-            _ => (outputs, passed),
+            None => (outputs, passed),
         };
         let verification = self.verification(outputs, passed);
         if passed || !fallback {
@@ -657,6 +693,11 @@ pub fn range_scales(model: &Model) -> Vec<(String, f64)> {
 }
 
 /// Largest absolute difference over outputs (infinite when an output is missing or misshaped).
+/// How far past the original's own distance under ONNX Runtime's
+/// optimizations a candidate may be and still be float rounding (see
+/// `Verifier::ort_optimizer_excuse`).
+pub const RUNTIME_NOISE_FACTOR: f64 = 2.0;
+
 pub fn worst_abs(outputs: &[OutputAgreement]) -> f64 {
     outputs
         .iter()
