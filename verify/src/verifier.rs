@@ -438,8 +438,9 @@ impl Verifier {
     ///   rewrite is exact and ORT's optimizer changes this model's results
     ///   (before and after): the outputs at `disable` are what is judged;
     /// - else if every output of the candidate is within
-    ///   [`RUNTIME_NOISE_FACTOR`] times the original's own distance, with no
-    ///   shape or NaN issue, the rewrite moves the outputs no more than ORT's
+    ///   [`RUNTIME_NOISE_FACTOR`] times the original's own distance, both
+    ///   rounding-sized (at most [`RUNTIME_NOISE_MAX_SCALED`] of the
+    ///   output's scale, the cosine criterion kept, no shape or NaN issue), the rewrite moves the outputs no more than ORT's
     ///   optimizer moves the original's (float rounding both: Mask R-CNN's
     ///   masks move by 6.6e-4 under ORT's level-all fusions, by 5.7e-4 under
     ///   Conv+BatchNorm folding): accepted, and said.
@@ -473,11 +474,20 @@ impl Verifier {
                 ),
             ));
         }
+        // Only rounding-sized distances excuse anything: the original's own
+        // must be small against its scale and keep the direction (a fusion
+        // that changes what the original computes, such as ORT's LayerNorm
+        // fusion of a swapped Pow, would otherwise cover a wrong rewrite).
+        let rounding = |a: &OutputAgreement| {
+            a.issue.is_none()
+                && a.nan_mismatches == 0
+                && a.cosine >= crate::criterion::DEFAULT_MIN_COSINE
+                && a.max_abs <= RUNTIME_NOISE_MAX_SCALED * a.scale.max(f64::MIN_POSITIVE)
+        };
         let within_noise = judged.len() == original_outputs.len()
             && judged.iter().zip(&original_outputs).all(|(c, o)| {
-                c.issue.is_none()
-                    && c.nan_mismatches == 0
-                    && (c.within_tolerance || c.max_abs <= RUNTIME_NOISE_FACTOR * o.max_abs)
+                c.within_tolerance
+                    || (rounding(o) && rounding(c) && c.max_abs <= RUNTIME_NOISE_FACTOR * o.max_abs)
             });
         within_noise.then(|| {
             let mut accepted = judged.to_vec();
@@ -697,6 +707,10 @@ pub fn range_scales(model: &Model) -> Vec<(String, f64)> {
 /// optimizations a candidate may be and still be float rounding (see
 /// `Verifier::ort_optimizer_excuse`).
 pub const RUNTIME_NOISE_FACTOR: f64 = 2.0;
+
+/// The largest distance, relative to an output's scale, that counts as
+/// float rounding for that excuse (Mask R-CNN's masks: 4.9e-4).
+pub const RUNTIME_NOISE_MAX_SCALED: f64 = 1e-2;
 
 pub fn worst_abs(outputs: &[OutputAgreement]) -> f64 {
     outputs
