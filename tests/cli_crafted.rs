@@ -67,7 +67,8 @@ fn oversized_constants_are_declined_not_allocated() {
     let tmp = tempfile::tempdir().unwrap();
     // (tile_huge_repeats.onnx, repeats of 10^15, is a model error now: no
     // axis of any tensor is that long.)
-    for (name, value) in [("constant_of_shape_huge.onnx", "'c'")] {
+    let cases: &[(&str, &str)] = &[("constant_of_shape_huge.onnx", "'c'")];
+    for &(name, value) in cases {
         let out = tmp.path().join(name);
         let o = run(
             &[
