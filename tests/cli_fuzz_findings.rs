@@ -795,3 +795,29 @@ fn a_tract_load_that_does_not_end_is_given_up_at_its_deadline() {
     // process ends without waiting for it.
     assert!(started.elapsed().as_secs() < 300);
 }
+
+/// Fuzz seed 13579 case 1404 (PP-OCRv4 det with its input's width declared
+/// 0): tract divided by zero in the first Conv, and the message carried the
+/// panic text; ONNX Runtime refuses it when it runs. A convolution whose
+/// padded input is shorter than its kernel's window is exit 3 at load.
+#[test]
+fn a_convolution_with_no_output_position_is_a_model_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = sized_model(dir.path(), "Conv", &["1", "2", "8", "0"], &|b, x| {
+        let w = b.f32("w", &[2, 2, 3, 3], &[0.5; 36]);
+        b.op(
+            "Conv",
+            &[x, w],
+            vec![Attribute::ints("pads", vec![1, 1, 1, 1])],
+        )
+    });
+    let o = optimize(&model, &dir.path().join("out.onnx"), &["--no-verify"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(
+        error_line(&o),
+        format!(
+            "error: {}: invalid graph: node 'conv_1' (Conv): input 'x' has 0 along axis 3, 2 with its pads, shorter than the kernel's window of 3: the convolution has no output there",
+            model.display()
+        )
+    );
+}

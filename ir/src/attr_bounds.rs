@@ -376,6 +376,9 @@ fn check_conv(
             ),
         ));
     }
+    if !transpose {
+        check_window_fits(g, node, dims(0).as_deref(), &w)?;
+    }
     // The data input's channels: Conv reads W[1] per group, ConvTranspose W[0].
     let channels = dims(0).and_then(|x| x.get(1).copied().flatten());
     let expected = if transpose {
@@ -400,6 +403,49 @@ fn check_conv(
                 weight()
             ),
         ));
+    }
+    Ok(())
+}
+
+/// A convolution has at least one output position along every spatial
+/// axis: the input's dim plus its explicit pads covers the dilated kernel
+/// (fuzz seed 13579 case 1404: an input declared with a spatial dim of 0
+/// made tract divide by zero; ONNX Runtime refuses it when it runs). Only
+/// where the file fixes the dim and `auto_pad` is unset.
+fn check_window_fits(
+    g: &Graph,
+    node: &Node,
+    x: Option<&[Option<i64>]>,
+    w: &[Option<i64>],
+) -> Result<()> {
+    let Some(x) = x else { return Ok(()) };
+    let auto = node.attr_string("auto_pad")?.unwrap_or_default();
+    if !(auto.is_empty() || auto == "NOTSET") || x.len() != w.len() {
+        return Ok(());
+    }
+    let spatial = x.len().saturating_sub(2);
+    let pads = node.attr_ints("pads")?.unwrap_or(&[]);
+    let dilations = node.attr_ints("dilations")?.unwrap_or(&[]);
+    for k in 0..spatial {
+        let (Some(d), Some(kernel)) = (x[2 + k], w[2 + k]) else {
+            continue;
+        };
+        let before = pads.get(k).copied().unwrap_or(0);
+        let after = pads.get(k + spatial).copied().unwrap_or(0);
+        let dilation = dilations.get(k).copied().unwrap_or(1);
+        let padded = d.saturating_add(before).saturating_add(after);
+        let window = dilation
+            .saturating_mul(kernel.saturating_sub(1))
+            .saturating_add(1);
+        if padded < window {
+            return Err(IrError::Invalid(format!(
+                "node '{}' ({}): input '{}' has {d} along axis {}, {padded} with its pads, shorter than the kernel's window of {window}: the convolution has no output there",
+                node.name_or_op(),
+                node.op_type,
+                input_name(g, node, 0),
+                k + 2
+            )));
+        }
     }
     Ok(())
 }
