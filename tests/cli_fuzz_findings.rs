@@ -821,3 +821,24 @@ fn a_convolution_with_no_output_position_is_a_model_error() {
         )
     );
 }
+
+/// A Conv whose input and weight differ in rank (what fuzz seed 24680
+/// case 1555 led ONNX Runtime's embedded shape inference to, where it
+/// computed a negative dim) is exit 3 at load naming the node.
+#[test]
+fn a_convolution_whose_input_and_weight_ranks_differ_is_a_model_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = sized_model(dir.path(), "Conv", &["1", "2", "8"], &|b, x| {
+        let w = b.f32("w", &[2, 2, 3, 3], &[0.5; 36]);
+        b.op("Conv", &[x, w], vec![])
+    });
+    let o = optimize(&model, &dir.path().join("out.onnx"), &["--no-verify"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(
+        error_line(&o),
+        format!(
+            "error: {}: invalid graph: node 'conv_1' (Conv): input 'x' has rank 3, weight 'w' [2,2,3,3]: a convolution's input and weight have the same rank",
+            model.display()
+        )
+    );
+}

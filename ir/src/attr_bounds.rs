@@ -376,6 +376,21 @@ fn check_conv(
             ),
         ));
     }
+    if let Some(x) = dims(0)
+        && x.len() != w.len()
+    {
+        // ONNX Runtime's embedded shape inference, meeting such a Conv,
+        // computed a negative dim and aborted the process on a Slice after
+        // it (fuzz seed 24680 case 1555: a rank-7 Reshape target upstream).
+        return Err(IrError::Invalid(format!(
+            "node '{}' ({}): input '{}' has rank {}, {}: a convolution's input and weight have the same rank",
+            node.name_or_op(),
+            node.op_type,
+            input_name(g, node, 0),
+            x.len(),
+            weight()
+        )));
+    }
     if !transpose {
         check_window_fits(g, node, dims(0).as_deref(), &w)?;
     }
