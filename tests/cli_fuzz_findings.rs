@@ -842,3 +842,28 @@ fn a_convolution_whose_input_and_weight_ranks_differ_is_a_model_error() {
         )
     );
 }
+
+/// Fuzz seed 24680 case 1555 (magika, a Reshape target turned into
+/// `[4,1,1,2,1,1,2^31]` and expanded to `[N,1,256]`): the ONNX shape
+/// inference inside ONNX Runtime went on to a negative dim and aborted the
+/// process creating the session. An Expand whose known dims do not
+/// broadcast is exit 3 at load naming the node.
+#[test]
+fn an_expand_that_does_not_broadcast_is_a_model_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = sized_model(dir.path(), "Expand", &["n", "3"], &|b, x| {
+        let shape = b.i64("shape", &[2], &[1, 256]);
+        b.op("Expand", &[x, shape], vec![])
+    });
+    for extra in [&[][..], &["--no-verify"][..]] {
+        let o = optimize(&model, &dir.path().join("out.onnx"), extra);
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        assert_eq!(
+            error_line(&o),
+            format!(
+                "error: {}: invalid graph: node 'expand_1' (Expand): input 'x' [?,3] does not broadcast to shape [1,256] (3 against 256); dims broadcast when equal or one of them is 1",
+                model.display()
+            )
+        );
+    }
+}

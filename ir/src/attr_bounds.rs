@@ -55,7 +55,16 @@ fn check_graph(g: &Graph, facts: Option<&GraphFacts>) -> Result<()> {
                     dims(0).map(|d| d.len()),
                     squeeze_axes(g, facts, node)?.as_deref(),
                 )?,
-                "Expand" | "ConstantOfShape" | "Tile" => {
+                "Expand" => {
+                    crate::axis_bounds::check_sizes_not_negative(g, node)?;
+                    check_expand_broadcast(
+                        g,
+                        node,
+                        dims(0).as_deref(),
+                        squeeze_axes(g, facts, node)?.as_deref(),
+                    )?
+                }
+                "ConstantOfShape" | "Tile" => {
                     crate::axis_bounds::check_sizes_not_negative(g, node)?
                 }
                 "Gather" => crate::axis_bounds::check_gather_indices(g, node, dims(0))?,
@@ -97,6 +106,46 @@ fn check_if_branches(node: &Node) -> Result<()> {
         "node '{}' (If): then_branch makes {then} outputs, else_branch {otherwise} and the node has {outputs}; the three counts must agree",
         node.name_or_op()
     )))
+}
+
+/// Expand's input and `shape` broadcast: aligned from the last axis, two
+/// dims both known are equal or one of them is 1 (fuzz seed 24680 case
+/// 1555: a Reshape to `[4,1,1,2,1,1,2^31]` expanded to `[N,1,256]`; the
+/// ONNX shape inference inside ONNX Runtime went on to a negative dim and
+/// aborted the process). `shape` entries inference knows only in part
+/// are `None`.
+fn check_expand_broadcast(
+    g: &Graph,
+    node: &Node,
+    x: Option<&[Option<i64>]>,
+    shape: Option<&[Option<i64>]>,
+) -> Result<()> {
+    let (Some(x), Some(shape)) = (x, shape) else {
+        return Ok(());
+    };
+    for (a, b) in x.iter().rev().zip(shape.iter().rev()) {
+        if let (Some(a), Some(b)) = (*a, *b)
+            && a != b
+            && a != 1
+            && b != 1
+        {
+            let show = |d: &[Option<i64>]| {
+                let parts: Vec<String> = d
+                    .iter()
+                    .map(|n| n.map_or("?".to_string(), |n| n.to_string()))
+                    .collect();
+                format!("[{}]", parts.join(","))
+            };
+            return Err(IrError::Invalid(format!(
+                "node '{}' (Expand): input '{}' {} does not broadcast to shape {} ({a} against {b}); dims broadcast when equal or one of them is 1",
+                node.name_or_op(),
+                input_name(g, node, 0),
+                show(x),
+                show(shape)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Squeeze's and Unsqueeze's axes: the `axes` input (opset 13+) as the file
