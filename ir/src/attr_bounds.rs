@@ -425,6 +425,31 @@ fn check_conv(
             ),
         ));
     }
+    // One pad per spatial axis and side, one stride / dilation / kernel
+    // entry per spatial axis (fuzz seed 11235 case 1105: two pads on a 2-D
+    // Conv made tract index past them and panic; ONNX Runtime refuses it).
+    let spatial = w.len() - 2;
+    for (name, per_axis) in [
+        ("pads", 2),
+        ("strides", 1),
+        ("dilations", 1),
+        ("kernel_shape", 1),
+    ] {
+        if let Some(values) = node.attr_ints(name)?
+            && values.len() != per_axis * spatial
+        {
+            return Err(attr_error(
+                node,
+                name,
+                format!(
+                    "{values:?} has {} entries; the {spatial} spatial axes of {} take {}",
+                    values.len(),
+                    weight(),
+                    per_axis * spatial
+                ),
+            ));
+        }
+    }
     if let Some(x) = dims(0)
         && x.len() != w.len()
     {
