@@ -57,12 +57,9 @@ fn check_graph(g: &Graph, facts: Option<&GraphFacts>) -> Result<()> {
                 )?,
                 "Expand" => {
                     crate::axis_bounds::check_sizes_not_negative(g, node)?;
-                    check_expand_broadcast(
-                        g,
-                        node,
-                        dims(0).as_deref(),
-                        squeeze_axes(g, facts, node)?.as_deref(),
-                    )?
+                    let shape = node.inputs.get(1).copied().flatten();
+                    let shape = shape.and_then(|v| partial_ints(g, facts, v));
+                    check_expand_broadcast(g, node, dims(0).as_deref(), shape.as_deref())?
                 }
                 "ConstantOfShape" | "Tile" => {
                     crate::axis_bounds::check_sizes_not_negative(g, node)?
@@ -148,39 +145,42 @@ fn check_expand_broadcast(
     Ok(())
 }
 
-/// Squeeze's and Unsqueeze's axes: the `axes` input (opset 13+) as the file
-/// or inference fixes it (entries inference knows only in part are `None`),
-/// or the attribute of earlier opsets.
+/// Squeeze's and Unsqueeze's axes: the `axes` input (opset 13+), or the
+/// attribute of earlier opsets.
 fn squeeze_axes(
     g: &Graph,
     facts: Option<&GraphFacts>,
     node: &Node,
 ) -> Result<Option<Vec<Option<i64>>>> {
-    let Some(v) = node.inputs.get(1).copied().flatten() else {
-        return Ok(node
+    match node.inputs.get(1).copied().flatten() {
+        Some(v) => Ok(partial_ints(g, facts, v)),
+        None => Ok(node
             .attr_ints("axes")?
-            .map(|a| a.iter().copied().map(Some).collect()));
-    };
+            .map(|a| a.iter().copied().map(Some).collect())),
+    }
+}
+
+/// The integers `v` holds as the file or inference fixes them; entries
+/// inference knows only in part are `None` (Squeeze/Unsqueeze axes,
+/// Expand's shape).
+fn partial_ints(g: &Graph, facts: Option<&GraphFacts>, v: ValueId) -> Option<Vec<Option<i64>>> {
     if let Some(t) = g.constant(v) {
-        return Ok(t
+        return t
             .to_i64_vec()
             .ok()
-            .map(|a| a.into_iter().map(Some).collect()));
+            .map(|a| a.into_iter().map(Some).collect());
     }
-    let partial = facts
-        .and_then(|f| f.get(v))
-        .and_then(|f| f.value.as_ref())
-        .map(|value| {
-            value
-                .elems
-                .iter()
-                .map(|d| match d {
-                    Dim::Known(n) => Some(*n),
-                    _ => None,
-                })
-                .collect()
-        });
-    Ok(partial)
+    let value = facts?.get(v)?.value.as_ref()?;
+    Some(
+        value
+            .elems
+            .iter()
+            .map(|d| match d {
+                Dim::Known(n) => Some(*n),
+                _ => None,
+            })
+            .collect(),
+    )
 }
 
 /// Every axis names an axis of the output (Unsqueeze: rank + number of
