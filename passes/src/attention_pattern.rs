@@ -436,6 +436,36 @@ fn keeps_dim(g: &Graph, x3: ValueId, d: &[Dim], elem: ShapeElem, i: usize) -> bo
     }
 }
 
+/// Whether elements 0 and 1 of a Reshape target keep dims 0 and 1 (B, S)
+/// of the reshaped tensor, whose rows are those of `x3`. Each element is a
+/// copy of its dim, or one of them is a -1 and the other a copy: when the
+/// target's remaining elements are known and multiply to `row_volume` (the
+/// elements per row of the reshaped tensor), that -1 can only be the missing
+/// dim. torch's dynamo exporter writes `[-1, S, H, d]`, a static TorchScript
+/// export `[1, -1, H, d]`.
+fn keeps_rows(
+    g: &Graph,
+    x3: ValueId,
+    d: &[Dim],
+    shape: &[ShapeElem],
+    rest: Option<i64>,
+    row_volume: i64,
+) -> bool {
+    let kept = [0, 1].map(|i| keeps_dim(g, x3, d, shape[i], i));
+    if kept == [true, true] {
+        return true;
+    }
+    rest == Some(row_volume) && (0..2).any(|i| shape[i] == ShapeElem::Const(-1) && kept[1 - i])
+}
+
+/// The product of known positive constant elements, `None` if any is not one.
+fn known_product(shape: &[ShapeElem]) -> Option<i64> {
+    shape.iter().try_fold(1i64, |acc, e| match e {
+        ShapeElem::Const(k) if *k > 0 => acc.checked_mul(*k),
+        _ => None,
+    })
+}
+
 /// Whether the Reshape target `shape` on `x3 [B, S, N]` keeps B and S and
 /// splits N: returns `(heads, head_dim)`.
 fn split_target(g: &Graph, x3: ValueId, shape: &[ShapeElem]) -> Option<(i64, i64)> {
@@ -444,7 +474,7 @@ fn split_target(g: &Graph, x3: ValueId, shape: &[ShapeElem]) -> Option<(i64, i64
         return None;
     }
     let Dim::Known(n) = d[2] else { return None };
-    if !(0..2).all(|i| keeps_dim(g, x3, &d, shape[i], i)) {
+    if !keeps_rows(g, x3, &d, shape, known_product(&shape[2..]), n) {
         return None;
     }
     let (ShapeElem::Const(a), ShapeElem::Const(b)) = (shape[2], shape[3]) else {
@@ -463,14 +493,24 @@ fn reshape_allows_zero(g: &Graph, id: NodeId) -> bool {
     g.node(id).attr_int_or("allowzero", 0).unwrap_or(1) != 0
 }
 
+/// Whether a 0 in `shape` means "copy the input's dim": always, unless the
+/// Reshape sets `allowzero` (dynamo writes `allowzero=1` on every Reshape;
+/// it only changes targets that hold a literal 0).
+fn zeros_copy(g: &Graph, id: NodeId, shape: &[ShapeElem]) -> bool {
+    !reshape_allows_zero(g, id) || !shape.contains(&ShapeElem::Const(0))
+}
+
 /// `x3 [B,S,H·d] → Reshape [B,S,H,d]`: the split, from the Reshape's output.
 fn reshape_split(g: &Graph, r: ValueId) -> Option<HeadSplit> {
     let (id, _) = g.value(r).producer?;
-    if !g.node(id).is("Reshape") || reshape_allows_zero(g, id) {
+    if !g.node(id).is("Reshape") {
         return None;
     }
     let x3 = input(g, id, 0)?;
     let shape = shape_elems(g, input(g, id, 1)?)?;
+    if !zeros_copy(g, id, &shape) {
+        return None;
+    }
     let (heads, head_dim) = split_target(g, x3, &shape)?;
     Some(HeadSplit {
         x3,
@@ -524,16 +564,17 @@ pub fn merge_heads(
     }
     let tv = output(g, t, 0)?;
     let (r, slot) = single_reader(g, tv)?;
-    if slot != 0 || !g.node(r).is("Reshape") || reshape_allows_zero(g, r) {
+    if slot != 0 || !g.node(r).is("Reshape") {
         return None;
     }
     let shape = shape_elems(g, input(g, r, 1)?)?;
     let d = dims(g, rows)?;
-    if shape.len() != 3 || d.len() != 3 {
+    if shape.len() != 3 || d.len() != 3 || !zeros_copy(g, r, &shape) {
         return None;
     }
     // A 0 copies the transposed output's dim, which is the query's B / S.
-    if !(0..2).all(|i| keeps_dim(g, rows, &d, shape[i], i)) {
+    let row_volume = heads.checked_mul(v_head_dim)?;
+    if !keeps_rows(g, rows, &d, &shape, known_product(&shape[2..]), row_volume) {
         return None;
     }
     match shape[2] {

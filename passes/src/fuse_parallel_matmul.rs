@@ -5,7 +5,11 @@
 //! projections, gate/up projections) become one `MatMul(x, [Wq|Wk|Wv])`
 //! followed by a `Split` along the last axis: one large GEMM instead of
 //! several small ones, and fewer nodes. The concatenated weight is a new
-//! initializer; the old ones become dead.
+//! initializer; the old ones become dead. When every one of the MatMuls is
+//! read only by an `Add` of a constant bias of its width (`nn.Linear`
+//! exported as MatMul + Add), the biases are concatenated too and the one
+//! `Add` goes before the `Split`: `Split(Add(MatMul(x, [Wq|Wk|Wv]),
+//! [bq|bk|bv]))`, three nodes where there were six.
 //!
 //! ## When it declines
 //! When the weights are not constant 2-D tensors of the same type and the
@@ -15,7 +19,8 @@
 //! separate weights).
 //!
 //! ## Numerics
-//! Exact: each output column is the same dot product.
+//! Exact: each output column is the same dot product, plus the same bias
+//! element.
 //!
 //! ## Example
 //! Three `MatMul(x, W[64x64])` become `Split(MatMul(x, W[64x192]), [64,64,64])`.
@@ -29,11 +34,11 @@ crate::register_pass! {
 }
 
 use bytes::Bytes;
-use infopt_ir::{Attribute, Graph, Model, Node, NodeId, Patch, PatchValue, Tensor};
+use infopt_ir::{Attribute, Graph, Model, Node, NodeId, Patch, PatchValue, Tensor, ValueId};
 
 use crate::pass::{Pass, PassCx, PassError};
 use crate::rule::{Outcome, apply_rule};
-use crate::util::input;
+use crate::util::{input, single_reader};
 use crate::{require, require_some};
 
 pub struct FuseParallelMatmul;
@@ -97,6 +102,7 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
             }
         }
     });
+    let biases = bias_adds(g, &siblings, &widths, dtype);
     let node = g.node(id);
     let mut p = Patch::new();
     let w = p.add_initializer(
@@ -105,11 +111,37 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     );
     let mut mm = Node::new("MatMul");
     mm.name = Some(format!("{}.merged", node.name_or_op()));
-    let m = p.add_node(
+    let mut m = p.add_node(
         mm,
         vec![Some(PatchValue::Existing(x)), Some(w)],
         vec![String::new()],
     );
+    // The Split's i-th output replaces what sibling i's reader produced: the
+    // MatMul's output, or its bias Add's when the biases move before the Split.
+    let mut replaced: Vec<NodeId> = siblings.clone();
+    if let Some(adds) = &biases {
+        let mut packed = Vec::with_capacity(total as usize * elem);
+        for &(_, bias) in adds {
+            let t = require_some!(g.constant(bias));
+            packed.extend_from_slice(&require_some!(t.raw_bytes().ok()));
+        }
+        require!(packed.len() == total as usize * elem);
+        let b = p.add_initializer(
+            &format!("{}.merged_bias", node.name_or_op()),
+            Tensor::from_raw(dtype, vec![total], Bytes::from(packed)),
+        );
+        let mut add = Node::new("Add");
+        add.name = Some(format!("{}.merged_bias_add", node.name_or_op()));
+        m = p.add_node(
+            add,
+            vec![Some(PatchValue::NewNode { node: m, output: 0 }), Some(b)],
+            vec![String::new()],
+        );
+        replaced = adds.iter().map(|&(add, _)| add).collect();
+        for &n in &siblings {
+            p.remove_node(n);
+        }
+    }
     let mut split = Node::new("Split");
     split.name = Some(format!("{}.split", node.name_or_op()));
     split.set_attr(Attribute::int("axis", -1));
@@ -123,12 +155,41 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
         split.set_attr(Attribute::ints("split", widths.clone()));
     }
     let s = p.add_node(split, split_inputs, vec![String::new(); siblings.len()]);
-    for (i, &n) in siblings.iter().enumerate() {
+    for (i, &n) in replaced.iter().enumerate() {
         let out = require_some!(g.node(n).outputs.first().copied().flatten());
         p.replace(out, PatchValue::NewNode { node: s, output: i });
         p.remove_node(n);
     }
     Outcome::Rewrite(p)
+}
+
+/// For each sibling MatMul, its only reader when that is an `Add` of a
+/// constant 1-D bias as wide as the MatMul's output, with the bias; `None`
+/// unless every sibling has one (the packed Add covers all columns).
+fn bias_adds(
+    g: &Graph,
+    siblings: &[NodeId],
+    widths: &[i64],
+    dtype: infopt_ir::DataType,
+) -> Option<Vec<(NodeId, ValueId)>> {
+    siblings
+        .iter()
+        .zip(widths)
+        .map(|(&n, &width)| {
+            let out = g.node(n).outputs.first().copied().flatten()?;
+            if g.is_graph_output(out) {
+                return None;
+            }
+            let (add, slot) = single_reader(g, out)?;
+            let a = g.node(add);
+            if !a.is("Add") || a.outputs.len() != 1 {
+                return None;
+            }
+            let bias = input(g, add, 1 - slot as usize)?;
+            let t = g.constant(bias)?;
+            (t.dims() == [width] && t.dtype() == dtype).then_some((add, bias))
+        })
+        .collect()
 }
 
 impl Pass for FuseParallelMatmul {

@@ -1,0 +1,133 @@
+//! fuse-parallel-matmul: the packed MatMul (and bias Add) it writes, exact
+//! histograms, the packed constants' layout, and equivalence in tract.
+
+mod common;
+
+use common::*;
+use infopt_ir::builder::{GraphBuilder, dims};
+use infopt_ir::{DataType, Model};
+
+/// `x [B, 5, 4]` projected by `n` constant `[4, w]` weights (values that
+/// differ per projection), each followed by an `Add` of a `[w]` bias when
+/// `biased[i]`, every projection a graph output.
+fn projections(widths: &[i64], biased: &[bool]) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["B", "5", "4"]));
+    for (i, (&w, &with_bias)) in widths.iter().zip(biased).enumerate() {
+        let weights: Vec<f32> = (0..4 * w)
+            .map(|k| (k as f32 + 1.0) * 0.1 * (i as f32 + 1.0))
+            .collect();
+        let wv = b.f32(&format!("W{i}"), &[4, w], &weights);
+        let mut y = b.op("MatMul", &[x, wv], vec![]);
+        if with_bias {
+            let bias: Vec<f32> = (0..w).map(|k| 10.0 * (i as f32 + 1.0) + k as f32).collect();
+            let bv = b.f32(&format!("b{i}"), &[w], &bias);
+            // The second projection's bias comes first: Add commutes.
+            y = if i == 1 {
+                b.op("Add", &[bv, y], vec![])
+            } else {
+                b.op("Add", &[y, bv], vec![])
+            };
+        }
+        b.output(y, &format!("y{i}"), DataType::Float, None);
+    }
+    b.build(17)
+}
+
+fn constant_f64(m: &Model, suffix: &str) -> (Vec<i64>, Vec<f64>) {
+    let g = &m.graph;
+    let v = g
+        .value_ids()
+        .find(|&v| g.value(v).name.ends_with(suffix) && g.constant(v).is_some())
+        .unwrap_or_else(|| panic!("no constant named *{suffix}"));
+    let t = g.constant(v).unwrap();
+    (t.dims().to_vec(), t.to_f64_vec().unwrap())
+}
+
+#[test]
+fn biased_projections_pack_weights_and_biases_before_the_split() {
+    let original = projections(&[3, 2, 3], &[true, true, true]);
+    let mut m = original.clone();
+    run_passes(&mut m, &["fuse-parallel-matmul", "eliminate-dead"]);
+    assert_eq!(
+        ops(&m),
+        histogram(&[("MatMul", 1), ("Add", 1), ("Split", 1)])
+    );
+    // The biases side by side, in the projections' order.
+    let (bdims, bias) = constant_f64(&m, "merged_bias");
+    assert_eq!(bdims, vec![8]);
+    assert_eq!(bias, vec![10.0, 11.0, 12.0, 20.0, 21.0, 30.0, 31.0, 32.0]);
+    // Row 0 of the packed weight is row 0 of each weight in turn.
+    let (wdims, w) = constant_f64(&m, "merged_weight");
+    assert_eq!(wdims, vec![4, 8]);
+    let row0: Vec<f64> = w[..8].to_vec();
+    let expect = [0.1, 0.2, 0.3, 0.2, 0.4, 0.3, 0.6, 0.9];
+    for (a, e) in row0.iter().zip(expect) {
+        assert!((a - e).abs() < 1e-6, "row 0 {row0:?}");
+    }
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+}
+
+#[test]
+fn one_projection_without_a_bias_keeps_the_adds_after_the_split() {
+    let original = projections(&[3, 2, 3], &[true, false, true]);
+    let mut m = original.clone();
+    run_passes(&mut m, &["fuse-parallel-matmul", "eliminate-dead"]);
+    assert_eq!(
+        ops(&m),
+        histogram(&[("MatMul", 1), ("Add", 2), ("Split", 1)])
+    );
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+}
+
+#[test]
+fn a_bias_of_another_width_is_not_packed() {
+    // A `[1]` bias broadcasts over the columns: packing it would need it
+    // repeated, so the Adds stay where they are.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["B", "4"]));
+    let w0 = b.f32("W0", &[4, 2], &[1.0; 8]);
+    let w1 = b.f32("W1", &[4, 2], &[2.0; 8]);
+    let b0 = b.f32("b0", &[1], &[5.0]);
+    let b1 = b.f32("b1", &[2], &[1.0, 2.0]);
+    let m0 = b.op("MatMul", &[x, w0], vec![]);
+    let m1 = b.op("MatMul", &[x, w1], vec![]);
+    let y0 = b.op("Add", &[m0, b0], vec![]);
+    let y1 = b.op("Add", &[m1, b1], vec![]);
+    b.output(y0, "y0", DataType::Float, None);
+    b.output(y1, "y1", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    run_passes(&mut m, &["fuse-parallel-matmul", "eliminate-dead"]);
+    assert_eq!(
+        ops(&m),
+        histogram(&[("MatMul", 1), ("Add", 2), ("Split", 1)])
+    );
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+}
+
+#[test]
+fn a_projection_read_elsewhere_too_keeps_its_add() {
+    // y1's MatMul output is also a graph output: its Add cannot move.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["B", "4"]));
+    let w0 = b.f32("W0", &[4, 2], &[1.0; 8]);
+    let w1 = b.f32("W1", &[4, 2], &[2.0; 8]);
+    let b0 = b.f32("b0", &[2], &[5.0, 6.0]);
+    let b1 = b.f32("b1", &[2], &[1.0, 2.0]);
+    let m0 = b.op("MatMul", &[x, w0], vec![]);
+    let m1 = b.op("MatMul", &[x, w1], vec![]);
+    let y0 = b.op("Add", &[m0, b0], vec![]);
+    let y1 = b.op("Add", &[m1, b1], vec![]);
+    b.output(y0, "y0", DataType::Float, None);
+    b.output(y1, "y1", DataType::Float, None);
+    b.output(m1, "raw1", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    run_passes(&mut m, &["fuse-parallel-matmul", "eliminate-dead"]);
+    assert_eq!(
+        ops(&m),
+        histogram(&[("MatMul", 1), ("Add", 2), ("Split", 1)])
+    );
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+}
