@@ -120,12 +120,12 @@ fn bert_op23_attention_becomes_standard_attention_with_3d_inputs() {
     );
 }
 
-/// Per layer: Attention, Q/K/V MatMuls packed into one (+ Split, 3 bias
-/// Adds), output dense, 2 residual Adds + 2 LayerNormalization, the FFN with
+/// Per layer: Attention, Q/K/V MatMuls and their biases packed into one
+/// MatMul + Add (+ Split), output dense, 2 residual Adds + 2 LayerNormalization, the FFN with
 /// its GELU as the opset-20 `Gelu` (fuse-gelu). Once: the mask (Shape, 2
 /// Slice, Concat, Unsqueeze, Cast, Sub, Mul, Expand).
 const BERT_OP23_PORTABLE: &[(&str, usize)] = &[
-    ("Add", 16),
+    ("Add", 12),
     ("Attention", 2),
     ("Cast", 1),
     ("Concat", 1),
@@ -341,6 +341,50 @@ fn old_style_broadcast_mask_declines_ort_attention_with_reason() {
 
 /// `--target tensorrt` (and portable) never emit a non-standard domain, on
 /// every transformer fixture, whole default pipeline.
+/// Per ViT layer for ONNX Runtime: Attention (packed Q/K/V, heads split by
+/// a `[-1, S, H, d]` or `[1, -1, H, d]` target), the output MatMul, and the
+/// residual Add; the second layer's pre-LN becomes a SkipLayerNormalization.
+const VIT_ORT: &[(&str, usize)] = &[
+    ("Add", 2),
+    ("LayerNormalization", 1),
+    ("MatMul", 2),
+    ("com.microsoft:Attention", 2),
+    ("com.microsoft:SkipLayerNormalization", 1),
+];
+
+#[test]
+fn vit_heads_split_by_a_target_with_a_minus_one_row_fuse_for_onnxruntime() {
+    for f in ["vit_attention_dynamo.onnx", "vit_attention_static.onnx"] {
+        let mut m = load(f);
+        let run = default_pipeline(&mut m, Target::Onnxruntime);
+        let got = ops_by_domain(&m);
+        assert_eq!(got, histogram(VIT_ORT), "{f}: {got:#?} {:#?}", ours(&run));
+        let att = m
+            .graph
+            .nodes()
+            .find(|(_, n)| n.op_type == "Attention")
+            .map(|(_, n)| n.clone())
+            .unwrap();
+        assert_eq!(att.attr_int("num_heads").unwrap(), Some(2), "{f}");
+        let w = m.graph.constant(att.inputs[1].unwrap()).unwrap();
+        assert_eq!(w.dims(), [32, 96], "{f}: packed Q/K/V weights");
+    }
+}
+
+#[test]
+fn a_minus_one_that_regroups_the_rows_is_not_self_attention() {
+    // `[-1, 3, H, d]` on `[B, 9, H·d]`: attention within groups of 3
+    // positions. The -1 is B·3, not B.
+    let mut m = load("vit_attention_regrouped.onnx");
+    let run = default_pipeline(&mut m, Target::Onnxruntime);
+    assert_eq!(ops_by_domain(&m).get("com.microsoft:Attention"), None);
+    assert_eq!(ops_by_domain(&m).get("Softmax"), Some(&2));
+    assert_eq!(
+        declined(&run, "fuse-ort-attention"),
+        vec!["Q, K or V is not split into heads from a [B, S, H*d] tensor"; 2]
+    );
+}
+
 #[test]
 fn tensorrt_and_portable_targets_emit_no_contrib_ops() {
     let fixtures = [
@@ -351,6 +395,8 @@ fn tensorrt_and_portable_targets_emit_no_contrib_ops() {
         "transformer_block.onnx",
         "exported/bert_tiny.onnx",
         "exported/transformer_encoder.onnx",
+        "vit_attention_dynamo.onnx",
+        "vit_attention_static.onnx",
     ];
     for target in [Target::Tensorrt, Target::Portable] {
         for f in fixtures {

@@ -25,6 +25,9 @@ FIXTURES = [
     "gpt2_attention_op23.onnx",
     "transformer_block.onnx",
     "exported/bert_tiny.onnx",
+    "vit_attention_dynamo.onnx",
+    "vit_attention_static.onnx",
+    "vit_attention_regrouped.onnx",
 ]
 
 
@@ -62,7 +65,8 @@ def _feeds(sess, seed: int, left_padding: bool = True):
         elif i.name == "input_ids":
             feeds[i.name] = rng.integers(0, 100, (batch, seq), dtype=np.int64)
         else:
-            shape = [batch, seq] + [d for d in i.shape[2:]]
+            # Declared dims as they are (a ViT's fixed sequence, a batch of 1).
+            shape = [d if isinstance(d, int) else (batch, seq)[k] for k, d in enumerate(i.shape)]
             feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
     return feeds
 
@@ -108,6 +112,10 @@ def test_onnxruntime_target_fuses_the_attention_fixtures(infopt, tmp_path):
         "exported/bert_tiny.onnx": {"com.microsoft:Attention": 2,
                                     "com.microsoft:EmbedLayerNormalization": 1,
                                     "com.microsoft:SkipLayerNormalization": 4},
+        "vit_attention_dynamo.onnx": {"com.microsoft:Attention": 2,
+                                      "com.microsoft:SkipLayerNormalization": 1},
+        "vit_attention_static.onnx": {"com.microsoft:Attention": 2,
+                                      "com.microsoft:SkipLayerNormalization": 1},
     }
     for fixture, want in expected.items():
         model = _optimize(_interop.MODELS / fixture, tmp_path / "o.onnx", "onnxruntime")
