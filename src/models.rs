@@ -109,6 +109,9 @@ pub fn load_model(path: &Path) -> CliResult<infopt_ir::Model> {
         err
     })?;
     model
+        .check_opset_imports()
+        .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", path.display())))?;
+    model
         .graph
         .validate()
         .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", path.display())))?;

@@ -35,6 +35,22 @@ fn error_line(o: &Output) -> String {
     errors[0].to_string()
 }
 
+/// `optimize MODEL` run with each of `extras` exits 3 with the one error
+/// line `error: MODEL: {message}`.
+fn assert_model_error(model: &Path, extras: &[&[&str]], message: &str) {
+    let out = model.with_extension("out.onnx");
+    for extra in extras {
+        let o = optimize(model, &out, extra);
+        assert_eq!(o.status.code(), Some(3), "{extra:?}: {}", stderr(&o));
+        assert_eq!(
+            error_line(&o),
+            format!("error: {}: {message}", model.display()),
+            "{extra:?}"
+        );
+        assert!(!out.exists(), "no output is written");
+    }
+}
+
 /// `x [1,3,4,4]` through `op` (reading `constants`), then an Identity for
 /// the pipeline to remove, so the model needs verifying.
 fn sized_model(
@@ -894,4 +910,45 @@ fn convolution_attributes_of_the_wrong_length_are_model_errors() {
             model.display()
         )
     );
+}
+
+/// Seed 24680 case 1187: PP-OCR rec with its default-domain opset import
+/// mutated to 1000. tract panicked loading it and ONNX Runtime refused it,
+/// so the message was an exit 7 carrying tract's panic text; an opset no
+/// ONNX release defines is a model error.
+#[test]
+fn an_opset_no_onnx_release_defines_is_a_model_error() {
+    let dir = tempfile::tempdir().unwrap();
+    for (domain, version, label, newest) in [
+        ("", 1000, "the default domain (ai.onnx)", 28),
+        ("", 0, "the default domain (ai.onnx)", 28),
+        ("ai.onnx.ml", 6, "ai.onnx.ml", 5),
+    ] {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["2", "3"]));
+        let y = b.op("Relu", &[x], vec![]);
+        b.output(y, "y", DataType::Float, None);
+        let mut m = b.build(17);
+        let import = infopt_ir::proto::OperatorSetIdProto {
+            domain: Some(domain.to_string()),
+            version: Some(version),
+        };
+        if domain.is_empty() {
+            m.meta.opset_import = vec![import];
+        } else {
+            m.meta.opset_import.push(import);
+        }
+        let model = save(
+            &mut m,
+            dir.path(),
+            &format!("opset_{domain}_{version}.onnx"),
+        );
+        assert_model_error(
+            &model,
+            &[&[], &["--no-verify"]],
+            &format!(
+                "the model imports opset {version} of {label}, which released ONNX does not define (opsets 1 to {newest}): set the opset import to the version the model was exported at, or export it again"
+            ),
+        );
+    }
 }

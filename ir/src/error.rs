@@ -80,6 +80,15 @@ pub enum IrError {
     #[error("invalid graph: {0}")]
     Invalid(String),
 
+    #[error(
+        "the model imports opset {version} of {domain}, which released ONNX does not define (opsets 1 to {newest}): set the opset import to the version the model was exported at, or export it again"
+    )]
+    UnknownOpset {
+        domain: String,
+        version: i64,
+        newest: i64,
+    },
+
     #[error("unsupported: {0}")]
     Unsupported(String),
 

@@ -2,9 +2,15 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::Result;
+use crate::error::{IrError, Result};
 use crate::graph::Graph;
 use crate::proto::ModelProto;
+
+/// The newest default-domain opset released ONNX defines (onnx 1.23, which
+/// ONNX Runtime 1.32 supports too).
+pub const NEWEST_ONNX_OPSET: i64 = 28;
+/// The newest `ai.onnx.ml` opset of the same release.
+pub const NEWEST_ONNX_ML_OPSET: i64 = 5;
 
 /// Where a model was loaded from.
 #[derive(Clone, Debug, Default)]
@@ -62,6 +68,30 @@ impl Model {
             .iter()
             .find(|o| norm(o.domain.as_deref().unwrap_or("")) == want)
             .and_then(|o| o.version)
+    }
+
+    /// Refuses an import of the default or `ai.onnx.ml` domain at a version
+    /// released ONNX does not define: the passes read an op's meaning from its
+    /// opset, and runtimes refuse or misread such a model (tract once
+    /// panicked loading a default-domain opset of 1000).
+    pub fn check_opset_imports(&self) -> Result<()> {
+        for import in &self.meta.opset_import {
+            let domain = import.domain.as_deref().unwrap_or("");
+            let (label, newest) = match domain {
+                "" | "ai.onnx" => ("the default domain (ai.onnx)", NEWEST_ONNX_OPSET),
+                "ai.onnx.ml" => ("ai.onnx.ml", NEWEST_ONNX_ML_OPSET),
+                _ => continue,
+            };
+            let version = import.version.unwrap_or(0);
+            if !(1..=newest).contains(&version) {
+                return Err(IrError::UnknownOpset {
+                    domain: label.to_string(),
+                    version,
+                    newest,
+                });
+            }
+        }
+        Ok(())
     }
 
     pub fn ir_version(&self) -> Option<i64> {
