@@ -1105,3 +1105,58 @@ fn a_loop_carried_value_declared_empty_that_grows_keeps_its_concat() {
     assert_eq!(declared.shape.unwrap()[0], infopt_ir::Dim::Unknown);
     saved_ok(&model);
 }
+
+/// DETR's pixel mask resized to the feature map: `Resize(x, sizes =
+/// Concat(Shape(x)[0:2], [2, 2]))`. Its output is `[batch, 1, 2, 2]`, so the
+/// flattened width read back through Shape → Gather is the constant 4, the
+/// Reshape's target folds to `[-1, 4]` and the Reshape goes as an identity;
+/// the batch stays symbolic.
+#[test]
+fn resize_to_sizes_that_keep_the_input_dims_has_a_known_shape() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "1", "16", "16"]));
+    let shape = b.op("Shape", &[x], vec![]);
+    let (z, two) = (b.i64("z", &[1], &[0]), b.i64("two", &[1], &[2]));
+    let nc = b.op("Slice", &[shape, z, two], vec![]);
+    let hw = b.i64("hw", &[2], &[2, 2]);
+    let sizes = b.op("Concat", &[nc, hw], vec![Attribute::int("axis", 0)]);
+    let resize = Node {
+        name: Some("resize".into()),
+        op_type: "Resize".into(),
+        inputs: vec![Some(x), None, None, Some(sizes)],
+        attributes: vec![Attribute::string("mode", "nearest")],
+        ..Default::default()
+    };
+    let id = b.graph_mut().add_node(resize, &["resized"]);
+    let y = b.graph_mut().node(id).outputs[0].unwrap();
+    let flat = b.op("Flatten", &[y], vec![Attribute::int("axis", 1)]);
+    let fshape = b.op("Shape", &[flat], vec![]);
+    let one = b.i64("one", &[], &[1]);
+    let width = b.op("Gather", &[fshape, one], vec![Attribute::int("axis", 0)]);
+    let width = b.op("Unsqueeze", &[width, z], vec![]);
+    let minus_one = b.i64("minus_one", &[1], &[-1]);
+    let target = b.op(
+        "Concat",
+        &[minus_one, width],
+        vec![Attribute::int("axis", 0)],
+    );
+    let out = b.op("Reshape", &[flat, target], vec![]);
+    b.output(out, "out", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    run_static(&mut m, "");
+    let h = ops(&m);
+    assert_eq!(
+        h,
+        histogram(&[
+            ("Concat", 1),
+            ("Flatten", 1),
+            ("Resize", 1),
+            ("Shape", 1),
+            ("Slice", 1)
+        ]),
+        "the width folds; the sizes keep reading the batch"
+    );
+    assert_eq!(output_shape(&m, 0), dims(&["batch", "4"]));
+    assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
+}

@@ -691,7 +691,9 @@ fn resize(cx: &RuleCx) -> Fact {
             None => (0..r).collect(),
         };
         let mut out = input.to_vec();
-        match cx.ints(3) {
+        // Symbolic sizes too: DETR resizes its pixel mask to
+        // `Concat(Shape(x)[0:2], [h, w])`, which keeps N and C.
+        match shape_arg(cx, 3) {
             Some(sizes)
                 if sizes.len() == axes.len()
                     && cx
@@ -704,7 +706,7 @@ fn resize(cx: &RuleCx) -> Fact {
                         != "not_larger" =>
             {
                 for (k, &a) in axes.iter().enumerate() {
-                    out[a] = Dim::Known(sizes[k]);
+                    out[a] = sizes[k].clone();
                 }
             }
             _ => axes.iter().for_each(|&a| out[a] = Dim::Unknown),
