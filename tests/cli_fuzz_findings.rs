@@ -161,18 +161,11 @@ fn a_matmul_of_a_scalar_is_a_model_error_naming_the_node() {
         let two = b.f32("two", &[], &[2.0]);
         b.op("MatMul", &[x, two], vec![])
     });
-    let out = dir.path().join("out.onnx");
-    for extra in [&[][..], &["--no-verify"][..]] {
-        let o = optimize(&model, &out, extra);
-        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-        assert_eq!(
-            error_line(&o),
-            format!(
-                "error: {}: invalid graph: node 'matmul_1' (MatMul): input 1 'two' has rank 0, and MatMul takes rank 1 or more there",
-                model.display()
-            )
-        );
-    }
+    assert_model_error(
+        &model,
+        &[&[], &["--no-verify"]],
+        "invalid graph: node 'matmul_1' (MatMul): input 1 'two' has rank 0, and MatMul takes rank 1 or more there",
+    );
 }
 
 /// A Conv whose `dilations` has one entry for two spatial axes: neither
@@ -188,14 +181,10 @@ fn a_model_onnx_runtime_finds_invalid_is_a_model_error() {
         b.op("Conv", &[x, w], vec![Attribute::ints("dilations", vec![1])])
     });
     let out = dir.path().join("out.onnx");
-    let o = optimize(&model, &out, &[]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(
-        error_line(&o),
-        format!(
-            "error: {}: node 'conv_1' (Conv): attribute 'dilations': [1] has 1 entries; the 2 spatial axes of weight 'w' [2,3,3,3] take 2",
-            model.display()
-        )
+    assert_model_error(
+        &model,
+        &[&[]],
+        "node 'conv_1' (Conv): attribute 'dilations': [1] has 1 entries; the 2 spatial axes of weight 'w' [2,3,3,3] take 2",
     );
     assert!(!out.exists());
 }
@@ -260,7 +249,6 @@ fn a_perm_out_of_range_and_a_zero_slice_step_are_model_errors() {
         let steps = b.i64("steps", &[1], &[0]);
         b.op("Slice", &[x, starts, ends, axes, steps], vec![])
     });
-    let out = dir.path().join("out.onnx");
     for (model, expected) in [
         (
             &transpose,
@@ -271,12 +259,7 @@ fn a_perm_out_of_range_and_a_zero_slice_step_are_model_errors() {
             "node 'slice_1' (Slice): input 'steps' ('steps') is [0]; a slice step is never 0",
         ),
     ] {
-        let o = optimize(model, &out, &[]);
-        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-        assert_eq!(
-            error_line(&o),
-            format!("error: {}: invalid graph: {expected}", model.display())
-        );
+        assert_model_error(model, &[&[]], &format!("invalid graph: {expected}"));
     }
 }
 
@@ -353,18 +336,11 @@ fn a_reshape_to_another_element_count_is_a_model_error() {
         let shape = b.i64("shape", &[4], &[2, 3, 100_000, 100_000]);
         b.op("Reshape", &[x, shape], vec![])
     });
-    let out = dir.path().join("out.onnx");
-    for extra in [&[][..], &["--no-verify"][..]] {
-        let o = optimize(&model, &out, extra);
-        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-        assert_eq!(
-            error_line(&o),
-            format!(
-                "error: {}: invalid graph: node 'reshape_1' (Reshape): input 'shape' ('shape') is [2, 3, 100000, 100000], which cannot hold the 48 elements of its input [1,3,4,4]; a reshape keeps the number of elements",
-                model.display()
-            )
-        );
-    }
+    assert_model_error(
+        &model,
+        &[&[], &["--no-verify"]],
+        "invalid graph: node 'reshape_1' (Reshape): input 'shape' ('shape') is [2, 3, 100000, 100000], which cannot hold the 48 elements of its input [1,3,4,4]; a reshape keeps the number of elements",
+    );
 }
 
 /// Seed 60601 case 228 (ddddocr with a `value_info` of rank 5 on a Mul's
@@ -430,15 +406,10 @@ fn a_range_of_delta_zero_is_a_model_error() {
         let r = b.op("Range", &[start, limit, delta], vec![]);
         b.op("Add", &[x, r], vec![])
     });
-    let out = dir.path().join("out.onnx");
-    let o = optimize(&model, &out, &[]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(
-        error_line(&o),
-        format!(
-            "error: {}: invalid graph: node 'range_1' (Range): input 'delta' ('delta') is 0; a range's delta is never 0",
-            model.display()
-        )
+    assert_model_error(
+        &model,
+        &[&[]],
+        "invalid graph: node 'range_1' (Range): input 'delta' ('delta') is 0; a range's delta is never 0",
     );
 }
 
@@ -456,18 +427,11 @@ fn a_batch_normalization_of_a_vector_is_a_model_error() {
         let var = b.f32("var", &[4], &[1.0; 4]);
         b.op("BatchNormalization", &[x, scale, bias, mean, var], vec![])
     });
-    let out = dir.path().join("out.onnx");
-    for extra in [&[][..], &["--no-verify"][..]] {
-        let o = optimize(&model, &out, extra);
-        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-        assert_eq!(
-            error_line(&o),
-            format!(
-                "error: {}: invalid graph: node 'batchnormalization_1' (BatchNormalization): input 0 'x' has rank 1, and BatchNormalization takes rank 2 or more there",
-                model.display()
-            )
-        );
-    }
+    assert_model_error(
+        &model,
+        &[&[], &["--no-verify"]],
+        "invalid graph: node 'batchnormalization_1' (BatchNormalization): input 0 'x' has rank 1, and BatchNormalization takes rank 2 or more there",
+    );
 }
 
 /// Fuzz seed 4242 case 392 (an inserted Gather on a dynamic axis with an
@@ -498,18 +462,11 @@ fn a_gather_index_past_its_axis_is_a_model_error() {
             let indices = b.i64("indices", &[2], &[index, 1]);
             b.op("Gather", &[x, indices], vec![Attribute::int("axis", 1)])
         });
-        let out = dir.path().join("out.onnx");
-        for extra in [&[][..], &["--no-verify"][..]] {
-            let o = optimize(&model, &out, extra);
-            assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-            assert_eq!(
-                error_line(&o),
-                format!(
-                    "error: {}: invalid graph: node 'gather_1' (Gather): {why}",
-                    model.display()
-                )
-            );
-        }
+        assert_model_error(
+            &model,
+            &[&[], &["--no-verify"]],
+            &format!("invalid graph: node 'gather_1' (Gather): {why}"),
+        );
     }
 }
 
@@ -530,19 +487,14 @@ fn a_negative_size_is_a_model_error() {
             let sizes = b.i64(input, &[2], &[i64::MIN, 3]);
             b.op(op, &[x, sizes], vec![])
         });
-        let out = dir.path().join("out.onnx");
-        for extra in [&[][..], &["--no-verify"][..]] {
-            let o = optimize(&model, &out, extra);
-            assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-            assert_eq!(
-                error_line(&o),
-                format!(
-                    "error: {}: invalid graph: node '{node}' ({op}): input '{input}' ('{input}') holds {}; a size is never negative",
-                    model.display(),
-                    i64::MIN
-                )
-            );
-        }
+        assert_model_error(
+            &model,
+            &[&[], &["--no-verify"]],
+            &format!(
+                "invalid graph: node '{node}' ({op}): input '{input}' ('{input}') holds {}; a size is never negative",
+                i64::MIN
+            ),
+        );
     }
     // Seed 2468 case 1554: an Expand to `[0, i64::MAX, 1]` overflowed in
     // tract into a negative dim.
@@ -550,15 +502,13 @@ fn a_negative_size_is_a_model_error() {
         let sizes = b.i64("shape", &[2], &[0, i64::MAX]);
         b.op("Expand", &[x, sizes], vec![])
     });
-    let o = optimize(&model, &dir.path().join("out.onnx"), &["--no-verify"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(
-        error_line(&o),
-        format!(
-            "error: {}: invalid graph: node 'expand_1' (Expand): input 'shape' ('shape') holds {}, longer than any axis of a tensor",
-            model.display(),
+    assert_model_error(
+        &model,
+        &[&["--no-verify"]],
+        &format!(
+            "invalid graph: node 'expand_1' (Expand): input 'shape' ('shape') holds {}, longer than any axis of a tensor",
             i64::MAX
-        )
+        ),
     );
 }
 
@@ -591,15 +541,10 @@ fn a_range_that_counts_no_finite_number_of_elements_is_a_model_error() {
             let r = b.op("Range", &[start, limit, delta], vec![]);
             b.op("Add", &[x, r], vec![])
         });
-        let out = dir.path().join("out.onnx");
-        let o = optimize(&model, &out, &[]);
-        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-        assert_eq!(
-            error_line(&o),
-            format!(
-                "error: {}: invalid graph: node 'range_1' (Range): {why}",
-                model.display()
-            )
+        assert_model_error(
+            &model,
+            &[&[]],
+            &format!("invalid graph: node 'range_1' (Range): {why}"),
         );
     }
 }
@@ -631,18 +576,11 @@ fn a_reshape_target_entry_below_minus_one_is_a_model_error() {
             let shape = b.i64("shape", &[2], target);
             b.op("Reshape", &[x, shape], vec![])
         });
-        let out = dir.path().join("out.onnx");
-        for extra in [&[][..], &["--no-verify"][..]] {
-            let o = optimize(&model, &out, extra);
-            assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-            assert_eq!(
-                error_line(&o),
-                format!(
-                    "error: {}: invalid graph: node 'reshape_1' (Reshape): input 'shape' ('shape') {why}",
-                    model.display()
-                )
-            );
-        }
+        assert_model_error(
+            &model,
+            &[&[], &["--no-verify"]],
+            &format!("invalid graph: node 'reshape_1' (Reshape): input 'shape' ('shape') {why}"),
+        );
     }
 }
 
@@ -669,15 +607,10 @@ fn an_einsum_equation_the_spec_does_not_allow_is_a_model_error() {
                 vec![Attribute::string("equation", equation)],
             )
         });
-        let out = dir.path().join("out.onnx");
-        let o = optimize(&model, &out, &["--no-verify"]);
-        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-        assert_eq!(
-            error_line(&o),
-            format!(
-                "error: {}: invalid graph: node 'einsum_1' (Einsum): equation '{equation}' {why}",
-                model.display()
-            )
+        assert_model_error(
+            &model,
+            &[&["--no-verify"]],
+            &format!("invalid graph: node 'einsum_1' (Einsum): equation '{equation}' {why}"),
         );
     }
 }
@@ -713,18 +646,11 @@ fn if_branches_with_different_output_counts_are_a_model_error() {
             ],
         )
     });
-    let out = dir.path().join("out.onnx");
-    for extra in [&[][..], &["--no-verify"][..]] {
-        let o = optimize(&model, &out, extra);
-        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-        assert_eq!(
-            error_line(&o),
-            format!(
-                "error: {}: invalid graph: node 'if_1' (If): then_branch makes 2 outputs, else_branch 1 and the node has 1; the three counts must agree",
-                model.display()
-            )
-        );
-    }
+    assert_model_error(
+        &model,
+        &[&[], &["--no-verify"]],
+        "invalid graph: node 'if_1' (If): then_branch makes 2 outputs, else_branch 1 and the node has 1; the three counts must agree",
+    );
 }
 
 /// Fuzz seed 5151 case 980 (a Reshape turned Unsqueeze, its shape input
@@ -743,15 +669,10 @@ fn an_unsqueeze_axis_past_the_output_rank_is_a_model_error() {
         let y = b.op("Unsqueeze", &[x, axes], vec![]);
         b.op("Identity", &[y], vec![])
     });
-    let out = dir.path().join("out.onnx");
-    let o = optimize(&model, &out, &["--no-verify"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(
-        error_line(&o),
-        format!(
-            "error: {}: invalid graph: node 'unsqueeze_4' (Unsqueeze): axis 256 is outside [-5, 4] for its rank-2 input and axes [?, 1, 256]",
-            model.display()
-        )
+    assert_model_error(
+        &model,
+        &[&["--no-verify"]],
+        "invalid graph: node 'unsqueeze_4' (Unsqueeze): axis 256 is outside [-5, 4] for its rank-2 input and axes [?, 1, 256]",
     );
 }
 
@@ -828,14 +749,10 @@ fn a_convolution_with_no_output_position_is_a_model_error() {
             vec![Attribute::ints("pads", vec![1, 1, 1, 1])],
         )
     });
-    let o = optimize(&model, &dir.path().join("out.onnx"), &["--no-verify"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(
-        error_line(&o),
-        format!(
-            "error: {}: invalid graph: node 'conv_1' (Conv): input 'x' has 0 along axis 3, 2 with its pads, shorter than the kernel's window of 3: the convolution has no output there",
-            model.display()
-        )
+    assert_model_error(
+        &model,
+        &[&["--no-verify"]],
+        "invalid graph: node 'conv_1' (Conv): input 'x' has 0 along axis 3, 2 with its pads, shorter than the kernel's window of 3: the convolution has no output there",
     );
 }
 
@@ -849,14 +766,10 @@ fn a_convolution_whose_input_and_weight_ranks_differ_is_a_model_error() {
         let w = b.f32("w", &[2, 2, 3, 3], &[0.5; 36]);
         b.op("Conv", &[x, w], vec![])
     });
-    let o = optimize(&model, &dir.path().join("out.onnx"), &["--no-verify"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(
-        error_line(&o),
-        format!(
-            "error: {}: invalid graph: node 'conv_1' (Conv): input 'x' has rank 3, weight 'w' [2,2,3,3]: a convolution's input and weight have the same rank",
-            model.display()
-        )
+    assert_model_error(
+        &model,
+        &[&["--no-verify"]],
+        "invalid graph: node 'conv_1' (Conv): input 'x' has rank 3, weight 'w' [2,2,3,3]: a convolution's input and weight have the same rank",
     );
 }
 
@@ -872,17 +785,11 @@ fn an_expand_that_does_not_broadcast_is_a_model_error() {
         let shape = b.i64("shape", &[2], &[1, 256]);
         b.op("Expand", &[x, shape], vec![])
     });
-    for extra in [&[][..], &["--no-verify"][..]] {
-        let o = optimize(&model, &dir.path().join("out.onnx"), extra);
-        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-        assert_eq!(
-            error_line(&o),
-            format!(
-                "error: {}: invalid graph: node 'expand_1' (Expand): input 'x' [?,3] does not broadcast to shape [1,256] (3 against 256); dims broadcast when equal or one of them is 1",
-                model.display()
-            )
-        );
-    }
+    assert_model_error(
+        &model,
+        &[&[], &["--no-verify"]],
+        "invalid graph: node 'expand_1' (Expand): input 'x' [?,3] does not broadcast to shape [1,256] (3 against 256); dims broadcast when equal or one of them is 1",
+    );
 }
 
 /// Fuzz seed 11235 case 1105 (a PP-OCRv4 rec Conv's `pads` cut to two
@@ -901,14 +808,10 @@ fn convolution_attributes_of_the_wrong_length_are_model_errors() {
             vec![Attribute::ints("pads", vec![100_000, 1])],
         )
     });
-    let o = optimize(&model, &dir.path().join("out.onnx"), &["--no-verify"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(
-        error_line(&o),
-        format!(
-            "error: {}: node 'conv_1' (Conv): attribute 'pads': [100000, 1] has 2 entries; the 2 spatial axes of weight 'w' [2,2,1,1] take 4",
-            model.display()
-        )
+    assert_model_error(
+        &model,
+        &[&["--no-verify"]],
+        "node 'conv_1' (Conv): attribute 'pads': [100000, 1] has 2 entries; the 2 spatial axes of weight 'w' [2,2,1,1] take 4",
     );
 }
 
