@@ -173,52 +173,38 @@ pub fn largest_in(inferred: &Inferred) -> Option<Largest> {
 /// bound: a dim inference leaves unknown counts as 1, the channels as the
 /// weight implies them. `None` without padding or a known rank.
 fn padded_input(inferred: &Inferred, node: &Node) -> Option<Largest> {
-    if !matches!(
-        node.op_type.as_str(),
-        "Conv" | "ConvInteger" | "ConvTranspose" | "MaxPool" | "AveragePool" | "LpPool"
-    ) || !node.domain().is_empty()
-    {
-        return None;
-    }
-    let pads = node.attr_ints("pads").ok().flatten()?;
     let x = node.inputs.first().copied().flatten()?;
     let fact = inferred.facts.get(x)?;
     let shape = fact.shape()?;
-    let spatial = shape.len().checked_sub(2)?;
-    if pads.len() != 2 * spatial || pads.iter().all(|&p| p <= 0) {
-        return None;
-    }
+    // Unknown dims count as 1 (a lower bound), except a convolution's input
+    // channels, which its weight says.
     let known = |d: &Dim| match d {
-        Dim::Known(n) if *n >= 0 => *n,
+        Dim::Known(n) if *n >= 0 => *n as u128,
         _ => 1,
     };
     let weight_channels = || {
         let w = node.inputs.get(1).copied().flatten()?;
         let wd = inferred.facts.get(w)?.shape()?;
-        let group = node.attr_int_or("group", 1).ok()?.max(1);
+        let group = node.attr_int_or("group", 1).ok()?.max(1) as u128;
         Some(known(wd.get(1)?).saturating_mul(group))
     };
-    let mut dims = Vec::with_capacity(shape.len());
-    for (i, d) in shape.iter().enumerate() {
-        let n = match i {
-            0 => known(d),
+    let base: Vec<u128> = shape
+        .iter()
+        .enumerate()
+        .map(|(i, d)| match i {
             1 if node.op_type.starts_with("Conv") && !matches!(d, Dim::Known(_)) => {
                 weight_channels().unwrap_or(1)
             }
-            1 => known(d),
-            _ => {
-                let k = i - 2;
-                let before = pads.get(k).copied().unwrap_or(0).max(0);
-                let after = pads.get(k + spatial).copied().unwrap_or(0).max(0);
-                known(d).saturating_add(before).saturating_add(after)
-            }
-        };
-        dims.push(n);
-    }
-    let bits = fact.ty.dtype.bit_width()?;
-    let elements = dims
+            _ => known(d),
+        })
+        .collect();
+    let padded = crate::padding::padded_dims(node, &base)?;
+    let dims: Vec<i64> = padded
         .iter()
-        .fold(1u128, |acc, &n| acc.saturating_mul(n as u128));
+        .map(|&n| i64::try_from(n).unwrap_or(i64::MAX))
+        .collect();
+    let bits = fact.ty.dtype.bit_width()?;
+    let elements = padded.iter().fold(1u128, |acc, &n| acc.saturating_mul(n));
     Some(Largest {
         node: node.name_or_op().to_string(),
         op: node.op_type.clone(),

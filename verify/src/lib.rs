@@ -15,6 +15,7 @@ pub mod intermediates;
 pub mod loop_work;
 pub mod memory;
 pub mod observe;
+mod padding;
 pub mod parts;
 pub mod relations;
 pub mod sensitivity;

@@ -198,33 +198,10 @@ fn node_work(shapes: &Shapes, node: &Node) -> u128 {
 /// padded by 2^20 along its width, asked for 9.3 GB there), and 0 for any
 /// other node or no padding. A dim inference leaves unknown counts as 1.
 fn padded_input_elements(shapes: &Shapes, node: &Node) -> u128 {
-    if !matches!(
-        node.op_type.as_str(),
-        "Conv" | "ConvInteger" | "ConvTranspose" | "MaxPool" | "AveragePool" | "LpPool"
-    ) {
-        return 0;
-    }
-    let Some(pads) = node.attr_ints("pads").ok().flatten() else {
-        return 0;
-    };
-    let Some(dims) = shapes.input(node, 0) else {
-        return 0;
-    };
-    let spatial = dims.len().saturating_sub(2);
-    if pads.len() != 2 * spatial || pads.iter().all(|&p| p == 0) {
-        return 0;
-    }
-    dims.iter().enumerate().fold(1u128, |acc, (i, &d)| {
-        let padded = match i.checked_sub(2) {
-            Some(k) => pads
-                .get(k)
-                .into_iter()
-                .chain(pads.get(k + spatial))
-                .fold(d, |n, &p| n.saturating_add(u128::try_from(p).unwrap_or(0))),
-            None => d,
-        };
-        acc.saturating_mul(padded)
-    })
+    shapes
+        .input(node, 0)
+        .and_then(|dims| crate::padding::padded_dims(node, &dims))
+        .map_or(0, |padded| product(&padded))
 }
 
 /// The multiply-adds of one node (its bodies' whole cost included).
