@@ -58,6 +58,18 @@ impl Default for Tolerance {
     }
 }
 
+/// The spacing of representable values relative to their magnitude (one
+/// ulp of a value just above a power of two): 2^-10 for float16, 2^-7 for
+/// bfloat16, 0 for wider types, whose rounding lies far below every
+/// tolerance here.
+pub fn relative_resolution(dtype: DType) -> f64 {
+    match dtype {
+        DType::F16 => 2f64.powi(-10),
+        DType::BF16 => 2f64.powi(-7),
+        _ => 0.0,
+    }
+}
+
 /// Why two outputs could not be compared element by element, or differ in kind.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -103,6 +115,9 @@ pub struct OutputAgreement {
     /// The tolerance applied (the requested one, widened for float16/bfloat16).
     pub atol: f64,
     pub rtol: f64,
+    /// The reference's [`relative_resolution`]: a float16 output cannot
+    /// agree more closely than its own ulps.
+    pub resolution: f64,
     /// Set when the outputs differ in kind (missing, shape, dtype).
     pub issue: Option<AgreementIssue>,
 }
@@ -122,6 +137,7 @@ impl OutputAgreement {
             within_tolerance: false,
             atol: 0.0,
             rtol: 0.0,
+            resolution: 0.0,
             issue: Some(issue),
         }
     }
@@ -147,6 +163,7 @@ pub fn compare_tensors(
     let mut agreement = compare_values(name, &actual.to_f64_vec(), &expected.to_f64_vec(), tol);
     agreement.atol = tol.atol;
     agreement.rtol = tol.rtol;
+    agreement.resolution = relative_resolution(expected.dtype());
     if actual.dtype() != expected.dtype() {
         agreement.within_tolerance = false;
         agreement.issue = Some(AgreementIssue::DTypeMismatch {
@@ -223,6 +240,7 @@ pub fn compare_values(name: &str, a: &[f64], b: &[f64], tol: Tolerance) -> Outpu
         within_tolerance: mismatches == 0,
         atol: tol.atol,
         rtol: tol.rtol,
+        resolution: 0.0,
         issue: None,
     };
     if a.len() != b.len() {
