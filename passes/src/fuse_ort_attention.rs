@@ -14,6 +14,13 @@
 //! `attention_bias` (input 5). `qkv_hidden_sizes` is written when V's width
 //! differs from Q's. Adds the `com.microsoft` opset import (version 1).
 //!
+//! The head split is a Reshape of `[B, S, H·d]` to `[B, S, H, d]` whose
+//! target keeps B and S by a 0, the dim itself or `Shape(x)[i]`, or by a -1
+//! in one of them when the rest of the target is known: torch's dynamo
+//! exporter writes `[-1, S, H, d]` with `allowzero=1` (ViT, YOLOS, Segformer,
+//! MobileViT), a TorchScript export at batch 1 `[1, -1, H, d]`. A -1 that
+//! would regroup the rows (`[-1, S/3, H, d]`) is not a split into heads.
+//!
 //! With another target the pass changes nothing and leaves a note.
 //!
 //! ## When it declines
