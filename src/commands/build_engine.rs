@@ -1004,15 +1004,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
         .iter()
         .flat_map(|v| v.outputs.iter())
         .filter(|o| !o.within_tolerance)
-        .map(|o| {
-            format!(
-                "{} (max abs {:.3e}, {:.2e} of its scale, cosine {:.6})",
-                o.name,
-                o.max_abs,
-                Criterion::scaled_error(o),
-                o.cosine
-            )
-        })
+        .map(infopt_verify::Criterion::failure_summary)
         .collect();
     let criterion = report
         .verification

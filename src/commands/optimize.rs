@@ -720,15 +720,7 @@ fn verification_failure(report: &Report, bisect: Option<&Bisect>) -> CliError {
         .outputs
         .iter()
         .filter(|o| !o.within_tolerance)
-        .map(|o| {
-            format!(
-                "{} (max abs {:.3e}, {:.2e} of its scale, cosine {:.6})",
-                o.name,
-                o.max_abs,
-                infopt_verify::Criterion::scaled_error(o),
-                o.cosine
-            )
-        })
+        .map(infopt_verify::Criterion::failure_summary)
         .collect();
     CliError::new(
         Exit::Verify,

@@ -132,6 +132,32 @@ impl Criterion {
         }
     }
 
+    /// One failing output for an error message: its figures, or what kind
+    /// of difference it is when the values cannot be compared (a shape or
+    /// type the original does not have reads "max abs 0, cosine 0" otherwise).
+    pub fn failure_summary(a: &OutputAgreement) -> String {
+        use infopt_runtime::compare::AgreementIssue as I;
+        match &a.issue {
+            Some(I::ShapeMismatch { actual, expected }) => format!(
+                "{} (shape {actual:?} where the original's is {expected:?})",
+                a.name
+            ),
+            Some(I::DTypeMismatch { actual, expected }) => format!(
+                "{} (type {actual} where the original's is {expected})",
+                a.name
+            ),
+            Some(I::MissingActual) => format!("{} (missing from the rewritten model)", a.name),
+            Some(I::MissingExpected) => format!("{} (not an output of the original)", a.name),
+            None => format!(
+                "{} (max abs {:.3e}, {:.2e} of its scale, cosine {:.6})",
+                a.name,
+                a.max_abs,
+                Criterion::scaled_error(a),
+                a.cosine
+            ),
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Criterion::Scaled {
@@ -209,5 +235,22 @@ mod tests {
         assert!(!judge(&one_ulp, DType::F32));
         // Four float16 ulps at the scale are more than rounding.
         assert!(!judge(&[8.03125, 1.0, -2.0, 0.5], DType::F16));
+    }
+
+    #[test]
+    fn a_shape_difference_is_named_not_given_as_zero_figures() {
+        let mut a = compare_values("logits", &[1.0, 2.0], &[1.0, 2.0], Tolerance::default());
+        assert_eq!(
+            Criterion::failure_summary(&a),
+            "logits (max abs 0.000e0, 0.00e0 of its scale, cosine 1.000000)"
+        );
+        a.issue = Some(infopt_runtime::compare::AgreementIssue::ShapeMismatch {
+            actual: vec![2, 5],
+            expected: vec![2, 4],
+        });
+        assert_eq!(
+            Criterion::failure_summary(&a),
+            "logits (shape [2, 5] where the original's is [2, 4])"
+        );
     }
 }
