@@ -734,6 +734,47 @@ fn a_tract_load_that_does_not_end_is_given_up_at_its_deadline() {
     assert!(started.elapsed().as_secs() < 300);
 }
 
+/// Fuzz seed 60221 case 1161 (a PP-OCR classifier, dynamic dims): tract's
+/// load hit its deadline at the first sizes, and verification started tract
+/// again at each other size, each abandoned load left working: 151 s and
+/// 6.4 GB before it verified. With ONNX Runtime to hand, a load given up at
+/// its deadline sends verification there (30 s, 0.8 GB for that case).
+#[test]
+fn a_tract_load_given_up_at_its_deadline_moves_verification_to_onnx_runtime() {
+    if !ort_available() {
+        eprintln!("skipped: ONNX Runtime is not available");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = sized_model(dir.path(), "Relu", &["N", "3", "H", "W"], &|b, x| {
+        b.op("Relu", &[x], vec![])
+    });
+    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args(["optimize", s(&model), "-o", s(&dir.path().join("out.onnx"))])
+        .env("INFOPT_INJECT_PANIC", "tract-load-stuck")
+        .env("INFOPT_TRACT_LOAD_DEADLINE_S", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The report (stdout) carries the verification notes.
+    let err = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        err.contains("note: verified in ort: cannot run the original model in tract: tract cannot load the model: tract did not finish analysing the model in 1 s"),
+        "{err}"
+    );
+    // ONNX Runtime ran the first sizes: no other sizes were needed.
+    assert!(!err.contains("verification sizes:"), "{err}");
+    // One tract load was started, not one per candidate size.
+    assert_eq!(
+        stderr(&o)
+            .matches("injected: a tract load that does not end")
+            .count(),
+        1,
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// Fuzz seed 13579 case 1404 (PP-OCRv4 det with its input's width declared
 /// 0): tract divided by zero in the first Conv, and the message carried the
 /// panic text; ONNX Runtime refuses it when it runs. A convolution whose

@@ -15,6 +15,12 @@ pub enum RuntimeError {
     #[error("{backend} cannot load the model: {message}")]
     Load { backend: String, message: String },
 
+    /// The backend's load did not finish within its deadline (tract's
+    /// symbolic analysis of some graphs grows without bound); the load was
+    /// given up, and its thread may still be working.
+    #[error("{backend} cannot load the model: {message}")]
+    LoadTimedOut { backend: String, message: String },
+
     /// The backend's own check of the model refused it: ONNX Runtime's graph
     /// resolution found a node its schema, or its type and shape inference,
     /// rejects. The model is wrong, not the backend (the message names the

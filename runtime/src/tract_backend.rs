@@ -387,10 +387,13 @@ fn guarded_load(
     }
     match result.recv_timeout(deadline) {
         Ok(loaded) => loaded.map_err(as_error)?,
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(as_error(format!(
-            "tract did not finish analysing the model in {} s (its symbolic shape analysis can grow without bound on some graphs); gave up on it",
-            deadline.as_secs()
-        ))),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(RuntimeError::LoadTimedOut {
+            backend: "tract".into(),
+            message: format!(
+                "tract did not finish analysing the model in {} s (its symbolic shape analysis can grow without bound on some graphs); gave up on it",
+                deadline.as_secs()
+            ),
+        }),
         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(as_error(
             "tract's load thread ended without a result".into(),
         )),
@@ -406,8 +409,12 @@ fn guarded_load(
 fn inject_panic() {
     match std::env::var("INFOPT_INJECT_PANIC").as_deref() {
         Ok("tract-load") => panic!("injected panic\nsecond line"),
-        // An analysis that does not end (within any test's patience).
-        Ok("tract-load-stuck") => std::thread::sleep(std::time::Duration::from_secs(600)),
+        // An analysis that does not end (within any test's patience); the
+        // line lets a test count how many loads were started.
+        Ok("tract-load-stuck") => {
+            eprintln!("injected: a tract load that does not end");
+            std::thread::sleep(std::time::Duration::from_secs(600))
+        }
         _ => {}
     }
 }

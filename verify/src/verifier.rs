@@ -206,6 +206,7 @@ impl Verifier {
             let mut last = String::new();
             for (ti, t) in tries.iter().enumerate() {
                 let mut fallback_note = None;
+                let mut timed_out = false;
                 match Self::run_original(
                     &chosen,
                     &bytes,
@@ -214,6 +215,7 @@ impl Verifier {
                     &t.shapes,
                     &policy,
                     &mut fallback_note,
+                    &mut timed_out,
                 ) {
                     Ok((loaded, tensors, expected)) => {
                         let mut notes = value_notes.clone();
@@ -259,7 +261,21 @@ impl Verifier {
                         invalid.get_or_insert(e);
                         break;
                     }
-                    Err(e) => last = e.message,
+                    Err(e) => {
+                        last = e.message;
+                        // A load given up at its deadline leaves its thread
+                        // working (a core, and memory that grew to 6 GB on a
+                        // fuzzed PP-OCR cls): with another backend to hand,
+                        // go to it rather than start the same analysis at
+                        // other sizes.
+                        if timed_out
+                            && kinds[ki + 1..]
+                                .iter()
+                                .any(|&k| ChosenBackend::build(k, &policy.options).is_ok())
+                        {
+                            break;
+                        }
+                    }
                 }
             }
             errors.push(format!(
@@ -318,12 +334,17 @@ impl Verifier {
         shapes: &InputShapes,
         policy: &VerifyPolicy,
         notes: &mut Option<String>,
+        timed_out: &mut bool,
     ) -> Result<(Box<dyn LoadedModel>, Vec<HostTensor>, Vec<HostTensor>)> {
         let _ = policy;
         let loaded = chosen
             .reference_backend()
             .load(bytes, Some(dir), shapes)
             .map_err(|e| match e {
+                e @ infopt_runtime::RuntimeError::LoadTimedOut { .. } => {
+                    *timed_out = true;
+                    VerifyError::runtime(e, ErrorKind::CannotVerify)
+                }
                 // The original itself, refused by the runtime's own check
                 // (sizes play no part at load): the user's model is wrong.
                 infopt_runtime::RuntimeError::InvalidModel { backend, message } => {
