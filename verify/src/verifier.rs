@@ -213,7 +213,6 @@ impl Verifier {
                     &dir,
                     inputs,
                     &t.shapes,
-                    &policy,
                     &mut fallback_note,
                     &mut timed_out,
                 ) {
@@ -332,11 +331,9 @@ impl Verifier {
         dir: &std::path::Path,
         inputs: &Inputs,
         shapes: &InputShapes,
-        policy: &VerifyPolicy,
         notes: &mut Option<String>,
         timed_out: &mut bool,
     ) -> Result<(Box<dyn LoadedModel>, Vec<HostTensor>, Vec<HostTensor>)> {
-        let _ = policy;
         let loaded = chosen
             .reference_backend()
             .load(bytes, Some(dir), shapes)
