@@ -896,3 +896,46 @@ fn an_opset_no_onnx_release_defines_is_a_model_error() {
         );
     }
 }
+
+/// Fuzz seed 70707 case 1674 (ddddocr det, a Resize's inputs permuted so
+/// that `scales` is the empty tensor and `sizes` is absent): tract panicked
+/// at load, ONNX Runtime refused it only when it ran. A Resize with no size
+/// to resize to is exit 3 naming the node; an empty `scales` next to real
+/// `sizes` (opset 11 exports) stays valid.
+#[test]
+fn a_resize_with_neither_scales_nor_sizes_is_a_model_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let resize = |b: &mut GraphBuilder, x: infopt_ir::ValueId, sizes: bool| {
+        let roi = b.f32("roi", &[0], &[]);
+        let scales = b.f32("scales", &[0], &[]);
+        let mut inputs = vec![Some(x), Some(roi), Some(scales)];
+        if sizes {
+            inputs.push(Some(b.i64("sizes", &[4], &[1, 3, 8, 8])));
+        }
+        let node = infopt_ir::Node {
+            name: Some("resize".into()),
+            op_type: "Resize".into(),
+            inputs,
+            ..Default::default()
+        };
+        let id = b.graph_mut().add_node(node, &["resized"]);
+        b.graph_mut().node(id).outputs[0].unwrap()
+    };
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "4", "4"]));
+    let y = resize(&mut b, x, false);
+    b.output(y, "y", DataType::Float, None);
+    let model = save(&mut b.build(11), dir.path(), "no_size.onnx");
+    assert_model_error(
+        &model,
+        &[&[], &["--no-verify"]],
+        "invalid graph: node 'resize' (Resize): neither 'scales' (input 2) nor 'sizes' (input 3) is given (an empty tensor counts as none); Resize needs one of them for its output size",
+    );
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "4", "4"]));
+    let y = resize(&mut b, x, true);
+    b.output(y, "y", DataType::Float, None);
+    let model = save(&mut b.build(11), dir.path(), "sizes.onnx");
+    let o = optimize(&model, &dir.path().join("out.onnx"), &["--no-verify"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

@@ -31,11 +31,11 @@ impl Model {
             &Scope::default(),
             &mut report,
         );
-        check_graph(&self.graph, Some(&facts))
+        check_graph(&self.graph, Some(&facts), self.opset("").unwrap_or(1))
     }
 }
 
-fn check_graph(g: &Graph, facts: Option<&GraphFacts>) -> Result<()> {
+fn check_graph(g: &Graph, facts: Option<&GraphFacts>, opset: i64) -> Result<()> {
     crate::operand_types::check_operand_types(g, facts)?;
     crate::operand_ranks::check_operand_ranks(g, facts)?;
     for (_, node) in g.nodes() {
@@ -65,6 +65,7 @@ fn check_graph(g: &Graph, facts: Option<&GraphFacts>) -> Result<()> {
                     crate::axis_bounds::check_sizes_not_negative(g, node)?
                 }
                 "Gather" => crate::axis_bounds::check_gather_indices(g, node, dims(0))?,
+                "Resize" => crate::axis_bounds::check_resize_has_a_size(g, node, opset)?,
                 "Reshape" => crate::reshape_volume::check_reshape_volume(
                     g,
                     node,
@@ -75,7 +76,7 @@ fn check_graph(g: &Graph, facts: Option<&GraphFacts>) -> Result<()> {
             }
         }
         for sg in node.subgraphs() {
-            check_graph(sg, None)?;
+            check_graph(sg, None, opset)?;
         }
     }
     Ok(())

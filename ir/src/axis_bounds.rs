@@ -63,6 +63,45 @@ fn constant_ints(g: &Graph, v: ValueId) -> Option<Vec<i64>> {
     crate::infer::constant_value(p)?.to_i64_vec().ok()
 }
 
+/// The element count of a value the file states (an initializer or a
+/// `Constant` node's value).
+fn constant_numel(g: &Graph, v: ValueId) -> Option<usize> {
+    if let Some(t) = g.constant(v) {
+        return t.numel();
+    }
+    let p = g.producer(v)?;
+    if !(p.domain().is_empty() && p.op_type == "Constant") {
+        return None;
+    }
+    crate::infer::constant_value(p)?.numel()
+}
+
+/// Resize from opset 11 takes its output size from `scales` (input 2) or
+/// `sizes` (input 3): one of them must be there, an empty tensor counting as
+/// absent (opset 11 exports pass an empty `scales` next to `sizes`). With
+/// neither, tract panicked at load and ONNX Runtime refused only when it ran
+/// (fuzz seed 70707 case 1674: a det model's Resize inputs permuted).
+pub(crate) fn check_resize_has_a_size(g: &Graph, node: &Node, opset: i64) -> Result<()> {
+    if opset < 11 {
+        return Ok(());
+    }
+    // Given, unless absent or a stated empty tensor; a computed one counts.
+    let given = |slot: usize| {
+        node.inputs
+            .get(slot)
+            .copied()
+            .flatten()
+            .is_some_and(|v| constant_numel(g, v) != Some(0))
+    };
+    if given(2) || given(3) {
+        return Ok(());
+    }
+    Err(invalid(
+        node,
+        "neither 'scales' (input 2) nor 'sizes' (input 3) is given (an empty tensor counts as none); Resize needs one of them for its output size".into(),
+    ))
+}
+
 /// Slice (opset 10+) `steps`, when the file states them, holds no 0.
 pub(crate) fn check_slice_steps(g: &Graph, node: &Node) -> Result<()> {
     let Some(v) = node.inputs.get(4).copied().flatten() else {
