@@ -6,6 +6,7 @@
 
 use crate::error::{IrError, Result};
 use crate::graph::{Graph, Node, ValueId};
+use crate::tensor::Tensor;
 
 fn invalid(node: &Node, what: String) -> IrError {
     IrError::Invalid(format!(
@@ -50,30 +51,27 @@ pub(crate) fn check_perm(node: &Node, rank: Option<usize>) -> Result<()> {
     Ok(())
 }
 
-/// The integers a value holds when the file states them: an initializer or
-/// a `Constant` node's value.
-fn constant_ints(g: &Graph, v: ValueId) -> Option<Vec<i64>> {
+/// `read` of the tensor a value holds when the file states it: an
+/// initializer or a `Constant` node's value.
+fn read_stated<T>(g: &Graph, v: ValueId, read: impl Fn(&Tensor) -> Option<T>) -> Option<T> {
     if let Some(t) = g.constant(v) {
-        return t.to_i64_vec().ok();
+        return read(t);
     }
     let p = g.producer(v)?;
     if !(p.domain().is_empty() && p.op_type == "Constant") {
         return None;
     }
-    crate::infer::constant_value(p)?.to_i64_vec().ok()
+    read(&crate::infer::constant_value(p)?)
 }
 
-/// The element count of a value the file states (an initializer or a
-/// `Constant` node's value).
+/// The integers a value holds when the file states them.
+fn constant_ints(g: &Graph, v: ValueId) -> Option<Vec<i64>> {
+    read_stated(g, v, |t| t.to_i64_vec().ok())
+}
+
+/// The element count of a value the file states.
 fn constant_numel(g: &Graph, v: ValueId) -> Option<usize> {
-    if let Some(t) = g.constant(v) {
-        return t.numel();
-    }
-    let p = g.producer(v)?;
-    if !(p.domain().is_empty() && p.op_type == "Constant") {
-        return None;
-    }
-    crate::infer::constant_value(p)?.numel()
+    read_stated(g, v, Tensor::numel)
 }
 
 /// Resize from opset 11 takes its output size from `scales` (input 2) or

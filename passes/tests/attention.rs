@@ -82,6 +82,15 @@ fn declined(run: &PipelineRun, pass: &str) -> Vec<String> {
         .collect()
 }
 
+/// The first `Attention` node (either domain).
+fn first_attention(m: &Model) -> infopt_ir::Node {
+    m.graph
+        .nodes()
+        .find(|(_, n)| n.op_type == "Attention")
+        .map(|(_, n)| n.clone())
+        .expect("an Attention node")
+}
+
 fn ms_opset(m: &Model) -> Option<i64> {
     m.opset("com.microsoft")
 }
@@ -245,12 +254,7 @@ fn bert_for_onnxruntime_becomes_contrib_ops() {
     let got = ops_by_domain(&m);
     assert_eq!(got, histogram(BERT_ORT), "{got:#?} {:#?}", ours(&run));
     assert_eq!(ms_opset(&m), Some(1));
-    let att = m
-        .graph
-        .nodes()
-        .find(|(_, n)| n.op_type == "Attention")
-        .map(|(_, n)| n.clone())
-        .unwrap();
+    let att = first_attention(&m);
     assert_eq!(att.domain(), "com.microsoft");
     assert_eq!(att.attr_int("num_heads").unwrap(), Some(2));
     let w = m.graph.constant(att.inputs[1].unwrap()).unwrap();
@@ -359,12 +363,7 @@ fn vit_heads_split_by_a_target_with_a_minus_one_row_fuse_for_onnxruntime() {
         let run = default_pipeline(&mut m, Target::Onnxruntime);
         let got = ops_by_domain(&m);
         assert_eq!(got, histogram(VIT_ORT), "{f}: {got:#?} {:#?}", ours(&run));
-        let att = m
-            .graph
-            .nodes()
-            .find(|(_, n)| n.op_type == "Attention")
-            .map(|(_, n)| n.clone())
-            .unwrap();
+        let att = first_attention(&m);
         assert_eq!(att.attr_int("num_heads").unwrap(), Some(2), "{f}");
         let w = m.graph.constant(att.inputs[1].unwrap()).unwrap();
         assert_eq!(w.dims(), [32, 96], "{f}: packed Q/K/V weights");
@@ -710,13 +709,7 @@ fn contrib_ops_convert_to_float16_on_request() {
     }
     // The attention mask stays an integer/float32 computation into input 5
     // of a float16 Attention only through a Cast; weights are float16.
-    let att = on
-        .graph
-        .nodes()
-        .find(|(_, n)| n.op_type == "Attention")
-        .unwrap()
-        .1
-        .clone();
+    let att = first_attention(&on);
     let w = on.graph.constant(att.inputs[1].unwrap()).unwrap();
     assert_eq!(w.dtype(), infopt_ir::DataType::Float16);
     let (off, run) = convert(false);
