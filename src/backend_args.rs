@@ -34,6 +34,12 @@ pub struct BackendArgs {
     /// (repeatable), e.g. cuda:prefer_nhwc=1, cuda:use_tf32=0.
     #[arg(long = "ep-option", value_name = "EP:KEY=VALUE")]
     pub ep_options: Vec<String>,
+    /// Time with inputs and outputs bound on the device (ONNX Runtime IoBinding; needs
+    /// --backend ort --ep cuda): inputs copied there once, outputs written to device
+    /// buffers allocated once. Without it, each timed run copies inputs in and outputs
+    /// out (host to host, into reused buffers). Reports say which was measured.
+    #[arg(long)]
+    pub io_binding: bool,
 }
 
 impl BackendArgs {
@@ -55,7 +61,39 @@ impl BackendArgs {
                 .collect::<Result<_, infopt_runtime::RuntimeError>>()
                 .map_err(CliError::usage)?,
             map_weights: false,
+            transfer: if self.io_binding {
+                infopt_runtime::Transfer::DeviceResident
+            } else {
+                infopt_runtime::Transfer::HostToHost
+            },
         })
+    }
+
+    /// Refuses `--io-binding` where it cannot take effect, before any work:
+    /// device-resident timing needs ONNX Runtime's CUDA provider, and a command
+    /// run that times nothing (`times` false) would drop it.
+    pub fn check_io_binding(&self, times: bool, what_times: &str) -> CliResult {
+        if !self.io_binding {
+            return Ok(());
+        }
+        let ort = matches!(self.explicit()?, Some(BackendKind::Ort));
+        let cuda = self.execution_providers.iter().any(|e| {
+            matches!(
+                e.to_ascii_lowercase().as_str(),
+                "cuda" | "cudaexecutionprovider"
+            )
+        });
+        if !(ort && cuda) {
+            return Err(CliError::usage(
+                infopt_runtime::transfer::DEVICE_RESIDENT_NEEDS_CUDA,
+            ));
+        }
+        if !times {
+            return Err(CliError::usage(format!(
+                "--io-binding changes only how latency is timed, and this run times nothing: {what_times}"
+            )));
+        }
+        Ok(())
     }
 
     /// `--backend`, if given.

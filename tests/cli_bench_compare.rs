@@ -531,3 +531,54 @@ fn bad_backend_options_are_usage_errors() {
         assert_eq!(o.status.code(), Some(2));
     }
 }
+
+/// `--io-binding` (device-resident timing) needs ONNX Runtime's CUDA provider: in tract
+/// or on the CPU provider it is refused with the flags to add, on every command that
+/// times; host-to-host timing says so in the JSON report.
+#[test]
+fn io_binding_without_cuda_is_refused_and_reports_say_which_timing() {
+    let model = fixture("cnn_bn_relu.onnx");
+    let want = "device-resident timing (--io-binding) needs ONNX Runtime with the CUDA execution provider: add --backend ort --ep cuda";
+    let o = infopt(&["bench", s(&model), "--io-binding"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains(want), "{}", stderr(&o));
+    let out = std::env::temp_dir().join(format!("infopt_iob_{}.onnx", std::process::id()));
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--bench",
+        "--io-binding",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains(want), "{}", stderr(&o));
+    assert!(!out.exists(), "nothing is written after a usage error");
+    let o = infopt(&["bench", s(&model), "--runs", "3", "--json"]);
+    assert_eq!(json(&o)["backend"]["transfer"], "host-to-host");
+    if ort_available() {
+        let o = infopt(&["bench", s(&model), "--backend", "ort", "--io-binding"]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{}", stderr(&o));
+        let o = infopt(&[
+            "compare",
+            s(&model),
+            s(&model),
+            "--backend",
+            "ort",
+            "--io-binding",
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{}", stderr(&o));
+        let o = infopt(&[
+            "bench",
+            s(&model),
+            "--backend",
+            "ort",
+            "--runs",
+            "3",
+            "--json",
+        ]);
+        assert_eq!(json(&o)["backend"]["transfer"], "host-to-host");
+    }
+}

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::error::{Result, RuntimeError};
 use crate::tensor::{DType, HostTensor};
+use crate::transfer::{DEVICE_RESIDENT_NEEDS_CUDA, RunEachTime, TimedRun, Transfer};
 use crate::view::TensorView;
 
 /// One dimension of a declared model input or output.
@@ -365,6 +366,24 @@ pub trait LoadedModel: Send + Sync {
     /// order they are computed.
     fn observed(&self) -> &[String] {
         &[]
+    }
+
+    /// A runner for timed runs on `inputs`, moving data as `transfer` says
+    /// (see [`Transfer`]). The default runs [`run`](Self::run) each time
+    /// (host to host, fresh outputs); ONNX Runtime binds its inputs and
+    /// outputs once instead. Backends without device memory refuse
+    /// [`Transfer::DeviceResident`].
+    fn timed_runner<'a>(
+        &'a self,
+        inputs: &'a [HostTensor],
+        transfer: Transfer,
+    ) -> Result<Box<dyn TimedRun + 'a>> {
+        match transfer {
+            Transfer::HostToHost => Ok(Box::new(RunEachTime(move || self.run(inputs).map(drop)))),
+            Transfer::DeviceResident => Err(RuntimeError::InvalidArgument(
+                DEVICE_RESIDENT_NEEDS_CUDA.into(),
+            )),
+        }
     }
 
     /// For backends that rebuild a loaded model of their own type.

@@ -26,6 +26,7 @@ pub mod tensor;
 pub mod tensorrt;
 pub mod timing;
 pub mod tract_backend;
+pub mod transfer;
 pub mod view;
 
 pub use backend::{
@@ -38,4 +39,5 @@ pub use ort_backend::{OptLevel, OrtBackend, OrtOptions, backend_by_name};
 pub use tensor::{DType, HostTensor, TensorData};
 pub use timing::Latency;
 pub use tract_backend::{TractBackend, TractOneShot};
+pub use transfer::{TimedRun, Transfer};
 pub use view::{DataView, TensorView};

@@ -43,9 +43,12 @@ use crate::backend::{
 };
 use crate::error::{Result, RuntimeError};
 use crate::tensor::{DType, HostTensor, TensorData};
+use crate::transfer::{RunEachTime, TimedRun, Transfer};
 use crate::view::{DataView, TensorView};
 
 const BACKEND: &str = "ort";
+
+mod binding;
 
 /// The environment variable naming the library, as the `ort` crate reads it.
 pub const DYLIB_ENV: &str = "ORT_DYLIB_PATH";
@@ -639,6 +642,28 @@ impl OrtBackend {
         &self.options
     }
 
+    /// The CUDA device sessions run on (`--ep-option cuda:device_id=N`, else 0),
+    /// when the CUDA provider is registered.
+    fn cuda_device(&self) -> Result<Option<i32>> {
+        if !self.eps.iter().any(|(_, e)| *e == Ep::Cuda) {
+            return Ok(None);
+        }
+        let chosen = self
+            .options
+            .ep_options
+            .iter()
+            .rfind(|o| ep_key(&o.ep) == "cuda" && o.key == "device_id");
+        match chosen {
+            None => Ok(Some(0)),
+            Some(o) => o.value.parse::<i32>().map(Some).map_err(|_| {
+                RuntimeError::InvalidArgument(format!(
+                    "execution provider option `cuda:device_id={}`: expected a device number, e.g. cuda:device_id=0",
+                    o.value
+                ))
+            }),
+        }
+    }
+
     fn build_session(
         &self,
         bytes: &[u8],
@@ -1033,6 +1058,7 @@ impl OrtBackend {
             resolution,
             observed: Vec::new(),
             observed_bytes: Mutex::new(HashMap::new()),
+            cuda_device: self.cuda_device()?,
         })
     }
 }
@@ -1076,6 +1102,9 @@ struct OrtModel {
     observed: Vec<String>,
     /// Byte size of each observed tensor, learnt from earlier runs.
     observed_bytes: Mutex<HashMap<String, usize>>,
+    /// The CUDA device the session runs on, when the CUDA provider is
+    /// registered: device-resident timing binds there.
+    cuda_device: Option<i32>,
 }
 
 impl OrtModel {
@@ -1219,6 +1248,32 @@ fn view_of<'v>(name: &'v str, v: &'v DynValue) -> Result<TensorView<'v>> {
 impl LoadedModel for OrtModel {
     fn inputs(&self) -> &[IoSpec] {
         &self.inputs
+    }
+
+    /// IoBinding (see [`binding`]): inputs bound once, outputs into buffers
+    /// reused from run to run. Host to host falls back to plain runs for a
+    /// model the binding cannot take; device-resident has no fallback.
+    fn timed_runner<'a>(
+        &'a self,
+        inputs: &'a [HostTensor],
+        transfer: Transfer,
+    ) -> Result<Box<dyn TimedRun + 'a>> {
+        check_run_inputs(&self.inputs, &self.resolution, inputs)?;
+        let bound = binding::BoundRunner::new(
+            &self.session,
+            &self.inputs,
+            &self.outputs,
+            inputs,
+            transfer,
+            self.cuda_device,
+        );
+        match (bound, transfer) {
+            (Ok(r), _) => Ok(Box::new(r)),
+            (Err(_), Transfer::HostToHost) => {
+                Ok(Box::new(RunEachTime(move || self.run(inputs).map(drop))))
+            }
+            (Err(e), Transfer::DeviceResident) => Err(e),
+        }
     }
 
     /// Outputs as the session declares them: dtypes, and dims where the model (or ONNX

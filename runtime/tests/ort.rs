@@ -506,3 +506,40 @@ fn backends_by_name() {
         assert_eq!(o.name(), "ort");
     }
 }
+
+/// Timed runs go through IoBinding on every fixture ONNX Runtime runs (inputs
+/// bound once, outputs into buffers reused from run to run), and device-resident
+/// timing on the CPU provider is refused with the flags that enable it.
+#[test]
+fn timed_runs_bind_buffers_once() {
+    use infopt_runtime::Transfer;
+    let Some(b) = ort() else { return };
+    for rel in ORT_FIXTURES {
+        let (bytes, dir) = read(rel);
+        let m = b
+            .load(&bytes, Some(&dir), &shapes())
+            .unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let x = generate_for_model(m.as_ref(), &gen_opts()).unwrap();
+        let mut runner = m
+            .timed_runner(&x, Transfer::HostToHost)
+            .unwrap_or_else(|e| panic!("{rel}: {e}"));
+        assert!(runner.reuses_buffers(), "{rel}: fell back to plain runs");
+        for _ in 0..3 {
+            runner.run_once().unwrap_or_else(|e| panic!("{rel}: {e}"));
+        }
+        drop(runner);
+        // The model still runs normally after its binding is gone.
+        m.run(&x).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let e = m
+            .timed_runner(&x, Transfer::DeviceResident)
+            .err()
+            .unwrap_or_else(|| panic!("{rel}: device-resident timing on the CPU provider"))
+            .to_string();
+        assert!(
+            e.contains(
+                "needs ONNX Runtime with the CUDA execution provider: add --backend ort --ep cuda"
+            ),
+            "{rel}: {e}"
+        );
+    }
+}

@@ -130,6 +130,7 @@ pub fn time_interleaved(
     models: Vec<Loaded>,
     warmup: usize,
     runs: usize,
+    transfer: infopt_runtime::Transfer,
 ) -> CliResult<(Vec<Latency>, Vec<Loaded>)> {
     let mut meta = Vec::new();
     let timed: Vec<Timed> = models
@@ -144,7 +145,7 @@ pub fn time_interleaved(
         })
         .collect();
     let mut progress = Progress::new();
-    let lat = timing::time_interleaved(&timed, warmup, runs, &mut |p| match p {
+    let lat = timing::time_interleaved(&timed, warmup, runs, transfer, &mut |p| match p {
         timing::Progress::Phase(label, total) => progress.phase(label, total),
         timing::Progress::Round => progress.inc(),
         timing::Progress::Done => progress.finish(),
@@ -283,6 +284,7 @@ pub fn execute(args: &Args) -> CliResult<Outcome<BenchReport>> {
     let inputs = args.inputs.resolve().map_err(CliError::usage)?;
     let gates = crate::gates::Gates::resolve(None, &args.gates)?;
     crate::gates::check_bench_gates(&gates, args.compare.len())?;
+    args.backend.check_io_binding(true, "")?;
     crate::report::ci::report_kinds(&args.report)?;
     let chosen = args.backend.build(BackendKind::Tract)?;
     let (backend, info) = (chosen.backend, chosen.info);
@@ -293,11 +295,10 @@ pub fn execute(args: &Args) -> CliResult<Outcome<BenchReport>> {
         .map(|p| load(backend.as_ref(), p, &inputs))
         .collect::<CliResult<Vec<_>>>()?;
     let (latencies, loaded, evidence) = if gates.latency_threshold().is_some() {
-        let (l, e) =
-            crate::gates::bench_latency(&gates, &loaded, &info.name, args.warmup, args.runs)?;
+        let (l, e) = crate::gates::bench_latency(&gates, &loaded, &info, args.warmup, args.runs)?;
         (l, loaded, Some(e))
     } else {
-        let (l, loaded) = time_interleaved(loaded, args.warmup, args.runs)?;
+        let (l, loaded) = time_interleaved(loaded, args.warmup, args.runs, info.transfer)?;
         (l, loaded, None)
     };
     let gate_report = if gates.is_empty() {

@@ -560,8 +560,14 @@ fn onnx_latency(
         model: loaded,
         inputs: tensors,
     }];
-    let lat = infopt_verify::timing::time_interleaved(&timed, args.warmup, args.runs, &mut |_| {})
-        .map_err(|e| e.message)?;
+    let lat = infopt_verify::timing::time_interleaved(
+        &timed,
+        args.warmup,
+        args.runs,
+        chosen.info.transfer,
+        &mut |_| {},
+    )
+    .map_err(|e| e.message)?;
     let latency = lat
         .into_iter()
         .next()
@@ -592,6 +598,8 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
     let started = Instant::now();
     let settings = parse_settings(&args)?;
     let max_mismatches = parse_gates(&args.gate)?;
+    args.backend
+        .check_io_binding(args.runs > 0, "--runs 0 times nothing")?;
     let compute_capabilities = args
         .compute_capability
         .as_deref()

@@ -319,6 +319,10 @@ pub fn execute(args: &Args) -> CliResult<Outcome<CompareReport>> {
     let inputs = args.inputs.resolve().map_err(CliError::usage)?;
     let gates = crate::gates::Gates::resolve(None, &args.gates)?;
     crate::report::ci::report_kinds(&args.report)?;
+    args.backend.check_io_binding(
+        gates.latency_threshold().is_some(),
+        "compare times only for a max_latency_ratio gate (--gate max_latency_ratio=1.05)",
+    )?;
     let default_backend = if args.intermediate {
         BackendKind::Ort
     } else {
@@ -365,7 +369,7 @@ pub fn execute(args: &Args) -> CliResult<Outcome<CompareReport>> {
             (a.model.as_ref(), &a.inputs),
             (b.model.as_ref(), &b_inputs),
             &args.b,
-            &info.name,
+            &info,
             (args.warmup, args.runs),
         )?)
     };

@@ -331,6 +331,10 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
     }
     // The latency gate times the models itself (more runs, a confidence interval).
     let latency_gate = gates.latency_threshold().is_some();
+    args.backend.check_io_binding(
+        args.bench || latency_gate,
+        "add --bench, or a max_latency_ratio gate",
+    )?;
     let mut gate_results: Vec<crate::gates::GateResult> = Vec::new();
     let mut latency_evidence = None;
     let overrides = VerifyOverrides {

@@ -52,6 +52,8 @@ pub struct LatencyPlan {
     pub warmup: usize,
     /// Timed runs per model before the first decision (raised to [`MIN_RUNS`]).
     pub runs: usize,
+    /// How each timed run moves data (see `infopt_runtime::Transfer`).
+    pub transfer: infopt_runtime::Transfer,
 }
 
 /// What the latency gate saw: enough to re-derive the verdict, and the candidate's
@@ -170,15 +172,13 @@ pub fn ratio_ci(
     (ratio, at(tail), at(1.0 - tail))
 }
 
-fn run_once(m: &Timed<'_>) -> CliResult<f64> {
+/// One timed run of a prepared model, in milliseconds.
+fn run_once(label: &str, runner: &mut dyn infopt_runtime::TimedRun) -> CliResult<f64> {
     let started = Instant::now();
-    let out = m
-        .model
-        .run(m.inputs)
-        .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", m.label)))?;
-    let t = started.elapsed().as_secs_f64() * 1e3;
-    drop(out);
-    Ok(t)
+    runner
+        .run_once()
+        .map_err(|e| CliError::new(Exit::Load, format!("{label}: {e}")))?;
+    Ok(started.elapsed().as_secs_f64() * 1e3)
 }
 
 /// Times `models` in rounds (alternating which goes first) until the interval decides
@@ -190,9 +190,17 @@ fn sample(
     plan: &LatencyPlan,
 ) -> CliResult<(Vec<f64>, Vec<f64>)> {
     let first_batch = plan.runs.max(MIN_RUNS);
+    let mut runners = Vec::with_capacity(models.len());
+    for m in models {
+        let runner = m
+            .model
+            .timed_runner(m.inputs, plan.transfer)
+            .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", m.label)))?;
+        runners.push(runner);
+    }
     for round in 0..plan.warmup {
         for i in order(models.len(), round) {
-            run_once(&models[i])?;
+            run_once(models[i].label, runners[i].as_mut())?;
         }
     }
     let mut samples = vec![Vec::new(); models.len()];
@@ -210,7 +218,7 @@ fn sample(
         );
         while round < target {
             for i in order(models.len(), round) {
-                samples[i].push(run_once(&models[i])?);
+                samples[i].push(run_once(models[i].label, runners[i].as_mut())?);
             }
             round += 1;
         }
@@ -386,6 +394,7 @@ mod tests {
             quantile: 0.5,
             warmup: 0,
             runs: 30,
+            transfer: infopt_runtime::Transfer::HostToHost,
         };
         let a = noisy(10.0, 60, 1);
         let same = noisy(10.0, 60, 2);
@@ -445,6 +454,7 @@ mod tests {
             quantile: 0.1,
             warmup: 0,
             runs: 30,
+            transfer: infopt_runtime::Transfer::HostToHost,
         };
         let e = decide(
             "original".into(),

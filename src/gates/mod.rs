@@ -93,12 +93,18 @@ impl Gates {
     }
 
     /// How the latency gate measures, from the command's warm-up and run counts.
-    pub fn latency_plan(&self, warmup: usize, runs: usize) -> latency::LatencyPlan {
+    pub fn latency_plan(
+        &self,
+        warmup: usize,
+        runs: usize,
+        transfer: infopt_runtime::Transfer,
+    ) -> latency::LatencyPlan {
         latency::LatencyPlan {
             threshold: self.latency_threshold().unwrap_or(f64::INFINITY),
             quantile: self.latency_quantile(),
             warmup,
             runs,
+            transfer,
         }
     }
 }
@@ -674,7 +680,7 @@ pub fn optimize_latency(
     warmup: usize,
     runs: usize,
 ) -> CliResult<(infopt_verify::LatencyComparison, latency::LatencyEvidence)> {
-    let plan = gates.latency_plan(warmup, runs);
+    let plan = gates.latency_plan(warmup, runs, v.chosen.info.transfer);
     let backend = v.chosen.info.name.clone();
     let original = match &gates.baseline {
         Some(_) => None,
@@ -755,13 +761,14 @@ pub fn compare_gates(
     a: (&dyn infopt_runtime::LoadedModel, &[HostTensor]),
     b: (&dyn infopt_runtime::LoadedModel, &[HostTensor]),
     b_path: &std::path::Path,
-    backend: &str,
+    backend: &infopt_verify::BackendInfo,
     timing: (usize, usize),
 ) -> CliResult<GateReport> {
     let mut results = accuracy(&gates.config, outputs, Some((ya, yb)));
     let mut evidence = None;
     if gates.latency_threshold().is_some() {
-        let plan = gates.latency_plan(timing.0, timing.1);
+        let plan = gates.latency_plan(timing.0, timing.1, backend.transfer);
+        let backend = backend.name.as_str();
         let candidate = latency::Timed {
             label: "B",
             model: b.0,
@@ -819,7 +826,7 @@ pub fn check_bench_gates(gates: &Gates, compared: usize) -> CliResult {
 pub fn bench_latency(
     gates: &Gates,
     loaded: &[crate::models::Loaded],
-    backend: &str,
+    backend: &infopt_verify::BackendInfo,
     warmup: usize,
     runs: usize,
 ) -> CliResult<(Vec<infopt_runtime::Latency>, latency::LatencyEvidence)> {
@@ -836,7 +843,8 @@ pub fn bench_latency(
             "no model to time",
         ));
     };
-    let plan = gates.latency_plan(warmup, runs);
+    let plan = gates.latency_plan(warmup, runs, backend.transfer);
+    let backend = backend.name.as_str();
     let e = match &gates.baseline {
         Some(b) => latency::measure_against_baseline(b, timed(last), backend, &plan)?,
         None => latency::measure_pair(

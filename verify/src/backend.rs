@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use infopt_runtime::ort_backend::{OptLevel, OrtBackend, OrtOptions};
-use infopt_runtime::{Backend, TractBackend, TractOneShot};
+use infopt_runtime::{Backend, TractBackend, TractOneShot, Transfer};
 use serde::Serialize;
 
 use crate::error::{ErrorKind, Result, VerifyError};
@@ -53,6 +53,8 @@ pub struct BackendOptions {
     /// `OrtOptions::map_weights`): set by the verifier for models whose
     /// weights do not fit in memory.
     pub map_weights: bool,
+    /// How timed runs move data (`--io-binding`: device-resident).
+    pub transfer: Transfer,
 }
 
 /// The backend as reports describe it.
@@ -78,6 +80,9 @@ pub struct BackendInfo {
     /// optimization off): the model did not fit in memory.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub weights_mapped: bool,
+    /// How the latencies measured in this backend moved data: `host-to-host`
+    /// (inputs in and outputs out on every run) or `device-resident`.
+    pub transfer: Transfer,
 }
 
 impl BackendInfo {
@@ -107,6 +112,9 @@ impl BackendInfo {
         }
         if !self.execution_providers.is_empty() {
             parts.push(self.execution_providers.join(" > "));
+        }
+        if self.transfer == Transfer::DeviceResident {
+            parts.push(format!("timing {}", self.transfer));
         }
         format!("{} ({})", self.version, parts.join(", "))
     }
@@ -144,6 +152,7 @@ impl ChosenBackend {
                     execution_providers: vec![],
                     library: None,
                     weights_mapped: false,
+                    transfer: options.transfer,
                 };
                 (b, info)
             }
@@ -180,6 +189,7 @@ impl ChosenBackend {
                     execution_providers: b.execution_providers(),
                     library: Some(b.library_path().display().to_string()),
                     weights_mapped: options.map_weights,
+                    transfer: options.transfer,
                 };
                 (Box::new(b), info)
             }

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use infopt_runtime::{HostTensor, Latency, LoadedModel};
+use infopt_runtime::{HostTensor, Latency, LoadedModel, Transfer};
 
 use crate::error::{ErrorKind, Result, VerifyError};
 
@@ -26,17 +26,35 @@ pub enum Progress {
     Done,
 }
 
+/// Times `models` interleaved, moving data as `transfer` says: each model
+/// gets its runner (bindings, buffers) before the first warm-up run, so no
+/// timed run pays for setting it up.
 pub fn time_interleaved(
     models: &[Timed],
     warmup: usize,
     runs: usize,
+    transfer: Transfer,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Vec<Latency>> {
-    let run = |m: &Timed| {
-        m.model
-            .run(&m.inputs)
-            .map_err(|e| VerifyError::new(ErrorKind::Load, format!("{}: {e}", m.label)))
+    let failed = |m: &Timed, e: infopt_runtime::RuntimeError| {
+        let kind = if transfer == Transfer::DeviceResident
+            && matches!(e, infopt_runtime::RuntimeError::InvalidArgument(_))
+        {
+            ErrorKind::Usage
+        } else {
+            ErrorKind::Load
+        };
+        VerifyError::new(kind, format!("{}: {e}", m.label))
     };
+    let mut runners = Vec::with_capacity(models.len());
+    for m in models {
+        runners.push(
+            m.model
+                .timed_runner(&m.inputs, transfer)
+                .map_err(|e| failed(m, e))?,
+        );
+    }
+    let mut run = |i: usize| runners[i].run_once().map_err(|e| failed(&models[i], e));
     let order = |round: usize| -> Vec<usize> {
         let mut ix: Vec<usize> = (0..models.len()).collect();
         if round % 2 == 1 {
@@ -48,7 +66,7 @@ pub fn time_interleaved(
         progress(Progress::Phase("warm-up", warmup));
         for round in 0..warmup {
             for i in order(round) {
-                run(&models[i])?;
+                run(i)?;
             }
             progress(Progress::Round);
         }
@@ -58,9 +76,8 @@ pub fn time_interleaved(
     for round in 0..runs {
         for i in order(round) {
             let started = Instant::now();
-            let out = run(&models[i])?;
+            run(i)?;
             samples[i].push(started.elapsed().as_secs_f64() * 1e3);
-            drop(out);
         }
         progress(Progress::Round);
     }

@@ -661,7 +661,13 @@ impl Verifier {
                 inputs: self.inputs.clone(),
             },
         ];
-        let lat = time_interleaved(&models, warmup, runs, &mut |_| {})?;
+        let lat = time_interleaved(
+            &models,
+            warmup,
+            runs,
+            self.chosen.info.transfer,
+            &mut |_| {},
+        )?;
         let (before, after) = (lat[0].clone(), lat[1].clone());
         let speedup = if after.median_ms > 0.0 {
             before.median_ms / after.median_ms
