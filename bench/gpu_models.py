@@ -233,6 +233,61 @@ def calib(path: Path, specs: dict[str, tuple[tuple[int, ...], str]]) -> None:
     np.savez(path, **arrays)
 
 
+def _text_lines(n: int, h: int, w: int, lines: int, seed: int):
+    """Images of printed text (PIL's own font), dark on light paper: what the
+    OCR models are trained on, in uint8 HWC."""
+    from PIL import Image, ImageDraw
+
+    rng = np.random.default_rng(seed)
+    chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 .,:-/"
+    out = []
+    for _ in range(n):
+        paper = int(rng.integers(200, 256))
+        im = Image.new("RGB", (w, h), (paper, paper, paper))
+        dr = ImageDraw.Draw(im)
+        for li in range(lines):
+            text = "".join(rng.choice(list(chars), int(rng.integers(6, 30))))
+            ink = int(rng.integers(0, 80))
+            y = int((li + 0.2) * h / lines)
+            dr.text((int(rng.integers(2, 20)), y), text, fill=(ink, ink, ink), font_size=max(10, h // lines - 8))
+        out.append(np.asarray(im))
+    return np.stack(out)
+
+
+def _paddle_norm(x):
+    return ((x.astype(np.float32) / 255.0 - 0.5) / 0.5).transpose(0, 3, 1, 2).copy()
+
+
+def _scenes(n: int, size: int, seed: int):
+    """Natural-looking synthetic photos: smooth gradients, filled shapes, noise."""
+    from PIL import Image, ImageDraw
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        base = rng.integers(0, 256, 3)
+        yy, xx = np.mgrid[0:size, 0:size] / size
+        img = (base[None, None, :] * (0.5 + 0.5 * yy[..., None]) + 60 * xx[..., None]).clip(0, 255).astype(np.uint8)
+        im = Image.fromarray(img)
+        dr = ImageDraw.Draw(im)
+        for _ in range(int(rng.integers(3, 9))):
+            x0, y0 = rng.integers(0, size, 2)
+            x1, y1 = x0 + rng.integers(20, size // 2), y0 + rng.integers(20, size // 2)
+            color = tuple(int(c) for c in rng.integers(0, 256, 3))
+            (dr.ellipse if rng.random() < 0.5 else dr.rectangle)([int(x0), int(y0), int(x1), int(y1)], fill=color)
+        arr = np.asarray(im).astype(np.float32) + rng.normal(0, 6, (size, size, 3))
+        out.append(arr.clip(0, 255))
+    return np.stack(out)
+
+
+REAL_INPUTS = {
+    "ppocr_v4_rec": lambda p, b: np.savez(p, x=_paddle_norm(_text_lines(b, 48, 320, 1, 1))),
+    "ppocr_v4_det": lambda p, b: np.savez(p, x=_paddle_norm(_text_lines(b, 640, 640, 14, 2))),
+    "nudenet_320n": lambda p, b: np.savez(
+        p, images=(_scenes(b, 320, 3) / 255.0).astype(np.float32).transpose(0, 3, 1, 2).copy()),
+}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
@@ -258,6 +313,9 @@ def main() -> None:
                 models["ppocr_v4_det"] = (f, {"x": ((1, 3, 640, 640), "image")}, "x", (3, 640, 640), 8)
             elif "rec" in f.name.lower():
                 models["ppocr_v4_rec"] = (f, {"x": ((1, 3, 48, 320), "image")}, "x", (3, 48, 320), BATCH)
+            elif "320n" in f.name.lower():  # nudenet's YOLOv8n detector
+                models["nudenet_320n"] = (f, {"images": ((1, 3, 320, 320), "image")}, "images", (3, 320, 320),
+                                          BATCH)
     for name, (make, specs, image_input, chw, big) in models.items():
         if only and name not in only:
             continue
@@ -273,6 +331,8 @@ def main() -> None:
             print(f"[skip] {name}: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
             continue
         calib(d / "calib.npz", specs)
+        if name in REAL_INPUTS:
+            REAL_INPUTS[name](d / "real.npz", big)
         if image_input:
             dims = "x".join(map(str, chw))
             b1, bn = f"{image_input}:1x{dims}", f"{image_input}:{big}x{dims}"

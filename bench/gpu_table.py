@@ -75,7 +75,7 @@ def main() -> None:
                         runs[v] = (pair[v], pair.get("fp32", float("nan")), "pair")
                         runs.setdefault("fp32", (pair["fp32"], pair["fp32"], "pair"))
             extras = [(tag, medians(load(d / f"bench_{tag}_b{b}.json")) if b == big else {})
-                      for tag in ("nhwc", "heap", "notf32")]
+                      for tag in ("nhwc", "h2h", "heap", "notf32")]
             if not runs and not any(e for _, e in extras):
                 rows.append(f"| {name} | {b} | — | no timing (see bench_b{b}*.log) | | | | | | | |")
                 continue
