@@ -7,9 +7,10 @@ use serde::Serialize;
 use crate::backend::LoadedModel;
 use crate::error::{Result, RuntimeError};
 use crate::tensor::HostTensor;
+use crate::transfer::Transfer;
 
-/// Latency of `runs` timed runs after `warmup` untimed ones, in milliseconds. Each run
-/// includes the conversion of inputs and outputs between host and backend tensors.
+/// Latency of `runs` timed runs after `warmup` untimed ones, in milliseconds; what a
+/// run includes is the timing's [`Transfer`](crate::Transfer) (reports say which).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Latency {
     pub warmup: usize,
@@ -23,8 +24,8 @@ pub struct Latency {
 }
 
 impl Latency {
-    /// Summarizes raw samples (milliseconds). Percentiles use the nearest-rank method;
-    /// the median of an even count is the mean of the two middle samples.
+    /// Summarizes raw samples (milliseconds) with [`quantile`], the one rule every
+    /// latency figure of infopt uses (bench, `--bench`, build-engine, the latency gate).
     pub fn from_samples(warmup: usize, samples: &[f64]) -> Result<Latency> {
         if samples.is_empty() {
             return Err(RuntimeError::InvalidArgument(
@@ -34,21 +35,12 @@ impl Latency {
         let mut s = samples.to_vec();
         s.sort_by(f64::total_cmp);
         let n = s.len();
-        let nearest_rank = |p: f64| {
-            let rank = ((p / 100.0) * n as f64).ceil() as usize;
-            s[rank.clamp(1, n) - 1]
-        };
-        let median = if n % 2 == 1 {
-            s[n / 2]
-        } else {
-            (s[n / 2 - 1] + s[n / 2]) / 2.0
-        };
         Ok(Latency {
             warmup,
             runs: n,
-            median_ms: median,
-            p90_ms: nearest_rank(90.0),
-            p99_ms: nearest_rank(99.0),
+            median_ms: quantile(&mut s, 0.5),
+            p90_ms: quantile(&mut s, 0.9),
+            p99_ms: quantile(&mut s, 0.99),
             min_ms: s[0],
             max_ms: s[n - 1],
             mean_ms: s.iter().sum::<f64>() / n as f64,
@@ -56,7 +48,23 @@ impl Latency {
     }
 }
 
-/// Runs the model `warmup` times untimed, then `runs` times timed, on the same inputs.
+/// The `q` quantile (0..=1) of `v`, interpolating linearly between order statistics
+/// (numpy's default; the median of an even count is the mean of the two middle
+/// values). Sorts `v`; NaN for no samples.
+pub fn quantile(v: &mut [f64], q: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    let pos = q.clamp(0.0, 1.0) * (n - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+}
+
+/// Runs the model `warmup` times untimed, then `runs` times timed, on the same inputs,
+/// host to host (through [`LoadedModel::timed_runner`], like every timing of infopt).
 pub fn time_model(
     model: &dyn LoadedModel,
     inputs: &[HostTensor],
@@ -68,15 +76,15 @@ pub fn time_model(
             "latency needs at least one timed run".into(),
         ));
     }
+    let mut runner = model.timed_runner(inputs, Transfer::HostToHost)?;
     for _ in 0..warmup {
-        model.run(inputs)?;
+        runner.run_once()?;
     }
     let mut samples = Vec::with_capacity(runs);
     for _ in 0..runs {
         let start = Instant::now();
-        let out = model.run(inputs)?;
+        runner.run_once()?;
         samples.push(start.elapsed().as_secs_f64() * 1e3);
-        drop(out);
     }
     Latency::from_samples(warmup, &samples)
 }
@@ -94,8 +102,9 @@ mod tests {
         assert_eq!(l.min_ms, 1.0);
         assert_eq!(l.max_ms, 100.0);
         assert_eq!(l.median_ms, 50.5);
-        assert_eq!(l.p90_ms, 90.0);
-        assert_eq!(l.p99_ms, 99.0);
+        // Linear interpolation: position 0.9 * 99 = 89.1 between 90 and 91.
+        assert!((l.p90_ms - 90.1).abs() < 1e-9, "{}", l.p90_ms);
+        assert!((l.p99_ms - 99.01).abs() < 1e-9, "{}", l.p99_ms);
         assert_eq!(l.mean_ms, 50.5);
         let one = Latency::from_samples(0, &[2.5]).unwrap();
         assert_eq!((one.median_ms, one.p90_ms, one.p99_ms), (2.5, 2.5, 2.5));

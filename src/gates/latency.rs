@@ -110,19 +110,8 @@ pub fn median(v: &mut [f64]) -> f64 {
     quantile(v, 0.5)
 }
 
-/// The `q` quantile, interpolating between order statistics (the median of an even
-/// count is the mean of the two middle values). Sorts `v`.
-pub fn quantile(v: &mut [f64], q: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    let pos = q.clamp(0.0, 1.0) * (n - 1) as f64;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
-}
+/// The one quantile rule of every latency figure (see `infopt_runtime::timing`).
+pub use infopt_runtime::timing::quantile;
 
 /// "median", "p10".
 pub fn statistic_name(q: f64) -> String {
