@@ -252,6 +252,15 @@ done < "$W/models.txt" | xargs -P 4 -L1 bash -c '
         > "$d/compare_$v.json" 2> "$d/compare_$v.log"
     echo "  $name/$v: compare exit $?"'
 
+# ---------------------------------------------------------------- extra checks
+# AFTER=FILE: a bash file sourced here, with INFOPT, W, OUT, EP and the CUDA
+# libraries set up (e.g. bench/gpu_iobinding_check.sh).
+if [ -n "${AFTER:-}" ]; then
+    log "extra checks ($AFTER)"
+    # shellcheck disable=SC1090
+    source "$AFTER"
+fi
+
 # ---------------------------------------------------------------- table
 log "table"
 python3 "$HERE/gpu_table.py" "$W" --variants "$VARIANTS" | tee "$OUT/gpu_bench.md"

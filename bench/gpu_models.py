@@ -23,6 +23,7 @@ exporter at opset 17 with eager attention (what most deployed exports are).
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import time
@@ -33,7 +34,7 @@ import numpy as np
 
 warnings.filterwarnings("ignore")
 
-BATCH = 16  # the large batch of every model but the detectors
+BATCH = int(os.environ.get("GPU_BATCH", "16"))  # the large batch of every model but the detectors
 SEQ = 128
 CALIB = 24
 
