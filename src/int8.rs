@@ -537,6 +537,7 @@ pub fn run(
             held_out: None,
             worst_layers: Vec::new(),
             kept_float: Vec::new(),
+            kept_by_user: Vec::new(),
             target_cosine: Some(goal.cosine),
             target_top1: Some(goal.top1),
             classifier_outputs: Vec::new(),
@@ -669,6 +670,7 @@ pub fn run(
         }
         r.held_out = held;
         r.kept_float = kept;
+        r.kept_by_user = crate::job::kept_by_user(&model.graph, config.precision.as_ref());
         r.costs = costs.steps();
         crate::progress::note(
             "int8",

@@ -13,6 +13,8 @@
 //! On the command line: `--precision NAME_OR_OP=fp32` (a bare op type matches
 //! the op, anything else a node name, exactly or as a regex).
 
+pub mod check;
+
 use std::fmt;
 
 use infopt_ir::Node;
@@ -185,6 +187,12 @@ impl PrecisionMap {
     /// The first override matching `node`.
     pub fn override_for(&self, node: &Node) -> Option<&Override> {
         self.overrides.iter().find(|o| o.selector.matches(node))
+    }
+
+    /// The override that keeps `node` in a float type, out of INT8
+    /// (`quantize-int8` leaves it float; the INT8 search never offers it).
+    pub fn kept_float(&self, node: &Node) -> Option<&Override> {
+        self.override_for(node).filter(|o| o.to != Precision::Int8)
     }
 
     /// Adds a command-line `NAME_OR_OP=PRECISION`; it wins over the YAML's

@@ -170,7 +170,16 @@ impl Search<'_> {
         first: &HeldOut,
         missed: &[String],
     ) -> CliResult<Found> {
-        let layers = quantized_layers(quantized);
+        // The user's float overrides are fixed: never offered (under the
+        // onnxruntime placement such a layer still reads a DQ input).
+        let user = self.from.precision.as_ref();
+        let layers: Vec<String> = quantized_layers(quantized)
+            .into_iter()
+            .filter(|l| {
+                let node = quantized.graph.find_node(l).map(|id| quantized.graph.node(id));
+                !node.is_some_and(|n| user.is_some_and(|m| m.kept_float(n).is_some()))
+            })
+            .collect();
         let before = min_cosine(first);
         if layers.is_empty() {
             return Ok(Found {

@@ -42,6 +42,10 @@
 //! about 4× smaller) or `qdq` (FP32 weights + Q + DQ); `exclude:` a list of
 //! `{name: N}`, `{op: T}` or `{regex: R}` (node names) kept float;
 //! `keep_first_last: true` keeps the first and last weighted layers float;
+//! the pipeline's precision map (`--precision NAME_OR_OP=fp32|fp16|bf16`,
+//! matched as `convert-float16` matches it: an op type, or a node name
+//! exactly or as a regex of the whole name) keeps its nodes float the same
+//! way, reported as kept by the user;
 //! `activations: uint8 | int8` (ONNX Runtime only; default uint8);
 //! `float_depthwise: true` (ONNX Runtime only).
 //!
@@ -49,7 +53,7 @@
 //! - the model already holds QuantizeLinear/DequantizeLinear nodes (the
 //!   whole pass declines);
 //! - per layer (reported with the layer's name): no range for an input,
-//!   excluded, first/last layer with `keep_first_last`, a BatchNormalization
+//!   excluded, kept float by the precision map, first/last layer with `keep_first_last`, a BatchNormalization
 //!   reads the layer's output (run `fuse-conv-bn` first), weight not a float32
 //!   constant, on ONNX Runtime a Conv whose output is a graph output or has no
 //!   range, depthwise Conv on ONNX Runtime with `float_depthwise`. Softmax,
@@ -269,9 +273,22 @@ impl Pass for QuantizeInt8 {
             let _ = id;
             return Ok(0);
         }
+        let mut exclude = o.matchers().map_err(PassError::Config)?;
+        // The precision map's float overrides keep their nodes out of INT8,
+        // as `convert-float16` keeps them out of float16.
+        let user_kept = match cx.side.get::<infopt_passes::PrecisionMap>() {
+            Some(map) => {
+                let kept = kept_by_user(g, map);
+                if !kept.is_empty() {
+                    exclude.push(placement::Matcher::Precision(map.clone()));
+                }
+                kept
+            }
+            None => Vec::new(),
+        };
         let settings = Settings {
             target: cx.target,
-            exclude: o.matchers().map_err(PassError::Config)?,
+            exclude,
             keep_first_last: o.keep_first_last,
             ort_activation: match o.activations {
                 Some(ActivationOption::Int8) => DataType::Int8,
@@ -280,6 +297,14 @@ impl Pass for QuantizeInt8 {
             ort_float_depthwise: o.float_depthwise,
         };
         let plan = placement::plan(g, &amax, &settings).map_err(PassError::Model)?;
+        if !user_kept.is_empty() {
+            cx.note(format!(
+                "quantize-int8: {} node(s) {}, their weights float: {}",
+                user_kept.len(),
+                placement::KEPT_BY_USER,
+                preview(&user_kept)
+            ));
+        }
         for (at, reason) in &plan.skipped {
             cx.decline(at, reason);
         }
@@ -367,6 +392,14 @@ impl Pass for QuantizeInt8 {
         ));
         Ok(plan.acts.len() + plan.weights.len())
     }
+}
+
+/// The nodes of `g` the precision map keeps in a float type, as
+/// `name (fp32)`, in graph order.
+fn kept_by_user(g: &infopt_ir::Graph, map: &infopt_passes::PrecisionMap) -> Vec<String> {
+    g.nodes()
+        .filter_map(|(_, n)| map.kept_float(n).map(|o| format!("{} ({})", n.name_or_op(), o.to)))
+        .collect()
 }
 
 fn preview(names: &[String]) -> String {
