@@ -82,16 +82,30 @@ impl Job {
                 "{first} is an INT8 option, but the pipeline has no quantize-int8 step; add --int8"
             )));
         }
-        let converts = runs
-            .iter()
-            .any(|p| check::readers(Precision::Fp16).contains(p) || check::readers(Precision::Bf16).contains(p));
+        let converts = runs.iter().any(|p| {
+            check::readers(Precision::Fp16).contains(p)
+                || check::readers(Precision::Bf16).contains(p)
+        });
         if flags.no_auto_fp32 && !converts {
             return Err(CliError::usage(
                 "--no-auto-fp32 applies to a conversion to float16 or bfloat16, which the pipeline does not run; add --fp16 or --bf16, or drop it",
             ));
         }
         if let Some(map) = &config.precision {
-            check::check_readers(map, flags.overrides.len(), &runs).map_err(CliError::usage)?;
+            check::check_readers(map, flags.overrides.len(), &runs).map_err(|e| {
+                // Adding the flag is not the fix when the pass is disabled.
+                let skipped: Vec<&str> = flags
+                    .disabled
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|d| check::readers(Precision::Fp32).contains(d))
+                    .collect();
+                if skipped.is_empty() {
+                    CliError::usage(e)
+                } else {
+                    CliError::usage(format!("{e} (--disable {} skips it)", skipped.join(",")))
+                }
+            })?;
         }
         Ok(Job {
             notes,

@@ -176,7 +176,10 @@ impl Search<'_> {
         let layers: Vec<String> = quantized_layers(quantized)
             .into_iter()
             .filter(|l| {
-                let node = quantized.graph.find_node(l).map(|id| quantized.graph.node(id));
+                let node = quantized
+                    .graph
+                    .find_node(l)
+                    .map(|id| quantized.graph.node(id));
                 !node.is_some_and(|n| user.is_some_and(|m| m.kept_float(n).is_some()))
             })
             .collect();

@@ -398,7 +398,10 @@ impl Pass for QuantizeInt8 {
 /// `name (fp32)`, in graph order.
 fn kept_by_user(g: &infopt_ir::Graph, map: &infopt_passes::PrecisionMap) -> Vec<String> {
     g.nodes()
-        .filter_map(|(_, n)| map.kept_float(n).map(|o| format!("{} ({})", n.name_or_op(), o.to)))
+        .filter_map(|(_, n)| {
+            map.kept_float(n)
+                .map(|o| format!("{} ({})", n.name_or_op(), o.to))
+        })
         .collect()
 }
 

@@ -43,7 +43,10 @@ impl Matcher {
             Matcher::Op(s) => format!("excluded by op {s}"),
             Matcher::Regex(r) => format!("excluded by regex '{}'", r.as_str()),
             Matcher::Precision(map) => match map.kept_float(g.node(id)) {
-                Some(o) => format!("{KEPT_BY_USER}: the override for {} says {}", o.selector, o.to),
+                Some(o) => format!(
+                    "{KEPT_BY_USER}: the override for {} says {}",
+                    o.selector, o.to
+                ),
                 None => KEPT_BY_USER.to_string(),
             },
         }

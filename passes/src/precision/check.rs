@@ -41,7 +41,10 @@ pub fn entry(o: &Override, from_cli: bool) -> String {
     if from_cli {
         format!("--precision {sel}={}", o.to)
     } else {
-        format!("the pipeline's precision override {{ {key}: {sel}, to: {} }}", o.to)
+        format!(
+            "the pipeline's precision override {{ {key}: {sel}, to: {} }}",
+            o.to
+        )
     }
 }
 
@@ -189,7 +192,12 @@ mod tests {
             let n = model.graph.node_at(id);
             model.graph.node_mut(n).name = Some(name.into());
         }
-        for ok in ["Relu=fp32", "block/act=fp32", "head/.*=fp32", "Sigmoid=fp16"] {
+        for ok in [
+            "Relu=fp32",
+            "block/act=fp32",
+            "head/.*=fp32",
+            "Sigmoid=fp16",
+        ] {
             assert!(check_model(&map(&[ok]), 1, &model).is_ok(), "{ok}");
         }
         let e = check_model(&map(&["block/akt=fp32"]), 1, &model).unwrap_err();

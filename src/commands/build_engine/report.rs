@@ -230,7 +230,11 @@ pub fn render(r: &EngineReport, markdown: bool) -> String {
         }
         let search: Vec<&str> = q.kept_float.iter().map(|k| k.layer.as_str()).collect();
         if !search.is_empty() {
-            let _ = writeln!(s, "INT8: kept in float by the search: {}", search.join(", "));
+            let _ = writeln!(
+                s,
+                "INT8: kept in float by the search: {}",
+                search.join(", ")
+            );
         }
     }
     if let Some(e) = &r.engine {
