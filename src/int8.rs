@@ -670,7 +670,11 @@ pub fn run(
         }
         r.held_out = held;
         r.kept_float = kept;
-        r.kept_by_user = crate::job::kept_by_user(&model.graph, config.precision.as_ref());
+        r.kept_by_user = config
+            .precision
+            .as_ref()
+            .map(|m| m.kept_float_nodes(&model.graph))
+            .unwrap_or_default();
         r.costs = costs.steps();
         crate::progress::note(
             "int8",

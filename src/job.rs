@@ -11,9 +11,9 @@
 //! that selects nothing in the model (with "did you mean"), INT8 options
 //! without a quantize-int8 step, `--no-auto-fp32` without a half pass.
 
-use infopt_ir::{Graph, Model};
+use infopt_ir::Model;
 use infopt_passes::precision::{self, check};
-use infopt_passes::{PipelineConfig, Precision, PrecisionMap};
+use infopt_passes::{PipelineConfig, Precision};
 
 use crate::exit::{CliError, CliResult};
 use crate::int8::Int8Args;
@@ -123,19 +123,4 @@ impl Job {
             None => Ok(()),
         }
     }
-}
-
-/// The nodes of `g` that `map` keeps out of INT8, as `name (fp32)`: what
-/// the INT8 report lists as kept by the user (the search's own are its
-/// `kept_float`).
-pub fn kept_by_user(g: &Graph, map: Option<&PrecisionMap>) -> Vec<String> {
-    let Some(map) = map else {
-        return Vec::new();
-    };
-    g.nodes()
-        .filter_map(|(_, n)| {
-            map.kept_float(n)
-                .map(|o| format!("{} ({})", n.name_or_op(), o.to))
-        })
-        .collect()
 }

@@ -623,9 +623,21 @@ fn the_precision_map_keeps_its_float_nodes_out_of_int8() {
         let g = &m.graph;
         // conv_1's own override (int8) comes first: it is quantized.
         assert_eq!(reads(g, "conv_1", 1), "w1_dq", "{target}");
-        assert_eq!(reads(g, "conv_4", 1), "w2", "{target}: Conv=fp32 keeps conv_4");
-        assert_eq!(reads(g, "matmul_10", 1), "wm", "{target}: the regex keeps the MatMul");
-        assert_eq!(reads(g, "gemm_9", 1), "wg_dq", "{target}: nothing selects the Gemm");
+        assert_eq!(
+            reads(g, "conv_4", 1),
+            "w2",
+            "{target}: Conv=fp32 keeps conv_4"
+        );
+        assert_eq!(
+            reads(g, "matmul_10", 1),
+            "wm",
+            "{target}: the regex keeps the MatMul"
+        );
+        assert_eq!(
+            reads(g, "gemm_9", 1),
+            "wg_dq",
+            "{target}: nothing selects the Gemm"
+        );
         let reasons: Vec<String> = run
             .declined
             .iter()
@@ -633,11 +645,14 @@ fn the_precision_map_keeps_its_float_nodes_out_of_int8() {
             .collect();
         assert!(
             reasons.iter().any(|r| r.contains("conv_4")
-                && r.contains("kept float by the user's precision map: the override for op Conv says fp32")),
+                && r.contains(
+                    "kept float by the user's precision map: the override for op Conv says fp32"
+                )),
             "{reasons:?}"
         );
         assert!(
-            run.notes.iter().any(|n| n.contains("2 node(s) kept float by the user's precision map")
+            run.notes.iter().any(|n| n
+                .contains("2 node(s) kept float by the user's precision map")
                 && n.contains("conv_4 (fp32)")
                 && n.contains("matmul_10 (fp16)")),
             "{:?}",
@@ -652,15 +667,23 @@ fn the_precision_map_keeps_its_float_nodes_out_of_int8() {
     let mut side = SideData::default();
     side.insert(amax.clone());
     let mut m = fp32.clone();
-    infopt_passes::run_pipeline_with(&mut m, &config, &DriverOptions::default(), side, &mut |_, _| {
-        Ok(Flow::Continue)
-    })
+    infopt_passes::run_pipeline_with(
+        &mut m,
+        &config,
+        &DriverOptions::default(),
+        side,
+        &mut |_, _| Ok(Flow::Continue),
+    )
     .unwrap();
     assert_eq!(reads(&m.graph, "conv_4", 0), "maxpool_3_out");
     assert_eq!(reads(&m.graph, "add_5", 1), "maxpool_3_out");
     let mut plain = fp32.clone();
     quantize_with(&mut plain, Target::Tensorrt, "", Some(amax)).unwrap();
-    assert_eq!(reads(&plain.graph, "add_5", 1), "maxpool_3_out_dq", "the control");
+    assert_eq!(
+        reads(&plain.graph, "add_5", 1),
+        "maxpool_3_out_dq",
+        "the control"
+    );
 }
 
 #[test]

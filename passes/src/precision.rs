@@ -195,6 +195,17 @@ impl PrecisionMap {
         self.override_for(node).filter(|o| o.to != Precision::Int8)
     }
 
+    /// The nodes of `g` the map keeps out of INT8, as `name (fp32)`, in
+    /// graph order: what reports list as kept by the user.
+    pub fn kept_float_nodes(&self, g: &infopt_ir::Graph) -> Vec<String> {
+        g.nodes()
+            .filter_map(|(_, n)| {
+                self.kept_float(n)
+                    .map(|o| format!("{} ({})", n.name_or_op(), o.to))
+            })
+            .collect()
+    }
+
     /// Adds a command-line `NAME_OR_OP=PRECISION`; it wins over the YAML's
     /// overrides (it is matched first).
     pub fn add_arg(&mut self, arg: &str) -> Result<(), String> {

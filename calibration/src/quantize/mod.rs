@@ -278,7 +278,7 @@ impl Pass for QuantizeInt8 {
         // as `convert-float16` keeps them out of float16.
         let user_kept = match cx.side.get::<infopt_passes::PrecisionMap>() {
             Some(map) => {
-                let kept = kept_by_user(g, map);
+                let kept = map.kept_float_nodes(g);
                 if !kept.is_empty() {
                     exclude.push(placement::Matcher::Precision(map.clone()));
                 }
@@ -392,17 +392,6 @@ impl Pass for QuantizeInt8 {
         ));
         Ok(plan.acts.len() + plan.weights.len())
     }
-}
-
-/// The nodes of `g` the precision map keeps in a float type, as
-/// `name (fp32)`, in graph order.
-fn kept_by_user(g: &infopt_ir::Graph, map: &infopt_passes::PrecisionMap) -> Vec<String> {
-    g.nodes()
-        .filter_map(|(_, n)| {
-            map.kept_float(n)
-                .map(|o| format!("{} ({})", n.name_or_op(), o.to))
-        })
-        .collect()
 }
 
 fn preview(names: &[String]) -> String {
