@@ -180,7 +180,7 @@ impl Search<'_> {
                     .graph
                     .find_node(l)
                     .map(|id| quantized.graph.node(id));
-                !node.is_some_and(|n| user.is_some_and(|m| m.kept_float(n).is_some()))
+                node.is_none_or(|n| user.is_none_or(|m| m.kept_float(n).is_none()))
             })
             .collect();
         let before = min_cosine(first);
