@@ -379,3 +379,52 @@ fn overrides_no_pass_makes_are_refused() {
     );
     assert!(!out.exists());
 }
+
+/// The INT8 accuracy search takes the user's float overrides as fixed: on
+/// the onnxruntime placement conv2, kept float, still reads a dequantized
+/// input, yet the search does not offer it (4 candidates, not the 5 of the
+/// run without the override) and never lists it as its own.
+#[test]
+fn the_int8_search_never_offers_a_layer_the_user_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q.onnx");
+    let model = fixture(MODEL);
+    let search = |extra: &[&str]| {
+        let mut args = vec![
+            "optimize",
+            s(&model),
+            "-o",
+            s(&out),
+            "--int8",
+            "--calib-data",
+            "random:24",
+            "--calib-samples",
+            "8",
+            "--held-out",
+            "16",
+            "--target",
+            "onnxruntime",
+            // Out of reach of the first INT8 model: the search runs.
+            "--int8-min-cosine",
+            "0.999999",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        infopt(&args)
+    };
+    let o = search(&[]);
+    assert!(
+        stderr(&o).contains("judging each of 5 layers alone"),
+        "{}",
+        stderr(&o)
+    );
+    let o = search(&["--precision", "conv2/Conv=fp32"]);
+    let err = stderr(&o);
+    assert!(err.contains("judging each of 4 layers alone"), "{err}");
+    assert!(o.status.success(), "{err}");
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let q = &r["int8"];
+    assert_eq!(q["kept_by_user"], serde_json::json!(["conv2/Conv (fp32)"]));
+    assert!(!q["kept_float"].to_string().contains("conv2/Conv"), "{q}");
+    assert_eq!(weight(&Model::load(&out).unwrap(), "conv2/Conv"), "float32");
+}
