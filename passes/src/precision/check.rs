@@ -126,6 +126,18 @@ pub fn check_model(map: &PrecisionMap, cli: usize, model: &Model) -> Result<(), 
             Selector::Name { text, .. } => text.as_str(),
             Selector::Exact(name) => name.as_str(),
         };
+        // An op type the model has outside the default domain
+        // (com.microsoft.FusedConv): op selectors are default-domain ones.
+        if let Some(n) = nodes
+            .iter()
+            .find(|n| n.op_type == text && !n.domain().is_empty())
+        {
+            return Err(format!(
+                "{}: the model's {text} nodes are of domain {}, and an op-type override selects ops of the default ONNX domain; select them by node name (exactly, or a regex matching the whole name)",
+                entry(o, from_cli),
+                n.domain()
+            ));
+        }
         let what = match &o.selector {
             Selector::Op(op) => format!("the model has no {op} node"),
             _ => "it is no node name of the model, no op type in it, and no regex matching a node name".into(),
@@ -211,6 +223,17 @@ mod tests {
         assert!(e.contains("did you mean 'Sigmoid'"), "{e}");
         let e = check_model(&map(&["zzzzzzzzzz=fp32"]), 1, &model).unwrap_err();
         assert!(e.ends_with("its op types: Relu, Sigmoid"), "{e}");
+        // An op type of another domain is named as such.
+        let mut custom = model.clone();
+        let id = custom.graph.node_at(0);
+        custom.graph.node_mut(id).domain = Some("com.microsoft".into());
+        let e = check_model(&map(&["Relu=fp32"]), 1, &custom).unwrap_err();
+        assert!(
+            e.starts_with(
+                "--precision Relu=fp32: the model's Relu nodes are of domain com.microsoft"
+            ),
+            "{e}"
+        );
         // Overrides a tool added (with a reason) are not the user's to check.
         let mut m = map(&["nothing=fp32"]);
         m.overrides[0].why = Some("measured".into());
