@@ -428,3 +428,34 @@ fn the_int8_search_never_offers_a_layer_the_user_kept() {
     assert!(!q["kept_float"].to_string().contains("conv2/Conv"), "{q}");
     assert_eq!(weight(&Model::load(&out).unwrap(), "conv2/Conv"), "float32");
 }
+
+/// An override of a node that exists in the model as loaded but not where
+/// the precision pass runs (fuse-conv-bn folds bn1 into conv1) would change
+/// nothing: refused at that pass, exit 2, naming it.
+#[test]
+fn an_override_of_a_node_the_pipeline_folds_away_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("never.onnx");
+    for (cmd, p) in ALL {
+        let o = run(
+            cmd,
+            p,
+            &["--precision", "bn1/BatchNormalization=fp32"],
+            &out,
+        );
+        let pass = match p {
+            P::Fp16 => "convert-float16",
+            P::Bf16 => "convert-bfloat16",
+            P::Int8 => "quantize-int8",
+        };
+        refused(
+            &o,
+            &[
+                "the precision override for name 'bn1/BatchNormalization' (fp32) selects no node",
+                pass,
+            ],
+            &format!("{cmd:?} {p:?}"),
+        );
+        assert!(!out.exists());
+    }
+}

@@ -69,7 +69,9 @@
 //! (run `infer-shapes` first; the pass also infers); its island is too
 //! small to pay for its Casts; an override to fp32 on its If/Loop/Scan node
 //! (the whole subgraph). Nodes without float32 tensors are not considered
-//! at all.
+//! at all. Fails (does not decline) when a user's override (fp32/fp16/bf16)
+//! selects no node of the graph it sees: the passes before it removed what
+//! the override named, which would otherwise change nothing.
 //!
 //! ## Numerics
 //! float16 keeps 11 significant bits (relative error ~5e-4 per rounding) and
@@ -206,6 +208,8 @@ impl Pass for ConvertFloat {
         let _ = infer_shapes(model);
         let opset = model.opset("").unwrap_or(1);
         let map = cx.side.get::<PrecisionMap>().cloned().unwrap_or_default();
+        crate::precision::check::check_at_pass(&map, model, self.to.pass_name())
+            .map_err(PassError::Config)?;
         let g = &mut model.graph;
         let keep_io = self.options.keep_io_types;
         let scope = HashMap::new();

@@ -60,7 +60,9 @@
 //!   LayerNormalization and other normalizations are never quantized.
 //! - Nodes inside subgraphs (If/Loop/Scan bodies) are left float.
 //! - Fails (does not decline) when the opset cannot be raised to 13 exactly,
-//!   naming the node, or when no ranges are given.
+//!   naming the node, when no ranges are given, or when an override of the
+//!   precision map selects no node of the graph it sees (the passes before
+//!   it removed what the override named).
 //!
 //! ## Numerics
 //! Approximate by design: activations are rounded to 255 levels within
@@ -278,6 +280,8 @@ impl Pass for QuantizeInt8 {
         // as `convert-float16` keeps them out of float16.
         let user_kept = match cx.side.get::<infopt_passes::PrecisionMap>() {
             Some(map) => {
+                infopt_passes::precision::check::check_at_pass(map, model, "quantize-int8")
+                    .map_err(PassError::Config)?;
                 let kept = map.kept_float_nodes(g);
                 if !kept.is_empty() {
                     exclude.push(placement::Matcher::Precision(map.clone()));

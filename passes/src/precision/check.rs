@@ -155,6 +155,28 @@ pub fn check_model(map: &PrecisionMap, cli: usize, model: &Model) -> Result<(), 
     Ok(())
 }
 
+/// At a precision pass: every user override still selects a node of the
+/// graph the pass sees. The command checked the model as loaded; a pass
+/// before this one may have removed what an override named (fuse-conv-bn
+/// folds `bn1/BatchNormalization` into its Conv), and the override would
+/// then change nothing.
+pub fn check_at_pass(map: &PrecisionMap, model: &Model, pass: &str) -> Result<(), String> {
+    let mut nodes = Vec::new();
+    all_nodes(&model.graph, &mut nodes);
+    for (o, _) in user_overrides(map, 0) {
+        if o.to == Precision::Int8 && pass != "quantize-int8" {
+            continue;
+        }
+        if !nodes.iter().any(|n| o.selector.matches(n)) {
+            return Err(format!(
+                "the precision override for {} ({}) selects no node of the graph {pass} converts: the passes before it removed or renamed what it selected (a BatchNormalization folded into its Conv, a MatMul and Add fused into a Gemm); select the nodes that remain (optimize --dump-dir DIR writes the graph after each pass)",
+                o.selector, o.to
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
