@@ -459,3 +459,59 @@ fn an_override_of_a_node_the_pipeline_folds_away_is_refused() {
         assert!(!out.exists());
     }
 }
+
+/// An op type a fusion creates may be named before the model has it
+/// (gelu_variants' Erf/Tanh forms become Gelu), and it is honoured; the
+/// op type the fusion removed (Tanh) is refused where the pass runs.
+#[test]
+fn an_op_type_a_fusion_creates_is_checked_where_the_pass_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g.onnx");
+    let model = fixture("gelu_variants.onnx");
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--fp16",
+        "--precision",
+        "Gelu=fp32",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        r["declined"]
+            .to_string()
+            .contains("kept in fp32: the override for op Gelu says fp32"),
+        "{}",
+        r["declined"]
+    );
+    let m = Model::load(&out).unwrap();
+    let gelus: Vec<_> = m.graph.nodes().filter(|(_, n)| n.is("Gelu")).collect();
+    assert!(!gelus.is_empty());
+    for (_, n) in gelus {
+        let x = n.inputs[0].unwrap();
+        assert_eq!(
+            m.graph.value_type(x).map(|t| t.dtype),
+            Some(DataType::Float),
+            "{n:?}"
+        );
+    }
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--fp16",
+        "--precision",
+        "Tanh=fp32",
+    ]);
+    refused(
+        &o,
+        &[
+            "the precision override for op Tanh (fp32) selects no node of the graph convert-float16 converts",
+        ],
+        "Tanh",
+    );
+}
