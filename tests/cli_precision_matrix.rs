@@ -515,3 +515,44 @@ fn an_op_type_a_fusion_creates_is_checked_where_the_pass_runs() {
         "Tanh",
     );
 }
+
+/// A layer pinned to int8 by the user is a fixed member too: the search
+/// does not offer it (3 candidates where conv1 is pinned, not 4), so it
+/// stays INT8 whatever the search keeps.
+#[test]
+fn the_int8_search_never_offers_a_layer_the_user_pinned_to_int8() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q.onnx");
+    let model = fixture(MODEL);
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--int8",
+        "--calib-data",
+        "random:24",
+        "--calib-samples",
+        "8",
+        "--held-out",
+        "16",
+        "--target",
+        "onnxruntime",
+        "--int8-min-cosine",
+        "0.999999",
+        "--precision",
+        "conv1/Conv=int8",
+        "--precision",
+        "conv2/Conv=fp32",
+        "--json",
+    ]);
+    let err = stderr(&o);
+    assert!(err.contains("judging each of 3 layers alone"), "{err}");
+    assert!(o.status.success(), "{err}");
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!r["int8"]["kept_float"].to_string().contains("conv1/Conv"));
+    assert_eq!(
+        weight(&Model::load(&out).unwrap(), "conv1/Conv"),
+        "int8 (DequantizeLinear)"
+    );
+}

@@ -170,8 +170,9 @@ impl Search<'_> {
         first: &HeldOut,
         missed: &[String],
     ) -> CliResult<Found> {
-        // The user's float overrides are fixed: never offered (under the
-        // onnxruntime placement such a layer still reads a DQ input).
+        // The user's overrides are fixed: a layer set to a float type (which
+        // under the onnxruntime placement still reads a DQ input) or pinned
+        // to int8 is never offered.
         let user = self.from.precision.as_ref();
         let layers: Vec<String> = quantized_layers(quantized)
             .into_iter()
@@ -180,7 +181,9 @@ impl Search<'_> {
                     .graph
                     .find_node(l)
                     .map(|id| quantized.graph.node(id));
-                node.is_none_or(|n| user.is_none_or(|m| m.kept_float(n).is_none()))
+                node.is_none_or(|n| {
+                    user.is_none_or(|m| m.override_for(n).is_none_or(|o| o.why.is_some()))
+                })
             })
             .collect();
         let before = min_cosine(first);
