@@ -556,3 +556,37 @@ fn the_int8_search_never_offers_a_layer_the_user_pinned_to_int8() {
         "int8 (DequantizeLinear)"
     );
 }
+
+/// `=int8` on nodes quantize-int8 cannot put in INT8 would change nothing:
+/// refused with the reason (an op it keeps float; a layer a BatchNorm
+/// reads), in both commands.
+#[test]
+fn an_int8_override_that_cannot_take_effect_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("never.onnx");
+    for cmd in [Cmd::Optimize, Cmd::BuildEngine] {
+        let case = format!("{cmd:?}");
+        let o = run(cmd, P::Int8, &["--precision", "relu1/Relu=int8"], &out);
+        refused(
+            &o,
+            &[
+                "the precision override for name 'relu1/Relu' (int8) puts none of its nodes in INT8",
+                "the Relu stays float",
+            ],
+            &case,
+        );
+        let o = run(cmd, P::Int8, &["--precision", "conv4/Conv=int8"], &out);
+        refused(
+            &o,
+            &[
+                "conv4/Conv",
+                "BatchNormalization 'bn4/BatchNormalization' reads its output",
+            ],
+            &case,
+        );
+        // Where one of the selected layers is quantized, the rest say why not.
+        let (m, _) = written(cmd, P::Int8, &["--precision", "Conv=int8"]);
+        assert_eq!(weight(&m, "conv1/Conv"), "int8 (DequantizeLinear)");
+        assert!(!out.exists());
+    }
+}

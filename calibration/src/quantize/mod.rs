@@ -60,9 +60,11 @@
 //!   LayerNormalization and other normalizations are never quantized.
 //! - Nodes inside subgraphs (If/Loop/Scan bodies) are left float.
 //! - Fails (does not decline) when the opset cannot be raised to 13 exactly,
-//!   naming the node, when no ranges are given, or when an override of the
+//!   naming the node, when no ranges are given, when an override of the
 //!   precision map selects no node of the graph it sees (the passes before
-//!   it removed what the override named).
+//!   it removed what the override named), or when an override to int8 puts
+//!   none of its nodes in INT8 (a Softmax, a layer without a range), with
+//!   the reason.
 //!
 //! ## Numerics
 //! Approximate by design: activations are rounded to 255 levels within
@@ -301,6 +303,9 @@ impl Pass for QuantizeInt8 {
             ort_float_depthwise: o.float_depthwise,
         };
         let plan = placement::plan(g, &amax, &settings).map_err(PassError::Model)?;
+        if let Some(map) = cx.side.get::<infopt_passes::PrecisionMap>() {
+            int8_overrides_take_effect(g, map, &plan).map_err(PassError::Config)?;
+        }
         if !user_kept.is_empty() {
             cx.note(format!(
                 "quantize-int8: {} node(s) {}, their weights float: {}",
@@ -396,6 +401,58 @@ impl Pass for QuantizeInt8 {
         ));
         Ok(plan.acts.len() + plan.weights.len())
     }
+}
+
+/// Every user override to int8 puts at least one of the nodes it selects
+/// (first match) in INT8: a weighted layer quantized, or an op reading a
+/// quantized input. An override none of whose nodes can be (a Softmax, a
+/// layer without a range) would change nothing: refused with the reason.
+fn int8_overrides_take_effect(
+    g: &infopt_ir::Graph,
+    map: &infopt_passes::PrecisionMap,
+    plan: &placement::Plan,
+) -> Result<(), String> {
+    use infopt_passes::Precision;
+    let in_int8 = |id: NodeId| {
+        plan.layers.contains(&id)
+            || plan
+                .acts
+                .values()
+                .any(|a| a.uses.iter().any(|&(u, _)| u == id))
+    };
+    for o in map
+        .overrides
+        .iter()
+        .filter(|o| o.why.is_none() && o.to == Precision::Int8)
+    {
+        let selected: Vec<(NodeId, &infopt_ir::Node)> = g
+            .nodes()
+            .filter(|(_, n)| map.override_for(n).is_some_and(|f| std::ptr::eq(f, o)))
+            .collect();
+        let Some(&(_, first)) = selected.first() else {
+            continue;
+        };
+        if selected.iter().any(|&(id, _)| in_int8(id)) {
+            continue;
+        }
+        let label = first.name_or_op();
+        let reason = plan
+            .skipped
+            .iter()
+            .find(|(at, _)| at.ends_with(&format!("'{label}'")) || at == label)
+            .map(|(_, r)| r.clone())
+            .unwrap_or_else(|| {
+                format!(
+                    "quantize-int8 quantizes Conv, ConvTranspose, Gemm and MatMul layers and the inputs that lead into them; the {} stays float",
+                    first.op_type
+                )
+            });
+        return Err(format!(
+            "the precision override for {} (int8) puts none of its nodes in INT8: {label}: {reason}",
+            o.selector
+        ));
+    }
+    Ok(())
 }
 
 fn preview(names: &[String]) -> String {
