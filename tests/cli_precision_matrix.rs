@@ -590,3 +590,23 @@ fn an_int8_override_that_cannot_take_effect_is_refused() {
         assert!(!out.exists());
     }
 }
+
+/// `=fp16`/`=bf16` on nodes the conversion cannot convert would change
+/// nothing: refused with the reason (Conv has no bfloat16 form at opset 17).
+#[test]
+fn a_half_override_that_cannot_take_effect_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("never.onnx");
+    for cmd in [Cmd::Optimize, Cmd::BuildEngine] {
+        let o = run(cmd, P::Bf16, &["--precision", "conv2/Conv=bf16"], &out);
+        refused(
+            &o,
+            &[
+                "the precision override for name 'conv2/Conv' (bf16) converts none of its nodes",
+                "no bfloat16 form at opset 17",
+            ],
+            &format!("{cmd:?}"),
+        );
+        assert!(!out.exists());
+    }
+}
