@@ -102,7 +102,18 @@ fn weight(m: &Model, name: &str) -> String {
     let id = g
         .find_node(name)
         .unwrap_or_else(|| panic!("no node '{name}' in the written graph"));
-    let w = g.node(id).inputs[1].expect("a weight input");
+    let mut w = g.node(id).inputs[1].expect("a weight input");
+    // Under --int8 --fp16 an INT8 weight reaches the layer as DQ -> Cast.
+    // (Only that: a float32 constant Cast to float16 is a float16 weight.)
+    if let Some(x) = g
+        .producer(w)
+        .filter(|p| p.op_type == "Cast")
+        .and_then(|c| c.inputs[0])
+        && g.producer(x)
+            .is_some_and(|p| p.op_type == "DequantizeLinear")
+    {
+        w = x;
+    }
     if g.producer(w)
         .is_some_and(|p| p.op_type == "DequantizeLinear")
     {
@@ -609,4 +620,41 @@ fn a_half_override_that_cannot_take_effect_is_refused() {
         );
         assert!(!out.exists());
     }
+}
+
+/// The YAML's `default: int8` adds the quantize-int8 step as `--int8` does,
+/// with the file's overrides kept out of INT8; `--int8 --fp16` with a node
+/// set to fp16 computes it in float16 (quantize-int8 leaves it float,
+/// convert-float16 converts it).
+#[test]
+fn yaml_default_int8_and_int8_with_fp16_overrides() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("int8.yaml");
+    std::fs::write(
+        &cfg,
+        "version: 1\npasses: [fuse-conv-bn, eliminate-dead]\nprecision:\n  default: int8\n  overrides:\n    - { name: \"conv[23]/Conv\", to: fp32 }\n",
+    )
+    .unwrap();
+    for cmd in [Cmd::Optimize, Cmd::BuildEngine] {
+        // P::Int8's flags minus --int8: the file asks for it.
+        let (m, r) = written(cmd, P::Int8, &["-c", s(&cfg)]);
+        assert_eq!(
+            weight(&m, "conv1/Conv"),
+            "int8 (DequantizeLinear)",
+            "{cmd:?}"
+        );
+        assert_eq!(weight(&m, "conv2/Conv"), "float32", "{cmd:?}");
+        assert_eq!(weight(&m, "conv3/Conv"), "float32", "{cmd:?}");
+        assert_eq!(
+            r["int8"]["kept_by_user"],
+            serde_json::json!(["conv2/Conv (fp32)", "conv3/Conv (fp32)"])
+        );
+    }
+    let (m, _) = written(
+        Cmd::Optimize,
+        P::Int8,
+        &["--fp16", "--precision", "conv2/Conv=fp16"],
+    );
+    assert_eq!(weight(&m, "conv2/Conv"), "float16");
+    assert_eq!(weight(&m, "conv3/Conv"), "int8 (DequantizeLinear)");
 }
