@@ -537,7 +537,6 @@ pub fn run(
             held_out: None,
             worst_layers: Vec::new(),
             kept_float: Vec::new(),
-            kept_by_user: Vec::new(),
             target_cosine: Some(goal.cosine),
             target_top1: Some(goal.top1),
             classifier_outputs: Vec::new(),
@@ -551,6 +550,7 @@ pub fn run(
                 .map(|(n, r)| (n.clone(), r.method.clone()))
                 .collect(),
             costs: BTreeMap::new(),
+            kept_by_user: Vec::new(),
         });
         source = Some((src, calibrated.samples));
     }
@@ -658,6 +658,11 @@ pub fn run(
         r.classifier_outputs = classifiers;
         r.target_met = failure.is_none();
         r.failure = failure;
+        r.kept_by_user = config
+            .precision
+            .as_ref()
+            .map(|m| m.kept_float_nodes(&model.graph))
+            .unwrap_or_default();
         if let (Some(h), Some((src, _))) = (&held, &source) {
             let sample = first_sample(src, backend, cx, &mid, h.skipped)?;
             r.worst_layers = costs
@@ -670,11 +675,6 @@ pub fn run(
         }
         r.held_out = held;
         r.kept_float = kept;
-        r.kept_by_user = config
-            .precision
-            .as_ref()
-            .map(|m| m.kept_float_nodes(&model.graph))
-            .unwrap_or_default();
         r.costs = costs.steps();
         crate::progress::note(
             "int8",

@@ -195,6 +195,15 @@ impl PrecisionMap {
         self.override_for(node).filter(|o| o.to != Precision::Int8)
     }
 
+    /// Whether the user's map fixes the precision of the node named `name`
+    /// in `g` (an override without a tool's `why`, to any precision): an
+    /// accuracy search never offers it as a candidate.
+    pub fn fixes(&self, g: &infopt_ir::Graph, name: &str) -> bool {
+        g.find_node(name)
+            .and_then(|id| self.override_for(g.node(id)))
+            .is_some_and(|o| o.why.is_none())
+    }
+
     /// The nodes of `g` the map keeps out of INT8, as `name (fp32)`, in
     /// graph order: what reports list as kept by the user.
     pub fn kept_float_nodes(&self, g: &infopt_ir::Graph) -> Vec<String> {

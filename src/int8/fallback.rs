@@ -176,15 +176,7 @@ impl Search<'_> {
         let user = self.from.precision.as_ref();
         let layers: Vec<String> = quantized_layers(quantized)
             .into_iter()
-            .filter(|l| {
-                let node = quantized
-                    .graph
-                    .find_node(l)
-                    .map(|id| quantized.graph.node(id));
-                node.is_none_or(|n| {
-                    user.is_none_or(|m| m.override_for(n).is_none_or(|o| o.why.is_some()))
-                })
-            })
+            .filter(|l| !user.is_some_and(|m| m.fixes(&quantized.graph, l)))
             .collect();
         let before = min_cosine(first);
         if layers.is_empty() {

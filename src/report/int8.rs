@@ -51,11 +51,7 @@ pub struct Int8Report {
     pub held_out: Option<HeldOut>,
     /// The 10 quantized layers with the lowest SNR.
     pub worst_layers: Vec<LayerSnr>,
-    /// Layers the accuracy search kept in float (see `kept_by_user` for the user's).
     pub kept_float: Vec<KeptFloat>,
-    /// Nodes the user's precision map (`--precision`, `precision:`) keeps out
-    /// of INT8, as `name (fp32)`; the search never quantizes or offers them.
-    pub kept_by_user: Vec<String>,
     pub target_cosine: Option<f64>,
     /// Top-1 agreement asked of classifier outputs.
     pub target_top1: Option<f64>,
@@ -73,4 +69,8 @@ pub struct Int8Report {
     /// built, judged on every sample and probed on a few, sessions and
     /// runs of each model, with their seconds.
     pub costs: BTreeMap<String, StepCost>,
+    /// Nodes the user's precision map (`--precision`, `precision:`) keeps out
+    /// of INT8, as `name (fp32)`; the search never quantizes or offers them
+    /// (its own are `kept_float`).
+    pub kept_by_user: Vec<String>,
 }

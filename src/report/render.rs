@@ -424,7 +424,7 @@ pub fn render(r: &Report, markdown: bool) -> String {
                 .unwrap_or_default();
             let _ = writeln!(
                 s,
-                "kept in float by the search: {} (lowest output cosine {:.5} -> {:.5}{alone})",
+                "kept in float: {} (lowest output cosine {:.5} -> {:.5}{alone})",
                 k.layer, k.cosine_before, k.cosine_after
             );
         }
