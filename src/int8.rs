@@ -550,6 +550,7 @@ pub fn run(
                 .map(|(n, r)| (n.clone(), r.method.clone()))
                 .collect(),
             costs: BTreeMap::new(),
+            kept_by_user: Vec::new(),
         });
         source = Some((src, calibrated.samples));
     }
@@ -657,6 +658,11 @@ pub fn run(
         r.classifier_outputs = classifiers;
         r.target_met = failure.is_none();
         r.failure = failure;
+        r.kept_by_user = config
+            .precision
+            .as_ref()
+            .map(|m| m.kept_float_nodes(&model.graph))
+            .unwrap_or_default();
         if let (Some(h), Some((src, _))) = (&held, &source) {
             let sample = first_sample(src, backend, cx, &mid, h.skipped)?;
             r.worst_layers = costs

@@ -14,6 +14,7 @@ pub mod gates;
 pub mod half;
 pub mod inputs_arg;
 pub mod int8;
+pub mod job;
 pub mod models;
 pub mod outcome;
 pub mod progress;

@@ -271,6 +271,58 @@ fn calibrated_int8_cnn_gets_int8_convolutions_with_float_outputs() {
     assert_eq!(r["engine"]["realized_precision"]["mismatched"], 0);
 }
 
+/// `--int8 --precision conv2/Conv=fp32` in a real engine: conv2 is asked for
+/// and built in float32 while its neighbours are INT8 kernels, and the
+/// realized-precision gate passes.
+#[test]
+fn int8_engine_keeps_the_overridden_conv_in_float32() {
+    let Some(lib) = rtx() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q.engine");
+    let model = fixture("cnn_bn_relu.onnx");
+    let ranges = fixture("quantized/cnn_bn_relu.ranges.json");
+    let r = report(&build(
+        &lib,
+        &[
+            s(&model),
+            "-o",
+            s(&out),
+            "--int8",
+            "--ranges",
+            s(&ranges),
+            "--precision",
+            "conv2/Conv=fp32",
+            "--shapes",
+            CNN_SHAPES,
+            "--gate",
+            "realized_precision",
+        ],
+    ));
+    let n = node(&r, "conv2/Conv");
+    assert_eq!(
+        (n["requested"].as_str(), n["overridden"].as_bool()),
+        (Some("fp32"), Some(true)),
+        "{n}"
+    );
+    assert_ne!(n["realized"], "int8", "{n}");
+    let ks = kernels(&r);
+    let conv2 = ks
+        .iter()
+        .find(|k| k.0.starts_with("conv2/Conv"))
+        .unwrap_or_else(|| panic!("no kernel named after conv2/Conv: {ks:?}"));
+    assert_eq!(conv2.1, "fp32", "{conv2:?}");
+    for conv in ["conv1/Conv", "conv3/Conv", "fc/Gemm"] {
+        let n = node(&r, conv);
+        assert_eq!(
+            (n["requested"].as_str(), n["outcome"].as_str()),
+            (Some("int8"), Some("match")),
+            "{n}"
+        );
+    }
+    assert_eq!(r["engine"]["realized_precision"]["mismatched"], 0);
+    assert!(out.is_file());
+}
+
 #[test]
 fn refusals_are_one_line_and_leave_no_engine() {
     let Some(lib) = rtx() else { return };

@@ -592,6 +592,100 @@ fn exclusions_and_keep_first_last() {
     assert!(e.contains("regex '('"), "{e}");
 }
 
+/// The pipeline's precision map keeps its float nodes out of INT8, matched
+/// as convert-float16 matches them (the first override wins): their weights
+/// stay float, an Add no quantized layer feeds gets no residual Q/DQ, the
+/// report says the user kept them, and the model still agrees in tract.
+#[test]
+fn the_precision_map_keeps_its_float_nodes_out_of_int8() {
+    quantize::register();
+    let fp32 = net(13);
+    let amax = minmax_ranges(&fp32, &[1]);
+    for target in [Target::Tensorrt, Target::Onnxruntime] {
+        let yaml = format!(
+            "version: 1\ntarget: {target}\npasses: [quantize-int8]\nprecision:\n  overrides:\n    - {{ name: conv_1, to: int8 }}\n    - {{ op: Conv, to: fp32 }}\n    - {{ name: 'mat.*', to: fp16 }}\n"
+        );
+        let config = PipelineConfig::from_yaml(&yaml, "test").unwrap();
+        let mut side = SideData::default();
+        side.insert(amax.clone());
+        let mut m = fp32.clone();
+        let run = infopt_passes::run_pipeline_with(
+            &mut m,
+            &config,
+            &DriverOptions {
+                validate: true,
+                ..Default::default()
+            },
+            side,
+            &mut |_, _| Ok(Flow::Continue),
+        )
+        .unwrap();
+        let g = &m.graph;
+        // conv_1's own override (int8) comes first: it is quantized.
+        assert_eq!(reads(g, "conv_1", 1), "w1_dq", "{target}");
+        assert_eq!(
+            reads(g, "conv_4", 1),
+            "w2",
+            "{target}: Conv=fp32 keeps conv_4"
+        );
+        assert_eq!(
+            reads(g, "matmul_10", 1),
+            "wm",
+            "{target}: the regex keeps the MatMul"
+        );
+        assert_eq!(
+            reads(g, "gemm_9", 1),
+            "wg_dq",
+            "{target}: nothing selects the Gemm"
+        );
+        let reasons: Vec<String> = run
+            .declined
+            .iter()
+            .map(|d| format!("{}: {}", d.at, d.reason))
+            .collect();
+        assert!(
+            reasons.iter().any(|r| r.contains("conv_4")
+                && r.contains(
+                    "kept float by the user's precision map: the override for op Conv says fp32"
+                )),
+            "{reasons:?}"
+        );
+        assert!(
+            run.notes.iter().any(|n| n
+                .contains("2 node(s) kept float by the user's precision map")
+                && n.contains("conv_4 (fp32)")
+                && n.contains("matmul_10 (fp16)")),
+            "{:?}",
+            run.notes
+        );
+        assert_close_to_fp32(&fp32, &m);
+    }
+    // TensorRT placement: with conv_4 float, the Add it feeds gets no
+    // residual Q/DQ (no quantized layer feeds the Add).
+    let yaml = "version: 1\ntarget: tensorrt\npasses: [quantize-int8]\nprecision: { overrides: [{ name: conv_4, to: fp32 }] }\n";
+    let config = PipelineConfig::from_yaml(yaml, "test").unwrap();
+    let mut side = SideData::default();
+    side.insert(amax.clone());
+    let mut m = fp32.clone();
+    infopt_passes::run_pipeline_with(
+        &mut m,
+        &config,
+        &DriverOptions::default(),
+        side,
+        &mut |_, _| Ok(Flow::Continue),
+    )
+    .unwrap();
+    assert_eq!(reads(&m.graph, "conv_4", 0), "maxpool_3_out");
+    assert_eq!(reads(&m.graph, "add_5", 1), "maxpool_3_out");
+    let mut plain = fp32.clone();
+    quantize_with(&mut plain, Target::Tensorrt, "", Some(amax)).unwrap();
+    assert_eq!(
+        reads(&plain.graph, "add_5", 1),
+        "maxpool_3_out_dq",
+        "the control"
+    );
+}
+
 #[test]
 fn missing_range_keeps_the_layer_float() {
     let fp32 = net(13);

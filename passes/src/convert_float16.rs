@@ -69,7 +69,11 @@
 //! (run `infer-shapes` first; the pass also infers); its island is too
 //! small to pay for its Casts; an override to fp32 on its If/Loop/Scan node
 //! (the whole subgraph). Nodes without float32 tensors are not considered
-//! at all.
+//! at all. Fails (does not decline) when a user's override (fp32/fp16/bf16)
+//! selects no node of the graph it sees (the passes before it removed what
+//! the override named), or when an override to the pass's type converts
+//! none of the nodes it selects (the reason of the first is given): either
+//! would otherwise change nothing.
 //!
 //! ## Numerics
 //! float16 keeps 11 significant bits (relative error ~5e-4 per rounding) and
@@ -195,6 +199,57 @@ pub struct ConvertFloat {
     pub options: ConvertOptions,
 }
 
+impl ConvertFloat {
+    /// Every user override to this pass's type converts at least one of the
+    /// nodes it selects (first match): one none of whose nodes can convert
+    /// (an op off the allow-list, a type problem) would change nothing, and
+    /// is refused with the reason the plan gave.
+    fn overrides_take_effect(
+        &self,
+        g: &Graph,
+        tree: &scopes::PlanTree,
+        map: &PrecisionMap,
+        cx: &PassCx,
+    ) -> Result<(), String> {
+        let target = self.to.precision();
+        for o in map.overrides.iter().filter(|o| o.why.is_none() && o.to == target) {
+            let pick = |n: &Node| map.override_for(n).is_some_and(|f| std::ptr::eq(f, o));
+            let Some((_, first)) = g.nodes().find(|(_, n)| pick(n)) else {
+                // Only inside subgraphs, or nowhere (checked before the pass).
+                if !tree.converts_any(g, &pick) && any_node(g, &pick) {
+                    return Err(format!(
+                        "the precision override for {} ({target}) converts none of its nodes (inside If/Loop/Scan subgraphs; reasons in the declined list)",
+                        o.selector
+                    ));
+                }
+                continue;
+            };
+            if tree.converts_any(g, &pick) {
+                continue;
+            }
+            let label = first.name_or_op();
+            let reason = cx
+                .declined
+                .iter()
+                .rev()
+                .find(|d| d.pass == cx.current && d.at == label)
+                .map(|d| d.reason.clone())
+                .unwrap_or_else(|| format!("no float32 computation of {} to convert", first.op_type));
+            return Err(format!(
+                "the precision override for {} ({target}) converts none of its nodes: {label}: {reason}",
+                o.selector
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether a node of `g` or of its subgraphs satisfies `pick`.
+fn any_node(g: &Graph, pick: &dyn Fn(&Node) -> bool) -> bool {
+    g.nodes()
+        .any(|(_, n)| pick(n) || n.subgraphs().any(|sg| any_node(sg, pick)))
+}
+
 impl Pass for ConvertFloat {
     fn name(&self) -> &'static str {
         self.to.pass_name()
@@ -206,10 +261,14 @@ impl Pass for ConvertFloat {
         let _ = infer_shapes(model);
         let opset = model.opset("").unwrap_or(1);
         let map = cx.side.get::<PrecisionMap>().cloned().unwrap_or_default();
+        crate::precision::check::check_at_pass(&map, model, self.to.pass_name())
+            .map_err(PassError::Config)?;
         let g = &mut model.graph;
         let keep_io = self.options.keep_io_types;
         let scope = HashMap::new();
         let tree = self.plan_tree(g, opset, &map, cx, &scope, keep_io, None);
+        self.overrides_take_effect(g, &tree, &map, cx)
+            .map_err(PassError::Config)?;
         let mut totals = scopes::Totals::default();
         self.rewrite_tree(g, &tree, cx, &scope, keep_io, &mut totals)?;
         let remaining = float_weights_in_subgraphs(g);

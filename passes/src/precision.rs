@@ -13,6 +13,8 @@
 //! On the command line: `--precision NAME_OR_OP=fp32` (a bare op type matches
 //! the op, anything else a node name, exactly or as a regex).
 
+pub mod check;
+
 use std::fmt;
 
 use infopt_ir::Node;
@@ -185,6 +187,32 @@ impl PrecisionMap {
     /// The first override matching `node`.
     pub fn override_for(&self, node: &Node) -> Option<&Override> {
         self.overrides.iter().find(|o| o.selector.matches(node))
+    }
+
+    /// The override that keeps `node` in a float type, out of INT8
+    /// (`quantize-int8` leaves it float; the INT8 search never offers it).
+    pub fn kept_float(&self, node: &Node) -> Option<&Override> {
+        self.override_for(node).filter(|o| o.to != Precision::Int8)
+    }
+
+    /// Whether the user's map fixes the precision of the node named `name`
+    /// in `g` (an override without a tool's `why`, to any precision): an
+    /// accuracy search never offers it as a candidate.
+    pub fn fixes(&self, g: &infopt_ir::Graph, name: &str) -> bool {
+        g.find_node(name)
+            .and_then(|id| self.override_for(g.node(id)))
+            .is_some_and(|o| o.why.is_none())
+    }
+
+    /// The nodes of `g` the map keeps out of INT8, as `name (fp32)`, in
+    /// graph order: what reports list as kept by the user.
+    pub fn kept_float_nodes(&self, g: &infopt_ir::Graph) -> Vec<String> {
+        g.nodes()
+            .filter_map(|(_, n)| {
+                self.kept_float(n)
+                    .map(|o| format!("{} ({})", n.name_or_op(), o.to))
+            })
+            .collect()
     }
 
     /// Adds a command-line `NAME_OR_OP=PRECISION`; it wins over the YAML's

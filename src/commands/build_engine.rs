@@ -54,8 +54,10 @@ pub struct Args {
     /// Bfloat16: append convert-bfloat16 (TensorRT 11: strongly typed graph; 10: kBF16).
     #[arg(long)]
     pub bf16: bool,
-    /// Per-layer precision NAME_OR_OP=fp32|fp16|bf16 (repeatable): a bare op type
-    /// matches the op, anything else a node name, exactly or as a regex.
+    /// Per-layer precision NAME_OR_OP=fp32|fp16|bf16|int8 (repeatable): a bare op
+    /// type matches the op, anything else a node name, exactly or as a regex
+    /// matching the whole name; an entry that matches nothing, or whose
+    /// precision no pass makes (fp16 without --fp16, int8 without --int8), is refused.
     #[arg(long = "precision", value_name = "NAME_OR_OP=P")]
     pub precision: Vec<String>,
     /// INT8: `--int8 --calib-data PATH` (or `--ranges FILE`) appends a calibrated
@@ -638,18 +640,24 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
         }
     };
     config.target = Target::Tensorrt;
-    let half = match (args.fp16, args.bf16) {
-        (true, _) => Some(Precision::Fp16),
-        (_, true) => Some(Precision::Bf16),
-        _ => None,
-    };
-    let mut notes = infopt_passes::precision::apply_to_pipeline(&mut config, &args.precision, half)
-        .map_err(CliError::usage)?;
     let mut inputs = stages::resolve_inputs(&config, &args.inputs)?;
     stages::apply_input_shapes(&mut config, &args.inputs)?;
-    if args.int8.int8 {
-        infopt_calibration::int8::ensure_step(&mut config).map_err(CliError::usage)?;
-    }
+    // Precision and INT8 options: applied once, each checked to take effect.
+    let job = crate::job::Job::resolve(
+        &mut config,
+        &crate::job::PrecisionFlags {
+            half: match (args.fp16, args.bf16) {
+                (true, _) => Some(Precision::Fp16),
+                (_, true) => Some(Precision::Bf16),
+                _ => None,
+            },
+            overrides: &args.precision,
+            int8: &args.int8,
+            no_auto_fp32: args.no_auto_fp32,
+            disabled: &[],
+        },
+    )?;
+    let mut notes = job.notes.clone();
     let save_options = args.save.options()?;
     let do_verify = config.verify.enabled && !args.no_verify;
 
@@ -680,6 +688,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
 
     // Load and run the passes: the float32 part, then the precision part.
     let model_in = crate::models::load_model(&args.model)?;
+    job.check_model(&config, &model_in)?;
     let stats_before = GraphStats::of_model(&model_in);
     let src = model_in.source.clone().unwrap_or_default();
     let (base_cfg, precision_cfg) = split_precision(&config);

@@ -100,7 +100,9 @@ pub struct Args {
     pub bf16: bool,
     /// Per-layer precision, NAME_OR_OP=fp32|fp16|bf16|int8 (repeatable): a
     /// bare op type (Softmax) matches the op, anything else a node name,
-    /// exactly or as a regex matching the whole name.
+    /// exactly or as a regex matching the whole name; an entry that matches
+    /// nothing, or whose precision no pass makes (fp16 without --fp16, int8
+    /// without --int8), is refused.
     #[arg(long = "precision", value_name = "NAME_OR_OP=P")]
     pub precision: Vec<String>,
     /// With --fp16/--bf16: convert and judge once, without keeping the layers
@@ -300,21 +302,25 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
     )?;
     let mut inputs = stages::resolve_inputs(&config, &args.inputs)?;
     stages::apply_input_shapes(&mut config, &args.inputs)?;
-    if args.int8.int8 {
-        infopt_calibration::int8::ensure_step(&mut config).map_err(CliError::usage)?;
-    }
+    // Precision and INT8 options: applied once, each checked to take effect.
+    let job = crate::job::Job::resolve(
+        &mut config,
+        &crate::job::PrecisionFlags {
+            half: match (args.fp16, args.bf16) {
+                (true, _) => Some(infopt_passes::Precision::Fp16),
+                (_, true) => Some(infopt_passes::Precision::Bf16),
+                _ => None,
+            },
+            overrides: &args.precision,
+            int8: &args.int8,
+            no_auto_fp32: args.no_auto_fp32,
+            disabled: &args.disable,
+        },
+    )?;
     if let Some(to) = args.upgrade_opset {
         infopt_passes::upgrade_opset::add_to_pipeline(&mut config, to).map_err(CliError::usage)?;
     }
     let int8_step = infopt_calibration::int8::find_step(&config);
-    let half = match (args.fp16, args.bf16) {
-        (true, _) => Some(infopt_passes::Precision::Fp16),
-        (_, true) => Some(infopt_passes::Precision::Bf16),
-        _ => None,
-    };
-    let precision_notes =
-        infopt_passes::precision::apply_to_pipeline(&mut config, &args.precision, half)
-            .map_err(CliError::usage)?;
     let save_options = args.save.options()?;
     let do_verify = config.verify.enabled && !args.no_verify;
     if args.verify_each_pass && !do_verify {
@@ -346,6 +352,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
     // Load.
     let t = Instant::now();
     let mut model = crate::models::load_model(&args.model)?;
+    job.check_model(&config, &model)?;
     let original = model.clone();
     let stats_before = GraphStats::of_model(&model);
     let src = model.source.clone().unwrap_or_default();
@@ -360,7 +367,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
     )?;
 
     // The original runs once; its outputs are the reference for every check.
-    let mut notes: Vec<String> = precision_notes;
+    let mut notes: Vec<String> = job.notes.clone();
     // The calibration data's sizes, for calibration and verification alike.
     if int8_step.is_some() && inputs.file.is_none() {
         let bound =

@@ -170,7 +170,14 @@ impl Search<'_> {
         first: &HeldOut,
         missed: &[String],
     ) -> CliResult<Found> {
-        let layers = quantized_layers(quantized);
+        // The user's overrides are fixed: a layer set to a float type (which
+        // under the onnxruntime placement still reads a DQ input) or pinned
+        // to int8 is never offered.
+        let user = self.from.precision.as_ref();
+        let layers: Vec<String> = quantized_layers(quantized)
+            .into_iter()
+            .filter(|l| !user.is_some_and(|m| m.fixes(&quantized.graph, l)))
+            .collect();
         let before = min_cosine(first);
         if layers.is_empty() {
             return Ok(Found {

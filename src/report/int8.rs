@@ -69,4 +69,8 @@ pub struct Int8Report {
     /// built, judged on every sample and probed on a few, sessions and
     /// runs of each model, with their seconds.
     pub costs: BTreeMap<String, StepCost>,
+    /// Nodes the user's precision map (`--precision`, `precision:`) keeps out
+    /// of INT8, as `name (fp32)`; the search never quantizes or offers them
+    /// (its own are `kept_float`).
+    pub kept_by_user: Vec<String>,
 }

@@ -410,6 +410,13 @@ pub fn render(r: &Report, markdown: bool) -> String {
             }
             let _ = writeln!(s, "{t}");
         }
+        if !q.kept_by_user.is_empty() {
+            let _ = writeln!(
+                s,
+                "kept in float by the user's precision map: {}",
+                q.kept_by_user.join(", ")
+            );
+        }
         for k in &q.kept_float {
             let alone = k
                 .cosine_alone

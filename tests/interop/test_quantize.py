@@ -10,6 +10,7 @@ placement, ORT's QDQ transformer turns every quantized Conv into QLinearConv
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import numpy as np
@@ -124,3 +125,59 @@ def test_as_typed_onnxruntime_int8_runs_in_integer_kernels(fixture, shape, tmp_p
         assert producers[n.input[0]].op_type == "DequantizeLinear", n.name
     ops = ort_optimized_ops(out, tmp_path)
     assert ops["QLinearConv"] == len(quantized), ops
+
+
+def _weight_source(m: onnx.ModelProto, node_name: str) -> str:
+    """What feeds `node_name`'s weight: 'dq' (a DequantizeLinear) or the
+    initializer's element type name."""
+    node = next(n for n in m.graph.node if n.name == node_name)
+    producers = {o: n.op_type for n in m.graph.node for o in n.output}
+    if producers.get(node.input[1]) == "DequantizeLinear":
+        return "dq"
+    init = next(t for t in m.graph.initializer if t.name == node.input[1])
+    return onnx.TensorProto.DataType.Name(init.data_type)
+
+
+@pytest.mark.parametrize("command,target", [
+    ("optimize", "tensorrt"),
+    ("optimize", "onnxruntime"),
+    ("build-engine", "tensorrt"),
+])
+def test_int8_override_keeps_the_layer_float_in_ort(command, target, tmp_path):
+    """`--int8 --precision conv2/Conv=fp32`: the written graph keeps conv2's
+    weight float32 while its neighbours read INT8 weights; the model passes
+    the checker, runs in ONNX Runtime close to the float original, and ORT
+    runs conv2 as a float Conv (no QLinearConv for it)."""
+    fixture = _interop.MODELS / "cnn_bn_relu.onnx"
+    data = _calibration_folder(tmp_path / "calib", (1, 3, 32, 32), 12, 5)
+    out = tmp_path / "q.onnx"
+    common = ["--int8", "--calib-data", data, "--calib-samples", "8",
+              "--precision", "conv2/Conv=fp32", "--json"]
+    if command == "optimize":
+        args = ["optimize", fixture, "-o", out, "--target", target, *common]
+    else:
+        args = ["build-engine", fixture, "--emit-onnx", out, "--input-shape", "input:1x3x32x32", *common]
+    proc = _interop.run_cli(*args)
+    assert proc.returncode == 0, _interop.describe(proc)
+    report = json.loads(proc.stdout)
+    assert report["int8"]["kept_by_user"] == ["conv2/Conv (fp32)"]
+    onnx.checker.check_model(str(out), full_check=True)
+    m = onnx.load(str(out))
+    assert _weight_source(m, "conv2/Conv") == "FLOAT"
+    assert _weight_source(m, "conv1/Conv") == "dq"
+    assert _weight_source(m, "fc/Gemm") == "dq"
+
+    ref, q = _interop.ort_session(fixture), _interop.ort_session(out)
+    rng = np.random.default_rng(11)
+    for _ in range(3):
+        shape = (1, 3, 32, 32) if command == "build-engine" else (2, 3, 32, 32)
+        feeds = {"input": rng.uniform(-1, 1, shape).astype(np.float32)}
+        want, got = _interop.run(ref, feeds), _interop.run(q, feeds)
+        for name, w in want.items():
+            assert cosine(got[name], w) >= 0.99, f"{name}: cosine {cosine(got[name], w)}"
+    if target == "onnxruntime":
+        ops = ort_optimized_ops(out, tmp_path)
+        quantized = sum(1 for n in m.graph.node if n.op_type == "Conv" and _weight_source(m, n.name) == "dq")
+        assert ops["QLinearConv"] == quantized, ops
+        # conv2 and the Conv fuse-conv-bn cannot fold stay float.
+        assert ops["Conv"] + ops.get("FusedConv", 0) == 2, ops

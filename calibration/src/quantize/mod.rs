@@ -42,6 +42,10 @@
 //! about 4× smaller) or `qdq` (FP32 weights + Q + DQ); `exclude:` a list of
 //! `{name: N}`, `{op: T}` or `{regex: R}` (node names) kept float;
 //! `keep_first_last: true` keeps the first and last weighted layers float;
+//! the pipeline's precision map (`--precision NAME_OR_OP=fp32|fp16|bf16`,
+//! matched as `convert-float16` matches it: an op type, or a node name
+//! exactly or as a regex of the whole name) keeps its nodes float the same
+//! way, reported as kept by the user;
 //! `activations: uint8 | int8` (ONNX Runtime only; default uint8);
 //! `float_depthwise: true` (ONNX Runtime only).
 //!
@@ -49,14 +53,18 @@
 //! - the model already holds QuantizeLinear/DequantizeLinear nodes (the
 //!   whole pass declines);
 //! - per layer (reported with the layer's name): no range for an input,
-//!   excluded, first/last layer with `keep_first_last`, a BatchNormalization
+//!   excluded, kept float by the precision map, first/last layer with `keep_first_last`, a BatchNormalization
 //!   reads the layer's output (run `fuse-conv-bn` first), weight not a float32
 //!   constant, on ONNX Runtime a Conv whose output is a graph output or has no
 //!   range, depthwise Conv on ONNX Runtime with `float_depthwise`. Softmax,
 //!   LayerNormalization and other normalizations are never quantized.
 //! - Nodes inside subgraphs (If/Loop/Scan bodies) are left float.
 //! - Fails (does not decline) when the opset cannot be raised to 13 exactly,
-//!   naming the node, or when no ranges are given.
+//!   naming the node, when no ranges are given, when an override of the
+//!   precision map selects no node of the graph it sees (the passes before
+//!   it removed what the override named), or when an override to int8 puts
+//!   none of its nodes in INT8 (a Softmax, a layer without a range), with
+//!   the reason.
 //!
 //! ## Numerics
 //! Approximate by design: activations are rounded to 255 levels within
@@ -269,9 +277,24 @@ impl Pass for QuantizeInt8 {
             let _ = id;
             return Ok(0);
         }
+        let mut exclude = o.matchers().map_err(PassError::Config)?;
+        // The precision map's float overrides keep their nodes out of INT8,
+        // as `convert-float16` keeps them out of float16.
+        let user_kept = match cx.side.get::<infopt_passes::PrecisionMap>() {
+            Some(map) => {
+                infopt_passes::precision::check::check_at_pass(map, model, "quantize-int8")
+                    .map_err(PassError::Config)?;
+                let kept = map.kept_float_nodes(g);
+                if !kept.is_empty() {
+                    exclude.push(placement::Matcher::Precision(map.clone()));
+                }
+                kept
+            }
+            None => Vec::new(),
+        };
         let settings = Settings {
             target: cx.target,
-            exclude: o.matchers().map_err(PassError::Config)?,
+            exclude,
             keep_first_last: o.keep_first_last,
             ort_activation: match o.activations {
                 Some(ActivationOption::Int8) => DataType::Int8,
@@ -280,6 +303,17 @@ impl Pass for QuantizeInt8 {
             ort_float_depthwise: o.float_depthwise,
         };
         let plan = placement::plan(g, &amax, &settings).map_err(PassError::Model)?;
+        if let Some(map) = cx.side.get::<infopt_passes::PrecisionMap>() {
+            int8_overrides_take_effect(g, map, &plan).map_err(PassError::Config)?;
+        }
+        if !user_kept.is_empty() {
+            cx.note(format!(
+                "quantize-int8: {} node(s) {}, their weights float: {}",
+                user_kept.len(),
+                placement::KEPT_BY_USER,
+                preview(&user_kept)
+            ));
+        }
         for (at, reason) in &plan.skipped {
             cx.decline(at, reason);
         }
@@ -367,6 +401,58 @@ impl Pass for QuantizeInt8 {
         ));
         Ok(plan.acts.len() + plan.weights.len())
     }
+}
+
+/// Every user override to int8 puts at least one of the nodes it selects
+/// (first match) in INT8: a weighted layer quantized, or an op reading a
+/// quantized input. An override none of whose nodes can be (a Softmax, a
+/// layer without a range) would change nothing: refused with the reason.
+fn int8_overrides_take_effect(
+    g: &infopt_ir::Graph,
+    map: &infopt_passes::PrecisionMap,
+    plan: &placement::Plan,
+) -> Result<(), String> {
+    use infopt_passes::Precision;
+    let in_int8 = |id: NodeId| {
+        plan.layers.contains(&id)
+            || plan
+                .acts
+                .values()
+                .any(|a| a.uses.iter().any(|&(u, _)| u == id))
+    };
+    for o in map
+        .overrides
+        .iter()
+        .filter(|o| o.why.is_none() && o.to == Precision::Int8)
+    {
+        let selected: Vec<(NodeId, &infopt_ir::Node)> = g
+            .nodes()
+            .filter(|(_, n)| map.override_for(n).is_some_and(|f| std::ptr::eq(f, o)))
+            .collect();
+        let Some(&(_, first)) = selected.first() else {
+            continue;
+        };
+        if selected.iter().any(|&(id, _)| in_int8(id)) {
+            continue;
+        }
+        let label = first.name_or_op();
+        let reason = plan
+            .skipped
+            .iter()
+            .find(|(at, _)| at.ends_with(&format!("'{label}'")) || at == label)
+            .map(|(_, r)| r.clone())
+            .unwrap_or_else(|| {
+                format!(
+                    "quantize-int8 quantizes Conv, ConvTranspose, Gemm and MatMul layers and the inputs that lead into them; the {} stays float",
+                    first.op_type
+                )
+            });
+        return Err(format!(
+            "the precision override for {} (int8) puts none of its nodes in INT8: {label}: {reason}",
+            o.selector
+        ));
+    }
+    Ok(())
 }
 
 fn preview(names: &[String]) -> String {

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use infopt_ir::{DataType, Graph, NodeId, Slot, Use, ValueId};
-use infopt_passes::Target;
+use infopt_passes::{PrecisionMap, Target};
 
 use super::qdq::ActParams;
 use crate::Amax;
@@ -19,6 +19,10 @@ pub enum Matcher {
     Name(String),
     Op(String),
     Regex(regex_lite::Regex),
+    /// The nodes the precision map (`--precision NAME_OR_OP=fp32`, the
+    /// pipeline's `precision:` section) puts in a float type: matched as
+    /// `convert-float16` matches them (first override wins).
+    Precision(PrecisionMap),
 }
 
 impl Matcher {
@@ -28,17 +32,30 @@ impl Matcher {
             Matcher::Name(s) => n.name.as_deref() == Some(s.as_str()),
             Matcher::Op(s) => n.op_type == *s,
             Matcher::Regex(r) => r.is_match(n.name.as_deref().unwrap_or("")),
+            Matcher::Precision(map) => map.kept_float(n).is_some(),
         }
     }
 
-    fn describe(&self) -> String {
+    /// Why node `id` (which this matches) stays float, for the report.
+    fn describe(&self, g: &Graph, id: NodeId) -> String {
         match self {
-            Matcher::Name(s) => format!("name '{s}'"),
-            Matcher::Op(s) => format!("op {s}"),
-            Matcher::Regex(r) => format!("regex '{}'", r.as_str()),
+            Matcher::Name(s) => format!("excluded by name '{s}'"),
+            Matcher::Op(s) => format!("excluded by op {s}"),
+            Matcher::Regex(r) => format!("excluded by regex '{}'", r.as_str()),
+            Matcher::Precision(map) => match map.kept_float(g.node(id)) {
+                Some(o) => format!(
+                    "{KEPT_BY_USER}: the override for {} says {}",
+                    o.selector, o.to
+                ),
+                None => KEPT_BY_USER.to_string(),
+            },
         }
     }
 }
+
+/// How the report marks a layer the user's precision map keeps float (the
+/// INT8 search's own are "excluded by name").
+pub const KEPT_BY_USER: &str = "kept float by the user's precision map";
 
 pub struct Settings {
     pub target: Target,
@@ -263,8 +280,7 @@ pub fn plan(g: &Graph, amax: &Amax, s: &Settings) -> Result<Plan, String> {
             Ok(None) => {}
             Ok(Some(l)) => {
                 if let Some(m) = excluded_by(s, g, id) {
-                    plan.skipped
-                        .push((label(g, id), format!("excluded by {}", m.describe())));
+                    plan.skipped.push((label(g, id), m.describe(g, id)));
                     continue;
                 }
                 layers.push(l);

@@ -15,7 +15,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use infopt_ir::{DataType, Graph, NodeId, Slot, ValueId};
+use infopt_ir::{DataType, Graph, Node, NodeId, Slot, ValueId};
 
 use super::{ConvertFloat, Plan, RewriteStats, ops, values};
 use crate::pass::{PassCx, PassError};
@@ -99,6 +99,32 @@ impl PlanTree {
             }
         }
         (all, any)
+    }
+}
+
+impl PlanTree {
+    /// Whether the plan converts a node of `g` (subgraphs included) that
+    /// `pick` selects; a selected If/Loop/Scan counts when its subgraphs
+    /// convert anything.
+    pub(super) fn converts_any(&self, g: &Graph, pick: &dyn Fn(&Node) -> bool) -> bool {
+        for (id, node) in g.nodes() {
+            let picked = pick(node);
+            if picked && self.plan.convert.contains(&id) {
+                return true;
+            }
+            for (ai, a) in node.attributes.iter().enumerate() {
+                for (si, sg) in a.subgraphs.iter().enumerate() {
+                    let Some(t) = self.subs.get(&(id, ai, si)) else {
+                        continue;
+                    };
+                    let sub_pick: &dyn Fn(&Node) -> bool = if picked { &|_| true } else { pick };
+                    if t.converts_any(sg, sub_pick) {
+                        return true;
+                    }
+                }
+            }
+        }
+        false
     }
 }
 

@@ -221,6 +221,21 @@ pub fn render(r: &EngineReport, markdown: bool) -> String {
             "INT8: {} ranges from {} samples ({}){held}",
             q.method, q.calibration_samples, q.calibration_data
         );
+        if !q.kept_by_user.is_empty() {
+            let _ = writeln!(
+                s,
+                "INT8: kept in float by the user's precision map: {}",
+                q.kept_by_user.join(", ")
+            );
+        }
+        let search: Vec<&str> = q.kept_float.iter().map(|k| k.layer.as_str()).collect();
+        if !search.is_empty() {
+            let _ = writeln!(
+                s,
+                "INT8: kept in float by the search: {}",
+                search.join(", ")
+            );
+        }
     }
     if let Some(e) = &r.engine {
         h(&mut s, "Engine");
