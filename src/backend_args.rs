@@ -69,6 +69,18 @@ impl BackendArgs {
         })
     }
 
+    /// Whether models run in ONNX Runtime with the CUDA provider first
+    /// (`--backend ort --ep cuda...`).
+    pub fn runs_on_cuda(&self) -> CliResult<bool> {
+        Ok(matches!(self.explicit()?, Some(BackendKind::Ort))
+            && self.execution_providers.first().is_some_and(|e| {
+                matches!(
+                    e.to_ascii_lowercase().as_str(),
+                    "cuda" | "cudaexecutionprovider"
+                )
+            }))
+    }
+
     /// Refuses `--io-binding` where it cannot take effect, before any work:
     /// device-resident timing needs ONNX Runtime's CUDA provider, and a command
     /// run that times nothing (`times` false) would drop it.

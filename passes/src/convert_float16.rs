@@ -193,6 +193,35 @@ impl Default for ConvertOptions {
     }
 }
 
+/// Makes every `convert-float16` step of `config` convert the `com.microsoft` ops
+/// of the onnxruntime target too (`contrib_ops: true`): for a model that runs, and
+/// is verified, on ONNX Runtime's CUDA provider, which has float16 kernels for
+/// them. Without it each such op is a float32 island between two Casts (a SiLU
+/// fused to QuickGelu in every block of a CNN: YOLOv5s 116 Casts, 0.97x FP32 on an
+/// H200; converted, 2 Casts and 1.18x). Returns whether any step changed.
+pub fn convert_contrib_ops(config: &mut crate::config::PipelineConfig) -> bool {
+    use crate::config::{PassConfig, Step};
+    let mut changed = false;
+    for step in &mut config.passes {
+        let passes: Vec<&mut PassConfig> = match step {
+            Step::Pass(p) => vec![p],
+            Step::FixedPoint { passes, .. } => passes.iter_mut().collect(),
+        };
+        for p in passes {
+            if p.name() != "convert-float16" {
+                continue;
+            }
+            if let Some(o) = p.options_mut::<ConvertOptions>()
+                && !o.contrib_ops
+            {
+                o.contrib_ops = true;
+                changed = true;
+            }
+        }
+    }
+    changed
+}
+
 /// The pass, for either half type.
 pub struct ConvertFloat {
     pub to: Half,

@@ -1048,3 +1048,35 @@ fn a_branch_returning_an_outer_float16_value_casts_it_back_under_a_new_name() {
     .expect("loads");
     assert_eq!(again.to_bytes().expect("saves"), bytes);
 }
+
+/// `--backend ort --ep cuda` on the onnxruntime target turns `contrib_ops` on in every
+/// convert-float16 step (and only there): the CUDA provider has float16 kernels.
+#[test]
+fn cuda_runs_convert_contrib_ops_in_every_float16_step() {
+    use infopt_passes::PipelineConfig;
+    use infopt_passes::convert_float16::{ConvertOptions, convert_contrib_ops};
+    let yaml = "version: 1\ntarget: onnxruntime\npasses:\n  - convert-float16\n  - fixed-point:\n      passes:\n        - convert-float16:\n            contrib_ops: false\n  - convert-bfloat16\n";
+    let mut config = PipelineConfig::from_yaml(yaml, "test").unwrap();
+    assert!(convert_contrib_ops(&mut config));
+    let mut seen = Vec::new();
+    for step in &config.passes {
+        let passes: Vec<&infopt_passes::PassConfig> = match step {
+            infopt_passes::Step::Pass(p) => vec![p],
+            infopt_passes::Step::FixedPoint { passes, .. } => passes.iter().collect(),
+        };
+        for p in passes {
+            let o = p.options::<ConvertOptions>().unwrap();
+            seen.push((p.name(), o.contrib_ops));
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            ("convert-float16", true),
+            ("convert-float16", true),
+            ("convert-bfloat16", false)
+        ]
+    );
+    // A second call changes nothing.
+    assert!(!convert_contrib_ops(&mut config));
+}

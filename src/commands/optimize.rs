@@ -317,6 +317,19 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
             disabled: &args.disable,
         },
     )?;
+    // Float16 for ONNX Runtime's CUDA provider (the model verified there): its
+    // contrib ops have float16 kernels, so they are converted too instead of
+    // staying float32 islands between Casts (configs/onnxruntime-cuda-fp16.yaml
+    // does the same for a pipeline of its own).
+    if config.target == infopt_passes::Target::Onnxruntime
+        && args.backend.runs_on_cuda()?
+        && infopt_passes::convert_float16::convert_contrib_ops(&mut config)
+    {
+        crate::progress::note(
+            "precision",
+            "note: convert-float16 converts the com.microsoft ops too: ONNX Runtime's CUDA provider has float16 kernels for them",
+        );
+    }
     if let Some(to) = args.upgrade_opset {
         infopt_passes::upgrade_opset::add_to_pipeline(&mut config, to).map_err(CliError::usage)?;
     }

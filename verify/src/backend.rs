@@ -83,6 +83,10 @@ pub struct BackendInfo {
     /// How the latencies measured in this backend moved data: `host-to-host`
     /// (inputs in and outputs out on every run) or `device-resident`.
     pub transfer: Transfer,
+    /// ONNX Runtime on CUDA: the reference ran with TF32 off (`cuda:use_tf32=0`),
+    /// float32 as specified.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reference_tf32_off: bool,
 }
 
 impl BackendInfo {
@@ -103,7 +107,14 @@ impl BackendInfo {
             None => "threads default".into(),
         });
         match (&self.opt_level, &self.reference_opt_level) {
-            (Some(l), Some(r)) if l != r => parts.push(format!("opt {l}, original at opt {r}")),
+            (Some(l), Some(r)) if l != r || self.reference_tf32_off => parts.push(format!(
+                "opt {l}, original at opt {r}{}",
+                if self.reference_tf32_off {
+                    " without TF32"
+                } else {
+                    ""
+                }
+            )),
             (Some(l), _) => parts.push(format!("opt {l}")),
             _ => {}
         }
@@ -153,6 +164,7 @@ impl ChosenBackend {
                     library: None,
                     weights_mapped: false,
                     transfer: options.transfer,
+                    reference_tf32_off: false,
                 };
                 (b, info)
             }
@@ -173,10 +185,31 @@ impl ChosenBackend {
                 } else {
                     options.ort_opt_level
                 };
-                reference = if level == OptLevel::Disable {
+                // On the CUDA provider the reference computes float32 as float32:
+                // ONNX Runtime runs float32 Conv/MatMul on TF32 tensor cores by
+                // default (10 mantissa bits, float16's), which would put the
+                // reference's own error next to a float16 candidate's. The user's
+                // own `cuda:use_tf32` setting is kept.
+                let cuda = b
+                    .execution_providers()
+                    .iter()
+                    .any(|p| p == "CUDAExecutionProvider");
+                let tf32_off = cuda
+                    && !options.ep_options.iter().any(|o| {
+                        o.key == "use_tf32" && o.ep.to_ascii_lowercase().starts_with("cuda")
+                    });
+                reference = if level == OptLevel::Disable && !tf32_off {
                     None
                 } else {
-                    let r = OrtBackend::new(ort_options(OptLevel::Disable))
+                    let mut ro = ort_options(OptLevel::Disable);
+                    if tf32_off {
+                        ro.ep_options.push(infopt_runtime::ort_backend::EpOption {
+                            ep: "cuda".into(),
+                            key: "use_tf32".into(),
+                            value: "0".into(),
+                        });
+                    }
+                    let r = OrtBackend::new(ro)
                         .map_err(|e| VerifyError::runtime(e, ErrorKind::Usage))?;
                     Some(Box::new(r) as Box<dyn Backend>)
                 };
@@ -190,6 +223,7 @@ impl ChosenBackend {
                     library: Some(b.library_path().display().to_string()),
                     weights_mapped: options.map_weights,
                     transfer: options.transfer,
+                    reference_tf32_off: tf32_off,
                 };
                 (Box::new(b), info)
             }
