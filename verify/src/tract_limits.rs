@@ -1,0 +1,102 @@
+//! Forms of ops tract 0.23.9 computes wrong, found by ONNX's backend node
+//! tests. tract serves twice, and must be kept out of both roles for these:
+//! - as the fallback evaluator of constant folding (`src/tract_eval.rs`), a
+//!   wrong value would be folded into the model;
+//! - as the reference of verification (when ONNX Runtime is absent or cannot
+//!   load the model), a wrong reference refuses a right fold (exit 4) or,
+//!   worse, passes a wrong one computed by tract itself.
+//!
+//! Ops that infopt's reference kernels implement (BitShift, DepthToSpace,
+//! SpaceToDepth, Celu, Swish) never reach tract when folding, but still
+//! disqualify it as a reference.
+
+use infopt_ir::{DataType, Graph, Model, Node};
+
+/// Why tract computes `node` wrong, if it does. `input` is the element type
+/// of the node's first input, when known.
+pub fn wrong_in_tract(node: &Node, input: Option<DataType>) -> Option<String> {
+    if !node.domain().is_empty() {
+        return None;
+    }
+    let op = node.op_type.as_str();
+    let string = |name: &str| node.attr_string(name).ok().flatten();
+    let float = |name: &str, default: f32| node.attr_float_or(name, default).unwrap_or(default);
+    match op {
+        "RNN" | "GRU" | "LSTM" => {
+            let direction = string("direction").unwrap_or_else(|| "forward".into());
+            (direction != "forward")
+                .then(|| format!("tract computes {op} with direction={direction} as forward"))
+        }
+        "DepthToSpace" | "SpaceToDepth" => {
+            let mode = string("mode").unwrap_or_else(|| "DCR".into());
+            (mode == "CRD").then(|| format!("tract computes {op} mode=CRD as DCR"))
+        }
+        // The count is data: out of range (negative, or at least the bit
+        // width) tract takes it modulo the width.
+        "BitShift" => Some("tract takes BitShift counts modulo the bit width".into()),
+        "Celu" => (float("alpha", 1.0) != 1.0 && input.is_none_or(|t| t == DataType::Float16))
+            .then(|| "tract drops Celu's alpha in float16".into()),
+        "Swish" => (float("alpha", 1.0) != 1.0).then(|| "tract computes Swish with alpha 1".into()),
+        _ => None,
+    }
+}
+
+/// The first node of `model` (subgraphs included) tract computes wrong,
+/// named, with the reason.
+pub fn model_wrong_in_tract(model: &Model) -> Option<String> {
+    graph_wrong_in_tract(&model.graph)
+}
+
+fn graph_wrong_in_tract(g: &Graph) -> Option<String> {
+    for (_, node) in g.nodes() {
+        let input = node
+            .inputs
+            .first()
+            .copied()
+            .flatten()
+            .and_then(|v| g.value_type(v))
+            .map(|t| t.dtype);
+        if let Some(why) = wrong_in_tract(node, input) {
+            let name = node.name.as_deref().unwrap_or("");
+            return Some(format!("{} `{name}`: {why}", node.op_type));
+        }
+        for sub in node.subgraphs() {
+            if let Some(why) = graph_wrong_in_tract(sub) {
+                return Some(why);
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infopt_ir::Attribute;
+
+    fn node(op: &str, attrs: Vec<Attribute>) -> Node {
+        Node {
+            op_type: op.into(),
+            attributes: attrs,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_forms_onnx_tests_found_wrong_are_named_and_the_others_pass() {
+        let dir = |d: &str| vec![Attribute::string("direction", d)];
+        assert!(wrong_in_tract(&node("GRU", dir("reverse")), None).is_some());
+        assert!(wrong_in_tract(&node("LSTM", dir("bidirectional")), None).is_some());
+        assert!(wrong_in_tract(&node("RNN", dir("forward")), None).is_none());
+        assert!(wrong_in_tract(&node("RNN", vec![]), None).is_none());
+        let mode = |m: &str| vec![Attribute::string("mode", m)];
+        assert!(wrong_in_tract(&node("SpaceToDepth", mode("CRD")), None).is_some());
+        assert!(wrong_in_tract(&node("DepthToSpace", mode("DCR")), None).is_none());
+        let alpha = |a: f32| vec![Attribute::float("alpha", a)];
+        assert!(wrong_in_tract(&node("Celu", alpha(2.0)), Some(DataType::Float16)).is_some());
+        assert!(wrong_in_tract(&node("Celu", alpha(2.0)), Some(DataType::Float)).is_none());
+        assert!(wrong_in_tract(&node("Swish", alpha(0.5)), None).is_some());
+        assert!(wrong_in_tract(&node("Swish", vec![]), None).is_none());
+        assert!(wrong_in_tract(&node("BitShift", vec![]), None).is_some());
+    }
+}
