@@ -89,35 +89,39 @@ impl Evaluator for TractEvaluator {
         let Some(native) = run_in_tract(node, inputs, opset)? else {
             return Ok(None);
         };
-        if !widens(node, inputs) {
+        let Some((narrow, wide_type)) = widening(node, inputs) else {
             return Ok(Some(native));
-        }
+        };
         // tract computes float16 in float16, step by step (a Conv's sums, a
         // Softmax's exponentials and sum each rounded to 11 bits), where the
         // op's definition rounds its result: the op runs in float32 and each
-        // float16 output is rounded once.
+        // float16 output is rounded once. float32 likewise runs in float64
+        // where tract can (a GRU's state near zero was off by 1e-6 in
+        // float32, ten times ONNX's tolerance).
         let wide_inputs: Vec<Option<Tensor>> = inputs
             .iter()
-            .map(|t| t.map(|t| cast(t, DataType::Float)).transpose())
+            .map(|t| t.map(|t| cast(t, narrow, wide_type)).transpose())
             .collect::<Result<_, _>>()?;
         let refs: Vec<Option<&Tensor>> = wide_inputs.iter().map(|t| t.as_ref()).collect();
-        let Some(wide) = run_in_tract(node, &refs, opset)? else {
-            return Err(KernelError::Unsupported(format!(
-                "{} in float16: the fallback evaluator (tract) runs it only in float16, with float16 intermediate rounding",
-                node.op_type
-            )));
+        let wide = match run_in_tract(node, &refs, opset)? {
+            Some(w) if w.len() == native.len() => w,
+            // float32 is what runtimes compute: tract's own result stands.
+            _ if narrow == DataType::Float => return Ok(Some(native)),
+            _ => {
+                return Err(KernelError::Unsupported(format!(
+                    "{} in float16: the fallback evaluator (tract) runs it only in float16, with float16 intermediate rounding",
+                    node.op_type
+                )));
+            }
         };
-        if wide.len() != native.len() {
-            return Ok(None);
-        }
         native
             .iter()
             .zip(wide)
             .map(|(n, w)| match (n.dtype(), w.dtype()) {
-                (DataType::Float16, DataType::Float) => cast(&w, DataType::Float16),
+                (a, b) if a == narrow && b == wide_type => cast(&w, wide_type, narrow),
                 (a, b) if a == b => Ok(w),
                 (a, b) => Err(KernelError::Unsupported(format!(
-                    "{} gives {a} in float16 but {b} in float32",
+                    "{} gives {a} in {narrow} but {b} in {wide_type}",
                     node.op_type
                 ))),
             })
@@ -126,31 +130,38 @@ impl Evaluator for TractEvaluator {
     }
 }
 
-/// Whether a node with float16 inputs runs in float32 (see `eval`): every
-/// float input is float16, and nothing about the op depends on the input
-/// type beyond precision (no Cast, no attribute naming a type).
-fn widens(node: &Node, inputs: &[Option<&Tensor>]) -> bool {
+/// The float type a node's inputs have and the wider one it runs in (see
+/// `eval`): every float input has the same type, float16 or float32, and
+/// nothing about the op depends on the input type beyond precision (no
+/// Cast, no attribute naming a type).
+fn widening(node: &Node, inputs: &[Option<&Tensor>]) -> Option<(DataType, DataType)> {
     let floats: Vec<DataType> = inputs
         .iter()
         .flatten()
         .map(|t| t.dtype())
         .filter(|d| d.is_float())
         .collect();
-    !floats.is_empty()
-        && floats.iter().all(|&d| d == DataType::Float16)
+    let narrow = *floats.first()?;
+    let wide = match narrow {
+        DataType::Float16 => DataType::Float,
+        DataType::Float => DataType::Double,
+        _ => return None,
+    };
+    let plain = floats.iter().all(|&d| d == narrow)
         && !matches!(node.op_type.as_str(), "Cast" | "CastLike" | "BitCast")
         && !node.attributes.iter().any(|a| {
             matches!(
                 a.name(),
                 "to" | "dtype" | "output_dtype" | "stash_type" | "saturate"
             )
-        })
+        });
+    plain.then_some((narrow, wide))
 }
 
-/// One element-type conversion through the reference kernels (exact:
-/// float16 to float32 widens, float32 to float16 rounds once).
-fn cast(t: &Tensor, to: DataType) -> Result<Tensor, KernelError> {
-    if t.dtype() != DataType::Float16 && t.dtype() != DataType::Float {
+/// A `from` tensor converted to `to` through the reference kernels (exact:
+/// widening keeps every value, narrowing rounds once); others unchanged.
+fn cast(t: &Tensor, from: DataType, to: DataType) -> Result<Tensor, KernelError> {
+    if t.dtype() != from {
         return Ok(t.clone());
     }
     let node = Node {
@@ -161,7 +172,7 @@ fn cast(t: &Tensor, to: DataType) -> Result<Tensor, KernelError> {
     let out = infopt_ir::kernels::ReferenceKernels::new()
         .eval(&node, &[Some(t)], 21)?
         .and_then(|mut v| v.pop());
-    out.ok_or_else(|| KernelError::invalid("Cast between float16 and float32"))
+    out.ok_or_else(|| KernelError::invalid(format!("Cast from {from} to {to}")))
 }
 
 /// Runs `node` alone in tract on constant inputs; `None` when tract refuses

@@ -109,6 +109,8 @@ def node_cases() -> list[Case]:
         for a in list(ins) + list(outs):
             if isinstance(a, onnx.TensorProto):
                 a = numpy_helper.to_array(a)
+            elif isinstance(a, np.generic):
+                a = np.asarray(a)  # a numpy scalar: a rank-0 tensor
             conv.append(a)
         if why is None and not all(isinstance(a, np.ndarray) for a in conv):
             why = "non-array test data"
@@ -196,9 +198,13 @@ def folded_model(case: Case) -> onnx.ModelProto:
 
 # --------------------------------------------------------------- judging ---
 
-def _ulp16(b: np.ndarray) -> np.ndarray:
-    b16 = np.abs(b.astype(np.float16))
-    return np.spacing(b16).astype(np.float64)
+def _ulp(b: np.ndarray, dtype) -> np.ndarray:
+    """One unit in the last place of `dtype` at each |b| (float16, bfloat16, float8)."""
+    import ml_dtypes
+
+    fi = ml_dtypes.finfo(dtype)
+    mag = np.maximum(np.abs(b.astype(np.float64)), float(fi.smallest_normal))
+    return float(fi.eps) * np.exp2(np.floor(np.log2(mag)))
 
 
 def same(got, want, rtol: float, atol: float) -> tuple[bool, str]:
@@ -209,14 +215,20 @@ def same(got, want, rtol: float, atol: float) -> tuple[bool, str]:
         return False, f"dtype {got.dtype} where {want.dtype} is expected"
     if got.size == 0:
         return True, ""
+    half = got.dtype == np.float16 or (got.dtype.kind == "V" and "float" in got.dtype.name)
+    narrow = got.dtype
+    if got.dtype.kind == "V":
+        # ml_dtypes' types (bfloat16, float8, int4, ...): compared through
+        # float32, which holds all their values exactly (NaN equals NaN).
+        got, want = got.astype(np.float32), want.astype(np.float32)
     if got.dtype.kind in "fc":
         x = got.astype(np.complex128 if got.dtype.kind == "c" else np.float64)
         y = want.astype(x.dtype)
         with np.errstate(invalid="ignore", over="ignore"):
             d = np.abs(x - y)
             tol = atol + rtol * np.abs(y)
-            if got.dtype == np.float16:
-                tol = np.maximum(tol, _ulp16(want))
+            if half:
+                tol = np.maximum(tol, _ulp(want, narrow))
             ok = (d <= tol) | (x == y) | (np.isnan(x) & np.isnan(y))
         if ok.all():
             return True, ""
@@ -324,8 +336,9 @@ def run_case(infopt: str, case: Case, variant: str, workdir: Path) -> Result:
         else:
             res.status, res.detail = "crash", f"exit {p.returncode}: {why[:300]}"
         return res
-    if any("panick" in ln for ln in lines):
-        res.extra["panic_note"] = next(ln for ln in lines if "panick" in ln)[:300]
+    said = lines + p.stdout.splitlines()
+    if any("panick" in ln for ln in said):
+        res.extra["panic_note"] = next(ln for ln in said if "panick" in ln)[:300]
     written = onnx.load(str(out))
     res.nodes_after = compute_nodes(written)
     got, how = outputs_of(written, feeds)

@@ -13,8 +13,17 @@
 use infopt_ir::{DataType, Graph, Model, Node};
 
 /// Why tract computes `node` wrong, if it does. `input` is the element type
-/// of the node's first input, when known.
+/// of the node's first input, when known; `shifts` BitShift's counts, when
+/// they are constants.
 pub fn wrong_in_tract(node: &Node, input: Option<DataType>) -> Option<String> {
+    wrong_in_tract_with(node, input, None)
+}
+
+fn wrong_in_tract_with(
+    node: &Node,
+    input: Option<DataType>,
+    shifts: Option<(&[i64], u32)>,
+) -> Option<String> {
     if !node.domain().is_empty() {
         return None;
     }
@@ -33,7 +42,14 @@ pub fn wrong_in_tract(node: &Node, input: Option<DataType>) -> Option<String> {
         }
         // The count is data: out of range (negative, or at least the bit
         // width) tract takes it modulo the width.
-        "BitShift" => Some("tract takes BitShift counts modulo the bit width".into()),
+        "BitShift" => {
+            let in_range = shifts.is_some_and(|(counts, width)| {
+                counts.iter().all(|&c| (0..i64::from(width)).contains(&c))
+            });
+            (!in_range).then(|| {
+                "tract takes BitShift counts modulo the bit width (a count outside [0, width) shifts every bit out)".into()
+            })
+        }
         "Celu" => (float("alpha", 1.0) != 1.0 && input.is_none_or(|t| t == DataType::Float16))
             .then(|| "tract drops Celu's alpha in float16".into()),
         "Swish" => (float("alpha", 1.0) != 1.0).then(|| "tract computes Swish with alpha 1".into()),
@@ -56,7 +72,21 @@ fn graph_wrong_in_tract(g: &Graph) -> Option<String> {
             .flatten()
             .and_then(|v| g.value_type(v))
             .map(|t| t.dtype);
-        if let Some(why) = wrong_in_tract(node, input) {
+        // Constant BitShift counts, all in range, are computed right.
+        let shift_values = (node.op_type == "BitShift")
+            .then(|| node.inputs.get(1).copied().flatten())
+            .flatten()
+            .and_then(|v| g.constant(v))
+            .and_then(|t| {
+                let width = t.dtype().bit_width()? as u32;
+                let values = infopt_ir::kernels::Array::from_tensor(t)
+                    .ok()?
+                    .buf
+                    .to_i64()?;
+                Some((values, width))
+            });
+        let shifts = shift_values.as_ref().map(|(v, w)| (v.as_slice(), *w));
+        if let Some(why) = wrong_in_tract_with(node, input, shifts) {
             let name = node.name.as_deref().unwrap_or("");
             return Some(format!("{} `{name}`: {why}", node.op_type));
         }
@@ -98,5 +128,9 @@ mod tests {
         assert!(wrong_in_tract(&node("Swish", alpha(0.5)), None).is_some());
         assert!(wrong_in_tract(&node("Swish", vec![]), None).is_none());
         assert!(wrong_in_tract(&node("BitShift", vec![]), None).is_some());
+        let shift = node("BitShift", vec![]);
+        assert!(wrong_in_tract_with(&shift, None, Some((&[0, 7], 8))).is_none());
+        assert!(wrong_in_tract_with(&shift, None, Some((&[0, 8], 8))).is_some());
+        assert!(wrong_in_tract_with(&shift, None, Some((&[-1], 32))).is_some());
     }
 }
