@@ -19,6 +19,7 @@ pub mod array;
 mod elementwise;
 mod misc;
 mod movement;
+mod recurrent;
 mod reduce;
 mod special;
 
@@ -111,6 +112,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Expand",
     "Flatten",
     "Floor",
+    "GRU",
     "Gather",
     "GatherElements",
     "Greater",
@@ -118,6 +120,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Identity",
     "Less",
     "LessOrEqual",
+    "LSTM",
     "Log",
     "MatMul",
     "Max",
@@ -129,6 +132,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Not",
     "Or",
     "Pow",
+    "RNN",
     "Range",
     "Reciprocal",
     "ReduceMax",
@@ -214,6 +218,9 @@ fn run(cx: &Cx) -> Result<Option<Vec<Array>>, KernelError> {
         return Ok(Some(r));
     }
     if let Some(r) = special::run(cx, op)? {
+        return Ok(Some(r));
+    }
+    if let Some(r) = recurrent::run(cx, op)? {
         return Ok(Some(r));
     }
     misc::run(cx, op)
