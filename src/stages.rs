@@ -185,7 +185,7 @@ pub fn verify_policy(
 
 /// Whether the pipeline converts to bfloat16.
 fn converts_to_bfloat16(config: &PipelineConfig) -> bool {
-    config.pass_names().iter().any(|&n| n == "convert-bfloat16")
+    config.pass_names().contains(&"convert-bfloat16")
 }
 
 /// Called after every pass that changed the model; `Flow::Stop` ends the pipeline.

@@ -43,8 +43,11 @@ pub(crate) fn run(cx: &Cx, op: &str) -> Result<Option<Vec<Array>>, KernelError> 
     recurrent(cx, cell)
 }
 
-/// A float input as f64 values with its dims, or `None` when omitted.
-fn floats(cx: &Cx, i: usize) -> Result<Option<(Vec<usize>, Vec<f64>)>, KernelError> {
+/// A float input: its dims and its values in f64.
+type Floats = (Vec<usize>, Vec<f64>);
+
+/// A float input, or `None` when omitted.
+fn floats(cx: &Cx, i: usize) -> Result<Option<Floats>, KernelError> {
     if !cx.has(i) {
         return Ok(None);
     }
@@ -82,7 +85,7 @@ fn recurrent(cx: &Cx, cell: Cell) -> Result<Option<Vec<Array>>, KernelError> {
     if !acts.is_empty() {
         let defaults = cell.default_activations();
         let n = defaults.len();
-        let same = acts.len() % n == 0
+        let same = acts.len().is_multiple_of(n)
             && acts
                 .iter()
                 .enumerate()
