@@ -391,6 +391,10 @@ def run_all(infopt: str, cases: list[Case], variants=VARIANTS, jobs: int | None 
     return results
 
 
+# Filled by the pytest session, printed by conftest.py at the end.
+SUMMARY: dict = {}
+
+
 def summarize(results: list[Result]) -> dict:
     table: dict = {}
     for r in results:

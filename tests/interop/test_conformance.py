@@ -36,6 +36,7 @@ def results(infopt):
     if os.environ.get("INFOPT_CONFORMANCE") == "0":
         pytest.skip("INFOPT_CONFORMANCE=0")
     got = C.run_all(str(infopt), _CASES, C.VARIANTS, skips=_SKIPS, check_skips=True)
+    C.SUMMARY.update(C.summarize(got))
     return {(r.case, r.variant): r for r in got}
 
 
