@@ -80,8 +80,7 @@ impl Evaluator for TractEvaluator {
     ) -> Result<Option<Vec<Tensor>>, KernelError> {
         // Forms tract computes wrong are declined with the reason, never
         // folded.
-        let first = inputs.first().copied().flatten().map(|t| t.dtype());
-        if let Some(why) = infopt_verify::tract_limits::wrong_in_tract(node, first) {
+        if let Some(why) = infopt_verify::tract_limits::wrong_in_tract(node) {
             return Err(KernelError::Unsupported(format!(
                 "the fallback evaluator: {why}"
             )));

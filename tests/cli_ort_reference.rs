@@ -256,32 +256,72 @@ fn tract_is_never_the_reference_of_a_model_it_computes_wrong() {
     }
 }
 
-/// ONNX's test_gru_reverse with its inputs as constants: tract computed it
-/// as direction=forward and folding took that. The fold is declined with
-/// the reason, and the model verifies in ONNX Runtime.
-#[test]
-fn a_reverse_gru_on_constants_is_not_folded_through_tract() {
-    let dir = tempfile::tempdir().unwrap();
+/// A GRU over constants (ONNX's test_gru_reverse, as constants), with the
+/// given extra attributes; its output is added to the input `x`.
+fn constant_gru(dir: &Path, name: &str, extra: Vec<Attribute>) -> PathBuf {
     let mut b = GraphBuilder::new();
     let x = b.input("x", DataType::Float, dims(&["1", "3", "5"]));
     let seq: Vec<f32> = (1..=6).map(|v| v as f32).collect();
     let xs = b.f32("xs", &[3, 1, 2], &seq);
     let w = b.f32("w", &[1, 15, 2], &[0.1; 30]);
     let r = b.f32("r", &[1, 15, 5], &[0.1; 75]);
-    let gru = b.op(
-        "GRU",
-        &[xs, w, r],
-        vec![
-            Attribute::int("hidden_size", 5),
-            Attribute::string("direction", "reverse"),
-        ],
-    );
+    let mut attrs = vec![
+        Attribute::int("hidden_size", 5),
+        Attribute::string("direction", "reverse"),
+    ];
+    attrs.extend(extra);
+    let gru = b.op("GRU", &[xs, w, r], attrs);
     let h = b.op("Squeeze", &[gru], vec![]);
     let y = b.op("Add", &[x, h], vec![]);
     b.output(y, "y", DataType::Float, None);
     let mut m = b.build(14);
-    let model = dir.path().join("gru.onnx");
+    let model = dir.join(name);
     m.save(&model, &infopt_ir::SaveOptions::default()).unwrap();
+    model
+}
+
+/// ONNX's test_gru_reverse with its inputs as constants: tract computed it
+/// as direction=forward and folding took that. The reference kernel (f64)
+/// folds it now, and the result agrees with ONNX Runtime's.
+#[test]
+fn a_reverse_gru_on_constants_folds_to_what_onnx_runtime_computes() {
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = constant_gru(dir.path(), "gru.onnx", vec![]);
+    let out = dir.path().join("out.onnx");
+    let o = optimize_default(&model, &out);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["verification"]["passed"], true);
+    assert_eq!(r["verification"]["backend"]["reference_runtime"], "ort");
+    let after = infopt_ir::Model::load(&out).unwrap();
+    let ops: Vec<&str> = after
+        .graph
+        .nodes()
+        .map(|(_, n)| n.op_type.as_str())
+        .collect();
+    assert_eq!(ops, ["Add"], "{ops:?}");
+}
+
+/// With activations the reference kernel does not implement, the GRU goes
+/// to the fallback evaluator, tract, which computes reverse as forward: the
+/// fold is declined with that reason, never taken.
+#[test]
+fn a_reverse_gru_tract_would_compute_is_declined() {
+    // Without ONNX Runtime nothing can be the reference of this model.
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let activations = Attribute::from_proto(infopt_ir::proto::AttributeProto {
+        name: Some("activations".into()),
+        r#type: Some(8),
+        strings: vec![b"Sigmoid".to_vec(), b"Relu".to_vec()],
+        ..Default::default()
+    });
+    let model = constant_gru(dir.path(), "gru_relu.onnx", vec![activations]);
     let out = dir.path().join("out.onnx");
     let o = optimize_default(&model, &out);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -1,7 +1,7 @@
 //! Ops the fallback runtime (tract 0.23.9) gets wrong on some of their forms,
 //! so infopt computes them itself: BitShift (tract takes the shift count
 //! modulo the bit width), DepthToSpace/SpaceToDepth (tract gives the DCR
-//! layout for CRD), Celu (tract drops alpha in float16) and Swish (tract
+//! layout for CRD), Celu (tract drops alpha from the negative branch) and Swish (tract
 //! ignores alpha). Each was found by ONNX's backend node tests.
 
 use super::array::{Array, Buf, Num};
