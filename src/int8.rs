@@ -289,7 +289,7 @@ fn quantize_rest(
 /// A backend owned here or the command's.
 enum Chosen<'a> {
     Given(&'a ChosenBackend),
-    Own(ChosenBackend),
+    Own(Box<ChosenBackend>),
 }
 
 impl Chosen<'_> {
@@ -326,7 +326,7 @@ fn calibration_backend<'a>(
     if target == infopt_passes::Target::Onnxruntime
         && let Ok(ort) = build_ort()?
     {
-        return Ok(Chosen::Own(ort));
+        return Ok(Chosen::Own(Box::new(ort)));
     }
     // tract, if it can run the graph.
     let bytes = mid
@@ -342,7 +342,7 @@ fn calibration_backend<'a>(
                 "calibrated in ONNX Runtime: {} cannot run the model at the quantize step ({tract_error})",
                 cx.backend.backend.name()
             ));
-            Ok(Chosen::Own(ort))
+            Ok(Chosen::Own(Box::new(ort)))
         }
         Err(e) => Err(CliError::new(
             crate::exit::Exit::CannotVerify,

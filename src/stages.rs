@@ -161,16 +161,17 @@ pub fn verify_policy(
     } else {
         BackendKind::Tract
     };
-    // ONNX Runtime first for its own target: tract cannot run the
-    // com.microsoft ops that target produces. And for float16 models:
-    // tract computes float16 natively, slowly (300 s for PP-OCRv4 det at
-    // 640x640) and less exactly than the float32 accumulation of ONNX
-    // Runtime and TensorRT, so it stays the fallback. (bfloat16 stays with
-    // tract: ONNX Runtime's CPU provider has no bfloat16 Gemm or Conv.)
-    let prefer = if config.target == Target::Onnxruntime || converts_to_half(config) {
-        vec![BackendKind::Ort, tract]
-    } else {
+    // The reference is not the optimizer's own arithmetic: ONNX Runtime
+    // (the original at graph optimizations off) when it is available, tract
+    // only when it is not or cannot run the original. tract serves as the
+    // fallback evaluator of constant folding, so a fold it computes wrong
+    // would be judged right by itself (ONNX's node tests found a reverse
+    // GRU folded as forward, "verified in tract"). bfloat16 stays with
+    // tract: ONNX Runtime's CPU provider has no bfloat16 Gemm or Conv.
+    let prefer = if converts_to_bfloat16(config) && config.target != Target::Onnxruntime {
         vec![tract, BackendKind::Ort]
+    } else {
+        vec![BackendKind::Ort, tract]
     };
     Ok(VerifyPolicy {
         prefer,
@@ -182,13 +183,9 @@ pub fn verify_policy(
     })
 }
 
-/// Whether the pipeline converts to float16 or bfloat16.
-pub fn converts_to_half(config: &PipelineConfig) -> bool {
-    use infopt_passes::registry::Numerics;
-    config
-        .pass_names()
-        .iter()
-        .any(|n| Numerics::of(n) == Some(Numerics::HalfPrecision))
+/// Whether the pipeline converts to bfloat16.
+fn converts_to_bfloat16(config: &PipelineConfig) -> bool {
+    config.pass_names().contains(&"convert-bfloat16")
 }
 
 /// Called after every pass that changed the model; `Flow::Stop` ends the pipeline.

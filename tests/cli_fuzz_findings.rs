@@ -737,10 +737,11 @@ fn a_tract_load_that_does_not_end_is_given_up_at_its_deadline() {
 /// Fuzz seed 60221 case 1161 (a PP-OCR classifier, dynamic dims): tract's
 /// load hit its deadline at the first sizes, and verification started tract
 /// again at each other size, each abandoned load left working: 151 s and
-/// 6.4 GB before it verified. With ONNX Runtime to hand, a load given up at
-/// its deadline sends verification there (30 s, 0.8 GB for that case).
+/// 6.4 GB before it verified. A load given up at its deadline sends
+/// verification to the other runtime; and with ONNX Runtime to hand, it is
+/// the reference from the start (issue 30), so tract is never loaded.
 #[test]
-fn a_tract_load_given_up_at_its_deadline_moves_verification_to_onnx_runtime() {
+fn with_onnx_runtime_to_hand_a_stuck_tract_load_is_never_started() {
     if !ort_available() {
         eprintln!("skipped: ONNX Runtime is not available");
         return;
@@ -751,25 +752,26 @@ fn a_tract_load_given_up_at_its_deadline_moves_verification_to_onnx_runtime() {
     });
     let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
         .args(["optimize", s(&model), "-o", s(&dir.path().join("out.onnx"))])
+        .args(["--json"])
         .env("INFOPT_INJECT_PANIC", "tract-load-stuck")
         .env("INFOPT_TRACT_LOAD_DEADLINE_S", "1")
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    // The report (stdout) carries the verification notes.
-    let err = String::from_utf8_lossy(&o.stdout).to_string();
-    assert!(
-        err.contains("note: verified in ort: cannot run the original model in tract: tract cannot load the model: tract did not finish analysing the model in 1 s"),
-        "{err}"
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["verification"]["backend"]["name"], "ort");
+    assert_eq!(
+        report["verification"]["backend"]["reference_runtime"],
+        "ort"
     );
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
     // ONNX Runtime ran the first sizes: no other sizes were needed.
-    assert!(!err.contains("verification sizes:"), "{err}");
-    // One tract load was started, not one per candidate size.
+    assert!(!out.contains("verification sizes:"), "{out}");
     assert_eq!(
         stderr(&o)
             .matches("injected: a tract load that does not end")
             .count(),
-        1,
+        0,
         "{}",
         stderr(&o)
     );

@@ -150,3 +150,187 @@ fn slices_cutting_an_axis_end_to_end_become_a_split_that_ort_agrees_with() {
         .collect();
     assert_eq!(kinds, ["Relu", "Split"], "{ops}");
 }
+
+/// `x * 1 -> Relu -> y` plus what `extra` adds, saved with `ir_version`
+/// (the `* 1` gives infopt a rewrite to verify).
+fn small_model(
+    dir: &Path,
+    name: &str,
+    ir_version: i64,
+    extra: impl FnOnce(&mut GraphBuilder, infopt_ir::ValueId) -> infopt_ir::ValueId,
+) -> PathBuf {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "8", "2", "2"]));
+    let one = b.f32("one", &[], &[1.0]);
+    let x1 = b.op("Mul", &[x, one], vec![]);
+    let r = b.op("Relu", &[x1], vec![]);
+    let y = extra(&mut b, r);
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(17);
+    m.meta.ir_version = Some(ir_version);
+    let path = dir.join(name);
+    m.save(&path, &infopt_ir::SaveOptions::default()).unwrap();
+    path
+}
+
+fn optimize_default(model: &Path, out: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args(["optimize", s(model), "-o", s(out), "--json"])
+        .output()
+        .expect("run infopt")
+}
+
+/// Issue 30: the reference is not the optimizer's own arithmetic. With
+/// ONNX Runtime installed it runs the original, at graph optimizations
+/// off, and the report says so.
+#[test]
+fn with_onnx_runtime_installed_it_is_the_reference() {
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = small_model(dir.path(), "m.onnx", 8, |_, r| r);
+    let o = optimize_default(&model, &dir.path().join("out.onnx"));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let backend = &r["verification"]["backend"];
+    assert_eq!(backend["name"], "ort", "{backend}");
+    assert_eq!(backend["reference_runtime"], "ort", "{backend}");
+    assert_eq!(backend["reference_opt_level"], "disable", "{backend}");
+}
+
+/// A model ONNX Runtime cannot load (IR 14: ORT 1.31 reads up to 13) is
+/// verified in tract, and the note says why.
+#[test]
+fn a_model_onnx_runtime_cannot_load_is_verified_in_tract() {
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = small_model(dir.path(), "ir14.onnx", 14, |_, r| r);
+    let o = optimize_default(&model, &dir.path().join("out.onnx"));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["verification"]["backend"]["reference_runtime"], "tract");
+    let notes = r["notes"].to_string();
+    assert!(
+        notes.contains("verified in tract: cannot run the original model in ort"),
+        "{notes}"
+    );
+}
+
+/// tract computes DepthToSpace and SpaceToDepth with mode CRD as DCR (ONNX's
+/// test_spacetodepth_crd_mode_example): it cannot be the reference of such a
+/// model. Where ONNX Runtime cannot load it either, verification says so
+/// (exit 7) rather than refuse infopt's right result against tract's wrong
+/// one, or pass a wrong one.
+#[test]
+fn tract_is_never_the_reference_of_a_model_it_computes_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let s2d = |b: &mut GraphBuilder, r| {
+        b.op(
+            "DepthToSpace",
+            &[r],
+            vec![
+                Attribute::int("blocksize", 2),
+                Attribute::string("mode", "CRD"),
+            ],
+        )
+    };
+    let model = small_model(dir.path(), "d2s14.onnx", 14, s2d);
+    let out = dir.path().join("out.onnx");
+    let o = optimize_default(&model, &out);
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("tract cannot be the reference: DepthToSpace `depthtospace_")
+            && e.contains("`: tract computes DepthToSpace mode=CRD as DCR"),
+        "{e}"
+    );
+    assert!(!out.exists());
+    // ONNX Runtime, which loads it at IR 8, is the reference.
+    if ort_available() {
+        let model = small_model(dir.path(), "d2s8.onnx", 8, s2d);
+        let o = optimize_default(&model, &out);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+}
+
+/// A GRU over constants (ONNX's test_gru_reverse, as constants), with the
+/// given extra attributes; its output is added to the input `x`.
+fn constant_gru(dir: &Path, name: &str, extra: Vec<Attribute>) -> PathBuf {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "5"]));
+    let seq: Vec<f32> = (1..=6).map(|v| v as f32).collect();
+    let xs = b.f32("xs", &[3, 1, 2], &seq);
+    let w = b.f32("w", &[1, 15, 2], &[0.1; 30]);
+    let r = b.f32("r", &[1, 15, 5], &[0.1; 75]);
+    let mut attrs = vec![
+        Attribute::int("hidden_size", 5),
+        Attribute::string("direction", "reverse"),
+    ];
+    attrs.extend(extra);
+    let gru = b.op("GRU", &[xs, w, r], attrs);
+    let h = b.op("Squeeze", &[gru], vec![]);
+    let y = b.op("Add", &[x, h], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(14);
+    let model = dir.join(name);
+    m.save(&model, &infopt_ir::SaveOptions::default()).unwrap();
+    model
+}
+
+/// ONNX's test_gru_reverse with its inputs as constants: tract computed it
+/// as direction=forward and folding took that. The reference kernel (f64)
+/// folds it now, and the result agrees with ONNX Runtime's.
+#[test]
+fn a_reverse_gru_on_constants_folds_to_what_onnx_runtime_computes() {
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = constant_gru(dir.path(), "gru.onnx", vec![]);
+    let out = dir.path().join("out.onnx");
+    let o = optimize_default(&model, &out);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["verification"]["passed"], true);
+    assert_eq!(r["verification"]["backend"]["reference_runtime"], "ort");
+    let after = infopt_ir::Model::load(&out).unwrap();
+    let ops: Vec<&str> = after
+        .graph
+        .nodes()
+        .map(|(_, n)| n.op_type.as_str())
+        .collect();
+    assert_eq!(ops, ["Add"], "{ops:?}");
+}
+
+/// With activations the reference kernel does not implement, the GRU goes
+/// to the fallback evaluator, tract, which computes reverse as forward: the
+/// fold is declined with that reason, never taken.
+#[test]
+fn a_reverse_gru_tract_would_compute_is_declined() {
+    // Without ONNX Runtime nothing can be the reference of this model.
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let activations = Attribute::from_proto(infopt_ir::proto::AttributeProto {
+        name: Some("activations".into()),
+        r#type: Some(8),
+        strings: vec![b"Sigmoid".to_vec(), b"Relu".to_vec()],
+        ..Default::default()
+    });
+    let model = constant_gru(dir.path(), "gru_relu.onnx", vec![activations]);
+    let out = dir.path().join("out.onnx");
+    let o = optimize_default(&model, &out);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let declined = r["declined"].to_string();
+    assert!(
+        declined.contains("tract computes GRU with direction=reverse as forward"),
+        "{declined}"
+    );
+    let after = infopt_ir::Model::load(&out).unwrap();
+    assert!(after.graph.nodes().any(|(_, n)| n.op_type == "GRU"));
+}

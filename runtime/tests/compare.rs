@@ -185,3 +185,31 @@ fn agreement_serializes() {
         expected: vec![1],
     }));
 }
+
+/// The inputs and expected output of ONNX's `pytorch-operator/
+/// test_operator_add_broadcast` (float64, values up to 6e199): squares of
+/// such values overflow f64, and an exact result read "cosine NaN".
+#[test]
+fn huge_float64_values_compare_without_overflow() {
+    let y = [
+        6.9464889005823e-310,
+        6.9464868025533e-310,
+        6.9465675011827e-310,
+        2.417824703940019e+198,
+        3.1049478972545534e+169,
+        5.8568940091729575e+199,
+    ];
+    let a = compare_values("y", &y, &y, TOL);
+    assert_eq!(a.max_abs, 0.0);
+    assert!((a.cosine - 1.0).abs() < 1e-12, "{a:?}");
+    assert!(a.snr_db.is_infinite() && a.within_tolerance);
+    // A real difference at that scale still shows in the cosine.
+    let mut off = y;
+    off[5] = -off[5];
+    let b = compare_values("y", &off, &y, TOL);
+    assert!(b.cosine < 0.0 && b.cosine.is_finite(), "{b:?}");
+    assert!(b.snr_db.is_finite(), "{b:?}");
+    // 1e223, squared in any order, is past f64's range.
+    let c = compare_values("y", &[1e223, 2e223], &[1e223, 2e223], TOL);
+    assert!((c.cosine - 1.0).abs() < 1e-12, "{c:?}");
+}

@@ -577,9 +577,10 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
             progress::done(
                 "verify",
                 format!(
-                    "verified in {} in {:.0} ms",
+                    "verified in {} in {:.0} ms (reference: {})",
                     v.backend_name(),
-                    t.elapsed().as_secs_f64() * 1e3
+                    t.elapsed().as_secs_f64() * 1e3,
+                    v.info().reference_description()
                 ),
             )?;
             if let Some(topk) = &gates.config.min_topk_agreement

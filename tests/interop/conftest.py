@@ -24,6 +24,12 @@ def infopt():
 
 
 def pytest_terminal_summary(terminalreporter):
+    import conformance
+
+    if conformance.SUMMARY:
+        terminalreporter.section("ONNX conformance cases (informational)")
+        for key, counts in sorted(conformance.SUMMARY.items()):
+            terminalreporter.write_line(f"{key}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     report = _interop.BYTE_REPORT
     if not report:
         return

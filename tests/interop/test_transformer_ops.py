@@ -116,9 +116,15 @@ def test_refused_upgrade_is_one_line(infopt, tmp_path):
 def test_fusions_run_in_ort(infopt, tmp_path, name, op, count):
     src = _interop.MODELS / name
     out = tmp_path / name
-    m = _optimize(src, out)
-    assert _ops(m)[op] == count, _ops(m)
     tol = 2e-3 if name.startswith("rms") else 1e-4
+    # The RMSNorm variants compute in float16 between casts: the fused op
+    # rounds once where the pattern rounded twice, 1-2 float16 ulps (1.8e-3
+    # at 1.66) on a float32 output. Verified in ONNX Runtime (the reference
+    # since issue 30; tract, computing both alike, saw no difference), that
+    # needs the same tolerance this test applies.
+    extra = ("--criterion", "elementwise", "--rtol", str(tol), "--atol", str(tol)) if name.startswith("rms") else ()
+    m = _optimize(src, out, *extra)
+    assert _ops(m)[op] == count, _ops(m)
     _assert_same_outputs(src, out, rtol=tol, atol=tol)
 
 

@@ -61,6 +61,10 @@ pub struct BackendOptions {
 #[derive(Serialize, Debug, Clone)]
 pub struct BackendInfo {
     pub name: String,
+    /// The runtime whose outputs for the original are the reference: ONNX
+    /// Runtime (graph optimizations off) when it is available, tract only
+    /// when it is not or cannot run the original.
+    pub reference_runtime: String,
     pub version: String,
     /// Intra-op threads; `None` is the backend's default.
     pub threads: Option<usize>,
@@ -98,6 +102,17 @@ impl BackendInfo {
             info.opt_level = Some(level);
         }
         info
+    }
+
+    /// The reference as messages name it.
+    pub fn reference_description(&self) -> String {
+        match &self.reference_opt_level {
+            Some(level) => format!(
+                "the original in {} at graph optimization level {level}",
+                self.reference_runtime
+            ),
+            None => format!("the original in {}", self.reference_runtime),
+        }
     }
 
     pub fn describe(&self) -> String {
@@ -156,6 +171,7 @@ impl ChosenBackend {
                 };
                 let info = BackendInfo {
                     name: b.name().into(),
+                    reference_runtime: b.name().into(),
                     version: b.version(),
                     threads: Some(1),
                     opt_level: None,
@@ -215,6 +231,7 @@ impl ChosenBackend {
                 };
                 let info = BackendInfo {
                     name: b.name().into(),
+                    reference_runtime: b.name().into(),
                     version: b.version(),
                     threads: options.threads,
                     opt_level: Some(level.to_string()),

@@ -23,6 +23,7 @@ pub mod shapes;
 pub mod size_hints;
 pub mod stacked;
 pub mod timing;
+pub mod tract_limits;
 pub mod value_hints;
 pub mod verifier;
 pub mod work;

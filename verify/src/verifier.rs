@@ -2,12 +2,16 @@
 //! every candidate runs on the same inputs in the same backend and is judged
 //! by a [`Criterion`].
 //!
-//! The policy a user can trust without thinking about backends: tract first
-//! (or ONNX Runtime first for the `onnxruntime` target), the other when the
-//! first cannot run the original; sizes tried in turn when the user fixed
-//! none (see [`crate::shapes`]); ONNX Runtime when tract cannot load the
-//! candidate (a contrib op), and as a second opinion when only tract sees a
-//! difference. An explicit `--backend` turns all fallbacks off.
+//! The policy a user can trust without thinking about backends: the
+//! reference is not the optimizer's own arithmetic, so ONNX Runtime first
+//! (the original at graph optimizations off, the candidate as the user runs
+//! it) and tract only when ONNX Runtime is absent or cannot run the original
+//! (or for bfloat16 pipelines, which ONNX Runtime's CPU provider cannot run);
+//! the other runtime when the first cannot run the original; sizes tried in
+//! turn when the user fixed none (see [`crate::shapes`]); ONNX Runtime when
+//! tract cannot load the candidate (a contrib op), and as a second opinion
+//! when only tract sees a difference. An explicit `--backend` turns all
+//! fallbacks off.
 
 use std::path::PathBuf;
 
@@ -184,7 +188,14 @@ impl Verifier {
         // A runtime refusing the original as invalid: the error when no
         // other backend runs it either.
         let mut invalid: Option<VerifyError> = None;
+        // tract cannot be the reference of a model it computes wrong.
+        let wrong_in_tract = crate::tract_limits::model_wrong_in_tract(original);
         for (ki, &kind) in kinds.iter().enumerate() {
+            if let (true, Some(why)) = (kind.is_tract(), &wrong_in_tract) {
+                errors.push(format!("tract cannot be the reference: {why}"));
+                any_backend = true;
+                continue;
+            }
             let chosen = match ChosenBackend::build(kind, &policy.options) {
                 Ok(c) => c,
                 Err(e) if mapped_note.is_some() => {

@@ -19,7 +19,9 @@ pub mod array;
 mod elementwise;
 mod misc;
 mod movement;
+mod recurrent;
 mod reduce;
+mod special;
 
 use crate::dtype::DataType;
 use crate::graph::Node;
@@ -95,18 +97,22 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Abs",
     "Add",
     "And",
+    "BitShift",
     "Cast",
     "CastLike",
     "Ceil",
+    "Celu",
     "Concat",
     "Constant",
     "ConstantOfShape",
+    "DepthToSpace",
     "Div",
     "Equal",
     "Exp",
     "Expand",
     "Flatten",
     "Floor",
+    "GRU",
     "Gather",
     "GatherElements",
     "Greater",
@@ -114,6 +120,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Identity",
     "Less",
     "LessOrEqual",
+    "LSTM",
     "Log",
     "MatMul",
     "Max",
@@ -125,6 +132,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Not",
     "Or",
     "Pow",
+    "RNN",
     "Range",
     "Reciprocal",
     "ReduceMax",
@@ -139,11 +147,14 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Sign",
     "Size",
     "Slice",
+    "Softmax",
+    "SpaceToDepth",
     "Split",
     "Sqrt",
     "Squeeze",
     "Sub",
     "Sum",
+    "Swish",
     "Tile",
     "Transpose",
     "Unsqueeze",
@@ -206,6 +217,12 @@ fn run(cx: &Cx) -> Result<Option<Vec<Array>>, KernelError> {
     if let Some(r) = reduce::run(cx, op)? {
         return Ok(Some(r));
     }
+    if let Some(r) = special::run(cx, op)? {
+        return Ok(Some(r));
+    }
+    if let Some(r) = recurrent::run(cx, op)? {
+        return Ok(Some(r));
+    }
     misc::run(cx, op)
 }
 
@@ -251,6 +268,12 @@ impl Cx<'_> {
     pub fn attr_int(&self, name: &str, default: i64) -> Result<i64, KernelError> {
         self.node
             .attr_int_or(name, default)
+            .map_err(|e| KernelError::invalid(e.to_string()))
+    }
+
+    pub fn attr_float(&self, name: &str, default: f32) -> Result<f32, KernelError> {
+        self.node
+            .attr_float_or(name, default)
             .map_err(|e| KernelError::invalid(e.to_string()))
     }
 
