@@ -40,8 +40,8 @@
 //! `contrib_ops: true` (float16 only; configs/onnxruntime-cuda-fp16.yaml)
 //! converts the `com.microsoft` ops the onnxruntime target's fusions emit as
 //! well: Attention (not its int32 mask), SkipLayerNormalization (unless its
-//! float32 mean / inv_std_var outputs are present), BiasGelu, FastGelu and
-//! Gelu. ONNX Runtime's CUDA provider has float16 kernels for them; its CPU
+//! float32 mean / inv_std_var outputs are present), BiasGelu, FastGelu, Gelu
+//! and QuickGelu (a fused SiLU). ONNX Runtime's CUDA provider has float16 kernels for them; its CPU
 //! provider has float32 ones only, so such a model runs (and verifies) on the
 //! GPU. Without the option they stay float32 islands: on an H200 that left
 //! BERT-base's `--fp16` at 1.23x FP32 (batch 16) against 1.71x with it
@@ -176,7 +176,7 @@ pub struct ConvertOptions {
     #[serde(default = "default_true")]
     pub keep_io_types: bool,
     /// Also convert the `com.microsoft` ops the onnxruntime target's fusions
-    /// emit (Attention, SkipLayerNormalization, BiasGelu, FastGelu, Gelu) to
+    /// emit (Attention, SkipLayerNormalization, BiasGelu, FastGelu, Gelu, QuickGelu) to
     /// float16: ONNX Runtime's CUDA provider has float16 kernels for them, its
     /// CPU provider float32 ones only (verify such a model with `--backend ort
     /// --ep cuda`). Off: they stay float32 islands with Casts around them.

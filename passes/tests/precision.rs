@@ -1080,3 +1080,56 @@ fn cuda_runs_convert_contrib_ops_in_every_float16_step() {
     // A second call changes nothing.
     assert!(!convert_contrib_ops(&mut config));
 }
+
+/// A SiLU fused to `com.microsoft.QuickGelu` (onnxruntime target) between two MatMuls
+/// converts to float16 with `contrib_ops` (ONNX Runtime's CUDA provider has the
+/// kernel): one float16 chain with Casts only at the graph's ends. Without it the
+/// QuickGelu is a float32 island between two more Casts.
+#[test]
+fn contrib_ops_convert_a_fused_silu() {
+    let build = || {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["2", "8"]));
+        let w: Vec<f32> = (0..64)
+            .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.05)
+            .collect();
+        let w1 = b.f32("w1", &[8, 8], &w);
+        let h = b.op("MatMul", &[x, w1], vec![]);
+        let s = b.op("Sigmoid", &[h], vec![]);
+        let silu = b.op("Mul", &[h, s], vec![]);
+        let w2 = b.f32("w2", &[8, 8], &w);
+        let y = b.op("MatMul", &[silu, w2], vec![]);
+        b.output(y, "y", DataType::Float, Some(dims(&["2", "8"])));
+        b.build(17)
+    };
+    let run = |contrib: bool| {
+        let mut m = build();
+        run_yaml(
+            &mut m,
+            &format!(
+                "version: 1\ntarget: onnxruntime\npasses:\n  - fuse-quick-gelu\n  - convert-float16:\n      contrib_ops: {contrib}\n"
+            ),
+            SideData::default(),
+        );
+        m
+    };
+    let count = |m: &Model, op: &str| m.graph.nodes().filter(|(_, n)| n.op_type == op).count();
+    let quick_dtype = |m: &Model| {
+        let (_, n) = m
+            .graph
+            .nodes()
+            .find(|(_, n)| n.op_type == "QuickGelu")
+            .expect("SiLU fused to QuickGelu");
+        m.graph.value_type(n.outputs[0].unwrap()).unwrap().dtype
+    };
+    let on = run(true);
+    assert_eq!(quick_dtype(&on), DataType::Float16);
+    assert_eq!(
+        count(&on, "Cast"),
+        2,
+        "Casts at the input and the output only"
+    );
+    let off = run(false);
+    assert_eq!(quick_dtype(&off), DataType::Float);
+    assert_eq!(count(&off, "Cast"), 4, "two more around the float32 island");
+}

@@ -133,6 +133,9 @@ const MS_TABLE: &[(&str, Slots)] = &[
     ("BiasGelu", Slots::All),
     ("FastGelu", Slots::All),
     ("Gelu", Slots::All),
+    // SiLU (x * Sigmoid(x)) fused by fuse-activation-patterns: in every block of
+    // EfficientNet / YOLO, where a float32 island costs two Casts per block.
+    ("QuickGelu", Slots::All),
 ];
 
 /// Input roles of `node` once converted to `to`, or `None` when the op has
