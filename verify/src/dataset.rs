@@ -45,6 +45,71 @@ pub trait Dataset {
     /// The next sample fitted to `inputs` (names, dtypes and shapes checked),
     /// or `None` at the end. Errors are one line naming the file and input.
     fn next_sample(&mut self, inputs: &[IoSpec]) -> Result<Option<Sample>, String>;
+    /// Passes over the next sample without reading it where the layout allows
+    /// (files, images, random data); false at the end. For slices of a dataset
+    /// ([`Sliced`]): a shard of calibration must not read the others' samples.
+    fn skip_sample(&mut self, inputs: &[IoSpec]) -> Result<bool, String> {
+        Ok(self.next_sample(inputs)?.is_some())
+    }
+}
+
+/// Samples `start..end` of another dataset (indices kept: sample `i` of the slice is
+/// sample `i` of the whole, so seeded random data and messages stay the same).
+pub struct Sliced {
+    inner: Box<dyn Dataset>,
+    start: usize,
+    end: usize,
+    /// Samples of `inner` passed so far.
+    at: usize,
+}
+
+impl Sliced {
+    pub fn new(inner: Box<dyn Dataset>, range: std::ops::Range<usize>) -> Sliced {
+        Sliced {
+            inner,
+            start: range.start,
+            end: range.end.max(range.start),
+            at: 0,
+        }
+    }
+}
+
+impl Dataset for Sliced {
+    fn describe(&self) -> String {
+        format!(
+            "samples {}..{} of {}",
+            self.start,
+            self.end,
+            self.inner.describe()
+        )
+    }
+    fn meaningful(&self) -> bool {
+        self.inner.meaningful()
+    }
+    fn sample_count(&self) -> Option<usize> {
+        let len = self.end - self.start;
+        Some(match self.inner.sample_count() {
+            Some(n) => len.min(n.saturating_sub(self.start)),
+            None => len,
+        })
+    }
+    fn next_sample(&mut self, inputs: &[IoSpec]) -> Result<Option<Sample>, String> {
+        while self.at < self.start {
+            if !self.inner.skip_sample(inputs)? {
+                self.at = self.end;
+                return Ok(None);
+            }
+            self.at += 1;
+        }
+        if self.at >= self.end {
+            return Ok(None);
+        }
+        self.at += 1;
+        self.inner.next_sample(inputs)
+    }
+    fn skip_sample(&mut self, inputs: &[IoSpec]) -> Result<bool, String> {
+        Ok(self.next_sample(inputs)?.is_some())
+    }
 }
 
 /// Opens `path` as a dataset (see the module doc for the layouts).
@@ -126,6 +191,11 @@ impl Dataset for FileSamples {
     }
     fn sample_count(&self) -> Option<usize> {
         Some(self.items.len())
+    }
+    fn skip_sample(&mut self, _inputs: &[IoSpec]) -> Result<bool, String> {
+        let more = self.next < self.items.len();
+        self.next += usize::from(more);
+        Ok(more)
     }
     fn next_sample(&mut self, inputs: &[IoSpec]) -> Result<Option<Sample>, String> {
         let Some(path) = self.items.get(self.next) else {
@@ -249,6 +319,11 @@ impl Dataset for RandomSamples {
     }
     fn sample_count(&self) -> Option<usize> {
         Some(self.count)
+    }
+    fn skip_sample(&mut self, _inputs: &[IoSpec]) -> Result<bool, String> {
+        let more = self.next < self.count;
+        self.next += usize::from(more);
+        Ok(more)
     }
     fn next_sample(&mut self, _inputs: &[IoSpec]) -> Result<Option<Sample>, String> {
         if self.next >= self.count {
