@@ -46,8 +46,7 @@ fn doctor_lists_the_built_in_shims_in_a_row_of_their_own() {
     assert_eq!(shims["status"], "ok", "{shims}");
     // Every header folder of the flavour table compiled: TensorRT 11.4, RTX 1.3-1.7.
     assert_eq!(
-        shims["version"],
-        "TensorRT 11 11.4; TensorRT-RTX 1.3, 1.4, 1.5, 1.6, 1.7",
+        shims["version"], "TensorRT 11 11.4; TensorRT-RTX 1.3, 1.4, 1.5, 1.6, 1.7",
         "{shims}"
     );
     assert!(

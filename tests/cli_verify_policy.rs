@@ -513,10 +513,7 @@ fn unverifiable_without_ort_names_the_install_line_with_ort() {
     let out = tempfile::tempdir().unwrap();
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
         .arg("optimize")
-        .arg(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("fixtures/models/gpt2_mlp.onnx"),
-        )
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/gpt2_mlp.onnx"))
         .arg("--fp16")
         .arg("-o")
         .arg(out.path().join("m.onnx"))

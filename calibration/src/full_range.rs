@@ -53,7 +53,9 @@ const ORDER_KEEPING_OPS: &[&str] = &[
 
 /// The reason named `text` (as a calibration part writes it, see [`crate::shard`]).
 pub fn reason_named(text: &str) -> Option<&'static str> {
-    [BOUNDED, DECIDED_BY_LARGEST].into_iter().find(|r| *r == text)
+    [BOUNDED, DECIDED_BY_LARGEST]
+        .into_iter()
+        .find(|r| *r == text)
 }
 
 /// Every tensor of `model` that keeps its whole range, with the reason.

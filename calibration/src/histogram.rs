@@ -84,7 +84,11 @@ impl AbsHistogram {
     /// `2^exp`, and the non-empty bins as (index, count). Checked: a bin index past the
     /// end, a count of zero or an index given twice is an error, as are counts without
     /// a top edge (only zeros were seen: everything is in bin 0).
-    pub fn from_parts(bins: usize, exp: Option<i32>, nonzero: &[(usize, u64)]) -> Result<AbsHistogram> {
+    pub fn from_parts(
+        bins: usize,
+        exp: Option<i32>,
+        nonzero: &[(usize, u64)],
+    ) -> Result<AbsHistogram> {
         let mut h = AbsHistogram::new(bins)?;
         h.exp = exp;
         for &(i, c) in nonzero {

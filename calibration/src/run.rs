@@ -211,8 +211,14 @@ pub fn calibrate(
     if c.samples == 0 {
         return Err(VerifyError::usage("the calibration data has no samples"));
     }
-    let table = table_of(&c.collector, options.method, c.model_sha256.clone(), &c.full_range, c.samples)
-        .map_err(VerifyError::usage)?;
+    let table = table_of(
+        &c.collector,
+        options.method,
+        c.model_sha256.clone(),
+        &c.full_range,
+        c.samples,
+    )
+    .map_err(VerifyError::usage)?;
     Ok(Calibrated {
         table,
         samples: c.samples,
@@ -287,6 +293,8 @@ pub fn collect(
         (n, l) => n.or(l),
     };
     let whole = total;
+    // The whole dataset's description, also for a slice of it.
+    let description = data.describe();
     let mut limit = options.samples;
     if let Some(slice) = slice {
         let Some(n) = total else {
@@ -372,7 +380,7 @@ pub fn collect(
         full_range: crate::full_range::full_range_tensors(model)
             .into_iter()
             .collect(),
-        dataset: data.describe(),
+        dataset: description,
         meaningful: data.meaningful(),
         backend: chosen.info.at_reference().describe(),
     })

@@ -249,7 +249,10 @@ impl Part {
 
     /// Writes the part atomically (a temporary file renamed).
     pub fn write(&self, path: &Path) -> Result<(), String> {
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
         std::fs::write(&tmp, self.to_json())
             .and_then(|()| std::fs::rename(&tmp, path))
@@ -289,7 +292,9 @@ impl Part {
             return damaged(format!("shard {}", part.shard));
         }
         if stats_digest(&part.tensors) != part.stats_sha256 {
-            return damaged("its statistics do not match their SHA-256: edited or truncated".into());
+            return damaged(
+                "its statistics do not match their SHA-256: edited or truncated".into(),
+            );
         }
         if part.settings.sha256() != part.settings_sha256 {
             return damaged("its settings do not match their SHA-256".into());
@@ -315,7 +320,8 @@ impl Part {
         let bins = self.settings.histogram_bins;
         let mut tensors = BTreeMap::new();
         for (name, t) in &self.tensors {
-            let bad = |why: &str| format!("{shown}: damaged calibration part (tensor `{name}`: {why})");
+            let bad =
+                |why: &str| format!("{shown}: damaged calibration part (tensor `{name}`: {why})");
             let histogram = AbsHistogram::from_parts(bins, t.top_exponent, &t.bins)
                 .map_err(|e| bad(&e.to_string()))?;
             let (min, max) = match (t.min, t.max, t.elements) {

@@ -159,7 +159,9 @@ fn builtin_shims(shims: &[tensorrt::embedded::EmbeddedShim]) -> Item {
             name,
             status: Status::Missing,
             version: None,
-            detail: "this infopt was built without the TensorRT headers: build-engine needs --trt-shim".into(),
+            detail:
+                "this infopt was built without the TensorRT headers: build-engine needs --trt-shim"
+                    .into(),
             fix: Some(SHIMS_FIX.into()),
         };
     }
