@@ -127,8 +127,14 @@ pub fn render_text(r: &CalibrateReport) -> String {
     }
     if let Some(n) = r.parts {
         s.push_str(&format!(
-            "merged {n} parts: {} tensors on {} samples ({}, {}) in {:.3} s; wrote {}\n",
-            r.tensors, r.samples, r.dataset, r.backend, r.seconds, r.output
+            "merged {n} part{}: {} tensors on {} samples ({}, {}) in {:.3} s; wrote {}\n",
+            if n == 1 { "" } else { "s" },
+            r.tensors,
+            r.samples,
+            r.dataset,
+            r.backend,
+            r.seconds,
+            r.output
         ));
         return s;
     }
@@ -218,7 +224,12 @@ fn merge(args: &Args) -> CliResult<CalibrateReport> {
         trt_cache: args.trt_cache.as_ref().map(|p| p.display().to_string()),
         tensors: table.tensors.len(),
         samples: merged.samples,
-        dataset: format!("{} shards of {}", merged.shards, merged.description),
+        dataset: format!(
+            "{} shard{} of {}",
+            merged.shards,
+            if merged.shards == 1 { "" } else { "s" },
+            merged.description
+        ),
         meaningful: merged.meaningful,
         method: method.name().to_string(),
         backend: merged.settings.backend.clone(),
@@ -367,7 +378,7 @@ pub fn execute(args: &Args) -> CliResult<CalibrateReport> {
             trt_cache: None,
             tensors: c.collector.len(),
             samples: c.samples,
-            dataset: format!("samples {}..{} of {}", range.start, range.end, c.total),
+            dataset: format!("samples {}..{} of {}", range.start, range.end, c.dataset),
             meaningful: c.meaningful,
             method: args.method.clone(),
             backend: c.backend,
