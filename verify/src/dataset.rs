@@ -412,3 +412,84 @@ pub fn batches(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    /// Samples read and samples skipped, shared with the test.
+    type Log = Rc<RefCell<(Vec<usize>, usize)>>;
+
+    struct Counting {
+        count: usize,
+        next: usize,
+        log: Log,
+    }
+
+    impl Dataset for Counting {
+        fn describe(&self) -> String {
+            format!("{} counted samples", self.count)
+        }
+        fn meaningful(&self) -> bool {
+            true
+        }
+        fn sample_count(&self) -> Option<usize> {
+            Some(self.count)
+        }
+        fn next_sample(&mut self, _inputs: &[IoSpec]) -> Result<Option<Sample>, String> {
+            if self.next >= self.count {
+                return Ok(None);
+            }
+            self.log.borrow_mut().0.push(self.next);
+            self.next += 1;
+            Ok(Some(Sample {
+                index: self.next - 1,
+                origin: String::new(),
+                tensors: Vec::new(),
+            }))
+        }
+        fn skip_sample(&mut self, _inputs: &[IoSpec]) -> Result<bool, String> {
+            let more = self.next < self.count;
+            self.next += usize::from(more);
+            self.log.borrow_mut().1 += usize::from(more);
+            Ok(more)
+        }
+    }
+
+    /// The indices a slice yields, its announced count, and what the inner dataset read
+    /// and skipped.
+    fn slice(count: usize, range: std::ops::Range<usize>) -> (Vec<usize>, Option<usize>, Log) {
+        let log = Log::default();
+        let inner = Counting {
+            count,
+            next: 0,
+            log: log.clone(),
+        };
+        let mut s = Sliced::new(Box::new(inner), range);
+        let n = s.sample_count();
+        let mut got = Vec::new();
+        while let Some(x) = s.next_sample(&[]).unwrap() {
+            got.push(x.index);
+        }
+        (got, n, log)
+    }
+
+    #[test]
+    fn a_slice_yields_its_samples_with_their_own_indices_and_skips_the_rest() {
+        let (got, n, log) = slice(10, 3..6);
+        assert_eq!((got, n), (vec![3, 4, 5], Some(3)));
+        // The samples before the slice are skipped, not read; none after it is touched.
+        assert_eq!(*log.borrow(), (vec![3, 4, 5], 3));
+        let (got, n, _) = slice(10, 0..10);
+        assert_eq!((got, n), ((0..10).collect(), Some(10)));
+        let (got, n, _) = slice(10, 8..12);
+        assert_eq!((got, n), (vec![8, 9], Some(2)));
+        let (got, n, log) = slice(4, 6..9);
+        assert_eq!((got, n), (vec![], Some(0)));
+        assert_eq!(*log.borrow(), (vec![], 4));
+        let (got, n, _) = slice(4, 2..2);
+        assert_eq!((got, n), (vec![], Some(0)));
+    }
+}
