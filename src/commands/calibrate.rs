@@ -50,7 +50,7 @@ pub struct Args {
         long,
         value_name = "PART.json",
         num_args = 1..,
-        conflicts_with_all = ["data", "shard", "preprocess", "samples"]
+        conflicts_with_all = ["data", "shard", "preprocess", "samples", "method", "percentile", "batch"]
     )]
     pub merge: Vec<PathBuf>,
     /// YAML preprocessing of an image folder (`images: {input, size, resize, ...}`).
