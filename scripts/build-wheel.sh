@@ -7,7 +7,10 @@
 #   2. the module's debug info (line tables, for symbolized backtraces) moves to
 #      dist/infopt-VERSION-PLATFORM.debug and the wheel ships the stripped module, which
 #      points at that file with a .gnu_debuglink (gdb/addr2line find it beside it);
-#   3. auditwheel shows the wheel's policy.
+#   3. the wheel must build engines: its module is asked (`infopt doctor --json`) for
+#      its built-in TensorRT shims, and a wheel without them fails the build (runtime/
+#      build.rs has cargo fetch their headers; offline it builds without them);
+#   4. auditwheel shows the wheel's policy.
 #
 #   bash scripts/build-wheel.sh                # manylinux tag: $MANYLINUX, else the
 #                                              # lowest of 2_17 / 2_28 / 2_34 / 2_35 / 2_36 that this binary meets
@@ -56,6 +59,20 @@ objcopy --only-keep-debug "$bin" "$debug"
 # --strip-debug keeps the symbol table: backtraces still name functions without the .debug file.
 objcopy --strip-debug --add-gnu-debuglink="$debug" "$bin"
 after=$(stat -c %s "$bin")
+# A wheel that cannot build engines is not released: ask the module itself.
+report="$(cd "$raw" && env -u INFOPT_TRT_SHIM PYTHONPATH="$pkg" "$venv/bin/python" -c \
+    'import sys; from infopt import _infopt; sys.exit(_infopt.main(["infopt", "doctor", "--json"]))')" \
+    || { echo "build-wheel: the built module does not run (infopt doctor failed)" >&2; exit 1; }
+shims="$(printf '%s' "$report" | "$venv/bin/python" -c '
+import json, sys
+row = [i for i in json.load(sys.stdin)["items"] if i["name"] == "TensorRT shims (built in)"]
+print(row[0]["version"] if row and row[0]["status"] == "ok" else "")')"
+if [ -z "$shims" ]; then
+    grep -h "no built-in TensorRT shims\|did not compile" "$raw/maturin.log" >&2 || true
+    echo "build-wheel: the wheel carries no built-in TensorRT shims, so it cannot build engines; build with network access to crates.io (cargo fetches the trtx-sys headers), or run bash scripts/fetch-trt-headers.sh first" >&2
+    exit 1
+fi
+echo "build-wheel: built-in TensorRT shims: $shims"
 rm -f "dist/${name}.whl"
 wheel pack "$pkg" -d dist > /dev/null
 echo "build-wheel: native module $before bytes with line tables -> $after bytes shipped; debug info in $debug ($(stat -c %s "$debug") bytes)"

@@ -4,8 +4,9 @@
 # to compile infopt's built-in TensorRT shims. Network to crates.io once; nothing is
 # copied into this repository. Prints the headers folder.
 #
-# runtime/build.rs downloads nothing itself: this script (run by scripts/setup-venv.sh)
-# is how the headers arrive; the next cargo build then embeds the shims.
+# Not needed for an ordinary build: runtime/build.rs has cargo fetch the crate itself.
+# This is for a build made offline: after fetching, it touches runtime/build.rs, so the
+# next cargo build reruns it and embeds the shims (cargo does not watch its registry).
 set -euo pipefail
 
 version="0.9.1+rtx1.7"
@@ -48,3 +49,5 @@ echo "fetch-trt-headers: fetching trtx-sys $version (TensorRT and TensorRT-RTX h
     exit 1
 }
 find_headers || { echo "fetch-trt-headers: trtx-sys fetched but its TensorRT-Headers folder is not complete" >&2; exit 1; }
+# A build made before this fetch has no shims: make the next one rerun runtime/build.rs.
+touch "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/runtime/build.rs"

@@ -24,6 +24,8 @@ bash scripts/check-trt-shim.sh
 export INFOPT_REQUIRE_TRT_SHIM_TEST=1
 # TensorRT-RTX is in the venv: its engine builds must run, not skip.
 export INFOPT_REQUIRE_TRT_RTX=1
+# The build must carry the built-in shims (tests/cli_doctor.rs fails without them).
+export INFOPT_REQUIRE_TRT_SHIMS=1
 cargo test --workspace --quiet
 INFOPT_BIN="$PWD/target/debug/infopt" .venv/bin/python -m pytest -q tests/interop
 # The Python module, debug: the dependencies are the ones cargo test just built.

@@ -64,7 +64,8 @@ where
 {
     #[cfg(unix)]
     restore_sigpipe();
-    let cli = match crate::commands::Cli::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let mut cli = match crate::commands::Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -76,6 +77,15 @@ where
             return code;
         }
     };
+    if let crate::commands::Command::BuildEngine(a) = &mut cli.command {
+        // `--matrix` writes each entry's command from the user's own arguments.
+        a.argv = args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .skip_while(|a| a != "build-engine")
+            .skip(1)
+            .collect();
+    }
     init();
     match guarded(|| crate::commands::run(cli)) {
         Ok(()) => Exit::Ok,

@@ -504,3 +504,33 @@ fn weights_that_cannot_fit_even_mapped_are_refused_before_loading_with_the_way_o
     assert!(e.contains("drop --backend tract"), "{e}");
     assert!(!external.with_extension("opt.onnx").exists());
 }
+
+/// A float16 graph tract cannot load (its Gemm) with ONNX Runtime absent: the error
+/// names the install line that brings ONNX Runtime beside a pip-installed infopt, the
+/// one the README gives for engines.
+#[test]
+fn unverifiable_without_ort_names_the_install_line_with_ort() {
+    let out = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .arg("optimize")
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/gpt2_mlp.onnx"))
+        .arg("--fp16")
+        .arg("-o")
+        .arg(out.path().join("m.onnx"))
+        .env("ORT_DYLIB_PATH", out.path().join("no-libonnxruntime.so"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    // 8: a runtime verification needs is missing.
+    assert_eq!(o.status.code(), Some(8), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: cannot verify: the optimized model does not run in tract (")
+            && last.contains("and ONNX Runtime is not available (ONNX Runtime library not found: ORT_DYLIB_PATH=")
+            && last.ends_with(
+                "install it with `pip install 'infopt[ort]'` (for engines: `pip install 'infopt[ort]' tensorrt-rtx-cu13-libs`), `pip install onnxruntime` in infopt's environment, or set ORT_DYLIB_PATH to libonnxruntime.so, or pass --no-verify"
+            ),
+        "{last}"
+    );
+    assert!(!out.path().join("m.onnx").exists());
+}

@@ -51,6 +51,13 @@ const ORDER_KEEPING_OPS: &[&str] = &[
     "Cast",
 ];
 
+/// The reason named `text` (as a calibration part writes it, see [`crate::shard`]).
+pub fn reason_named(text: &str) -> Option<&'static str> {
+    [BOUNDED, DECIDED_BY_LARGEST]
+        .into_iter()
+        .find(|r| *r == text)
+}
+
 /// Every tensor of `model` that keeps its whole range, with the reason.
 pub fn full_range_tensors(model: &Model) -> HashMap<String, &'static str> {
     let g = &model.graph;

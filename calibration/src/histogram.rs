@@ -80,6 +80,43 @@ impl AbsHistogram {
             .map_or(0, |i| i + 1)
     }
 
+    /// A histogram as written down (see [`crate::shard`]): `bins` bins, top edge
+    /// `2^exp`, and the non-empty bins as (index, count). Checked: a bin index past the
+    /// end, a count of zero or an index given twice is an error, as are counts without
+    /// a top edge (only zeros were seen: everything is in bin 0).
+    pub fn from_parts(
+        bins: usize,
+        exp: Option<i32>,
+        nonzero: &[(usize, u64)],
+    ) -> Result<AbsHistogram> {
+        let mut h = AbsHistogram::new(bins)?;
+        h.exp = exp;
+        for &(i, c) in nonzero {
+            let bad = |why: &str| Err(CalibError::Config(format!("histogram bin {i}: {why}")));
+            if i >= bins {
+                return bad(&format!("past the last bin ({bins} bins)"));
+            }
+            if c == 0 || h.counts[i] != 0 {
+                return bad("a zero count or a bin given twice");
+            }
+            if exp.is_none() && i != 0 {
+                return bad("only bin 0 holds values while no top edge was seen");
+            }
+            h.counts[i] = c;
+        }
+        Ok(h)
+    }
+
+    /// The non-empty bins as (index, count), for [`from_parts`](Self::from_parts).
+    pub fn nonzero(&self) -> Vec<(usize, u64)> {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(i, c)| (i, *c))
+            .collect()
+    }
+
     /// Counts finite values of `xs` (by absolute value); NaN and ±inf are skipped, the
     /// caller accounts for them.
     pub fn add(&mut self, xs: &[f32]) {

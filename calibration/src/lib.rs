@@ -41,6 +41,7 @@ pub mod methods;
 pub mod observer;
 pub mod quantize;
 pub mod run;
+pub mod shard;
 pub mod table;
 
 pub use amax::Amax;

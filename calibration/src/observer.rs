@@ -215,6 +215,26 @@ impl RangeCollector {
         }
     }
 
+    /// A collector holding `tensors` (statistics read back from a shard's part, see
+    /// [`crate::shard`]); every histogram must have `bins` bins.
+    pub fn from_stats(
+        bins: usize,
+        histograms: bool,
+        tensors: BTreeMap<String, TensorStats>,
+    ) -> Result<RangeCollector> {
+        let empty = AbsHistogram::new(bins)?;
+        if let Some((name, _)) = tensors.iter().find(|(_, t)| t.histogram.bins() != bins) {
+            return Err(crate::CalibError::Config(format!(
+                "tensor `{name}`: its histogram does not have {bins} bins"
+            )));
+        }
+        Ok(RangeCollector {
+            empty,
+            histograms,
+            tensors,
+        })
+    }
+
     /// The statistics of `name`, created empty on first sight.
     fn stats_mut(&mut self, name: &str) -> &mut TensorStats {
         let empty = &self.empty;

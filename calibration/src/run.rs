@@ -87,6 +87,11 @@ impl Dataset for ImageSamples {
     fn sample_count(&self) -> Option<usize> {
         Some(self.folder.len())
     }
+    fn skip_sample(&mut self, _inputs: &[IoSpec]) -> Result<bool, String> {
+        let more = self.next < self.folder.len();
+        self.next += usize::from(more);
+        Ok(more)
+    }
     fn next_sample(&mut self, inputs: &[IoSpec]) -> Result<Option<Sample>, String> {
         if self.next >= self.folder.len() {
             return Ok(None);
@@ -202,6 +207,75 @@ pub fn calibrate(
     progress: &mut ProgressFn<'_>,
 ) -> Result<Calibrated, VerifyError> {
     let started = Instant::now();
+    let c = collect(target, chosen, shapes, source, options, None, progress)?;
+    if c.samples == 0 {
+        return Err(VerifyError::usage("the calibration data has no samples"));
+    }
+    let table = table_of(
+        &c.collector,
+        options.method,
+        c.model_sha256.clone(),
+        &c.full_range,
+        c.samples,
+    )
+    .map_err(VerifyError::usage)?;
+    Ok(Calibrated {
+        table,
+        samples: c.samples,
+        seconds: started.elapsed().as_secs_f64(),
+        dataset: c.dataset,
+        meaningful: c.meaningful,
+        backend: c.backend,
+    })
+}
+
+/// The range table of collected statistics: what [`calibrate`] writes, and what a merge
+/// of shards writes (the same function of the same statistics, so the same bytes).
+pub fn table_of(
+    collector: &RangeCollector,
+    method: Method,
+    model_sha256: String,
+    full_range: &std::collections::BTreeMap<String, &'static str>,
+    samples: usize,
+) -> Result<RangeTable, String> {
+    let mut table = RangeTable::from_collector_bounded(collector, method, model_sha256, &|name| {
+        full_range.get(name).copied()
+    })
+    .map_err(|e| e.to_string())?;
+    // The collector counts observations (runs); a range table counts the
+    // calibration samples behind each range, whatever the batch size.
+    for r in table.tensors.values_mut() {
+        r.samples = samples as u64;
+    }
+    Ok(table)
+}
+
+/// The statistics of a calibration, before a method turns them into ranges.
+pub struct Collected {
+    pub collector: RangeCollector,
+    /// Samples observed.
+    pub samples: usize,
+    /// Samples in the whole dataset (after `--samples`), slices or not.
+    pub total: usize,
+    pub model_sha256: String,
+    /// Tensors that keep their whole range under [`Method::Auto`], with the reason.
+    pub full_range: std::collections::BTreeMap<String, &'static str>,
+    pub dataset: String,
+    pub meaningful: bool,
+    pub backend: String,
+}
+
+/// Runs the target over `source` (only samples `slice` of it, when given: the
+/// deterministic part of a sharded calibration) and keeps the statistics.
+pub fn collect(
+    target: &Target<'_>,
+    chosen: &ChosenBackend,
+    shapes: &InputShapes,
+    source: &DataSource,
+    options: &CalibrateOptions,
+    slice: Option<&dyn Fn(usize) -> std::ops::Range<usize>>,
+    progress: &mut ProgressFn<'_>,
+) -> Result<Collected, VerifyError> {
     let (model, model_bytes, dir) = (target.model, target.file_bytes, target.dir);
     // Random data needs the model loaded to make inputs; files do not (a
     // serialization and a session of a large model saved).
@@ -214,10 +288,26 @@ pub fn calibrate(
             open_dataset(source, chosen, &serialized, dir, shapes)?
         }
     };
-    let total = match (data.sample_count(), options.samples) {
+    let mut total = match (data.sample_count(), options.samples) {
         (Some(n), Some(l)) => Some(n.min(l)),
         (n, l) => n.or(l),
     };
+    let whole = total;
+    // The whole dataset's description, also for a slice of it.
+    let description = data.describe();
+    let mut limit = options.samples;
+    if let Some(slice) = slice {
+        let Some(n) = total else {
+            return Err(VerifyError::usage(
+                "this dataset does not say how many samples it has, so it cannot be split into shards; give --samples N",
+            ));
+        };
+        let range = slice(n);
+        total = Some(range.len());
+        // The slice ends inside the first `n` samples: no further limit.
+        limit = None;
+        data = Box::new(dataset::Sliced::new(data, range));
+    }
     // The inputs as declared (names, dtypes, fixed dims).
     let declared: Vec<IoSpec> = crate::data_shapes::declared_specs(model);
     let mut collector = RangeCollector::with_bins(options.bins).map_err(VerifyError::usage)?;
@@ -228,11 +318,12 @@ pub fn calibrate(
     // One loaded model per batch shape (the last batch may be smaller).
     let mut loaded: Option<LoadedFor> = None;
     let mut failure: Option<VerifyError> = None;
+    let mut done = 0usize;
     let count = dataset::batches(
         data.as_mut(),
         &batch_specs(&declared, options.batch),
         options.batch,
-        options.samples,
+        limit,
         |tensors, samples| {
             let key: Vec<Vec<usize>> = tensors.iter().map(|t| t.shape().to_vec()).collect();
             if loaded.as_ref().is_none_or(|(k, _)| *k != key) {
@@ -275,32 +366,21 @@ pub fn calibrate(
                 Ok(())
             })
             .map_err(|e| format!("{}: {e}", samples[0].origin))?;
-            progress(samples.last().map_or(0, |s| s.index + 1), total);
+            done += samples.len();
+            progress(done, total);
             Ok(())
         },
     )
     .map_err(|m| failure.take().unwrap_or_else(|| VerifyError::usage(m)))?;
-    if count == 0 {
-        return Err(VerifyError::usage("the calibration data has no samples"));
-    }
-    let full_range = crate::full_range::full_range_tensors(model);
-    let mut table = RangeTable::from_collector_bounded(
-        &collector,
-        options.method,
-        crate::table::sha256_hex(model_bytes),
-        &|name| full_range.get(name).copied(),
-    )
-    .map_err(VerifyError::usage)?;
-    // The collector counts observations (runs); a range table counts the
-    // calibration samples behind each range, whatever the batch size.
-    for r in table.tensors.values_mut() {
-        r.samples = count as u64;
-    }
-    Ok(Calibrated {
-        table,
+    Ok(Collected {
+        collector,
         samples: count,
-        seconds: started.elapsed().as_secs_f64(),
-        dataset: data.describe(),
+        total: whole.unwrap_or(count),
+        model_sha256: crate::table::sha256_hex(model_bytes),
+        full_range: crate::full_range::full_range_tensors(model)
+            .into_iter()
+            .collect(),
+        dataset: description,
         meaningful: data.meaningful(),
         backend: chosen.info.at_reference().describe(),
     })

@@ -8,6 +8,7 @@
 //! (`--fp16`/`--bf16`, `--int8` when the graph has Q/DQ nodes) and per-layer overrides
 //! (`setPrecision`); `--strongly-typed` gives it the typed graph instead.
 
+pub mod matrix;
 mod profiles;
 mod realized;
 pub mod report;
@@ -139,6 +140,21 @@ pub struct Args {
     pub backend: crate::backend_args::BackendArgs,
     #[command(flatten)]
     pub save: crate::save_args::SaveArgs,
+    /// Print the build matrix instead of building: one engine per TensorRT flavour
+    /// (--trt-flavor rtx,trt11; default rtx) x compute capability (--compute-capability;
+    /// default: every one the flavour targets) x precision (--precisions), as one line of
+    /// JSON `{"include": [...]}` for a CI matrix, each entry with its exact build command
+    /// and an artifact name keyed by the hash of model, job, infopt and TensorRT
+    /// versions and compute capability.
+    #[arg(long)]
+    pub matrix: bool,
+    /// With --matrix: the precisions to build, fp32,fp16,bf16,int8 (default: the one
+    /// --fp16/--bf16/--int8 asks for, else fp32).
+    #[arg(long, value_name = "P,P", requires = "matrix")]
+    pub precisions: Option<String>,
+    /// The command line after `build-engine`, for the matrix's commands.
+    #[arg(skip)]
+    pub argv: Vec<String>,
 }
 
 /// The engine file next to the model: MODEL.engine.
@@ -583,6 +599,9 @@ fn onnx_latency(
 /// `infopt build-engine`: the report (table or JSON) and `--report`, then
 /// the verdict as the exit code.
 pub fn run(args: Args) -> CliResult {
+    if args.matrix {
+        return matrix::run(&args);
+    }
     let (json, report_path) = (args.json, args.report.clone());
     let outcome = execute(args)?;
     stages::emit_report(
@@ -597,6 +616,11 @@ pub fn run(args: Args) -> CliResult {
 /// Builds the engine (or the ONNX and trtexec commands), without printing:
 /// the report, with a verification failure beside it.
 pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
+    if args.matrix {
+        return Err(CliError::usage(
+            "--matrix prints a plan on the command line; it builds no report",
+        ));
+    }
     let started = Instant::now();
     let settings = parse_settings(&args)?;
     let max_mismatches = parse_gates(&args.gate)?;

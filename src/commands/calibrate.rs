@@ -1,6 +1,11 @@
 //! `infopt calibrate MODEL --data PATH -o ranges.json`: runs the model over
 //! calibration data and writes the activation ranges (and optionally a
 //! TensorRT calibration cache).
+//!
+//! Over many machines: `--shard K/N -o part-K.json` observes the K-th of N
+//! fixed slices of the data and writes its statistics; `--merge part-*.json
+//! -o ranges.json` merges them into the ranges one machine would have written
+//! over all the data, byte for byte (see `infopt_calibration::shard`).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -8,8 +13,10 @@ use std::path::PathBuf;
 use infopt_calibration::cache::{
     CalibratorName, TrtCacheHeader, trt_version_code, write_trt_cache,
 };
-use infopt_calibration::run::{CalibrateOptions, DataSource, Target, calibrate};
-use infopt_calibration::{DEFAULT_BINS, Method};
+use infopt_calibration::run::{CalibrateOptions, DataSource, Target, calibrate, collect, table_of};
+use infopt_calibration::shard::{self, Part, PartData, PartSettings, Shard};
+use infopt_calibration::table::sha256_hex;
+use infopt_calibration::{DEFAULT_BINS, Method, RangeTable};
 use infopt_verify::BackendKind;
 
 use crate::backend_args::BackendArgs;
@@ -19,13 +26,33 @@ use crate::stages;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Model to calibrate (never modified).
-    pub model: PathBuf,
+    /// Model to calibrate (never modified). With --merge, optional: when given,
+    /// the parts must come from it.
+    #[arg(required_unless_present = "merge")]
+    pub model: Option<PathBuf>,
     /// Calibration data: a folder of .npz (or .npy) samples, one .npz with a
     /// leading sample axis, an image folder (with --preprocess), or random:N
     /// (smoke tests only: meaningless for accuracy).
-    #[arg(long = "data", alias = "calib-data", value_name = "PATH|random:N")]
-    pub data: String,
+    #[arg(
+        long = "data",
+        alias = "calib-data",
+        value_name = "PATH|random:N",
+        required_unless_present = "merge"
+    )]
+    pub data: Option<String>,
+    /// Calibrate only shard K of N (contiguous slices of the data in dataset order,
+    /// the same on every machine) and write its statistics to -o, for --merge.
+    #[arg(long, value_name = "K/N", conflicts_with = "trt_cache")]
+    pub shard: Option<String>,
+    /// Merge the parts of every shard (any order) into the ranges (and --trt-cache)
+    /// one run over all the data writes, bit for bit. The method is the parts'.
+    #[arg(
+        long,
+        value_name = "PART.json",
+        num_args = 1..,
+        conflicts_with_all = ["data", "shard", "preprocess", "samples", "method", "percentile", "batch"]
+    )]
+    pub merge: Vec<PathBuf>,
     /// YAML preprocessing of an image folder (`images: {input, size, resize, ...}`).
     #[arg(long, value_name = "FILE.yaml")]
     pub preprocess: Option<PathBuf>,
@@ -78,6 +105,12 @@ pub struct CalibrateReport {
     pub method: String,
     pub backend: String,
     pub seconds: f64,
+    /// `K/N` when one shard was calibrated (`output` is then its part).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
+    /// Parts merged, with --merge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parts: Option<usize>,
 }
 
 /// Bumped on incompatible changes to [`CalibrateReport`]'s JSON.
@@ -91,6 +124,22 @@ pub fn render_text(r: &CalibrateReport) -> String {
             "warning: {} : these ranges say nothing about real inputs\n",
             r.dataset
         ));
+    }
+    if let Some(n) = r.parts {
+        s.push_str(&format!(
+            "merged {n} part{}: {} tensors on {} samples ({}, {}) in {:.3} s; wrote {}\n",
+            if n == 1 { "" } else { "s" },
+            r.tensors,
+            r.samples,
+            r.dataset,
+            r.backend,
+            r.seconds,
+            r.output
+        ));
+        return s;
+    }
+    if let Some(k) = &r.shard {
+        s.push_str(&format!("shard {k}: "));
     }
     s.push_str(&format!(
         "calibrated {} tensors on {} samples ({}) in {} in {:.2} s ({:.1} samples/s); wrote {}\n",
@@ -111,15 +160,9 @@ pub fn run(args: Args) -> CliResult {
     Ok(())
 }
 
-/// Calibrates and writes the range table (and cache), without printing.
-pub fn execute(args: &Args) -> CliResult<CalibrateReport> {
-    if args.batch == 0 {
-        return Err(CliError::usage("--batch must be at least 1"));
-    }
-    let method = crate::int8::method(&args.method, args.percentile)?;
-    let source =
-        DataSource::parse(&args.data, args.preprocess.as_deref()).map_err(CliError::usage)?;
-    let header = match &args.trt_cache {
+/// The TensorRT cache header for `method`, when a cache is asked for.
+fn cache_header(args: &Args, method: Method) -> CliResult<Option<TrtCacheHeader>> {
+    Ok(match &args.trt_cache {
         // TensorRT reads the scales whatever the header's calibrator name;
         // it names the algorithm that produced them.
         Some(_) => Some(TrtCacheHeader {
@@ -130,10 +173,124 @@ pub fn execute(args: &Args) -> CliResult<CalibrateReport> {
             },
         }),
         None => None,
+    })
+}
+
+/// Writes the range table and, when asked, the TensorRT cache.
+fn write_ranges(args: &Args, table: &RangeTable, method: Method) -> CliResult {
+    let header = cache_header(args, method)?;
+    table
+        .write(&args.output)
+        .map_err(|e| CliError::new(Exit::Write, e))?;
+    if let (Some(path), Some(header)) = (&args.trt_cache, header) {
+        write_trt_cache(table, header, path).map_err(|e| CliError::new(Exit::Write, e))?;
+    }
+    Ok(())
+}
+
+/// `--merge`: the parts' statistics merged, and the ranges made from them.
+fn merge(args: &Args) -> CliResult<CalibrateReport> {
+    let started = std::time::Instant::now();
+    let model_sha256 = match &args.model {
+        Some(p) => Some(sha256_hex(&std::fs::read(p).map_err(|e| {
+            CliError::new(Exit::Load, format!("{}: {e}", p.display()))
+        })?)),
+        None => None,
     };
-    let model = crate::models::load_model(&args.model)?;
-    let bytes = std::fs::read(&args.model)
-        .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", args.model.display())))?;
+    let merged = shard::merge(&args.merge, model_sha256.as_deref()).map_err(CliError::usage)?;
+    if merged.samples == 0 {
+        return Err(CliError::usage(
+            "the calibration data has no samples (every part is empty)",
+        ));
+    }
+    let method = merged.settings.method;
+    let table = table_of(
+        &merged.collector,
+        method,
+        merged.model_sha256.clone(),
+        &merged.full_range,
+        merged.samples,
+    )
+    .map_err(CliError::usage)?;
+    write_ranges(args, &table, method)?;
+    crate::progress::checkpoint()?;
+    Ok(CalibrateReport {
+        schema_version: CALIBRATE_SCHEMA_VERSION,
+        model: args.model.as_ref().map_or_else(
+            || format!("sha256:{}", merged.model_sha256),
+            |p| p.display().to_string(),
+        ),
+        output: args.output.display().to_string(),
+        trt_cache: args.trt_cache.as_ref().map(|p| p.display().to_string()),
+        tensors: table.tensors.len(),
+        samples: merged.samples,
+        dataset: format!(
+            "{} shard{} of {}",
+            merged.shards,
+            if merged.shards == 1 { "" } else { "s" },
+            merged.description
+        ),
+        meaningful: merged.meaningful,
+        method: method.name().to_string(),
+        backend: merged.settings.backend.clone(),
+        seconds: started.elapsed().as_secs_f64(),
+        shard: None,
+        parts: Some(args.merge.len()),
+    })
+}
+
+/// `input=1x3x224x224, batch=1, other dims 1`: the shapes a part was run at.
+fn shapes_setting(shapes: &infopt_runtime::InputShapes) -> String {
+    let dims = |d: &[usize]| d.iter().map(usize::to_string).collect::<Vec<_>>().join("x");
+    shapes
+        .shapes
+        .iter()
+        .map(|(name, d)| format!("{name}={}", dims(d)))
+        .chain(shapes.symbols.iter().map(|(s, v)| format!("{s}={v}")))
+        .chain([format!("other dims {}", shapes.default_dim)])
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What a part records about where the samples come from.
+fn data_setting(source: &DataSource) -> CliResult<String> {
+    Ok(match source {
+        DataSource::Arrays(_) => "arrays".into(),
+        DataSource::Images { spec, .. } => {
+            let text = std::fs::read(spec)
+                .map_err(|e| CliError::usage(format!("--preprocess {}: {e}", spec.display())))?;
+            format!("images, preprocessing sha256 {}", sha256_hex(&text))
+        }
+        DataSource::Random { seed, count } => format!("random:{count} (seed {seed})"),
+    })
+}
+
+/// Calibrates and writes the range table (and cache), without printing.
+pub fn execute(args: &Args) -> CliResult<CalibrateReport> {
+    if !args.merge.is_empty() {
+        return merge(args);
+    }
+    if args.batch == 0 {
+        return Err(CliError::usage("--batch must be at least 1"));
+    }
+    let (Some(model_path), Some(data)) = (&args.model, &args.data) else {
+        return Err(CliError::usage(
+            "give the model and its data (infopt calibrate MODEL --data PATH -o ranges.json), or parts to merge (--merge part-*.json -o ranges.json)",
+        ));
+    };
+    let shard = args
+        .shard
+        .as_deref()
+        .map(Shard::parse)
+        .transpose()
+        .map_err(CliError::usage)?;
+    let method = crate::int8::method(&args.method, args.percentile)?;
+    let source = DataSource::parse(data, args.preprocess.as_deref()).map_err(CliError::usage)?;
+    // Checked before the work: a bad --trt-version fails at once.
+    cache_header(args, method)?;
+    let model = crate::models::load_model(model_path)?;
+    let bytes = std::fs::read(model_path)
+        .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", model_path.display())))?;
     let inputs = args.inputs.resolve().map_err(CliError::usage)?;
     let chosen = args.backend.build(BackendKind::Tract)?;
     let mut bar: Option<indicatif::ProgressBar> = None;
@@ -167,12 +324,69 @@ pub fn execute(args: &Args) -> CliResult<CalibrateReport> {
         batch: args.batch,
         bins: DEFAULT_BINS,
     };
-    let dir = stages::model_dir(&args.model);
+    let dir = stages::model_dir(model_path);
     let target = Target {
         model: &model,
         file_bytes: &bytes,
         dir: &dir,
     };
+    if let Some(shard) = shard {
+        let started = std::time::Instant::now();
+        let c = collect(
+            &target,
+            &chosen,
+            &inputs.shapes,
+            &source,
+            &options,
+            Some(&|n| shard.range(n)),
+            &mut progress,
+        )?;
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        let range = shard.range(c.total);
+        let settings = PartSettings {
+            method,
+            histogram_bins: options.bins,
+            histograms: c.collector.keeps_histograms(),
+            input_shapes: shapes_setting(&inputs.shapes),
+            data: data_setting(&source)?,
+            backend: c.backend.clone(),
+        };
+        let part = Part::new(
+            &c.collector,
+            settings,
+            c.model_sha256.clone(),
+            shard,
+            PartData {
+                total_samples: c.total,
+                first: range.start,
+                end: range.end,
+                description: c.dataset.clone(),
+                meaningful: c.meaningful,
+            },
+            c.samples,
+            &c.full_range,
+        );
+        part.write(&args.output)
+            .map_err(|e| CliError::new(Exit::Write, e))?;
+        crate::progress::checkpoint()?;
+        return Ok(CalibrateReport {
+            schema_version: CALIBRATE_SCHEMA_VERSION,
+            model: model_path.display().to_string(),
+            output: args.output.display().to_string(),
+            trt_cache: None,
+            tensors: c.collector.len(),
+            samples: c.samples,
+            dataset: format!("samples {}..{} of {}", range.start, range.end, c.dataset),
+            meaningful: c.meaningful,
+            method: args.method.clone(),
+            backend: c.backend,
+            seconds: started.elapsed().as_secs_f64(),
+            shard: Some(shard.to_string()),
+            parts: None,
+        });
+    }
     let result = calibrate(
         &target,
         &chosen,
@@ -184,17 +398,11 @@ pub fn execute(args: &Args) -> CliResult<CalibrateReport> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    result
-        .table
-        .write(&args.output)
-        .map_err(|e| CliError::new(Exit::Write, e))?;
-    if let (Some(path), Some(header)) = (&args.trt_cache, header) {
-        write_trt_cache(&result.table, header, path).map_err(|e| CliError::new(Exit::Write, e))?;
-    }
+    write_ranges(args, &result.table, method)?;
     crate::progress::checkpoint()?;
     Ok(CalibrateReport {
         schema_version: CALIBRATE_SCHEMA_VERSION,
-        model: args.model.display().to_string(),
+        model: model_path.display().to_string(),
         output: args.output.display().to_string(),
         trt_cache: args.trt_cache.as_ref().map(|p| p.display().to_string()),
         tensors: result.table.tensors.len(),
@@ -204,6 +412,8 @@ pub fn execute(args: &Args) -> CliResult<CalibrateReport> {
         method: args.method.clone(),
         backend: result.backend.to_string(),
         seconds: result.seconds,
+        shard: None,
+        parts: None,
     })
 }
 

@@ -78,7 +78,7 @@ fn tract() -> Item {
     }
 }
 
-const ORT_FIX: &str = "pip install onnxruntime (in python3 or a .venv above the working directory), or set ORT_DYLIB_PATH to libonnxruntime.so";
+const ORT_FIX: &str = "pip install 'infopt[ort]' where infopt came from pip, else pip install onnxruntime (in python3 or a .venv above the working directory), or set ORT_DYLIB_PATH to libonnxruntime.so";
 
 fn onnxruntime(dylib: Option<&std::path::Path>) -> Item {
     let loc = match ort_backend::find_dylib(dylib) {
@@ -139,12 +139,65 @@ fn tensorrt(args: &Args) -> Vec<Item> {
     if args.trt_shim.is_some() || env_shim.is_some() {
         items.push(explicit_shim(args));
     }
+    items.push(builtin_shims(tensorrt::embedded::EMBEDDED_SHIMS));
     let search = discover::LibSearch::from_environment(args.trt_lib.clone());
     for spec in flavor::FLAVORS {
         items.push(flavor_item(args, &search, spec));
     }
     items
 }
+
+/// How to get built-in shims into an infopt that has none.
+const SHIMS_FIX: &str = "build infopt with network access to crates.io: its build has cargo fetch the TensorRT headers (the trtx-sys crate) and compiles the shims (after an offline build: bash scripts/fetch-trt-headers.sh, then cargo build); or install a wheel that has them (pip install infopt); or build one shim with bash runtime/tensorrt/build.sh and pass --trt-shim";
+
+/// The shims compiled into this infopt, whatever TensorRT is installed: the row says
+/// whether `build-engine` can drive a TensorRT without `--trt-shim`.
+fn builtin_shims(shims: &[tensorrt::embedded::EmbeddedShim]) -> Item {
+    let name = BUILTIN_SHIMS_ROW.to_string();
+    if shims.is_empty() {
+        return Item {
+            name,
+            status: Status::Missing,
+            version: None,
+            detail:
+                "this infopt was built without the TensorRT headers: build-engine needs --trt-shim"
+                    .into(),
+            fix: Some(SHIMS_FIX.into()),
+        };
+    }
+    // "TensorRT 11 11.4; TensorRT-RTX 1.3, 1.4, ...", in the flavour table's order.
+    let version = flavor::FLAVORS
+        .iter()
+        .filter_map(|f| {
+            let list: Vec<String> = shims
+                .iter()
+                .filter(|s| s.flavor == f.id)
+                .map(|s| format!("{}.{}", s.major, s.minor))
+                .collect();
+            (!list.is_empty()).then(|| format!("{} {}", f.display, list.join(", ")))
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    Item {
+        name,
+        status: Status::Ok,
+        version: Some(version),
+        detail: format!(
+            "compiled from the {} {} headers: {}",
+            flavor::HEADERS_CRATE,
+            flavor::HEADERS_CRATE_VERSION,
+            shims
+                .iter()
+                .map(|s| s.headers)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        fix: None,
+    }
+}
+
+/// The name of [`builtin_shims`]' row (`doctor --json` readers look it up).
+pub const BUILTIN_SHIMS_ROW: &str = "TensorRT shims (built in)";
 
 fn explicit_shim(args: &Args) -> Item {
     let name = "TensorRT shim".to_string();
@@ -198,6 +251,24 @@ fn flavor_item(args: &Args, search: &discover::LibSearch, spec: &'static FlavorS
         }
     };
     let builtin = tensorrt::embedded::versions_of(spec);
+    let explicit = args.trt_shim.is_some()
+        || std::env::var_os(discover::SHIM_ENV).is_some_and(|v| !v.is_empty());
+    if !explicit && tensorrt::embedded::shims_of(spec).is_empty() {
+        // Installed, but this infopt has nothing to drive it with: the shim is what is
+        // missing, not a working library (see the built-in shims row).
+        return Item {
+            name,
+            status: Status::Missing,
+            version: None,
+            detail: format!(
+                "{} (from {}) is installed, but this infopt has no built-in shim for {}",
+                libs.nvinfer.display(),
+                libs.source,
+                spec.display
+            ),
+            fix: Some(SHIMS_FIX.into()),
+        };
+    }
     match TensorRt::open(&TrtOptions {
         shim: None,
         lib_dir: args.trt_lib.clone(),
@@ -430,4 +501,48 @@ pub fn run(args: Args) -> CliResult {
         print!("{}", render_text(&report));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infopt_runtime::tensorrt::embedded::EmbeddedShim;
+
+    #[test]
+    fn no_built_in_shims_is_missing_with_how_to_get_them() {
+        let item = builtin_shims(&[]);
+        assert_eq!(item.status, Status::Missing);
+        assert!(item.detail.contains("needs --trt-shim"), "{}", item.detail);
+        let fix = item.fix.unwrap();
+        assert!(
+            fix.contains("network access to crates.io") && fix.contains("--trt-shim"),
+            "{fix}"
+        );
+    }
+
+    #[test]
+    fn built_in_shims_list_flavours_and_header_versions() {
+        let shim = |flavor, major, minor, headers| EmbeddedShim {
+            flavor,
+            major,
+            minor,
+            headers,
+            bytes: &[],
+        };
+        let shims = [
+            shim("trt11", 11, 4, "TRT-Enterprise-11.4"),
+            shim("rtx", 1, 6, "TRT-RTX-1.6"),
+            shim("rtx", 1, 7, "TRT-RTX-1.7"),
+        ];
+        let item = builtin_shims(&shims);
+        assert_eq!(item.status, Status::Ok);
+        assert_eq!(
+            item.version.as_deref(),
+            Some("TensorRT 11 11.4; TensorRT-RTX 1.6, 1.7")
+        );
+        assert_eq!(
+            item.detail,
+            "compiled from the trtx-sys 0.9.1+rtx1.7 headers: TRT-Enterprise-11.4, TRT-RTX-1.6, TRT-RTX-1.7"
+        );
+    }
 }

@@ -5,6 +5,7 @@ calibration from a Python iterable; a failed gate caught and read."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -237,3 +238,22 @@ def test_the_wheels_command_line_works():
                        text=True)
     assert o.returncode == 3
     assert o.stderr.strip() == "error: /nonexistent.onnx does not exist"
+
+
+def test_the_module_carries_the_built_in_tensorrt_shims():
+    # The wheel's module is what builds engines for a pip user: its doctor lists the
+    # shims compiled into it. scripts/test.sh (INFOPT_REQUIRE_TRT_SHIMS=1) requires them,
+    # as scripts/build-wheel.sh does for a release wheel.
+    script = Path(sys.executable).parent / "infopt"
+    env = {k: v for k, v in os.environ.items() if k != "INFOPT_TRT_SHIM"}
+    o = subprocess.run([str(script), "doctor", "--json"], capture_output=True, text=True,
+                       env=env)
+    assert o.returncode == 0, o.stderr
+    row = [i for i in json.loads(o.stdout)["items"] if i["name"] == "TensorRT shims (built in)"]
+    assert len(row) == 1, o.stdout
+    if os.environ.get("INFOPT_REQUIRE_TRT_SHIMS") == "1":
+        assert row[0]["status"] == "ok", row[0]
+    if row[0]["status"] == "ok":
+        assert "TensorRT-RTX 1.3, 1.4, 1.5, 1.6, 1.7" in row[0]["version"], row[0]
+    else:
+        assert "network access to crates.io" in row[0]["fix"], row[0]

@@ -45,6 +45,71 @@ pub trait Dataset {
     /// The next sample fitted to `inputs` (names, dtypes and shapes checked),
     /// or `None` at the end. Errors are one line naming the file and input.
     fn next_sample(&mut self, inputs: &[IoSpec]) -> Result<Option<Sample>, String>;
+    /// Passes over the next sample without reading it where the layout allows
+    /// (files, images, random data); false at the end. For slices of a dataset
+    /// ([`Sliced`]): a shard of calibration must not read the others' samples.
+    fn skip_sample(&mut self, inputs: &[IoSpec]) -> Result<bool, String> {
+        Ok(self.next_sample(inputs)?.is_some())
+    }
+}
+
+/// Samples `start..end` of another dataset (indices kept: sample `i` of the slice is
+/// sample `i` of the whole, so seeded random data and messages stay the same).
+pub struct Sliced {
+    inner: Box<dyn Dataset>,
+    start: usize,
+    end: usize,
+    /// Samples of `inner` passed so far.
+    at: usize,
+}
+
+impl Sliced {
+    pub fn new(inner: Box<dyn Dataset>, range: std::ops::Range<usize>) -> Sliced {
+        Sliced {
+            inner,
+            start: range.start,
+            end: range.end.max(range.start),
+            at: 0,
+        }
+    }
+}
+
+impl Dataset for Sliced {
+    fn describe(&self) -> String {
+        format!(
+            "samples {}..{} of {}",
+            self.start,
+            self.end,
+            self.inner.describe()
+        )
+    }
+    fn meaningful(&self) -> bool {
+        self.inner.meaningful()
+    }
+    fn sample_count(&self) -> Option<usize> {
+        let len = self.end - self.start;
+        Some(match self.inner.sample_count() {
+            Some(n) => len.min(n.saturating_sub(self.start)),
+            None => len,
+        })
+    }
+    fn next_sample(&mut self, inputs: &[IoSpec]) -> Result<Option<Sample>, String> {
+        while self.at < self.start {
+            if !self.inner.skip_sample(inputs)? {
+                self.at = self.end;
+                return Ok(None);
+            }
+            self.at += 1;
+        }
+        if self.at >= self.end {
+            return Ok(None);
+        }
+        self.at += 1;
+        self.inner.next_sample(inputs)
+    }
+    fn skip_sample(&mut self, inputs: &[IoSpec]) -> Result<bool, String> {
+        Ok(self.next_sample(inputs)?.is_some())
+    }
 }
 
 /// Opens `path` as a dataset (see the module doc for the layouts).
@@ -126,6 +191,11 @@ impl Dataset for FileSamples {
     }
     fn sample_count(&self) -> Option<usize> {
         Some(self.items.len())
+    }
+    fn skip_sample(&mut self, _inputs: &[IoSpec]) -> Result<bool, String> {
+        let more = self.next < self.items.len();
+        self.next += usize::from(more);
+        Ok(more)
     }
     fn next_sample(&mut self, inputs: &[IoSpec]) -> Result<Option<Sample>, String> {
         let Some(path) = self.items.get(self.next) else {
@@ -250,6 +320,11 @@ impl Dataset for RandomSamples {
     fn sample_count(&self) -> Option<usize> {
         Some(self.count)
     }
+    fn skip_sample(&mut self, _inputs: &[IoSpec]) -> Result<bool, String> {
+        let more = self.next < self.count;
+        self.next += usize::from(more);
+        Ok(more)
+    }
     fn next_sample(&mut self, _inputs: &[IoSpec]) -> Result<Option<Sample>, String> {
         if self.next >= self.count {
             return Ok(None);
@@ -335,5 +410,86 @@ pub fn batches(
         if end {
             return Ok(taken);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    /// Samples read and samples skipped, shared with the test.
+    type Log = Rc<RefCell<(Vec<usize>, usize)>>;
+
+    struct Counting {
+        count: usize,
+        next: usize,
+        log: Log,
+    }
+
+    impl Dataset for Counting {
+        fn describe(&self) -> String {
+            format!("{} counted samples", self.count)
+        }
+        fn meaningful(&self) -> bool {
+            true
+        }
+        fn sample_count(&self) -> Option<usize> {
+            Some(self.count)
+        }
+        fn next_sample(&mut self, _inputs: &[IoSpec]) -> Result<Option<Sample>, String> {
+            if self.next >= self.count {
+                return Ok(None);
+            }
+            self.log.borrow_mut().0.push(self.next);
+            self.next += 1;
+            Ok(Some(Sample {
+                index: self.next - 1,
+                origin: String::new(),
+                tensors: Vec::new(),
+            }))
+        }
+        fn skip_sample(&mut self, _inputs: &[IoSpec]) -> Result<bool, String> {
+            let more = self.next < self.count;
+            self.next += usize::from(more);
+            self.log.borrow_mut().1 += usize::from(more);
+            Ok(more)
+        }
+    }
+
+    /// The indices a slice yields, its announced count, and what the inner dataset read
+    /// and skipped.
+    fn slice(count: usize, range: std::ops::Range<usize>) -> (Vec<usize>, Option<usize>, Log) {
+        let log = Log::default();
+        let inner = Counting {
+            count,
+            next: 0,
+            log: log.clone(),
+        };
+        let mut s = Sliced::new(Box::new(inner), range);
+        let n = s.sample_count();
+        let mut got = Vec::new();
+        while let Some(x) = s.next_sample(&[]).unwrap() {
+            got.push(x.index);
+        }
+        (got, n, log)
+    }
+
+    #[test]
+    fn a_slice_yields_its_samples_with_their_own_indices_and_skips_the_rest() {
+        let (got, n, log) = slice(10, 3..6);
+        assert_eq!((got, n), (vec![3, 4, 5], Some(3)));
+        // The samples before the slice are skipped, not read; none after it is touched.
+        assert_eq!(*log.borrow(), (vec![3, 4, 5], 3));
+        let (got, n, _) = slice(10, 0..10);
+        assert_eq!((got, n), ((0..10).collect(), Some(10)));
+        let (got, n, _) = slice(10, 8..12);
+        assert_eq!((got, n), (vec![8, 9], Some(2)));
+        let (got, n, log) = slice(4, 6..9);
+        assert_eq!((got, n), (vec![], Some(0)));
+        assert_eq!(*log.borrow(), (vec![], 4));
+        let (got, n, _) = slice(4, 2..2);
+        assert_eq!((got, n), (vec![], Some(0)));
     }
 }

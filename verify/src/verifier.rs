@@ -782,8 +782,14 @@ fn needs_ort_message(candidate: &Model, tract: &VerifyError, ort: &VerifyError) 
             contrib.join(", ")
         )
     };
+    // The install line names the pip extra: a wheel install (`pip install infopt
+    // tensorrt-rtx-cu13-libs`) has no ONNX Runtime, and tract cannot load every graph
+    // infopt writes (a float16 Gemm, say).
+    let why = ort.message.split("; ").next().unwrap_or(&ort.message);
     format!(
-        "cannot verify: {what}, and ONNX Runtime is not available: {}; or pass --no-verify",
-        ort.message
+        "cannot verify: {what}, and ONNX Runtime is not available ({why}); {ORT_INSTALL}, or pass --no-verify"
     )
 }
+
+/// How to get ONNX Runtime for verification, in messages.
+pub const ORT_INSTALL: &str = "install it with `pip install 'infopt[ort]'` (for engines: `pip install 'infopt[ort]' tensorrt-rtx-cu13-libs`), `pip install onnxruntime` in infopt's environment, or set ORT_DYLIB_PATH to libonnxruntime.so";

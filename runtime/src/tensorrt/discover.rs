@@ -67,7 +67,7 @@ fn spec_of_major(major: u32) -> Option<&'static FlavorSpec> {
 }
 
 /// How to get the shim.
-pub const SHIM_HINT: &str = "infopt carries built-in shims when it was compiled with the trtx-sys headers (scripts/fetch-trt-headers.sh, then cargo build); otherwise build one with runtime/tensorrt/build.sh (see docs/tensorrt.md) and pass --trt-shim PATH, set INFOPT_TRT_SHIM, or put it next to the infopt executable";
+pub const SHIM_HINT: &str = "infopt carries built-in shims when its build could have cargo fetch the trtx-sys headers (any build with network access to crates.io; after an offline build, bash scripts/fetch-trt-headers.sh, then cargo build); otherwise build one with runtime/tensorrt/build.sh (see docs/tensorrt.md) and pass --trt-shim PATH, set INFOPT_TRT_SHIM, or put it next to the infopt executable";
 
 pub(crate) fn unavailable(message: String) -> RuntimeError {
     RuntimeError::Unavailable {
