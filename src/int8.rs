@@ -27,6 +27,7 @@ use crate::stages::{self, PassHooks};
 mod costs;
 mod fallback;
 mod judge;
+pub mod search;
 
 use costs::Costs;
 use judge::Judge;
