@@ -123,7 +123,7 @@ pub fn score(outputs: &[OutputAgreement]) -> f64 {
 
 /// Gives every unnamed node of the main graph a unique name, so that a
 /// precision override can address it.
-fn name_unnamed(model: &mut Model) {
+pub(crate) fn name_unnamed(model: &mut Model) {
     let g = &mut model.graph;
     let mut taken: HashSet<String> = g.nodes().filter_map(|(_, n)| n.name.clone()).collect();
     let unnamed: Vec<_> = g

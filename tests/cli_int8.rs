@@ -110,12 +110,25 @@ fn unreachable_target_keeps_layers_in_float_and_says_what_each_cost() {
         .cloned()
         .unwrap_or_default();
     assert!(!kept.is_empty(), "{}", stderr(&o));
+    let ranked = !r["int8"]["candidates"]
+        .as_array()
+        .is_none_or(|c| c.is_empty());
     for k in &kept {
         assert!(k["layer"].as_str().is_some_and(|l| !l.is_empty()));
+        assert!(matches!(k["kind"].as_str(), Some("layer" | "activation")), "{k}");
         assert!(k["cosine_after"].as_f64().unwrap() >= k["cosine_before"].as_f64().unwrap() - 1e-3);
-        // Each kept layer was judged alone in INT8 first (its own harm).
-        let alone = k["cosine_alone"].as_f64().unwrap();
-        assert!((0.0..=1.0).contains(&alone), "{alone}");
+        // Each kept one was probed alone in float first (what it buys),
+        // unless the search stopped at its bound.
+        if ranked {
+            let alone = k["cosine_kept_alone"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&alone), "{alone}");
+            assert!(k["loss_kept_alone"].as_f64().unwrap() >= 0.0, "{k}");
+        }
+    }
+    // Every candidate measured carries its loss.
+    for c in r["int8"]["candidates"].as_array().cloned().unwrap_or_default() {
+        assert!(c["loss"].as_f64().is_some_and(|l| l >= 0.0), "{c}");
+        assert!(c["gain"].as_f64().is_some(), "{c}");
     }
 }
 
@@ -323,7 +336,11 @@ fn an_unreachable_target_exits_4_naming_the_layers() {
     let last = err.lines().last().unwrap_or("");
     assert!(last.contains("misses its accuracy target"), "{err}");
     assert!(last.contains("kept in float"), "{last}");
-    assert!(last.contains("harm most alone in INT8"), "{last}");
+    // Every candidate in float (the float model) misses cosine 1.0 too:
+    // the search stops at its bound instead of ranking every candidate.
+    assert!(last.contains("even with all"), "{last}");
+    assert!(last.contains("stopped at the bound"), "{last}");
+    assert_eq!(cost_count(&r, "probed on a few samples"), 1);
     assert!(last.contains("conv") || last.contains("fc/Gemm"), "{last}");
     assert!(last.contains("output not written"), "{last}");
     assert!(!out.exists());
@@ -495,4 +512,40 @@ fn a_detector_output_is_judged_part_by_part_and_its_scores_are_kept() {
         .map(|k| k["layer"].as_str().unwrap())
         .collect();
     assert!(kept.contains(&"head"), "{kept:?}");
+}
+
+#[test]
+fn build_engine_int8_on_a_dynamic_batch_model_runs_its_per_layer_comparison_at_the_data_batch() {
+    // cnn_bn_relu's batch is a symbol; build-engine does not bind the shapes
+    // to the data, and its per-layer comparison after the search loaded the
+    // model at batch 2 and fed the batch-1 sample: exit 7, "model was loaded
+    // for shape [2,…], got [1,…] (try --backend ort)".
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 10, &[1, 3, 32, 32]);
+    let out = dir.path().join("cnn.trt.onnx");
+    let (o, r) = run_json(&[
+        "build-engine",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--calib-samples",
+        "6",
+        "--shapes",
+        "input:1x3x32x32/2x3x32x32/4x3x32x32",
+        "--emit-onnx",
+        s(&out),
+        "-o",
+        s(&dir.path().join("cnn.engine")),
+        "--json",
+    ]);
+    let err = stderr(&o);
+    assert!(!err.contains("was loaded for shape"), "{err}");
+    assert!(matches!(o.status.code(), Some(0 | 4)), "{err}");
+    assert!(
+        !r["int8"]["worst_layers"]
+            .as_array()
+            .is_none_or(|w| w.is_empty()),
+        "{err}"
+    );
 }
