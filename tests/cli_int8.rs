@@ -549,3 +549,83 @@ fn build_engine_int8_on_a_dynamic_batch_model_runs_its_per_layer_comparison_at_t
         "{err}"
     );
 }
+
+/// Samples of 500 plus unit noise (the offset `int8_offset_pool` removes).
+fn offset_samples(dir: &std::path::Path, n: usize) -> std::path::PathBuf {
+    let data = dir.join("offset");
+    std::fs::create_dir_all(&data).unwrap();
+    let shape = [1usize, 4, 16, 16];
+    let count: usize = shape.iter().product();
+    for i in 0..n {
+        let values: Vec<f32> = (0..count)
+            .map(|k| {
+                let t = (k * 7 + i * 131) as f32;
+                500.0 + (t * 0.37).sin() + (t * 0.011).cos() * 0.5
+            })
+            .collect();
+        std::fs::write(data.join(format!("{i:03}.npy")), npy_f32(&shape, &values)).unwrap();
+    }
+    data
+}
+
+#[test]
+fn an_error_in_an_activation_q_dq_is_found_and_that_activation_alone_kept_float() {
+    // Every weighted layer in float still missed here (the old search
+    // exited 4 after keeping both Convs): the error is the input's Q/DQ
+    // before the AveragePool. The search keeps only that activation float
+    // and both Convs stay INT8.
+    let dir = tempfile::tempdir().unwrap();
+    let data = offset_samples(dir.path(), 16);
+    let out = dir.path().join("q.onnx");
+    let (o, r) = run_json(&[
+        "optimize",
+        s(&fixture("int8_offset_pool.onnx")),
+        "-o",
+        s(&out),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--calib-samples",
+        "8",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let q = &r["int8"];
+    assert_eq!(q["target_met"], true);
+    let kept: Vec<(&str, &str)> = q["kept_float"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["layer"].as_str().unwrap(), k["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(kept, vec![("x", "activation")]);
+    // Every candidate's measured loss; the input's buys most.
+    let c = q["candidates"].as_array().unwrap();
+    assert_eq!(c.len(), 3, "{c:?}");
+    assert_eq!(c[0]["candidate"], "x");
+    assert_eq!(c[0]["op"], "AveragePool");
+    assert!(c[0]["gain"].as_f64().unwrap() > 0.0, "{c:?}");
+    assert!(c[0]["cosine"].as_f64().unwrap() > 0.999, "{c:?}");
+    // Either Conv alone in float leaves the error where it is.
+    for layer in &c[1..] {
+        assert_eq!(layer["kind"], "layer");
+        assert!(layer["cosine"].as_f64().unwrap() < 0.9, "{c:?}");
+    }
+    // Both Convs still read INT8 weights; the input has no Q/DQ.
+    let notes = r["notes"].to_string();
+    assert!(
+        notes.contains("2 layers in INT8 (conv1, conv2); 2 activations with Q/DQ (centred, r1)"),
+        "{notes}"
+    );
+    let ops = r["ops"].as_array().unwrap();
+    let after = |op: &str| {
+        ops.iter()
+            .find(|x| x["op"] == op)
+            .map(|x| x["after"].as_u64().unwrap())
+            .unwrap_or(0)
+    };
+    assert_eq!((after("QuantizeLinear"), after("DequantizeLinear")), (2, 4), "{ops:?}");
+    let log = stderr(&o);
+    assert!(log.contains("int8 search"), "{log}");
+    assert!(log.contains("ranking 3/3: activation 'x'"), "{log}");
+}
