@@ -115,7 +115,10 @@ fn unreachable_target_keeps_layers_in_float_and_says_what_each_cost() {
         .is_none_or(|c| c.is_empty());
     for k in &kept {
         assert!(k["layer"].as_str().is_some_and(|l| !l.is_empty()));
-        assert!(matches!(k["kind"].as_str(), Some("layer" | "activation")), "{k}");
+        assert!(
+            matches!(k["kind"].as_str(), Some("layer" | "activation")),
+            "{k}"
+        );
         assert!(k["cosine_after"].as_f64().unwrap() >= k["cosine_before"].as_f64().unwrap() - 1e-3);
         // Each kept one was probed alone in float first (what it buys),
         // unless the search stopped at its bound.
@@ -126,7 +129,11 @@ fn unreachable_target_keeps_layers_in_float_and_says_what_each_cost() {
         }
     }
     // Every candidate measured carries its loss.
-    for c in r["int8"]["candidates"].as_array().cloned().unwrap_or_default() {
+    for c in r["int8"]["candidates"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+    {
         assert!(c["loss"].as_f64().is_some_and(|l| l >= 0.0), "{c}");
         assert!(c["gain"].as_f64().is_some(), "{c}");
     }
@@ -624,7 +631,11 @@ fn an_error_in_an_activation_q_dq_is_found_and_that_activation_alone_kept_float(
             .map(|x| x["after"].as_u64().unwrap())
             .unwrap_or(0)
     };
-    assert_eq!((after("QuantizeLinear"), after("DequantizeLinear")), (2, 4), "{ops:?}");
+    assert_eq!(
+        (after("QuantizeLinear"), after("DequantizeLinear")),
+        (2, 4),
+        "{ops:?}"
+    );
     let log = stderr(&o);
     assert!(log.contains("int8 search"), "{log}");
     assert!(log.contains("ranking 3/3: activation 'x'"), "{log}");

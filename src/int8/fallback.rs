@@ -126,9 +126,7 @@ pub(super) fn candidates(quantized: &Model) -> Vec<Candidate> {
         }
         let tensor = g.value(x).name.clone();
         if (g.is_graph_input(x) || readers.iter().any(|r| !weighted(r)))
-            && !acts
-                .iter()
-                .any(|a: &Candidate| a.name() == tensor.as_str())
+            && !acts.iter().any(|a: &Candidate| a.name() == tensor.as_str())
         {
             acts.push(Candidate::Activation {
                 tensor,
@@ -385,7 +383,12 @@ fn failure_message(
     worst: &[String],
 ) -> String {
     const SHOWN: usize = 10;
-    let mut kept_list = kept.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+    let mut kept_list = kept
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
     if kept.len() > SHOWN {
         kept_list.push_str(&format!(", … {} more", kept.len() - SHOWN));
     }

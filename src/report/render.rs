@@ -425,7 +425,14 @@ pub fn render(r: &Report, markdown: bool) -> String {
             const SHOWN: usize = 10;
             let mut t = table(
                 markdown,
-                &["candidate (kept alone in float)", "kind", "op", "noise", "buys", "cosine"],
+                &[
+                    "candidate (kept alone in float)",
+                    "kind",
+                    "op",
+                    "noise",
+                    "buys",
+                    "cosine",
+                ],
             );
             for c in q.candidates.iter().take(SHOWN) {
                 t.add_row(vec![
