@@ -271,7 +271,7 @@ fn a_probability_map_the_inputs_leave_near_zero_is_judged_by_its_absolute_error(
 fn tone_inputs(dir: &std::path::Path) -> std::path::PathBuf {
     let d = dir.join("tone");
     std::fs::create_dir_all(&d).unwrap();
-    let n = 1024usize;
+    let n = 256usize;
     let values: Vec<f32> = (0..n)
         .map(|t| {
             let phase = 2.0 * std::f64::consts::PI * 5.0 * 4.0 * t as f64 / n as f64;
