@@ -24,12 +24,15 @@ use infopt_verify::evaluate::HeldOut;
 
 use super::costs::Costs;
 use super::judge::Judge;
-use super::search::{self, Missed, Trials, Verdict};
+use super::search::{self, Missed, Probe, Trials, Verdict};
 use super::{Context, Goal, KeptFloat, min_cosine, misses, quantize_rest, score};
 use crate::exit::CliResult;
 use crate::report::int8::CandidateLoss;
 
-/// Samples each candidate is probed on.
+/// Samples each candidate is probed on alone (one probe per candidate:
+/// most of the search's runs), and the keep-sets that decide how many are
+/// kept (a handful of probes, before the finalists on every sample).
+const RANK_SAMPLES: usize = 4;
 const PROBE_SAMPLES: usize = 8;
 
 /// What can be kept in float.
@@ -247,11 +250,11 @@ impl Search<'_> {
         crate::progress::note(
             "int8",
             format!(
-                "int8: {} below the target: searching {} candidate(s) to keep in float ({layers} weighted layer(s), {} activation Q/DQ pair(s)), each probed on {} sample(s)",
+                "int8: {} below the target: searching {} candidate(s) to keep in float ({layers} weighted layer(s), {} activation Q/DQ pair(s)), each probed alone on {} sample(s)",
                 missed.join(", "),
                 all.len(),
                 all.len() - layers,
-                PROBE_SAMPLES.min(first.samples)
+                RANK_SAMPLES.min(first.samples)
             ),
         );
         let mut trials = FallbackTrials {
@@ -347,9 +350,13 @@ impl Trials<Candidate> for FallbackTrials<'_, '_, '_, '_> {
     /// The model, its pass run, its judgement, and whether it has the other ranges.
     type Built = (Model, PipelineRun, HeldOut, bool);
 
-    fn probe(&mut self, keep: &[Candidate]) -> CliResult<Verdict> {
+    fn probe(&mut self, keep: &[Candidate], why: Probe) -> CliResult<Verdict> {
         let (q, _) = self.search.build(keep, self.search.amax)?;
-        let h = self.judge.probe(&q, PROBE_SAMPLES)?;
+        let samples = match why {
+            Probe::Rank => RANK_SAMPLES,
+            Probe::Decide => PROBE_SAMPLES,
+        };
+        let h = self.judge.probe(&q, samples)?;
         Ok(verdict(&h, self.search.goal))
     }
 

@@ -39,12 +39,20 @@ pub struct Verdict {
     pub cosine: f64,
 }
 
+/// What a probe is for: ranking probes are many (one per candidate) and
+/// may look at fewer samples than the probes that decide how many to keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Probe {
+    Rank,
+    Decide,
+}
+
 /// Builds and judges keep-sets of candidates `C`.
 pub trait Trials<C> {
     /// What a judgement on every sample leaves (the model, its pass run, ...).
     type Built;
     /// The model with `keep` in float on the first few judged samples.
-    fn probe(&mut self, keep: &[C]) -> CliResult<Verdict>;
+    fn probe(&mut self, keep: &[C], why: Probe) -> CliResult<Verdict>;
     /// The model with `keep` in float on every judged sample.
     fn judge(&mut self, keep: &[C]) -> CliResult<(Verdict, Self::Built)>;
     /// A progress line (one per step of the search).
@@ -97,12 +105,12 @@ struct Counted<'t, T> {
 }
 
 impl<T> Counted<'_, T> {
-    fn probe<C>(&mut self, keep: &[C]) -> CliResult<Verdict>
+    fn probe<C>(&mut self, keep: &[C], why: Probe) -> CliResult<Verdict>
     where
         T: Trials<C>,
     {
         self.probes += 1;
-        self.inner.probe(keep)
+        self.inner.probe(keep, why)
     }
     fn judge<C>(&mut self, keep: &[C]) -> CliResult<(Verdict, T::Built)>
     where
@@ -188,7 +196,7 @@ pub fn run<C: Clone, T: Trials<C>>(
         return Ok(stop(t, Vec::new(), None, Missed::Nothing));
     }
     // 1. The bound: everything in float.
-    let bound = t.probe(candidates)?;
+    let bound = t.probe(candidates, Probe::Decide)?;
     t.inner.say(format!(
         "all {n} candidate(s) in float: lowest cosine {:.5}, margin {:.5} on the probe samples",
         bound.cosine, bound.margin
@@ -209,11 +217,11 @@ pub fn run<C: Clone, T: Trials<C>>(
         }
     }
     // 2. Rank: each alone in float.
-    let base = t.probe(&[] as &[C])?;
+    let base = t.probe(&[] as &[C], Probe::Rank)?;
     let mut measured = Vec::with_capacity(n);
     let mut best: Option<(String, f64)> = None;
     for (i, c) in candidates.iter().enumerate() {
-        let v = t.probe(std::slice::from_ref(c))?;
+        let v = t.probe(std::slice::from_ref(c), Probe::Rank)?;
         let gain = base.loss - v.loss;
         if best.as_ref().is_none_or(|(_, g)| gain > *g) {
             best = Some((label(c), gain));
@@ -239,7 +247,7 @@ pub fn run<C: Clone, T: Trials<C>>(
     let order: Vec<C> = ranking.iter().map(|r| r.candidate.clone()).collect();
     // 3. Keep more, on the probe samples.
     let mut probe_met = |k: usize| -> CliResult<bool> {
-        let v = t.probe(&order[..k])?;
+        let v = t.probe(&order[..k], Probe::Decide)?;
         t.inner.say(format!(
             "best {k} of {n} in float: lowest cosine {:.5}, margin {:.5} on the probe samples: {}",
             v.cosine,
@@ -355,7 +363,7 @@ mod tests {
 
     impl Trials<usize> for Noise {
         type Built = Vec<usize>;
-        fn probe(&mut self, keep: &[usize]) -> CliResult<Verdict> {
+        fn probe(&mut self, keep: &[usize], _why: Probe) -> CliResult<Verdict> {
             self.probes.push(keep.to_vec());
             Ok(self.verdict(keep, self.probe_scale))
         }
