@@ -289,7 +289,10 @@ fn the_original_runs_once_per_judged_sample_however_many_candidates_are_judged()
     // One session per candidate, and every candidate built was judged once:
     // the model written is one of them, not built or judged again.
     assert_eq!(cost_count(&r, "candidate: sessions"), judged + probed);
-    assert_eq!(cost_count(&r, BUILT), judged + probed);
+    // (a candidate built into a model already probed is answered from that
+    // probe: built, not run)
+    let answered = cost_count(&r, "probes answered by an identical model");
+    assert_eq!(cost_count(&r, BUILT), judged + probed + answered);
     assert_eq!(cost_count(&r, "streamed judgements (both models)"), 0);
     let line = stderr(&o);
     assert!(line.contains("int8: where the time went: "), "{line}");
@@ -639,4 +642,46 @@ fn an_error_in_an_activation_q_dq_is_found_and_that_activation_alone_kept_float(
     let log = stderr(&o);
     assert!(log.contains("int8 search"), "{log}");
     assert!(log.contains("ranking 3/3: activation 'x'"), "{log}");
+}
+
+#[test]
+fn a_candidate_that_builds_a_model_already_probed_is_not_run_again() {
+    // cnn_bn_relu's input is read by conv1 alone: keeping the input's Q/DQ
+    // float and keeping conv1 float build the same model. The second is
+    // answered from the first's probe, and both are in the ranking.
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 24, &[1, 3, 32, 32]);
+    let (o, r) = run_json(&[
+        "optimize",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "-o",
+        s(&dir.path().join("q.onnx")),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--calib-samples",
+        "12",
+        "--int8-min-cosine",
+        "0.99995",
+        "--json",
+    ]);
+    assert!(matches!(o.status.code(), Some(0 | 4)), "{}", stderr(&o));
+    let c = r["int8"]["candidates"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let loss = |name: &str| {
+        c.iter()
+            .find(|x| x["candidate"] == name)
+            .map(|x| x["loss"].as_f64().unwrap())
+    };
+    assert!(
+        loss("conv1/Conv").is_some() && loss("conv1/Conv") == loss("input"),
+        "{c:?}"
+    );
+    assert!(
+        cost_count(&r, "probes answered by an identical model") >= 1,
+        "{}",
+        r["int8"]["costs"]
+    );
 }
