@@ -685,3 +685,34 @@ fn a_candidate_that_builds_a_model_already_probed_is_not_run_again() {
         r["int8"]["costs"]
     );
 }
+
+#[test]
+fn a_target_met_only_with_every_weighted_layer_in_float_is_no_int8_result() {
+    // At cosine 0.99999 cnn_bn_relu meets the target only with its four
+    // layers in float (the pooling Q/DQ left around them): that model runs
+    // nothing in INT8 and was written at exit 0.
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 24, &[1, 3, 32, 32]);
+    let out = dir.path().join("q.onnx");
+    let (o, r) = run_json(&[
+        "optimize",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "-o",
+        s(&out),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--calib-samples",
+        "12",
+        "--int8-min-cosine",
+        "0.99999",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert_eq!(r["int8"]["target_met"], false);
+    let err = stderr(&o);
+    let last = err.lines().last().unwrap_or("");
+    assert!(last.contains("no weighted layer in INT8"), "{last}");
+    assert!(last.contains("try --fp16"), "{last}");
+    assert!(!out.exists());
+}
