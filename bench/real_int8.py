@@ -657,6 +657,7 @@ def main():
     ap.add_argument("--held-out", type=int, default=300)
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--no-ort-quant", action="store_true")
+    ap.add_argument("--ort-minmax-only", action="store_true", help="skip ORT's Entropy calibration")
     ap.add_argument("--nudenet", help="nudenet's 320n.onnx (default: found in the venvs)")
     ap.add_argument("--silero", help="silero-vad's wheel, unzipped")
     ap.add_argument("--basic-pitch", help="basic-pitch's wheel, unzipped (kind pitch)")
@@ -694,6 +695,8 @@ def main():
             variants["infopt int8"] = out
         if not a.no_ort_quant:
             methods = [("ort minmax", CalibrationMethod.MinMax), ("ort entropy", CalibrationMethod.Entropy)]
+            if a.ort_minmax_only:
+                methods = methods[:1]
             if kind == "det":
                 methods = methods[:1]
                 notes["ort minmax"] = "entropy skipped on det (memory)"
