@@ -171,8 +171,8 @@ fn doubling(
 }
 
 /// Runs the search over `candidates` (the user's fixed keep-set is the
-/// Trials' business: it is in every build). `baseline` is the model with
-/// none kept, probed.
+/// Trials' business: it is in every build); `label` names a candidate in
+/// the progress lines.
 pub fn run<C: Clone, T: Trials<C>>(
     trials: &mut T,
     candidates: &[C],
@@ -316,7 +316,6 @@ pub fn run<C: Clone, T: Trials<C>>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
 
     /// Candidates are indices; each adds `noise[i]` when quantized; the
     /// target is met when the summed noise is at most `limit`. The probe
@@ -478,6 +477,5 @@ mod tests {
         let mut t = Noise::new(&[], 0.1);
         let o = run(&mut t, &[], &label).unwrap();
         assert_eq!(o.missed, Some(Missed::Nothing));
-        let _ = BTreeMap::<u8, u8>::new();
     }
 }
