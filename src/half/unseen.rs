@@ -97,8 +97,7 @@ pub(super) fn risky_nodes(
             continue;
         }
         let op = n.op_type.as_str();
-        let square =
-            op == "Mul" && n.inputs.first().is_some() && n.inputs.first() == n.inputs.get(1);
+        let square = op == "Mul" && !n.inputs.is_empty() && n.inputs.first() == n.inputs.get(1);
         if EXPONENTIAL.contains(&op) {
             add(id, "an exponential or a power", &mut why);
         } else if square {
