@@ -720,6 +720,15 @@ def main():
                 notes["modelopt int8"] = f"{secs:.1f} s"
             except Exception as e:
                 notes["modelopt int8"] = f"failed: {str(e)[:120]}"
+        # A variant ONNX Runtime cannot load (ORT's own quantize_static on
+        # basic-pitch) is a result too: noted and left out of the table.
+        for label in list(variants):
+            try:
+                session(variants[label], 1)
+            except Exception as e:
+                notes[label] = (notes.get(label, "") + f"; does not load: {str(e).splitlines()[0][:120]}").strip("; ")
+                del variants[label]
+                rows.append((kind, label, "-", "-", "-", "-", notes[label]))
         truth = [t for _, t in test]
         ref = run_all(model, test, kind)
         feeds = calib[0][0] if kind == "silero" else test[0][0]
