@@ -10,9 +10,10 @@
 //!   missed the target; the error sat in these pairs, which a search over
 //!   layers alone never reverts.
 //!
-//! Each candidate is probed in float alone against the quantized model
-//! (its measured loss, and what it buys, go to the report), the most
-//! useful are kept until the target is met. A bound judged first (every
+//! A layer is ranked by its harm alone in INT8 (the other layers float, the
+//! activations quantized), an activation by what keeping it float removes
+//! with every layer float (its measured loss and harm go to the report),
+//! and the most harmful are kept in float until the target is met. A bound judged first (every
 //! candidate in float) stops a search that cannot reach the target.
 
 use infopt_calibration::Amax;
@@ -263,7 +264,12 @@ impl Search<'_> {
             steps: crate::progress::Steps::new("int8", "int8 search", None, 0.0),
             seen: std::collections::HashMap::new(),
         };
-        let out = search::run(&mut trials, &all, &|c: &Candidate| c.label())?;
+        let out = search::run(
+            &mut trials,
+            &all,
+            &|c: &Candidate| matches!(c, Candidate::Layer { .. }),
+            &|c: &Candidate| c.label(),
+        )?;
         trials.steps.finish();
         let ranking: Vec<CandidateLoss> = out
             .ranking
@@ -273,7 +279,7 @@ impl Search<'_> {
                 kind: r.candidate.kind().to_string(),
                 op: r.candidate.op().to_string(),
                 loss: r.loss,
-                gain: r.gain,
+                harm: r.gain,
                 cosine: r.cosine,
             })
             .collect();
@@ -293,8 +299,8 @@ impl Search<'_> {
                     op: c.op().to_string(),
                     cosine_before: before,
                     cosine_after: after,
-                    cosine_kept_alone: alone.map(|r| r.cosine),
-                    loss_kept_alone: alone.map(|r| r.loss),
+                    cosine_alone: alone.map(|r| r.cosine),
+                    loss_alone: alone.map(|r| r.loss),
                 }
             })
             .collect();
@@ -302,7 +308,7 @@ impl Search<'_> {
             .ranking
             .iter()
             .take(5)
-            .map(|r| format!("{} (buys {:.2e})", r.candidate.label(), r.gain))
+            .map(|r| format!("{} (harm alone {:.2e})", r.candidate.label(), r.gain))
             .collect();
         let (model, other_ranges) = match out.judged {
             Some((_, (q, r, h, other))) => (Some((q, r, h)), other),
@@ -461,11 +467,11 @@ fn failure_message(
     };
     if missed.is_empty() {
         return format!(
-            "the INT8 model has no INT8 layer left where it meets its accuracy target on {samples}: {why}; kept in float: {kept_list}; the candidates that buy most in float: {worst}"
+            "the INT8 model has no INT8 layer left where it meets its accuracy target on {samples}: {why}; kept in float: {kept_list}; the candidates that harm most alone in INT8: {worst}"
         );
     }
     format!(
-        "the INT8 model misses its accuracy target on {samples}: {}; {why}; kept in float without reaching it: {kept_list}; the candidates that buy most in float: {worst}",
+        "the INT8 model misses its accuracy target on {samples}: {}; {why}; kept in float without reaching it: {kept_list}; the candidates that harm most alone in INT8: {worst}",
         missed.join(", ")
     )
 }

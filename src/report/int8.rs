@@ -29,25 +29,27 @@ pub struct KeptFloat {
     /// Lowest output cosine before and after the search's keep-set.
     pub cosine_before: f64,
     pub cosine_after: f64,
-    /// Lowest output cosine, and the outputs' relative noise power, with
-    /// only this one kept in float (on the probe samples).
-    pub cosine_kept_alone: Option<f64>,
-    pub loss_kept_alone: Option<f64>,
+    /// Lowest output cosine, and the outputs' relative noise power, of the
+    /// model with only this one in INT8 (every other candidate in float, on
+    /// the few samples candidates are ranked on): the harm it does alone.
+    pub cosine_alone: Option<f64>,
+    pub loss_alone: Option<f64>,
 }
 
-/// One candidate of the search and what keeping it alone in float measured
-/// on the probe samples.
+/// One candidate of the search and what it did alone in INT8 (every other
+/// candidate in float) on the probe samples.
 #[derive(Serialize, Debug, Clone)]
 pub struct CandidateLoss {
     pub candidate: String,
     /// `layer` or `activation`.
     pub kind: String,
     pub op: String,
-    /// The outputs' relative noise power (`Σ 10^(-SNR/10)`) with it in float.
+    /// The outputs' relative noise power (`Σ 10^(-SNR/10)`) with only it
+    /// quantized.
     pub loss: f64,
-    /// The quantized model's noise less `loss`: what keeping it buys.
-    pub gain: f64,
-    /// The lowest output cosine with it in float.
+    /// `loss` less the noise with every candidate in float: its harm alone.
+    pub harm: f64,
+    /// The lowest output cosine with only it quantized.
     pub cosine: f64,
 }
 

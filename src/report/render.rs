@@ -412,8 +412,8 @@ pub fn render(r: &Report, markdown: bool) -> String {
         }
         for k in &q.kept_float {
             let alone = k
-                .cosine_kept_alone
-                .map(|c| format!("; alone in float: {c:.5}"))
+                .cosine_alone
+                .map(|c| format!("; alone in INT8: {c:.5}"))
                 .unwrap_or_default();
             let _ = writeln!(
                 s,
@@ -426,11 +426,11 @@ pub fn render(r: &Report, markdown: bool) -> String {
             let mut t = table(
                 markdown,
                 &[
-                    "candidate (kept alone in float)",
+                    "candidate (alone in INT8)",
                     "kind",
                     "op",
                     "noise",
-                    "buys",
+                    "harm",
                     "cosine",
                 ],
             );
@@ -440,7 +440,7 @@ pub fn render(r: &Report, markdown: bool) -> String {
                     c.kind.clone(),
                     c.op.clone(),
                     format!("{:.3e}", c.loss),
-                    format!("{:.3e}", c.gain),
+                    format!("{:.3e}", c.harm),
                     format!("{:.5}", c.cosine),
                 ]);
             }
