@@ -32,8 +32,9 @@ use crate::report::int8::CandidateLoss;
 
 /// Samples each candidate is probed on alone (one probe per candidate:
 /// most of the search's runs), and the keep-sets that decide how many are
-/// kept (a handful of probes, before the finalists on every sample).
-const RANK_SAMPLES: usize = 4;
+/// kept (a handful of probes, before the finalists on every sample). On 4
+/// ranking samples PP-OCRv4 rec kept 26 layers where 8 samples keep 8.
+const RANK_SAMPLES: usize = 8;
 const PROBE_SAMPLES: usize = 8;
 
 /// What can be kept in float.
