@@ -262,6 +262,30 @@ def audio_stream(rng, chunks, sr=16000):
     return out.astype(np.float32).reshape(chunks, 1, 512)
 
 
+def pitch_clip(rng, n=43844, sr=22050):
+    """A clip of synthesized notes for basic-pitch: harmonic tones at MIDI
+    pitches 40..84, overlapping, with attack/decay envelopes, at the
+    amplitudes of real recordings (peaks 0.3..0.9), plus a little noise."""
+    t = np.arange(n) / sr
+    x = np.zeros(n)
+    for _ in range(int(rng.integers(3, 9))):
+        midi = rng.integers(40, 85)
+        f0 = 440.0 * 2 ** ((midi - 69) / 12)
+        start = int(rng.integers(0, n - 2000))
+        length = int(rng.integers(2000, n - start + 1))
+        env = np.zeros(n)
+        seg = np.arange(length) / sr
+        env[start:start + length] = np.minimum(seg / 0.01, 1.0) * np.exp(-seg * rng.uniform(1, 4))
+        x += env * sum((0.6 / k) * np.sin(2 * np.pi * k * f0 * t + rng.uniform(0, 6.28)) for k in range(1, 6))
+    x = x / (np.abs(x).max() + 1e-9) * rng.uniform(0.3, 0.9) + rng.normal(0, 0.003, n)
+    return x.astype(np.float32).reshape(1, n, 1)
+
+
+def pitch_samples(n, seed):
+    rng = np.random.default_rng(seed)
+    return [({"serving_default_input_2:0": pitch_clip(rng)}, None) for _ in range(n)]
+
+
 def silero_stream_probs(sess, stream):
     """Speech probability per chunk, the state carried from chunk to chunk,
     each chunk behind the last 64 samples of the one before (as silero-vad's
@@ -361,6 +385,16 @@ def score(kind, outputs_fp32, outputs, truth, dictionary):
         # outputs: per stream, the speech probability of every chunk.
         a, b = np.concatenate(outputs), np.concatenate(outputs_fp32)
         return float(np.mean((a > 0.5) == (b > 0.5))), f"of {len(b)} chunks with FP32's speech decision (mean |dp| {np.abs(a - b).mean():.4f})"
+    if kind == "pitch":
+        # Frame-level F1 of the first 88-pitch map (> 0.5) against FP32's.
+        tp = fp = fn = 0
+        for o, r in zip(outputs, outputs_fp32):
+            p, q = o > 0.5, r > 0.5
+            tp += int(np.logical_and(p, q).sum())
+            fp += int(np.logical_and(p, ~q).sum())
+            fn += int(np.logical_and(~p, q).sum())
+        f1 = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 1.0
+        return f1, f"frame F1 of the note map (> 0.5) against FP32's ({tp + fn} active cells; non-finite outputs {sum(int((~np.isfinite(o)).sum()) for o in outputs)})"
     ious = []
     for o, r in zip(outputs, outputs_fp32):
         p, q = o > 0.3, r > 0.3
@@ -489,9 +523,11 @@ def latency(paths, feeds, threads, runs):
 
 
 # ---------------------------------------------------------------- quantizers
-def infopt_int8(binary, model, calib_dir, out, log):
+def infopt_int8(binary, model, calib_dir, out, log, target="onnxruntime"):
     cmd = [binary, "optimize", model, "--int8", "--calib-data", calib_dir,
-           "--target", "onnxruntime", "-o", out, "--report", out + ".json"]
+           "-o", out, "--report", out + ".json"]
+    if target != "portable":
+        cmd += ["--target", target]
     t = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True)
     secs = time.perf_counter() - t
@@ -549,6 +585,8 @@ def model_paths(a):
     if a.model_dir:  # another machine: the same files, copied into one folder
         names = {"rec": REC, "det": DET, "magika": MAGIKA, "nudenet": "320n.onnx"}
         paths = {k: os.path.join(a.model_dir, os.path.basename(v)) for k, v in names.items()}
+    if a.basic_pitch:
+        paths["pitch"] = os.path.join(a.basic_pitch, "basic_pitch/saved_models/icassp_2022/nmp.onnx")
     if a.silero:
         paths["silero"] = os.path.join(a.silero, "silero_vad/data/silero_vad_16k_op15.onnx")
     if a.ddddocr:
@@ -582,6 +620,7 @@ def make_samples(kind, a, model, dictionary):
         "magika": lambda: magika_samples(total, 3),
         "ddddocr": lambda: ddddocr_samples(total, 6),
         "ddddet": lambda: ddddet_samples(total, 7),
+        "pitch": lambda: pitch_samples(total, 8),
     }[kind]
     cache = os.path.join(a.samples_cache, kind + ".npz") if a.samples_cache else None
     if cache and os.path.exists(cache):
@@ -618,8 +657,12 @@ def main():
     ap.add_argument("--held-out", type=int, default=300)
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--no-ort-quant", action="store_true")
+    ap.add_argument("--ort-minmax-only", action="store_true", help="skip ORT's Entropy calibration")
     ap.add_argument("--nudenet", help="nudenet's 320n.onnx (default: found in the venvs)")
     ap.add_argument("--silero", help="silero-vad's wheel, unzipped")
+    ap.add_argument("--basic-pitch", help="basic-pitch's wheel, unzipped (kind pitch)")
+    ap.add_argument("--target", default="onnxruntime",
+                    help="infopt's --target (portable: the default command, no --target)")
     ap.add_argument("--ddddocr", help="ddddocr's wheel, unzipped")
     ap.add_argument("--model-dir", help="the models' files in one folder (default: the installed packages)")
     ap.add_argument("--variant", action="append", default=[],
@@ -646,12 +689,14 @@ def main():
         variants = {"fp32": model}
         notes = {}
         out = os.path.join(d, "infopt_int8.onnx")
-        rc, secs = infopt_int8(a.infopt, model, cdir, out, out + ".log")
+        rc, secs = infopt_int8(a.infopt, model, cdir, out, out + ".log", a.target)
         notes["infopt"] = f"exit {rc}, {secs:.1f} s"
         if rc == 0:
             variants["infopt int8"] = out
         if not a.no_ort_quant:
             methods = [("ort minmax", CalibrationMethod.MinMax), ("ort entropy", CalibrationMethod.Entropy)]
+            if a.ort_minmax_only:
+                methods = methods[:1]
             if kind == "det":
                 methods = methods[:1]
                 notes["ort minmax"] = "entropy skipped on det (memory)"
@@ -675,6 +720,15 @@ def main():
                 notes["modelopt int8"] = f"{secs:.1f} s"
             except Exception as e:
                 notes["modelopt int8"] = f"failed: {str(e)[:120]}"
+        # A variant ONNX Runtime cannot load (ORT's own quantize_static on
+        # basic-pitch) is a result too: noted and left out of the table.
+        for label in list(variants):
+            try:
+                session(variants[label], 1)
+            except Exception as e:
+                notes[label] = (notes.get(label, "") + f"; does not load: {str(e).splitlines()[0][:120]}").strip("; ")
+                del variants[label]
+                rows.append((kind, label, "-", "-", "-", "-", notes[label]))
         truth = [t for _, t in test]
         ref = run_all(model, test, kind)
         feeds = calib[0][0] if kind == "silero" else test[0][0]

@@ -41,7 +41,8 @@ use crate::exit::{CliError, CliResult, Exit};
 use crate::stages::{self, PassHooks};
 
 mod ranges;
-use ranges::{out_of_range, produces, tensor_ranges};
+mod unseen;
+use ranges::{out_of_range, produces, tensor_ranges, tensor_ranges_on};
 
 /// Trials (nodes kept, or tried and put back) before the search gives up.
 pub const MAX_TRIALS: usize = 24;
@@ -123,7 +124,7 @@ pub fn score(outputs: &[OutputAgreement]) -> f64 {
 
 /// Gives every unnamed node of the main graph a unique name, so that a
 /// precision override can address it.
-fn name_unnamed(model: &mut Model) {
+pub(crate) fn name_unnamed(model: &mut Model) {
     let g = &mut model.graph;
     let mut taken: HashSet<String> = g.nodes().filter_map(|(_, n)| n.name.clone()).collect();
     let unnamed: Vec<_> = g
@@ -299,6 +300,81 @@ fn describe_loss(e: &NodeError) -> String {
     }
 }
 
+/// The float32 overrides generated inputs call for (see `unseen`): nodes
+/// that compute exponentials, powers, squares or a Log/Sqrt argument, and
+/// those whose values reach float16's range with the float inputs scaled
+/// by [`unseen::HEADROOM`]; none the user forced or already kept.
+fn unseen_islands(
+    cx: &Context<'_>,
+    fp32: &Model,
+    candidate: &Model,
+    user_map: &PrecisionMap,
+    kept: &[Override],
+) -> CliResult<Vec<(Override, KeptLayer)>> {
+    let v = cx.verifier;
+    let mut picks: Vec<(String, String, String, f64, String)> = Vec::new();
+    for (node, op, tensor, why) in unseen::risky_nodes(fp32, candidate) {
+        let reason = format!(
+            "automatic float32 island (generated inputs): it computes {why}, whose values real inputs may take beyond float16's range where the generated ones ({}) did not",
+            cx.inputs
+        );
+        picks.push((node, op, tensor, f64::NAN, reason));
+    }
+    let scaled = unseen::scaled_inputs(&v.inputs, unseen::HEADROOM);
+    match tensor_ranges_on(v, fp32, &scaled, false) {
+        Ok(big) => {
+            for (node, op, tensor, max) in out_of_range(fp32, candidate, &big) {
+                let reason = format!(
+                    "automatic float32 island (generated inputs): its float32 tensor '{tensor}' reaches {max:.4e} with the generated inputs scaled by {}, beyond half of float16's largest value 65504",
+                    unseen::HEADROOM
+                );
+                picks.push((node, op, tensor, max, reason));
+            }
+        }
+        Err(e) => crate::progress::note(
+            "half",
+            format!(
+                "float16: the float32 model did not run on the scaled inputs ({}); only the op rules apply",
+                e.message
+            ),
+        ),
+    }
+    let mut out: Vec<(Override, KeptLayer)> = Vec::new();
+    for (node, op, tensor, max, reason) in picks {
+        let forced = fp32
+            .graph
+            .find_node(&node)
+            .is_some_and(|id| user_map.override_for(fp32.graph.node(id)).is_some());
+        let done = kept.iter().any(|o| o.selector == Selector::exact(&node))
+            || out
+                .iter()
+                .any(|(o, _)| o.selector == Selector::exact(&node));
+        if forced || done {
+            continue;
+        }
+        out.push((
+            Override {
+                selector: Selector::exact(&node),
+                to: Precision::Fp32,
+                why: Some(reason.clone()),
+            },
+            KeptLayer {
+                node,
+                op,
+                kept_for: KeptFor::Unseen,
+                tensor,
+                float32_max: max,
+                output_snr_db: None,
+                added_db: None,
+                cosine_before: None,
+                cosine_after: None,
+                reason,
+            },
+        ));
+    }
+    Ok(out)
+}
+
 /// Converts `fp32` with `steps` (the half-precision step and what follows)
 /// and, while the verifier's criterion fails, keeps the most harmful nodes
 /// in float32. The result may still miss the target: `report.reached` says.
@@ -322,6 +398,7 @@ pub fn convert_to_target(
     let mut kept: Vec<KeptLayer> = Vec::new();
     let mut overrides: Vec<Override> = Vec::new();
     let mut ranges = std::collections::HashMap::new();
+    let mut unseen_kept = 0;
     if cx.search {
         ranges = tensor_ranges(cx.verifier, fp32)?;
     }
@@ -365,9 +442,41 @@ pub fn convert_to_target(
                 reason,
             });
         }
+        if cx.generated_inputs {
+            let unseen = unseen_islands(cx, fp32, &model, &user_map, &overrides)?;
+            unseen_kept = unseen.len();
+            for (o, k) in unseen {
+                crate::progress::note(
+                    "half",
+                    format!(
+                        "{ty}: keeping '{}' ({}) in float32: {}",
+                        k.node, k.op, k.reason
+                    ),
+                );
+                overrides.push(o);
+                kept.push(k);
+            }
+        }
         if !overrides.is_empty() {
             (model, run) = convert(fp32, steps, &overrides, cx.options)?;
         }
+    }
+    let warning = cx.generated_inputs.then(|| {
+        if to == Precision::Bf16 {
+            return format!(
+                "{ty} was judged on generated inputs ({}), not on your data; give real inputs with --inputs FILE.npz to judge it on them",
+                cx.inputs
+            );
+        }
+        format!(
+            "{ty} was judged on generated inputs ({}), not on your data: values real inputs take (a tone's power, a bright image, a long sum) may leave {ty}'s range where these did not; {} node(s) kept in float32 for that alone (exponentials, powers, squares, a logarithm's or root's argument, and what overflows with the inputs scaled by {}); give real inputs with --inputs FILE.npz to judge it on them",
+            cx.inputs,
+            unseen_kept,
+            unseen::HEADROOM
+        )
+    });
+    if let Some(w) = &warning {
+        crate::progress::note("half", format!("warning: {w}"));
     }
     // A candidate the verifier's backend cannot load (bfloat16 in tract) is
     // left to the verification's own fallbacks.
@@ -546,6 +655,7 @@ pub fn convert_to_target(
             target_cosine,
             inputs: cx.inputs.clone(),
             generated_inputs: cx.generated_inputs,
+            warning,
             cosine_converted: converted,
             cosine_final: score(&outputs),
             reached: passed,

@@ -27,6 +27,7 @@ use crate::stages::{self, PassHooks};
 mod costs;
 mod fallback;
 mod judge;
+pub mod search;
 
 use costs::Costs;
 use judge::Judge;
@@ -429,6 +430,11 @@ pub fn run(
         SideData::default(),
         PassHooks::default(),
     )?;
+    // Every value and node named: calibration observes tensors by name and
+    // the search excludes layers by name (PP-OCRv5 rec: 13 Convs declined
+    // with "no range for input ''" after a pass left a value unnamed).
+    model.graph.assign_unique_names();
+    crate::half::name_unnamed(model);
     let mid = model.clone();
 
     // Ranges: a file, or calibration of the model as it is here.
@@ -475,6 +481,7 @@ pub fn run(
             file_bytes: &bytes,
             dir: cx.dir,
         };
+        let mut steps: Option<crate::progress::Steps> = None;
         let calibrated = calibrate(
             &target,
             backend,
@@ -486,8 +493,16 @@ pub fn run(
                 batch: 1,
                 bins: DEFAULT_BINS,
             },
-            &mut |_, _| {},
+            &mut |done, total| {
+                let s = steps.get_or_insert_with(|| {
+                    crate::progress::Steps::new("calibrate", "calibration", total, 1.0)
+                });
+                s.set(done, "samples");
+            },
         )?;
+        if let Some(s) = steps.as_mut() {
+            s.finish();
+        }
         costs.add("calibration", 1, calibrated.seconds);
         crate::progress::note(
             "calibrate",
@@ -537,6 +552,7 @@ pub fn run(
             held_out: None,
             worst_layers: Vec::new(),
             kept_float: Vec::new(),
+            candidates: Vec::new(),
             target_cosine: Some(goal.cosine),
             target_top1: Some(goal.top1),
             classifier_outputs: Vec::new(),
@@ -561,6 +577,7 @@ pub fn run(
     let classifiers = evaluate::classifier_outputs(cx.original);
     let mut held: Option<HeldOut> = None;
     let mut kept: Vec<KeptFloat> = Vec::new();
+    let mut measured = Vec::new();
     let mut failure = None;
     let limit = args.held_out.unwrap_or(DEFAULT_HELD_OUT).max(1);
     let (quantized, suffix_run) = match source.as_ref().filter(|_| cx.judge) {
@@ -630,6 +647,7 @@ pub fn run(
                 };
                 let found = search.run(&mut judge, &quantized, &h, &missed)?;
                 kept = found.kept;
+                measured = found.candidates;
                 failure = found.failure;
                 if let Some((q, r, h2)) = found.model {
                     quantized = q;
@@ -665,9 +683,10 @@ pub fn run(
             .unwrap_or_default();
         if let (Some(h), Some((src, _))) = (&held, &source) {
             let sample = first_sample(src, backend, cx, &mid, h.skipped)?;
+            let shapes = shapes_of_sample(&mid, cx.shapes, &sample);
             r.worst_layers = costs
                 .time("per-layer comparison on one sample", || {
-                    layer_snrs(cx, backend, &sample, &mid, model)
+                    layer_snrs(cx, backend, &shapes, &sample, &mid, model)
                 })?
                 .into_iter()
                 .take(10)
@@ -675,6 +694,7 @@ pub fn run(
         }
         r.held_out = held;
         r.kept_float = kept;
+        r.candidates = measured;
         r.costs = costs.steps();
         crate::progress::note(
             "int8",
@@ -725,6 +745,31 @@ fn first_sample(
         .ok_or_else(|| CliError::usage("the calibration data has no samples"))
 }
 
+/// `shapes` with the model's inputs bound to the dims of `sample`: the
+/// per-layer comparison loads both models for the sample it runs. The
+/// command's shapes may say otherwise where nothing bound them to the data
+/// (build-engine took a dynamic batch at 2 and the batch-1 sample then
+/// failed, "model was loaded for shape [2,…], got [1,…]", after the whole
+/// search).
+fn shapes_of_sample(
+    model: &Model,
+    shapes: &InputShapes,
+    sample: &[infopt_runtime::HostTensor],
+) -> InputShapes {
+    let mut out = shapes.clone();
+    let specs = infopt_calibration::data_shapes::declared_specs(model);
+    for (spec, t) in specs.iter().zip(sample) {
+        let dims = t.shape().to_vec();
+        for (d, &n) in spec.dims.iter().flatten().zip(&dims) {
+            if let infopt_runtime::DimSpec::Symbol(s) = d {
+                out.symbols.insert(s.clone(), n);
+            }
+        }
+        out.shapes.insert(spec.name.clone(), dims);
+    }
+    out
+}
+
 /// Quantized layers (Conv, ConvTranspose, Gemm, MatMul with a
 /// DequantizeLinear input) by how much error they add on
 /// `inputs`: the relative noise power of their output against the float
@@ -734,6 +779,7 @@ fn first_sample(
 fn layer_snrs(
     cx: &Context<'_>,
     backend: &ChosenBackend,
+    shapes: &InputShapes,
     inputs: &[infopt_runtime::HostTensor],
     float: &Model,
     quantized: &Model,
@@ -749,7 +795,7 @@ fn layer_snrs(
     };
     let report = intermediates::compare(
         backend.backend.as_ref(),
-        cx.shapes,
+        shapes,
         side(float),
         side(quantized),
         tol,

@@ -93,6 +93,126 @@ pub fn done(stage: &str, line: impl AsRef<str>) -> CliResult {
     checkpoint()
 }
 
+/// Progress of a long stage, step by step: a bar on a terminal, else one
+/// line per step on stderr (or to the sink, which also gets every step as
+/// an event), so that nothing that runs for seconds is silent.
+pub struct Steps {
+    stage: &'static str,
+    what: String,
+    total: Option<usize>,
+    done: usize,
+    /// Lines closer together than this are skipped (not the last one).
+    min_interval: f64,
+    last_line: Option<std::time::Instant>,
+    started: std::time::Instant,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+/// Whether progress may draw a bar: stderr is a terminal and no caller
+/// installed a sink.
+fn bar_allowed() -> bool {
+    use std::io::IsTerminal;
+    !has_sink() && std::io::stderr().is_terminal()
+}
+
+impl Steps {
+    /// `total` steps of `what` (None: unknown); lines at most every
+    /// `min_interval` seconds (0: every step).
+    pub fn new(stage: &'static str, what: &str, total: Option<usize>, min_interval: f64) -> Self {
+        let bar = bar_allowed().then(|| {
+            let b = match total {
+                Some(t) => indicatif::ProgressBar::new(t as u64),
+                None => indicatif::ProgressBar::new_spinner(),
+            };
+            let template = if total.is_some() {
+                "{prefix} [{bar:30}] {pos}/{len} {elapsed_precise} {wide_msg}"
+            } else {
+                "{prefix} {spinner} {pos} {elapsed_precise} {wide_msg}"
+            };
+            b.set_style(
+                indicatif::ProgressStyle::with_template(template)
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            b.set_prefix(what.to_string());
+            b
+        });
+        Steps {
+            stage,
+            what: what.to_string(),
+            total,
+            done: 0,
+            min_interval,
+            last_line: None,
+            started: std::time::Instant::now(),
+            bar,
+        }
+    }
+
+    /// The line for step `done` (1-based) with `msg`.
+    pub fn line_for(what: &str, done: usize, total: Option<usize>, msg: &str) -> String {
+        let count = match total {
+            Some(t) => format!("{done}/{t}"),
+            None => format!("{done}"),
+        };
+        if msg.is_empty() {
+            format!("{what}: {count}")
+        } else if msg.starts_with(what) {
+            // The message names the stage itself.
+            format!("{msg} [{count}]")
+        } else {
+            format!("{what} {count}: {msg}")
+        }
+    }
+
+    /// One more step done, described by `msg`.
+    pub fn step(&mut self, msg: impl AsRef<str>) {
+        self.done += 1;
+        self.set(self.done, msg);
+    }
+
+    /// Step `done` reached, described by `msg`.
+    pub fn set(&mut self, done: usize, msg: impl AsRef<str>) {
+        self.done = done;
+        let msg = msg.as_ref();
+        let line = Self::line_for(&self.what, done, self.total, msg);
+        event(self.stage, &line);
+        if let Some(b) = &self.bar {
+            b.set_position(done as u64);
+            b.set_message(msg.to_string());
+            return;
+        }
+        let last = self.total.is_some_and(|t| done >= t);
+        let due = self
+            .last_line
+            .is_none_or(|t| t.elapsed().as_secs_f64() >= self.min_interval);
+        if due || last {
+            self.last_line = Some(std::time::Instant::now());
+            if !has_sink() {
+                eprintln!("{line}");
+            }
+        }
+    }
+
+    /// Ends the bar (the lines need no end).
+    pub fn finish(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+
+    /// Seconds since the stage started.
+    pub fn elapsed(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+}
+
+impl Drop for Steps {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,5 +255,28 @@ mod tests {
         assert_eq!(*lines.borrow(), ["load: loaded", "passes: ran"]);
         // Outside the call nothing is installed: checkpoints always pass.
         assert!(checkpoint().is_ok());
+    }
+
+    #[test]
+    fn steps_report_every_step_to_a_sink_with_a_count() {
+        let lines = Rc::new(RefCell::new(Vec::new()));
+        let sink = Recorder {
+            lines: lines.clone(),
+            allowed: Rc::new(Cell::new(10)),
+        };
+        with_sink(Box::new(sink), || {
+            let mut s = Steps::new("calibrate", "calibration", Some(3), 10.0);
+            s.step("a.npz");
+            s.step("");
+            s.set(3, "calibration: done");
+        });
+        assert_eq!(
+            *lines.borrow(),
+            [
+                "calibrate: calibration 1/3: a.npz",
+                "calibrate: calibration: 2/3",
+                "calibrate: calibration: done [3/3]"
+            ]
+        );
     }
 }

@@ -266,3 +266,107 @@ fn a_probability_map_the_inputs_leave_near_zero_is_judged_by_its_absolute_error(
         "{notes:?}"
     );
 }
+
+/// A folder holding `audio.npy`: tones at filter-bank frequencies with a
+/// little noise, the signal the generated inputs never resemble.
+fn tone_inputs(dir: &std::path::Path) -> std::path::PathBuf {
+    let d = dir.join("tone");
+    std::fs::create_dir_all(&d).unwrap();
+    let n = 256usize;
+    let values: Vec<f32> = (0..n)
+        .map(|t| {
+            let phase = 2.0 * std::f64::consts::PI * 5.0 * 4.0 * t as f64 / n as f64;
+            (0.5 * phase.sin() + 0.05 * ((t * 7919 % 101) as f64 / 50.0 - 1.0)) as f32
+        })
+        .collect();
+    std::fs::write(d.join("audio.npy"), common::npy_f32(&[1, n], &values)).unwrap();
+    d
+}
+
+#[test]
+fn fp16_on_generated_inputs_keeps_a_log_power_front_end_float32_and_says_so() {
+    // fp16_log_frontend passes float16 on noise (powers of a few hundred)
+    // and overflows on a tone (powers beyond 1e5): before, --fp16 exited 0
+    // and the written model gave infinite outputs on the tone in tract.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o16.onnx");
+    let model = fixture("fp16_log_frontend.onnx");
+    let o = infopt(&["optimize", s(&model), "-o", s(&out), "--fp16", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = json(&o);
+    let h = &r["half_precision"];
+    let warning = h["warning"].as_str().unwrap_or_default();
+    assert!(
+        warning.contains("judged on generated inputs") && warning.contains("--inputs"),
+        "{h}"
+    );
+    assert!(
+        stderr(&o).contains("warning: float16 was judged on generated inputs"),
+        "{}",
+        stderr(&o)
+    );
+    let unseen: Vec<&str> = h["kept_fp32"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["kept_for"] == "unseen")
+        .map(|k| k["node"].as_str().unwrap())
+        .collect();
+    for node in ["/power/re2", "/power/im2", "/power/sum", "/log/Log"] {
+        assert!(unseen.contains(&node), "{node}: {h}");
+    }
+    // The filter bank and the head still run in float16.
+    assert_eq!(
+        declared_type(&out, "/head/MatMul"),
+        infopt_ir::DataType::Float16
+    );
+    assert_eq!(declared_type(&out, "/log/Log"), infopt_ir::DataType::Float);
+    // On a tone, in tract (which computes float16 as float16), the written
+    // model agrees with float32 and stays finite.
+    let tone = tone_inputs(dir.path());
+    let c = infopt(&[
+        "compare",
+        s(&model),
+        s(&out),
+        "--inputs",
+        s(&tone),
+        "--backend",
+        "tract",
+        "--json",
+    ]);
+    // (exit 4: float16 is outside compare's float32 tolerance; the report
+    // is on stdout all the same)
+    let cr: serde_json::Value = serde_json::from_slice(&c.stdout).expect("compare's JSON");
+    let o0 = &cr["outputs"][0];
+    assert_eq!(o0["nan_mismatches"], 0, "{cr}");
+    assert!(o0["max_abs"].as_f64().is_some_and(|m| m < 1.0), "{cr}");
+    assert!(o0["cosine"].as_f64().unwrap() >= 0.999, "{cr}");
+}
+
+#[test]
+fn fp16_judged_on_the_users_inputs_gives_no_warning_and_keeps_by_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o16.onnx");
+    let tone = tone_inputs(dir.path());
+    let o = infopt(&[
+        "optimize",
+        s(&fixture("fp16_log_frontend.onnx")),
+        "-o",
+        s(&out),
+        "--fp16",
+        "--inputs",
+        s(&tone),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let h = &json(&o)["half_precision"];
+    assert!(h["warning"].is_null(), "{h}");
+    let kept = h["kept_fp32"].as_array().unwrap();
+    assert!(kept.iter().all(|k| k["kept_for"] != "unseen"), "{h}");
+    // The tone's power is seen: the squares are kept for their range.
+    assert!(
+        kept.iter()
+            .any(|k| k["kept_for"] == "range" && k["node"] == "/power/im2"),
+        "{h}"
+    );
+}

@@ -19,6 +19,17 @@ pub const RANGE_MARGIN: f64 = 0.5;
 /// time and on every core, with no histogram (the extremes are all this
 /// needs): no host copy of every intermediate of a full-size input.
 pub(super) fn tensor_ranges(v: &Verifier, model: &Model) -> CliResult<HashMap<String, f64>> {
+    tensor_ranges_on(v, model, &v.inputs, true)
+}
+
+/// [`tensor_ranges`] on `inputs`; `expected`: the verifier's reference
+/// outputs are those of these inputs (their graph outputs count too).
+pub(super) fn tensor_ranges_on(
+    v: &Verifier,
+    model: &Model,
+    inputs: &[infopt_runtime::HostTensor],
+    expected: bool,
+) -> CliResult<HashMap<String, f64>> {
     use infopt_verify::observe::{computed_tensors, load_observing};
     let names: Vec<String> = computed_tensors(model)?
         .into_iter()
@@ -36,7 +47,7 @@ pub(super) fn tensor_ranges(v: &Verifier, model: &Model) -> CliResult<HashMap<St
     )?;
     let mut extremes = infopt_calibration::RangeCollector::new().without_histograms();
     loaded
-        .run_observed_views(&v.inputs, &mut |views| {
+        .run_observed_views(inputs, &mut |views| {
             extremes.observe_views(views);
             Ok(())
         })
@@ -46,8 +57,10 @@ pub(super) fn tensor_ranges(v: &Verifier, model: &Model) -> CliResult<HashMap<St
                 format!("cannot observe the float32 model's tensors: {e}"),
             )
         })?;
-    for t in &v.expected {
-        extremes.observe_named(t);
+    if expected {
+        for t in &v.expected {
+            extremes.observe_named(t);
+        }
     }
     Ok(extremes
         .iter()

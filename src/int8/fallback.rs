@@ -1,12 +1,20 @@
-//! The float fallback of an INT8 model that misses its target: every
-//! quantized layer is first judged alone in INT8 (the others float) on a
-//! few samples, which ranks the layers by the harm each does by itself;
-//! then the fewest of the most harmful ones are kept in float: 1, 2, 4, ...
-//! until the target is met, then a bisection between the last miss and the
-//! first hit. A layer's own harm does not depend on which others are
-//! quantized with it, so the ranking is fixed and keeping more of it in
-//! float does not undo what fewer did (a ranking re-measured on the
-//! quantized model each round did, on PP-OCRv4 rec).
+//! The float fallback of an INT8 model that misses its target, as the one
+//! precision search (`search.rs`) with two kinds of candidates:
+//!
+//! - a **weighted layer** (Conv, ConvTranspose, Gemm, MatMul reading a
+//!   DequantizeLinear), kept float by the quantize step's `exclude`;
+//! - an **activation** with a Q/DQ pair that a non-weighted op reads (Add,
+//!   Concat, Mul, Sigmoid, pooling, ...) or that is a graph input, kept
+//!   float by dropping its range: no reader of it is quantized then. On
+//!   PP-OCRv5 rec and basic-pitch every weighted layer in float still
+//!   missed the target; the error sat in these pairs, which a search over
+//!   layers alone never reverts.
+//!
+//! A layer is ranked by its harm alone in INT8 (the other layers float, the
+//! activations quantized), an activation by what keeping it float removes
+//! with every layer float (its measured loss and harm go to the report),
+//! and the most harmful are kept in float until the target is met. A bound judged first (every
+//! candidate in float) stops a search that cannot reach the target.
 
 use infopt_calibration::Amax;
 use infopt_calibration::int8;
@@ -17,11 +25,123 @@ use infopt_verify::evaluate::HeldOut;
 
 use super::costs::Costs;
 use super::judge::Judge;
+use super::search::{self, Missed, Probe, Trials, Verdict};
 use super::{Context, Goal, KeptFloat, min_cosine, misses, quantize_rest, score};
 use crate::exit::CliResult;
+use crate::report::int8::CandidateLoss;
 
-/// Samples each layer is judged on alone.
+/// Samples each candidate is probed on alone (one probe per candidate:
+/// most of the search's runs), and the keep-sets that decide how many are
+/// kept (a handful of probes, before the finalists on every sample). On 4
+/// ranking samples PP-OCRv4 rec kept 26 layers where 8 samples keep 8.
+const RANK_SAMPLES: usize = 8;
 const PROBE_SAMPLES: usize = 8;
+
+/// What can be kept in float.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Candidate {
+    /// A weighted layer, by node name.
+    Layer { name: String, op: String },
+    /// An activation tensor with a Q/DQ pair, by name; `readers` are the
+    /// op types that read its dequantized copy.
+    Activation { tensor: String, readers: String },
+}
+
+impl Candidate {
+    pub fn name(&self) -> &str {
+        match self {
+            Candidate::Layer { name, .. } => name,
+            Candidate::Activation { tensor, .. } => tensor,
+        }
+    }
+    fn kind(&self) -> &'static str {
+        match self {
+            Candidate::Layer { .. } => "layer",
+            Candidate::Activation { .. } => "activation",
+        }
+    }
+    fn op(&self) -> &str {
+        match self {
+            Candidate::Layer { op, .. } => op,
+            Candidate::Activation { readers, .. } => readers,
+        }
+    }
+    fn label(&self) -> String {
+        match self {
+            Candidate::Layer { name, op } => format!("layer '{name}' ({op})"),
+            Candidate::Activation { tensor, readers } => {
+                format!("activation '{tensor}' (read by {readers})")
+            }
+        }
+    }
+}
+
+fn weighted(op: &str) -> bool {
+    matches!(op, "Conv" | "ConvTranspose" | "Gemm" | "MatMul")
+}
+
+/// The candidates of `quantized`: its quantized weighted layers (named
+/// ones: an exclusion names its node), then its activation Q/DQ pairs read
+/// by a non-weighted op or on a graph input, in graph order. Layers come
+/// first so that, where keeping an activation float does no more than
+/// keeping the layer that reads it, the layer is the one ranked first.
+pub(super) fn candidates(quantized: &Model) -> Vec<Candidate> {
+    let g = &quantized.graph;
+    let mut layers = Vec::new();
+    let mut acts = Vec::new();
+    for (_, n) in g.nodes() {
+        if weighted(&n.op_type)
+            && n.inputs.iter().flatten().any(|v| {
+                g.producer(*v)
+                    .is_some_and(|p| p.op_type == "DequantizeLinear")
+            })
+            && let Some(name) = n.name.clone().filter(|s| !s.is_empty())
+        {
+            layers.push(Candidate::Layer {
+                name,
+                op: n.op_type.clone(),
+            });
+        }
+        if n.op_type != "QuantizeLinear" {
+            continue;
+        }
+        let Some(x) = n.inputs.first().copied().flatten() else {
+            continue;
+        };
+        if g.constant(x).is_some() || g.value(x).name.is_empty() {
+            continue;
+        }
+        // The ops reading the dequantized copies.
+        let mut readers: Vec<String> = Vec::new();
+        for q in n.outputs.iter().flatten() {
+            for (dq, _) in g.input_uses(*q) {
+                let dq = g.node(dq);
+                if dq.op_type != "DequantizeLinear" {
+                    continue;
+                }
+                for y in dq.outputs.iter().flatten() {
+                    for (r, _) in g.input_uses(*y) {
+                        let op = g.node(r).op_type.clone();
+                        if !readers.contains(&op) {
+                            readers.push(op);
+                        }
+                    }
+                }
+            }
+        }
+        let tensor = g.value(x).name.clone();
+        if (g.is_graph_input(x) || readers.iter().any(|r| !weighted(r)))
+            && !acts.iter().any(|a: &Candidate| a.name() == tensor.as_str())
+        {
+            acts.push(Candidate::Activation {
+                tensor,
+                readers: readers.join("/"),
+            });
+        }
+    }
+    layers.extend(acts);
+    layers
+}
 
 pub(super) struct Search<'a> {
     pub mid: &'a Model,
@@ -38,47 +158,21 @@ pub(super) struct Search<'a> {
 /// What the search found.
 pub(super) struct Found {
     pub kept: Vec<KeptFloat>,
-    /// Why the target is still missed, naming the layers; None when met.
+    /// Every candidate's measured loss, most useful first.
+    pub candidates: Vec<CandidateLoss>,
+    /// Why the target is still missed, naming what was kept; None when met.
     pub failure: Option<String>,
-    /// The model with those layers in float, the run of its passes and its
-    /// judgement (None when no layer could be kept in float).
+    /// The model with the kept candidates in float, the run of its passes
+    /// and its judgement (None when there was nothing to keep).
     pub model: Option<(Model, PipelineRun, HeldOut)>,
     /// That model has the other ranges.
     pub other_ranges: bool,
 }
 
-/// The quantized weighted layers of `quantized` (Conv, ConvTranspose, Gemm,
-/// MatMul reading a DequantizeLinear): what keeping in float changes. An
-/// op without weights kept in float still reads and feeds quantized tensors,
-/// so its error barely changes.
-pub(super) fn quantized_layers(quantized: &Model) -> Vec<String> {
-    let g = &quantized.graph;
-    g.nodes()
-        .filter(|(_, n)| {
-            matches!(
-                n.op_type.as_str(),
-                "Conv" | "ConvTranspose" | "Gemm" | "MatMul"
-            ) && n.inputs.iter().flatten().any(|v| {
-                g.producer(*v)
-                    .is_some_and(|p| p.op_type == "DequantizeLinear")
-            })
-        })
-        .map(|(_, n)| n.name_or_op().to_string())
-        .collect()
-}
-
-/// A layer and what it did alone in INT8.
-struct Harm {
-    layer: String,
-    /// The outputs' noise power relative to their signal, summed: errors of
-    /// layers add up roughly in power, and unlike top-1 agreement on a few
-    /// samples it does not come in steps.
-    noise: f64,
-    cosine: f64,
-}
-
 /// `Σ 10^(-SNR/10)` over the outputs and their parts judged on their own
-/// (a detector's scores weigh as much as its boxes; infinite for a NaN).
+/// (a detector's scores weigh as much as its boxes; infinite for a NaN):
+/// errors of layers add up roughly in power, and unlike top-1 agreement on
+/// a few samples it does not come in steps.
 fn relative_noise(h: &HeldOut) -> f64 {
     h.outputs
         .iter()
@@ -93,75 +187,54 @@ fn relative_noise(h: &HeldOut) -> f64 {
         .sum()
 }
 
+fn verdict(h: &HeldOut, goal: Goal) -> Verdict {
+    Verdict {
+        loss: relative_noise(h),
+        margin: score(h, goal),
+        met: misses(h, goal).is_empty(),
+        cosine: min_cosine(h),
+    }
+}
+
 impl Search<'_> {
-    /// The quantize step with `layers` kept in float too.
-    fn with_float(&self, layers: &[String]) -> PipelineConfig {
+    /// The quantize step with the layers of `keep` excluded too.
+    fn with_float(&self, keep: &[Candidate]) -> PipelineConfig {
         let mut config = self.from.clone();
         if let Some(o) = int8::options_mut(&mut config, 0) {
-            o.exclude.extend(layers.iter().map(|l| Exclude {
-                name: Some(l.clone()),
-                op: None,
-                regex: None,
+            o.exclude.extend(keep.iter().filter_map(|c| match c {
+                Candidate::Layer { name, .. } => Some(Exclude {
+                    name: Some(name.clone()),
+                    op: None,
+                    regex: None,
+                }),
+                Candidate::Activation { .. } => None,
             }));
         }
         config
     }
 
-    fn quantize_with_float(&self, layers: &[String]) -> CliResult<(Model, PipelineRun)> {
+    /// `amax` without the ranges of the activations of `keep`.
+    fn without(amax: &Amax, keep: &[Candidate]) -> Amax {
+        let mut a = amax.clone();
+        for c in keep {
+            if let Candidate::Activation { tensor, .. } = c {
+                a.0.remove(tensor);
+            }
+        }
+        a
+    }
+
+    fn build(&self, keep: &[Candidate], amax: &Amax) -> CliResult<(Model, PipelineRun)> {
         quantize_rest(
             self.mid,
-            &self.with_float(layers),
-            self.amax,
+            &self.with_float(keep),
+            &Self::without(amax, keep),
             self.cx,
             self.costs,
         )
     }
 
-    /// The model with `layers` in float, judged: with `amax`, and where that
-    /// misses the target with the other ranges too (the better one is
-    /// returned, true when it is the other ranges').
-    fn judge_with_float(
-        &self,
-        judge: &mut Judge<'_>,
-        layers: &[String],
-    ) -> CliResult<(Model, PipelineRun, HeldOut, bool)> {
-        let (q, r) = self.quantize_with_float(layers)?;
-        let h = judge.judge(&q)?;
-        if let Some(other) = self.other.filter(|_| !misses(&h, self.goal).is_empty()) {
-            let (q2, r2) = quantize_rest(
-                self.mid,
-                &self.with_float(layers),
-                other,
-                self.cx,
-                self.costs,
-            )?;
-            let h2 = judge.judge(&q2)?;
-            if score(&h2, self.goal) > score(&h, self.goal) {
-                return Ok((q2, r2, h2, true));
-            }
-        }
-        Ok((q, r, h, false))
-    }
-
-    /// Each of `layers` alone in INT8 on the first judged samples, most
-    /// harmful first (ties: the order of the graph).
-    fn rank(&self, judge: &mut Judge<'_>, layers: &[String]) -> CliResult<Vec<Harm>> {
-        let mut out = Vec::with_capacity(layers.len());
-        for layer in layers {
-            let others: Vec<String> = layers.iter().filter(|l| *l != layer).cloned().collect();
-            let (q, _) = self.quantize_with_float(&others)?;
-            let h = judge.probe(&q, PROBE_SAMPLES)?;
-            out.push(Harm {
-                layer: layer.clone(),
-                noise: relative_noise(&h),
-                cosine: min_cosine(&h),
-            });
-        }
-        out.sort_by(|a, b| b.noise.total_cmp(&a.noise));
-        Ok(out)
-    }
-
-    /// Keeps the fewest of the most harmful layers of `quantized` (judged
+    /// Keeps the fewest, most useful candidates of `quantized` (judged
     /// `first`, missing `missed`) in float that meet the target.
     pub fn run(
         &self,
@@ -174,139 +247,242 @@ impl Search<'_> {
         // under the onnxruntime placement still reads a DQ input) or pinned
         // to int8 is never offered.
         let user = self.from.precision.as_ref();
-        let layers: Vec<String> = quantized_layers(quantized)
+        let all: Vec<Candidate> = candidates(quantized)
             .into_iter()
-            .filter(|l| !user.is_some_and(|m| m.fixes(&quantized.graph, l)))
+            .filter(|c| {
+                !(matches!(c, Candidate::Layer { .. })
+                    && user.is_some_and(|m| m.fixes(&quantized.graph, c.name())))
+            })
             .collect();
         let before = min_cosine(first);
-        if layers.is_empty() {
-            return Ok(Found {
-                kept: Vec::new(),
-                failure: Some(failure_message(first, missed, &[], &[])),
-                model: None,
-                other_ranges: false,
-            });
-        }
+        let layers = all
+            .iter()
+            .filter(|c| matches!(c, Candidate::Layer { .. }))
+            .count();
         crate::progress::note(
             "int8",
             format!(
-                "int8: {} below the target: judging each of {} layers alone in INT8 on {} sample(s)",
+                "int8: {} below the target: searching {} candidate(s) to keep in float ({layers} weighted layer(s), {} activation Q/DQ pair(s)), each probed alone on {} sample(s)",
                 missed.join(", "),
-                layers.len(),
-                PROBE_SAMPLES.min(first.samples)
+                all.len(),
+                all.len() - layers,
+                RANK_SAMPLES.min(first.samples)
             ),
         );
-        let ranked = self.rank(judge, &layers)?;
-        let n = ranked.len();
-        let names: Vec<String> = ranked.iter().map(|h| h.layer.clone()).collect();
-        // Keeps the `k` most harmful layers in float and judges the model.
-        let mut attempt = |k: usize| -> CliResult<(Model, PipelineRun, HeldOut, bool, bool)> {
-            let (q, r, h, other) = self.judge_with_float(judge, &names[..k])?;
-            let met = misses(&h, self.goal).is_empty();
-            crate::progress::note(
-                "int8",
-                format!(
-                    "int8: {k} of {n} layer(s) in float: lowest cosine {:.5}, margin to the target {:.5}: {}",
-                    min_cosine(&h),
-                    score(&h, self.goal),
-                    if met { "met" } else { "missed" }
-                ),
-            );
-            Ok((q, r, h, met, other))
+        let mut trials = FallbackTrials {
+            search: self,
+            judge,
+            steps: crate::progress::Steps::new("int8", "int8 search", None, 0.0),
+            seen: std::collections::HashMap::new(),
         };
-        // Doubling until the target is met, then a bisection.
-        let (mut lo, mut k) = (0usize, 1usize);
-        let mut best = None;
-        let mut last = None;
-        loop {
-            let k_now = k.min(n);
-            let (q, r, h, met, other) = attempt(k_now)?;
-            if met {
-                best = Some((k_now, q, r, h, other));
-                break;
-            }
-            lo = k_now;
-            last = Some((q, r, h, other));
-            if k_now == n {
-                break;
-            }
-            k *= 2;
-        }
-        if let Some((mut hi, ..)) = best {
-            while hi - lo > 1 {
-                let mid = (lo + hi) / 2;
-                let (q, r, h, met, other) = attempt(mid)?;
-                if met {
-                    hi = mid;
-                    best = Some((mid, q, r, h, other));
-                } else {
-                    lo = mid;
-                }
-            }
-        }
-        let kept_of = |k: usize, after: f64| -> Vec<KeptFloat> {
-            ranked[..k]
-                .iter()
-                .map(|h| KeptFloat {
-                    layer: h.layer.clone(),
+        let out = search::run(
+            &mut trials,
+            &all,
+            &|c: &Candidate| matches!(c, Candidate::Layer { .. }),
+            &|c: &Candidate| c.label(),
+        )?;
+        trials.steps.finish();
+        let ranking: Vec<CandidateLoss> = out
+            .ranking
+            .iter()
+            .map(|r| CandidateLoss {
+                candidate: r.candidate.name().to_string(),
+                kind: r.candidate.kind().to_string(),
+                op: r.candidate.op().to_string(),
+                loss: r.loss,
+                harm: r.gain,
+                cosine: r.cosine,
+            })
+            .collect();
+        let after = out
+            .judged
+            .as_ref()
+            .map(|(_, (_, _, h, _))| min_cosine(h))
+            .unwrap_or(before);
+        let kept: Vec<KeptFloat> = out
+            .kept
+            .iter()
+            .map(|c| {
+                let alone = out.ranking.iter().find(|r| r.candidate == *c);
+                KeptFloat {
+                    layer: c.name().to_string(),
+                    kind: c.kind().to_string(),
+                    op: c.op().to_string(),
                     cosine_before: before,
                     cosine_after: after,
-                    cosine_alone: Some(h.cosine),
-                })
-                .collect()
-        };
-        Ok(match (best, last) {
-            (Some((k, q, r, h, other)), _) => Found {
-                kept: kept_of(k, min_cosine(&h)),
-                failure: None,
-                model: Some((q, r, h)),
-                other_ranges: other,
-            },
-            (None, Some((q, r, h, other))) => {
-                let still = misses(&h, self.goal);
-                Found {
-                    kept: kept_of(n, min_cosine(&h)),
-                    failure: Some(failure_message(&h, &still, &names, &names[..5.min(n)])),
-                    model: Some((q, r, h)),
-                    other_ranges: other,
+                    cosine_alone: alone.map(|r| r.cosine),
+                    loss_alone: alone.map(|r| r.loss),
                 }
-            }
-            (None, None) => Found {
-                kept: Vec::new(),
-                failure: Some(failure_message(first, missed, &[], &names)),
-                model: None,
-                other_ranges: false,
-            },
+            })
+            .collect();
+        let worst: Vec<String> = out
+            .ranking
+            .iter()
+            .take(5)
+            .map(|r| format!("{} (harm alone {:.2e})", r.candidate.label(), r.gain))
+            .collect();
+        let (model, other_ranges) = match out.judged {
+            Some((_, (q, r, h, other))) => (Some((q, r, h)), other),
+            None => (None, false),
+        };
+        let judged_h = model.as_ref().map(|(_, _, h)| h).unwrap_or(first);
+        // Met, but with no weighted layer left in INT8: what stays
+        // quantized is Q/DQ noise around float layers, slower than the float
+        // model and no INT8 result (basic-pitch on ONNX Runtime kept 90 of
+        // 91 candidates).
+        let no_layer_left = out.missed.is_none()
+            && model.as_ref().is_some_and(|(q, _, _)| {
+                !candidates(q)
+                    .iter()
+                    .any(|c| matches!(c, Candidate::Layer { .. }))
+            });
+        let missed = match out.missed {
+            None if no_layer_left => Some(Missed::OnlyAll),
+            m => m,
+        };
+        let failure = missed.map(|m| {
+            let still = misses(judged_h, self.goal);
+            let why = match m {
+                Missed::Nothing => {
+                    "nothing could be kept in float (no quantized layer or activation found)"
+                        .to_string()
+                }
+                Missed::Unreachable(v) => format!(
+                    "even with all {} candidate(s) kept in float ({layers} weighted layer(s) and {} activation Q/DQ pair(s)) it misses (lowest cosine {:.5}): the target is out of reach of this model's float arithmetic as well (lower --int8-min-cosine, or check that the data is the model's)",
+                    all.len(),
+                    all.len() - layers,
+                    v.cosine
+                ),
+                Missed::OnlyAll => format!(
+                    "it is met only with {} of the {} candidate(s) kept in float, which leaves no weighted layer in INT8 (INT8 does not suit this model at this target: try --fp16, or a lower --int8-min-cosine / --int8-min-top1)",
+                    out.kept.len(),
+                    all.len()
+                ),
+            };
+            let names: Vec<String> = out.kept.iter().map(|c| c.name().to_string()).collect();
+            failure_message(judged_h, &still, &why, &names, &worst)
+        });
+        Ok(Found {
+            kept,
+            candidates: ranking,
+            failure,
+            model,
+            other_ranges,
         })
     }
 }
 
-/// The one-line verdict on a model that misses its target.
-fn failure_message(h: &HeldOut, missed: &[String], kept: &[String], worst: &[String]) -> String {
-    let list = |xs: &[String]| {
-        if xs.is_empty() {
-            "none".to_string()
-        } else {
-            xs.join(", ")
+/// The search's view of builds and judgements.
+struct FallbackTrials<'s, 'a, 'j, 'k> {
+    search: &'s Search<'a>,
+    judge: &'j mut Judge<'k>,
+    steps: crate::progress::Steps,
+    /// Probes by the built model's bytes and sample count: a candidate
+    /// whose build is one already probed (an activation whose range no Q/DQ
+    /// used, as a Reshape's on ONNX Runtime, which keeps its input's; an
+    /// activation that floats exactly the layer another candidate names)
+    /// costs no session and no run.
+    seen: std::collections::HashMap<(u64, usize), Verdict>,
+}
+
+/// A hash of `model`'s serialized bytes (None when it does not serialize:
+/// then it is probed as it is).
+fn fingerprint(model: &Model) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let bytes = model.to_bytes_referencing_sources().ok()?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    Some(h.finish())
+}
+
+impl Trials<Candidate> for FallbackTrials<'_, '_, '_, '_> {
+    /// The model, its pass run, its judgement, and whether it has the other ranges.
+    type Built = (Model, PipelineRun, HeldOut, bool);
+
+    fn probe(&mut self, keep: &[Candidate], why: Probe) -> CliResult<Verdict> {
+        let (q, _) = self.search.build(keep, self.search.amax)?;
+        let samples = match why {
+            Probe::Rank => RANK_SAMPLES,
+            Probe::Decide => PROBE_SAMPLES,
+        };
+        let key = fingerprint(&q).map(|f| (f, samples));
+        if let Some(v) = key.and_then(|k| self.seen.get(&k)) {
+            self.search
+                .costs
+                .count("probes answered by an identical model", 1);
+            return Ok(*v);
         }
-    };
-    let kept = if kept.is_empty() {
-        "none".to_string()
-    } else {
-        format!(
-            "{} (every quantized weighted layer: the error left is in the quantized activations between them)",
-            kept.join(", ")
-        )
-    };
-    format!(
-        "the INT8 model misses its accuracy target on {} {} sample(s): {}; kept in float without reaching it: {kept}; the layers that harm most alone in INT8: {}",
+        let h = self.judge.probe(&q, samples)?;
+        let v = verdict(&h, self.search.goal);
+        if let Some(k) = key {
+            self.seen.insert(k, v);
+        }
+        Ok(v)
+    }
+
+    /// With `amax`, and where that misses with the other ranges too: the
+    /// better one.
+    fn judge(&mut self, keep: &[Candidate]) -> CliResult<(Verdict, Self::Built)> {
+        let s = self.search;
+        let (q, r) = s.build(keep, s.amax)?;
+        let h = self.judge.judge(&q)?;
+        if let Some(other) = s.other.filter(|_| !misses(&h, s.goal).is_empty()) {
+            let (q2, r2) = s.build(keep, other)?;
+            let h2 = self.judge.judge(&q2)?;
+            if score(&h2, s.goal) > score(&h, s.goal) {
+                return Ok((verdict(&h2, s.goal), (q2, r2, h2, true)));
+            }
+        }
+        Ok((verdict(&h, s.goal), (q, r, h, false)))
+    }
+
+    fn say(&mut self, line: String) {
+        self.steps.step(line);
+    }
+}
+
+/// The one-line verdict on a model that misses its target.
+fn failure_message(
+    h: &HeldOut,
+    missed: &[String],
+    why: &str,
+    kept: &[String],
+    worst: &[String],
+) -> String {
+    const SHOWN: usize = 10;
+    let mut kept_list = kept
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if kept.len() > SHOWN {
+        kept_list.push_str(&format!(", … {} more", kept.len() - SHOWN));
+    }
+    if kept.is_empty() {
+        kept_list = "none".into();
+    }
+    let samples = format!(
+        "{} {} sample(s)",
         h.samples,
         if h.on_calibration_samples {
             "calibration"
         } else {
             "held-out"
-        },
-        missed.join(", "),
-        list(worst)
+        }
+    );
+    let worst = if worst.is_empty() {
+        "not ranked (stopped at the bound)".to_string()
+    } else {
+        worst.join(", ")
+    };
+    if missed.is_empty() {
+        return format!(
+            "the INT8 model has no INT8 layer left where it meets its accuracy target on {samples}: {why}; kept in float: {kept_list}; the candidates that harm most alone in INT8: {worst}"
+        );
+    }
+    format!(
+        "the INT8 model misses its accuracy target on {samples}: {}; {why}; kept in float without reaching it: {kept_list}; the candidates that harm most alone in INT8: {worst}",
+        missed.join(", ")
     )
 }

@@ -101,6 +101,13 @@ impl<'a> Judge<'a> {
         if self.reference.is_some() {
             return Ok(());
         }
+        crate::progress::note(
+            "int8",
+            format!(
+                "int8: running the original on the judged samples (up to {}), kept for every candidate",
+                self.limit
+            ),
+        );
         let budget = reference_budget();
         let collect = |skip: usize| -> CliResult<Reference> {
             let mut data = open_again(self.src, self.backend, self.cx, self.mid)?;

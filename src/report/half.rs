@@ -12,6 +12,10 @@ pub enum KeptFor {
     Range,
     /// It added the most error, and keeping it raised the output cosine.
     Error,
+    /// The inputs were generated: it computes an exponential, a power or a
+    /// logarithm's argument, or its output left float16's range with the
+    /// inputs scaled up, and real data may take it there.
+    Unseen,
 }
 
 /// A node the search kept in float32, and why.
@@ -48,6 +52,9 @@ pub struct HalfReport {
     pub inputs: String,
     /// Those inputs were generated (seeded), not given with `--inputs`.
     pub generated_inputs: bool,
+    /// Said loudly when the inputs were generated: what the search could
+    /// not see and what it kept for it.
+    pub warning: Option<String>,
     /// Lowest output cosine of the plain conversion, and of the result.
     pub cosine_converted: f64,
     pub cosine_final: f64,
@@ -85,6 +92,9 @@ impl HalfReport {
             if h.trials == 1 { "" } else { "s" },
             h.seconds
         );
+        if let Some(w) = &h.warning {
+            let _ = writeln!(s, "  warning: {w}");
+        }
         for k in &h.kept_fp32 {
             let _ = writeln!(s, "  kept in float32: {} ({}): {}", k.node, k.op, k.reason);
         }

@@ -17,16 +17,40 @@ pub struct LayerSnr {
     pub cosine: f64,
 }
 
-/// A layer the accuracy target kept in float, and what that bought.
+/// A layer or activation the accuracy target kept in float, and what that bought.
 #[derive(Serialize, Debug, Clone)]
 pub struct KeptFloat {
+    /// The layer's node name, or the activation tensor's name.
     pub layer: String,
-    /// Lowest output cosine before and after keeping it in float.
+    /// `layer` (a weighted layer) or `activation` (a Q/DQ pair on a tensor).
+    pub kind: String,
+    /// The layer's op, or the ops reading the activation.
+    pub op: String,
+    /// Lowest output cosine before and after the search's keep-set.
     pub cosine_before: f64,
     pub cosine_after: f64,
-    /// Lowest output cosine of the model with only this layer in INT8 (on
-    /// the few samples the layers are ranked on): the harm it does alone.
+    /// Lowest output cosine, and the outputs' relative noise power, of the
+    /// model with only this one in INT8 (every other candidate in float, on
+    /// the few samples candidates are ranked on): the harm it does alone.
     pub cosine_alone: Option<f64>,
+    pub loss_alone: Option<f64>,
+}
+
+/// One candidate of the search and what it did alone in INT8 (every other
+/// candidate in float) on the probe samples.
+#[derive(Serialize, Debug, Clone)]
+pub struct CandidateLoss {
+    pub candidate: String,
+    /// `layer` or `activation`.
+    pub kind: String,
+    pub op: String,
+    /// The outputs' relative noise power (`Σ 10^(-SNR/10)`) with only it
+    /// quantized.
+    pub loss: f64,
+    /// `loss` less the noise with every candidate in float: its harm alone.
+    pub harm: f64,
+    /// The lowest output cosine with only it quantized.
+    pub cosine: f64,
 }
 
 /// One step of the INT8 search (see `crate::int8::costs`): how many times
@@ -52,6 +76,10 @@ pub struct Int8Report {
     /// The 10 quantized layers with the lowest SNR.
     pub worst_layers: Vec<LayerSnr>,
     pub kept_float: Vec<KeptFloat>,
+    /// Every candidate the search measured, most useful first (empty when
+    /// the target was met without a search, or the search stopped at its
+    /// bound).
+    pub candidates: Vec<CandidateLoss>,
     pub target_cosine: Option<f64>,
     /// Top-1 agreement asked of classifier outputs.
     pub target_top1: Option<f64>,

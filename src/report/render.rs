@@ -424,9 +424,41 @@ pub fn render(r: &Report, markdown: bool) -> String {
                 .unwrap_or_default();
             let _ = writeln!(
                 s,
-                "kept in float: {} (lowest output cosine {:.5} -> {:.5}{alone})",
-                k.layer, k.cosine_before, k.cosine_after
+                "kept in float: {} '{}' ({}) (lowest output cosine {:.5} -> {:.5}{alone})",
+                k.kind, k.layer, k.op, k.cosine_before, k.cosine_after
             );
+        }
+        if !q.candidates.is_empty() {
+            const SHOWN: usize = 10;
+            let mut t = table(
+                markdown,
+                &[
+                    "candidate (alone in INT8)",
+                    "kind",
+                    "op",
+                    "noise",
+                    "harm",
+                    "cosine",
+                ],
+            );
+            for c in q.candidates.iter().take(SHOWN) {
+                t.add_row(vec![
+                    c.candidate.clone(),
+                    c.kind.clone(),
+                    c.op.clone(),
+                    format!("{:.3e}", c.loss),
+                    format!("{:.3e}", c.harm),
+                    format!("{:.5}", c.cosine),
+                ]);
+            }
+            let _ = writeln!(s, "{t}");
+            if q.candidates.len() > SHOWN {
+                let _ = writeln!(
+                    s,
+                    "({} more candidates measured: int8.candidates in --json)",
+                    q.candidates.len() - SHOWN
+                );
+            }
         }
     }
     for n in &r.notes {

@@ -1,0 +1,531 @@
+//! The one precision search (DESIGN.md, "One precision search"): build
+//! with a keep-set, judge, rank, keep more. Deciding is kept apart from
+//! running: the loop below sees candidates only through [`Trials`], which
+//! builds the model with a keep-set in float and judges it, on a few probe
+//! samples or on every sample. The INT8 fallback implements it with weighted
+//! layers and activation Q/DQ pairs as candidates (`fallback.rs`); the unit
+//! tests implement it with arithmetic, so the ranking and stopping rules are
+//! tested without a runtime.
+//!
+//! The rules, in order:
+//! 1. **Bound.** The keep-set of every candidate is judged first (on the
+//!    probe samples, confirmed on all when it misses there). When even that
+//!    misses, no keep-set can meet the target: the search stops after one or
+//!    two judgements, not after ranking every candidate.
+//! 2. **Rank.** A primary candidate (a weighted layer) is probed alone in
+//!    INT8 among the primaries, the others quantized; its harm is the
+//!    outputs' noise then less the noise with every primary in float. A
+//!    secondary one (an activation Q/DQ, which on ONNX Runtime exists only
+//!    around quantized layers) is probed kept in float with every primary
+//!    in float; its harm is what that removes. Candidates are ranked by
+//!    harm (ties: the given order, so weighted layers come before the
+//!    activations that would float them too).
+//! 3. **Keep more.** The best 1, 2, 4, ... are kept until the probe samples
+//!    meet the target, then a bisection finds the fewest that do.
+//! 4. **Finalists** are judged on every sample; one that misses there gives
+//!    way to the doubling again, on every sample, from where it stood.
+//! 5. A keep-set of every candidate leaves nothing worth calling a result
+//!    (nothing left in INT8): met only there is a failure, said as such.
+
+use crate::exit::CliResult;
+
+/// A judgement of one keep-set.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Verdict {
+    /// The outputs' relative noise power (lower is better; infinite for NaN).
+    pub loss: f64,
+    /// The smallest margin to the target (positive when met).
+    pub margin: f64,
+    /// Whether the target is met.
+    pub met: bool,
+    /// The lowest output cosine.
+    pub cosine: f64,
+}
+
+/// What a probe is for: ranking probes are many (one per candidate) and
+/// may look at fewer samples than the probes that decide how many to keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Probe {
+    Rank,
+    Decide,
+}
+
+/// Builds and judges keep-sets of candidates `C`.
+pub trait Trials<C> {
+    /// What a judgement on every sample leaves (the model, its pass run, ...).
+    type Built;
+    /// The model with `keep` in float on the first few judged samples.
+    fn probe(&mut self, keep: &[C], why: Probe) -> CliResult<Verdict>;
+    /// The model with `keep` in float on every judged sample.
+    fn judge(&mut self, keep: &[C]) -> CliResult<(Verdict, Self::Built)>;
+    /// A progress line (one per step of the search).
+    fn say(&mut self, _line: String) {}
+}
+
+/// A candidate and what it did alone in INT8 (every other candidate in
+/// float) on the probe samples.
+#[derive(Clone, Debug)]
+pub struct Ranked<C> {
+    pub candidate: C,
+    /// The loss with only it quantized.
+    pub loss: f64,
+    /// `loss` less the loss with every candidate in float: its harm alone,
+    /// what keeping it in float is expected to buy.
+    pub gain: f64,
+    /// The lowest output cosine with only it quantized.
+    pub cosine: f64,
+}
+
+/// Why the search ended without meeting the target.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Missed {
+    /// No candidates to keep.
+    Nothing,
+    /// Every candidate in float still misses (judged on every sample).
+    Unreachable(Verdict),
+    /// Only every candidate in float meets it: nothing would stay quantized.
+    OnlyAll,
+}
+
+/// What the search found.
+pub struct Outcome<C, B> {
+    /// Every candidate probed, best first (empty when the bound stopped it).
+    pub ranking: Vec<Ranked<C>>,
+    /// The candidates kept (a prefix of the ranking, or all when it stopped).
+    pub kept: Vec<C>,
+    /// The last judgement on every sample of the keep-set `kept`, and what
+    /// it built.
+    pub judged: Option<(Verdict, B)>,
+    /// None when the target is met.
+    pub missed: Option<Missed>,
+    /// Probes and judgements made (for tests and the report's costs).
+    pub probes: usize,
+    pub judgements: usize,
+}
+
+struct Counted<'t, T> {
+    inner: &'t mut T,
+    probes: usize,
+    judgements: usize,
+}
+
+impl<T> Counted<'_, T> {
+    fn probe<C>(&mut self, keep: &[C], why: Probe) -> CliResult<Verdict>
+    where
+        T: Trials<C>,
+    {
+        self.probes += 1;
+        self.inner.probe(keep, why)
+    }
+    fn judge<C>(&mut self, keep: &[C]) -> CliResult<(Verdict, T::Built)>
+    where
+        T: Trials<C>,
+    {
+        self.judgements += 1;
+        self.inner.judge(keep)
+    }
+}
+
+/// Orders candidates by what keeping each alone buys, most first; a NaN
+/// gain (a broken measurement) last, ties in the given order.
+pub fn rank_by_gain<C>(mut measured: Vec<Ranked<C>>) -> Vec<Ranked<C>> {
+    let key = |g: f64| if g.is_nan() { f64::NEG_INFINITY } else { g };
+    // Stable: equal gains keep the given order.
+    measured.sort_by(|a, b| key(b.gain).total_cmp(&key(a.gain)));
+    measured
+}
+
+/// The fewest `k` in `lo+1..=hi` for which `met(k)`, knowing `met(hi)` and
+/// not `met(lo)` (a bisection; `met` is assumed to grow with `k`).
+fn fewest(
+    mut lo: usize,
+    mut hi: usize,
+    met: &mut dyn FnMut(usize) -> CliResult<bool>,
+) -> CliResult<usize> {
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if met(mid)? {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Ok(hi)
+}
+
+/// The first `k` of `from*2, from*4, ... n` (capped at `n`) for which
+/// `met(k)`, with the last `k` that missed; None when none of them met.
+fn doubling(
+    from: usize,
+    n: usize,
+    met: &mut dyn FnMut(usize) -> CliResult<bool>,
+) -> CliResult<(usize, Option<usize>)> {
+    let mut lo = from;
+    let mut k = (from * 2).max(1);
+    loop {
+        let k_now = k.min(n);
+        if met(k_now)? {
+            return Ok((lo, Some(k_now)));
+        }
+        lo = k_now;
+        if k_now == n {
+            return Ok((lo, None));
+        }
+        k *= 2;
+    }
+}
+
+/// Runs the search over `candidates` (the user's fixed keep-set is the
+/// Trials' business: it is in every build); `primary` says which are ranked
+/// alone in INT8 (weighted layers) rather than kept in float with every
+/// primary in float (activations: see step 2); `label` names a candidate in
+/// the progress lines.
+pub fn run<C: Clone, T: Trials<C>>(
+    trials: &mut T,
+    candidates: &[C],
+    primary: &dyn Fn(&C) -> bool,
+    label: &dyn Fn(&C) -> String,
+) -> CliResult<Outcome<C, T::Built>> {
+    let n = candidates.len();
+    let mut t = Counted {
+        inner: trials,
+        probes: 0,
+        judgements: 0,
+    };
+    let stop = |t: Counted<'_, T>, kept: Vec<C>, judged, missed| Outcome {
+        ranking: Vec::new(),
+        kept,
+        judged,
+        missed: Some(missed),
+        probes: t.probes,
+        judgements: t.judgements,
+    };
+    if n == 0 {
+        return Ok(stop(t, Vec::new(), None, Missed::Nothing));
+    }
+    // 1. The bound: everything in float.
+    let bound = t.probe(candidates, Probe::Decide)?;
+    t.inner.say(format!(
+        "all {n} candidate(s) in float: lowest cosine {:.5}, margin {:.5} on the probe samples",
+        bound.cosine, bound.margin
+    ));
+    if !bound.met {
+        let (v, built) = t.judge(candidates)?;
+        if !v.met {
+            t.inner.say(format!(
+                "even all {n} candidate(s) in float miss the target (lowest cosine {:.5}): stopping",
+                v.cosine
+            ));
+            return Ok(stop(
+                t,
+                candidates.to_vec(),
+                Some((v, built)),
+                Missed::Unreachable(v),
+            ));
+        }
+    }
+    // 2. Rank. A primary candidate (a weighted layer) is probed alone in
+    // INT8 among the primaries (every other one in float, the secondary
+    // ones quantized): its harm alone does not depend on which others are
+    // quantized with it, so keeping more of the ranking does not undo what
+    // fewer did (ranked by what keeping each alone in float bought against
+    // the quantized model, PP-OCRv4 rec got worse with the best 2, 4 and 8
+    // in float than with none). A secondary candidate (an activation Q/DQ)
+    // is probed kept in float with every primary in float: what it costs
+    // where the layers no longer hide it.
+    let primaries: Vec<C> = candidates.iter().filter(|c| primary(c)).cloned().collect();
+    let context = t.probe(&primaries, Probe::Rank)?;
+    let mut measured = Vec::with_capacity(n);
+    let mut best: Option<(String, f64)> = None;
+    for (i, c) in candidates.iter().enumerate() {
+        let (v, gain, how) = if primary(c) {
+            let others: Vec<C> = candidates
+                .iter()
+                .enumerate()
+                .filter(|(j, x)| *j != i && primary(x))
+                .map(|(_, x)| x.clone())
+                .collect();
+            let v = t.probe(&others, Probe::Rank)?;
+            (v, v.loss - context.loss, "alone in INT8")
+        } else {
+            let mut keep = primaries.clone();
+            keep.push(c.clone());
+            let v = t.probe(&keep, Probe::Rank)?;
+            (v, context.loss - v.loss, "in float with every layer")
+        };
+        if best.as_ref().is_none_or(|(_, g)| gain > *g) {
+            best = Some((label(c), gain));
+        }
+        t.inner.say(format!(
+            "ranking {}/{n}: {} {how}: loss {:.3e} (harm {:.3e}); most harmful so far {}",
+            i + 1,
+            label(c),
+            v.loss,
+            gain,
+            best.as_ref()
+                .map(|(l, g)| format!("{l} ({g:.3e})"))
+                .unwrap_or_default()
+        ));
+        measured.push(Ranked {
+            candidate: c.clone(),
+            loss: v.loss,
+            gain,
+            cosine: v.cosine,
+        });
+    }
+    let ranking = rank_by_gain(measured);
+    let order: Vec<C> = ranking.iter().map(|r| r.candidate.clone()).collect();
+    // 3. Keep more, on the probe samples.
+    let mut probe_met = |k: usize| -> CliResult<bool> {
+        let v = t.probe(&order[..k], Probe::Decide)?;
+        t.inner.say(format!(
+            "best {k} of {n} in float: lowest cosine {:.5}, margin {:.5} on the probe samples: {}",
+            v.cosine,
+            v.margin,
+            if v.met { "met" } else { "missed" }
+        ));
+        Ok(v.met)
+    };
+    let (lo, hi) = doubling(0, n, &mut probe_met)?;
+    // None only when the bound met on every sample but not on the probes
+    // (harder samples): the probes cannot tell, every sample decides.
+    let mut k = match hi {
+        Some(hi) => fewest(lo, hi, &mut probe_met)?,
+        None => 1,
+    };
+    // 4. Finalists on every sample. A miss there doubles again from `k`
+    // and bisects, on every sample; every judgement that meets replaces
+    // `last_judged`, and the bisection's upper end only moves on one that
+    // meets, so the last one kept is the keep-set returned.
+    let (v, built) = t.judge(&order[..k])?;
+    t.inner.say(format!(
+        "finalist: best {k} of {n} in float on every sample: lowest cosine {:.5}: {}",
+        v.cosine,
+        if v.met { "met" } else { "missed" }
+    ));
+    let mut last_judged = Some((v, built));
+    if !v.met && k < n {
+        let mut judge_met = |k: usize| -> CliResult<bool> {
+            let (v, built) = t.judge(&order[..k])?;
+            t.inner.say(format!(
+                "best {k} of {n} in float on every sample: lowest cosine {:.5}: {}",
+                v.cosine,
+                if v.met { "met" } else { "missed" }
+            ));
+            if v.met || k == n {
+                last_judged = Some((v, built));
+            }
+            Ok(v.met)
+        };
+        let (lo, hi) = doubling(k, n, &mut judge_met)?;
+        k = match hi {
+            Some(hi) => fewest(lo, hi, &mut judge_met)?,
+            None => n,
+        };
+    }
+    let met = last_judged.as_ref().is_some_and(|(v, _)| v.met);
+    let missed = if !met {
+        Some(Missed::Unreachable(
+            last_judged.as_ref().map(|(v, _)| *v).unwrap_or(bound),
+        ))
+    } else if k == n {
+        Some(Missed::OnlyAll)
+    } else {
+        None
+    };
+    Ok(Outcome {
+        ranking,
+        kept: order[..k].to_vec(),
+        judged: last_judged,
+        missed,
+        probes: t.probes,
+        judgements: t.judgements,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Candidates are indices; each adds `noise[i]` when quantized; the
+    /// target is met when the summed noise is at most `limit`. The probe
+    /// samples see `probe_scale` times the noise of every sample.
+    struct Noise {
+        noise: Vec<f64>,
+        limit: f64,
+        probe_scale: f64,
+        /// Noise no candidate removes (what stays quantized regardless).
+        floor: f64,
+        probes: Vec<Vec<usize>>,
+        judged: Vec<Vec<usize>>,
+    }
+
+    impl Noise {
+        fn new(noise: &[f64], limit: f64) -> Self {
+            Noise {
+                noise: noise.to_vec(),
+                limit,
+                probe_scale: 1.0,
+                floor: 0.0,
+                probes: Vec::new(),
+                judged: Vec::new(),
+            }
+        }
+        fn verdict(&self, keep: &[usize], scale: f64) -> Verdict {
+            let loss = scale
+                * (self.floor
+                    + self
+                        .noise
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| !keep.contains(i))
+                        .map(|(_, n)| n)
+                        .sum::<f64>());
+            Verdict {
+                loss,
+                margin: self.limit - loss,
+                met: loss <= self.limit,
+                cosine: 1.0 - loss / 2.0,
+            }
+        }
+    }
+
+    impl Trials<usize> for Noise {
+        type Built = Vec<usize>;
+        fn probe(&mut self, keep: &[usize], _why: Probe) -> CliResult<Verdict> {
+            self.probes.push(keep.to_vec());
+            Ok(self.verdict(keep, self.probe_scale))
+        }
+        fn judge(&mut self, keep: &[usize]) -> CliResult<(Verdict, Vec<usize>)> {
+            self.judged.push(keep.to_vec());
+            Ok((self.verdict(keep, 1.0), keep.to_vec()))
+        }
+    }
+
+    fn label(c: &usize) -> String {
+        format!("c{c}")
+    }
+
+    fn all(n: usize) -> Vec<usize> {
+        (0..n).collect()
+    }
+
+    #[test]
+    fn the_fewest_most_harmful_candidates_are_kept() {
+        // Candidate 3 and 5 carry most of the noise; keeping both is needed.
+        let mut t = Noise::new(&[0.01, 0.0, 0.02, 0.5, 0.01, 0.3, 0.0, 0.0], 0.1);
+        let o = run(&mut t, &all(8), &|_| true, &label).unwrap();
+        assert_eq!(o.missed, None);
+        let mut kept = o.kept.clone();
+        kept.sort();
+        assert_eq!(kept, vec![3, 5]);
+        // Ranked by what each buys, with the measured loss of each.
+        assert_eq!(o.ranking[0].candidate, 3);
+        assert_eq!(o.ranking[1].candidate, 5);
+        // Alone in INT8: its own noise is all the model has.
+        assert!((o.ranking[0].gain - 0.5).abs() < 1e-12);
+        assert!((o.ranking[0].loss - 0.5).abs() < 1e-12);
+        assert_eq!(o.ranking.len(), 8);
+        // The last judgement on every sample is of exactly the kept set.
+        assert_eq!(o.judged.as_ref().unwrap().1, o.kept);
+        assert!(o.judged.unwrap().0.met);
+    }
+
+    #[test]
+    fn a_target_out_of_reach_stops_after_the_bound_without_ranking() {
+        // Noise no candidate removes: even everything in float misses.
+        let mut t = Noise::new(&[0.1; 40], 0.05);
+        t.floor = 0.2;
+        let o = run(&mut t, &all(40), &|_| true, &label).unwrap();
+        assert!(matches!(o.missed, Some(Missed::Unreachable(_))));
+        // One probe of the bound and one confirmation: not 40 rankings.
+        assert_eq!(t.probes, vec![all(40)]);
+        assert_eq!(t.judged, vec![all(40)]);
+        assert!(o.ranking.is_empty());
+        assert_eq!((o.probes, o.judgements), (1, 1));
+    }
+
+    #[test]
+    fn a_bound_that_misses_on_the_probes_but_meets_on_all_goes_on() {
+        // The probe samples are harder than the rest.
+        let mut t = Noise::new(&[0.3, 0.01], 0.1);
+        t.floor = 0.06;
+        t.probe_scale = 2.0; // bound on probes 0.12 > 0.1, on all 0.06
+        let o = run(&mut t, &all(2), &|_| true, &label).unwrap();
+        assert!(t.judged.len() >= 2, "{:?}", t.judged);
+        assert_eq!(o.missed, None, "{:?}", t.judged);
+        assert_eq!(o.kept, vec![0]);
+    }
+
+    #[test]
+    fn met_only_with_every_candidate_in_float_is_a_failure() {
+        let mut t = Noise::new(&[0.2, 0.2, 0.2], 0.1);
+        let o = run(&mut t, &all(3), &|_| true, &label).unwrap();
+        assert_eq!(o.missed, Some(Missed::OnlyAll));
+        assert_eq!(o.kept.len(), 3);
+    }
+
+    #[test]
+    fn a_finalist_that_misses_on_every_sample_keeps_more() {
+        // The probe samples see a quarter of the noise: 1 candidate meets
+        // there, 2 are needed on every sample.
+        let mut t = Noise::new(&[0.4, 0.3, 0.05, 0.05], 0.12);
+        t.probe_scale = 0.25;
+        let o = run(&mut t, &all(4), &|_| true, &label).unwrap();
+        assert_eq!(o.missed, None);
+        assert_eq!(o.kept, vec![0, 1]);
+        // The finalist judged first kept 1 (on the probes' word), then 2.
+        assert_eq!(t.judged.first().unwrap().len(), 1);
+        assert_eq!(o.judged.unwrap().1, vec![0, 1]);
+    }
+
+    #[test]
+    fn judgements_on_every_sample_are_few_and_probes_scale_with_candidates() {
+        let noise: Vec<f64> = (0..64).map(|i| if i == 17 { 1.0 } else { 1e-4 }).collect();
+        let mut t = Noise::new(&noise, 0.01);
+        let o = run(&mut t, &all(64), &|_| true, &label).unwrap();
+        assert_eq!(o.kept, vec![17]);
+        // bound + floor + 64 alone + doubling/bisection.
+        assert!(o.probes <= 64 + 2 + 2, "{}", o.probes);
+        assert_eq!(o.judgements, 1);
+    }
+
+    #[test]
+    fn secondary_candidates_are_ranked_by_what_they_cost_with_every_primary_in_float() {
+        // 0..3 primaries (layers), 4 and 5 secondaries (activations): the
+        // noise model is additive, so each harm is its own noise.
+        let mut t = Noise::new(&[0.01, 0.02, 0.01, 0.0, 0.6, 0.001], 0.1);
+        let o = run(&mut t, &all(6), &|c: &usize| *c < 4, &label).unwrap();
+        assert_eq!(o.missed, None);
+        assert_eq!(o.kept, vec![4]);
+        let harm = |c: usize| o.ranking.iter().find(|r| r.candidate == c).unwrap().gain;
+        assert!((harm(4) - 0.6).abs() < 1e-12);
+        assert!((harm(1) - 0.02).abs() < 1e-12);
+        assert!((harm(5) - 0.001).abs() < 1e-12);
+        // The context (every primary in float) was probed: primaries
+        // alone keep the other three float, secondaries join all four.
+        assert!(t.probes.contains(&vec![0, 1, 2, 3]));
+        assert!(t.probes.contains(&vec![1, 2, 3]));
+        assert!(t.probes.contains(&vec![0, 1, 2, 3, 4]));
+    }
+
+    #[test]
+    fn ranking_puts_nan_gains_last_and_keeps_ties_in_order() {
+        let r = |c: usize, gain: f64| Ranked {
+            candidate: c,
+            loss: 0.0,
+            gain,
+            cosine: 1.0,
+        };
+        let ranked = rank_by_gain(vec![r(0, 0.1), r(1, f64::NAN), r(2, 0.3), r(3, 0.1)]);
+        let order: Vec<usize> = ranked.iter().map(|x| x.candidate).collect();
+        assert_eq!(order, vec![2, 0, 3, 1]);
+    }
+
+    #[test]
+    fn no_candidates_is_said_as_such() {
+        let mut t = Noise::new(&[], 0.1);
+        let o = run(&mut t, &[], &|_| true, &label).unwrap();
+        assert_eq!(o.missed, Some(Missed::Nothing));
+    }
+}
