@@ -249,9 +249,15 @@ impl Search<'_> {
         let user = self.from.precision.as_ref();
         let all: Vec<Candidate> = candidates(quantized)
             .into_iter()
-            .filter(|c| {
-                !(matches!(c, Candidate::Layer { .. })
-                    && user.is_some_and(|m| m.fixes(&quantized.graph, c.name())))
+            .filter(|c| match c {
+                Candidate::Layer { .. } => {
+                    !user.is_some_and(|m| m.fixes(&quantized.graph, c.name()))
+                }
+                // An activation a user-pinned INT8 layer reads stays quantized:
+                // without its range that layer could not be INT8.
+                Candidate::Activation { tensor, .. } => {
+                    !user.is_some_and(|m| feeds_pinned_int8(&quantized.graph, m, tensor))
+                }
             })
             .collect();
         let before = min_cosine(first);
@@ -485,4 +491,36 @@ fn failure_message(
         "the INT8 model misses its accuracy target on {samples}: {}; {why}; kept in float without reaching it: {kept_list}; the candidates that harm most alone in INT8: {worst}",
         missed.join(", ")
     )
+}
+
+/// Whether the activation `tensor` reaches a layer the user pinned to INT8,
+/// directly or through its QuantizeLinear/DequantizeLinear pair.
+fn feeds_pinned_int8(
+    g: &infopt_ir::Graph,
+    map: &infopt_passes::PrecisionMap,
+    tensor: &str,
+) -> bool {
+    let Some(v) = g.find_value(tensor) else {
+        return false;
+    };
+    let mut frontier = vec![v];
+    for _ in 0..3 {
+        let mut next = Vec::new();
+        for v in frontier {
+            for (id, _) in g.input_uses(v) {
+                let n = g.node(id);
+                if map
+                    .override_for(n)
+                    .is_some_and(|o| o.to == infopt_passes::Precision::Int8)
+                {
+                    return true;
+                }
+                if matches!(n.op_type.as_str(), "QuantizeLinear" | "DequantizeLinear") {
+                    next.extend(n.outputs.iter().flatten().copied());
+                }
+            }
+        }
+        frontier = next;
+    }
+    false
 }
