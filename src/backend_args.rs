@@ -61,6 +61,7 @@ impl BackendArgs {
                 .collect::<Result<_, infopt_runtime::RuntimeError>>()
                 .map_err(CliError::usage)?,
             map_weights: false,
+            reference_tf32_off: false,
             transfer: if self.io_binding {
                 infopt_runtime::Transfer::DeviceResident
             } else {

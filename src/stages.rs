@@ -173,14 +173,27 @@ pub fn verify_policy(
     } else {
         vec![BackendKind::Ort, tract]
     };
+    // A precision change is judged against float32 as specified: on CUDA the
+    // reference then runs without TF32. An exact rewrite keeps the user's
+    // arithmetic on both sides.
+    let mut options = backend.options()?;
+    options.reference_tf32_off = changes_precision(config);
     Ok(VerifyPolicy {
         prefer,
         explicit: backend.explicit()?,
-        options: backend.options()?,
+        options,
         criterion,
         tolerance,
         keep_original,
     })
+}
+
+/// Whether the pipeline changes the model's precision (float16, bfloat16, INT8).
+fn changes_precision(config: &PipelineConfig) -> bool {
+    let names = config.pass_names();
+    ["convert-float16", "convert-bfloat16", "quantize-int8"]
+        .iter()
+        .any(|p| names.contains(p))
 }
 
 /// Whether the pipeline converts to bfloat16.

@@ -55,6 +55,9 @@ pub struct BackendOptions {
     pub map_weights: bool,
     /// How timed runs move data (`--io-binding`: device-resident).
     pub transfer: Transfer,
+    /// On CUDA, run the reference without TF32 (float32 as specified): set for
+    /// precision changes, whose candidates are judged against true float32.
+    pub reference_tf32_off: bool,
 }
 
 /// The backend as reports describe it.
@@ -201,16 +204,17 @@ impl ChosenBackend {
                 } else {
                     options.ort_opt_level
                 };
-                // On the CUDA provider the reference computes float32 as float32:
-                // ONNX Runtime runs float32 Conv/MatMul on TF32 tensor cores by
-                // default (10 mantissa bits, float16's), which would put the
-                // reference's own error next to a float16 candidate's. The user's
-                // own `cuda:use_tf32` setting is kept.
+                // On the CUDA provider, for a precision change, the reference
+                // computes float32 as float32: ONNX Runtime runs float32
+                // Conv/MatMul on TF32 tensor cores by default (10 mantissa bits,
+                // float16's), which would put the reference's own error next to
+                // a float16 candidate's. The user's own `cuda:use_tf32` is kept.
                 let cuda = b
                     .execution_providers()
                     .iter()
                     .any(|p| p == "CUDAExecutionProvider");
                 let tf32_off = cuda
+                    && options.reference_tf32_off
                     && !options.ep_options.iter().any(|o| {
                         o.key == "use_tf32" && o.ep.to_ascii_lowercase().starts_with("cuda")
                     });
