@@ -185,6 +185,7 @@ pub fn verify_policy(
         criterion,
         tolerance,
         keep_original,
+        half_io: infopt_passes::convert_float16::writes_half_io(config),
     })
 }
 

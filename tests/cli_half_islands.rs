@@ -370,3 +370,51 @@ fn fp16_judged_on_the_users_inputs_gives_no_warning_and_keeps_by_range() {
         "{h}"
     );
 }
+
+/// `--fp16 --fp16-io` writes float16 graph inputs and outputs with no Cast at either
+/// end, verified against the float32 original on the same inputs rounded to float16
+/// (and timed so with --bench); `--fp16-io` without a half pass is refused.
+#[test]
+fn fp16_io_writes_half_inputs_and_outputs_with_no_casts() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("io.onnx");
+    let o = infopt(&[
+        "optimize",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "-o",
+        s(&out),
+        "--fp16",
+        "--fp16-io",
+        "--bench",
+        "--runs",
+        "3",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = json(&o);
+    assert_eq!(r["verification"]["passed"], true, "{r}");
+    let m = infopt_ir::Model::load(&out).unwrap();
+    let g = &m.graph;
+    for io in g.inputs.iter().chain(g.outputs.iter()) {
+        assert_eq!(
+            g.value_type(io.value).unwrap().dtype,
+            infopt_ir::DataType::Float16,
+            "{}",
+            g.value(io.value).name
+        );
+    }
+    assert_eq!(g.nodes().filter(|(_, n)| n.op_type == "Cast").count(), 0);
+    let o = infopt(&[
+        "optimize",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "-o",
+        s(&out),
+        "--fp16-io",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--fp16-io makes the half-precision graph's inputs and outputs half too: add --fp16 or --bf16"),
+        "{}",
+        stderr(&o)
+    );
+}

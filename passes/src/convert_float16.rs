@@ -200,26 +200,58 @@ impl Default for ConvertOptions {
 /// fused to QuickGelu in every block of a CNN: YOLOv5s 116 Casts, 0.97x FP32 on an
 /// H200; converted, 2 Casts and 1.18x). Returns whether any step changed.
 pub fn convert_contrib_ops(config: &mut crate::config::PipelineConfig) -> bool {
-    use crate::config::{PassConfig, Step};
     let mut changed = false;
-    for step in &mut config.passes {
-        let passes: Vec<&mut PassConfig> = match step {
-            Step::Pass(p) => vec![p],
-            Step::FixedPoint { passes, .. } => passes.iter_mut().collect(),
-        };
-        for p in passes {
-            if p.name() != "convert-float16" {
-                continue;
-            }
-            if let Some(o) = p.options_mut::<ConvertOptions>()
-                && !o.contrib_ops
-            {
-                o.contrib_ops = true;
-                changed = true;
-            }
+    for p in half_steps(config) {
+        if p.name() != "convert-float16" {
+            continue;
+        }
+        if let Some(o) = p.options_mut::<ConvertOptions>()
+            && !o.contrib_ops
+        {
+            o.contrib_ops = true;
+            changed = true;
         }
     }
     changed
+}
+
+/// Makes every `convert-float16` / `convert-bfloat16` step of `config` write its
+/// graph's float inputs and outputs in the half type (`keep_io_types: false`, the
+/// command line's `--fp16-io`): a caller that feeds and reads half on the device then
+/// pays for no Cast at either end. Returns whether the pipeline has such a step.
+pub fn use_half_io(config: &mut crate::config::PipelineConfig) -> bool {
+    let mut found = false;
+    for p in half_steps(config) {
+        if let Some(o) = p.options_mut::<ConvertOptions>() {
+            o.keep_io_types = false;
+            found = true;
+        }
+    }
+    found
+}
+
+/// Whether a half-precision step of `config` writes half graph inputs and outputs.
+pub fn writes_half_io(config: &crate::config::PipelineConfig) -> bool {
+    use crate::config::Step;
+    config
+        .passes
+        .iter()
+        .flat_map(|step| match step {
+            Step::Pass(p) => std::slice::from_ref(p).iter(),
+            Step::FixedPoint { passes, .. } => passes.iter(),
+        })
+        .any(|p| p.options::<ConvertOptions>().is_some_and(|o| !o.keep_io_types))
+}
+
+/// Every step of `config`, those inside fixed-point groups included.
+fn half_steps(
+    config: &mut crate::config::PipelineConfig,
+) -> impl Iterator<Item = &mut crate::config::PassConfig> {
+    use crate::config::Step;
+    config.passes.iter_mut().flat_map(|step| match step {
+        Step::Pass(p) => std::slice::from_mut(p).iter_mut(),
+        Step::FixedPoint { passes, .. } => passes.iter_mut(),
+    })
 }
 
 /// The pass, for either half type.

@@ -98,6 +98,10 @@ pub struct Args {
     /// Convert to bfloat16 after the pipeline's other passes (appends convert-bfloat16).
     #[arg(long)]
     pub bf16: bool,
+    /// With --fp16/--bf16: the graph's float inputs and outputs become the half type
+    /// too (no Cast at either end; for callers that feed and read half on the device).
+    #[arg(long)]
+    pub fp16_io: bool,
     /// Per-layer precision, NAME_OR_OP=fp32|fp16|bf16|int8 (repeatable): a
     /// bare op type (Softmax) matches the op, anything else a node name,
     /// exactly or as a regex matching the whole name; an entry that matches
@@ -329,6 +333,11 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
             "precision",
             "note: convert-float16 converts the com.microsoft ops too: ONNX Runtime's CUDA provider has float16 kernels for them",
         );
+    }
+    if args.fp16_io && !infopt_passes::convert_float16::use_half_io(&mut config) {
+        return Err(CliError::usage(
+            "--fp16-io makes the half-precision graph's inputs and outputs half too: add --fp16 or --bf16 (or a convert-float16 step to the pipeline)",
+        ));
     }
     if let Some(to) = args.upgrade_opset {
         infopt_passes::upgrade_opset::add_to_pipeline(&mut config, to).map_err(CliError::usage)?;

@@ -143,6 +143,7 @@ fn verifier(model: &Model) -> Verifier {
             atol: 2e-2,
         },
         keep_original: false,
+        half_io: false,
     };
     Verifier::new(model, std::env::temp_dir(), &inputs, policy).expect("tract runs the model")
 }

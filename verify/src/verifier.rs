@@ -25,6 +25,7 @@ use serde::Serialize;
 use crate::backend::{BackendInfo, BackendKind, BackendOptions, ChosenBackend};
 use crate::criterion::Criterion;
 use crate::error::{ErrorKind, Result, VerifyError};
+use crate::half_io::HalfIo;
 use crate::inputs::Inputs;
 use crate::shapes;
 use crate::timing::{Timed, time_interleaved};
@@ -69,6 +70,9 @@ pub struct VerifyPolicy {
     pub tolerance: Tolerance,
     /// Keep the original loaded, for timing.
     pub keep_original: bool,
+    /// The pipeline writes half-precision graph inputs and outputs
+    /// (`--fp16-io`): candidates are fed and read through [`HalfIo`].
+    pub half_io: bool,
 }
 
 /// The original model loaded in a backend, with its inputs and reference
@@ -421,7 +425,8 @@ impl Verifier {
         let bytes = model
             .to_bytes_referencing_sources()
             .map_err(|e| VerifyError::new(ErrorKind::Load, e))?;
-        self.chosen
+        let loaded = self
+            .chosen
             .backend
             .load(&bytes, Some(&self.dir), &self.shapes)
             .map_err(|e| {
@@ -432,7 +437,12 @@ impl Verifier {
                         self.backend_name()
                     ),
                 )
-            })
+            })?;
+        Ok(if self.policy.half_io {
+            Box::new(HalfIo::new(loaded))
+        } else {
+            loaded
+        })
     }
 
     /// Runs a loaded candidate and judges its outputs.
