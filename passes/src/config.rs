@@ -381,13 +381,22 @@ impl PipelineConfig {
 
     /// Every pass name in the pipeline, in order.
     pub fn pass_names(&self) -> Vec<&'static str> {
-        let mut out = Vec::new();
-        for s in &self.passes {
-            match s {
-                Step::Pass(p) => out.push(p.name()),
-                Step::FixedPoint { passes, .. } => out.extend(passes.iter().map(|p| p.name())),
-            }
-        }
-        out
+        self.pass_configs().map(|p| p.name()).collect()
+    }
+
+    /// Every pass of the pipeline, those inside fixed-point groups included, in order.
+    pub fn pass_configs(&self) -> impl Iterator<Item = &PassConfig> {
+        self.passes.iter().flat_map(|step| match step {
+            Step::Pass(p) => std::slice::from_ref(p).iter(),
+            Step::FixedPoint { passes, .. } => passes.iter(),
+        })
+    }
+
+    /// [`pass_configs`](Self::pass_configs), to change their options.
+    pub fn pass_configs_mut(&mut self) -> impl Iterator<Item = &mut PassConfig> {
+        self.passes.iter_mut().flat_map(|step| match step {
+            Step::Pass(p) => std::slice::from_mut(p).iter_mut(),
+            Step::FixedPoint { passes, .. } => passes.iter_mut(),
+        })
     }
 }

@@ -201,7 +201,7 @@ impl Default for ConvertOptions {
 /// H200; converted, 2 Casts and 1.18x). Returns whether any step changed.
 pub fn convert_contrib_ops(config: &mut crate::config::PipelineConfig) -> bool {
     let mut changed = false;
-    for p in half_steps(config) {
+    for p in config.pass_configs_mut() {
         if p.name() != "convert-float16" {
             continue;
         }
@@ -221,7 +221,7 @@ pub fn convert_contrib_ops(config: &mut crate::config::PipelineConfig) -> bool {
 /// pays for no Cast at either end. Returns whether the pipeline has such a step.
 pub fn use_half_io(config: &mut crate::config::PipelineConfig) -> bool {
     let mut found = false;
-    for p in half_steps(config) {
+    for p in config.pass_configs_mut() {
         if let Some(o) = p.options_mut::<ConvertOptions>() {
             o.keep_io_types = false;
             found = true;
@@ -232,26 +232,9 @@ pub fn use_half_io(config: &mut crate::config::PipelineConfig) -> bool {
 
 /// Whether a half-precision step of `config` writes half graph inputs and outputs.
 pub fn writes_half_io(config: &crate::config::PipelineConfig) -> bool {
-    use crate::config::Step;
     config
-        .passes
-        .iter()
-        .flat_map(|step| match step {
-            Step::Pass(p) => std::slice::from_ref(p).iter(),
-            Step::FixedPoint { passes, .. } => passes.iter(),
-        })
+        .pass_configs()
         .any(|p| p.options::<ConvertOptions>().is_some_and(|o| !o.keep_io_types))
-}
-
-/// Every step of `config`, those inside fixed-point groups included.
-fn half_steps(
-    config: &mut crate::config::PipelineConfig,
-) -> impl Iterator<Item = &mut crate::config::PassConfig> {
-    use crate::config::Step;
-    config.passes.iter_mut().flat_map(|step| match step {
-        Step::Pass(p) => std::slice::from_mut(p).iter_mut(),
-        Step::FixedPoint { passes, .. } => passes.iter_mut(),
-    })
 }
 
 /// The pass, for either half type.

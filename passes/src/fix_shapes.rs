@@ -205,23 +205,16 @@ pub fn apply_pipeline_shapes(
     config: &mut crate::config::PipelineConfig,
     extra: &FixShapesOptions,
 ) -> Result<bool, String> {
-    use crate::config::{PassConfig, Step};
     let (inputs, symbols) = (config.inputs.clone(), config.symbols.clone());
     let mut found = false;
-    for step in &mut config.passes {
-        let passes: Vec<&mut PassConfig> = match step {
-            Step::Pass(p) => vec![p],
-            Step::FixedPoint { passes, .. } => passes.iter_mut().collect(),
-        };
-        for p in passes {
-            if let Some(o) = p.options_mut::<FixShapesOptions>() {
-                o.merge(&inputs, &symbols)?;
-                o.merge(&extra.inputs, &extra.symbols)?;
-                for (s, i) in &extra.symbol_inputs {
-                    o.symbol_inputs.insert(s.clone(), i.clone());
-                }
-                found = true;
+    for p in config.pass_configs_mut() {
+        if let Some(o) = p.options_mut::<FixShapesOptions>() {
+            o.merge(&inputs, &symbols)?;
+            o.merge(&extra.inputs, &extra.symbols)?;
+            for (s, i) in &extra.symbol_inputs {
+                o.symbol_inputs.insert(s.clone(), i.clone());
             }
+            found = true;
         }
     }
     Ok(found)

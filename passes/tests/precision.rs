@@ -1059,15 +1059,9 @@ fn cuda_runs_convert_contrib_ops_in_every_float16_step() {
     let mut config = PipelineConfig::from_yaml(yaml, "test").unwrap();
     assert!(convert_contrib_ops(&mut config));
     let mut seen = Vec::new();
-    for step in &config.passes {
-        let passes: Vec<&infopt_passes::PassConfig> = match step {
-            infopt_passes::Step::Pass(p) => vec![p],
-            infopt_passes::Step::FixedPoint { passes, .. } => passes.iter().collect(),
-        };
-        for p in passes {
-            let o = p.options::<ConvertOptions>().unwrap();
-            seen.push((p.name(), o.contrib_ops));
-        }
+    for p in config.pass_configs() {
+        let o = p.options::<ConvertOptions>().unwrap();
+        seen.push((p.name(), o.contrib_ops));
     }
     assert_eq!(
         seen,
