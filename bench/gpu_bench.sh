@@ -183,46 +183,37 @@ while IFS='|' read -r name b1 bn big; do
         fi
     done
 done < "$W/models.txt"
-EPOPT=(--ep-option "$NHWC_OPTION")
-while IFS='|' read -r name _ bn big; do
-    case ",$NHWC_MODELS," in *",$name,"*) ;; *) continue ;; esac
-    d=$W/models/$name
-    late && { echo "  $name $NHWC_TAG: skipped (deadline)"; continue; }
-    vs=(); for v in $VARIANTS; do case $v in fp16*) [ -f "$d/$v.onnx" ] && vs+=("$d/$v.onnx") ;; esac; done
-    bench_one "$name" "$big" "$bn" "${NHWC_TAG}_b$big" "$d/fp32.onnx" "${vs[@]}"
-done < "$W/models.txt"
-# The same models and variants host to host (inputs in and outputs out on
-# every run) at the large batch: rows `... h2h`.
-if [ "$TIMING" != host-to-host ]; then
-    EPOPT=()
-    IOBARG=()
+# Extra rows at the large batch, one process per model: MODELS_CSV TAG VARIANT_GLOB,
+# under the EPOPT / IOBARG / BENCH_ENV set by the caller.
+extra_rows() {
+    local only=$1 tag=$2 glob=$3 name bn big d vs v
     while IFS='|' read -r name _ bn big; do
-        case ",$H2H_MODELS," in *",$name,"*) ;; *) continue ;; esac
+        case ",$only," in *",$name,"*) ;; *) continue ;; esac
         d=$W/models/$name
-        late && { echo "  $name h2h: skipped (deadline)"; continue; }
-        vs=(); for v in $VARIANTS; do [ -f "$d/$v.onnx" ] && vs+=("$d/$v.onnx"); done
-        bench_one "$name" "$big" "$bn" "h2h_b$big" "$d/fp32.onnx" "${vs[@]}"
+        late && { echo "  $name $tag: skipped (deadline)"; continue; }
+        vs=(); for v in $VARIANTS; do
+            # shellcheck disable=SC2254
+            case $v in $glob) [ -f "$d/$v.onnx" ] && vs+=("$d/$v.onnx") ;; esac
+        done
+        bench_one "$name" "$big" "$bn" "${tag}_b$big" "$d/fp32.onnx" "${vs[@]}"
     done < "$W/models.txt"
+}
+EPOPT=(--ep-option "$NHWC_OPTION")
+extra_rows "$NHWC_MODELS" "$NHWC_TAG" 'fp16*'
+EPOPT=()
+# The same models and variants host to host (inputs in and outputs out on
+# every run): rows `... h2h`.
+if [ "$TIMING" != host-to-host ]; then
+    IOBARG=()
+    extra_rows "$H2H_MODELS" h2h '*'
     IOBARG=(--io-binding)
 fi
 # FP32 as specified (no TF32 tensor cores) against the variants: rows `... notf32`.
 EPOPT=(--ep-option cuda:use_tf32=0)
-while IFS='|' read -r name _ bn big; do
-    case ",$NOTF32_MODELS," in *",$name,"*) ;; *) continue ;; esac
-    d=$W/models/$name
-    late && { echo "  $name notf32: skipped (deadline)"; continue; }
-    vs=(); for v in $VARIANTS; do [ -f "$d/$v.onnx" ] && vs+=("$d/$v.onnx"); done
-    bench_one "$name" "$big" "$bn" "notf32_b$big" "$d/fp32.onnx" "${vs[@]}"
-done < "$W/models.txt"
+extra_rows "$NOTF32_MODELS" notf32 '*'
 EPOPT=()
 BENCH_ENV=(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 MALLOC_TOP_PAD_=1073741824)
-while IFS='|' read -r name _ bn big; do
-    case ",$HEAP_MODELS," in *",$name,"*) ;; *) continue ;; esac
-    d=$W/models/$name
-    late && { echo "  $name heap: skipped (deadline)"; continue; }
-    vs=(); for v in $VARIANTS; do [ -f "$d/$v.onnx" ] && vs+=("$d/$v.onnx"); done
-    bench_one "$name" "$big" "$bn" "heap_b$big" "$d/fp32.onnx" "${vs[@]}"
-done < "$W/models.txt"
+extra_rows "$HEAP_MODELS" heap '*'
 BENCH_ENV=()
 # CPU reference for one model: is the GPU really in use?
 name=resnet50; d=$W/models/$name
