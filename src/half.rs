@@ -352,25 +352,7 @@ fn unseen_islands(
         if forced || done {
             continue;
         }
-        out.push((
-            Override {
-                selector: Selector::exact(&node),
-                to: Precision::Fp32,
-                why: Some(reason.clone()),
-            },
-            KeptLayer {
-                node,
-                op,
-                kept_for: KeptFor::Unseen,
-                tensor,
-                float32_max: max,
-                output_snr_db: None,
-                added_db: None,
-                cosine_before: None,
-                cosine_after: None,
-                reason,
-            },
-        ));
+        out.push(kept_by_rule(node, op, KeptFor::Unseen, tensor, max, reason));
     }
     Ok(out)
 }
@@ -424,23 +406,9 @@ pub fn convert_to_target(
                 "half",
                 format!("{ty}: keeping '{node}' ({op}) in float32: {reason}"),
             );
-            overrides.push(Override {
-                selector: Selector::exact(&node),
-                to: Precision::Fp32,
-                why: Some(reason.clone()),
-            });
-            kept.push(KeptLayer {
-                node,
-                op,
-                kept_for: KeptFor::Range,
-                tensor,
-                float32_max: max,
-                output_snr_db: None,
-                added_db: None,
-                cosine_before: None,
-                cosine_after: None,
-                reason,
-            });
+            let (o, k) = kept_by_rule(node, op, KeptFor::Range, tensor, max, reason);
+            overrides.push(o);
+            kept.push(k);
         }
         if cx.generated_inputs {
             let unseen = unseen_islands(cx, fp32, &model, &user_map, &overrides)?;
@@ -689,6 +657,37 @@ pub fn reuse_judgement(
         v.backend_name()
     ));
     Some((v.verification(j.outputs, true), j.loaded))
+}
+
+/// A node kept in float32 by a rule (a value range, an unseen-input guard), not by
+/// a measured trial: its override and its report row.
+fn kept_by_rule(
+    node: String,
+    op: String,
+    kept_for: KeptFor,
+    tensor: String,
+    max: f64,
+    reason: String,
+) -> (Override, KeptLayer) {
+    (
+        Override {
+            selector: Selector::exact(&node),
+            to: Precision::Fp32,
+            why: Some(reason.clone()),
+        },
+        KeptLayer {
+            node,
+            op,
+            kept_for,
+            tensor,
+            float32_max: max,
+            output_snr_db: None,
+            added_db: None,
+            cosine_before: None,
+            cosine_after: None,
+            reason,
+        },
+    )
 }
 
 /// `a` followed by `b`, as one pipeline run.
