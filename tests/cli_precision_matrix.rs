@@ -399,30 +399,8 @@ fn overrides_no_pass_makes_are_refused() {
 fn the_int8_search_never_offers_a_layer_the_user_kept() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("q.onnx");
-    let model = fixture(MODEL);
-    let search = |extra: &[&str]| {
-        let mut args = vec![
-            "optimize",
-            s(&model),
-            "-o",
-            s(&out),
-            "--int8",
-            "--calib-data",
-            "random:24",
-            "--calib-samples",
-            "8",
-            "--held-out",
-            "16",
-            "--target",
-            "onnxruntime",
-            // Out of reach of the first INT8 model: the search runs.
-            "--int8-min-cosine",
-            "0.999999",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        infopt(&args)
-    };
+    // Out of reach of the first INT8 model: the search runs.
+    let search = |extra: &[&str]| int8_search(&out, "0.999999", extra);
     let o = search(&[]);
     assert!(
         stderr(&o).contains("(5 weighted layer(s)"),
@@ -534,31 +512,18 @@ fn an_op_type_a_fusion_creates_is_checked_where_the_pass_runs() {
 fn the_int8_search_never_offers_a_layer_the_user_pinned_to_int8() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("q.onnx");
-    let model = fixture(MODEL);
-    let o = infopt(&[
-        "optimize",
-        s(&model),
-        "-o",
-        s(&out),
-        "--int8",
-        "--calib-data",
-        "random:24",
-        "--calib-samples",
-        "8",
-        "--held-out",
-        "16",
-        "--target",
-        "onnxruntime",
-        "--int8-min-cosine",
-        // Above the first INT8 model (0.99995), reachable with conv1 and the input
-        // it reads in INT8.
+    // Above the first INT8 model (0.99995), reachable with conv1 and the input
+    // it reads in INT8.
+    let o = int8_search(
+        &out,
         "0.99999",
-        "--precision",
-        "conv1/Conv=int8",
-        "--precision",
-        "conv2/Conv=fp32",
-        "--json",
-    ]);
+        &[
+            "--precision",
+            "conv1/Conv=int8",
+            "--precision",
+            "conv2/Conv=fp32",
+        ],
+    );
     let err = stderr(&o);
     assert!(err.contains("(3 weighted layer(s)"), "{err}");
     assert!(o.status.success(), "{err}");
@@ -659,4 +624,30 @@ fn yaml_default_int8_and_int8_with_fp16_overrides() {
     );
     assert_eq!(weight(&m, "conv2/Conv"), "float16");
     assert_eq!(weight(&m, "conv3/Conv"), "int8 (DequantizeLinear)");
+}
+
+/// `optimize --int8` on the onnxruntime placement with seeded samples and
+/// `--int8-min-cosine MIN`, plus `extra`, writing `out`, with a JSON report.
+fn int8_search(out: &std::path::Path, min: &str, extra: &[&str]) -> std::process::Output {
+    let model = fixture(MODEL);
+    let mut args = vec![
+        "optimize",
+        s(&model),
+        "-o",
+        s(out),
+        "--int8",
+        "--calib-data",
+        "random:24",
+        "--calib-samples",
+        "8",
+        "--held-out",
+        "16",
+        "--target",
+        "onnxruntime",
+        "--int8-min-cosine",
+        min,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    infopt(&args)
 }
