@@ -23,6 +23,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use infopt_verify::timing::round_order;
+
 use super::{GateKind, GateResult};
 use crate::exit::{CliError, CliResult, Exit};
 
@@ -188,7 +190,7 @@ fn sample(
         runners.push(runner);
     }
     for round in 0..plan.warmup {
-        for i in order(models.len(), round) {
+        for i in round_order(models.len(), round) {
             run_once(models[i].label, runners[i].as_mut())?;
         }
     }
@@ -206,7 +208,7 @@ fn sample(
             ),
         );
         while round < target {
-            for i in order(models.len(), round) {
+            for i in round_order(models.len(), round) {
                 samples[i].push(run_once(models[i].label, runners[i].as_mut())?);
             }
             round += 1;
@@ -228,14 +230,6 @@ fn sample(
         }
         target = (round + first_batch).min(MAX_RUNS.max(first_batch));
     }
-}
-
-fn order(n: usize, round: usize) -> Vec<usize> {
-    let mut ix: Vec<usize> = (0..n).collect();
-    if round % 2 == 1 {
-        ix.reverse();
-    }
-    ix
 }
 
 /// Decides the gate from samples.

@@ -55,13 +55,7 @@ pub fn time_interleaved(
         );
     }
     let mut run = |i: usize| runners[i].run_once().map_err(|e| failed(&models[i], e));
-    let order = |round: usize| -> Vec<usize> {
-        let mut ix: Vec<usize> = (0..models.len()).collect();
-        if round % 2 == 1 {
-            ix.reverse();
-        }
-        ix
-    };
+    let order = |round: usize| round_order(models.len(), round);
     if warmup > 0 {
         progress(Progress::Phase("warm-up", warmup));
         for round in 0..warmup {
@@ -88,4 +82,15 @@ pub fn time_interleaved(
             Latency::from_samples(warmup, s).map_err(|e| VerifyError::new(ErrorKind::Internal, e))
         })
         .collect()
+}
+
+/// The order `n` interleaved models run in at `round`: forward on even rounds,
+/// reversed on odd ones, so none always goes first (every interleaved timing of
+/// infopt, the latency gate's included, uses it).
+pub fn round_order(n: usize, round: usize) -> Vec<usize> {
+    let mut ix: Vec<usize> = (0..n).collect();
+    if round % 2 == 1 {
+        ix.reverse();
+    }
+    ix
 }
