@@ -1,25 +1,13 @@
-//! infopt as a library: the commands as functions that take their options and
-//! return a report value ([`commands`]'s `execute` functions), and the
-//! command-line front end ([`cli`]). The `infopt` binary and the Python
-//! module are both thin callers of this crate, so `infopt --help` from the
-//! wheel and `infopt.optimize(...)` run the same code.
+//! infopt's command line: arguments → options → [`infopt_ops`] → render →
+//! exit code ([`cli`]). The commands themselves live in the `infopt-ops`
+//! crate.
 
 pub mod api;
-pub mod backend_args;
 pub mod cli;
 pub mod cli_reference;
 pub mod commands;
-pub mod exit;
-pub mod gates;
-pub mod half;
-pub mod inputs_arg;
-pub mod int8;
-pub mod job;
-pub mod models;
-pub mod outcome;
-pub mod progress;
-pub mod report;
-pub mod save_args;
-pub mod shape_args;
-pub mod stages;
-pub mod tract_eval;
+
+pub use infopt_ops::{
+    backend_args, exit, gates, half, inputs_arg, int8, job, models, outcome, progress, report,
+    save_args, shape_args, stages, tract_eval,
+};

@@ -21,7 +21,7 @@ use crate::inputs_arg::InputArgs;
 use crate::report::{self, ModelFacts};
 
 /// The pipeline used when neither `-c` nor `--passes` is given (configs/default.yaml).
-pub const DEFAULT_PIPELINE: &str = include_str!("../configs/default.yaml");
+pub const DEFAULT_PIPELINE: &str = include_str!("../../configs/default.yaml");
 
 /// Above this many nodes, verification runs tract without its graph optimizer.
 pub const LARGE_GRAPH_NODES: usize = 2000;

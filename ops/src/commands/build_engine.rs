@@ -37,7 +37,7 @@ use report::{
 };
 
 /// The pipeline used without `-c` (configs/tensorrt.yaml).
-const TENSORRT_PIPELINE: &str = include_str!("../../configs/tensorrt.yaml");
+const TENSORRT_PIPELINE: &str = include_str!("../../../configs/tensorrt.yaml");
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
