@@ -12,7 +12,7 @@ use std::ffi::OsString;
 use clap::Parser;
 
 use crate::commands::{self, Command};
-use crate::exit::{CliError, CliResult, Exit};
+use crate::exit::{OpsError, OpsResult, ErrorKind};
 use crate::outcome::{CommandReport, Outcome};
 
 /// A command's report in every rendering a caller may want.
@@ -30,11 +30,11 @@ pub struct Rendered {
 #[derive(Debug)]
 pub struct Finished {
     pub report: Option<Rendered>,
-    pub failure: Option<CliError>,
+    pub failure: Option<OpsError>,
 }
 
 impl Finished {
-    fn failed(e: CliError) -> Finished {
+    fn failed(e: OpsError) -> Finished {
         Finished {
             report: None,
             failure: Some(e),
@@ -42,7 +42,7 @@ impl Finished {
     }
 }
 
-fn render<R: CommandReport>(outcome: CliResult<Outcome<R>>) -> CliResult<Finished> {
+fn render<R: CommandReport>(outcome: OpsResult<Outcome<R>>) -> OpsResult<Finished> {
     let outcome = outcome?;
     let r = &outcome.report;
     let report = Rendered {
@@ -84,13 +84,13 @@ where
     let argv = std::iter::once(OsString::from("infopt")).chain(args.into_iter().map(Into::into));
     let cli = match commands::Cli::try_parse_from(argv) {
         Ok(cli) => cli,
-        Err(e) => return Finished::failed(CliError::usage(usage_line(&e))),
+        Err(e) => return Finished::failed(OpsError::usage(usage_line(&e))),
     };
     crate::cli::init();
     crate::cli::guarded(|| dispatch(cli.command)).unwrap_or_else(Finished::failed)
 }
 
-fn dispatch(command: Command) -> CliResult<Finished> {
+fn dispatch(command: Command) -> OpsResult<Finished> {
     use commands::{bench, build_engine, calibrate, compare, inspect, optimize};
     match command {
         Command::Optimize(a) => render(optimize::execute(*a)),
@@ -99,8 +99,8 @@ fn dispatch(command: Command) -> CliResult<Finished> {
         Command::Bench(a) => render(bench::execute(&a)),
         Command::Inspect(a) => render(inspect::execute(&a).map(Outcome::passed)),
         Command::Calibrate(a) => render(calibrate::execute(&a).map(Outcome::passed)),
-        Command::Convert(_) | Command::Passes(_) | Command::Doctor(_) => Err(CliError::new(
-            Exit::Usage,
+        Command::Convert(_) | Command::Passes(_) | Command::Doctor(_) => Err(OpsError::new(
+            ErrorKind::Usage,
             "this command has no report to return; run it with the infopt command",
         )),
     }
@@ -114,7 +114,7 @@ mod tests {
     fn a_bad_argument_is_the_commands_usage_line() {
         let f = execute(["optimize", "m.onnx", "--target", "gpu"]);
         let e = f.failure.unwrap();
-        assert_eq!(e.exit, Exit::Usage);
+        assert_eq!(e.kind, ErrorKind::Usage);
         assert_eq!(
             e.message,
             "invalid value 'gpu' for '--target <TARGET>'; possible values: portable, onnxruntime, tensorrt"
@@ -131,13 +131,13 @@ mod tests {
     fn a_missing_model_is_a_load_error_without_a_report() {
         let f = execute(["inspect", "/nonexistent/m.onnx"]);
         let e = f.failure.unwrap();
-        assert_eq!(e.exit, Exit::Load);
+        assert_eq!(e.kind, ErrorKind::Load);
         assert_eq!(e.message, "/nonexistent/m.onnx does not exist");
     }
 
     #[test]
     fn commands_without_a_report_are_refused() {
         let e = execute(["passes", "list"]).failure.unwrap();
-        assert_eq!(e.exit, Exit::Usage);
+        assert_eq!(e.kind, ErrorKind::Usage);
     }
 }

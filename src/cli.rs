@@ -6,7 +6,7 @@ use std::sync::Once;
 
 use clap::Parser;
 
-use crate::exit::{CliError, CliResult, Exit};
+use crate::exit::{ErrorKind, Exit, OpsError, OpsResult};
 
 /// Rust ignores SIGPIPE, so printing into a closed pipe (`infopt passes list
 /// | head`) fails as a write error. A command-line tool should end quietly
@@ -34,7 +34,7 @@ pub fn init() {
 
 /// Runs `f` so that a panic (a bug in infopt, whatever the input) becomes
 /// one line and exit 1 (Internal), never a backtrace or exit 101.
-pub fn guarded<T>(f: impl FnOnce() -> CliResult<T>) -> CliResult<T> {
+pub fn guarded<T>(f: impl FnOnce() -> OpsResult<T>) -> OpsResult<T> {
     infopt_passes::panic_guard::catch_quietly(|| {
         // Test hook (debug builds only), like the driver's.
         #[cfg(debug_assertions)]
@@ -44,8 +44,8 @@ pub fn guarded<T>(f: impl FnOnce() -> CliResult<T>) -> CliResult<T> {
         f()
     })
     .unwrap_or_else(|c| {
-        Err(CliError::new(
-            Exit::Internal,
+        Err(OpsError::new(
+            ErrorKind::Internal,
             format!(
                 "internal error: {}{}; this is a bug in infopt (please report it with the model)",
                 c.message,
@@ -91,7 +91,7 @@ where
         Ok(()) => Exit::Ok,
         Err(e) => {
             eprintln!("error: {}", e.message.replace('\n', " "));
-            e.exit
+            Exit::from(e.kind)
         }
     }
 }

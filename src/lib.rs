@@ -7,7 +7,9 @@ pub mod cli;
 pub mod cli_reference;
 pub mod commands;
 
+pub mod exit;
+
 pub use infopt_ops::{
-    backend_args, exit, gates, half, inputs_arg, int8, job, models, outcome, progress, report,
+    backend_args, gates, half, inputs_arg, int8, job, models, outcome, progress, report,
     save_args, shape_args, stages, tract_eval,
 };

@@ -6,7 +6,7 @@ use infopt_runtime::DefaultedDim;
 use infopt_runtime::ort_backend::OptLevel;
 use infopt_verify::{BackendKind, BackendOptions, ChosenBackend};
 
-use crate::exit::{CliError, CliResult};
+use crate::error::{OpsError, OpsResult};
 
 /// Backend selection, shared by `optimize`, `bench` and `compare`.
 #[derive(clap::Args, Debug, Clone)]
@@ -44,11 +44,11 @@ pub struct BackendArgs {
 
 impl BackendArgs {
     /// The backend options, checked.
-    pub fn options(&self) -> CliResult<BackendOptions> {
+    pub fn options(&self) -> OpsResult<BackendOptions> {
         let ort_opt_level: OptLevel = self
             .ort_opt_level
             .parse()
-            .map_err(|e: infopt_runtime::RuntimeError| CliError::usage(e))?;
+            .map_err(|e: infopt_runtime::RuntimeError| OpsError::usage(e))?;
         Ok(BackendOptions {
             ort_dylib: self.ort_dylib.clone(),
             threads: self.threads,
@@ -59,7 +59,7 @@ impl BackendArgs {
                 .iter()
                 .map(|o| o.parse())
                 .collect::<Result<_, infopt_runtime::RuntimeError>>()
-                .map_err(CliError::usage)?,
+                .map_err(OpsError::usage)?,
             map_weights: false,
             reference_tf32_off: false,
             transfer: if self.io_binding {
@@ -72,7 +72,7 @@ impl BackendArgs {
 
     /// Whether models run in ONNX Runtime with the CUDA provider first
     /// (`--backend ort --ep cuda...`).
-    pub fn runs_on_cuda(&self) -> CliResult<bool> {
+    pub fn runs_on_cuda(&self) -> OpsResult<bool> {
         Ok(matches!(self.explicit()?, Some(BackendKind::Ort))
             && self.execution_providers.first().is_some_and(|e| {
                 matches!(
@@ -85,7 +85,7 @@ impl BackendArgs {
     /// Refuses `--io-binding` where it cannot take effect, before any work:
     /// device-resident timing needs ONNX Runtime's CUDA provider, and a command
     /// run that times nothing (`times` false) would drop it.
-    pub fn check_io_binding(&self, times: bool, what_times: &str) -> CliResult {
+    pub fn check_io_binding(&self, times: bool, what_times: &str) -> OpsResult {
         if !self.io_binding {
             return Ok(());
         }
@@ -97,12 +97,12 @@ impl BackendArgs {
             )
         });
         if !(ort && cuda) {
-            return Err(CliError::usage(
+            return Err(OpsError::usage(
                 infopt_runtime::transfer::DEVICE_RESIDENT_NEEDS_CUDA,
             ));
         }
         if !times {
-            return Err(CliError::usage(format!(
+            return Err(OpsError::usage(format!(
                 "--io-binding changes only how latency is timed, and this run times nothing: {what_times}"
             )));
         }
@@ -110,7 +110,7 @@ impl BackendArgs {
     }
 
     /// `--backend`, if given.
-    pub fn explicit(&self) -> CliResult<Option<BackendKind>> {
+    pub fn explicit(&self) -> OpsResult<Option<BackendKind>> {
         Ok(self
             .backend
             .as_deref()
@@ -119,7 +119,7 @@ impl BackendArgs {
     }
 
     /// Builds `--backend`, or `default` when it is not given.
-    pub fn build(&self, default: BackendKind) -> CliResult<ChosenBackend> {
+    pub fn build(&self, default: BackendKind) -> OpsResult<ChosenBackend> {
         let options = self.options()?;
         let kind = self.explicit()?.unwrap_or(default);
         let chosen = ChosenBackend::build(kind, &options)?;

@@ -37,7 +37,7 @@ use infopt_verify::intermediates::Side;
 use infopt_verify::sensitivity::{self, NodeError};
 use infopt_verify::{Criterion, Verifier};
 
-use crate::exit::{CliError, CliResult, Exit};
+use crate::error::{OpsError, OpsResult, ErrorKind};
 use crate::stages::{self, PassHooks};
 
 mod ranges;
@@ -156,7 +156,7 @@ fn convert(
     steps: &PipelineConfig,
     kept: &[Override],
     options: &DriverOptions,
-) -> CliResult<(Model, PipelineRun)> {
+) -> OpsResult<(Model, PipelineRun)> {
     let mut config = steps.clone();
     let map = config.precision.get_or_insert_with(PrecisionMap::default);
     map.overrides.extend(kept.iter().cloned());
@@ -172,7 +172,7 @@ fn convert(
 }
 
 /// Loads and judges a candidate in the verifier's backend.
-fn judge(v: &Verifier, candidate: &Model) -> CliResult<Judged> {
+fn judge(v: &Verifier, candidate: &Model) -> OpsResult<Judged> {
     let loaded = v.load(candidate)?;
     let (outputs, passed) = v.check(loaded.as_ref())?;
     Ok(Judged {
@@ -232,7 +232,7 @@ fn ranking(
     candidate: &Model,
     outputs: &[OutputAgreement],
     to: Precision,
-) -> CliResult<Vec<NodeError>> {
+) -> OpsResult<Vec<NodeError>> {
     let v = cx.verifier;
     let side = |m| Side {
         model: m,
@@ -310,7 +310,7 @@ fn unseen_islands(
     candidate: &Model,
     user_map: &PrecisionMap,
     kept: &[Override],
-) -> CliResult<Vec<(Override, KeptLayer)>> {
+) -> OpsResult<Vec<(Override, KeptLayer)>> {
     let v = cx.verifier;
     let mut picks: Vec<(String, String, String, f64, String)> = Vec::new();
     for (node, op, tensor, why) in unseen::risky_nodes(fp32, candidate) {
@@ -364,7 +364,7 @@ pub fn convert_to_target(
     fp32: &mut Model,
     steps: &PipelineConfig,
     cx: &Context<'_>,
-) -> CliResult<Outcome> {
+) -> OpsResult<Outcome> {
     let started = Instant::now();
     let to = half_of(steps);
     let ty = if to == Precision::Bf16 {
@@ -701,7 +701,7 @@ pub fn merged(mut a: PipelineRun, b: PipelineRun) -> PipelineRun {
 }
 
 /// The one-line refusal of a half model that misses its target.
-pub fn missed_target(report: &HalfReport, outputs: &[OutputAgreement]) -> CliError {
+pub fn missed_target(report: &HalfReport, outputs: &[OutputAgreement]) -> OpsError {
     let ty = if report.precision == "bf16" {
         "bfloat16"
     } else {
@@ -756,8 +756,8 @@ pub fn missed_target(report: &HalfReport, outputs: &[OutputAgreement]) -> CliErr
     } else {
         ""
     };
-    CliError::new(
-        Exit::Verify,
+    OpsError::new(
+        ErrorKind::Verify,
         format!(
             "the {ty} model misses its accuracy target ({target}) on {}: {}; {layers}; output not written{hint} (keep layers with --precision NAME=fp32, or --no-verify to write it anyway)",
             report.inputs,

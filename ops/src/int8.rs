@@ -21,7 +21,7 @@ use infopt_verify::ChosenBackend;
 use infopt_verify::evaluate::{self, HeldOut};
 use infopt_verify::intermediates::{self, Side};
 
-use crate::exit::{CliError, CliResult};
+use crate::error::{OpsError, OpsResult};
 use crate::stages::{self, PassHooks};
 
 mod costs;
@@ -73,8 +73,8 @@ pub struct Int8Args {
 
 /// A range method by name; `percentile` for `percentile` (shared by
 /// `calibrate --method` and `optimize --calib-method`).
-pub fn method(name: &str, percentile: f64) -> CliResult<Method> {
-    let m = Method::from_name(name).map_err(CliError::usage)?;
+pub fn method(name: &str, percentile: f64) -> OpsResult<Method> {
+    let m = Method::from_name(name).map_err(OpsError::usage)?;
     Ok(match m {
         Method::Percentile { .. } => Method::Percentile { percentile },
         other => other,
@@ -273,7 +273,7 @@ fn quantize_rest(
     amax: &Amax,
     cx: &Context<'_>,
     costs: &Costs,
-) -> CliResult<(Model, PipelineRun)> {
+) -> OpsResult<(Model, PipelineRun)> {
     costs.time(
         "candidate: built (the quantize step and the passes after it)",
         || {
@@ -312,14 +312,14 @@ fn calibration_backend<'a>(
     mid: &Model,
     target: infopt_passes::Target,
     notes: &mut Vec<String>,
-) -> CliResult<Chosen<'a>> {
+) -> OpsResult<Chosen<'a>> {
     use infopt_verify::BackendKind;
     if cx.backend.kind == BackendKind::Ort || cx.backend_args.explicit()?.is_some() {
         return Ok(Chosen::Given(cx.backend));
     }
     let build_ort = || {
         let options = cx.backend_args.options()?;
-        Ok::<_, CliError>(infopt_verify::ChosenBackend::build(
+        Ok::<_, OpsError>(infopt_verify::ChosenBackend::build(
             BackendKind::Ort,
             &options,
         ))
@@ -332,7 +332,7 @@ fn calibration_backend<'a>(
     // tract, if it can run the graph.
     let bytes = mid
         .to_bytes_referencing_sources()
-        .map_err(CliError::from_ir)?;
+        .map_err(OpsError::from_ir)?;
     let tract_error = match cx.backend.backend.load(&bytes, Some(cx.dir), cx.shapes) {
         Ok(_) => return Ok(Chosen::Given(cx.backend)),
         Err(e) => e.to_string(),
@@ -345,8 +345,8 @@ fn calibration_backend<'a>(
             ));
             Ok(Chosen::Own(Box::new(ort)))
         }
-        Err(e) => Err(CliError::new(
-            crate::exit::Exit::CannotVerify,
+        Err(e) => Err(OpsError::new(
+            crate::error::ErrorKind::CannotVerify,
             format!(
                 "calibration needs a backend that runs the model at the quantize step: {} cannot ({tract_error}) and ONNX Runtime is not available ({}); install it with `pip install onnxruntime` (or set ORT_DYLIB_PATH)",
                 cx.backend.backend.name(),
@@ -397,7 +397,7 @@ pub fn bind_data_shapes(
     args: &Int8Args,
     model: &Model,
     shapes: &mut InputShapes,
-) -> CliResult<Option<String>> {
+) -> OpsResult<Option<String>> {
     let Some(index) = int8::find_step(config) else {
         return Ok(None);
     };
@@ -409,8 +409,8 @@ pub fn bind_data_shapes(
         return Ok(None);
     };
     let preprocess = args.preprocess.clone().or(step.preprocess.clone());
-    let src = DataSource::parse(&data, preprocess.as_deref()).map_err(CliError::usage)?;
-    infopt_calibration::data_shapes::bind_from_data(model, &src, shapes).map_err(CliError::usage)
+    let src = DataSource::parse(&data, preprocess.as_deref()).map_err(OpsError::usage)?;
+    infopt_calibration::data_shapes::bind_from_data(model, &src, shapes).map_err(OpsError::usage)
 }
 
 /// Runs `config` (which has a quantize-int8 step at `index`) on `model`.
@@ -420,7 +420,7 @@ pub fn run(
     index: usize,
     args: &Int8Args,
     cx: &Context<'_>,
-) -> CliResult<(PipelineRun, Option<Int8Report>)> {
+) -> OpsResult<(PipelineRun, Option<Int8Report>)> {
     let step = int8::options(config, index).cloned().unwrap_or_default();
     let (before, from) = int8::split(config, index);
     let mut run = stages::run_passes(
@@ -465,17 +465,17 @@ pub fn run(
     };
     let backend = chosen.get();
     if let Some(path) = &ranges {
-        let amax = infopt_calibration::quantize::read_ranges(path).map_err(CliError::usage)?;
+        let amax = infopt_calibration::quantize::read_ranges(path).map_err(OpsError::usage)?;
         side.insert(amax);
     } else {
         let data = data.ok_or_else(|| {
-            CliError::usage(
+            OpsError::usage(
                 "quantize-int8 needs ranges: give --calib-data PATH (or random:N for a smoke test), --ranges FILE, or `data:`/`ranges:` in the step",
             )
         })?;
-        let src = DataSource::parse(&data, preprocess.as_deref()).map_err(CliError::usage)?;
+        let src = DataSource::parse(&data, preprocess.as_deref()).map_err(OpsError::usage)?;
         let method = method(&method_name, percentile)?;
-        let bytes = mid.to_bytes().map_err(CliError::from_ir)?;
+        let bytes = mid.to_bytes().map_err(OpsError::from_ir)?;
         let target = Target {
             model: &mid,
             file_bytes: &bytes,
@@ -709,15 +709,15 @@ fn open_again(
     backend: &ChosenBackend,
     cx: &Context<'_>,
     model: &Model,
-) -> CliResult<Box<dyn infopt_verify::Dataset>> {
+) -> OpsResult<Box<dyn infopt_verify::Dataset>> {
     // Files need no model; only random data is generated from it.
-    if let Some(files) = infopt_calibration::run::open_files(src).map_err(CliError::usage)? {
+    if let Some(files) = infopt_calibration::run::open_files(src).map_err(OpsError::usage)? {
         return Ok(files);
     }
     Ok(infopt_calibration::run::open_dataset(
         src,
         backend,
-        &model.to_bytes().map_err(CliError::from_ir)?,
+        &model.to_bytes().map_err(OpsError::from_ir)?,
         cx.dir,
         cx.shapes,
     )?)
@@ -731,18 +731,18 @@ fn first_sample(
     cx: &Context<'_>,
     model: &Model,
     skip: usize,
-) -> CliResult<Vec<infopt_runtime::HostTensor>> {
+) -> OpsResult<Vec<infopt_runtime::HostTensor>> {
     let specs = infopt_calibration::data_shapes::declared_specs(model);
     let mut data = open_again(src, backend, cx, model)?;
     let mut last = None;
     for _ in 0..=skip {
-        match data.next_sample(&specs).map_err(CliError::usage)? {
+        match data.next_sample(&specs).map_err(OpsError::usage)? {
             Some(s) => last = Some(s),
             None => break,
         }
     }
     last.map(|s| s.tensors)
-        .ok_or_else(|| CliError::usage("the calibration data has no samples"))
+        .ok_or_else(|| OpsError::usage("the calibration data has no samples"))
 }
 
 /// `shapes` with the model's inputs bound to the dims of `sample`: the
@@ -783,7 +783,7 @@ fn layer_snrs(
     inputs: &[infopt_runtime::HostTensor],
     float: &Model,
     quantized: &Model,
-) -> CliResult<Vec<LayerSnr>> {
+) -> OpsResult<Vec<LayerSnr>> {
     let side = |m| Side {
         model: m,
         dir: cx.dir.to_path_buf(),

@@ -15,7 +15,7 @@ use infopt_ir::Model;
 use infopt_passes::precision::{self, check};
 use infopt_passes::{PipelineConfig, Precision};
 
-use crate::exit::{CliError, CliResult};
+use crate::error::{OpsError, OpsResult};
 use crate::int8::Int8Args;
 
 /// The command-line options that change the precision of the model.
@@ -61,16 +61,16 @@ impl Job {
     /// int8) adds the quantize-int8 step, `--fp16`/`--bf16` the convert pass
     /// and the map's default, `--precision` the overrides (first in the map);
     /// then checks that a pass of the pipeline reads every one.
-    pub fn resolve(config: &mut PipelineConfig, flags: &PrecisionFlags<'_>) -> CliResult<Job> {
+    pub fn resolve(config: &mut PipelineConfig, flags: &PrecisionFlags<'_>) -> OpsResult<Job> {
         let default_int8 = config
             .precision
             .as_ref()
             .is_some_and(|m| m.default == Some(Precision::Int8));
         if flags.int8.int8 || default_int8 {
-            infopt_calibration::int8::ensure_step(config).map_err(CliError::usage)?;
+            infopt_calibration::int8::ensure_step(config).map_err(OpsError::usage)?;
         }
         let notes = precision::apply_to_pipeline(config, flags.overrides, flags.half)
-            .map_err(CliError::usage)?;
+            .map_err(OpsError::usage)?;
         let runs: Vec<&str> = config
             .pass_names()
             .into_iter()
@@ -78,7 +78,7 @@ impl Job {
             .collect();
         let quantizes = runs.contains(&infopt_calibration::int8::STEP);
         if !quantizes && let Some(first) = int8_options_given(flags.int8).first() {
-            return Err(CliError::usage(format!(
+            return Err(OpsError::usage(format!(
                 "{first} is an INT8 option, but the pipeline has no quantize-int8 step; add --int8"
             )));
         }
@@ -87,7 +87,7 @@ impl Job {
                 || check::readers(Precision::Bf16).contains(p)
         });
         if flags.no_auto_fp32 && !converts {
-            return Err(CliError::usage(
+            return Err(OpsError::usage(
                 "--no-auto-fp32 applies to a conversion to float16 or bfloat16, which the pipeline does not run; add --fp16 or --bf16, or drop it",
             ));
         }
@@ -101,9 +101,9 @@ impl Job {
                     .filter(|d| check::readers(Precision::Fp32).contains(d))
                     .collect();
                 if skipped.is_empty() {
-                    CliError::usage(e)
+                    OpsError::usage(e)
                 } else {
-                    CliError::usage(format!("{e} (--disable {} skips it)", skipped.join(",")))
+                    OpsError::usage(format!("{e} (--disable {} skips it)", skipped.join(",")))
                 }
             })?;
         }
@@ -115,10 +115,10 @@ impl Job {
 
     /// Every override of the pipeline's precision map selects something in
     /// `model` (the model as loaded, subgraphs included).
-    pub fn check_model(&self, config: &PipelineConfig, model: &Model) -> CliResult {
+    pub fn check_model(&self, config: &PipelineConfig, model: &Model) -> OpsResult {
         match &config.precision {
             Some(map) => {
-                check::check_model(map, self.cli_overrides, model).map_err(CliError::usage)
+                check::check_model(map, self.cli_overrides, model).map_err(OpsError::usage)
             }
             None => Ok(()),
         }

@@ -5,7 +5,7 @@
 
 pub mod backend_args;
 pub mod commands;
-pub mod exit;
+pub mod error;
 pub mod gates;
 pub mod half;
 pub mod inputs_arg;

@@ -7,16 +7,16 @@ use std::time::Instant;
 
 use infopt_runtime::{Backend, HostTensor, LoadedModel, RuntimeError};
 
-use crate::exit::{CliError, CliResult, Exit};
+use crate::error::{OpsError, OpsResult, ErrorKind};
 use crate::inputs_arg::{InputSource, Inputs};
 
-/// A runtime error as a CLI error: configuration problems (no library, bad option) are
-/// usage errors, the rest `exit`.
-pub fn runtime_error(e: RuntimeError, exit: Exit) -> CliError {
+/// A runtime error as a command's error: configuration problems (no library, bad
+/// option) are usage errors, the rest `kind`.
+pub fn runtime_error(e: RuntimeError, kind: ErrorKind) -> OpsError {
     match e {
-        RuntimeError::InvalidArgument(m) => CliError::usage(m),
-        RuntimeError::Unavailable { .. } => CliError::new(Exit::Unavailable, e),
-        e => CliError::new(exit, e),
+        RuntimeError::InvalidArgument(m) => OpsError::usage(m),
+        RuntimeError::Unavailable { .. } => OpsError::new(ErrorKind::Unavailable, e),
+        e => OpsError::new(kind, e),
     }
 }
 
@@ -30,19 +30,19 @@ pub struct Loaded {
 
 /// Reads a model file (bytes as they are: the backend resolves external data against
 /// the model's folder).
-pub fn read_model(path: &Path) -> CliResult<(Vec<u8>, PathBuf)> {
+pub fn read_model(path: &Path) -> OpsResult<(Vec<u8>, PathBuf)> {
     if !path.is_file() {
-        return Err(CliError::new(
-            Exit::Load,
+        return Err(OpsError::new(
+            ErrorKind::Load,
             format!("{} does not exist", path.display()),
         ));
     }
     // The backend resolves external data itself; our checks (inside the
     // model's folder, no symlink escape) come first.
     infopt_ir::external::check_locations(path)
-        .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", path.display())))?;
+        .map_err(|e| OpsError::new(ErrorKind::Load, format!("{}: {e}", path.display())))?;
     let bytes = std::fs::read(path)
-        .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", path.display())))?;
+        .map_err(|e| OpsError::new(ErrorKind::Load, format!("{}: {e}", path.display())))?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -51,7 +51,7 @@ pub fn read_model(path: &Path) -> CliResult<(Vec<u8>, PathBuf)> {
 }
 
 /// Loads one model in the backend and prepares its inputs.
-pub fn load(backend: &dyn Backend, path: &Path, inputs: &Inputs) -> CliResult<Loaded> {
+pub fn load(backend: &dyn Backend, path: &Path, inputs: &Inputs) -> OpsResult<Loaded> {
     let (bytes, dir) = read_model(path)?;
     let started = Instant::now();
     let model = backend.load(&bytes, Some(&dir), &inputs.shapes).map_err(|e| match e {
@@ -65,11 +65,11 @@ pub fn load(backend: &dyn Backend, path: &Path, inputs: &Inputs) -> CliResult<Lo
                 }
                 InputSource::Generated { .. } => String::new(),
             };
-            CliError::usage(format!("{}: {e}{hint}", path.display()))
+            OpsError::usage(format!("{}: {e}{hint}", path.display()))
         }
         e => {
-            let mut e = runtime_error(e, Exit::Load);
-            if e.exit != Exit::Usage {
+            let mut e = runtime_error(e, ErrorKind::Load);
+            if e.kind != ErrorKind::Usage {
                 e.message = format!("{}: {}", path.display(), e.message);
             }
             e
@@ -78,7 +78,7 @@ pub fn load(backend: &dyn Backend, path: &Path, inputs: &Inputs) -> CliResult<Lo
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
     let tensors = inputs
         .for_model(model.as_ref())
-        .map_err(|m| CliError::usage(format!("{}: {m}", path.display())))?;
+        .map_err(|m| OpsError::usage(format!("{}: {m}", path.display())))?;
     Ok(Loaded {
         path: path.to_path_buf(),
         model,
@@ -89,10 +89,10 @@ pub fn load(backend: &dyn Backend, path: &Path, inputs: &Inputs) -> CliResult<Lo
 
 /// Loads and validates a model (structure, and the attributes that size
 /// allocations), mapping failures to load errors.
-pub fn load_model(path: &Path) -> CliResult<infopt_ir::Model> {
+pub fn load_model(path: &Path) -> OpsResult<infopt_ir::Model> {
     if !path.exists() {
-        return Err(CliError::new(
-            Exit::Load,
+        return Err(OpsError::new(
+            ErrorKind::Load,
             format!("{} does not exist", path.display()),
         ));
     }
@@ -102,7 +102,7 @@ pub fn load_model(path: &Path) -> CliResult<infopt_ir::Model> {
             e,
             E::Read { .. } | E::EmptyFile { .. } | E::Decode { .. } | E::NotOnnx { .. }
         );
-        let mut err = CliError::from_ir(e);
+        let mut err = OpsError::from_ir(e);
         if !names_path {
             err.message = format!("{}: {}", path.display(), err.message);
         }
@@ -110,15 +110,15 @@ pub fn load_model(path: &Path) -> CliResult<infopt_ir::Model> {
     })?;
     model
         .check_opset_imports()
-        .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", path.display())))?;
+        .map_err(|e| OpsError::new(ErrorKind::Load, format!("{}: {e}", path.display())))?;
     model
         .graph
         .validate()
-        .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", path.display())))?;
+        .map_err(|e| OpsError::new(ErrorKind::Load, format!("{}: {e}", path.display())))?;
     // Before any pass or runtime sizes a buffer by an attribute.
     model
         .check_attributes()
-        .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", path.display())))?;
+        .map_err(|e| OpsError::new(ErrorKind::Load, format!("{}: {e}", path.display())))?;
     Ok(model)
 }
 

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::exit::{CliError, CliResult, Exit};
+use crate::error::{OpsError, OpsResult, ErrorKind};
 
 /// A report every command can render: JSON through serde, plus a terminal
 /// text and a Markdown rendering.
@@ -17,8 +17,8 @@ pub trait CommandReport: Serialize {
     /// Markdown for a pull-request comment or a notebook.
     fn markdown(&self) -> String;
     /// Pretty JSON, with the report's schema version inside.
-    fn json(&self) -> CliResult<String> {
-        serde_json::to_string_pretty(self).map_err(|e| CliError::new(Exit::Internal, e))
+    fn json(&self) -> OpsResult<String> {
+        serde_json::to_string_pretty(self).map_err(|e| OpsError::new(ErrorKind::Internal, e))
     }
 }
 
@@ -27,7 +27,7 @@ pub trait CommandReport: Serialize {
 pub struct Outcome<R> {
     pub report: R,
     /// A verification or gate failure found after the report was complete.
-    pub failure: Option<CliError>,
+    pub failure: Option<OpsError>,
 }
 
 impl<R> Outcome<R> {
@@ -38,7 +38,7 @@ impl<R> Outcome<R> {
         }
     }
 
-    pub fn verdict(self) -> CliResult {
+    pub fn verdict(self) -> OpsResult {
         match self.failure {
             Some(e) => Err(e),
             None => Ok(()),

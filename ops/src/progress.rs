@@ -6,12 +6,12 @@
 //! stops (Ctrl-C ends the process). A library caller (the Python module)
 //! installs a [`Sink`] for the duration of a call: it receives the lines
 //! and may stop the command at the next stage boundary, which then fails
-//! with [`Exit::Interrupted`]. The sink is per thread: a command runs on the
+//! with [`ErrorKind::Interrupted`]. The sink is per thread: a command runs on the
 //! thread that called it.
 
 use std::cell::RefCell;
 
-use crate::exit::{CliError, CliResult, Exit};
+use crate::error::{OpsError, OpsResult, ErrorKind};
 
 /// Receives a command's progress.
 pub trait Sink {
@@ -76,19 +76,19 @@ pub fn event(stage: &str, line: impl AsRef<str>) {
     });
 }
 
-/// A stage boundary: fails with [`Exit::Interrupted`] when the caller asked
+/// A stage boundary: fails with [`ErrorKind::Interrupted`] when the caller asked
 /// to stop.
-pub fn checkpoint() -> CliResult {
+pub fn checkpoint() -> OpsResult {
     let go_on = SINK.with(|s| s.borrow().as_ref().is_none_or(|sink| sink.proceed()));
     if go_on {
         Ok(())
     } else {
-        Err(CliError::new(Exit::Interrupted, "interrupted"))
+        Err(OpsError::new(ErrorKind::Interrupted, "interrupted"))
     }
 }
 
 /// Reports a finished step, then checks whether to go on.
-pub fn done(stage: &str, line: impl AsRef<str>) -> CliResult {
+pub fn done(stage: &str, line: impl AsRef<str>) -> OpsResult {
     note(stage, line);
     checkpoint()
 }
@@ -243,14 +243,14 @@ mod tests {
             lines: lines.clone(),
             allowed: allowed.clone(),
         };
-        let result = with_sink(Box::new(sink), || -> CliResult {
+        let result = with_sink(Box::new(sink), || -> OpsResult {
             done("load", "loaded")?;
             done("passes", "ran")?;
             note("save", "never reached");
             Ok(())
         });
         let err = result.unwrap_err();
-        assert_eq!(err.exit, Exit::Interrupted);
+        assert_eq!(err.kind, ErrorKind::Interrupted);
         assert_eq!(err.message, "interrupted");
         assert_eq!(*lines.borrow(), ["load: loaded", "passes: ran"]);
         // Outside the call nothing is installed: checkpoints always pass.

@@ -2,7 +2,7 @@
 
 use infopt_ir::{ExternalDataPolicy, SaveOptions};
 
-use crate::exit::{CliError, CliResult};
+use crate::error::{OpsError, OpsResult};
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct SaveArgs {
@@ -23,7 +23,7 @@ pub struct SaveArgs {
 }
 
 impl SaveArgs {
-    pub fn options(&self) -> CliResult<SaveOptions> {
+    pub fn options(&self) -> OpsResult<SaveOptions> {
         let external = match (self.external_data, self.inline) {
             (Some(t), _) => ExternalDataPolicy::Threshold(t),
             (None, true) => ExternalDataPolicy::Inline,
@@ -32,7 +32,7 @@ impl SaveArgs {
         if let Some(name) = &self.data_file
             && (name.contains('/') || name.contains('\\') || name == ".." || name.is_empty())
         {
-            return Err(CliError::usage(format!(
+            return Err(OpsError::usage(format!(
                 "--data-file '{name}' must be a plain file name; it is written next to the output"
             )));
         }

@@ -16,7 +16,7 @@ use infopt_runtime::compare::Tolerance;
 use infopt_verify::{BackendKind, Criterion, Inputs, VerifyPolicy};
 
 use crate::backend_args::BackendArgs;
-use crate::exit::{CliError, CliResult, Exit};
+use crate::error::{OpsError, OpsResult, ErrorKind};
 use crate::inputs_arg::InputArgs;
 use crate::report::{self, ModelFacts};
 
@@ -32,10 +32,10 @@ pub fn load_pipeline(
     config: Option<&Path>,
     passes: &[String],
     target: Option<Target>,
-) -> CliResult<(PipelineConfig, String)> {
+) -> OpsResult<(PipelineConfig, String)> {
     let (mut cfg, name) = if let Some(path) = config {
         let text = std::fs::read_to_string(path).map_err(|e| {
-            CliError::usage(format!("cannot read pipeline {}: {e}", path.display()))
+            OpsError::usage(format!("cannot read pipeline {}: {e}", path.display()))
         })?;
         let cfg = PipelineConfig::from_yaml(&text, &path.display().to_string())?;
         (cfg, path.display().to_string())
@@ -44,7 +44,7 @@ pub fn load_pipeline(
         (cfg, format!("--passes {}", passes.join(",")))
     } else {
         let cfg = PipelineConfig::from_yaml(DEFAULT_PIPELINE, "configs/default.yaml")
-            .map_err(|e| CliError::new(Exit::Internal, e))?;
+            .map_err(|e| OpsError::new(ErrorKind::Internal, e))?;
         (cfg, "default".into())
     };
     if let Some(t) = target {
@@ -54,17 +54,17 @@ pub fn load_pipeline(
 }
 
 /// `--input-shape` also feeds the pipeline's `fix-shapes` steps.
-pub fn apply_input_shapes(config: &mut PipelineConfig, args: &InputArgs) -> CliResult {
+pub fn apply_input_shapes(config: &mut PipelineConfig, args: &InputArgs) -> OpsResult {
     let specs = args
         .input_shapes
         .iter()
         .map(|a| infopt_passes::fix_shapes::parse_input_shape(a))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(CliError::usage)?;
+        .map_err(OpsError::usage)?;
     let extra =
-        infopt_passes::fix_shapes::FixShapesOptions::from_specs(&specs).map_err(CliError::usage)?;
+        infopt_passes::fix_shapes::FixShapesOptions::from_specs(&specs).map_err(OpsError::usage)?;
     let has_fix_shapes = infopt_passes::fix_shapes::apply_pipeline_shapes(config, &extra)
-        .map_err(CliError::usage)?;
+        .map_err(OpsError::usage)?;
     if !specs.is_empty() && !has_fix_shapes {
         crate::progress::note(
             "passes",
@@ -76,10 +76,10 @@ pub fn apply_input_shapes(config: &mut PipelineConfig, args: &InputArgs) -> CliR
 
 /// Shape bindings for running the models: the pipeline's `inputs:`/`symbols:`,
 /// then the command line (which wins).
-pub fn resolve_inputs(config: &PipelineConfig, args: &InputArgs) -> CliResult<Inputs> {
+pub fn resolve_inputs(config: &PipelineConfig, args: &InputArgs) -> OpsResult<Inputs> {
     let mut input_args = args.clone();
     input_args.seed = input_args.seed.or(Some(config.verify.seed));
-    let mut inputs = input_args.resolve().map_err(CliError::usage)?;
+    let mut inputs = input_args.resolve().map_err(OpsError::usage)?;
     let mut shapes = InputShapes::new().with_default_dim(2);
     for (name, dims) in &config.inputs {
         let dims = dims
@@ -87,7 +87,7 @@ pub fn resolve_inputs(config: &PipelineConfig, args: &InputArgs) -> CliResult<In
             .map(|&d| usize::try_from(d).ok().filter(|&d| d > 0))
             .collect::<Option<Vec<usize>>>()
             .ok_or_else(|| {
-                CliError::usage(format!("pipeline inputs.{name}: dims must be positive"))
+                OpsError::usage(format!("pipeline inputs.{name}: dims must be positive"))
             })?;
         shapes = shapes.with_shape(name.clone(), dims);
     }
@@ -95,7 +95,7 @@ pub fn resolve_inputs(config: &PipelineConfig, args: &InputArgs) -> CliResult<In
         let v = usize::try_from(*v)
             .ok()
             .filter(|&v| v > 0)
-            .ok_or_else(|| CliError::usage(format!("pipeline symbols.{name}: must be positive")))?;
+            .ok_or_else(|| OpsError::usage(format!("pipeline symbols.{name}: must be positive")))?;
         shapes = shapes.with_symbol(name.clone(), v);
     }
     shapes.shapes.extend(inputs.shapes.shapes.clone());
@@ -128,14 +128,14 @@ pub fn verify_policy(
     backend: &BackendArgs,
     nodes: usize,
     keep_original: bool,
-) -> CliResult<VerifyPolicy> {
+) -> OpsResult<VerifyPolicy> {
     let v = &config.verify;
     let tolerance = Tolerance {
         rtol: overrides.rtol.unwrap_or(v.rtol),
         atol: overrides.atol.unwrap_or(v.atol),
     };
     if !(tolerance.rtol >= 0.0 && tolerance.atol >= 0.0) {
-        return Err(CliError::usage("--rtol and --atol must be non-negative"));
+        return Err(OpsError::usage("--rtol and --atol must be non-negative"));
     }
     let criterion = match overrides.criterion.unwrap_or(v.criterion) {
         CriterionName::Elementwise => Criterion::Elementwise {
@@ -144,7 +144,7 @@ pub fn verify_policy(
         },
         CriterionName::Scaled => {
             if !(v.max_scaled_error >= 0.0 && (-1.0..=1.0).contains(&v.min_cosine)) {
-                return Err(CliError::usage(
+                return Err(OpsError::usage(
                     "verify.max_scaled_error must be >= 0 and verify.min_cosine within [-1, 1]",
                 ));
             }
@@ -220,11 +220,11 @@ pub fn run_passes(
     options: &DriverOptions,
     side: SideData,
     mut hooks: PassHooks<'_>,
-) -> CliResult<PipelineRun> {
+) -> OpsResult<PipelineRun> {
     if let Some(dir) = &hooks.dump_dir {
         std::fs::create_dir_all(dir).map_err(|e| {
-            CliError::new(
-                Exit::Write,
+            OpsError::new(
+                ErrorKind::Write,
                 format!("cannot create --dump-dir {}: {e}", dir.display()),
             )
         })?;
@@ -259,8 +259,8 @@ pub fn save(
     output: &Path,
     options: &infopt_ir::SaveOptions,
     stats: &infopt_ir::stats::GraphStats,
-) -> CliResult<ModelFacts> {
-    let summary = model.save(output, options).map_err(CliError::from_ir)?;
+) -> OpsResult<ModelFacts> {
+    let summary = model.save(output, options).map_err(OpsError::from_ir)?;
     crate::models::print_save_summary(output, &summary);
     Ok(report::facts(
         &output.display().to_string(),
@@ -277,9 +277,9 @@ pub fn emit_report<R: serde::Serialize>(
     json: bool,
     path: Option<&Path>,
     render: impl Fn(&R, bool) -> String,
-) -> CliResult {
+) -> OpsResult {
     let as_json =
-        || serde_json::to_string_pretty(report).map_err(|e| CliError::new(Exit::Internal, e));
+        || serde_json::to_string_pretty(report).map_err(|e| OpsError::new(ErrorKind::Internal, e));
     if json {
         println!("{}", as_json()?);
     } else {
@@ -291,7 +291,7 @@ pub fn emit_report<R: serde::Serialize>(
             _ => as_json()? + "\n",
         };
         infopt_ir::save::write_atomically(path, |w| std::io::Write::write_all(w, text.as_bytes()))
-            .map_err(CliError::from_ir)?;
+            .map_err(OpsError::from_ir)?;
     }
     Ok(())
 }

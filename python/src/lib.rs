@@ -79,7 +79,7 @@ fn run(py: Python<'_>, args: Vec<String>, progress: Option<Py<PyAny>>) -> PyResu
         return Err(e);
     }
     let (code, message) = match finished.failure {
-        Some(e) => (e.exit as u8, Some(e.message.replace('\n', " "))),
+        Some(e) => (infopt::exit::Exit::from(e.kind) as u8, Some(e.message.replace('\n', " "))),
         None => (0, None),
     };
     let report = finished

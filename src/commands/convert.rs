@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::exit::{CliError, CliResult};
+use crate::exit::{OpsError, OpsResult};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -16,12 +16,12 @@ pub struct Args {
     pub save: crate::save_args::SaveArgs,
 }
 
-pub fn run(args: Args) -> CliResult {
+pub fn run(args: Args) -> OpsResult {
     let mut model = crate::models::load_model(&args.model)?;
     let options = args.save.options()?;
     let summary = model
         .save(&args.output, &options)
-        .map_err(CliError::from_ir)?;
+        .map_err(OpsError::from_ir)?;
     crate::models::print_save_summary(&args.output, &summary);
     Ok(())
 }

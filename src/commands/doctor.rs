@@ -9,7 +9,7 @@ use infopt_runtime::ort_backend::{self, OrtBackend, OrtOptions};
 use infopt_runtime::tensorrt::{self, FlavorSpec, TensorRt, TrtOptions, discover, flavor};
 use serde::Serialize;
 
-use crate::exit::{CliError, CliResult, Exit};
+use crate::exit::{OpsError, OpsResult, ErrorKind};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -491,11 +491,11 @@ pub fn render_text(r: &DoctorReport) -> String {
     format!("infopt {} on {}\n{t}\n", r.infopt_version, r.os)
 }
 
-pub fn run(args: Args) -> CliResult {
+pub fn run(args: Args) -> OpsResult {
     let report = collect(&args);
     if args.json {
         let text =
-            serde_json::to_string_pretty(&report).map_err(|e| CliError::new(Exit::Internal, e))?;
+            serde_json::to_string_pretty(&report).map_err(|e| OpsError::new(ErrorKind::Internal, e))?;
         println!("{text}");
     } else {
         print!("{}", render_text(&report));

@@ -8,7 +8,7 @@ pub use infopt_ops::commands::{bench, build_engine, calibrate, compare, inspect,
 
 use clap::{Parser, Subcommand};
 
-use crate::exit::CliResult;
+use crate::exit::OpsResult;
 
 #[derive(Parser, Debug)]
 #[command(name = "infopt", version, about = "Offline ONNX model optimizer", long_about = None)]
@@ -39,7 +39,7 @@ pub enum Command {
     Calibrate(Box<calibrate::Args>),
 }
 
-pub fn run(cli: Cli) -> CliResult {
+pub fn run(cli: Cli) -> OpsResult {
     match cli.command {
         Command::Inspect(a) => inspect::run(a),
         Command::Convert(a) => convert::run(a),

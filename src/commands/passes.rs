@@ -2,7 +2,7 @@
 
 use infopt_passes::registry::{PassInfo, unknown_pass_message, visible};
 
-use crate::exit::{CliError, CliResult};
+use crate::exit::{OpsError, OpsResult};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -56,13 +56,13 @@ fn companion_doc(pass: &str) -> Option<&'static str> {
     (pass == infopt_calibration::int8::STEP).then_some(infopt_calibration::METHODS_DOC)
 }
 
-fn find(name: &str) -> CliResult<&'static PassInfo> {
+fn find(name: &str) -> OpsResult<&'static PassInfo> {
     visible()
         .find(|p| p.name == name)
-        .ok_or_else(|| CliError::usage(unknown_pass_message(name)))
+        .ok_or_else(|| OpsError::usage(unknown_pass_message(name)))
 }
 
-pub fn run(args: Args) -> CliResult {
+pub fn run(args: Args) -> OpsResult {
     match args.action {
         Action::List => {
             let width = visible().map(|p| p.name.len()).max().unwrap_or(0);

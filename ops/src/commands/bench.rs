@@ -10,7 +10,7 @@ use infopt_verify::{BackendInfo, BackendKind};
 use serde::Serialize;
 
 use crate::backend_args::{BackendArgs, defaulted_dim_note};
-use crate::exit::{CliError, CliResult};
+use crate::error::{OpsError, OpsResult};
 use crate::inputs_arg::{self, InputArgs, InputSource};
 use crate::models::{Loaded, load};
 use crate::outcome::{CommandReport, Outcome};
@@ -131,7 +131,7 @@ pub fn time_interleaved(
     warmup: usize,
     runs: usize,
     transfer: infopt_runtime::Transfer,
-) -> CliResult<(Vec<Latency>, Vec<Loaded>)> {
+) -> OpsResult<(Vec<Latency>, Vec<Loaded>)> {
     let mut meta = Vec::new();
     let timed: Vec<Timed> = models
         .into_iter()
@@ -150,7 +150,7 @@ pub fn time_interleaved(
         timing::Progress::Round => progress.inc(),
         timing::Progress::Done => progress.finish(),
     })
-    .map_err(CliError::from)?;
+    .map_err(OpsError::from)?;
     let back = timed
         .into_iter()
         .zip(meta)
@@ -270,18 +270,18 @@ impl CommandReport for BenchReport {
 }
 
 /// the verdict of the gates as the exit code.
-pub fn run(args: Args) -> CliResult {
+pub fn run(args: Args) -> OpsResult {
     let outcome = execute(&args)?;
     crate::report::ci::emit_gated(&outcome.report, args.json, &args.report, ci_summary)?;
     outcome.verdict()
 }
 
 /// Times the models, without printing: the report, with a failed gate beside it.
-pub fn execute(args: &Args) -> CliResult<Outcome<BenchReport>> {
+pub fn execute(args: &Args) -> OpsResult<Outcome<BenchReport>> {
     if args.runs == 0 {
-        return Err(CliError::usage("--runs must be at least 1"));
+        return Err(OpsError::usage("--runs must be at least 1"));
     }
-    let inputs = args.inputs.resolve().map_err(CliError::usage)?;
+    let inputs = args.inputs.resolve().map_err(OpsError::usage)?;
     let gates = crate::gates::Gates::resolve(None, &args.gates)?;
     crate::gates::check_bench_gates(&gates, args.compare.len())?;
     args.backend.check_io_binding(true, "")?;
@@ -293,7 +293,7 @@ pub fn execute(args: &Args) -> CliResult<Outcome<BenchReport>> {
     let loaded = paths
         .iter()
         .map(|p| load(backend.as_ref(), p, &inputs))
-        .collect::<CliResult<Vec<_>>>()?;
+        .collect::<OpsResult<Vec<_>>>()?;
     let (latencies, loaded, evidence) = if gates.latency_threshold().is_some() {
         let (l, e) = crate::gates::bench_latency(&gates, &loaded, &info, args.warmup, args.runs)?;
         (l, loaded, Some(e))

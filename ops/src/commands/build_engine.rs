@@ -29,7 +29,7 @@ use infopt_runtime::tensorrt::{
 use infopt_runtime::{Latency, RuntimeError};
 use infopt_verify::{BackendKind, ChosenBackend, Criterion, Inputs, Verifier};
 
-use crate::exit::{CliError, CliResult, Exit};
+use crate::error::{OpsError, OpsResult, ErrorKind};
 use crate::outcome::Outcome;
 use crate::stages::{self, PassHooks, VerifyOverrides};
 use report::{
@@ -173,21 +173,21 @@ fn fp32_sibling(path: &Path) -> PathBuf {
 
 /// A runtime error of TensorRT as a CLI error: missing pieces exit 8, bad settings 2,
 /// a failed build 3.
-fn trt_error(e: RuntimeError) -> CliError {
+fn trt_error(e: RuntimeError) -> OpsError {
     match e {
-        RuntimeError::Unavailable { .. } => CliError::new(Exit::Unavailable, e),
+        RuntimeError::Unavailable { .. } => OpsError::new(ErrorKind::Unavailable, e),
         RuntimeError::InvalidArgument(_)
         | RuntimeError::InputShape { .. }
-        | RuntimeError::UnknownName(_) => CliError::usage(e),
-        RuntimeError::Load { message, .. } => CliError::new(
-            Exit::Load,
+        | RuntimeError::UnknownName(_) => OpsError::usage(e),
+        RuntimeError::Load { message, .. } => OpsError::new(
+            ErrorKind::Load,
             format!("TensorRT could not build the engine: {message}"),
         ),
-        RuntimeError::Decode(_) => CliError::new(
-            Exit::Load,
+        RuntimeError::Decode(_) => OpsError::new(
+            ErrorKind::Load,
             format!("TensorRT could not build the engine: {e}"),
         ),
-        other => CliError::new(Exit::Internal, other),
+        other => OpsError::new(ErrorKind::Internal, other),
     }
 }
 
@@ -197,14 +197,14 @@ struct Settings {
     shapes: Vec<Profile>,
 }
 
-fn parse_settings(args: &Args) -> CliResult<Settings> {
+fn parse_settings(args: &Args) -> OpsResult<Settings> {
     let workspace = args
         .workspace
         .as_deref()
-        .map(|w| trt_args::parse_size(w).map_err(|e| CliError::usage(format!("--workspace {e}"))))
+        .map(|w| trt_args::parse_size(w).map_err(|e| OpsError::usage(format!("--workspace {e}"))))
         .transpose()?;
     if workspace == Some(0) {
-        return Err(CliError::usage(
+        return Err(OpsError::usage(
             "--workspace 0 leaves TensorRT no scratch memory; give a size such as 1G, or omit it",
         ));
     }
@@ -212,12 +212,12 @@ fn parse_settings(args: &Args) -> CliResult<Settings> {
         .shapes
         .iter()
         .map(|s| {
-            trt_args::parse_shape_spec(s).map_err(|e| CliError::usage(format!("--shapes {e}")))
+            trt_args::parse_shape_spec(s).map_err(|e| OpsError::usage(format!("--shapes {e}")))
         })
-        .collect::<CliResult<Vec<_>>>()?;
+        .collect::<OpsResult<Vec<_>>>()?;
     for (i, p) in shapes.iter().enumerate() {
         if shapes[..i].iter().any(|q| q.input == p.input) {
-            return Err(CliError::usage(format!(
+            return Err(OpsError::usage(format!(
                 "--shapes gives input `{}` twice; give each input once",
                 p.input
             )));
@@ -403,7 +403,7 @@ pub fn build_with(
     output: &Path,
     warmup: usize,
     runs: usize,
-) -> CliResult<EngineOutcome> {
+) -> OpsResult<EngineOutcome> {
     let spec = trt.flavor();
     let cfg = plan.config_for(spec);
     let strongly_typed = plan.strongly_typed_on(spec);
@@ -413,7 +413,7 @@ pub fn build_with(
     };
     let built = trt.build_engine(onnx, &cfg).map_err(trt_error)?;
     infopt_ir::save::write_atomically(output, |w| std::io::Write::write_all(w, &built.bytes))
-        .map_err(CliError::from_ir)?;
+        .map_err(OpsError::from_ir)?;
     crate::progress::note(
         "build",
         format!(
@@ -426,7 +426,7 @@ pub fn build_with(
     );
     let mut timing_cache_written = None;
     if let (Some(path), Some(bytes)) = (&cfg.timing_cache, &built.timing_cache_bytes) {
-        tensorrt::save_timing_cache(path, bytes).map_err(|e| CliError::new(Exit::Write, e))?;
+        tensorrt::save_timing_cache(path, bytes).map_err(|e| OpsError::new(ErrorKind::Write, e))?;
         timing_cache_written = Some(path.clone());
     }
     let mut warnings = Vec::new();
@@ -505,7 +505,7 @@ fn trtexec_commands(
     engine: &Path,
     only: Option<u32>,
     flavor_only: Option<&FlavorSpec>,
-) -> CliResult<Vec<TrtexecCommand>> {
+) -> OpsResult<Vec<TrtexecCommand>> {
     let mut out = Vec::new();
     for spec in ["trt11", "trt10", "rtx"]
         .iter()
@@ -519,7 +519,7 @@ fn trtexec_commands(
             _ => typed,
         };
         let args = trt_args::trtexec_args_for(onnx, engine, &plan.config_for(spec), spec)
-            .map_err(CliError::usage)?;
+            .map_err(OpsError::usage)?;
         out.push(TrtexecCommand {
             tensorrt_major: spec.major,
             flavor: spec.display.to_string(),
@@ -531,7 +531,7 @@ fn trtexec_commands(
 }
 
 /// `--gate` values: the largest number of precision mismatches allowed.
-fn parse_gates(gates: &[String]) -> CliResult<Option<usize>> {
+fn parse_gates(gates: &[String]) -> OpsResult<Option<usize>> {
     let mut max = None;
     for g in gates {
         let (key, value) = match g.split_once('=') {
@@ -541,12 +541,12 @@ fn parse_gates(gates: &[String]) -> CliResult<Option<usize>> {
         let n = match (key, value) {
             ("realized_precision", None | Some("true")) => 0,
             ("max_precision_mismatches", Some(v)) => v.parse::<usize>().map_err(|_| {
-                CliError::usage(format!(
+                OpsError::usage(format!(
                     "--gate {g}: max_precision_mismatches takes a whole number, such as max_precision_mismatches=0"
                 ))
             })?,
             _ => {
-                return Err(CliError::usage(format!(
+                return Err(OpsError::usage(format!(
                     "--gate {g} is not a build-engine gate; use realized_precision or max_precision_mismatches=N"
                 )));
             }
@@ -598,7 +598,7 @@ fn onnx_latency(
 
 /// `infopt build-engine`: the report (table or JSON) and `--report`, then
 /// the verdict as the exit code.
-pub fn run(args: Args) -> CliResult {
+pub fn run(args: Args) -> OpsResult {
     if args.matrix {
         return matrix::run(&args);
     }
@@ -615,9 +615,9 @@ pub fn run(args: Args) -> CliResult {
 
 /// Builds the engine (or the ONNX and trtexec commands), without printing:
 /// the report, with a verification failure beside it.
-pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
+pub fn execute(args: Args) -> OpsResult<Outcome<EngineReport>> {
     if args.matrix {
-        return Err(CliError::usage(
+        return Err(OpsError::usage(
             "--matrix prints a plan on the command line; it builds no report",
         ));
     }
@@ -631,14 +631,14 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
         .as_deref()
         .map(flavor::parse_compute_capabilities)
         .transpose()
-        .map_err(CliError::usage)?
+        .map_err(OpsError::usage)?
         .unwrap_or_default();
     let flavor_flag = args
         .trt_flavor
         .as_deref()
         .map(flavor::by_id)
         .transpose()
-        .map_err(CliError::usage)?;
+        .map_err(OpsError::usage)?;
     let output = args
         .output
         .clone()
@@ -648,7 +648,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
         _ => false,
     };
     if args.emit_onnx.is_none() && same_file(&output, &args.model) {
-        return Err(CliError::usage(format!(
+        return Err(OpsError::usage(format!(
             "-o {} is the input model; give the engine another path (default: MODEL.engine)",
             output.display()
         )));
@@ -659,7 +659,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
         Some(path) => stages::load_pipeline(Some(path), &[], Some(Target::Tensorrt))?,
         None => {
             let cfg = PipelineConfig::from_yaml(TENSORRT_PIPELINE, "configs/tensorrt.yaml")
-                .map_err(|e| CliError::new(Exit::Internal, e))?;
+                .map_err(|e| OpsError::new(ErrorKind::Internal, e))?;
             (cfg, "tensorrt".into())
         }
     };
@@ -695,11 +695,11 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
         .map_err(trt_error)?;
         trt.flavor()
             .check_compute_capabilities(trt.version(), &compute_capabilities)
-            .map_err(CliError::usage)?;
+            .map_err(OpsError::usage)?;
         if let Some(m) = args.trt_major
             && m != trt.version().major
         {
-            return Err(CliError::usage(format!(
+            return Err(OpsError::usage(format!(
                 "--trt-major {m}, but the TensorRT found is {} ({})",
                 trt.version(),
                 trt.libraries().nvinfer.display()
@@ -745,8 +745,8 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
                 crate::int8::run(&mut fp32_model, &base_cfg, index, &args.int8, &cx)?;
             // Never an engine from an INT8 graph that misses its target on the data.
             if let Some(f) = report.as_ref().and_then(|q| q.failure.clone()) {
-                return Err(CliError::new(
-                    crate::exit::Exit::Verify,
+                return Err(OpsError::new(
+                    crate::error::ErrorKind::Verify,
                     format!("{f}; no engine built"),
                 ));
             }
@@ -769,9 +769,9 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
         .iter()
         .map(|a| crate::shape_args::parse(a))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(CliError::usage)?;
+        .map_err(OpsError::usage)?;
     let profiles = profiles::profiles(&fp32_model, &settings.shapes, &shape_args, &config.symbols)
-        .map_err(CliError::usage)?;
+        .map_err(OpsError::usage)?;
     // Verification and ONNX Runtime timing run at the profiles' opt shapes, unless
     // --input-shape said otherwise.
     for p in &profiles {
@@ -890,7 +890,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
         compute_capabilities: compute_capabilities.clone(),
         ..Default::default()
     };
-    let to_bytes = |m: &Model| m.to_bytes_referencing_sources().map_err(CliError::from_ir);
+    let to_bytes = |m: &Model| m.to_bytes_referencing_sources().map_err(OpsError::from_ir);
     let plan = EnginePlan {
         typed_onnx: to_bytes(typed)?,
         flags_onnx: typed_model
@@ -1031,8 +1031,8 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
     }
     if let (Some(h), Some(v)) = (&report.half_precision, &report.verification) {
         let e = crate::half::missed_target(h, &v.outputs);
-        let failure = CliError::new(
-            e.exit,
+        let failure = OpsError::new(
+            e.kind,
             e.message.replace("output not written", "no engine built"),
         );
         return Ok(Outcome {
@@ -1052,8 +1052,8 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
         .as_ref()
         .map(|v| v.criterion.describe())
         .unwrap_or_default();
-    let failure = CliError::new(
-        Exit::Verify,
+    let failure = OpsError::new(
+        ErrorKind::Verify,
         format!(
             "the rewritten ONNX does not match the original ({criterion}): {}; no engine built (keep a layer in fp32 with --precision NAME_OR_OP=fp32, or --no-verify)",
             failing.join(", ")
@@ -1066,10 +1066,10 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
 }
 
 /// The realized-precision gate: at most `max` placed nodes with another precision.
-fn check_precision_gate(max: usize, e: &EngineFacts) -> CliResult {
+fn check_precision_gate(max: usize, e: &EngineFacts) -> OpsResult {
     let Some(r) = &e.realized_precision else {
-        return Err(CliError::new(
-            Exit::Gate,
+        return Err(OpsError::new(
+            ErrorKind::Gate,
             "gate realized_precision: the engine's kernels and their fused ONNX nodes are not known (strongly typed TensorRT-RTX builds report them), so the gate cannot pass",
         ));
     };
@@ -1086,8 +1086,8 @@ fn check_precision_gate(max: usize, e: &EngineFacts) -> CliResult {
             )
         })
         .collect();
-    Err(CliError::new(
-        Exit::Gate,
+    Err(OpsError::new(
+        ErrorKind::Gate,
         format!(
             "gate max_precision_mismatches={max} failed: {} of {} placed nodes got another precision than requested: {}{}",
             r.mismatched,

@@ -20,7 +20,7 @@ use infopt_calibration::{DEFAULT_BINS, Method, RangeTable};
 use infopt_verify::BackendKind;
 
 use crate::backend_args::BackendArgs;
-use crate::exit::{CliError, CliResult, Exit};
+use crate::error::{OpsError, OpsResult, ErrorKind};
 use crate::inputs_arg::InputArgs;
 use crate::stages;
 
@@ -154,19 +154,19 @@ pub fn render_text(r: &CalibrateReport) -> String {
     s
 }
 
-pub fn run(args: Args) -> CliResult {
+pub fn run(args: Args) -> OpsResult {
     let report = execute(&args)?;
     eprint!("{}", render_text(&report));
     Ok(())
 }
 
 /// The TensorRT cache header for `method`, when a cache is asked for.
-fn cache_header(args: &Args, method: Method) -> CliResult<Option<TrtCacheHeader>> {
+fn cache_header(args: &Args, method: Method) -> OpsResult<Option<TrtCacheHeader>> {
     Ok(match &args.trt_cache {
         // TensorRT reads the scales whatever the header's calibrator name;
         // it names the algorithm that produced them.
         Some(_) => Some(TrtCacheHeader {
-            version: trt_version_code(&args.trt_version).map_err(CliError::usage)?,
+            version: trt_version_code(&args.trt_version).map_err(OpsError::usage)?,
             calibrator: match method {
                 Method::MinMax => CalibratorName::MinMaxCalibration,
                 _ => CalibratorName::EntropyCalibration2,
@@ -177,29 +177,29 @@ fn cache_header(args: &Args, method: Method) -> CliResult<Option<TrtCacheHeader>
 }
 
 /// Writes the range table and, when asked, the TensorRT cache.
-fn write_ranges(args: &Args, table: &RangeTable, method: Method) -> CliResult {
+fn write_ranges(args: &Args, table: &RangeTable, method: Method) -> OpsResult {
     let header = cache_header(args, method)?;
     table
         .write(&args.output)
-        .map_err(|e| CliError::new(Exit::Write, e))?;
+        .map_err(|e| OpsError::new(ErrorKind::Write, e))?;
     if let (Some(path), Some(header)) = (&args.trt_cache, header) {
-        write_trt_cache(table, header, path).map_err(|e| CliError::new(Exit::Write, e))?;
+        write_trt_cache(table, header, path).map_err(|e| OpsError::new(ErrorKind::Write, e))?;
     }
     Ok(())
 }
 
 /// `--merge`: the parts' statistics merged, and the ranges made from them.
-fn merge(args: &Args) -> CliResult<CalibrateReport> {
+fn merge(args: &Args) -> OpsResult<CalibrateReport> {
     let started = std::time::Instant::now();
     let model_sha256 = match &args.model {
         Some(p) => Some(sha256_hex(&std::fs::read(p).map_err(|e| {
-            CliError::new(Exit::Load, format!("{}: {e}", p.display()))
+            OpsError::new(ErrorKind::Load, format!("{}: {e}", p.display()))
         })?)),
         None => None,
     };
-    let merged = shard::merge(&args.merge, model_sha256.as_deref()).map_err(CliError::usage)?;
+    let merged = shard::merge(&args.merge, model_sha256.as_deref()).map_err(OpsError::usage)?;
     if merged.samples == 0 {
-        return Err(CliError::usage(
+        return Err(OpsError::usage(
             "the calibration data has no samples (every part is empty)",
         ));
     }
@@ -211,7 +211,7 @@ fn merge(args: &Args) -> CliResult<CalibrateReport> {
         &merged.full_range,
         merged.samples,
     )
-    .map_err(CliError::usage)?;
+    .map_err(OpsError::usage)?;
     write_ranges(args, &table, method)?;
     crate::progress::checkpoint()?;
     Ok(CalibrateReport {
@@ -253,12 +253,12 @@ fn shapes_setting(shapes: &infopt_runtime::InputShapes) -> String {
 }
 
 /// What a part records about where the samples come from.
-fn data_setting(source: &DataSource) -> CliResult<String> {
+fn data_setting(source: &DataSource) -> OpsResult<String> {
     Ok(match source {
         DataSource::Arrays(_) => "arrays".into(),
         DataSource::Images { spec, .. } => {
             let text = std::fs::read(spec)
-                .map_err(|e| CliError::usage(format!("--preprocess {}: {e}", spec.display())))?;
+                .map_err(|e| OpsError::usage(format!("--preprocess {}: {e}", spec.display())))?;
             format!("images, preprocessing sha256 {}", sha256_hex(&text))
         }
         DataSource::Random { seed, count } => format!("random:{count} (seed {seed})"),
@@ -266,15 +266,15 @@ fn data_setting(source: &DataSource) -> CliResult<String> {
 }
 
 /// Calibrates and writes the range table (and cache), without printing.
-pub fn execute(args: &Args) -> CliResult<CalibrateReport> {
+pub fn execute(args: &Args) -> OpsResult<CalibrateReport> {
     if !args.merge.is_empty() {
         return merge(args);
     }
     if args.batch == 0 {
-        return Err(CliError::usage("--batch must be at least 1"));
+        return Err(OpsError::usage("--batch must be at least 1"));
     }
     let (Some(model_path), Some(data)) = (&args.model, &args.data) else {
-        return Err(CliError::usage(
+        return Err(OpsError::usage(
             "give the model and its data (infopt calibrate MODEL --data PATH -o ranges.json), or parts to merge (--merge part-*.json -o ranges.json)",
         ));
     };
@@ -283,15 +283,15 @@ pub fn execute(args: &Args) -> CliResult<CalibrateReport> {
         .as_deref()
         .map(Shard::parse)
         .transpose()
-        .map_err(CliError::usage)?;
+        .map_err(OpsError::usage)?;
     let method = crate::int8::method(&args.method, args.percentile)?;
-    let source = DataSource::parse(data, args.preprocess.as_deref()).map_err(CliError::usage)?;
+    let source = DataSource::parse(data, args.preprocess.as_deref()).map_err(OpsError::usage)?;
     // Checked before the work: a bad --trt-version fails at once.
     cache_header(args, method)?;
     let model = crate::models::load_model(model_path)?;
     let bytes = std::fs::read(model_path)
-        .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", model_path.display())))?;
-    let inputs = args.inputs.resolve().map_err(CliError::usage)?;
+        .map_err(|e| OpsError::new(ErrorKind::Load, format!("{}: {e}", model_path.display())))?;
+    let inputs = args.inputs.resolve().map_err(OpsError::usage)?;
     let chosen = args.backend.build(BackendKind::Tract)?;
     let mut bar: Option<indicatif::ProgressBar> = None;
     let mut progress = |done: usize, total: Option<usize>| {
@@ -369,7 +369,7 @@ pub fn execute(args: &Args) -> CliResult<CalibrateReport> {
             &c.full_range,
         );
         part.write(&args.output)
-            .map_err(|e| CliError::new(Exit::Write, e))?;
+            .map_err(|e| OpsError::new(ErrorKind::Write, e))?;
         crate::progress::checkpoint()?;
         return Ok(CalibrateReport {
             schema_version: CALIBRATE_SCHEMA_VERSION,

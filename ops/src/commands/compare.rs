@@ -13,7 +13,7 @@ use infopt_verify::intermediates::{self, IntermediateReport};
 use infopt_verify::{BackendInfo, BackendKind};
 
 use crate::backend_args::BackendArgs;
-use crate::exit::{CliError, CliResult, Exit};
+use crate::error::{OpsError, OpsResult, ErrorKind};
 use crate::inputs_arg::{self, InputArgs, InputSource, Inputs};
 use crate::models::{self, runtime_error};
 use crate::outcome::{CommandReport, Outcome};
@@ -221,7 +221,7 @@ fn compare_intermediates(
     a_path: &Path,
     b_path: &Path,
     tol: Tolerance,
-) -> CliResult<IntermediateReport> {
+) -> OpsResult<IntermediateReport> {
     let a = crate::models::load_model(a_path)?;
     let b = crate::models::load_model(b_path)?;
     Ok(intermediates::compare(
@@ -300,7 +300,7 @@ impl CommandReport for CompareReport {
 }
 
 /// the verdict as the exit code.
-pub fn run(args: Args) -> CliResult {
+pub fn run(args: Args) -> OpsResult {
     let outcome = execute(&args)?;
     crate::report::ci::emit_gated(&outcome.report, args.json, &args.report, ci_summary)?;
     outcome.verdict()
@@ -308,15 +308,15 @@ pub fn run(args: Args) -> CliResult {
 
 /// Runs both models and compares them, without printing: the report, with
 /// a mismatch or a failed gate beside it.
-pub fn execute(args: &Args) -> CliResult<Outcome<CompareReport>> {
+pub fn execute(args: &Args) -> OpsResult<Outcome<CompareReport>> {
     if !(args.rtol >= 0.0 && args.atol >= 0.0) {
-        return Err(CliError::usage("--rtol and --atol must be non-negative"));
+        return Err(OpsError::usage("--rtol and --atol must be non-negative"));
     }
     let tol = Tolerance {
         atol: args.atol,
         rtol: args.rtol,
     };
-    let inputs = args.inputs.resolve().map_err(CliError::usage)?;
+    let inputs = args.inputs.resolve().map_err(OpsError::usage)?;
     let gates = crate::gates::Gates::resolve(None, &args.gates)?;
     crate::report::ci::report_kinds(&args.report)?;
     args.backend.check_io_binding(
@@ -333,10 +333,10 @@ pub fn execute(args: &Args) -> CliResult<Outcome<CompareReport>> {
     let a = models::load(backend.as_ref(), &args.a, &inputs)?;
     let b = models::load(backend.as_ref(), &args.b, &inputs)?;
     let b_inputs = inputs_for_b(&a.inputs, b.model.as_ref(), &inputs)
-        .map_err(|m| CliError::usage(format!("{}: {m}", args.b.display())))?;
+        .map_err(|m| OpsError::usage(format!("{}: {m}", args.b.display())))?;
     let run = |m: &dyn LoadedModel, x: &[HostTensor], p: &Path| {
         m.run(x)
-            .map_err(|e| runtime_error(e, Exit::Load))
+            .map_err(|e| runtime_error(e, ErrorKind::Load))
             .map_err(|mut e| {
                 e.message = format!("{}: {}", p.display(), e.message);
                 e
@@ -420,7 +420,7 @@ pub fn execute(args: &Args) -> CliResult<Outcome<CompareReport>> {
         }
         return Ok(Outcome {
             report,
-            failure: Some(CliError::new(Exit::Verify, message)),
+            failure: Some(OpsError::new(ErrorKind::Verify, message)),
         });
     }
     Ok(Outcome::passed(report))

@@ -7,7 +7,7 @@ use infopt_ir::stats::GraphStats;
 use infopt_ir::{Dim, Graph, GraphIo, Model};
 use serde::Serialize;
 
-use crate::exit::CliResult;
+use crate::error::OpsResult;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -279,16 +279,16 @@ pub fn render_text(i: &Inspection) -> String {
 }
 
 /// What `infopt inspect` reports, without printing.
-pub fn execute(args: &Args) -> CliResult<Inspection> {
+pub fn execute(args: &Args) -> OpsResult<Inspection> {
     let model = crate::models::load_model(&args.model)?;
     Ok(inspect(&model, &args.model))
 }
 
-pub fn run(args: Args) -> CliResult {
+pub fn run(args: Args) -> OpsResult {
     let report = execute(&args)?;
     if args.json {
         let text = serde_json::to_string_pretty(&report)
-            .map_err(|e| crate::exit::CliError::new(crate::exit::Exit::Internal, e))?;
+            .map_err(|e| crate::error::OpsError::new(crate::error::ErrorKind::Internal, e))?;
         println!("{text}");
     } else {
         print!("{}", render_text(&report));

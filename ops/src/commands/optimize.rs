@@ -11,7 +11,7 @@ use infopt_runtime::OutputAgreement;
 use infopt_verify::intermediates::{self, Side};
 use infopt_verify::{Verifier, worst_abs};
 
-use crate::exit::{CliError, CliResult, Exit};
+use crate::error::{OpsError, OpsResult, ErrorKind};
 use crate::outcome::Outcome;
 use crate::progress;
 use crate::report::{self, PassCheck, Report};
@@ -282,7 +282,7 @@ fn storage_only(run: &infopt_passes::PipelineRun) -> bool {
 
 /// `infopt optimize`: the report (table or JSON) and `--report` files, then
 /// the verdict as the exit code.
-pub fn run(args: Args) -> CliResult {
+pub fn run(args: Args) -> OpsResult {
     let (json, reports) = (args.json, args.report.clone());
     let outcome = execute(args)?;
     crate::report::ci::emit_optimize(&outcome.report, json, &reports)?;
@@ -291,14 +291,14 @@ pub fn run(args: Args) -> CliResult {
 
 /// The optimize job without printing: load, pipeline, verification, save,
 /// gates; the report, with the failure of verification or a gate beside it.
-pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
+pub fn execute(args: Args) -> OpsResult<Outcome<Report>> {
     let started = Instant::now();
     let output = args
         .output
         .clone()
         .unwrap_or_else(|| default_output(&args.model));
     // Check the whole command line before the (possibly long) work starts.
-    infopt_ir::check_output_folder(&output).map_err(CliError::from_ir)?;
+    infopt_ir::check_output_folder(&output).map_err(OpsError::from_ir)?;
     let (mut config, pipeline_name) = stages::load_pipeline(
         args.config.as_deref(),
         &args.passes,
@@ -335,25 +335,25 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
         );
     }
     if args.fp16_io && !infopt_passes::convert_float16::use_half_io(&mut config) {
-        return Err(CliError::usage(
+        return Err(OpsError::usage(
             "--fp16-io makes the half-precision graph's inputs and outputs half too: add --fp16 or --bf16 (or a convert-float16 step to the pipeline)",
         ));
     }
     if let Some(to) = args.upgrade_opset {
-        infopt_passes::upgrade_opset::add_to_pipeline(&mut config, to).map_err(CliError::usage)?;
+        infopt_passes::upgrade_opset::add_to_pipeline(&mut config, to).map_err(OpsError::usage)?;
     }
     let int8_step = infopt_calibration::int8::find_step(&config);
     let save_options = args.save.options()?;
     let do_verify = config.verify.enabled && !args.no_verify;
     if args.verify_each_pass && !do_verify {
-        return Err(CliError::usage(
+        return Err(OpsError::usage(
             "--verify-each-pass needs verification; drop --no-verify",
         ));
     }
     let gates = crate::gates::Gates::resolve(Some(&config.gates), &args.gates)?;
     crate::report::ci::report_kinds(&args.report)?;
     if gates.config.has_accuracy() && !do_verify {
-        return Err(CliError::usage(
+        return Err(OpsError::usage(
             "accuracy gates compare the outputs with the original's: drop --no-verify",
         ));
     }
@@ -596,8 +596,8 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
                 && checked.passed
             {
                 let actual = loaded.run(&v.inputs).map_err(|e| {
-                    CliError::new(
-                        Exit::Verify,
+                    OpsError::new(
+                        ErrorKind::Verify,
                         format!("the optimized model fails to run: {e}"),
                     )
                 })?;
@@ -714,8 +714,8 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
         Some(e) => Some(e),
         None if verified_ok => None,
         None => match report.int8.as_ref().and_then(|q| q.failure.clone()) {
-            Some(f) => Some(CliError::new(
-                Exit::Verify,
+            Some(f) => Some(OpsError::new(
+                ErrorKind::Verify,
                 format!(
                     "{f}; output not written (lower --int8-min-cosine / --int8-min-top1, or exclude layers in the quantize-int8 step)"
                 ),
@@ -727,7 +727,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
 }
 
 /// The one-line error of a failed verification.
-fn verification_failure(report: &Report, bisect: Option<&Bisect>) -> CliError {
+fn verification_failure(report: &Report, bisect: Option<&Bisect>) -> OpsError {
     if let Some(b) = bisect {
         let what = match (&b.error, &b.first_tensor) {
             (Some(e), _) => e.clone(),
@@ -736,8 +736,8 @@ fn verification_failure(report: &Report, bisect: Option<&Bisect>) -> CliError {
                 "no intermediate tensor of both models diverges; only the outputs do".into()
             }
         };
-        return CliError::new(
-            Exit::Verify,
+        return OpsError::new(
+            ErrorKind::Verify,
             format!(
                 "pass '{}' broke numerical agreement with the original: {what}; output not written",
                 b.pass
@@ -745,7 +745,7 @@ fn verification_failure(report: &Report, bisect: Option<&Bisect>) -> CliError {
         );
     }
     let Some(v) = report.verification.as_ref() else {
-        return CliError::new(Exit::Internal, "verification failed without a verdict");
+        return OpsError::new(ErrorKind::Internal, "verification failed without a verdict");
     };
     if let Some(h) = &report.half_precision {
         return crate::half::missed_target(h, &v.outputs);
@@ -756,8 +756,8 @@ fn verification_failure(report: &Report, bisect: Option<&Bisect>) -> CliError {
         .filter(|o| !o.within_tolerance)
         .map(infopt_verify::Criterion::failure_summary)
         .collect();
-    CliError::new(
-        Exit::Verify,
+    OpsError::new(
+        ErrorKind::Verify,
         format!(
             "the optimized model does not match the original ({}): {}; output not written (use --verify-each-pass to find the pass, or --no-verify to write it anyway)",
             v.criterion.describe(),

@@ -26,7 +26,7 @@ use serde::Serialize;
 use infopt_verify::timing::round_order;
 
 use super::{GateKind, GateResult};
-use crate::exit::{CliError, CliResult, Exit};
+use crate::error::{OpsError, OpsResult, ErrorKind};
 
 /// Fewest timed runs per model.
 pub const MIN_RUNS: usize = 30;
@@ -164,11 +164,11 @@ pub fn ratio_ci(
 }
 
 /// One timed run of a prepared model, in milliseconds.
-fn run_once(label: &str, runner: &mut dyn infopt_runtime::TimedRun) -> CliResult<f64> {
+fn run_once(label: &str, runner: &mut dyn infopt_runtime::TimedRun) -> OpsResult<f64> {
     let started = Instant::now();
     runner
         .run_once()
-        .map_err(|e| CliError::new(Exit::Load, format!("{label}: {e}")))?;
+        .map_err(|e| OpsError::new(ErrorKind::Load, format!("{label}: {e}")))?;
     Ok(started.elapsed().as_secs_f64() * 1e3)
 }
 
@@ -179,14 +179,14 @@ fn sample(
     models: &[Timed<'_>],
     fixed_reference: Option<&[f64]>,
     plan: &LatencyPlan,
-) -> CliResult<(Vec<f64>, Vec<f64>)> {
+) -> OpsResult<(Vec<f64>, Vec<f64>)> {
     let first_batch = plan.runs.max(MIN_RUNS);
     let mut runners = Vec::with_capacity(models.len());
     for m in models {
         let runner = m
             .model
             .timed_runner(m.inputs, plan.transfer)
-            .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", m.label)))?;
+            .map_err(|e| OpsError::new(ErrorKind::Load, format!("{}: {e}", m.label)))?;
         runners.push(runner);
     }
     for round in 0..plan.warmup {
@@ -293,7 +293,7 @@ pub fn measure_pair(
     candidate: Timed<'_>,
     backend: &str,
     plan: &LatencyPlan,
-) -> CliResult<LatencyEvidence> {
+) -> OpsResult<LatencyEvidence> {
     let (r, c) = sample(&[reference, candidate], None, plan)?;
     Ok(decide(
         reference_name.into(),
@@ -311,7 +311,7 @@ pub fn measure_against_baseline(
     candidate: Timed<'_>,
     backend: &str,
     plan: &LatencyPlan,
-) -> CliResult<LatencyEvidence> {
+) -> OpsResult<LatencyEvidence> {
     let samples = read_baseline(baseline)?;
     let (r, c) = sample(&[candidate], Some(&samples), plan)?;
     Ok(decide(
@@ -325,18 +325,18 @@ pub fn measure_against_baseline(
 }
 
 /// The candidate samples of an earlier JSON report (`gates.latency.candidate_samples_ms`).
-pub fn read_baseline(path: &Path) -> CliResult<Vec<f64>> {
+pub fn read_baseline(path: &Path) -> OpsResult<Vec<f64>> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::usage(format!("cannot read --baseline {}: {e}", path.display())))?;
+        .map_err(|e| OpsError::usage(format!("cannot read --baseline {}: {e}", path.display())))?;
     let json: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| CliError::usage(format!("--baseline {}: not JSON: {e}", path.display())))?;
+        .map_err(|e| OpsError::usage(format!("--baseline {}: not JSON: {e}", path.display())))?;
     let samples: Option<Vec<f64>> = json
         .pointer("/gates/latency/candidate_samples_ms")
         .and_then(|v| v.as_array())
         .and_then(|a| a.iter().map(|x| x.as_f64()).collect());
     match samples {
         Some(s) if s.len() >= 2 && s.iter().all(|x| x.is_finite() && *x > 0.0) => Ok(s),
-        _ => Err(CliError::usage(format!(
+        _ => Err(OpsError::usage(format!(
             "--baseline {}: no latency samples (gates.latency.candidate_samples_ms); write the baseline with --report FILE.json from a run with --gate max_latency_ratio=R",
             path.display()
         ))),

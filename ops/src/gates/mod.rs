@@ -20,7 +20,7 @@ use infopt_passes::gates::{ALL_OUTPUTS, GATE_NAMES, GatesConfig, PerOutput, TopK
 use infopt_runtime::{HostTensor, OutputAgreement};
 use serde::Serialize;
 
-use crate::exit::{CliError, CliResult};
+use crate::error::{OpsError, OpsResult};
 
 /// `--gate` and `--baseline`, shared by `optimize`, `compare` and `bench`.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -48,22 +48,22 @@ pub struct Gates {
 impl Gates {
     /// The pipeline's gates with the command line's on top (a `--gate` replaces the
     /// pipeline's value of the same gate and output).
-    pub fn resolve(pipeline: Option<&GatesConfig>, args: &GateArgs) -> CliResult<Gates> {
+    pub fn resolve(pipeline: Option<&GatesConfig>, args: &GateArgs) -> OpsResult<Gates> {
         let mut config = pipeline.cloned().unwrap_or_default();
         for g in &args.gates {
-            apply_cli(&mut config, g).map_err(CliError::usage)?;
+            apply_cli(&mut config, g).map_err(OpsError::usage)?;
         }
-        check(&config).map_err(CliError::usage)?;
+        check(&config).map_err(OpsError::usage)?;
         let max_file_size = config
             .max_file_size
             .as_ref()
             .map(|s| {
                 infopt_runtime::tensorrt::args::parse_size(&s.0)
-                    .map_err(|e| CliError::usage(format!("gate max_file_size: {e}")))
+                    .map_err(|e| OpsError::usage(format!("gate max_file_size: {e}")))
             })
             .transpose()?;
         if args.baseline.is_some() && config.max_latency_ratio.is_none() {
-            return Err(CliError::usage(
+            return Err(OpsError::usage(
                 "--baseline is for the max_latency_ratio gate; add --gate max_latency_ratio=R",
             ));
         }
@@ -325,7 +325,7 @@ impl GateReport {
     }
 
     /// The CLI error for a failed gate (exit 5), naming every failed gate.
-    pub fn error(&self) -> Option<CliError> {
+    pub fn error(&self) -> Option<OpsError> {
         if self.passed {
             return None;
         }
@@ -335,8 +335,8 @@ impl GateReport {
             .filter(|r| !r.passed)
             .map(|r| format!("{} ({})", r.gate, r.message))
             .collect();
-        Some(CliError::new(
-            crate::exit::Exit::Gate,
+        Some(OpsError::new(
+            crate::error::ErrorKind::Gate,
             format!(
                 "{} of {} release gates failed: {}",
                 failed.len(),
@@ -679,12 +679,12 @@ pub fn optimize_latency(
     gates: &Gates,
     warmup: usize,
     runs: usize,
-) -> CliResult<(infopt_verify::LatencyComparison, latency::LatencyEvidence)> {
+) -> OpsResult<(infopt_verify::LatencyComparison, latency::LatencyEvidence)> {
     let plan = gates.latency_plan(warmup, runs, v.chosen.info.transfer);
     let backend = v.chosen.info.name.clone();
     let original = match &gates.baseline {
         Some(_) => None,
-        None => Some(v.take_original().map_err(CliError::from)?),
+        None => Some(v.take_original().map_err(OpsError::from)?),
     };
     let candidate = latency::Timed {
         label: "the optimized model",
@@ -702,8 +702,8 @@ pub fn optimize_latency(
             latency::measure_pair("original model", reference, candidate, &backend, &plan)?
         }
         (None, None) => {
-            return Err(CliError::new(
-                crate::exit::Exit::Internal,
+            return Err(OpsError::new(
+                crate::error::ErrorKind::Internal,
                 "the original model is not loaded for timing",
             ));
         }
@@ -717,10 +717,10 @@ pub fn latency_comparison(
     backend: infopt_verify::BackendInfo,
     e: &latency::LatencyEvidence,
     warmup: usize,
-) -> CliResult<infopt_verify::LatencyComparison> {
+) -> OpsResult<infopt_verify::LatencyComparison> {
     let summarize = |s: &[f64]| {
         infopt_runtime::Latency::from_samples(warmup, s)
-            .map_err(|e| CliError::new(crate::exit::Exit::Internal, e))
+            .map_err(|e| OpsError::new(crate::error::ErrorKind::Internal, e))
     };
     let before = summarize(&e.reference_samples_ms)?;
     let after = summarize(&e.candidate_samples_ms)?;
@@ -738,7 +738,7 @@ pub fn latency_comparison(
 }
 
 /// The candidate model file's size with its external data, and the model.
-pub fn load_candidate(path: &std::path::Path) -> CliResult<(Model, u64)> {
+pub fn load_candidate(path: &std::path::Path) -> OpsResult<(Model, u64)> {
     let model = crate::models::load_model(path)?;
     let src = model.source.clone().unwrap_or_default();
     let external: u64 = src
@@ -763,7 +763,7 @@ pub fn compare_gates(
     b_path: &std::path::Path,
     backend: &infopt_verify::BackendInfo,
     timing: (usize, usize),
-) -> CliResult<GateReport> {
+) -> OpsResult<GateReport> {
     let mut results = accuracy(&gates.config, outputs, Some((ya, yb)));
     let mut evidence = None;
     if gates.latency_threshold().is_some() {
@@ -796,9 +796,9 @@ pub fn compare_gates(
 }
 
 /// `bench` has no outputs to compare; its latency gate needs a reference.
-pub fn check_bench_gates(gates: &Gates, compared: usize) -> CliResult {
+pub fn check_bench_gates(gates: &Gates, compared: usize) -> OpsResult {
     if gates.config.has_accuracy() {
-        return Err(CliError::usage(
+        return Err(OpsError::usage(
             "accuracy gates compare two models' outputs: use them with `infopt compare` or `infopt optimize`",
         ));
     }
@@ -806,12 +806,12 @@ pub fn check_bench_gates(gates: &Gates, compared: usize) -> CliResult {
         match (gates.baseline.is_some(), compared) {
             (true, 0) | (false, 1) => {}
             (true, _) => {
-                return Err(CliError::usage(
+                return Err(OpsError::usage(
                     "with --baseline, bench times MODEL alone: drop --compare",
                 ));
             }
             (false, _) => {
-                return Err(CliError::usage(
+                return Err(OpsError::usage(
                     "the max_latency_ratio gate in bench needs one reference: MODEL --compare CANDIDATE.onnx (ratio CANDIDATE / MODEL), or MODEL --baseline EARLIER.json",
                 ));
             }
@@ -829,7 +829,7 @@ pub fn bench_latency(
     backend: &infopt_verify::BackendInfo,
     warmup: usize,
     runs: usize,
-) -> CliResult<(Vec<infopt_runtime::Latency>, latency::LatencyEvidence)> {
+) -> OpsResult<(Vec<infopt_runtime::Latency>, latency::LatencyEvidence)> {
     fn timed(m: &crate::models::Loaded) -> latency::Timed<'_> {
         latency::Timed {
             label: "",
@@ -838,8 +838,8 @@ pub fn bench_latency(
         }
     }
     let (Some(first), Some(last)) = (loaded.first(), loaded.last()) else {
-        return Err(CliError::new(
-            crate::exit::Exit::Internal,
+        return Err(OpsError::new(
+            crate::error::ErrorKind::Internal,
             "no model to time",
         ));
     };
@@ -857,7 +857,7 @@ pub fn bench_latency(
     };
     let summarize = |s: &[f64]| {
         infopt_runtime::Latency::from_samples(warmup, s)
-            .map_err(|e| CliError::new(crate::exit::Exit::Internal, e))
+            .map_err(|e| OpsError::new(crate::error::ErrorKind::Internal, e))
     };
     let l = if gates.baseline.is_some() {
         vec![summarize(&e.candidate_samples_ms)?]
@@ -875,7 +875,7 @@ pub fn bench_report(
     gates: &Gates,
     evidence: Option<latency::LatencyEvidence>,
     candidate: &std::path::Path,
-) -> CliResult<GateReport> {
+) -> OpsResult<GateReport> {
     let mut results: Vec<GateResult> = evidence.iter().map(latency::gate_result).collect();
     if gates.config.has_structure() {
         let (model, bytes) = load_candidate(candidate)?;

@@ -7,7 +7,7 @@ use infopt_ir::Model;
 use infopt_verify::Verifier;
 
 use super::half_nodes;
-use crate::exit::{CliError, CliResult, Exit};
+use crate::error::{OpsError, OpsResult, ErrorKind};
 
 /// Share of float16's largest value at which an output is kept in
 /// float32: other inputs than the verification ones may go further.
@@ -18,7 +18,7 @@ pub const RANGE_MARGIN: f64 = 0.5;
 /// The tensors are read where the backend put them, a run's worth at a
 /// time and on every core, with no histogram (the extremes are all this
 /// needs): no host copy of every intermediate of a full-size input.
-pub(super) fn tensor_ranges(v: &Verifier, model: &Model) -> CliResult<HashMap<String, f64>> {
+pub(super) fn tensor_ranges(v: &Verifier, model: &Model) -> OpsResult<HashMap<String, f64>> {
     tensor_ranges_on(v, model, &v.inputs, true)
 }
 
@@ -29,7 +29,7 @@ pub(super) fn tensor_ranges_on(
     model: &Model,
     inputs: &[infopt_runtime::HostTensor],
     expected: bool,
-) -> CliResult<HashMap<String, f64>> {
+) -> OpsResult<HashMap<String, f64>> {
     use infopt_verify::observe::{computed_tensors, load_observing};
     let names: Vec<String> = computed_tensors(model)?
         .into_iter()
@@ -52,8 +52,8 @@ pub(super) fn tensor_ranges_on(
             Ok(())
         })
         .map_err(|e| {
-            CliError::new(
-                Exit::CannotVerify,
+            OpsError::new(
+                ErrorKind::CannotVerify,
                 format!("cannot observe the float32 model's tensors: {e}"),
             )
         })?;

@@ -319,7 +319,7 @@ fn a_node_the_user_forces_to_float16_is_never_kept_and_the_target_is_missed() {
         o.report
     );
     let e = missed_target(report(&o), &[]);
-    assert_eq!(e.exit, Exit::Verify);
+    assert_eq!(e.kind, ErrorKind::Verify);
     assert!(e.message.contains("mul_4 (Mul)"), "{}", e.message);
     assert!(e.message.contains("--inputs"), "{}", e.message);
 }

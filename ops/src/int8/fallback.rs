@@ -27,7 +27,7 @@ use super::costs::Costs;
 use super::judge::Judge;
 use super::search::{self, Missed, Probe, Trials, Verdict};
 use super::{Context, Goal, KeptFloat, min_cosine, misses, quantize_rest, score};
-use crate::exit::CliResult;
+use crate::error::OpsResult;
 use crate::report::int8::CandidateLoss;
 
 /// Samples each candidate is probed on alone (one probe per candidate:
@@ -224,7 +224,7 @@ impl Search<'_> {
         a
     }
 
-    fn build(&self, keep: &[Candidate], amax: &Amax) -> CliResult<(Model, PipelineRun)> {
+    fn build(&self, keep: &[Candidate], amax: &Amax) -> OpsResult<(Model, PipelineRun)> {
         quantize_rest(
             self.mid,
             &self.with_float(keep),
@@ -242,7 +242,7 @@ impl Search<'_> {
         quantized: &Model,
         first: &HeldOut,
         missed: &[String],
-    ) -> CliResult<Found> {
+    ) -> OpsResult<Found> {
         // The user's overrides are fixed: a layer set to a float type (which
         // under the onnxruntime placement still reads a DQ input) or pinned
         // to int8 is never offered.
@@ -405,7 +405,7 @@ impl Trials<Candidate> for FallbackTrials<'_, '_, '_, '_> {
     /// The model, its pass run, its judgement, and whether it has the other ranges.
     type Built = (Model, PipelineRun, HeldOut, bool);
 
-    fn probe(&mut self, keep: &[Candidate], why: Probe) -> CliResult<Verdict> {
+    fn probe(&mut self, keep: &[Candidate], why: Probe) -> OpsResult<Verdict> {
         let (q, _) = self.search.build(keep, self.search.amax)?;
         let samples = match why {
             Probe::Rank => RANK_SAMPLES,
@@ -428,7 +428,7 @@ impl Trials<Candidate> for FallbackTrials<'_, '_, '_, '_> {
 
     /// With `amax`, and where that misses with the other ranges too: the
     /// better one.
-    fn judge(&mut self, keep: &[Candidate]) -> CliResult<(Verdict, Self::Built)> {
+    fn judge(&mut self, keep: &[Candidate]) -> OpsResult<(Verdict, Self::Built)> {
         let s = self.search;
         let (q, r) = s.build(keep, s.amax)?;
         let h = self.judge.judge(&q)?;

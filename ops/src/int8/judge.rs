@@ -16,7 +16,7 @@ use infopt_verify::evaluate::{self, HeldOut, Reference};
 
 use super::costs::Costs;
 use super::{Context, open_again};
-use crate::exit::{CliError, CliResult, Exit};
+use crate::error::{OpsError, OpsResult, ErrorKind};
 
 /// Memory the kept samples and outputs may take at most: a quarter of what
 /// is available, and never more than this.
@@ -73,13 +73,13 @@ impl<'a> Judge<'a> {
     }
 
     /// `candidate` on every judged sample.
-    pub fn judge(&mut self, candidate: &Model) -> CliResult<HeldOut> {
+    pub fn judge(&mut self, candidate: &Model) -> OpsResult<HeldOut> {
         self.costs.count("judged on every sample", 1);
         self.judge_on(candidate, self.limit)
     }
 
     /// `candidate` on the first `limit` judged samples.
-    pub fn probe(&mut self, candidate: &Model, limit: usize) -> CliResult<HeldOut> {
+    pub fn probe(&mut self, candidate: &Model, limit: usize) -> OpsResult<HeldOut> {
         self.costs.count("probed on a few samples", 1);
         self.judge_on(candidate, limit)
     }
@@ -97,7 +97,7 @@ impl<'a> Judge<'a> {
     /// Reads the judged samples and runs the original on them, at the
     /// first call: those after the calibration samples, or these when there
     /// are none.
-    fn read_reference(&mut self) -> CliResult<()> {
+    fn read_reference(&mut self) -> OpsResult<()> {
         if self.reference.is_some() {
             return Ok(());
         }
@@ -109,7 +109,7 @@ impl<'a> Judge<'a> {
             ),
         );
         let budget = reference_budget();
-        let collect = |skip: usize| -> CliResult<Reference> {
+        let collect = |skip: usize| -> OpsResult<Reference> {
             let mut data = open_again(self.src, self.backend, self.cx, self.mid)?;
             let r = Reference::collect(
                 &self.pair(self.cx.original),
@@ -134,11 +134,11 @@ impl<'a> Judge<'a> {
         Ok(())
     }
 
-    fn judge_on(&mut self, candidate: &Model, limit: usize) -> CliResult<HeldOut> {
+    fn judge_on(&mut self, candidate: &Model, limit: usize) -> OpsResult<HeldOut> {
         self.read_reference()?;
         let Some(reference) = self.reference.as_ref() else {
-            return Err(CliError::new(
-                Exit::Internal,
+            return Err(OpsError::new(
+                ErrorKind::Internal,
                 "the judged samples were not read",
             ));
         };

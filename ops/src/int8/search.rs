@@ -27,7 +27,7 @@
 //! 5. A keep-set of every candidate leaves nothing worth calling a result
 //!    (nothing left in INT8): met only there is a failure, said as such.
 
-use crate::exit::CliResult;
+use crate::error::OpsResult;
 
 /// A judgement of one keep-set.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -55,9 +55,9 @@ pub trait Trials<C> {
     /// What a judgement on every sample leaves (the model, its pass run, ...).
     type Built;
     /// The model with `keep` in float on the first few judged samples.
-    fn probe(&mut self, keep: &[C], why: Probe) -> CliResult<Verdict>;
+    fn probe(&mut self, keep: &[C], why: Probe) -> OpsResult<Verdict>;
     /// The model with `keep` in float on every judged sample.
-    fn judge(&mut self, keep: &[C]) -> CliResult<(Verdict, Self::Built)>;
+    fn judge(&mut self, keep: &[C]) -> OpsResult<(Verdict, Self::Built)>;
     /// A progress line (one per step of the search).
     fn say(&mut self, _line: String) {}
 }
@@ -110,14 +110,14 @@ struct Counted<'t, T> {
 }
 
 impl<T> Counted<'_, T> {
-    fn probe<C>(&mut self, keep: &[C], why: Probe) -> CliResult<Verdict>
+    fn probe<C>(&mut self, keep: &[C], why: Probe) -> OpsResult<Verdict>
     where
         T: Trials<C>,
     {
         self.probes += 1;
         self.inner.probe(keep, why)
     }
-    fn judge<C>(&mut self, keep: &[C]) -> CliResult<(Verdict, T::Built)>
+    fn judge<C>(&mut self, keep: &[C]) -> OpsResult<(Verdict, T::Built)>
     where
         T: Trials<C>,
     {
@@ -140,8 +140,8 @@ pub fn rank_by_gain<C>(mut measured: Vec<Ranked<C>>) -> Vec<Ranked<C>> {
 fn fewest(
     mut lo: usize,
     mut hi: usize,
-    met: &mut dyn FnMut(usize) -> CliResult<bool>,
-) -> CliResult<usize> {
+    met: &mut dyn FnMut(usize) -> OpsResult<bool>,
+) -> OpsResult<usize> {
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
         if met(mid)? {
@@ -158,8 +158,8 @@ fn fewest(
 fn doubling(
     from: usize,
     n: usize,
-    met: &mut dyn FnMut(usize) -> CliResult<bool>,
-) -> CliResult<(usize, Option<usize>)> {
+    met: &mut dyn FnMut(usize) -> OpsResult<bool>,
+) -> OpsResult<(usize, Option<usize>)> {
     let mut lo = from;
     let mut k = (from * 2).max(1);
     loop {
@@ -185,7 +185,7 @@ pub fn run<C: Clone, T: Trials<C>>(
     candidates: &[C],
     primary: &dyn Fn(&C) -> bool,
     label: &dyn Fn(&C) -> String,
-) -> CliResult<Outcome<C, T::Built>> {
+) -> OpsResult<Outcome<C, T::Built>> {
     let n = candidates.len();
     let mut t = Counted {
         inner: trials,
@@ -276,7 +276,7 @@ pub fn run<C: Clone, T: Trials<C>>(
     let ranking = rank_by_gain(measured);
     let order: Vec<C> = ranking.iter().map(|r| r.candidate.clone()).collect();
     // 3. Keep more, on the probe samples.
-    let mut probe_met = |k: usize| -> CliResult<bool> {
+    let mut probe_met = |k: usize| -> OpsResult<bool> {
         let v = t.probe(&order[..k], Probe::Decide)?;
         t.inner.say(format!(
             "best {k} of {n} in float: lowest cosine {:.5}, margin {:.5} on the probe samples: {}",
@@ -305,7 +305,7 @@ pub fn run<C: Clone, T: Trials<C>>(
     ));
     let mut last_judged = Some((v, built));
     if !v.met && k < n {
-        let mut judge_met = |k: usize| -> CliResult<bool> {
+        let mut judge_met = |k: usize| -> OpsResult<bool> {
             let (v, built) = t.judge(&order[..k])?;
             t.inner.say(format!(
                 "best {k} of {n} in float on every sample: lowest cosine {:.5}: {}",
@@ -392,11 +392,11 @@ mod tests {
 
     impl Trials<usize> for Noise {
         type Built = Vec<usize>;
-        fn probe(&mut self, keep: &[usize], _why: Probe) -> CliResult<Verdict> {
+        fn probe(&mut self, keep: &[usize], _why: Probe) -> OpsResult<Verdict> {
             self.probes.push(keep.to_vec());
             Ok(self.verdict(keep, self.probe_scale))
         }
-        fn judge(&mut self, keep: &[usize]) -> CliResult<(Verdict, Vec<usize>)> {
+        fn judge(&mut self, keep: &[usize]) -> OpsResult<(Verdict, Vec<usize>)> {
             self.judged.push(keep.to_vec());
             Ok((self.verdict(keep, 1.0), keep.to_vec()))
         }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use infopt_runtime::OutputAgreement;
 
-use crate::exit::{CliError, CliResult, Exit};
+use crate::error::{OpsError, OpsResult, ErrorKind};
 use crate::gates::GateReport;
 
 /// The environment variable GitHub Actions sets to a file whose Markdown is shown on the
@@ -283,7 +283,7 @@ pub enum ReportKind {
 
 /// The kind of each `--report FILE`; an unknown extension is a usage error (checked
 /// before any work).
-pub fn report_kinds(paths: &[PathBuf]) -> CliResult<Vec<(PathBuf, ReportKind)>> {
+pub fn report_kinds(paths: &[PathBuf]) -> OpsResult<Vec<(PathBuf, ReportKind)>> {
     paths
         .iter()
         .map(|p| {
@@ -297,7 +297,7 @@ pub fn report_kinds(paths: &[PathBuf]) -> CliResult<Vec<(PathBuf, ReportKind)>> 
                 Some("md") | Some("markdown") => ReportKind::Markdown,
                 Some("xml") => ReportKind::JUnit,
                 _ => {
-                    return Err(CliError::usage(format!(
+                    return Err(OpsError::usage(format!(
                         "--report {}: name the file .json (JSON), .md (Markdown) or .xml (JUnit XML)",
                         p.display()
                     )));
@@ -315,7 +315,7 @@ pub fn write_reports(
     json: &str,
     summary: &CiSummary<'_>,
     step_summary: Option<&Path>,
-) -> CliResult {
+) -> OpsResult {
     for (path, kind) in report_kinds(paths)? {
         let text = match kind {
             ReportKind::Json => format!("{json}\n"),
@@ -323,7 +323,7 @@ pub fn write_reports(
             ReportKind::JUnit => render_junit(summary),
         };
         infopt_ir::save::write_atomically(&path, |w| std::io::Write::write_all(w, text.as_bytes()))
-            .map_err(CliError::from_ir)?;
+            .map_err(OpsError::from_ir)?;
     }
     if let Some(path) = step_summary {
         use std::io::Write as _;
@@ -334,8 +334,8 @@ pub fn write_reports(
             .open(path)
             .and_then(|mut f| f.write_all(text.as_bytes()))
             .map_err(|e| {
-                CliError::new(
-                    Exit::Write,
+                OpsError::new(
+                    ErrorKind::Write,
                     format!(
                         "cannot append to ${STEP_SUMMARY_ENV} {}: {e}",
                         path.display()
@@ -354,7 +354,7 @@ pub fn emit_gated<'a, R: crate::outcome::CommandReport>(
     json: bool,
     paths: &[PathBuf],
     summary: impl FnOnce(&'a R) -> CiSummary<'a>,
-) -> CliResult {
+) -> OpsResult {
     if json {
         println!("{}", report.json()?);
     } else {
@@ -406,9 +406,9 @@ pub fn render_gates_text(g: &GateReport) -> String {
 
 /// `optimize`'s output: the table (or JSON) on stdout, the `--report` files, and the
 /// step summary.
-pub fn emit_optimize(report: &super::Report, json: bool, paths: &[PathBuf]) -> CliResult {
+pub fn emit_optimize(report: &super::Report, json: bool, paths: &[PathBuf]) -> OpsResult {
     let text =
-        serde_json::to_string_pretty(report).map_err(|e| CliError::new(Exit::Internal, e))?;
+        serde_json::to_string_pretty(report).map_err(|e| OpsError::new(ErrorKind::Internal, e))?;
     if json {
         println!("{text}");
     } else {

@@ -15,7 +15,7 @@ use infopt_runtime::tensorrt::{FlavorSpec, TrtVersion, flavor};
 use serde::Serialize;
 
 use super::Args;
-use crate::exit::{CliError, CliResult, Exit};
+use crate::error::{OpsError, OpsResult, ErrorKind};
 
 /// One engine of the matrix.
 #[derive(Serialize, Debug, Clone, PartialEq)]
@@ -138,30 +138,30 @@ fn version_text(spec: &FlavorSpec, v: TrtVersion) -> String {
 }
 
 /// Reads a file the job names, for the key (a changed range table is another engine).
-fn file_hash(path: &Path, what: &str) -> CliResult<String> {
+fn file_hash(path: &Path, what: &str) -> OpsResult<String> {
     std::fs::read(path)
         .map(|b| sha256_hex(&b))
-        .map_err(|e| CliError::new(Exit::Load, format!("{what} {}: {e}", path.display())))
+        .map_err(|e| OpsError::new(ErrorKind::Load, format!("{what} {}: {e}", path.display())))
 }
 
 /// The matrix of `args` (`args.argv`: the command line, for the entries' commands).
-pub fn plan(args: &Args) -> CliResult<Matrix> {
+pub fn plan(args: &Args) -> OpsResult<Matrix> {
     if args.emit_onnx.is_some() {
-        return Err(CliError::usage(
+        return Err(OpsError::usage(
             "--matrix plans engine builds; --emit-onnx goes in a build, not in the plan",
         ));
     }
     let model = std::fs::read(&args.model)
-        .map_err(|e| CliError::new(Exit::Load, format!("{}: {e}", args.model.display())))?;
+        .map_err(|e| OpsError::new(ErrorKind::Load, format!("{}: {e}", args.model.display())))?;
     let model_sha256 = sha256_hex(&model);
     let flavors: Vec<&'static FlavorSpec> = match &args.trt_flavor {
-        None => vec![flavor::by_id("rtx").map_err(CliError::usage)?],
+        None => vec![flavor::by_id("rtx").map_err(OpsError::usage)?],
         Some(list) => list
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
-            .map(|id| flavor::by_id(id).map_err(CliError::usage))
-            .collect::<CliResult<_>>()?,
+            .map(|id| flavor::by_id(id).map_err(OpsError::usage))
+            .collect::<OpsResult<_>>()?,
     };
     let precisions: Vec<String> = match &args.precisions {
         Some(list) => list
@@ -176,7 +176,7 @@ pub fn plan(args: &Args) -> CliResult<Matrix> {
     };
     for p in &precisions {
         if !["fp32", "fp16", "bf16", "int8"].contains(&p.as_str()) {
-            return Err(CliError::usage(format!(
+            return Err(OpsError::usage(format!(
                 "--precisions: `{p}` is not one of fp32, fp16, bf16, int8"
             )));
         }
@@ -185,7 +185,7 @@ pub fn plan(args: &Args) -> CliResult<Matrix> {
         && args.int8.ranges.is_none()
         && args.int8.calib_data.is_none()
     {
-        return Err(CliError::usage(
+        return Err(OpsError::usage(
             "the int8 engines need ranges: give --ranges ranges.json (from infopt calibrate --merge) or --calib-data PATH",
         ));
     }
@@ -194,7 +194,7 @@ pub fn plan(args: &Args) -> CliResult<Matrix> {
         .as_deref()
         .map(flavor::parse_compute_capabilities)
         .transpose()
-        .map_err(CliError::usage)?;
+        .map_err(OpsError::usage)?;
     // The job: every option that is not an axis, plus the content of the files it
     // names; the float and the INT8 builds differ by the INT8 options.
     let config = match &args.config {
@@ -227,13 +227,13 @@ pub fn plan(args: &Args) -> CliResult<Matrix> {
         let ccs: Vec<u32> = match (&wanted, spec.compute_capabilities.is_empty()) {
             (Some(w), false) => {
                 spec.check_compute_capabilities(version, w)
-                    .map_err(CliError::usage)?;
+                    .map_err(OpsError::usage)?;
                 w.clone()
             }
             (Some(w), true) => w.clone(),
             (None, false) => spec.supported_compute_capabilities(version),
             (None, true) => {
-                return Err(CliError::usage(format!(
+                return Err(OpsError::usage(format!(
                     "{} builds for the GPU it runs on: give --compute-capability SM,SM (the GPUs your build machines have)",
                     spec.display
                 )));
@@ -292,9 +292,9 @@ pub fn plan(args: &Args) -> CliResult<Matrix> {
 }
 
 /// Prints the matrix as one line of JSON.
-pub fn run(args: &Args) -> CliResult {
+pub fn run(args: &Args) -> OpsResult {
     let m = plan(args)?;
-    let text = serde_json::to_string(&m).map_err(|e| CliError::new(Exit::Internal, e))?;
+    let text = serde_json::to_string(&m).map_err(|e| OpsError::new(ErrorKind::Internal, e))?;
     println!("{text}");
     Ok(())
 }

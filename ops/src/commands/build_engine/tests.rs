@@ -218,7 +218,7 @@ fn a_build_failure_writes_no_engine() {
     let e = build_with(&trt, &plan(dir.path(), false), &out, 0, 0)
         .err()
         .unwrap();
-    assert_eq!(e.exit, Exit::Load);
+    assert_eq!(e.kind, ErrorKind::Load);
     assert!(
         e.message.contains("network has no outputs"),
         "{}",
