@@ -1,7 +1,7 @@
 //! The entry point for front ends other than the command line (the Python
 //! module): a command's arguments in, its report out, rendered every way a
 //! caller may show it, with the failure beside it. Nothing is printed; the
-//! progress lines go to the caller's [`crate::progress::Sink`].
+//! progress lines go to the caller's [`Progress`].
 //!
 //! The arguments are the command's own (`["optimize", "m.onnx", "--fp16"]`),
 //! parsed by the same definitions, so every option and every one-line error
@@ -12,8 +12,9 @@ use std::ffi::OsString;
 use clap::Parser;
 
 use crate::commands::{self, Command};
-use crate::exit::{OpsError, OpsResult, ErrorKind};
-use crate::outcome::{CommandReport, Outcome};
+use crate::exit::{ErrorKind, OpsError, OpsResult};
+use infopt_ops::outcome::{CommandReport, Outcome};
+use infopt_ops::progress::Progress;
 
 /// A command's report in every rendering a caller may want.
 #[derive(Debug, Clone)]
@@ -75,8 +76,9 @@ fn usage_line(e: &clap::Error) -> String {
     parts.join("; ")
 }
 
-/// Runs one command from its arguments (without the program name).
-pub fn execute<I, T>(args: I) -> Finished
+/// Runs one command from its arguments (without the program name), its
+/// progress going to `progress`.
+pub fn execute<I, T>(args: I, progress: &dyn Progress) -> Finished
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
@@ -86,19 +88,18 @@ where
         Ok(cli) => cli,
         Err(e) => return Finished::failed(OpsError::usage(usage_line(&e))),
     };
-    crate::cli::init();
-    crate::cli::guarded(|| dispatch(cli.command)).unwrap_or_else(Finished::failed)
+    dispatch(cli.command, progress).unwrap_or_else(Finished::failed)
 }
 
-fn dispatch(command: Command) -> OpsResult<Finished> {
-    use commands::{bench, build_engine, calibrate, compare, inspect, optimize};
+fn dispatch(command: Command, p: &dyn Progress) -> OpsResult<Finished> {
+    use infopt_ops::commands as ops;
     match command {
-        Command::Optimize(a) => render(optimize::execute(*a)),
-        Command::BuildEngine(a) => render(build_engine::execute(*a)),
-        Command::Compare(a) => render(compare::execute(&a)),
-        Command::Bench(a) => render(bench::execute(&a)),
-        Command::Inspect(a) => render(inspect::execute(&a).map(Outcome::passed)),
-        Command::Calibrate(a) => render(calibrate::execute(&a).map(Outcome::passed)),
+        Command::Optimize(a) => render(ops::optimize(&(*a).into(), p)),
+        Command::BuildEngine(a) => render(ops::build_engine(&(*a).into(), p)),
+        Command::Compare(a) => render(ops::compare(&a.into(), p)),
+        Command::Bench(a) => render(ops::bench(&a.into(), p)),
+        Command::Inspect(a) => render(ops::inspect(&a.into(), p)),
+        Command::Calibrate(a) => render(ops::calibrate(&(*a).into(), p)),
         Command::Convert(_) | Command::Passes(_) | Command::Doctor(_) => Err(OpsError::new(
             ErrorKind::Usage,
             "this command has no report to return; run it with the infopt command",
@@ -110,16 +111,27 @@ fn dispatch(command: Command) -> OpsResult<Finished> {
 mod tests {
     use super::*;
 
+    struct Quiet;
+    impl Progress for Quiet {
+        fn line(&self, _: &str, _: &str) {}
+    }
+
+    fn execute_quietly<const N: usize>(args: [&str; N]) -> Finished {
+        execute(args, &Quiet)
+    }
+
     #[test]
     fn a_bad_argument_is_the_commands_usage_line() {
-        let f = execute(["optimize", "m.onnx", "--target", "gpu"]);
+        let f = execute_quietly(["optimize", "m.onnx", "--target", "gpu"]);
         let e = f.failure.unwrap();
         assert_eq!(e.kind, ErrorKind::Usage);
         assert_eq!(
             e.message,
             "invalid value 'gpu' for '--target <TARGET>'; possible values: portable, onnxruntime, tensorrt"
         );
-        let e = execute(["optimize", "m.onnx", "--fp61"]).failure.unwrap();
+        let e = execute_quietly(["optimize", "m.onnx", "--fp61"])
+            .failure
+            .unwrap();
         assert_eq!(
             e.message,
             "unexpected argument '--fp61' found; a similar argument exists: '--fp16'"
@@ -129,7 +141,7 @@ mod tests {
 
     #[test]
     fn a_missing_model_is_a_load_error_without_a_report() {
-        let f = execute(["inspect", "/nonexistent/m.onnx"]);
+        let f = execute_quietly(["inspect", "/nonexistent/m.onnx"]);
         let e = f.failure.unwrap();
         assert_eq!(e.kind, ErrorKind::Load);
         assert_eq!(e.message, "/nonexistent/m.onnx does not exist");
@@ -137,7 +149,7 @@ mod tests {
 
     #[test]
     fn commands_without_a_report_are_refused() {
-        let e = execute(["passes", "list"]).failure.unwrap();
+        let e = execute_quietly(["passes", "list"]).failure.unwrap();
         assert_eq!(e.kind, ErrorKind::Usage);
     }
 }

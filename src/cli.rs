@@ -2,11 +2,10 @@
 //! the `infopt` binary and the Python wheel's `infopt` script.
 
 use std::ffi::OsString;
-use std::sync::Once;
 
 use clap::Parser;
 
-use crate::exit::{ErrorKind, Exit, OpsError, OpsResult};
+use crate::exit::{Exit, OpsResult};
 
 /// Rust ignores SIGPIPE, so printing into a closed pipe (`infopt passes list
 /// | head`) fails as a write error. A command-line tool should end quietly
@@ -21,37 +20,21 @@ fn restore_sigpipe() {
     }
 }
 
-/// Registrations every front end needs once per process: passes of other
-/// crates join the registry; constant folding may ask tract for ops the
-/// reference kernels lack.
+/// Registrations every front end needs once per process.
 pub fn init() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        infopt_calibration::quantize::register();
-        infopt_passes::fold_constants::register_fallback_evaluator(crate::tract_eval::factory);
-    });
+    infopt_ops::guard::init();
 }
 
 /// Runs `f` so that a panic (a bug in infopt, whatever the input) becomes
 /// one line and exit 1 (Internal), never a backtrace or exit 101.
 pub fn guarded<T>(f: impl FnOnce() -> OpsResult<T>) -> OpsResult<T> {
-    infopt_passes::panic_guard::catch_quietly(|| {
+    infopt_ops::guard::guarded(|| {
         // Test hook (debug builds only), like the driver's.
         #[cfg(debug_assertions)]
         if std::env::var("INFOPT_INJECT_PANIC").is_ok_and(|p| p == "cli") {
             panic!("injected panic");
         }
         f()
-    })
-    .unwrap_or_else(|c| {
-        Err(OpsError::new(
-            ErrorKind::Internal,
-            format!(
-                "internal error: {}{}; this is a bug in infopt (please report it with the model)",
-                c.message,
-                c.location.map(|l| format!(" ({l})")).unwrap_or_default()
-            ),
-        ))
     })
 }
 
@@ -87,7 +70,10 @@ where
             .collect();
     }
     init();
-    match guarded(|| crate::commands::run(cli)) {
+    let progress = crate::progress::Terminal;
+    let ran =
+        infopt_ops::progress::with_progress(&progress, || guarded(|| crate::commands::run(cli)));
+    match ran {
         Ok(()) => Exit::Ok,
         Err(e) => {
             eprintln!("error: {}", e.message.replace('\n', " "));

@@ -3,13 +3,10 @@
 //! crate.
 
 pub mod api;
+pub mod args;
 pub mod cli;
 pub mod cli_reference;
 pub mod commands;
-
 pub mod exit;
-
-pub use infopt_ops::{
-    backend_args, gates, half, inputs_arg, int8, job, models, outcome, progress, report,
-    save_args, shape_args, stages, tract_eval,
-};
+pub mod progress;
+pub mod report;

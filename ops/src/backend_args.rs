@@ -9,40 +9,33 @@ use infopt_verify::{BackendKind, BackendOptions, ChosenBackend};
 use crate::error::{OpsError, OpsResult};
 
 /// Backend selection, shared by `optimize`, `bench` and `compare`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct BackendArgs {
+#[derive(Debug, Clone)]
+pub struct BackendSettings {
     /// Backend to run in: tract (embedded) or ort (ONNX Runtime, loaded at run time).
-    #[arg(long, value_name = "tract|ort")]
     pub backend: Option<String>,
     /// ONNX Runtime library (default: $ORT_DYLIB_PATH, else the onnxruntime package of
     /// python3 or of a .venv above the working directory).
-    #[arg(long, value_name = "PATH")]
     pub ort_dylib: Option<PathBuf>,
     /// Threads inside one operator (ort; tract runs on one thread). Default: ONNX
     /// Runtime's, one per physical core.
-    #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// ONNX Runtime graph optimization level (verification runs the original
     /// at `disable`, its reference, and the optimized model at this level).
-    #[arg(long, value_name = "disable|basic|extended|all", default_value = "all")]
     pub ort_opt_level: String,
     /// ONNX Runtime execution providers in priority order (repeatable or comma-separated,
     /// e.g. cuda,cpu). Default: CPU.
-    #[arg(long = "ep", value_name = "NAME", value_delimiter = ',')]
     pub execution_providers: Vec<String>,
     /// An option of a provider --ep lists, EP:KEY=VALUE, passed to ONNX Runtime as it is
     /// (repeatable), e.g. cuda:prefer_nhwc=1, cuda:use_tf32=0.
-    #[arg(long = "ep-option", value_name = "EP:KEY=VALUE")]
     pub ep_options: Vec<String>,
     /// Time with inputs and outputs bound on the device (ONNX Runtime IoBinding; needs
     /// --backend ort --ep cuda): inputs copied there once, outputs written to device
     /// buffers allocated once. Without it, each timed run copies inputs in and outputs
     /// out (host to host, into reused buffers). Reports say which was measured.
-    #[arg(long)]
     pub io_binding: bool,
 }
 
-impl BackendArgs {
+impl BackendSettings {
     /// The backend options, checked.
     pub fn options(&self) -> OpsResult<BackendOptions> {
         let ort_opt_level: OptLevel = self

@@ -37,7 +37,7 @@ use infopt_verify::intermediates::Side;
 use infopt_verify::sensitivity::{self, NodeError};
 use infopt_verify::{Criterion, Verifier};
 
-use crate::error::{OpsError, OpsResult, ErrorKind};
+use crate::error::{ErrorKind, OpsError, OpsResult};
 use crate::stages::{self, PassHooks};
 
 mod ranges;

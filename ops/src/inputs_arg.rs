@@ -6,27 +6,23 @@ pub use infopt_verify::inputs::{InputSource, Inputs, describe};
 use crate::shape_args;
 
 /// The input options shared by `bench` and `compare`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct InputArgs {
+#[derive(Debug, Clone)]
+pub struct InputSettings {
     /// Input shape `NAME:1x3x224x224`, or symbol values `NAME:batch=1,seq=128` (repeatable).
     /// Symbols nothing binds take 1 (bench, compare); optimize verifies with
     /// distinct values 2, 3, ... per symbol.
-    #[arg(long = "input-shape", value_name = "NAME:DIMS")]
     pub input_shapes: Vec<String>,
     /// Run on these arrays instead of generated ones: an .npz, one .npy, or a folder of
     /// .npy files, named after the model inputs. Their shapes fix the input shapes.
-    #[arg(long, value_name = "FILE.npz|DIR")]
     pub inputs: Option<std::path::PathBuf>,
     /// Seed of the generated inputs (default 0; for optimize, the pipeline's verify.seed).
-    #[arg(long)]
     pub seed: Option<u64>,
     /// Generated integer inputs are drawn from [0, VOCAB) (token ids, indices);
     /// `*token_type*` inputs from [0, 2); `*mask*` inputs are all ones.
-    #[arg(long, default_value_t = 16, value_name = "VOCAB")]
     pub vocab: u64,
 }
 
-impl InputArgs {
+impl InputSettings {
     /// Parses the shape arguments and reads the input file (if any). Errors are usage
     /// errors, as one line.
     pub fn resolve(&self) -> Result<Inputs, String> {

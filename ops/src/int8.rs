@@ -33,41 +33,32 @@ use costs::Costs;
 use judge::Judge;
 
 /// INT8 options of `optimize` (and `build-engine`).
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct Int8Args {
+#[derive(Debug, Clone, Default)]
+pub struct Int8Settings {
     /// Quantize to INT8: adds a quantize-int8 step after the pipeline's
     /// passes (unless it has one) and calibrates on --calib-data.
-    #[arg(long)]
     pub int8: bool,
     /// Calibration data: a folder of .npz/.npy samples, a stacked .npz, an
     /// image folder (with --preprocess), or random:N (smoke tests only).
-    #[arg(long, value_name = "PATH|random:N")]
     pub calib_data: Option<String>,
     /// Image preprocessing YAML for an image folder.
-    #[arg(long, value_name = "FILE.yaml")]
     pub preprocess: Option<PathBuf>,
     /// Range method (default auto: per tensor, the full range of bounded
     /// outputs, elsewhere the candidate with the least quantization error).
-    #[arg(long, value_name = "auto|minmax|percentile|entropy|mse")]
     pub calib_method: Option<String>,
     /// Calibration samples (default 256); the samples after them are held out.
-    #[arg(long, value_name = "N")]
     pub calib_samples: Option<usize>,
     /// Held-out samples the INT8 model is judged on (default 256).
-    #[arg(long, value_name = "N")]
     pub held_out: Option<usize>,
     /// Accuracy target: every output's cosine similarity with the float
     /// model on the held-out samples (default 0.99). Below it, the most
     /// harmful layers are kept in float until it is met.
-    #[arg(long, value_name = "COSINE")]
     pub int8_min_cosine: Option<f64>,
     /// Accuracy target of classifier outputs (Softmax or a dense head):
     /// the fraction of rows whose top class is the float model's (default 0.99).
-    #[arg(long, value_name = "FRACTION")]
     pub int8_min_top1: Option<f64>,
     /// Ranges from an earlier `infopt calibrate` (or a TensorRT/ORT cache)
     /// instead of calibrating.
-    #[arg(long, value_name = "ranges.json")]
     pub ranges: Option<PathBuf>,
 }
 
@@ -98,7 +89,7 @@ pub struct Context<'a> {
     pub options: &'a DriverOptions,
     /// The command's backend options (to build ONNX Runtime when the model
     /// at the quantize step needs it).
-    pub backend_args: &'a crate::backend_args::BackendArgs,
+    pub backend_args: &'a crate::backend_args::BackendSettings,
     /// Judge the result on the data (false with --no-verify).
     pub judge: bool,
 }
@@ -394,7 +385,7 @@ pub fn judged_on_data(v: &mut infopt_verify::Verification, q: &Int8Report) {
 /// note for the report.
 pub fn bind_data_shapes(
     config: &PipelineConfig,
-    args: &Int8Args,
+    args: &Int8Settings,
     model: &Model,
     shapes: &mut InputShapes,
 ) -> OpsResult<Option<String>> {
@@ -418,7 +409,7 @@ pub fn run(
     model: &mut Model,
     config: &PipelineConfig,
     index: usize,
-    args: &Int8Args,
+    args: &Int8Settings,
     cx: &Context<'_>,
 ) -> OpsResult<(PipelineRun, Option<Int8Report>)> {
     let step = int8::options(config, index).cloned().unwrap_or_default();

@@ -16,7 +16,7 @@ use infopt_passes::precision::{self, check};
 use infopt_passes::{PipelineConfig, Precision};
 
 use crate::error::{OpsError, OpsResult};
-use crate::int8::Int8Args;
+use crate::int8::Int8Settings;
 
 /// The command-line options that change the precision of the model.
 pub struct PrecisionFlags<'a> {
@@ -25,7 +25,7 @@ pub struct PrecisionFlags<'a> {
     /// `--precision NAME_OR_OP=P`, in the order given.
     pub overrides: &'a [String],
     /// `--int8` and its options.
-    pub int8: &'a Int8Args,
+    pub int8: &'a Int8Settings,
     /// `--no-auto-fp32`.
     pub no_auto_fp32: bool,
     /// `--disable NAME`: passes that will not run.
@@ -42,7 +42,7 @@ pub struct Job {
 }
 
 /// The INT8 options given, by flag: each needs a quantize-int8 step.
-fn int8_options_given(a: &Int8Args) -> Vec<&'static str> {
+fn int8_options_given(a: &Int8Settings) -> Vec<&'static str> {
     let given = [
         ("--calib-data", a.calib_data.is_some()),
         ("--ranges", a.ranges.is_some()),

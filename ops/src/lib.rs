@@ -7,6 +7,7 @@ pub mod backend_args;
 pub mod commands;
 pub mod error;
 pub mod gates;
+pub mod guard;
 pub mod half;
 pub mod inputs_arg;
 pub mod int8;

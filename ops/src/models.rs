@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use infopt_runtime::{Backend, HostTensor, LoadedModel, RuntimeError};
 
-use crate::error::{OpsError, OpsResult, ErrorKind};
+use crate::error::{ErrorKind, OpsError, OpsResult};
 use crate::inputs_arg::{InputSource, Inputs};
 
 /// A runtime error as a command's error: configuration problems (no library, bad

@@ -5,10 +5,12 @@
 
 use serde::Serialize;
 
-use crate::error::{OpsError, OpsResult, ErrorKind};
+use crate::error::{ErrorKind, OpsError, OpsResult};
+use crate::report::ci::CiSummary;
 
-/// A report every command can render: JSON through serde, plus a terminal
-/// text and a Markdown rendering.
+/// A report every command can render: JSON through serde, a terminal text,
+/// a Markdown rendering, and the CI view of it ([`CiSummary`]: the verdict,
+/// the checks and gates) that the Markdown and JUnit report files show.
 pub trait CommandReport: Serialize {
     /// The command's name as typed ("optimize", "build-engine").
     fn command(&self) -> &'static str;
@@ -19,6 +21,15 @@ pub trait CommandReport: Serialize {
     /// Pretty JSON, with the report's schema version inside.
     fn json(&self) -> OpsResult<String> {
         serde_json::to_string_pretty(self).map_err(|e| OpsError::new(ErrorKind::Internal, e))
+    }
+    /// The CI view: by default the command's title and the full Markdown
+    /// folded below it, with no checks (a report without gates passes).
+    fn summary(&self) -> CiSummary<'_> {
+        CiSummary {
+            title: format!("infopt {}", self.command()),
+            details: Some(self.markdown()),
+            ..Default::default()
+        }
     }
 }
 

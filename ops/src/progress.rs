@@ -2,22 +2,35 @@
 //!
 //! The commands report what each stage did ("loaded m.onnx (120 nodes) in
 //! 4 ms") and call [`done`] between stages and after every pass that changed
-//! the model. On the command line the lines go to stderr and a stage never
-//! stops (Ctrl-C ends the process). A library caller (the Python module)
-//! installs a [`Sink`] for the duration of a call: it receives the lines
-//! and may stop the command at the next stage boundary, which then fails
-//! with [`ErrorKind::Interrupted`]. The sink is per thread: a command runs on the
-//! thread that called it.
+//! the model. The caller of a command passes a [`Progress`]: the command
+//! line's prints the lines on stderr and never stops; the Python module's
+//! forwards them to a callback and may stop the command at the next stage
+//! boundary, which then fails with [`ErrorKind::Interrupted`]. Without one,
+//! nothing is shown. The progress is installed per thread for the duration
+//! of a command: a command runs on the thread that called it.
 
 use std::cell::RefCell;
 
-use crate::error::{OpsError, OpsResult, ErrorKind};
+use crate::error::{ErrorKind, OpsError, OpsResult};
 
 /// Receives a command's progress.
-pub trait Sink {
+pub trait Progress {
     /// One line about a finished step of `stage` ("load", "passes", "pass",
     /// "verify", "save", "calibrate", "bench", "build").
     fn line(&self, stage: &str, line: &str);
+    /// A line about a small step (one per pass that changed the model, one
+    /// per calibration sample): for callers that show every step. The
+    /// command line shows none of them (it has [`Progress::sampled`]).
+    fn event(&self, stage: &str, line: &str) {
+        self.line(stage, line);
+    }
+    /// A step line chosen at most every few seconds, for a caller that
+    /// shows no [`Progress::event`] and draws no bar.
+    fn sampled(&self, _stage: &str, _line: &str) {}
+    /// Whether long stages may draw a progress bar on the terminal's stderr.
+    fn draws_bars(&self) -> bool {
+        false
+    }
     /// Whether the command should go on; asked between stages and passes.
     /// Once it says no it must keep saying no: a pass driver that was asked
     /// to stop only ends its pipeline, and the command asks again after it.
@@ -26,60 +39,73 @@ pub trait Sink {
     }
 }
 
+/// The name the Python module and older callers know the trait by.
+pub use Progress as Sink;
+
 thread_local! {
-    static SINK: RefCell<Option<Box<dyn Sink>>> = const { RefCell::new(None) };
+    /// The progress of the command running on this thread. A raw pointer,
+    /// because the caller lends it for the call only ([`with_progress`]
+    /// removes it before the borrow ends, on unwind too).
+    static CURRENT: RefCell<Option<*const (dyn Progress + 'static)>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with `sink` receiving its progress, then restores what was there.
-pub fn with_sink<R>(sink: Box<dyn Sink>, f: impl FnOnce() -> R) -> R {
-    let previous = SINK.with(|s| s.replace(Some(sink)));
-    // Restored on unwind too: a panic inside `f` is caught further up.
-    struct Restore(Option<Option<Box<dyn Sink>>>);
+/// Runs `f` with `progress` receiving its progress, then restores what was there.
+pub fn with_progress<R>(progress: &dyn Progress, f: impl FnOnce() -> R) -> R {
+    // SAFETY: only the lifetime is erased; the pointer is removed from the
+    // thread-local below (by `Restore`'s drop, which also runs on unwind)
+    // before `progress`'s borrow ends, and it is only read on this thread.
+    let ptr: *const (dyn Progress + 'static) = unsafe {
+        std::mem::transmute::<*const (dyn Progress + '_), *const (dyn Progress + 'static)>(
+            progress as *const dyn Progress,
+        )
+    };
+    let previous = CURRENT.with(|s| s.replace(Some(ptr)));
+    struct Restore(Option<*const (dyn Progress + 'static)>);
     impl Drop for Restore {
         fn drop(&mut self) {
-            let previous = self.0.take().flatten();
-            SINK.with(|s| *s.borrow_mut() = previous);
+            let previous = self.0.take();
+            CURRENT.with(|s| *s.borrow_mut() = previous);
         }
     }
-    let _restore = Restore(Some(previous));
+    let _restore = Restore(previous);
     f()
 }
 
-/// Reports one line: to the sink when one is installed, else to stderr.
+/// Runs `f` with an owned `sink` receiving its progress.
+pub fn with_sink<R>(sink: Box<dyn Progress>, f: impl FnOnce() -> R) -> R {
+    with_progress(sink.as_ref(), f)
+}
+
+/// Calls `f` with the installed progress, if any.
+fn current<R>(f: impl FnOnce(&dyn Progress) -> R) -> Option<R> {
+    CURRENT.with(|s| {
+        let ptr = (*s.borrow())?;
+        // SAFETY: `with_progress` keeps the pointee borrowed while the
+        // pointer is installed.
+        Some(f(unsafe { &*ptr }))
+    })
+}
+
+/// Reports one line about a finished step.
 pub fn note(stage: &str, line: impl AsRef<str>) {
-    let line = line.as_ref();
-    let sent = SINK.with(|s| match &*s.borrow() {
-        Some(sink) => {
-            sink.line(stage, line);
-            true
-        }
-        None => false,
-    });
-    if !sent {
-        eprintln!("{line}");
-    }
+    current(|p| p.line(stage, line.as_ref()));
 }
 
-/// Whether a caller installed a sink (then terminal progress bars stay off:
-/// the caller shows progress its own way).
-pub fn has_sink() -> bool {
-    SINK.with(|s| s.borrow().is_some())
+/// Whether long stages may draw a terminal progress bar (the caller said so).
+pub fn bars_allowed() -> bool {
+    current(|p| p.draws_bars()).unwrap_or(false)
 }
 
-/// Reports a line only a sink wants (one per pass that changed the model):
-/// the command line prints nothing for it.
+/// Reports a line only a caller that shows every step wants (one per pass
+/// that changed the model): the command line prints nothing for it.
 pub fn event(stage: &str, line: impl AsRef<str>) {
-    SINK.with(|s| {
-        if let Some(sink) = &*s.borrow() {
-            sink.line(stage, line.as_ref());
-        }
-    });
+    current(|p| p.event(stage, line.as_ref()));
 }
 
-/// A stage boundary: fails with [`ErrorKind::Interrupted`] when the caller asked
-/// to stop.
+/// A stage boundary: fails with [`ErrorKind::Interrupted`] when the caller
+/// asked to stop.
 pub fn checkpoint() -> OpsResult {
-    let go_on = SINK.with(|s| s.borrow().as_ref().is_none_or(|sink| sink.proceed()));
+    let go_on = current(|p| p.proceed()).unwrap_or(true);
     if go_on {
         Ok(())
     } else {
@@ -108,18 +134,11 @@ pub struct Steps {
     bar: Option<indicatif::ProgressBar>,
 }
 
-/// Whether progress may draw a bar: stderr is a terminal and no caller
-/// installed a sink.
-fn bar_allowed() -> bool {
-    use std::io::IsTerminal;
-    !has_sink() && std::io::stderr().is_terminal()
-}
-
 impl Steps {
     /// `total` steps of `what` (None: unknown); lines at most every
     /// `min_interval` seconds (0: every step).
     pub fn new(stage: &'static str, what: &str, total: Option<usize>, min_interval: f64) -> Self {
-        let bar = bar_allowed().then(|| {
+        let bar = bars_allowed().then(|| {
             let b = match total {
                 Some(t) => indicatif::ProgressBar::new(t as u64),
                 None => indicatif::ProgressBar::new_spinner(),
@@ -188,9 +207,7 @@ impl Steps {
             .is_none_or(|t| t.elapsed().as_secs_f64() >= self.min_interval);
         if due || last {
             self.last_line = Some(std::time::Instant::now());
-            if !has_sink() {
-                eprintln!("{line}");
-            }
+            current(|p| p.sampled(self.stage, &line));
         }
     }
 

@@ -4,25 +4,22 @@ use infopt_ir::{ExternalDataPolicy, SaveOptions};
 
 use crate::error::{OpsError, OpsResult};
 
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct SaveArgs {
+#[derive(Debug, Clone, Default)]
+pub struct SaveSettings {
     /// Store every initializer of at least THRESHOLD bytes in an external-data
     /// file next to the output (default threshold 1024). Without this flag,
     /// tensors that were external stay external, and a model over 2 GiB gets
     /// external data automatically.
-    #[arg(long, value_name = "THRESHOLD", num_args = 0..=1, default_missing_value = "1024", conflicts_with = "inline")]
     pub external_data: Option<u64>,
     /// Store every tensor inside the model file (fails above protobuf's 2 GiB limit).
-    #[arg(long)]
     pub inline: bool,
     /// Name of the external-data file (default: `<output file name>.data`; when the
     /// existing output reads that file, `NAME.1.data` is written and the old file
     /// removed once the new model is in place).
-    #[arg(long, value_name = "FILE")]
     pub data_file: Option<String>,
 }
 
-impl SaveArgs {
+impl SaveSettings {
     pub fn options(&self) -> OpsResult<SaveOptions> {
         let external = match (self.external_data, self.inline) {
             (Some(t), _) => ExternalDataPolicy::Threshold(t),

@@ -15,9 +15,9 @@ use infopt_runtime::InputShapes;
 use infopt_runtime::compare::Tolerance;
 use infopt_verify::{BackendKind, Criterion, Inputs, VerifyPolicy};
 
-use crate::backend_args::BackendArgs;
-use crate::error::{OpsError, OpsResult, ErrorKind};
-use crate::inputs_arg::InputArgs;
+use crate::backend_args::BackendSettings;
+use crate::error::{ErrorKind, OpsError, OpsResult};
+use crate::inputs_arg::InputSettings;
 use crate::report::{self, ModelFacts};
 
 /// The pipeline used when neither `-c` nor `--passes` is given (configs/default.yaml).
@@ -54,7 +54,7 @@ pub fn load_pipeline(
 }
 
 /// `--input-shape` also feeds the pipeline's `fix-shapes` steps.
-pub fn apply_input_shapes(config: &mut PipelineConfig, args: &InputArgs) -> OpsResult {
+pub fn apply_input_shapes(config: &mut PipelineConfig, args: &InputSettings) -> OpsResult {
     let specs = args
         .input_shapes
         .iter()
@@ -76,7 +76,7 @@ pub fn apply_input_shapes(config: &mut PipelineConfig, args: &InputArgs) -> OpsR
 
 /// Shape bindings for running the models: the pipeline's `inputs:`/`symbols:`,
 /// then the command line (which wins).
-pub fn resolve_inputs(config: &PipelineConfig, args: &InputArgs) -> OpsResult<Inputs> {
+pub fn resolve_inputs(config: &PipelineConfig, args: &InputSettings) -> OpsResult<Inputs> {
     let mut input_args = args.clone();
     input_args.seed = input_args.seed.or(Some(config.verify.seed));
     let mut inputs = input_args.resolve().map_err(OpsError::usage)?;
@@ -125,7 +125,7 @@ pub struct VerifyOverrides {
 pub fn verify_policy(
     config: &PipelineConfig,
     overrides: &VerifyOverrides,
-    backend: &BackendArgs,
+    backend: &BackendSettings,
     nodes: usize,
     keep_original: bool,
 ) -> OpsResult<VerifyPolicy> {
@@ -268,30 +268,4 @@ pub fn save(
         summary.external_bytes,
         stats,
     ))
-}
-
-/// Prints the report (table or JSON) and writes `--report FILE`
-/// (`.md`: Markdown, else JSON).
-pub fn emit_report<R: serde::Serialize>(
-    report: &R,
-    json: bool,
-    path: Option<&Path>,
-    render: impl Fn(&R, bool) -> String,
-) -> OpsResult {
-    let as_json =
-        || serde_json::to_string_pretty(report).map_err(|e| OpsError::new(ErrorKind::Internal, e));
-    if json {
-        println!("{}", as_json()?);
-    } else {
-        print!("{}", render(report, false));
-    }
-    if let Some(path) = path {
-        let text = match path.extension().and_then(|e| e.to_str()) {
-            Some("md") | Some("markdown") => render(report, true),
-            _ => as_json()? + "\n",
-        };
-        infopt_ir::save::write_atomically(path, |w| std::io::Write::write_all(w, text.as_bytes()))
-            .map_err(OpsError::from_ir)?;
-    }
-    Ok(())
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 
-use infopt::progress::{self, Sink};
+use infopt_ops::progress::Progress;
 
 /// Receives a command's progress on its worker thread; takes the GIL only
 /// for the moment of a callback or a signal check.
@@ -32,7 +32,7 @@ impl PySink {
     }
 }
 
-impl Sink for PySink {
+impl Progress for PySink {
     fn line(&self, stage: &str, line: &str) {
         let Some(cb) = &self.callback else { return };
         if self.is_stopped() {
@@ -73,13 +73,15 @@ fn run(py: Python<'_>, args: Vec<String>, progress: Option<Py<PyAny>>) -> PyResu
         callback: progress,
         stopped: stopped.clone(),
     };
-    let finished =
-        py.detach(move || progress::with_sink(Box::new(sink), || infopt::api::execute(args)));
+    let finished = py.detach(move || infopt::api::execute(args, &sink));
     if let Some(e) = stopped.lock().ok().and_then(|mut s| s.take()) {
         return Err(e);
     }
     let (code, message) = match finished.failure {
-        Some(e) => (infopt::exit::Exit::from(e.kind) as u8, Some(e.message.replace('\n', " "))),
+        Some(e) => (
+            infopt::exit::Exit::from(e.kind) as u8,
+            Some(e.message.replace('\n', " ")),
+        ),
         None => (0, None),
     };
     let report = finished

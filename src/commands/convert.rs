@@ -13,15 +13,15 @@ pub struct Args {
     #[arg(short, long)]
     pub output: PathBuf,
     #[command(flatten)]
-    pub save: crate::save_args::SaveArgs,
+    pub save: crate::args::SaveArgs,
 }
 
 pub fn run(args: Args) -> OpsResult {
-    let mut model = crate::models::load_model(&args.model)?;
-    let options = args.save.options()?;
+    let mut model = infopt_ops::models::load_model(&args.model)?;
+    let options = infopt_ops::save_args::SaveSettings::from(args.save).options()?;
     let summary = model
         .save(&args.output, &options)
         .map_err(OpsError::from_ir)?;
-    crate::models::print_save_summary(&args.output, &summary);
+    infopt_ops::models::print_save_summary(&args.output, &summary);
     Ok(())
 }

@@ -9,7 +9,7 @@ use infopt_runtime::ort_backend::{self, OrtBackend, OrtOptions};
 use infopt_runtime::tensorrt::{self, FlavorSpec, TensorRt, TrtOptions, discover, flavor};
 use serde::Serialize;
 
-use crate::exit::{OpsError, OpsResult, ErrorKind};
+use crate::exit::{ErrorKind, OpsError, OpsResult};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -494,8 +494,8 @@ pub fn render_text(r: &DoctorReport) -> String {
 pub fn run(args: Args) -> OpsResult {
     let report = collect(&args);
     if args.json {
-        let text =
-            serde_json::to_string_pretty(&report).map_err(|e| OpsError::new(ErrorKind::Internal, e))?;
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| OpsError::new(ErrorKind::Internal, e))?;
         println!("{text}");
     } else {
         print!("{}", render_text(&report));

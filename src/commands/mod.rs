@@ -1,10 +1,14 @@
 //! One module per subcommand; each has an `Args` struct and a `run` function.
 
+pub mod bench;
+pub mod build_engine;
+pub mod calibrate;
+pub mod compare;
 pub mod convert;
 pub mod doctor;
+pub mod inspect;
+pub mod optimize;
 pub mod passes;
-
-pub use infopt_ops::commands::{bench, build_engine, calibrate, compare, inspect, optimize};
 
 use clap::{Parser, Subcommand};
 

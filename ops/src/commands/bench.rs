@@ -1,7 +1,6 @@
 //! `infopt bench`: latency of a model in a backend, optionally against a second model,
 //! timed in the same process with interleaved runs.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use infopt_runtime::{DefaultedDim, Latency};
@@ -9,41 +8,28 @@ use infopt_verify::timing::{self, Timed};
 use infopt_verify::{BackendInfo, BackendKind};
 use serde::Serialize;
 
-use crate::backend_args::{BackendArgs, defaulted_dim_note};
+use crate::backend_args::{BackendSettings, defaulted_dim_note};
 use crate::error::{OpsError, OpsResult};
-use crate::inputs_arg::{self, InputArgs, InputSource};
+use crate::inputs_arg::{self, InputSettings, InputSource};
 use crate::models::{Loaded, load};
 use crate::outcome::{CommandReport, Outcome};
 use crate::report::ci::{self, CiSummary};
 use crate::report::summaries;
 
-#[derive(clap::Args, Debug)]
-pub struct Args {
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
     /// Model to time.
     pub model: PathBuf,
     /// More models to time in the same process, runs interleaved with MODEL's
     /// (repeatable); prints MODEL's median over each one's (its speed-up).
-    #[arg(long, value_name = "OTHER.onnx")]
     pub compare: Vec<PathBuf>,
-    #[command(flatten)]
-    pub backend: BackendArgs,
-    #[command(flatten)]
-    pub inputs: InputArgs,
+    pub backend: BackendSettings,
+    pub inputs: InputSettings,
     /// Untimed runs first.
-    #[arg(long, default_value_t = 10)]
     pub warmup: usize,
     /// Timed runs.
-    #[arg(long, default_value_t = 100)]
     pub runs: usize,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// Also write the report to FILE (repeatable): .json, .md (pull-request comment),
-    /// .xml (JUnit XML).
-    #[arg(long, value_name = "FILE")]
-    pub report: Vec<PathBuf>,
-    #[command(flatten)]
-    pub gates: crate::gates::GateArgs,
+    pub gates: crate::gates::GateSettings,
 }
 
 /// Version of the JSON layout below; bumped on incompatible changes.
@@ -95,7 +81,7 @@ impl Progress {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }
-        if std::io::stderr().is_terminal() && !crate::progress::has_sink() {
+        if crate::progress::bars_allowed() {
             let bar = indicatif::ProgressBar::new(total as u64);
             bar.set_style(
                 indicatif::ProgressStyle::with_template(
@@ -267,17 +253,13 @@ impl CommandReport for BenchReport {
     fn markdown(&self) -> String {
         ci::render_markdown(&ci_summary(self))
     }
-}
-
-/// the verdict of the gates as the exit code.
-pub fn run(args: Args) -> OpsResult {
-    let outcome = execute(&args)?;
-    crate::report::ci::emit_gated(&outcome.report, args.json, &args.report, ci_summary)?;
-    outcome.verdict()
+    fn summary(&self) -> CiSummary<'_> {
+        ci_summary(self)
+    }
 }
 
 /// Times the models, without printing: the report, with a failed gate beside it.
-pub fn execute(args: &Args) -> OpsResult<Outcome<BenchReport>> {
+pub fn execute(args: &BenchOptions) -> OpsResult<Outcome<BenchReport>> {
     if args.runs == 0 {
         return Err(OpsError::usage("--runs must be at least 1"));
     }
@@ -285,7 +267,6 @@ pub fn execute(args: &Args) -> OpsResult<Outcome<BenchReport>> {
     let gates = crate::gates::Gates::resolve(None, &args.gates)?;
     crate::gates::check_bench_gates(&gates, args.compare.len())?;
     args.backend.check_io_binding(true, "")?;
-    crate::report::ci::report_kinds(&args.report)?;
     let chosen = args.backend.build(BackendKind::Tract)?;
     let (backend, info) = (chosen.backend, chosen.info);
     let mut paths = vec![args.model.clone()];

@@ -29,7 +29,7 @@ use infopt_runtime::tensorrt::{
 use infopt_runtime::{Latency, RuntimeError};
 use infopt_verify::{BackendKind, ChosenBackend, Criterion, Inputs, Verifier};
 
-use crate::error::{OpsError, OpsResult, ErrorKind};
+use crate::error::{ErrorKind, OpsError, OpsResult};
 use crate::outcome::Outcome;
 use crate::stages::{self, PassHooks, VerifyOverrides};
 use report::{
@@ -39,121 +39,85 @@ use report::{
 /// The pipeline used without `-c` (configs/tensorrt.yaml).
 const TENSORRT_PIPELINE: &str = include_str!("../../../configs/tensorrt.yaml");
 
-#[derive(clap::Args, Debug)]
-pub struct Args {
+#[derive(Debug, Clone)]
+pub struct BuildEngineOptions {
     /// Model to build (never modified).
     pub model: PathBuf,
     /// Engine file (default: MODEL with `.engine`).
-    #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// Pipeline YAML (default: the built-in configs/tensorrt.yaml); its target is set to tensorrt.
-    #[arg(short = 'c', long = "config", value_name = "PIPELINE.yaml")]
     pub config: Option<PathBuf>,
     /// Float16: append convert-float16 (TensorRT 11: strongly typed graph; 10: kFP16).
-    #[arg(long, conflicts_with = "bf16")]
     pub fp16: bool,
     /// Bfloat16: append convert-bfloat16 (TensorRT 11: strongly typed graph; 10: kBF16).
-    #[arg(long)]
     pub bf16: bool,
     /// Per-layer precision NAME_OR_OP=fp32|fp16|bf16|int8 (repeatable): a bare op
     /// type matches the op, anything else a node name, exactly or as a regex
     /// matching the whole name; an entry that matches nothing, or whose
     /// precision no pass makes (fp16 without --fp16, int8 without --int8), is refused.
-    #[arg(long = "precision", value_name = "NAME_OR_OP=P")]
     pub precision: Vec<String>,
     /// INT8: `--int8 --calib-data PATH` (or `--ranges FILE`) appends a calibrated
     /// quantize-int8 step, as `optimize --int8` does.
-    #[command(flatten)]
-    pub int8: crate::int8::Int8Args,
+    pub int8: crate::int8::Int8Settings,
     /// TensorRT workspace limit: 1G, 512M, 1.5G or bytes.
-    #[arg(long, value_name = "SIZE")]
     pub workspace: Option<String>,
     /// Optimization profile of a dynamic input, NAME:MIN/OPT/MAX (each like
     /// 1x3x224x224), or NAME:DIMS for one shape (repeatable).
-    #[arg(long = "shapes", value_name = "NAME:MIN/OPT/MAX")]
     pub shapes: Vec<String>,
     /// Timing cache: read if it exists, written back after the build.
-    #[arg(long, value_name = "FILE")]
     pub timing_cache: Option<PathBuf>,
     /// Fail instead of timing a tactic the timing cache lacks (reproducible builds).
-    #[arg(long, requires = "timing_cache")]
     pub error_on_timing_cache_miss: bool,
     /// Builder optimization level 0..=5 (TensorRT's default: 3).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=5))]
     pub builder_opt_level: Option<u8>,
     /// TensorRT 10: build the strongly typed graph (like TensorRT 11) instead of the
     /// float32 graph with builder flags.
-    #[arg(long)]
     pub strongly_typed: bool,
     /// TensorRT 10: obey the per-layer precisions (fail without a kernel) rather than prefer them.
-    #[arg(long)]
     pub obey_precision_constraints: bool,
     /// Write the ONNX TensorRT would build (strongly typed) and print the equivalent
     /// trtexec commands; TensorRT is not needed.
-    #[arg(long, value_name = "FILE")]
     pub emit_onnx: Option<PathBuf>,
     /// The infopt TensorRT shim (default: $INFOPT_TRT_SHIM, then next to infopt).
-    #[arg(long, value_name = "PATH")]
     pub trt_shim: Option<PathBuf>,
     /// Folder holding libnvinfer / libnvonnxparser (default: $TENSORRT_LIB, pip, system).
-    #[arg(long, value_name = "DIR")]
     pub trt_lib: Option<PathBuf>,
     /// The TensorRT major to target: with --emit-onnx, print only its trtexec command;
     /// when building, refuse a TensorRT of another major.
-    #[arg(long, value_name = "10|11", value_parser = clap::value_parser!(u32).range(10..=11))]
     pub trt_major: Option<u32>,
     /// TensorRT flavour: trt10, trt11 or rtx (TensorRT-RTX, builds without a GPU).
     /// Default: TensorRT 11/10 where a GPU is present and installed, else TensorRT-RTX.
-    #[arg(long, value_name = "trt10|trt11|rtx")]
     pub trt_flavor: Option<String>,
     /// TensorRT-RTX: the GPUs to compile the engine for, as SM numbers: 86,89,120
     /// (default: TensorRT-RTX's own, 80, 86, 89 and 120).
-    #[arg(long, value_name = "SM,SM")]
     pub compute_capability: Option<String>,
     /// Release gate on the engine (repeatable): `max_precision_mismatches=N` fails (exit
     /// 5) when more than N placed nodes got another precision than requested;
     /// `realized_precision` is `max_precision_mismatches=0`.
-    #[arg(long = "gate", value_name = "GATE")]
     pub gate: Vec<String>,
     /// Do not run the models to check that the rewritten ONNX agrees with the original.
-    #[arg(long)]
     pub no_verify: bool,
     /// With --fp16/--bf16: convert and judge once, without keeping the layers
     /// that miss the accuracy target in float32 automatically.
-    #[arg(long)]
     pub no_auto_fp32: bool,
     /// Timed runs of the engine (and of the input ONNX in ONNX Runtime); 0 skips timing.
-    #[arg(long, default_value_t = 50)]
     pub runs: usize,
     /// Untimed warm-up runs before timing.
-    #[arg(long, default_value_t = 5)]
     pub warmup: usize,
-    /// Also write the report to FILE (.json for JSON, .md for Markdown).
-    #[arg(long, value_name = "FILE")]
-    pub report: Option<PathBuf>,
-    /// Print the report as JSON on stdout instead of a table.
-    #[arg(long)]
-    pub json: bool,
-    #[command(flatten)]
-    pub inputs: crate::inputs_arg::InputArgs,
-    #[command(flatten)]
-    pub backend: crate::backend_args::BackendArgs,
-    #[command(flatten)]
-    pub save: crate::save_args::SaveArgs,
+    pub inputs: crate::inputs_arg::InputSettings,
+    pub backend: crate::backend_args::BackendSettings,
+    pub save: crate::save_args::SaveSettings,
     /// Print the build matrix instead of building: one engine per TensorRT flavour
     /// (--trt-flavor rtx,trt11; default rtx) x compute capability (--compute-capability;
     /// default: every one the flavour targets) x precision (--precisions), as one line of
     /// JSON `{"include": [...]}` for a CI matrix, each entry with its exact build command
     /// and an artifact name keyed by the hash of model, job, infopt and TensorRT
     /// versions and compute capability.
-    #[arg(long)]
     pub matrix: bool,
     /// With --matrix: the precisions to build, fp32,fp16,bf16,int8 (default: the one
     /// --fp16/--bf16/--int8 asks for, else fp32).
-    #[arg(long, value_name = "P,P", requires = "matrix")]
     pub precisions: Option<String>,
     /// The command line after `build-engine`, for the matrix's commands.
-    #[arg(skip)]
     pub argv: Vec<String>,
 }
 
@@ -197,7 +161,7 @@ struct Settings {
     shapes: Vec<Profile>,
 }
 
-fn parse_settings(args: &Args) -> OpsResult<Settings> {
+fn parse_settings(args: &BuildEngineOptions) -> OpsResult<Settings> {
     let workspace = args
         .workspace
         .as_deref()
@@ -561,7 +525,7 @@ fn onnx_latency(
     model: &Model,
     dir: &Path,
     inputs: &Inputs,
-    args: &Args,
+    args: &BuildEngineOptions,
 ) -> Result<OnnxLatency, String> {
     let options = args.backend.options().map_err(|e| e.message)?;
     let chosen = ChosenBackend::build(BackendKind::Ort, &options).map_err(|e| e.message)?;
@@ -596,26 +560,9 @@ fn onnx_latency(
     })
 }
 
-/// `infopt build-engine`: the report (table or JSON) and `--report`, then
-/// the verdict as the exit code.
-pub fn run(args: Args) -> OpsResult {
-    if args.matrix {
-        return matrix::run(&args);
-    }
-    let (json, report_path) = (args.json, args.report.clone());
-    let outcome = execute(args)?;
-    stages::emit_report(
-        &outcome.report,
-        json,
-        report_path.as_deref(),
-        report::render,
-    )?;
-    outcome.verdict()
-}
-
 /// Builds the engine (or the ONNX and trtexec commands), without printing:
 /// the report, with a verification failure beside it.
-pub fn execute(args: Args) -> OpsResult<Outcome<EngineReport>> {
+pub fn execute(args: BuildEngineOptions) -> OpsResult<Outcome<EngineReport>> {
     if args.matrix {
         return Err(OpsError::usage(
             "--matrix prints a plan on the command line; it builds no report",

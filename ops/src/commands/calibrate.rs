@@ -7,85 +7,58 @@
 //! -o ranges.json` merges them into the ranges one machine would have written
 //! over all the data, byte for byte (see `infopt_calibration::shard`).
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use infopt_calibration::cache::{
     CalibratorName, TrtCacheHeader, trt_version_code, write_trt_cache,
 };
-use infopt_calibration::run::{CalibrateOptions, DataSource, Target, calibrate, collect, table_of};
+use infopt_calibration::run::{
+    CalibrateOptions as RunOptions, DataSource, Target, calibrate, collect, table_of,
+};
 use infopt_calibration::shard::{self, Part, PartData, PartSettings, Shard};
 use infopt_calibration::table::sha256_hex;
 use infopt_calibration::{DEFAULT_BINS, Method, RangeTable};
 use infopt_verify::BackendKind;
 
-use crate::backend_args::BackendArgs;
-use crate::error::{OpsError, OpsResult, ErrorKind};
-use crate::inputs_arg::InputArgs;
+use crate::backend_args::BackendSettings;
+use crate::error::{ErrorKind, OpsError, OpsResult};
+use crate::inputs_arg::InputSettings;
 use crate::stages;
 
-#[derive(clap::Args, Debug)]
-pub struct Args {
+#[derive(Debug, Clone)]
+pub struct CalibrateOptions {
     /// Model to calibrate (never modified). With --merge, optional: when given,
     /// the parts must come from it.
-    #[arg(required_unless_present = "merge")]
     pub model: Option<PathBuf>,
     /// Calibration data: a folder of .npz (or .npy) samples, one .npz with a
     /// leading sample axis, an image folder (with --preprocess), or random:N
     /// (smoke tests only: meaningless for accuracy).
-    #[arg(
-        long = "data",
-        alias = "calib-data",
-        value_name = "PATH|random:N",
-        required_unless_present = "merge"
-    )]
     pub data: Option<String>,
     /// Calibrate only shard K of N (contiguous slices of the data in dataset order,
     /// the same on every machine) and write its statistics to -o, for --merge.
-    #[arg(long, value_name = "K/N", conflicts_with = "trt_cache")]
     pub shard: Option<String>,
     /// Merge the parts of every shard (any order) into the ranges (and --trt-cache)
     /// one run over all the data writes, bit for bit. The method is the parts'.
-    #[arg(
-        long,
-        value_name = "PART.json",
-        num_args = 1..,
-        conflicts_with_all = ["data", "shard", "preprocess", "samples", "method", "percentile", "batch"]
-    )]
     pub merge: Vec<PathBuf>,
     /// YAML preprocessing of an image folder (`images: {input, size, resize, ...}`).
-    #[arg(long, value_name = "FILE.yaml")]
     pub preprocess: Option<PathBuf>,
     /// Range method (auto: per tensor, the full range of bounded outputs,
     /// elsewhere the candidate with the least quantization error).
-    #[arg(
-        long,
-        default_value = "entropy",
-        value_name = "auto|minmax|percentile|entropy|mse"
-    )]
     pub method: String,
     /// Percentile of |x| for --method percentile.
-    #[arg(long, default_value_t = 99.99)]
     pub percentile: f64,
     /// Use at most this many samples.
-    #[arg(long, value_name = "N")]
     pub samples: Option<usize>,
     /// Samples per run (needs a free batch dim).
-    #[arg(long, default_value_t = 1, value_name = "B")]
     pub batch: usize,
     /// Where to write the range table.
-    #[arg(short, long, value_name = "ranges.json")]
     pub output: PathBuf,
     /// Also write a TensorRT calibration cache.
-    #[arg(long, value_name = "FILE")]
     pub trt_cache: Option<PathBuf>,
     /// TensorRT version for the cache header (e.g. 10.3.0).
-    #[arg(long, default_value = "10.3.0", value_name = "X.Y.Z")]
     pub trt_version: String,
-    #[command(flatten)]
-    pub inputs: InputArgs,
-    #[command(flatten)]
-    pub backend: BackendArgs,
+    pub inputs: InputSettings,
+    pub backend: BackendSettings,
 }
 
 /// What `infopt calibrate` did: the ranges it wrote and how they were made.
@@ -154,14 +127,8 @@ pub fn render_text(r: &CalibrateReport) -> String {
     s
 }
 
-pub fn run(args: Args) -> OpsResult {
-    let report = execute(&args)?;
-    eprint!("{}", render_text(&report));
-    Ok(())
-}
-
 /// The TensorRT cache header for `method`, when a cache is asked for.
-fn cache_header(args: &Args, method: Method) -> OpsResult<Option<TrtCacheHeader>> {
+fn cache_header(args: &CalibrateOptions, method: Method) -> OpsResult<Option<TrtCacheHeader>> {
     Ok(match &args.trt_cache {
         // TensorRT reads the scales whatever the header's calibrator name;
         // it names the algorithm that produced them.
@@ -177,7 +144,7 @@ fn cache_header(args: &Args, method: Method) -> OpsResult<Option<TrtCacheHeader>
 }
 
 /// Writes the range table and, when asked, the TensorRT cache.
-fn write_ranges(args: &Args, table: &RangeTable, method: Method) -> OpsResult {
+fn write_ranges(args: &CalibrateOptions, table: &RangeTable, method: Method) -> OpsResult {
     let header = cache_header(args, method)?;
     table
         .write(&args.output)
@@ -189,7 +156,7 @@ fn write_ranges(args: &Args, table: &RangeTable, method: Method) -> OpsResult {
 }
 
 /// `--merge`: the parts' statistics merged, and the ranges made from them.
-fn merge(args: &Args) -> OpsResult<CalibrateReport> {
+fn merge(args: &CalibrateOptions) -> OpsResult<CalibrateReport> {
     let started = std::time::Instant::now();
     let model_sha256 = match &args.model {
         Some(p) => Some(sha256_hex(&std::fs::read(p).map_err(|e| {
@@ -266,7 +233,7 @@ fn data_setting(source: &DataSource) -> OpsResult<String> {
 }
 
 /// Calibrates and writes the range table (and cache), without printing.
-pub fn execute(args: &Args) -> OpsResult<CalibrateReport> {
+pub fn execute(args: &CalibrateOptions) -> OpsResult<CalibrateReport> {
     if !args.merge.is_empty() {
         return merge(args);
     }
@@ -302,7 +269,7 @@ pub fn execute(args: &Args) -> OpsResult<CalibrateReport> {
                 None => format!("{done} samples"),
             },
         );
-        if crate::progress::has_sink() || !std::io::stderr().is_terminal() {
+        if !crate::progress::bars_allowed() {
             return;
         }
         let b = bar.get_or_insert_with(|| {
@@ -318,7 +285,7 @@ pub fn execute(args: &Args) -> OpsResult<CalibrateReport> {
         });
         b.set_position(done as u64);
     };
-    let options = CalibrateOptions {
+    let options = RunOptions {
         method,
         samples: args.samples,
         batch: args.batch,
@@ -426,5 +393,13 @@ impl crate::outcome::CommandReport for CalibrateReport {
     }
     fn markdown(&self) -> String {
         crate::outcome::fenced(&format!("infopt calibrate: {}", self.model), &self.text())
+    }
+    fn summary(&self) -> crate::report::ci::CiSummary<'_> {
+        crate::report::ci::CiSummary {
+            title: "infopt calibrate".into(),
+            subject: format!("`{}`", self.model),
+            details: Some(self.markdown()),
+            ..Default::default()
+        }
     }
 }

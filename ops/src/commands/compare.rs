@@ -12,49 +12,34 @@ use serde::Serialize;
 use infopt_verify::intermediates::{self, IntermediateReport};
 use infopt_verify::{BackendInfo, BackendKind};
 
-use crate::backend_args::BackendArgs;
-use crate::error::{OpsError, OpsResult, ErrorKind};
-use crate::inputs_arg::{self, InputArgs, InputSource, Inputs};
+use crate::backend_args::BackendSettings;
+use crate::error::{ErrorKind, OpsError, OpsResult};
+use crate::inputs_arg::{self, InputSettings, InputSource, Inputs};
 use crate::models::{self, runtime_error};
 use crate::outcome::{CommandReport, Outcome};
 use crate::report::ci::{self, Check, CiSummary};
 use crate::report::summaries;
 
-#[derive(clap::Args, Debug)]
-pub struct Args {
+#[derive(Debug, Clone)]
+pub struct CompareOptions {
     /// The reference model.
     pub a: PathBuf,
     /// The model under test.
     pub b: PathBuf,
-    #[command(flatten)]
-    pub backend: BackendArgs,
-    #[command(flatten)]
-    pub inputs: InputArgs,
+    pub backend: BackendSettings,
+    pub inputs: InputSettings,
     /// Relative tolerance: an element agrees when |b - a| <= atol + rtol * |a|
     /// (same default as `optimize`; widened to one ulp for float16/bfloat16 outputs).
-    #[arg(long, default_value_t = 1e-4)]
     pub rtol: f64,
     /// Absolute tolerance.
-    #[arg(long, default_value_t = 1e-5)]
     pub atol: f64,
     /// Also compare every tensor computed under the same name in both models, and name
     /// the first that diverges (runs in ort unless --backend says otherwise).
-    #[arg(long)]
     pub intermediate: bool,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// Also write the report to FILE (repeatable): .json, .md (pull-request comment),
-    /// .xml (JUnit XML).
-    #[arg(long, value_name = "FILE")]
-    pub report: Vec<PathBuf>,
-    #[command(flatten)]
-    pub gates: crate::gates::GateArgs,
+    pub gates: crate::gates::GateSettings,
     /// Untimed runs per model before a latency gate's timed runs.
-    #[arg(long, default_value_t = 5)]
     pub warmup: usize,
     /// Timed runs per model for a latency gate (at least 30).
-    #[arg(long, default_value_t = 30)]
     pub runs: usize,
 }
 
@@ -297,18 +282,14 @@ impl CommandReport for CompareReport {
     fn markdown(&self) -> String {
         ci::render_markdown(&ci_summary(self))
     }
-}
-
-/// the verdict as the exit code.
-pub fn run(args: Args) -> OpsResult {
-    let outcome = execute(&args)?;
-    crate::report::ci::emit_gated(&outcome.report, args.json, &args.report, ci_summary)?;
-    outcome.verdict()
+    fn summary(&self) -> CiSummary<'_> {
+        ci_summary(self)
+    }
 }
 
 /// Runs both models and compares them, without printing: the report, with
 /// a mismatch or a failed gate beside it.
-pub fn execute(args: &Args) -> OpsResult<Outcome<CompareReport>> {
+pub fn execute(args: &CompareOptions) -> OpsResult<Outcome<CompareReport>> {
     if !(args.rtol >= 0.0 && args.atol >= 0.0) {
         return Err(OpsError::usage("--rtol and --atol must be non-negative"));
     }
@@ -318,7 +299,6 @@ pub fn execute(args: &Args) -> OpsResult<Outcome<CompareReport>> {
     };
     let inputs = args.inputs.resolve().map_err(OpsError::usage)?;
     let gates = crate::gates::Gates::resolve(None, &args.gates)?;
-    crate::report::ci::report_kinds(&args.report)?;
     args.backend.check_io_binding(
         gates.latency_threshold().is_some(),
         "compare times only for a max_latency_ratio gate (--gate max_latency_ratio=1.05)",

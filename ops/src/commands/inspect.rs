@@ -9,13 +9,10 @@ use serde::Serialize;
 
 use crate::error::OpsResult;
 
-#[derive(clap::Args, Debug)]
-pub struct Args {
+#[derive(Debug, Clone)]
+pub struct InspectOptions {
     /// Model to inspect.
     pub model: PathBuf,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// Version of the JSON layout below; bumped on incompatible changes.
@@ -279,21 +276,9 @@ pub fn render_text(i: &Inspection) -> String {
 }
 
 /// What `infopt inspect` reports, without printing.
-pub fn execute(args: &Args) -> OpsResult<Inspection> {
+pub fn execute(args: &InspectOptions) -> OpsResult<Inspection> {
     let model = crate::models::load_model(&args.model)?;
     Ok(inspect(&model, &args.model))
-}
-
-pub fn run(args: Args) -> OpsResult {
-    let report = execute(&args)?;
-    if args.json {
-        let text = serde_json::to_string_pretty(&report)
-            .map_err(|e| crate::error::OpsError::new(crate::error::ErrorKind::Internal, e))?;
-        println!("{text}");
-    } else {
-        print!("{}", render_text(&report));
-    }
-    Ok(())
 }
 
 impl crate::outcome::CommandReport for Inspection {
@@ -305,5 +290,13 @@ impl crate::outcome::CommandReport for Inspection {
     }
     fn markdown(&self) -> String {
         crate::outcome::fenced(&format!("infopt inspect: {}", self.path), &self.text())
+    }
+    fn summary(&self) -> crate::report::ci::CiSummary<'_> {
+        crate::report::ci::CiSummary {
+            title: "infopt inspect".into(),
+            subject: format!("`{}`", self.path),
+            details: Some(self.markdown()),
+            ..Default::default()
+        }
     }
 }

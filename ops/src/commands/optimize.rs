@@ -6,153 +6,82 @@ use std::time::Instant;
 
 use infopt_ir::Model;
 use infopt_ir::stats::GraphStats;
-use infopt_passes::{CriterionName, DriverOptions, Flow, SideData, Target};
+use infopt_passes::{DriverOptions, Flow, SideData, Target};
 use infopt_runtime::OutputAgreement;
 use infopt_verify::intermediates::{self, Side};
 use infopt_verify::{Verifier, worst_abs};
 
-use crate::error::{OpsError, OpsResult, ErrorKind};
+use crate::error::{ErrorKind, OpsError, OpsResult};
 use crate::outcome::Outcome;
 use crate::progress;
 use crate::report::{self, PassCheck, Report};
 use crate::stages::{self, PassHooks, VerifyOverrides};
 
-#[derive(clap::Args, Debug)]
-pub struct Args {
+#[derive(Debug, Clone)]
+pub struct OptimizeOptions {
     /// Model to optimize (never modified).
     pub model: PathBuf,
     /// Output path (default: MODEL with `.opt.onnx`).
-    #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// Pipeline YAML (default: the built-in configs/default.yaml).
-    #[arg(
-        short = 'c',
-        long = "config",
-        value_name = "PIPELINE.yaml",
-        conflicts_with = "passes"
-    )]
     pub config: Option<PathBuf>,
     /// Run exactly these passes, in order (comma-separated).
-    #[arg(long, value_delimiter = ',', value_name = "A,B")]
     pub passes: Vec<String>,
     /// Skip a pass of the pipeline (repeatable or comma-separated).
-    #[arg(long, value_delimiter = ',', value_name = "NAME")]
     pub disable: Vec<String>,
     /// Stop after the first run of this pass.
-    #[arg(long, value_name = "NAME")]
     pub stop_after: Option<String>,
     /// Write the model after every pass that changed it, as NN-PASS.onnx.
-    #[arg(long, value_name = "DIR")]
     pub dump_dir: Option<PathBuf>,
     /// Override the pipeline's target.
-    #[arg(long, value_enum)]
-    pub target: Option<TargetArg>,
-    /// Also write the report to FILE (repeatable): .json (JSON), .md (Markdown for a
-    /// pull-request comment), .xml (JUnit XML, one test case per gate).
-    #[arg(long, value_name = "FILE")]
-    pub report: Vec<PathBuf>,
-    #[command(flatten)]
-    pub gates: crate::gates::GateArgs,
-    /// Print the report as JSON on stdout instead of a table.
-    #[arg(long)]
-    pub json: bool,
+    pub target: Option<infopt_passes::Target>,
+    pub gates: crate::gates::GateSettings,
     /// Do not run the models to check that the outputs agree.
-    #[arg(long)]
     pub no_verify: bool,
     /// Relative tolerance of verification (default from the pipeline, 1e-4).
-    #[arg(long)]
     pub rtol: Option<f64>,
     /// Absolute tolerance of verification (default from the pipeline, 1e-5).
-    #[arg(long)]
     pub atol: Option<f64>,
     /// How outputs are judged: `scaled` (default; the largest difference
     /// relative to the output's magnitude, and the cosine) or `elementwise`
     /// (every element within --atol + --rtol x |expected|).
-    #[arg(long, value_enum)]
-    pub criterion: Option<CriterionArg>,
+    pub criterion: Option<infopt_passes::CriterionName>,
     /// Measure latency before and after.
-    #[arg(long)]
     pub bench: bool,
     /// Timed runs per model with --bench.
-    #[arg(long, default_value_t = 20)]
     pub runs: usize,
     /// Untimed warm-up runs per model with --bench.
-    #[arg(long, default_value_t = 3)]
     pub warmup: usize,
     /// Run the model after every pass that changed it and stop at the first pass
     /// whose outputs leave the tolerance, naming it and the first diverging tensor.
-    #[arg(long)]
     pub verify_each_pass: bool,
-    #[command(flatten)]
-    pub inputs: crate::inputs_arg::InputArgs,
-    #[command(flatten)]
-    pub backend: crate::backend_args::BackendArgs,
+    pub inputs: crate::inputs_arg::InputSettings,
+    pub backend: crate::backend_args::BackendSettings,
     /// Validate the graph after every pass.
-    #[arg(long)]
     pub validate: bool,
-    #[command(flatten)]
-    pub save: crate::save_args::SaveArgs,
+    pub save: crate::save_args::SaveSettings,
     /// Convert to float16 after the pipeline's other passes (appends convert-float16).
-    #[arg(long, conflicts_with = "bf16")]
     pub fp16: bool,
     /// Convert to bfloat16 after the pipeline's other passes (appends convert-bfloat16).
-    #[arg(long)]
     pub bf16: bool,
     /// With --fp16/--bf16: the graph's float inputs and outputs become the half type
     /// too (no Cast at either end; for callers that feed and read half on the device).
-    #[arg(long)]
     pub fp16_io: bool,
     /// Per-layer precision, NAME_OR_OP=fp32|fp16|bf16|int8 (repeatable): a
     /// bare op type (Softmax) matches the op, anything else a node name,
     /// exactly or as a regex matching the whole name; an entry that matches
     /// nothing, or whose precision no pass makes (fp16 without --fp16, int8
     /// without --int8), is refused.
-    #[arg(long = "precision", value_name = "NAME_OR_OP=P")]
     pub precision: Vec<String>,
     /// With --fp16/--bf16: convert and judge once, without keeping the layers
     /// that miss the accuracy target in float32 automatically.
-    #[arg(long)]
     pub no_auto_fp32: bool,
-    #[command(flatten)]
-    pub int8: crate::int8::Int8Args,
+    pub int8: crate::int8::Int8Settings,
     /// Convert the model's default-domain opset to N (up to 24) before the
     /// fusions, so they can use newer ops (LayerNormalization 17, Gelu 20,
     /// RMSNormalization 23); refused with the node's name when an op cannot
     /// be converted exactly.
-    #[arg(long, value_name = "N")]
     pub upgrade_opset: Option<i64>,
-}
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-pub enum CriterionArg {
-    Scaled,
-    Elementwise,
-}
-
-impl From<CriterionArg> for CriterionName {
-    fn from(c: CriterionArg) -> CriterionName {
-        match c {
-            CriterionArg::Scaled => CriterionName::Scaled,
-            CriterionArg::Elementwise => CriterionName::Elementwise,
-        }
-    }
-}
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-pub enum TargetArg {
-    Portable,
-    Onnxruntime,
-    Tensorrt,
-}
-
-impl From<TargetArg> for Target {
-    fn from(t: TargetArg) -> Target {
-        match t {
-            TargetArg::Portable => Target::Portable,
-            TargetArg::Onnxruntime => Target::Onnxruntime,
-            TargetArg::Tensorrt => Target::Tensorrt,
-        }
-    }
 }
 
 fn default_output(model: &Path) -> PathBuf {
@@ -280,18 +209,9 @@ fn storage_only(run: &infopt_passes::PipelineRun) -> bool {
         .all(|r| r.rewrites == 0 || Numerics::of(r.name) == Some(Numerics::Exact))
 }
 
-/// `infopt optimize`: the report (table or JSON) and `--report` files, then
-/// the verdict as the exit code.
-pub fn run(args: Args) -> OpsResult {
-    let (json, reports) = (args.json, args.report.clone());
-    let outcome = execute(args)?;
-    crate::report::ci::emit_optimize(&outcome.report, json, &reports)?;
-    outcome.verdict()
-}
-
 /// The optimize job without printing: load, pipeline, verification, save,
 /// gates; the report, with the failure of verification or a gate beside it.
-pub fn execute(args: Args) -> OpsResult<Outcome<Report>> {
+pub fn execute(args: OptimizeOptions) -> OpsResult<Outcome<Report>> {
     let started = Instant::now();
     let output = args
         .output
@@ -351,7 +271,6 @@ pub fn execute(args: Args) -> OpsResult<Outcome<Report>> {
         ));
     }
     let gates = crate::gates::Gates::resolve(Some(&config.gates), &args.gates)?;
-    crate::report::ci::report_kinds(&args.report)?;
     if gates.config.has_accuracy() && !do_verify {
         return Err(OpsError::usage(
             "accuracy gates compare the outputs with the original's: drop --no-verify",

@@ -26,7 +26,7 @@ use serde::Serialize;
 use infopt_verify::timing::round_order;
 
 use super::{GateKind, GateResult};
-use crate::error::{OpsError, OpsResult, ErrorKind};
+use crate::error::{ErrorKind, OpsError, OpsResult};
 
 /// Fewest timed runs per model.
 pub const MIN_RUNS: usize = 30;

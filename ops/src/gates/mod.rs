@@ -23,17 +23,15 @@ use serde::Serialize;
 use crate::error::{OpsError, OpsResult};
 
 /// `--gate` and `--baseline`, shared by `optimize`, `compare` and `bench`.
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct GateArgs {
+#[derive(Debug, Clone, Default)]
+pub struct GateSettings {
     /// A release gate, NAME=VALUE or NAME@OUTPUT=VALUE (repeatable): min_cosine, max_abs,
     /// max_rel, min_topk_agreement (FRACTION or FRACTION,k=K), max_latency_ratio (RATIO of
     /// medians, or RATIO,q=0.1 for 10th percentiles),
     /// max_file_size (10M, 1G), max_nodes, forbid_ops (A,B), max_opset. A failed gate exits 5.
-    #[arg(long = "gate", value_name = "NAME=VALUE")]
     pub gates: Vec<String>,
     /// With max_latency_ratio: compare against the latency samples of an earlier JSON
     /// report (--report FILE.json of a run with a latency gate) instead of the original.
-    #[arg(long, value_name = "FILE.json")]
     pub baseline: Option<PathBuf>,
 }
 
@@ -48,7 +46,7 @@ pub struct Gates {
 impl Gates {
     /// The pipeline's gates with the command line's on top (a `--gate` replaces the
     /// pipeline's value of the same gate and output).
-    pub fn resolve(pipeline: Option<&GatesConfig>, args: &GateArgs) -> OpsResult<Gates> {
+    pub fn resolve(pipeline: Option<&GatesConfig>, args: &GateSettings) -> OpsResult<Gates> {
         let mut config = pipeline.cloned().unwrap_or_default();
         for g in &args.gates {
             apply_cli(&mut config, g).map_err(OpsError::usage)?;

@@ -7,7 +7,7 @@ use infopt_ir::Model;
 use infopt_verify::Verifier;
 
 use super::half_nodes;
-use crate::error::{OpsError, OpsResult, ErrorKind};
+use crate::error::{ErrorKind, OpsError, OpsResult};
 
 /// Share of float16's largest value at which an output is kept in
 /// float32: other inputs than the verification ones may go further.

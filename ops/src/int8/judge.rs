@@ -16,7 +16,7 @@ use infopt_verify::evaluate::{self, HeldOut, Reference};
 
 use super::costs::Costs;
 use super::{Context, open_again};
-use crate::error::{OpsError, OpsResult, ErrorKind};
+use crate::error::{ErrorKind, OpsError, OpsResult};
 
 /// Memory the kept samples and outputs may take at most: a quarter of what
 /// is available, and never more than this.

@@ -1,21 +1,14 @@
 //! Reports for CI: a concise Markdown summary fit for a pull-request comment (and for
-//! `$GITHUB_STEP_SUMMARY`), and the writer of every `--report FILE` (.json, .md, .xml).
+//! `$GITHUB_STEP_SUMMARY`), and JUnit XML.
 //!
-//! Every command that runs gates (`optimize`, `compare`, `bench`) fills a [`CiSummary`];
-//! the Markdown and JUnit renderings are built from it, so the three commands report
-//! alike.
+//! Every command's report gives a [`CiSummary`] (`CommandReport::summary`); the
+//! Markdown and JUnit renderings are built from it, so every command reports alike.
 
 use std::fmt::Write;
-use std::path::{Path, PathBuf};
 
 use infopt_runtime::OutputAgreement;
 
-use crate::error::{OpsError, OpsResult, ErrorKind};
 use crate::gates::GateReport;
-
-/// The environment variable GitHub Actions sets to a file whose Markdown is shown on the
-/// run's summary page.
-pub const STEP_SUMMARY_ENV: &str = "GITHUB_STEP_SUMMARY";
 
 /// A check that is not a gate (verification, output agreement), reported beside the gates.
 #[derive(Debug, Clone)]
@@ -273,112 +266,6 @@ pub fn render_junit(s: &CiSummary<'_>) -> String {
     out
 }
 
-/// The kinds of report file, by extension.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReportKind {
-    Json,
-    Markdown,
-    JUnit,
-}
-
-/// The kind of each `--report FILE`; an unknown extension is a usage error (checked
-/// before any work).
-pub fn report_kinds(paths: &[PathBuf]) -> OpsResult<Vec<(PathBuf, ReportKind)>> {
-    paths
-        .iter()
-        .map(|p| {
-            let kind = match p
-                .extension()
-                .and_then(|e| e.to_str())
-                .map(str::to_ascii_lowercase)
-                .as_deref()
-            {
-                Some("json") => ReportKind::Json,
-                Some("md") | Some("markdown") => ReportKind::Markdown,
-                Some("xml") => ReportKind::JUnit,
-                _ => {
-                    return Err(OpsError::usage(format!(
-                        "--report {}: name the file .json (JSON), .md (Markdown) or .xml (JUnit XML)",
-                        p.display()
-                    )));
-                }
-            };
-            Ok((p.clone(), kind))
-        })
-        .collect()
-}
-
-/// Writes every `--report` file (atomically) and appends the Markdown to
-/// `$GITHUB_STEP_SUMMARY` when it is set. `json` is the command's own JSON report.
-pub fn write_reports(
-    paths: &[PathBuf],
-    json: &str,
-    summary: &CiSummary<'_>,
-    step_summary: Option<&Path>,
-) -> OpsResult {
-    for (path, kind) in report_kinds(paths)? {
-        let text = match kind {
-            ReportKind::Json => format!("{json}\n"),
-            ReportKind::Markdown => render_markdown(summary),
-            ReportKind::JUnit => render_junit(summary),
-        };
-        infopt_ir::save::write_atomically(&path, |w| std::io::Write::write_all(w, text.as_bytes()))
-            .map_err(OpsError::from_ir)?;
-    }
-    if let Some(path) = step_summary {
-        use std::io::Write as _;
-        let text = render_markdown(summary);
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .and_then(|mut f| f.write_all(text.as_bytes()))
-            .map_err(|e| {
-                OpsError::new(
-                    ErrorKind::Write,
-                    format!(
-                        "cannot append to ${STEP_SUMMARY_ENV} {}: {e}",
-                        path.display()
-                    ),
-                )
-            })?;
-    }
-    Ok(())
-}
-
-/// Prints a gated command's report (its JSON with `--json`, else its text,
-/// gate table included) and writes its `--report` files and the step summary:
-/// the output half of `bench` and `compare`.
-pub fn emit_gated<'a, R: crate::outcome::CommandReport>(
-    report: &'a R,
-    json: bool,
-    paths: &[PathBuf],
-    summary: impl FnOnce(&'a R) -> CiSummary<'a>,
-) -> OpsResult {
-    if json {
-        println!("{}", report.json()?);
-    } else {
-        print!("{}", report.text());
-    }
-    let step_summary = step_summary_path();
-    if !paths.is_empty() || step_summary.is_some() {
-        write_reports(
-            paths,
-            &report.json()?,
-            &summary(report),
-            step_summary.as_deref(),
-        )?;
-    }
-    Ok(())
-}
-
-/// `$GITHUB_STEP_SUMMARY`, when set and not empty.
-pub fn step_summary_path() -> Option<PathBuf> {
-    std::env::var_os(STEP_SUMMARY_ENV)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-}
-
 /// The gate table for the terminal.
 pub fn render_gates_text(g: &GateReport) -> String {
     use comfy_table::presets::UTF8_FULL_CONDENSED;
@@ -402,24 +289,6 @@ pub fn render_gates_text(g: &GateReport) -> String {
             format!("{failed} of {} FAILED", g.results.len())
         }
     )
-}
-
-/// `optimize`'s output: the table (or JSON) on stdout, the `--report` files, and the
-/// step summary.
-pub fn emit_optimize(report: &super::Report, json: bool, paths: &[PathBuf]) -> OpsResult {
-    let text =
-        serde_json::to_string_pretty(report).map_err(|e| OpsError::new(ErrorKind::Internal, e))?;
-    if json {
-        println!("{text}");
-    } else {
-        print!("{}", super::render::render(report, false));
-    }
-    let step_summary = step_summary_path();
-    if !paths.is_empty() || step_summary.is_some() {
-        let summary = super::summaries::optimize(report);
-        write_reports(paths, &text, &summary, step_summary.as_deref())?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

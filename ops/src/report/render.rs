@@ -500,4 +500,7 @@ impl crate::outcome::CommandReport for Report {
     fn markdown(&self) -> String {
         render(self, true)
     }
+    fn summary(&self) -> crate::report::ci::CiSummary<'_> {
+        super::summaries::optimize(self)
+    }
 }

@@ -14,8 +14,8 @@ use infopt_calibration::table::sha256_hex;
 use infopt_runtime::tensorrt::{FlavorSpec, TrtVersion, flavor};
 use serde::Serialize;
 
-use super::Args;
-use crate::error::{OpsError, OpsResult, ErrorKind};
+use super::BuildEngineOptions;
+use crate::error::{ErrorKind, OpsError, OpsResult};
 
 /// One engine of the matrix.
 #[derive(Serialize, Debug, Clone, PartialEq)]
@@ -145,7 +145,7 @@ fn file_hash(path: &Path, what: &str) -> OpsResult<String> {
 }
 
 /// The matrix of `args` (`args.argv`: the command line, for the entries' commands).
-pub fn plan(args: &Args) -> OpsResult<Matrix> {
+pub fn plan(args: &BuildEngineOptions) -> OpsResult<Matrix> {
     if args.emit_onnx.is_some() {
         return Err(OpsError::usage(
             "--matrix plans engine builds; --emit-onnx goes in a build, not in the plan",
@@ -289,14 +289,6 @@ pub fn plan(args: &Args) -> OpsResult<Matrix> {
         }
     }
     Ok(Matrix { include })
-}
-
-/// Prints the matrix as one line of JSON.
-pub fn run(args: &Args) -> OpsResult {
-    let m = plan(args)?;
-    let text = serde_json::to_string(&m).map_err(|e| OpsError::new(ErrorKind::Internal, e))?;
-    println!("{text}");
-    Ok(())
 }
 
 #[cfg(test)]

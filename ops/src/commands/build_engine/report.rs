@@ -13,6 +13,7 @@ use infopt_verify::{BackendInfo, Verification};
 use serde::Serialize;
 
 use super::realized::{Outcome, RealizedReport};
+use crate::report::ci::{Check, CiSummary};
 use crate::report::{DeclinedGroup, ModelFacts, OpCount, PassStat};
 
 /// Bumped on incompatible changes to the JSON layout. 2: engine.flavor, gpu,
@@ -452,5 +453,44 @@ impl crate::outcome::CommandReport for EngineReport {
     }
     fn markdown(&self) -> String {
         render(self, true)
+    }
+    fn summary(&self) -> CiSummary<'_> {
+        summary(self)
+    }
+}
+
+/// The CI view: what was built from what, the verification of the
+/// rewritten ONNX and the realized precisions as checks, the full report
+/// folded below.
+fn summary(r: &EngineReport) -> CiSummary<'_> {
+    let built = r
+        .engine
+        .as_ref()
+        .map(|e| e.path.as_str())
+        .or(r.onnx.as_ref().map(|o| o.path.as_str()))
+        .unwrap_or("(nothing written)");
+    let mut checks = Vec::new();
+    if let Some(v) = &r.verification {
+        checks.push(Check {
+            name: "verification".into(),
+            passed: v.passed,
+            message: format!(
+                "worst max abs {:.3e} over {} outputs",
+                infopt_verify::worst_abs(&v.outputs),
+                v.outputs.len()
+            ),
+        });
+    }
+    CiSummary {
+        title: "infopt build-engine".into(),
+        subject: format!("`{}` → `{built}`", r.input.path),
+        checks,
+        agreement: r
+            .verification
+            .as_ref()
+            .map(|v| v.outputs.as_slice())
+            .unwrap_or(&[]),
+        details: Some(render(r, true)),
+        ..Default::default()
     }
 }
