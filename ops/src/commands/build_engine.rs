@@ -560,16 +560,186 @@ fn onnx_latency(
     })
 }
 
+/// What the options resolve to before any work.
+struct Resolved {
+    settings: Settings,
+    max_mismatches: Option<usize>,
+    compute_capabilities: Vec<u32>,
+    flavor_flag: Option<&'static FlavorSpec>,
+    output: PathBuf,
+    config: PipelineConfig,
+    pipeline_name: String,
+    inputs: Inputs,
+    job: crate::job::Job,
+    notes: Vec<String>,
+    save_options: infopt_ir::SaveOptions,
+    do_verify: bool,
+}
+
+/// The graphs the passes wrote: the float32 one (TensorRT 10's builder
+/// flags apply to it) and, with a half precision, the strongly typed one.
+struct Graphs {
+    fp32: Model,
+    typed: Option<Model>,
+    run: PipelineRun,
+    int8: Option<crate::int8::Int8Report>,
+    half: Option<crate::half::HalfReport>,
+    judged: Option<crate::half::Judged>,
+}
+
+impl Graphs {
+    /// The graph that is verified, and built when TensorRT builds typed graphs.
+    fn typed(&self) -> &Model {
+        self.typed.as_ref().unwrap_or(&self.fp32)
+    }
+}
+
+/// What the build stage wrote: the ONNX files and trtexec commands, or the
+/// engine and its latency.
+#[derive(Default)]
+struct Built {
+    onnx: Option<crate::report::ModelFacts>,
+    onnx_fp32: Option<crate::report::ModelFacts>,
+    trtexec: Vec<TrtexecCommand>,
+    engine: Option<EngineFacts>,
+    latency: Option<EngineLatency>,
+}
+
 /// Builds the engine (or the ONNX and trtexec commands), without printing:
 /// the report, with a verification failure beside it.
 pub fn execute(args: BuildEngineOptions) -> OpsResult<Outcome<EngineReport>> {
+    let started = Instant::now();
+    let mut job = resolve(&args)?;
+    // TensorRT before the work, so a missing install costs nothing.
+    let trt = open_tensorrt(&args, &job)?;
+    let model_in = crate::models::load_model(&args.model)?;
+    job.job.check_model(&job.config, &model_in)?;
+    let stats_before = GraphStats::of_model(&model_in);
+    let (base_cfg, precision_cfg) = split_precision(&job.config);
+    let options = DriverOptions {
+        builtin_pipeline: args.config.is_none(),
+        ..DriverOptions::default()
+    };
+    let int8_step = infopt_calibration::int8::find_step(&base_cfg);
+    let mut graphs = run_base(&args, &job, &model_in, &base_cfg, &options, int8_step)?;
+    let profiles = fix_profiles(&args, &mut job, &graphs.fp32)?;
+    let mut verifier = match job.do_verify {
+        true => Some(start_verifier(
+            &args,
+            &mut job,
+            &model_in,
+            &stats_before,
+            int8_step,
+        )?),
+        false => None,
+    };
+    let t = Instant::now();
+    if let Some(pc) = &precision_cfg {
+        convert_precision(
+            &args,
+            &job,
+            &mut graphs,
+            pc,
+            &options,
+            verifier.as_ref(),
+            int8_step,
+        )?;
+    }
+    let stats_after = GraphStats::of_model(graphs.typed());
+    crate::progress::note(
+        "passes",
+        format!(
+            "pipeline {}: {} -> {} nodes",
+            job.pipeline_name, stats_before.nodes, stats_after.nodes
+        ),
+    );
+    let mut warnings: Vec<String> = graphs.run.budget_exhausted.clone();
+    let verification = verify_typed(
+        verifier.as_mut(),
+        &job.inputs,
+        &model_in,
+        &mut graphs,
+        t,
+        (&mut job.notes, &mut warnings),
+    )?;
+    let verified = verification.as_ref().is_none_or(|v| v.passed);
+    let (trt10, trt10_notes) = trt10_precision(
+        &graphs.fp32,
+        job.config.precision.as_ref(),
+        args.obey_precision_constraints,
+    );
+    let plan = engine_plan(&args, &job, &graphs, &profiles, &trt10)?;
+    let built = match (verified, &args.emit_onnx, &trt) {
+        (true, Some(path), _) => {
+            job.notes.extend(trt10_notes);
+            emit_onnx(&args, &job, &graphs, &plan, path, &stats_after)?
+        }
+        (true, None, Some(trt)) => {
+            if !trt.flavor().strongly_typed_only && !args.strongly_typed {
+                job.notes.extend(trt10_notes);
+            }
+            let stage = BuildStage {
+                trt,
+                plan: &plan,
+                model_in: &model_in,
+                typed: graphs.typed(),
+            };
+            build_stage(&args, &mut job, &stage, &mut warnings)?
+        }
+        _ => Built::default(),
+    };
+    let source = model_in.source.clone().unwrap_or_default();
+    let report = EngineReport {
+        schema_version: report::ENGINE_REPORT_SCHEMA_VERSION,
+        infopt_version: env!("CARGO_PKG_VERSION").to_string(),
+        pipeline: job.pipeline_name,
+        target: job.config.target.to_string(),
+        input: crate::report::facts(
+            &args.model.display().to_string(),
+            source.file_size,
+            source
+                .external_files
+                .iter()
+                .filter_map(|f| std::fs::metadata(f).ok())
+                .map(|m| m.len())
+                .sum(),
+            &stats_before,
+        ),
+        onnx: built.onnx,
+        onnx_fp32: built.onnx_fp32,
+        ops: crate::report::op_diff(&stats_before, &stats_after),
+        passes: crate::report::pass_stats(&graphs.run),
+        declined: crate::report::group_declined(&graphs.run.declined),
+        verification,
+        int8: graphs.int8,
+        half_precision: graphs.half,
+        settings: BuildSettings {
+            workspace_bytes: job.settings.workspace,
+            builder_opt_level: args.builder_opt_level,
+            profiles,
+            timing_cache: args.timing_cache.as_ref().map(|p| p.display().to_string()),
+            trt10,
+        },
+        engine: built.engine,
+        latency: built.latency,
+        trtexec: built.trtexec,
+        notes: graphs.run.notes.iter().cloned().chain(job.notes).collect(),
+        warnings,
+        total_time_ms: started.elapsed().as_secs_f64() * 1e3,
+    };
+    let failure = failure(&report, verified, job.max_mismatches);
+    Ok(Outcome { report, failure })
+}
+
+/// Checks the options and resolves the job before any work: settings,
+/// gates, the output path, the pipeline with precision as passes.
+fn resolve(args: &BuildEngineOptions) -> OpsResult<Resolved> {
     if args.matrix {
         return Err(OpsError::usage(
             "--matrix prints a plan on the command line; it builds no report",
         ));
     }
-    let started = Instant::now();
-    let settings = parse_settings(&args)?;
+    let settings = parse_settings(args)?;
     let max_mismatches = parse_gates(&args.gate)?;
     args.backend
         .check_io_binding(args.runs > 0, "--runs 0 times nothing")?;
@@ -600,8 +770,6 @@ pub fn execute(args: BuildEngineOptions) -> OpsResult<Outcome<EngineReport>> {
             output.display()
         )));
     }
-
-    // The pipeline, with precision as passes.
     let (mut config, pipeline_name) = match &args.config {
         Some(path) => stages::load_pipeline(Some(path), &[], Some(Target::Tensorrt))?,
         None => {
@@ -611,7 +779,7 @@ pub fn execute(args: BuildEngineOptions) -> OpsResult<Outcome<EngineReport>> {
         }
     };
     config.target = Target::Tensorrt;
-    let mut inputs = stages::resolve_inputs(&config, &args.inputs)?;
+    let inputs = stages::resolve_inputs(&config, &args.inputs)?;
     stages::apply_input_shapes(&mut config, &args.inputs)?;
     // Precision and INT8 options: applied once, each checked to take effect.
     let job = crate::job::Job::resolve(
@@ -628,88 +796,119 @@ pub fn execute(args: BuildEngineOptions) -> OpsResult<Outcome<EngineReport>> {
             disabled: &[],
         },
     )?;
-    let mut notes = job.notes.clone();
-    let save_options = args.save.options()?;
-    let do_verify = config.verify.enabled && !args.no_verify;
+    Ok(Resolved {
+        settings,
+        max_mismatches,
+        compute_capabilities,
+        flavor_flag,
+        output,
+        notes: job.notes.clone(),
+        save_options: args.save.options()?,
+        do_verify: config.verify.enabled && !args.no_verify,
+        config,
+        pipeline_name,
+        inputs,
+        job,
+    })
+}
 
-    // TensorRT before the work, so a missing install costs nothing.
-    let trt = if args.emit_onnx.is_none() {
-        let trt = TensorRt::open(&TrtOptions {
-            shim: args.trt_shim.clone(),
-            lib_dir: args.trt_lib.clone(),
-            flavor: flavor_flag.map(|f| f.id.to_string()),
-        })
-        .map_err(trt_error)?;
-        trt.flavor()
-            .check_compute_capabilities(trt.version(), &compute_capabilities)
-            .map_err(OpsError::usage)?;
-        if let Some(m) = args.trt_major
-            && m != trt.version().major
-        {
-            return Err(OpsError::usage(format!(
-                "--trt-major {m}, but the TensorRT found is {} ({})",
-                trt.version(),
-                trt.libraries().nvinfer.display()
-            )));
-        }
-        Some(trt)
-    } else {
-        None
-    };
+/// Opens TensorRT when an engine is to be built, and checks it is the one
+/// asked for.
+fn open_tensorrt(args: &BuildEngineOptions, job: &Resolved) -> OpsResult<Option<TensorRt>> {
+    if args.emit_onnx.is_some() {
+        return Ok(None);
+    }
+    let trt = TensorRt::open(&TrtOptions {
+        shim: args.trt_shim.clone(),
+        lib_dir: args.trt_lib.clone(),
+        flavor: job.flavor_flag.map(|f| f.id.to_string()),
+    })
+    .map_err(trt_error)?;
+    trt.flavor()
+        .check_compute_capabilities(trt.version(), &job.compute_capabilities)
+        .map_err(OpsError::usage)?;
+    if let Some(m) = args.trt_major
+        && m != trt.version().major
+    {
+        return Err(OpsError::usage(format!(
+            "--trt-major {m}, but the TensorRT found is {} ({})",
+            trt.version(),
+            trt.libraries().nvinfer.display()
+        )));
+    }
+    Ok(Some(trt))
+}
 
-    // Load and run the passes: the float32 part, then the precision part.
-    let model_in = crate::models::load_model(&args.model)?;
-    job.check_model(&config, &model_in)?;
-    let stats_before = GraphStats::of_model(&model_in);
-    let src = model_in.source.clone().unwrap_or_default();
-    let (base_cfg, precision_cfg) = split_precision(&config);
-    let options = DriverOptions {
-        builtin_pipeline: args.config.is_none(),
-        ..DriverOptions::default()
-    };
-    let hooks = || PassHooks {
-        dump_dir: None,
-        after_pass: None,
-    };
-    let mut fp32_model = model_in.clone();
-    let int8_step = infopt_calibration::int8::find_step(&base_cfg);
-    let mut int8_report = None;
-    let mut run = match int8_step {
-        // Calibration of the model as it is at the quantize-int8 step, then the rest.
+/// The float32 part of the pipeline; with a quantize-int8 step, the model
+/// calibrated as it is there, then the rest.
+fn run_base(
+    args: &BuildEngineOptions,
+    job: &Resolved,
+    model_in: &Model,
+    base_cfg: &PipelineConfig,
+    options: &DriverOptions,
+    int8_step: Option<usize>,
+) -> OpsResult<Graphs> {
+    let mut fp32 = model_in.clone();
+    let mut int8 = None;
+    let run = match int8_step {
         Some(index) => {
             let backend = args.backend.build(BackendKind::Tract)?;
             let dir = stages::model_dir(&args.model);
             let cx = crate::int8::Context {
-                original: &model_in,
+                original: model_in,
                 dir: &dir,
-                shapes: &inputs.shapes,
+                shapes: &job.inputs.shapes,
                 backend: &backend,
-                options: &options,
+                options,
                 backend_args: &args.backend,
-                judge: do_verify,
+                judge: job.do_verify,
             };
-            let (run, report) =
-                crate::int8::run(&mut fp32_model, &base_cfg, index, &args.int8, &cx)?;
+            let (run, report) = crate::int8::run(&mut fp32, base_cfg, index, &args.int8, &cx)?;
             // Never an engine from an INT8 graph that misses its target on the data.
             if let Some(f) = report.as_ref().and_then(|q| q.failure.clone()) {
                 return Err(OpsError::new(
-                    crate::error::ErrorKind::Verify,
+                    ErrorKind::Verify,
                     format!("{f}; no engine built"),
                 ));
             }
-            int8_report = report;
+            int8 = report;
             run
         }
         None => stages::run_passes(
-            &mut fp32_model,
-            &base_cfg,
-            &options,
+            &mut fp32,
+            base_cfg,
+            options,
             SideData::default(),
-            hooks(),
+            no_hooks(),
         )?,
     };
-    // Profiles, from the graph TensorRT parses (its inputs are the float32
-    // graph's: the half conversion keeps their names and dims).
+    Ok(Graphs {
+        fp32,
+        typed: None,
+        run,
+        int8,
+        half: None,
+        judged: None,
+    })
+}
+
+fn no_hooks() -> PassHooks<'static> {
+    PassHooks {
+        dump_dir: None,
+        after_pass: None,
+    }
+}
+
+/// The profiles, from the graph TensorRT parses (its inputs are the float32
+/// graph's: the half conversion keeps their names and dims). Verification
+/// and ONNX Runtime timing run at their opt shapes, unless --input-shape
+/// said otherwise.
+fn fix_profiles(
+    args: &BuildEngineOptions,
+    job: &mut Resolved,
+    fp32: &Model,
+) -> OpsResult<Vec<Profile>> {
     let shape_args = args
         .inputs
         .input_shapes
@@ -717,275 +916,288 @@ pub fn execute(args: BuildEngineOptions) -> OpsResult<Outcome<EngineReport>> {
         .map(|a| crate::shape_args::parse(a))
         .collect::<Result<Vec<_>, _>>()
         .map_err(OpsError::usage)?;
-    let profiles = profiles::profiles(&fp32_model, &settings.shapes, &shape_args, &config.symbols)
+    let profiles = profiles::profiles(fp32, &job.settings.shapes, &shape_args, &job.config.symbols)
         .map_err(OpsError::usage)?;
-    // Verification and ONNX Runtime timing run at the profiles' opt shapes, unless
-    // --input-shape said otherwise.
     for p in &profiles {
-        if !inputs.shapes.shapes.contains_key(&p.input) {
+        if !job.inputs.shapes.shapes.contains_key(&p.input) {
             let dims = p.opt.iter().map(|&d| d.max(0) as usize).collect();
-            inputs.shapes.shapes.insert(p.input.clone(), dims);
+            job.inputs.shapes.shapes.insert(p.input.clone(), dims);
         }
     }
+    Ok(profiles)
+}
 
-    // The verifier runs the original first: the half conversion is judged
-    // while it is made (the automatic float32 islands).
-    let mut verifier = None;
-    if do_verify {
-        let overrides = VerifyOverrides::default();
-        let mut policy = stages::verify_policy(
-            &config,
-            &overrides,
-            &args.backend,
-            stats_before.nodes + stats_before.subgraph_nodes,
-            false,
-        )?;
-        if int8_step.is_some() {
-            // INT8 changes every value a little: judged by its accuracy target, as in optimize.
-            let min_cosine = args.int8.int8_min_cosine.unwrap_or(0.99);
-            policy.criterion = Criterion::Scaled {
-                max_scaled_error: f64::INFINITY,
-                min_cosine,
-            };
-            notes.push(format!(
-                "verification of the INT8 model uses its accuracy target (cosine >= {min_cosine} per output), not the float tolerance"
-            ));
-        }
-        verifier = Some(Verifier::new(
-            &model_in,
-            stages::model_dir(&args.model),
-            &inputs,
-            policy,
-        )?);
+/// The verifier runs the original first: the half conversion is judged
+/// while it is made (the automatic float32 islands).
+fn start_verifier(
+    args: &BuildEngineOptions,
+    job: &mut Resolved,
+    model_in: &Model,
+    stats_before: &GraphStats,
+    int8_step: Option<usize>,
+) -> OpsResult<Verifier> {
+    let mut policy = stages::verify_policy(
+        &job.config,
+        &VerifyOverrides::default(),
+        &args.backend,
+        stats_before.nodes + stats_before.subgraph_nodes,
+        false,
+    )?;
+    if int8_step.is_some() {
+        // INT8 changes every value a little: judged by its accuracy target, as in optimize.
+        let min_cosine = args.int8.int8_min_cosine.unwrap_or(0.99);
+        policy.criterion = Criterion::Scaled {
+            max_scaled_error: f64::INFINITY,
+            min_cosine,
+        };
+        job.notes.push(format!(
+            "verification of the INT8 model uses its accuracy target (cosine >= {min_cosine} per output), not the float tolerance"
+        ));
     }
-    let t = Instant::now();
-    let mut half_report = None;
-    let mut judged = None;
-    let typed_model = match (&precision_cfg, &verifier) {
-        (Some(pc), Some(v)) if int8_step.is_none() => {
+    Ok(Verifier::new(
+        model_in,
+        stages::model_dir(&args.model),
+        &job.inputs,
+        policy,
+    )?)
+}
+
+/// The half-precision part of the pipeline: judged while converting when
+/// verifying (and not INT8), else run as it is.
+fn convert_precision(
+    args: &BuildEngineOptions,
+    job: &Resolved,
+    graphs: &mut Graphs,
+    pc: &PipelineConfig,
+    options: &DriverOptions,
+    verifier: Option<&Verifier>,
+    int8_step: Option<usize>,
+) -> OpsResult {
+    let run = match verifier {
+        Some(v) if int8_step.is_none() => {
             let cx = crate::half::Context {
                 verifier: v,
-                options: &options,
-                inputs: format!("{} ({})", v.inputs_description, inputs.source.describe()),
-                generated_inputs: inputs.file.is_none(),
+                options,
+                inputs: format!(
+                    "{} ({})",
+                    v.inputs_description,
+                    job.inputs.source.describe()
+                ),
+                generated_inputs: job.inputs.file.is_none(),
                 search: !args.no_auto_fp32,
             };
-            let outcome = crate::half::convert_to_target(&mut fp32_model, pc, &cx)?;
-            run = merge_runs(run, outcome.run);
-            half_report = outcome.report;
-            judged = outcome.judged;
-            Some(outcome.model)
+            let outcome = crate::half::convert_to_target(&mut graphs.fp32, pc, &cx)?;
+            graphs.half = outcome.report;
+            graphs.judged = outcome.judged;
+            graphs.typed = Some(outcome.model);
+            outcome.run
         }
-        (Some(pc), _) => {
-            let mut m = fp32_model.clone();
-            let r = stages::run_passes(&mut m, pc, &options, SideData::default(), hooks())?;
-            run = merge_runs(run, r);
-            Some(m)
+        _ => {
+            let mut m = graphs.fp32.clone();
+            let r = stages::run_passes(&mut m, pc, options, SideData::default(), no_hooks())?;
+            graphs.typed = Some(m);
+            r
         }
-        (None, _) => None,
     };
-    let typed = typed_model.as_ref().unwrap_or(&fp32_model);
-    let stats_after = GraphStats::of_model(typed);
-    crate::progress::note(
-        "passes",
-        format!(
-            "pipeline {pipeline_name}: {} -> {} nodes",
-            stats_before.nodes, stats_after.nodes
-        ),
-    );
+    graphs.run = merge_runs(std::mem::take(&mut graphs.run), run);
+    Ok(())
+}
 
-    // Verification of the rewritten ONNX.
-    let mut warnings: Vec<String> = run.budget_exhausted.clone();
-    let mut verification = None;
-    if let Some(v) = verifier.as_mut() {
-        let checked = match crate::half::reuse_judgement(v, judged, &mut notes) {
-            Some((checked, _)) => checked,
-            None => v.verify_candidate(typed, &model_in, &inputs)?.0,
-        };
-        notes.append(&mut v.notes);
-        warnings.append(&mut v.warnings);
-        crate::progress::note(
-            "verify",
-            format!(
-                "verified in {} in {:.0} ms: {}",
-                v.backend_name(),
-                t.elapsed().as_secs_f64() * 1e3,
-                if checked.passed { "agrees" } else { "DIFFERS" }
-            ),
-        );
-        verification = Some(checked);
-    } else {
+/// Verification of the rewritten ONNX (reusing the half search's last
+/// judgement when it ran).
+fn verify_typed(
+    verifier: Option<&mut Verifier>,
+    inputs: &Inputs,
+    model_in: &Model,
+    graphs: &mut Graphs,
+    started: Instant,
+    (notes, warnings): (&mut Vec<String>, &mut Vec<String>),
+) -> OpsResult<Option<infopt_verify::Verification>> {
+    let Some(v) = verifier else {
         warnings.push(
             "verification disabled: the rewritten ONNX was not checked against the original".into(),
         );
-    }
-    let verified = verification.as_ref().is_none_or(|v| v.passed);
-
-    // The build plan.
-    let (trt10, trt10_notes) = trt10_precision(
-        &fp32_model,
-        config.precision.as_ref(),
-        args.obey_precision_constraints,
+        return Ok(None);
+    };
+    let checked = match crate::half::reuse_judgement(v, graphs.judged.take(), notes) {
+        Some((checked, _)) => checked,
+        None => v.verify_candidate(graphs.typed(), model_in, inputs)?.0,
+    };
+    notes.append(&mut v.notes);
+    warnings.append(&mut v.warnings);
+    crate::progress::note(
+        "verify",
+        format!(
+            "verified in {} in {:.0} ms: {}",
+            v.backend_name(),
+            started.elapsed().as_secs_f64() * 1e3,
+            if checked.passed { "agrees" } else { "DIFFERS" }
+        ),
     );
+    Ok(Some(checked))
+}
+
+/// The build plan: the graphs' bytes and the builder's settings.
+fn engine_plan(
+    args: &BuildEngineOptions,
+    job: &Resolved,
+    graphs: &Graphs,
+    profiles: &[Profile],
+    trt10: &Trt10Precision,
+) -> OpsResult<EnginePlan> {
     let common = EngineBuildConfig {
-        workspace_bytes: settings.workspace,
+        workspace_bytes: job.settings.workspace,
         opt_level: args.builder_opt_level,
-        profiles: profiles.clone(),
+        profiles: profiles.to_vec(),
         timing_cache: args.timing_cache.clone(),
         error_on_timing_cache_miss: args.error_on_timing_cache_miss,
         model_path: Some(args.model.clone()),
-        compute_capabilities: compute_capabilities.clone(),
+        compute_capabilities: job.compute_capabilities.clone(),
         ..Default::default()
     };
     let to_bytes = |m: &Model| m.to_bytes_referencing_sources().map_err(OpsError::from_ir);
-    let plan = EnginePlan {
-        typed_onnx: to_bytes(typed)?,
-        flags_onnx: typed_model
+    Ok(EnginePlan {
+        typed_onnx: to_bytes(graphs.typed())?,
+        flags_onnx: graphs
+            .typed
             .as_ref()
-            .map(|_| to_bytes(&fp32_model))
+            .map(|_| to_bytes(&graphs.fp32))
             .transpose()?,
         common,
         trt10: trt10.clone(),
         strongly_typed_on_10: args.strongly_typed,
-    };
+    })
+}
 
-    let mut onnx_facts = None;
-    let mut onnx_fp32_facts = None;
-    let mut trtexec = Vec::new();
-    let mut engine = None;
-    let mut latency = None;
-    if verified {
-        if let Some(path) = &args.emit_onnx {
-            let mut m = typed.clone();
-            onnx_facts = Some(stages::save(&mut m, path, &save_options, &stats_after)?);
-            let wants_fp32 = plan.flags_onnx.is_some()
-                && !args.strongly_typed
-                && args.trt_major.is_none_or(|m| m == 10);
-            let fp32_path = fp32_sibling(path);
-            if wants_fp32 {
-                let mut m = fp32_model.clone();
-                let stats = GraphStats::of_model(&m);
-                onnx_fp32_facts = Some(stages::save(&mut m, &fp32_path, &save_options, &stats)?);
-            }
-            trtexec = trtexec_commands(
-                &plan,
-                path,
-                wants_fp32.then_some(fp32_path.as_path()),
-                &output,
-                args.trt_major,
-                flavor_flag,
-            )?;
-            notes.extend(trt10_notes);
-        } else if let Some(trt) = &trt {
-            if !trt.flavor().strongly_typed_only && !args.strongly_typed {
-                notes.extend(trt10_notes);
-            }
-            let outcome = build_with(trt, &plan, &output, args.warmup, args.runs)?;
-            warnings.extend(outcome.warnings.iter().cloned());
-            if !outcome.strongly_typed && plan.flags_onnx.is_some() {
-                notes.push(
-                    "TensorRT 10 built the float32 graph with builder flags; the graph verified is the strongly typed one (--strongly-typed builds exactly that)".into(),
-                );
-            }
-            if let Some(l) = outcome.latency.clone() {
-                let onnx = if args.runs > 0 {
-                    match onnx_latency(&model_in, &stages::model_dir(&args.model), &inputs, &args) {
-                        Ok(o) => Some(o),
-                        Err(e) => {
-                            notes
-                                .push(format!("the input ONNX was not timed in ONNX Runtime: {e}"));
-                            None
-                        }
-                    }
-                } else {
-                    None
-                };
-                let speedup = onnx
-                    .as_ref()
-                    .filter(|_| l.median_ms > 0.0)
-                    .map(|o| o.latency.median_ms / l.median_ms);
-                latency = Some(EngineLatency {
-                    tensorrt: l,
-                    onnx,
-                    speedup,
-                });
-            }
-            // Realized precision: what the passes placed in the graph TensorRT parsed
-            // against the kernels it built.
-            let layers = &outcome.built.layers;
-            let realized = (outcome.strongly_typed
-                && layers.iter().any(|l| !l.onnx_nodes.is_empty()))
-            .then(|| {
-                realized::compare(
-                    &realized::requests(typed, config.precision.as_ref()),
-                    &realized::conversion_nodes(typed),
-                    layers,
-                )
-            });
-            if !outcome.strongly_typed {
-                notes.push("realized precision is compared for strongly typed builds only (TensorRT 10 with builder flags chooses per layer)".into());
-            }
-            engine = Some(engine_facts(&output, &outcome, trt, realized));
-        }
+/// `--emit-onnx`: the typed ONNX (and its float32 sibling for TensorRT
+/// 10's builder flags) and the equivalent trtexec commands.
+fn emit_onnx(
+    args: &BuildEngineOptions,
+    job: &Resolved,
+    graphs: &Graphs,
+    plan: &EnginePlan,
+    path: &Path,
+    stats_after: &GraphStats,
+) -> OpsResult<Built> {
+    let mut built = Built::default();
+    let mut m = graphs.typed().clone();
+    built.onnx = Some(stages::save(&mut m, path, &job.save_options, stats_after)?);
+    let wants_fp32 =
+        plan.flags_onnx.is_some() && !args.strongly_typed && args.trt_major.is_none_or(|m| m == 10);
+    let fp32_path = fp32_sibling(path);
+    if wants_fp32 {
+        let mut m = graphs.fp32.clone();
+        let stats = GraphStats::of_model(&m);
+        built.onnx_fp32 = Some(stages::save(&mut m, &fp32_path, &job.save_options, &stats)?);
     }
+    built.trtexec = trtexec_commands(
+        plan,
+        path,
+        wants_fp32.then_some(fp32_path.as_path()),
+        &job.output,
+        args.trt_major,
+        job.flavor_flag,
+    )?;
+    Ok(built)
+}
 
-    let report = EngineReport {
-        schema_version: report::ENGINE_REPORT_SCHEMA_VERSION,
-        infopt_version: env!("CARGO_PKG_VERSION").to_string(),
-        pipeline: pipeline_name,
-        target: config.target.to_string(),
-        input: crate::report::facts(
-            &args.model.display().to_string(),
-            src.file_size,
-            src.external_files
-                .iter()
-                .filter_map(|f| std::fs::metadata(f).ok())
-                .map(|m| m.len())
-                .sum(),
-            &stats_before,
-        ),
-        onnx: onnx_facts,
-        onnx_fp32: onnx_fp32_facts,
-        ops: crate::report::op_diff(&stats_before, &stats_after),
-        passes: crate::report::pass_stats(&run),
-        declined: crate::report::group_declined(&run.declined),
-        verification,
-        int8: int8_report,
-        half_precision: half_report,
-        settings: BuildSettings {
-            workspace_bytes: settings.workspace,
-            builder_opt_level: args.builder_opt_level,
-            profiles,
-            timing_cache: args.timing_cache.as_ref().map(|p| p.display().to_string()),
-            trt10,
-        },
-        engine,
+/// What the engine build needs besides the options.
+struct BuildStage<'a> {
+    trt: &'a TensorRt,
+    plan: &'a EnginePlan,
+    model_in: &'a Model,
+    typed: &'a Model,
+}
+
+/// Builds (and times) the engine, and compares the precision each placed
+/// node got with the request.
+fn build_stage(
+    args: &BuildEngineOptions,
+    job: &mut Resolved,
+    stage: &BuildStage<'_>,
+    warnings: &mut Vec<String>,
+) -> OpsResult<Built> {
+    let outcome = build_with(stage.trt, stage.plan, &job.output, args.warmup, args.runs)?;
+    warnings.extend(outcome.warnings.iter().cloned());
+    if !outcome.strongly_typed && stage.plan.flags_onnx.is_some() {
+        job.notes.push(
+            "TensorRT 10 built the float32 graph with builder flags; the graph verified is the strongly typed one (--strongly-typed builds exactly that)".into(),
+        );
+    }
+    let latency = outcome
+        .latency
+        .clone()
+        .map(|l| engine_latency(args, job, stage.model_in, l));
+    // Realized precision: what the passes placed in the graph TensorRT parsed
+    // against the kernels it built.
+    let layers = &outcome.built.layers;
+    let realized = (outcome.strongly_typed && layers.iter().any(|l| !l.onnx_nodes.is_empty()))
+        .then(|| {
+            realized::compare(
+                &realized::requests(stage.typed, job.config.precision.as_ref()),
+                &realized::conversion_nodes(stage.typed),
+                layers,
+            )
+        });
+    if !outcome.strongly_typed {
+        job.notes.push("realized precision is compared for strongly typed builds only (TensorRT 10 with builder flags chooses per layer)".into());
+    }
+    Ok(Built {
+        engine: Some(engine_facts(&job.output, &outcome, stage.trt, realized)),
         latency,
-        trtexec,
-        notes: run.notes.iter().cloned().chain(notes).collect(),
-        warnings,
-        total_time_ms: started.elapsed().as_secs_f64() * 1e3,
+        ..Default::default()
+    })
+}
+
+/// The engine's latency beside the input ONNX's in ONNX Runtime.
+fn engine_latency(
+    args: &BuildEngineOptions,
+    job: &mut Resolved,
+    model_in: &Model,
+    l: Latency,
+) -> EngineLatency {
+    let onnx = if args.runs > 0 {
+        match onnx_latency(model_in, &stages::model_dir(&args.model), &job.inputs, args) {
+            Ok(o) => Some(o),
+            Err(e) => {
+                job.notes
+                    .push(format!("the input ONNX was not timed in ONNX Runtime: {e}"));
+                None
+            }
+        }
+    } else {
+        None
     };
+    let speedup = onnx
+        .as_ref()
+        .filter(|_| l.median_ms > 0.0)
+        .map(|o| o.latency.median_ms / l.median_ms);
+    EngineLatency {
+        tensorrt: l,
+        onnx,
+        speedup,
+    }
+}
+
+/// Why the command fails, if it does: the precision gate on a verified
+/// build, else the verification (no engine built).
+fn failure(
+    report: &EngineReport,
+    verified: bool,
+    max_mismatches: Option<usize>,
+) -> Option<OpsError> {
     if verified {
-        let gate = match (max_mismatches, &report.engine) {
+        return match (max_mismatches, &report.engine) {
             (Some(max), Some(e)) => check_precision_gate(max, e).err(),
             _ => None,
         };
-        return Ok(Outcome {
-            report,
-            failure: gate,
-        });
     }
     if let (Some(h), Some(v)) = (&report.half_precision, &report.verification) {
         let e = crate::half::missed_target(h, &v.outputs);
-        let failure = OpsError::new(
+        return Some(OpsError::new(
             e.kind,
             e.message.replace("output not written", "no engine built"),
-        );
-        return Ok(Outcome {
-            report,
-            failure: Some(failure),
-        });
+        ));
     }
     let failing: Vec<String> = report
         .verification
@@ -999,17 +1211,13 @@ pub fn execute(args: BuildEngineOptions) -> OpsResult<Outcome<EngineReport>> {
         .as_ref()
         .map(|v| v.criterion.describe())
         .unwrap_or_default();
-    let failure = OpsError::new(
+    Some(OpsError::new(
         ErrorKind::Verify,
         format!(
             "the rewritten ONNX does not match the original ({criterion}): {}; no engine built (keep a layer in fp32 with --precision NAME_OR_OP=fp32, or --no-verify)",
             failing.join(", ")
         ),
-    );
-    Ok(Outcome {
-        report,
-        failure: Some(failure),
-    })
+    ))
 }
 
 /// The realized-precision gate: at most `max` placed nodes with another precision.

@@ -209,22 +209,160 @@ fn storage_only(run: &infopt_passes::PipelineRun) -> bool {
         .all(|r| r.rewrites == 0 || Numerics::of(r.name) == Some(Numerics::Exact))
 }
 
+/// What the options resolve to before any work: the pipeline with every
+/// flag applied once, the inputs, the gates, and what will run.
+struct Plan {
+    output: PathBuf,
+    config: infopt_passes::PipelineConfig,
+    pipeline_name: String,
+    inputs: infopt_verify::Inputs,
+    job: crate::job::Job,
+    int8_step: Option<usize>,
+    save_options: infopt_ir::SaveOptions,
+    do_verify: bool,
+    gates: crate::gates::Gates,
+    /// The latency gate times the models itself (more runs, a confidence interval).
+    latency_gate: bool,
+    overrides: VerifyOverrides,
+}
+
+/// The model as read, and the copy every check compares against.
+struct Input {
+    model: Model,
+    original: Model,
+    stats: GraphStats,
+    source: infopt_ir::SourceInfo,
+}
+
+/// What the pipeline stage produced besides the model.
+struct Ran {
+    run: infopt_passes::PipelineRun,
+    each: EachPass,
+    int8: Option<crate::int8::Int8Report>,
+    half: Option<crate::half::HalfReport>,
+    judged: Option<crate::half::Judged>,
+}
+
+/// What the verification stage measured.
+#[derive(Default)]
+struct Checked {
+    verification: Option<infopt_verify::Verification>,
+    latency: Option<infopt_verify::LatencyComparison>,
+    /// The top-k agreement gate, judged on the verification run's outputs.
+    gate_results: Vec<crate::gates::GateResult>,
+    latency_evidence: Option<crate::gates::latency::LatencyEvidence>,
+}
+
 /// The optimize job without printing: load, pipeline, verification, save,
 /// gates; the report, with the failure of verification or a gate beside it.
 pub fn execute(args: OptimizeOptions) -> OpsResult<Outcome<Report>> {
     let started = Instant::now();
+    let mut plan = resolve(&args)?;
+    let mut input = load(&args, &plan)?;
+    let mut notes: Vec<String> = plan.job.notes.clone();
+    let (mut verifier, cannot_verify) = start_verifier(&args, &mut plan, &input, &mut notes)?;
+    let t = Instant::now();
+    let ran = run_pipeline(&args, &plan, &mut input, verifier.as_ref())?;
+    let stats_after = GraphStats::of_model(&input.model);
+    progress::done(
+        "passes",
+        format!(
+            "pipeline {}: {} -> {} nodes in {:.0} ms",
+            plan.pipeline_name,
+            input.stats.nodes,
+            stats_after.nodes,
+            t.elapsed().as_secs_f64() * 1e3
+        ),
+    )?;
+    if let Some(e) = cannot_verify {
+        match storage_only(&ran.run) {
+            true => notes.push(format!(
+                "not verified, and nothing to verify: the pipeline changed only how the model is stored (no rewrite of what it computes); {}",
+                e.message
+            )),
+            false => return Err(e.into()),
+        }
+    }
+    let mut warnings: Vec<String> = ran.run.budget_exhausted.clone();
+    if plan.int8_step.is_none() {
+        warnings.extend(growth_warning(&input.stats, &stats_after));
+    }
+    let mut ran = ran;
+    let mut checked = verify_and_time(
+        &args,
+        &plan,
+        verifier.as_mut(),
+        &input,
+        &mut ran,
+        (&mut notes, &mut warnings),
+    )?;
+    let bisect = std::mem::take(&mut ran.each.bisect);
+    if let Some(b) = &bisect
+        && let Some(v) = checked.verification.as_mut()
+    {
+        v.passed = false;
+        if !b.outputs.is_empty() {
+            v.outputs = b.outputs.clone();
+        }
+    }
+    let verified_ok = checked.verification.as_ref().is_none_or(|v| v.passed);
+    // Save (only what agrees), then the gates (only on a model that was written).
+    let output_facts = match verified_ok {
+        true => Some(stages::save(
+            &mut input.model,
+            &plan.output,
+            &plan.save_options,
+            &stats_after,
+        )?),
+        false => None,
+    };
+    let gate_report = output_facts
+        .as_ref()
+        .and_then(|facts| gate_report(&plan.gates, &mut checked, &input.model, facts));
+    let report = Report {
+        schema_version: report::REPORT_SCHEMA_VERSION,
+        infopt_version: env!("CARGO_PKG_VERSION").to_string(),
+        pipeline: plan.pipeline_name,
+        target: plan.config.target.to_string(),
+        input: report::facts(
+            &args.model.display().to_string(),
+            input.source.file_size,
+            external_bytes(&input.source.external_files),
+            &input.stats,
+        ),
+        output: output_facts,
+        ops: report::op_diff(&input.stats, &stats_after),
+        passes: report::pass_stats(&ran.run),
+        declined: report::group_declined(&ran.run.declined),
+        verification: checked.verification,
+        latency: checked.latency,
+        stopped_after: ran.run.stopped_after.clone(),
+        pass_checks: ran.each.checks,
+        first_failing_pass: bisect.as_ref().map(|b| b.pass.to_string()),
+        first_diverging_tensor: bisect.as_ref().and_then(|b| b.first_tensor.clone()),
+        int8: ran.int8,
+        half_precision: ran.half,
+        notes: ran.run.notes.iter().cloned().chain(notes).collect(),
+        details: ran.run.details.clone(),
+        warnings,
+        total_time_ms: started.elapsed().as_secs_f64() * 1e3,
+        gates: gate_report,
+    };
+    let failure = failure(&report, verified_ok, bisect.as_ref());
+    Ok(Outcome { report, failure })
+}
+
+/// Resolves the options against the pipeline before the (possibly long)
+/// work starts: every flag applied once and checked.
+fn resolve(args: &OptimizeOptions) -> OpsResult<Plan> {
     let output = args
         .output
         .clone()
         .unwrap_or_else(|| default_output(&args.model));
-    // Check the whole command line before the (possibly long) work starts.
     infopt_ir::check_output_folder(&output).map_err(OpsError::from_ir)?;
-    let (mut config, pipeline_name) = stages::load_pipeline(
-        args.config.as_deref(),
-        &args.passes,
-        args.target.map(Into::into),
-    )?;
-    let mut inputs = stages::resolve_inputs(&config, &args.inputs)?;
+    let (mut config, pipeline_name) =
+        stages::load_pipeline(args.config.as_deref(), &args.passes, args.target)?;
+    let inputs = stages::resolve_inputs(&config, &args.inputs)?;
     stages::apply_input_shapes(&mut config, &args.inputs)?;
     // Precision and INT8 options: applied once, each checked to take effect.
     let job = crate::job::Job::resolve(
@@ -241,27 +379,7 @@ pub fn execute(args: OptimizeOptions) -> OpsResult<Outcome<Report>> {
             disabled: &args.disable,
         },
     )?;
-    // Float16 for ONNX Runtime's CUDA provider (the model verified there): its
-    // contrib ops have float16 kernels, so they are converted too instead of
-    // staying float32 islands between Casts (configs/onnxruntime-cuda-fp16.yaml
-    // does the same for a pipeline of its own).
-    if config.target == infopt_passes::Target::Onnxruntime
-        && args.backend.runs_on_cuda()?
-        && infopt_passes::convert_float16::convert_contrib_ops(&mut config)
-    {
-        crate::progress::note(
-            "precision",
-            "note: convert-float16 converts the com.microsoft ops too: ONNX Runtime's CUDA provider has float16 kernels for them",
-        );
-    }
-    if args.fp16_io && !infopt_passes::convert_float16::use_half_io(&mut config) {
-        return Err(OpsError::usage(
-            "--fp16-io makes the half-precision graph's inputs and outputs half too: add --fp16 or --bf16 (or a convert-float16 step to the pipeline)",
-        ));
-    }
-    if let Some(to) = args.upgrade_opset {
-        infopt_passes::upgrade_opset::add_to_pipeline(&mut config, to).map_err(OpsError::usage)?;
-    }
+    apply_output_flags(args, &mut config)?;
     let int8_step = infopt_calibration::int8::find_step(&config);
     let save_options = args.save.options()?;
     let do_verify = config.verify.enabled && !args.no_verify;
@@ -276,53 +394,113 @@ pub fn execute(args: OptimizeOptions) -> OpsResult<Outcome<Report>> {
             "accuracy gates compare the outputs with the original's: drop --no-verify",
         ));
     }
-    // The latency gate times the models itself (more runs, a confidence interval).
     let latency_gate = gates.latency_threshold().is_some();
     args.backend.check_io_binding(
         args.bench || latency_gate,
         "add --bench, or a max_latency_ratio gate",
     )?;
-    let mut gate_results: Vec<crate::gates::GateResult> = Vec::new();
-    let mut latency_evidence = None;
     let overrides = VerifyOverrides {
         rtol: args.rtol,
         atol: args.atol,
-        criterion: args.criterion.map(Into::into),
+        criterion: args.criterion,
     };
+    Ok(Plan {
+        output,
+        config,
+        pipeline_name,
+        inputs,
+        job,
+        int8_step,
+        save_options,
+        do_verify,
+        gates,
+        latency_gate,
+        overrides,
+    })
+}
 
-    // Load.
+/// The flags that shape the written graph beyond its precision: the CUDA
+/// provider's float16 contrib ops, half inputs and outputs, a newer opset.
+fn apply_output_flags(
+    args: &OptimizeOptions,
+    config: &mut infopt_passes::PipelineConfig,
+) -> OpsResult {
+    // Float16 for ONNX Runtime's CUDA provider (the model verified there): its
+    // contrib ops have float16 kernels, so they are converted too instead of
+    // staying float32 islands between Casts (configs/onnxruntime-cuda-fp16.yaml
+    // does the same for a pipeline of its own).
+    if config.target == infopt_passes::Target::Onnxruntime
+        && args.backend.runs_on_cuda()?
+        && infopt_passes::convert_float16::convert_contrib_ops(config)
+    {
+        crate::progress::note(
+            "precision",
+            "note: convert-float16 converts the com.microsoft ops too: ONNX Runtime's CUDA provider has float16 kernels for them",
+        );
+    }
+    if args.fp16_io && !infopt_passes::convert_float16::use_half_io(config) {
+        return Err(OpsError::usage(
+            "--fp16-io makes the half-precision graph's inputs and outputs half too: add --fp16 or --bf16 (or a convert-float16 step to the pipeline)",
+        ));
+    }
+    if let Some(to) = args.upgrade_opset {
+        infopt_passes::upgrade_opset::add_to_pipeline(config, to).map_err(OpsError::usage)?;
+    }
+    Ok(())
+}
+
+/// Loads the model and checks the job against it.
+fn load(args: &OptimizeOptions, plan: &Plan) -> OpsResult<Input> {
     let t = Instant::now();
-    let mut model = crate::models::load_model(&args.model)?;
-    job.check_model(&config, &model)?;
-    let original = model.clone();
-    let stats_before = GraphStats::of_model(&model);
-    let src = model.source.clone().unwrap_or_default();
+    let model = crate::models::load_model(&args.model)?;
+    plan.job.check_model(&plan.config, &model)?;
+    let stats = GraphStats::of_model(&model);
+    let source = model.source.clone().unwrap_or_default();
     progress::done(
         "load",
         format!(
             "loaded {} ({} nodes) in {:.0} ms",
             args.model.display(),
-            stats_before.nodes,
+            stats.nodes,
             t.elapsed().as_secs_f64() * 1e3
         ),
     )?;
+    Ok(Input {
+        original: model.clone(),
+        model,
+        stats,
+        source,
+    })
+}
 
-    // The original runs once; its outputs are the reference for every check.
-    let mut notes: Vec<String> = job.notes.clone();
+/// Runs the original once: its outputs are the reference for every check.
+/// When no backend runs it, the refusal waits for the pipeline (returned
+/// second): a pipeline that changes nothing that computes needs no
+/// verification.
+fn start_verifier(
+    args: &OptimizeOptions,
+    plan: &mut Plan,
+    input: &Input,
+    notes: &mut Vec<String>,
+) -> OpsResult<(Option<Verifier>, Option<infopt_verify::VerifyError>)> {
     // The calibration data's sizes, for calibration and verification alike.
-    if int8_step.is_some() && inputs.file.is_none() {
-        let bound =
-            crate::int8::bind_data_shapes(&config, &args.int8, &original, &mut inputs.shapes)?;
+    if plan.int8_step.is_some() && plan.inputs.file.is_none() {
+        let bound = crate::int8::bind_data_shapes(
+            &plan.config,
+            &args.int8,
+            &input.original,
+            &mut plan.inputs.shapes,
+        )?;
         notes.extend(bound);
     }
     let mut policy = stages::verify_policy(
-        &config,
-        &overrides,
+        &plan.config,
+        &plan.overrides,
         &args.backend,
-        stats_before.nodes + stats_before.subgraph_nodes,
-        args.bench || latency_gate,
+        input.stats.nodes + input.stats.subgraph_nodes,
+        args.bench || plan.latency_gate,
     )?;
-    if int8_step.is_some() {
+    if plan.int8_step.is_some() {
         // INT8 changes every value a little: judged by the accuracy target.
         let min_cosine = args
             .int8
@@ -337,71 +515,121 @@ pub fn execute(args: OptimizeOptions) -> OpsResult<Outcome<Report>> {
             args.int8.int8_min_top1.unwrap_or(crate::int8::DEFAULT_MIN_TOP1)
         ));
     }
-    // When no backend runs the original, the refusal waits for the pipeline:
-    // a pipeline that changes nothing that computes needs no verification.
-    let mut cannot_verify: Option<infopt_verify::VerifyError> = None;
-    let mut verifier = if do_verify || args.bench || latency_gate {
-        let t = Instant::now();
-        match Verifier::new(&original, stages::model_dir(&args.model), &inputs, policy) {
-            Ok(v) => {
-                progress::done(
-                    "verify",
-                    format!(
-                        "ran the original in {} in {:.0} ms",
-                        v.backend_name(),
-                        t.elapsed().as_secs_f64() * 1e3
-                    ),
-                )?;
-                Some(v)
-            }
-            Err(e)
-                if e.kind == infopt_verify::ErrorKind::CannotVerify
-                    && !args.bench
-                    && !latency_gate
-                    && !args.verify_each_pass
-                    && int8_step.is_none()
-                    && !gates.config.has_accuracy() =>
-            {
-                cannot_verify = Some(e);
-                None
-            }
-            Err(e) => return Err(e.into()),
+    if !(plan.do_verify || args.bench || plan.latency_gate) {
+        return Ok((None, None));
+    }
+    let t = Instant::now();
+    let dir = stages::model_dir(&args.model);
+    match Verifier::new(&input.original, dir, &plan.inputs, policy) {
+        Ok(v) => {
+            progress::done(
+                "verify",
+                format!(
+                    "ran the original in {} in {:.0} ms",
+                    v.backend_name(),
+                    t.elapsed().as_secs_f64() * 1e3
+                ),
+            )?;
+            Ok((Some(v), None))
         }
-    } else {
-        None
-    };
+        Err(e)
+            if e.kind == infopt_verify::ErrorKind::CannotVerify
+                && !args.bench
+                && !plan.latency_gate
+                && !args.verify_each_pass
+                && plan.int8_step.is_none()
+                && !plan.gates.config.has_accuracy() =>
+        {
+            Ok((None, Some(e)))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
 
-    // Passes.
+/// The driver's options and the side data passes read: the providers
+/// `--ep` names are the ones the output is for (passes that emit
+/// provider-specific ops, FusedConv, ask for them); without `--ep`, the
+/// installed ONNX Runtime's providers stand in for them.
+fn driver_setup(args: &OptimizeOptions, plan: &Plan) -> (DriverOptions, SideData) {
     let options = DriverOptions {
         validate: args.validate,
         disable: args.disable.clone(),
         stop_after: args.stop_after.clone(),
         builtin_pipeline: args.config.is_none() && args.passes.is_empty(),
     };
-    // The providers --ep names are the ones the output is for: passes that
-    // emit provider-specific ops (FusedConv) ask for them.
-    // Without --ep, the installed ONNX Runtime's providers stand in for them.
     let installed = (args.backend.execution_providers.is_empty()
-        && config.target == Target::Onnxruntime)
+        && plan.config.target == Target::Onnxruntime)
         .then(|| {
             infopt_runtime::ort_backend::installed_providers(args.backend.ort_dylib.as_deref()).ok()
         })
         .flatten();
-    let providers = || {
-        let mut side = SideData::default();
-        side.insert(infopt_passes::ExecutionProviders(
-            args.backend.execution_providers.clone(),
-        ));
-        if let Some(installed) = &installed {
-            side.insert(infopt_passes::InstalledProviders(installed.clone()));
-        }
-        side
+    let mut side = SideData::default();
+    side.insert(infopt_passes::ExecutionProviders(
+        args.backend.execution_providers.clone(),
+    ));
+    if let Some(installed) = installed {
+        side.insert(infopt_passes::InstalledProviders(installed));
+    }
+    (options, side)
+}
+
+/// Runs the pipeline: INT8 with calibration, half precision judged while
+/// converting (the float32 islands it needs), or the passes as they are
+/// (checked after each with `--verify-each-pass`).
+fn run_pipeline(
+    args: &OptimizeOptions,
+    plan: &Plan,
+    input: &mut Input,
+    verifier: Option<&Verifier>,
+) -> OpsResult<Ran> {
+    let (options, side) = driver_setup(args, plan);
+    let mut ran = Ran {
+        run: Default::default(),
+        each: EachPass::default(),
+        int8: None,
+        half: None,
+        judged: None,
     };
-    let mut each = EachPass::default();
+    if let Some(index) = plan.int8_step {
+        let (run, report) = run_int8(args, plan, input, verifier, &options, index)?;
+        ran.run = run;
+        ran.int8 = report;
+        return Ok(ran);
+    }
+    let half_steps = match verifier {
+        Some(_) if plan.do_verify && !args.verify_each_pass => crate::half::split(&plan.config),
+        _ => None,
+    };
+    if let (Some((before, from)), Some(v)) = (&half_steps, verifier) {
+        let hooks = PassHooks {
+            dump_dir: args.dump_dir.clone(),
+            after_pass: None,
+        };
+        let run = stages::run_passes(&mut input.model, before, &options, side, hooks)?;
+        let cx = crate::half::Context {
+            verifier: v,
+            options: &options,
+            inputs: format!(
+                "{} ({})",
+                v.inputs_description,
+                plan.inputs.source.describe()
+            ),
+            generated_inputs: plan.inputs.file.is_none(),
+            search: !args.no_auto_fp32,
+        };
+        let outcome = crate::half::convert_to_target(&mut input.model, from, &cx)?;
+        input.model = outcome.model;
+        ran.half = outcome.report;
+        ran.judged = outcome.judged;
+        ran.run = crate::half::merged(run, outcome.run);
+        return Ok(ran);
+    }
     // The last model that passed, for --verify-each-pass only: a copy of
     // the graph is as large as the graph (bert_deep: 13 MB of 147).
-    let mut last_good = (verifier.is_some() && args.verify_each_pass).then(|| original.clone());
-    let after_pass: Option<stages::AfterPass<'_>> = match (&verifier, last_good.as_mut()) {
+    let mut last_good =
+        (verifier.is_some() && args.verify_each_pass).then(|| input.original.clone());
+    let each = &mut ran.each;
+    let after_pass: Option<stages::AfterPass<'_>> = match (verifier, last_good.as_mut()) {
         (Some(v), Some(last_good)) => Some(Box::new(|pass, m| each.after(v, last_good, pass, m))),
         _ => None,
     };
@@ -409,227 +637,148 @@ pub fn execute(args: OptimizeOptions) -> OpsResult<Outcome<Report>> {
         dump_dir: args.dump_dir.clone(),
         after_pass,
     };
-    let t = Instant::now();
-    let mut int8_report = None;
-    let mut half_report = None;
-    let mut judged = None;
-    // Half precision judged while converting: the float32 islands it needs.
-    let half_steps = match (&verifier, int8_step) {
-        (Some(_), None) if do_verify && !args.verify_each_pass => crate::half::split(&config),
-        _ => None,
-    };
-    let run = match int8_step {
-        Some(index) => {
-            drop(hooks);
-            let fallback;
-            let backend = match &verifier {
-                Some(v) => &v.chosen,
-                None => {
-                    fallback = args.backend.build(infopt_verify::BackendKind::Tract)?;
-                    &fallback
-                }
-            };
-            let dir = stages::model_dir(&args.model);
-            let shapes = verifier
-                .as_ref()
-                .map(|v| v.shapes.clone())
-                .unwrap_or_else(|| inputs.shapes.clone());
-            let cx = crate::int8::Context {
-                original: &original,
-                dir: &dir,
-                shapes: &shapes,
-                backend,
-                options: &options,
-                backend_args: &args.backend,
-                judge: do_verify,
-            };
-            let (run, report) = crate::int8::run(&mut model, &config, index, &args.int8, &cx)?;
-            int8_report = report;
-            run
-        }
-        None => match (&half_steps, &verifier) {
-            (Some((before, from)), Some(v)) => {
-                let run = stages::run_passes(&mut model, before, &options, providers(), hooks)?;
-                let cx = crate::half::Context {
-                    verifier: v,
-                    options: &options,
-                    inputs: format!("{} ({})", v.inputs_description, inputs.source.describe()),
-                    generated_inputs: inputs.file.is_none(),
-                    search: !args.no_auto_fp32,
-                };
-                let outcome = crate::half::convert_to_target(&mut model, from, &cx)?;
-                model = outcome.model;
-                half_report = outcome.report;
-                judged = outcome.judged;
-                crate::half::merged(run, outcome.run)
-            }
-            _ => stages::run_passes(&mut model, &config, &options, providers(), hooks)?,
-        },
-    };
-    let stats_after = GraphStats::of_model(&model);
-    progress::done(
-        "passes",
-        format!(
-            "pipeline {pipeline_name}: {} -> {} nodes in {:.0} ms",
-            stats_before.nodes,
-            stats_after.nodes,
-            t.elapsed().as_secs_f64() * 1e3
-        ),
-    )?;
-    if let Some(e) = cannot_verify {
-        match storage_only(&run) {
-            true => notes.push(format!(
-                "not verified, and nothing to verify: the pipeline changed only how the model is stored (no rewrite of what it computes); {}",
-                e.message
-            )),
-            false => return Err(e.into()),
-        }
-    }
-    let mut warnings: Vec<String> = run.budget_exhausted.clone();
-    if int8_step.is_none() {
-        warnings.extend(growth_warning(&stats_before, &stats_after));
-    }
+    ran.run = stages::run_passes(&mut input.model, &plan.config, &options, side, hooks)?;
+    Ok(ran)
+}
 
-    // Verification and latency.
-    let mut verification = None;
-    let mut latency = None;
-    if let Some(v) = verifier.as_mut() {
-        let t = Instant::now();
-        let (checked, loaded) = match crate::half::reuse_judgement(v, judged, &mut notes) {
-            Some(reused) => reused,
-            None => v.verify_candidate(&model, &original, &inputs)?,
-        };
-        notes.append(&mut v.notes);
-        warnings.append(&mut v.warnings);
-        if do_verify {
-            progress::done(
-                "verify",
-                format!(
-                    "verified in {} in {:.0} ms (reference: {})",
-                    v.backend_name(),
-                    t.elapsed().as_secs_f64() * 1e3,
-                    v.info().reference_description()
-                ),
-            )?;
-            if let Some(topk) = &gates.config.min_topk_agreement
-                && checked.passed
-            {
-                let actual = loaded.run(&v.inputs).map_err(|e| {
-                    OpsError::new(
-                        ErrorKind::Verify,
-                        format!("the optimized model fails to run: {e}"),
-                    )
-                })?;
-                let only = infopt_passes::gates::GatesConfig {
-                    min_topk_agreement: Some(topk.clone()),
-                    ..Default::default()
-                };
-                gate_results.extend(crate::gates::accuracy(
-                    &only,
-                    &[],
-                    Some((&v.expected, &actual)),
-                ));
-            }
-            let mut checked = checked;
-            if let Some(q) = &int8_report {
-                crate::int8::judged_on_data(&mut checked, q);
-            }
-            verification = Some(checked);
+/// The INT8 pipeline: calibrated in the verifier's backend (tract when
+/// nothing verifies), judged on held-out data when verifying.
+fn run_int8(
+    args: &OptimizeOptions,
+    plan: &Plan,
+    input: &mut Input,
+    verifier: Option<&Verifier>,
+    options: &DriverOptions,
+    index: usize,
+) -> OpsResult<(infopt_passes::PipelineRun, Option<crate::int8::Int8Report>)> {
+    let fallback;
+    let backend = match verifier {
+        Some(v) => &v.chosen,
+        None => {
+            fallback = args.backend.build(infopt_verify::BackendKind::Tract)?;
+            &fallback
         }
-        let verified = verification.as_ref().is_none_or(|x| x.passed);
-        if latency_gate && verified {
-            let (comparison, evidence) =
-                crate::gates::optimize_latency(v, loaded, &gates, args.warmup, args.runs)?;
-            latency = Some(comparison);
-            latency_evidence = Some(evidence);
-        } else if args.bench && verified {
-            latency = Some(v.bench(loaded, args.warmup, args.runs)?);
-        }
-    } else if !do_verify {
-        warnings
-            .push("verification disabled: the output was not checked against the original".into());
-    }
-    let bisect = each.bisect;
-    if let Some(b) = &bisect
-        && let Some(v) = verification.as_mut()
-    {
-        v.passed = false;
-        if !b.outputs.is_empty() {
-            v.outputs = b.outputs.clone();
-        }
-    }
-    let verified_ok = verification.as_ref().is_none_or(|v| v.passed);
-
-    // Save (only what agrees).
-    let output_facts = if verified_ok {
-        Some(stages::save(
-            &mut model,
-            &output,
-            &save_options,
-            &stats_after,
-        )?)
-    } else {
-        None
     };
+    let dir = stages::model_dir(&args.model);
+    let shapes = verifier
+        .map(|v| v.shapes.clone())
+        .unwrap_or_else(|| plan.inputs.shapes.clone());
+    let cx = crate::int8::Context {
+        original: &input.original,
+        dir: &dir,
+        shapes: &shapes,
+        backend,
+        options,
+        backend_args: &args.backend,
+        judge: plan.do_verify,
+    };
+    crate::int8::run(&mut input.model, &plan.config, index, &args.int8, &cx)
+}
 
-    // Gates (only on a model that was written).
-    let gate_report = match &output_facts {
-        Some(facts) if !gates.is_empty() => {
-            let mut results = match &verification {
-                Some(v) => crate::gates::accuracy(
-                    &crate::gates::without_topk(&gates.config),
-                    &v.outputs,
-                    None,
-                ),
-                None => Vec::new(),
-            };
-            results.append(&mut gate_results);
-            results.extend(
-                latency_evidence
-                    .as_ref()
-                    .map(crate::gates::latency::gate_result),
+/// Verifies the optimized model against the original (reusing the half
+/// search's last judgement when it ran), then times both with `--bench`
+/// or a latency gate.
+fn verify_and_time(
+    args: &OptimizeOptions,
+    plan: &Plan,
+    verifier: Option<&mut Verifier>,
+    input: &Input,
+    ran: &mut Ran,
+    (notes, warnings): (&mut Vec<String>, &mut Vec<String>),
+) -> OpsResult<Checked> {
+    let mut out = Checked::default();
+    let Some(v) = verifier else {
+        if !plan.do_verify {
+            warnings.push(
+                "verification disabled: the output was not checked against the original".into(),
             );
-            results.extend(crate::gates::structure(
-                &gates,
-                &model,
-                facts.file_bytes + facts.external_bytes,
-            ));
-            Some(crate::gates::GateReport::new(results, latency_evidence))
         }
-        _ => None,
+        return Ok(out);
     };
+    let t = Instant::now();
+    let (mut checked, loaded) = match crate::half::reuse_judgement(v, ran.judged.take(), notes) {
+        Some(reused) => reused,
+        None => v.verify_candidate(&input.model, &input.original, &plan.inputs)?,
+    };
+    notes.append(&mut v.notes);
+    warnings.append(&mut v.warnings);
+    if plan.do_verify {
+        progress::done(
+            "verify",
+            format!(
+                "verified in {} in {:.0} ms (reference: {})",
+                v.backend_name(),
+                t.elapsed().as_secs_f64() * 1e3,
+                v.info().reference_description()
+            ),
+        )?;
+        if let Some(topk) = &plan.gates.config.min_topk_agreement
+            && checked.passed
+        {
+            let actual = loaded.run(&v.inputs).map_err(|e| {
+                OpsError::new(
+                    ErrorKind::Verify,
+                    format!("the optimized model fails to run: {e}"),
+                )
+            })?;
+            let only = infopt_passes::gates::GatesConfig {
+                min_topk_agreement: Some(topk.clone()),
+                ..Default::default()
+            };
+            out.gate_results.extend(crate::gates::accuracy(
+                &only,
+                &[],
+                Some((&v.expected, &actual)),
+            ));
+        }
+        if let Some(q) = &ran.int8 {
+            crate::int8::judged_on_data(&mut checked, q);
+        }
+        out.verification = Some(checked);
+    }
+    let verified = out.verification.as_ref().is_none_or(|x| x.passed);
+    if plan.latency_gate && verified {
+        let (comparison, evidence) =
+            crate::gates::optimize_latency(v, loaded, &plan.gates, args.warmup, args.runs)?;
+        out.latency = Some(comparison);
+        out.latency_evidence = Some(evidence);
+    } else if args.bench && verified {
+        out.latency = Some(v.bench(loaded, args.warmup, args.runs)?);
+    }
+    Ok(out)
+}
 
-    // Report.
-    let report = Report {
-        schema_version: report::REPORT_SCHEMA_VERSION,
-        infopt_version: env!("CARGO_PKG_VERSION").to_string(),
-        pipeline: pipeline_name,
-        target: config.target.to_string(),
-        input: report::facts(
-            &args.model.display().to_string(),
-            src.file_size,
-            external_bytes(&src.external_files),
-            &stats_before,
-        ),
-        output: output_facts,
-        ops: report::op_diff(&stats_before, &stats_after),
-        passes: report::pass_stats(&run),
-        declined: report::group_declined(&run.declined),
-        verification,
-        latency,
-        stopped_after: run.stopped_after.clone(),
-        pass_checks: each.checks,
-        first_failing_pass: bisect.as_ref().map(|b| b.pass.to_string()),
-        first_diverging_tensor: bisect.as_ref().and_then(|b| b.first_tensor.clone()),
-        int8: int8_report,
-        half_precision: half_report,
-        notes: run.notes.iter().cloned().chain(notes).collect(),
-        details: run.details.clone(),
-        warnings,
-        total_time_ms: started.elapsed().as_secs_f64() * 1e3,
-        gates: gate_report,
+/// The gates on the written model: accuracy (from the verification),
+/// top-k, latency, structure.
+fn gate_report(
+    gates: &crate::gates::Gates,
+    checked: &mut Checked,
+    model: &Model,
+    facts: &report::ModelFacts,
+) -> Option<crate::gates::GateReport> {
+    if gates.is_empty() {
+        return None;
+    }
+    let mut results = match &checked.verification {
+        Some(v) => {
+            crate::gates::accuracy(&crate::gates::without_topk(&gates.config), &v.outputs, None)
+        }
+        None => Vec::new(),
     };
-    let failure = match report.gates.as_ref().and_then(|g| g.error()) {
+    results.append(&mut checked.gate_results);
+    let evidence = checked.latency_evidence.take();
+    results.extend(evidence.as_ref().map(crate::gates::latency::gate_result));
+    results.extend(crate::gates::structure(
+        gates,
+        model,
+        facts.file_bytes + facts.external_bytes,
+    ));
+    Some(crate::gates::GateReport::new(results, evidence))
+}
+
+/// Why the command fails, if it does: a gate, else the verification.
+fn failure(report: &Report, verified_ok: bool, bisect: Option<&Bisect>) -> Option<OpsError> {
+    match report.gates.as_ref().and_then(|g| g.error()) {
         Some(e) => Some(e),
         None if verified_ok => None,
         None => match report.int8.as_ref().and_then(|q| q.failure.clone()) {
@@ -639,10 +788,9 @@ pub fn execute(args: OptimizeOptions) -> OpsResult<Outcome<Report>> {
                     "{f}; output not written (lower --int8-min-cosine / --int8-min-top1, or exclude layers in the quantize-int8 step)"
                 ),
             )),
-            None => Some(verification_failure(&report, bisect.as_ref())),
+            None => Some(verification_failure(report, bisect)),
         },
-    };
-    Ok(Outcome { report, failure })
+    }
 }
 
 /// The one-line error of a failed verification.
