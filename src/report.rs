@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use infopt_ops::ci::{render_junit, render_markdown};
 use infopt_ops::outcome::CommandReport;
-use infopt_ops::report::ci::{render_junit, render_markdown};
 
 use crate::exit::{ErrorKind, OpsError, OpsResult};
 

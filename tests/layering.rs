@@ -5,6 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+/// File-level checks of `ops/` and `src/` (cycles of files, no clap or exit
+/// code in ops, no flow logic in src).
+#[path = "layering/files.rs"]
+mod files;
+
 /// The crate's modules: the file's first path component under `src/`
 /// (`commands/optimize.rs` is in `commands`), `lib.rs` and `main.rs` aside.
 fn sources(dir: &Path) -> Vec<(PathBuf, String)> {
@@ -107,13 +112,23 @@ fn find_cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>>
         .find_map(|n| visit(n, edges, &mut Vec::new(), &mut done))
 }
 
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+/// The binary crate's sources and the `ops` crate's: the same rules hold
+/// in both.
+fn crates() -> [(PathBuf, &'static str); 2] {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // (folder, a module its commands surely use: the scan must see that edge)
+    [(root.join("src"), "exit"), (root.join("ops/src"), "stages")]
 }
 
 #[test]
 fn the_modules_of_src_form_no_cycle() {
-    let files = sources(&src());
+    for (dir, used) in crates() {
+        modules_form_no_cycle(&dir, used);
+    }
+}
+
+fn modules_form_no_cycle(dir: &Path, used: &str) {
+    let files = sources(dir);
     let modules: BTreeSet<String> = files.iter().filter_map(|(p, _)| module_of(p)).collect();
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (rel, text) in &files {
@@ -125,17 +140,23 @@ fn the_modules_of_src_form_no_cycle() {
         }
     }
     assert!(
-        edges.get("commands").is_some_and(|e| e.contains("stages")),
+        edges.get("commands").is_some_and(|e| e.contains(used)),
         "the scan finds no edge: {edges:?}"
     );
     if let Some(cycle) = find_cycle(&edges) {
-        panic!("module cycle in src/: {}", cycle.join(" -> "));
+        panic!("module cycle in {}: {}", dir.display(), cycle.join(" -> "));
     }
 }
 
 #[test]
 fn no_command_imports_another() {
-    let files = sources(&src());
+    for (dir, _) in crates() {
+        no_command_imports_another_in(&dir);
+    }
+}
+
+fn no_command_imports_another_in(dir: &Path) {
+    let files = sources(dir);
     let commands: BTreeSet<String> = files
         .iter()
         .filter_map(|(p, _)| {

@@ -4,6 +4,7 @@
 //! the same code.
 
 pub mod backend_args;
+pub mod ci;
 pub mod commands;
 pub mod error;
 pub mod gates;

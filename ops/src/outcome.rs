@@ -5,8 +5,8 @@
 
 use serde::Serialize;
 
+use crate::ci::CiSummary;
 use crate::error::{ErrorKind, OpsError, OpsResult};
-use crate::report::ci::CiSummary;
 
 /// A report every command can render: JSON through serde, a terminal text,
 /// a Markdown rendering, and the CI view of it ([`CiSummary`]: the verdict,

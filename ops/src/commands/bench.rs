@@ -9,11 +9,11 @@ use infopt_verify::{BackendInfo, BackendKind};
 use serde::Serialize;
 
 use crate::backend_args::{BackendSettings, defaulted_dim_note};
+use crate::ci::{self, CiSummary};
 use crate::error::{OpsError, OpsResult};
 use crate::inputs_arg::{self, InputSettings, InputSource};
 use crate::models::{Loaded, load};
 use crate::outcome::{CommandReport, Outcome};
-use crate::report::ci::{self, CiSummary};
 use crate::report::summaries;
 
 #[derive(Debug, Clone)]

@@ -394,8 +394,8 @@ impl crate::outcome::CommandReport for CalibrateReport {
     fn markdown(&self) -> String {
         crate::outcome::fenced(&format!("infopt calibrate: {}", self.model), &self.text())
     }
-    fn summary(&self) -> crate::report::ci::CiSummary<'_> {
-        crate::report::ci::CiSummary {
+    fn summary(&self) -> crate::ci::CiSummary<'_> {
+        crate::ci::CiSummary {
             title: "infopt calibrate".into(),
             subject: format!("`{}`", self.model),
             details: Some(self.markdown()),

@@ -13,11 +13,11 @@ use infopt_verify::intermediates::{self, IntermediateReport};
 use infopt_verify::{BackendInfo, BackendKind};
 
 use crate::backend_args::BackendSettings;
+use crate::ci::{self, Check, CiSummary};
 use crate::error::{ErrorKind, OpsError, OpsResult};
 use crate::inputs_arg::{self, InputSettings, InputSource, Inputs};
 use crate::models::{self, runtime_error};
 use crate::outcome::{CommandReport, Outcome};
-use crate::report::ci::{self, Check, CiSummary};
 use crate::report::summaries;
 
 #[derive(Debug, Clone)]

@@ -291,8 +291,8 @@ impl crate::outcome::CommandReport for Inspection {
     fn markdown(&self) -> String {
         crate::outcome::fenced(&format!("infopt inspect: {}", self.path), &self.text())
     }
-    fn summary(&self) -> crate::report::ci::CiSummary<'_> {
-        crate::report::ci::CiSummary {
+    fn summary(&self) -> crate::ci::CiSummary<'_> {
+        crate::ci::CiSummary {
             title: "infopt inspect".into(),
             subject: format!("`{}`", self.path),
             details: Some(self.markdown()),

@@ -25,7 +25,7 @@ use serde::Serialize;
 
 use infopt_verify::timing::round_order;
 
-use super::{GateKind, GateResult};
+use super::result::{GateKind, GateResult};
 use crate::error::{ErrorKind, OpsError, OpsResult};
 
 /// Fewest timed runs per model.

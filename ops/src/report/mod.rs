@@ -1,7 +1,6 @@
 //! The optimize report: one data structure, serialized as JSON (with a schema
 //! version) or rendered as a terminal table or Markdown.
 
-pub mod ci;
 pub mod half;
 pub mod int8;
 pub mod render;

@@ -50,19 +50,36 @@ fn right_align(t: &mut Table, from: usize) {
     }
 }
 
+/// A section heading: Markdown's `###`, or a plain line.
+fn heading(s: &mut String, markdown: bool, title: &str) {
+    if markdown {
+        let _ = writeln!(s, "\n### {title}\n");
+    } else {
+        let _ = writeln!(s, "\n{title}");
+    }
+}
+
 /// Renders the report; `markdown` selects Markdown tables and headings.
 pub fn render(r: &Report, markdown: bool) -> String {
     let mut s = String::new();
-    let h = |s: &mut String, title: &str| {
-        if markdown {
-            let _ = writeln!(s, "\n### {title}\n");
-        } else {
-            let _ = writeln!(s, "\n{title}");
-        }
-    };
     if markdown {
         let _ = writeln!(s, "## infopt optimize report\n");
     }
+    summary(&mut s, r, markdown);
+    ops_and_passes(&mut s, r, markdown);
+    checks(&mut s, r, markdown);
+    if let Some(h) = &r.half_precision {
+        let _ = write!(s, "{}", h.render());
+    }
+    if let Some(q) = &r.int8 {
+        int8(&mut s, q, markdown);
+    }
+    closing(&mut s, r, markdown);
+    s
+}
+
+/// The paths and the before/after table (with latency when measured).
+fn summary(s: &mut String, r: &Report, markdown: bool) {
     let out_path = r
         .output
         .as_ref()
@@ -151,11 +168,14 @@ pub fn render(r: &Report, markdown: bool) -> String {
         ]);
     }
     right_align(&mut t, 1);
-    h(&mut s, "Summary");
+    heading(s, markdown, "Summary");
     let _ = writeln!(s, "{t}");
+}
 
+/// The op counts that changed and what each pass did.
+fn ops_and_passes(s: &mut String, r: &Report, markdown: bool) {
     let changed: Vec<_> = r.ops.iter().filter(|o| o.delta != 0).collect();
-    h(&mut s, "Ops (changed)");
+    heading(s, markdown, "Ops (changed)");
     if changed.is_empty() {
         let _ = writeln!(s, "no op counts changed");
     } else {
@@ -172,7 +192,7 @@ pub fn render(r: &Report, markdown: bool) -> String {
         let _ = writeln!(s, "{t}");
     }
 
-    h(&mut s, "Passes");
+    heading(s, markdown, "Passes");
     let mut t = table(
         markdown,
         &[
@@ -198,9 +218,12 @@ pub fn render(r: &Report, markdown: bool) -> String {
     }
     right_align(&mut t, 2);
     let _ = writeln!(s, "{t}");
+}
 
+/// Verification, the checks after each pass, the declined rewrites.
+fn checks(s: &mut String, r: &Report, markdown: bool) {
     if let Some(v) = &r.verification {
-        h(&mut s, "Verification");
+        heading(s, markdown, "Verification");
         let shapes: Vec<String> = v
             .input_shapes
             .iter()
@@ -258,7 +281,7 @@ pub fn render(r: &Report, markdown: bool) -> String {
     }
 
     if !r.pass_checks.is_empty() {
-        h(&mut s, "Agreement after each pass");
+        heading(s, markdown, "Agreement after each pass");
         let mut t = table(markdown, &["pass", "max abs", "ok"]);
         for c in &r.pass_checks {
             t.add_row(vec![
@@ -277,7 +300,7 @@ pub fn render(r: &Report, markdown: bool) -> String {
     }
 
     if !r.declined.is_empty() {
-        h(&mut s, "Declined rewrites");
+        heading(s, markdown, "Declined rewrites");
         let mut t = table(markdown, &["pass", "reason", "count", "at"]);
         for d in &r.declined {
             let mut at = d.at.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
@@ -293,174 +316,187 @@ pub fn render(r: &Report, markdown: bool) -> String {
         }
         let _ = writeln!(s, "{t}");
     }
-    if let Some(h) = &r.half_precision {
-        let _ = write!(s, "{}", h.render());
-    }
-    if let Some(q) = &r.int8 {
+}
+
+/// Calibration, accuracy on held-out data, and what was kept in float.
+fn int8(s: &mut String, q: &super::int8::Int8Report, markdown: bool) {
+    let _ = writeln!(
+        s,
+        "int8: {} ranges of {} tensors from {} sample(s) of {} in {:.2} s ({})",
+        q.method,
+        q.tensors_calibrated,
+        q.calibration_samples,
+        q.calibration_data,
+        q.calibration_seconds,
+        q.backend
+    );
+    if !q.methods_chosen.is_empty() && q.method == "auto" {
+        let chosen: Vec<String> = q
+            .methods_chosen
+            .iter()
+            .map(|(m, n)| format!("{m} {n}"))
+            .collect();
         let _ = writeln!(
             s,
-            "int8: {} ranges of {} tensors from {} sample(s) of {} in {:.2} s ({})",
-            q.method,
-            q.tensors_calibrated,
-            q.calibration_samples,
-            q.calibration_data,
-            q.calibration_seconds,
-            q.backend
+            "int8: range method per tensor: {} (per tensor in the JSON report)",
+            chosen.join(", ")
         );
-        if !q.methods_chosen.is_empty() && q.method == "auto" {
-            let chosen: Vec<String> = q
-                .methods_chosen
-                .iter()
-                .map(|(m, n)| format!("{m} {n}"))
-                .collect();
+    }
+    if let Some(h) = &q.held_out {
+        held_out(s, q, h, markdown);
+    }
+    if !q.worst_layers.is_empty() {
+        let mut t = table(markdown, &["layer (lowest SNR)", "op", "SNR dB", "cosine"]);
+        for l in &q.worst_layers {
+            t.add_row(vec![
+                l.layer.clone(),
+                l.op.clone(),
+                format!("{:.1}", l.snr_db),
+                format!("{:.5}", l.cosine),
+            ]);
+        }
+        let _ = writeln!(s, "{t}");
+    }
+    if !q.kept_by_user.is_empty() {
+        let _ = writeln!(
+            s,
+            "kept in float by the user's precision map: {}",
+            q.kept_by_user.join(", ")
+        );
+    }
+    for k in &q.kept_float {
+        let alone = k
+            .cosine_alone
+            .map(|c| format!("; alone in INT8: {c:.5}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "kept in float: {} '{}' ({}) (lowest output cosine {:.5} -> {:.5}{alone})",
+            k.kind, k.layer, k.op, k.cosine_before, k.cosine_after
+        );
+    }
+    if !q.candidates.is_empty() {
+        const SHOWN: usize = 10;
+        let mut t = table(
+            markdown,
+            &[
+                "candidate (alone in INT8)",
+                "kind",
+                "op",
+                "noise",
+                "harm",
+                "cosine",
+            ],
+        );
+        for c in q.candidates.iter().take(SHOWN) {
+            t.add_row(vec![
+                c.candidate.clone(),
+                c.kind.clone(),
+                c.op.clone(),
+                format!("{:.3e}", c.loss),
+                format!("{:.3e}", c.harm),
+                format!("{:.5}", c.cosine),
+            ]);
+        }
+        let _ = writeln!(s, "{t}");
+        if q.candidates.len() > SHOWN {
             let _ = writeln!(
                 s,
-                "int8: range method per tensor: {} (per tensor in the JSON report)",
-                chosen.join(", ")
+                "({} more candidates measured: int8.candidates in --json)",
+                q.candidates.len() - SHOWN
             );
-        }
-        if let Some(h) = &q.held_out {
-            let mut t = table(
-                markdown,
-                &[
-                    "output",
-                    "cosine",
-                    "top-1 / score agreement",
-                    "max abs",
-                    "SNR dB",
-                ],
-            );
-            for o in &h.outputs {
-                t.add_row(vec![
-                    o.name.clone(),
-                    format!("{:.6}", o.cosine),
-                    match (h.top1_agreement.get(&o.name), h.top1_expected.get(&o.name)) {
-                        (Some(a), Some(e)) if h.on_calibration_samples => {
-                            format!("{a:.4} (unseen: {e:.4} expected)")
-                        }
-                        (Some(a), _) => format!("{a:.4}"),
-                        _ => "-".into(),
-                    },
-                    format!("{:.3e}", o.max_abs),
-                    format!("{:.1}", o.snr_db),
-                ]);
-            }
-            for p in &h.parts {
-                t.add_row(vec![
-                    p.agreement.name.clone(),
-                    format!("{:.6}", p.agreement.cosine),
-                    match (p.score_agreement, p.score_agreement_expected) {
-                        (Some(a), Some(e)) if h.on_calibration_samples => {
-                            format!("scores {a:.4} (unseen: {e:.4} expected)")
-                        }
-                        (Some(a), _) => format!("scores {a:.4}"),
-                        _ => "-".into(),
-                    },
-                    "-".into(),
-                    format!("{:.1}", p.agreement.snr_db),
-                ]);
-            }
-            let on = if h.on_calibration_samples {
-                format!(
-                    "{} calibration sample(s): there were no held-out samples, so this is how the model fits the data it was calibrated on",
-                    h.samples
-                )
-            } else {
-                format!(
-                    "{} held-out sample(s) (after the {} calibration samples)",
-                    h.samples, h.skipped
-                )
-            };
-            let target = match (q.target_cosine, q.target_top1) {
-                (Some(c), Some(t1)) => format!(
-                    "; target cosine >= {c}, top-1 agreement >= {t1} for classifier outputs: {}",
-                    if q.target_met { "met" } else { "MISSED" }
-                ),
-                _ => String::new(),
-            };
-            let _ = writeln!(s, "accuracy against the float model on {on}{target}:\n{t}");
-            for p in &h.parts {
-                let how = match p.part.kind {
-                    infopt_verify::parts::PartKind::Scores => format!(
-                        "scores in [0, 1], judged on the {} of {} positions where either model scores above {}: cosine, and the score both share above every threshold (1 - sum|a-b| / sum max(a,b)) against the top-1 target",
-                        p.positions,
-                        p.elements,
-                        infopt_verify::parts::ACTIVE_FRACTION
-                    ),
-                    infopt_verify::parts::PartKind::Values => {
-                        format!("judged over its {} elements", p.elements)
-                    }
-                };
-                let _ = writeln!(
-                    s,
-                    "int8: {} judged on its own against the target: {how}",
-                    p.agreement.name
-                );
-            }
-        }
-        if !q.worst_layers.is_empty() {
-            let mut t = table(markdown, &["layer (lowest SNR)", "op", "SNR dB", "cosine"]);
-            for l in &q.worst_layers {
-                t.add_row(vec![
-                    l.layer.clone(),
-                    l.op.clone(),
-                    format!("{:.1}", l.snr_db),
-                    format!("{:.5}", l.cosine),
-                ]);
-            }
-            let _ = writeln!(s, "{t}");
-        }
-        if !q.kept_by_user.is_empty() {
-            let _ = writeln!(
-                s,
-                "kept in float by the user's precision map: {}",
-                q.kept_by_user.join(", ")
-            );
-        }
-        for k in &q.kept_float {
-            let alone = k
-                .cosine_alone
-                .map(|c| format!("; alone in INT8: {c:.5}"))
-                .unwrap_or_default();
-            let _ = writeln!(
-                s,
-                "kept in float: {} '{}' ({}) (lowest output cosine {:.5} -> {:.5}{alone})",
-                k.kind, k.layer, k.op, k.cosine_before, k.cosine_after
-            );
-        }
-        if !q.candidates.is_empty() {
-            const SHOWN: usize = 10;
-            let mut t = table(
-                markdown,
-                &[
-                    "candidate (alone in INT8)",
-                    "kind",
-                    "op",
-                    "noise",
-                    "harm",
-                    "cosine",
-                ],
-            );
-            for c in q.candidates.iter().take(SHOWN) {
-                t.add_row(vec![
-                    c.candidate.clone(),
-                    c.kind.clone(),
-                    c.op.clone(),
-                    format!("{:.3e}", c.loss),
-                    format!("{:.3e}", c.harm),
-                    format!("{:.5}", c.cosine),
-                ]);
-            }
-            let _ = writeln!(s, "{t}");
-            if q.candidates.len() > SHOWN {
-                let _ = writeln!(
-                    s,
-                    "({} more candidates measured: int8.candidates in --json)",
-                    q.candidates.len() - SHOWN
-                );
-            }
         }
     }
+}
+
+/// The INT8 model's accuracy against the float model, per output.
+fn held_out(
+    s: &mut String,
+    q: &super::int8::Int8Report,
+    h: &infopt_verify::evaluate::HeldOut,
+    markdown: bool,
+) {
+    let mut t = table(
+        markdown,
+        &[
+            "output",
+            "cosine",
+            "top-1 / score agreement",
+            "max abs",
+            "SNR dB",
+        ],
+    );
+    for o in &h.outputs {
+        t.add_row(vec![
+            o.name.clone(),
+            format!("{:.6}", o.cosine),
+            match (h.top1_agreement.get(&o.name), h.top1_expected.get(&o.name)) {
+                (Some(a), Some(e)) if h.on_calibration_samples => {
+                    format!("{a:.4} (unseen: {e:.4} expected)")
+                }
+                (Some(a), _) => format!("{a:.4}"),
+                _ => "-".into(),
+            },
+            format!("{:.3e}", o.max_abs),
+            format!("{:.1}", o.snr_db),
+        ]);
+    }
+    for p in &h.parts {
+        t.add_row(vec![
+            p.agreement.name.clone(),
+            format!("{:.6}", p.agreement.cosine),
+            match (p.score_agreement, p.score_agreement_expected) {
+                (Some(a), Some(e)) if h.on_calibration_samples => {
+                    format!("scores {a:.4} (unseen: {e:.4} expected)")
+                }
+                (Some(a), _) => format!("scores {a:.4}"),
+                _ => "-".into(),
+            },
+            "-".into(),
+            format!("{:.1}", p.agreement.snr_db),
+        ]);
+    }
+    let on = if h.on_calibration_samples {
+        format!(
+            "{} calibration sample(s): there were no held-out samples, so this is how the model fits the data it was calibrated on",
+            h.samples
+        )
+    } else {
+        format!(
+            "{} held-out sample(s) (after the {} calibration samples)",
+            h.samples, h.skipped
+        )
+    };
+    let target = match (q.target_cosine, q.target_top1) {
+        (Some(c), Some(t1)) => format!(
+            "; target cosine >= {c}, top-1 agreement >= {t1} for classifier outputs: {}",
+            if q.target_met { "met" } else { "MISSED" }
+        ),
+        _ => String::new(),
+    };
+    let _ = writeln!(s, "accuracy against the float model on {on}{target}:\n{t}");
+    for p in &h.parts {
+        let how = match p.part.kind {
+            infopt_verify::parts::PartKind::Scores => format!(
+                "scores in [0, 1], judged on the {} of {} positions where either model scores above {}: cosine, and the score both share above every threshold (1 - sum|a-b| / sum max(a,b)) against the top-1 target",
+                p.positions,
+                p.elements,
+                infopt_verify::parts::ACTIVE_FRACTION
+            ),
+            infopt_verify::parts::PartKind::Values => {
+                format!("judged over its {} elements", p.elements)
+            }
+        };
+        let _ = writeln!(
+            s,
+            "int8: {} judged on its own against the target: {how}",
+            p.agreement.name
+        );
+    }
+}
+
+/// Notes, warnings, where the pipeline stopped, the gates.
+fn closing(s: &mut String, r: &Report, markdown: bool) {
     for n in &r.notes {
         let _ = writeln!(s, "note: {n}");
     }
@@ -472,7 +508,7 @@ pub fn render(r: &Report, markdown: bool) -> String {
     }
     if let Some(g) = &r.gates {
         if markdown {
-            h(&mut s, "Release gates");
+            heading(s, markdown, "Release gates");
             let mut t = table(markdown, &["gate", "value", "threshold", "verdict"]);
             for x in &g.results {
                 t.add_row(vec![
@@ -484,23 +520,7 @@ pub fn render(r: &Report, markdown: bool) -> String {
             }
             let _ = writeln!(s, "{t}");
         } else {
-            s.push_str(&super::ci::render_gates_text(g));
+            s.push_str(&crate::ci::render_gates_text(g));
         }
-    }
-    s
-}
-
-impl crate::outcome::CommandReport for Report {
-    fn command(&self) -> &'static str {
-        "optimize"
-    }
-    fn text(&self) -> String {
-        render(self, false)
-    }
-    fn markdown(&self) -> String {
-        render(self, true)
-    }
-    fn summary(&self) -> crate::report::ci::CiSummary<'_> {
-        super::summaries::optimize(self)
     }
 }

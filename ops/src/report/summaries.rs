@@ -1,7 +1,7 @@
 //! The CI summary ([`CiSummary`]) of each command's report.
 
 use super::Report;
-use super::ci::{Check, CiSummary};
+use crate::ci::{Check, CiSummary};
 use crate::gates::GateReport;
 
 fn bytes(n: u64) -> String {
@@ -131,5 +131,20 @@ pub fn optimize(r: &Report) -> CiSummary<'_> {
             }),
         ),
         details: Some(super::render::render(r, true)),
+    }
+}
+
+impl crate::outcome::CommandReport for Report {
+    fn command(&self) -> &'static str {
+        "optimize"
+    }
+    fn text(&self) -> String {
+        super::render::render(self, false)
+    }
+    fn markdown(&self) -> String {
+        super::render::render(self, true)
+    }
+    fn summary(&self) -> crate::ci::CiSummary<'_> {
+        optimize(self)
     }
 }

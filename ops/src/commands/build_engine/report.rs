@@ -13,7 +13,7 @@ use infopt_verify::{BackendInfo, Verification};
 use serde::Serialize;
 
 use super::realized::{Outcome, RealizedReport};
-use crate::report::ci::{Check, CiSummary};
+use crate::ci::{Check, CiSummary};
 use crate::report::{DeclinedGroup, ModelFacts, OpCount, PassStat};
 
 /// Bumped on incompatible changes to the JSON layout. 2: engine.flavor, gpu,
