@@ -149,13 +149,6 @@ const MAX_LAYER_ROWS: usize = 40;
 
 pub fn render(r: &EngineReport, markdown: bool) -> String {
     let mut s = String::new();
-    let h = |s: &mut String, title: &str| {
-        if markdown {
-            let _ = writeln!(s, "\n### {title}\n");
-        } else {
-            let _ = writeln!(s, "\n{title}");
-        }
-    };
     if markdown {
         let _ = writeln!(s, "## infopt build-engine report\n");
     }
@@ -169,9 +162,29 @@ pub fn render(r: &EngineReport, markdown: bool) -> String {
         "{} -> {}  (pipeline {}, target {})",
         r.input.path, target, r.pipeline, r.target
     );
+    passes_and_checks(&mut s, r, markdown);
+    if let Some(e) = &r.engine {
+        engine(&mut s, e, markdown);
+    }
+    realized(&mut s, r, markdown);
+    closing(&mut s, r, markdown);
+    s
+}
+
+/// A section heading: Markdown's `###`, or a plain line.
+fn heading(s: &mut String, markdown: bool, title: &str) {
+    if markdown {
+        let _ = writeln!(s, "\n### {title}\n");
+    } else {
+        let _ = writeln!(s, "\n{title}");
+    }
+}
+
+/// What the passes changed, the verification, half and INT8 precision.
+fn passes_and_checks(s: &mut String, r: &EngineReport, markdown: bool) {
     let changed: Vec<&OpCount> = r.ops.iter().filter(|o| o.delta != 0).collect();
     if !changed.is_empty() {
-        h(&mut s, "Ops changed by the passes");
+        heading(s, markdown, "Ops changed by the passes");
         let mut t = table(markdown, &["op", "before", "after"]);
         for o in changed {
             t.add_row(vec![
@@ -184,7 +197,7 @@ pub fn render(r: &EngineReport, markdown: bool) -> String {
     }
     let ran: Vec<&PassStat> = r.passes.iter().filter(|p| p.rewrites > 0).collect();
     if !ran.is_empty() {
-        h(&mut s, "Passes that changed the model");
+        heading(s, markdown, "Passes that changed the model");
         let mut t = table(markdown, &["pass", "rewrites", "nodes removed"]);
         for p in ran {
             t.add_row(vec![
@@ -238,123 +251,128 @@ pub fn render(r: &EngineReport, markdown: bool) -> String {
             );
         }
     }
-    if let Some(e) = &r.engine {
-        h(&mut s, "Engine");
+}
+
+/// The engine: what was built, its memory and its layers.
+fn engine(s: &mut String, e: &EngineFacts, markdown: bool) {
+    heading(s, markdown, "Engine");
+    let _ = writeln!(
+        s,
+        "{} {}{}, {} bytes, built in {:.0} ms, {} kernels{}",
+        e.flavor,
+        e.tensorrt_version,
+        if e.strongly_typed {
+            " (strongly typed)"
+        } else {
+            ""
+        },
+        e.bytes,
+        e.build_time_ms,
+        e.layers.len(),
+        match e.layer_source {
+            LayerSource::BuildLog => " (from the builder's log: no GPU, the engine was not loaded)",
+            LayerSource::Inspector => " (from the engine inspector)",
+            LayerSource::None => " (TensorRT reported no layer table)",
+        }
+    );
+    if let Some(c) = &e.compute_capabilities {
+        let list: Vec<String> = c.sm.iter().map(u32::to_string).collect();
         let _ = writeln!(
             s,
-            "{} {}{}, {} bytes, built in {:.0} ms, {} kernels{}",
-            e.flavor,
-            e.tensorrt_version,
-            if e.strongly_typed {
-                " (strongly typed)"
-            } else {
+            "compute capabilities: {}{}",
+            list.join(", "),
+            if c.explicit {
                 ""
-            },
-            e.bytes,
-            e.build_time_ms,
-            e.layers.len(),
-            match e.layer_source {
-                LayerSource::BuildLog =>
-                    " (from the builder's log: no GPU, the engine was not loaded)",
-                LayerSource::Inspector => " (from the engine inspector)",
-                LayerSource::None => " (TensorRT reported no layer table)",
+            } else {
+                " (TensorRT-RTX's default)"
             }
         );
-        if let Some(c) = &e.compute_capabilities {
-            let list: Vec<String> = c.sm.iter().map(u32::to_string).collect();
-            let _ = writeln!(
-                s,
-                "compute capabilities: {}{}",
-                list.join(", "),
-                if c.explicit {
-                    ""
-                } else {
-                    " (TensorRT-RTX's default)"
-                }
-            );
-        }
-        if let Some(m) = &e.memory {
-            let f = |v: Option<u64>| v.map_or("?".to_string(), |b| format!("{b} B"));
-            let _ = writeln!(
-                s,
-                "memory: scratch {}, weights {}, activations {}",
-                f(m.max_scratch_bytes),
-                f(m.weights_bytes),
-                f(m.activation_bytes)
-            );
-        }
-        if !e.gpu {
-            let _ = writeln!(s, "GPU latency: not measured: no GPU");
-        }
-        let mut t = table(markdown, &["precision", "layers"]);
-        for (p, n) in &e.precisions {
-            t.add_row(vec![p.to_string(), n.to_string()]);
-        }
-        let _ = writeln!(s, "{t}");
-        let has_tensors = e
-            .layers
-            .iter()
-            .any(|l| !l.onnx_nodes.is_empty() || !l.inputs.is_empty());
-        let mut t = if has_tensors {
-            table(
-                markdown,
-                &[
-                    "kernel",
-                    "type",
-                    "precision",
-                    "in / weights / out",
-                    "fused ONNX nodes",
-                ],
-            )
-        } else {
-            table(markdown, &["layer", "type", "precision"])
-        };
-        for l in e.layers.iter().take(MAX_LAYER_ROWS) {
-            let mut row = vec![
-                l.name.clone(),
-                l.layer_type.clone().unwrap_or_default(),
-                l.precision.to_string(),
-            ];
-            if has_tensors {
-                let types = |ts: &[infopt_runtime::tensorrt::TensorInfo]| {
-                    let mut v: Vec<String> = Vec::new();
-                    for t in ts {
-                        let d = t.datatype.to_string();
-                        if !v.contains(&d) {
-                            v.push(d);
-                        }
-                    }
-                    if v.is_empty() {
-                        "-".into()
-                    } else {
-                        v.join(",")
-                    }
-                };
-                row.push(format!(
-                    "{} / {} / {}",
-                    types(&l.inputs),
-                    types(&l.constants),
-                    types(&l.outputs)
-                ));
-                row.push(l.onnx_nodes.join(", "));
-            }
-            t.add_row(row);
-        }
-        let _ = writeln!(s, "{t}");
-        if e.layers.len() > MAX_LAYER_ROWS {
-            let _ = writeln!(
-                s,
-                "... {} more layers (all in --json / --report)",
-                e.layers.len() - MAX_LAYER_ROWS
-            );
-        }
     }
+    if let Some(m) = &e.memory {
+        let f = |v: Option<u64>| v.map_or("?".to_string(), |b| format!("{b} B"));
+        let _ = writeln!(
+            s,
+            "memory: scratch {}, weights {}, activations {}",
+            f(m.max_scratch_bytes),
+            f(m.weights_bytes),
+            f(m.activation_bytes)
+        );
+    }
+    if !e.gpu {
+        let _ = writeln!(s, "GPU latency: not measured: no GPU");
+    }
+    let mut t = table(markdown, &["precision", "layers"]);
+    for (p, n) in &e.precisions {
+        t.add_row(vec![p.to_string(), n.to_string()]);
+    }
+    let _ = writeln!(s, "{t}");
+    let has_tensors = e
+        .layers
+        .iter()
+        .any(|l| !l.onnx_nodes.is_empty() || !l.inputs.is_empty());
+    let mut t = if has_tensors {
+        table(
+            markdown,
+            &[
+                "kernel",
+                "type",
+                "precision",
+                "in / weights / out",
+                "fused ONNX nodes",
+            ],
+        )
+    } else {
+        table(markdown, &["layer", "type", "precision"])
+    };
+    for l in e.layers.iter().take(MAX_LAYER_ROWS) {
+        let mut row = vec![
+            l.name.clone(),
+            l.layer_type.clone().unwrap_or_default(),
+            l.precision.to_string(),
+        ];
+        if has_tensors {
+            let types = |ts: &[infopt_runtime::tensorrt::TensorInfo]| {
+                let mut v: Vec<String> = Vec::new();
+                for t in ts {
+                    let d = t.datatype.to_string();
+                    if !v.contains(&d) {
+                        v.push(d);
+                    }
+                }
+                if v.is_empty() {
+                    "-".into()
+                } else {
+                    v.join(",")
+                }
+            };
+            row.push(format!(
+                "{} / {} / {}",
+                types(&l.inputs),
+                types(&l.constants),
+                types(&l.outputs)
+            ));
+            row.push(l.onnx_nodes.join(", "));
+        }
+        t.add_row(row);
+    }
+    let _ = writeln!(s, "{t}");
+    if e.layers.len() > MAX_LAYER_ROWS {
+        let _ = writeln!(
+            s,
+            "... {} more layers (all in --json / --report)",
+            e.layers.len() - MAX_LAYER_ROWS
+        );
+    }
+}
+
+/// The precision each placed node got against the request.
+fn realized(s: &mut String, r: &EngineReport, markdown: bool) {
     if let Some(rp) = r
         .engine
         .as_ref()
         .and_then(|e| e.realized_precision.as_ref())
     {
-        h(&mut s, "Realized precision vs request");
+        heading(s, markdown, "Realized precision vs request");
         let _ = writeln!(
             s,
             "{} placed nodes: {} match, {} mismatch, {} not observable ({:.1}% of the observable ones match)",
@@ -412,8 +430,12 @@ pub fn render(r: &EngineReport, markdown: bool) -> String {
             let _ = writeln!(s, "{t}");
         }
     }
+}
+
+/// Latency, the trtexec commands, notes and warnings.
+fn closing(s: &mut String, r: &EngineReport, markdown: bool) {
     if let Some(l) = &r.latency {
-        h(&mut s, "Latency");
+        heading(s, markdown, "Latency");
         let _ = writeln!(s, "TensorRT engine (GPU time): {}", ms(&l.tensorrt));
         if let Some(o) = &l.onnx {
             let _ = writeln!(
@@ -429,7 +451,7 @@ pub fn render(r: &EngineReport, markdown: bool) -> String {
         }
     }
     if !r.trtexec.is_empty() {
-        h(&mut s, "Equivalent trtexec commands");
+        heading(s, markdown, "Equivalent trtexec commands");
         for c in &r.trtexec {
             let _ = writeln!(s, "# {} ({})", c.flavor, c.mode);
             let _ = writeln!(s, "{}", c.command);
@@ -441,7 +463,6 @@ pub fn render(r: &EngineReport, markdown: bool) -> String {
     for w in &r.warnings {
         let _ = writeln!(s, "warning: {w}");
     }
-    s
 }
 
 impl crate::outcome::CommandReport for EngineReport {
