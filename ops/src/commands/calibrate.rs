@@ -13,12 +13,13 @@ use infopt_calibration::cache::{
     CalibratorName, TrtCacheHeader, trt_version_code, write_trt_cache,
 };
 use infopt_calibration::run::{
-    CalibrateOptions as RunOptions, DataSource, Target, calibrate, collect, table_of,
+    CalibrateOptions as RunOptions, DataSource, ProgressFn, Target, calibrate, collect, table_of,
 };
 use infopt_calibration::shard::{self, Part, PartData, PartSettings, Shard};
 use infopt_calibration::table::sha256_hex;
 use infopt_calibration::{DEFAULT_BINS, Method, RangeTable};
-use infopt_verify::BackendKind;
+use infopt_runtime::InputShapes;
+use infopt_verify::{BackendKind, ChosenBackend};
 
 use crate::backend_args::BackendSettings;
 use crate::error::{ErrorKind, OpsError, OpsResult};
@@ -260,31 +261,8 @@ pub fn execute(args: &CalibrateOptions) -> OpsResult<CalibrateReport> {
         .map_err(|e| OpsError::new(ErrorKind::Load, format!("{}: {e}", model_path.display())))?;
     let inputs = args.inputs.resolve().map_err(OpsError::usage)?;
     let chosen = args.backend.build(BackendKind::Tract)?;
-    let mut bar: Option<indicatif::ProgressBar> = None;
-    let mut progress = |done: usize, total: Option<usize>| {
-        crate::progress::event(
-            "calibrate",
-            match total {
-                Some(t) => format!("{done}/{t} samples"),
-                None => format!("{done} samples"),
-            },
-        );
-        if !crate::progress::bars_allowed() {
-            return;
-        }
-        let b = bar.get_or_insert_with(|| {
-            let b = indicatif::ProgressBar::new(total.unwrap_or(0) as u64);
-            b.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "calibrate [{bar:30}] {pos}/{len} samples {per_sec} {elapsed_precise}",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-                .progress_chars("=> "),
-            );
-            b
-        });
-        b.set_position(done as u64);
-    };
+    let mut bar = SampleBar::default();
+    let mut progress = |done: usize, total: Option<usize>| bar.update(done, total);
     let options = RunOptions {
         method,
         samples: args.samples,
@@ -298,61 +276,16 @@ pub fn execute(args: &CalibrateOptions) -> OpsResult<CalibrateReport> {
         dir: &dir,
     };
     if let Some(shard) = shard {
-        let started = std::time::Instant::now();
-        let c = collect(
-            &target,
-            &chosen,
-            &inputs.shapes,
-            &source,
-            &options,
-            Some(&|n| shard.range(n)),
-            &mut progress,
-        )?;
-        if let Some(b) = bar {
-            b.finish_and_clear();
-        }
-        let range = shard.range(c.total);
-        let settings = PartSettings {
-            method,
-            histogram_bins: options.bins,
-            histograms: c.collector.keeps_histograms(),
-            input_shapes: shapes_setting(&inputs.shapes),
-            data: data_setting(&source)?,
-            backend: c.backend.clone(),
+        let run = Run {
+            target: &target,
+            chosen: &chosen,
+            shapes: &inputs.shapes,
+            source: &source,
+            options: &options,
         };
-        let part = Part::new(
-            &c.collector,
-            settings,
-            c.model_sha256.clone(),
-            shard,
-            PartData {
-                total_samples: c.total,
-                first: range.start,
-                end: range.end,
-                description: c.dataset.clone(),
-                meaningful: c.meaningful,
-            },
-            c.samples,
-            &c.full_range,
-        );
-        part.write(&args.output)
-            .map_err(|e| OpsError::new(ErrorKind::Write, e))?;
-        crate::progress::checkpoint()?;
-        return Ok(CalibrateReport {
-            schema_version: CALIBRATE_SCHEMA_VERSION,
-            model: model_path.display().to_string(),
-            output: args.output.display().to_string(),
-            trt_cache: None,
-            tensors: c.collector.len(),
-            samples: c.samples,
-            dataset: format!("samples {}..{} of {}", range.start, range.end, c.dataset),
-            meaningful: c.meaningful,
-            method: args.method.clone(),
-            backend: c.backend,
-            seconds: started.elapsed().as_secs_f64(),
-            shard: Some(shard.to_string()),
-            parts: None,
-        });
+        let report = write_part(args, &run, shard, &mut progress);
+        bar.finish();
+        return report;
     }
     let result = calibrate(
         &target,
@@ -362,9 +295,7 @@ pub fn execute(args: &CalibrateOptions) -> OpsResult<CalibrateReport> {
         &options,
         &mut progress,
     )?;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    bar.finish();
     write_ranges(args, &result.table, method)?;
     crate::progress::checkpoint()?;
     Ok(CalibrateReport {
@@ -382,6 +313,125 @@ pub fn execute(args: &CalibrateOptions) -> OpsResult<CalibrateReport> {
         shard: None,
         parts: None,
     })
+}
+
+/// What one calibration run reads: the model, the backend, the shapes, the
+/// data and the range options.
+struct Run<'a> {
+    target: &'a Target<'a>,
+    chosen: &'a ChosenBackend,
+    shapes: &'a InputShapes,
+    source: &'a DataSource,
+    options: &'a RunOptions,
+}
+
+impl Run<'_> {
+    fn target_path(&self, args: &CalibrateOptions) -> String {
+        args.model
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    }
+}
+
+/// `--shard K/N`: observes the K-th slice of the data and writes its
+/// statistics as a part to merge.
+fn write_part(
+    args: &CalibrateOptions,
+    run: &Run<'_>,
+    shard: Shard,
+    progress: &mut ProgressFn<'_>,
+) -> OpsResult<CalibrateReport> {
+    let started = std::time::Instant::now();
+    let c = collect(
+        run.target,
+        run.chosen,
+        run.shapes,
+        run.source,
+        run.options,
+        Some(&|n| shard.range(n)),
+        progress,
+    )?;
+    let range = shard.range(c.total);
+    let settings = PartSettings {
+        method: run.options.method,
+        histogram_bins: run.options.bins,
+        histograms: c.collector.keeps_histograms(),
+        input_shapes: shapes_setting(run.shapes),
+        data: data_setting(run.source)?,
+        backend: c.backend.clone(),
+    };
+    let part = Part::new(
+        &c.collector,
+        settings,
+        c.model_sha256.clone(),
+        shard,
+        PartData {
+            total_samples: c.total,
+            first: range.start,
+            end: range.end,
+            description: c.dataset.clone(),
+            meaningful: c.meaningful,
+        },
+        c.samples,
+        &c.full_range,
+    );
+    part.write(&args.output)
+        .map_err(|e| OpsError::new(ErrorKind::Write, e))?;
+    crate::progress::checkpoint()?;
+    Ok(CalibrateReport {
+        schema_version: CALIBRATE_SCHEMA_VERSION,
+        model: run.target_path(args),
+        output: args.output.display().to_string(),
+        trt_cache: None,
+        tensors: c.collector.len(),
+        samples: c.samples,
+        dataset: format!("samples {}..{} of {}", range.start, range.end, c.dataset),
+        meaningful: c.meaningful,
+        method: args.method.clone(),
+        backend: c.backend,
+        seconds: started.elapsed().as_secs_f64(),
+        shard: Some(shard.to_string()),
+        parts: None,
+    })
+}
+
+/// Progress over calibration samples: every count to a caller that shows
+/// every step, a bar when the caller draws bars.
+#[derive(Default)]
+struct SampleBar(Option<indicatif::ProgressBar>);
+
+impl SampleBar {
+    fn update(&mut self, done: usize, total: Option<usize>) {
+        crate::progress::event(
+            "calibrate",
+            match total {
+                Some(t) => format!("{done}/{t} samples"),
+                None => format!("{done} samples"),
+            },
+        );
+        if !crate::progress::bars_allowed() {
+            return;
+        }
+        let b = self.0.get_or_insert_with(|| {
+            let b = indicatif::ProgressBar::new(total.unwrap_or(0) as u64);
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "calibrate [{bar:30}] {pos}/{len} samples {per_sec} {elapsed_precise}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            b
+        });
+        b.set_position(done as u64);
+    }
+
+    fn finish(self) {
+        if let Some(b) = self.0 {
+            b.finish_and_clear();
+        }
+    }
 }
 
 impl crate::outcome::CommandReport for CalibrateReport {
