@@ -241,60 +241,11 @@ pub fn compare(
             kernels_of.entry(n.as_str()).or_default().push(i);
         }
     }
-    let request_of: HashMap<&str, &NodeRequest> =
-        requests.iter().map(|r| (r.node.as_str(), r)).collect();
-    // A kernel is mixed when the requests of the nodes fused into it differ.
-    let mixed: Vec<bool> = layers
-        .iter()
-        .map(|l| {
-            let mut first: Option<&EnginePrecision> = None;
-            l.onnx_nodes.iter().any(|n| {
-                let Some(r) = request_of.get(n.as_str()) else {
-                    return false;
-                };
-                let p = &r.allowed[0];
-                match first {
-                    None => {
-                        first = Some(p);
-                        false
-                    }
-                    Some(f) => f != p,
-                }
-            })
-        })
-        .collect();
+    let mixed = mixed_kernels(requests, layers);
     let mut report = RealizedReport::default();
     for r in requests {
         let all = kernels_of.get(r.node.as_str()).cloned().unwrap_or_default();
-        let named: Vec<usize> = all
-            .iter()
-            .copied()
-            .filter(|&i| named_after(&layers[i].name, &r.node))
-            .collect();
-        let pure: Vec<usize> = all
-            .iter()
-            .copied()
-            .filter(|&i| !layers[i].onnx_nodes.iter().any(|n| conversions.contains(n)))
-            .collect();
-        let chosen = if !named.is_empty() {
-            named
-        } else if !pure.is_empty() {
-            pure
-        } else {
-            all.clone()
-        };
-        // A kernel with no activation input prepares weights (dequantizes, transposes):
-        // the kernel that reads the activations computes the node.
-        let reads_activations: Vec<usize> = chosen
-            .iter()
-            .copied()
-            .filter(|&i| !layers[i].inputs.is_empty())
-            .collect();
-        let chosen = if reads_activations.is_empty() || reads_activations.len() == chosen.len() {
-            chosen
-        } else {
-            reads_activations
-        };
+        let chosen = computing_kernels(r, all, layers, conversions);
         let mut realized: Vec<EnginePrecision> = Vec::new();
         // Kernels that only move index or shape data (Int32, Int64, Bool) say nothing
         // about the precision a node computes in.
@@ -314,92 +265,14 @@ pub fn compare(
                 .collect::<Vec<_>>()
                 .join("|")
         };
-        let fits = !realized.is_empty() && realized.iter().all(|p| r.allowed.contains(p));
-        // The Cast into the requested type fused into the same kernel, which writes that
-        // type: the node computes after the Cast, inside the kernel.
-        let cast_fused = r.fed_by_cast.as_ref().filter(|c| {
-            !chosen.is_empty()
-                && chosen.iter().all(|&i| {
-                    layers[i].onnx_nodes.contains(c)
-                        && layers[i]
-                            .outputs
-                            .iter()
-                            .any(|t| r.allowed.contains(&t.datatype))
-                })
-        });
-        let (outcome, reason) = if chosen.is_empty() {
-            (
-                Outcome::NotObservable,
-                Some(
-                    "in no kernel's metadata (folded into a constant, a shape computation, or removed)"
-                        .to_string(),
-                ),
-            )
-        } else if realized.is_empty() {
-            (
-                Outcome::NotObservable,
-                Some("its kernels do not name a datatype".to_string()),
-            )
-        } else if fits {
-            (Outcome::Match, None)
-        } else if let Some(cast) = cast_fused {
-            (
-                Outcome::Match,
-                Some(format!(
-                    "computes after `{cast}`, the Cast to {} fused into the same kernel (which reads {realized_label})",
-                    r.label()
-                )),
-            )
-        } else if chosen.iter().any(|&i| mixed[i]) {
-            (
-                Outcome::NotObservable,
-                Some(format!(
-                    "fused into {} with nodes of other precisions; its internal precision is not in the log (the kernel reads and writes {realized_label})",
-                    kernels.join(", ")
-                )),
-            )
-        } else {
-            (
-                Outcome::Mismatch,
-                Some(format!(
-                    "requested {}, kernel {} computes in {realized_label}",
-                    r.label(),
-                    kernels.join(", ")
-                )),
-            )
+        let seen = Seen {
+            chosen: &chosen,
+            realized: &realized,
+            label: &realized_label,
+            kernels: &kernels,
         };
-        report.placed += 1;
-        let label = r.allowed[0].to_string();
-        let idx = match report
-            .per_precision
-            .iter()
-            .position(|c| c.requested == label)
-        {
-            Some(i) => i,
-            None => {
-                report.per_precision.push(PrecisionCount {
-                    requested: label,
-                    ..Default::default()
-                });
-                report.per_precision.len() - 1
-            }
-        };
-        let count = &mut report.per_precision[idx];
-        count.placed += 1;
-        match outcome {
-            Outcome::Match => {
-                report.matched += 1;
-                count.matched += 1;
-            }
-            Outcome::Mismatch => {
-                report.mismatched += 1;
-                count.mismatched += 1;
-            }
-            Outcome::NotObservable => {
-                report.not_observable += 1;
-                count.not_observable += 1;
-            }
-        }
+        let (outcome, reason) = judge(r, &seen, layers, &mixed);
+        report.count(r.allowed[0].to_string(), outcome);
         report.nodes.push(NodeResult {
             node: r.node.clone(),
             op: r.op.clone(),
@@ -412,6 +285,175 @@ pub fn compare(
         });
     }
     report
+}
+
+/// Per kernel: whether the requests of the nodes fused into it differ.
+fn mixed_kernels(requests: &[NodeRequest], layers: &[LayerInfo]) -> Vec<bool> {
+    let request_of: HashMap<&str, &NodeRequest> =
+        requests.iter().map(|r| (r.node.as_str(), r)).collect();
+    layers
+        .iter()
+        .map(|l| {
+            let mut first: Option<&EnginePrecision> = None;
+            l.onnx_nodes.iter().any(|n| {
+                let Some(r) = request_of.get(n.as_str()) else {
+                    return false;
+                };
+                let p = &r.allowed[0];
+                match first {
+                    None => {
+                        first = Some(p);
+                        false
+                    }
+                    Some(f) => f != p,
+                }
+            })
+        })
+        .collect()
+}
+
+/// Of the kernels that name a node (`all`), those that compute it: the one
+/// named after it, else those without a conversion fused in; and of those,
+/// the ones that read activations (a kernel with no activation input
+/// prepares weights: dequantizes, transposes).
+fn computing_kernels(
+    r: &NodeRequest,
+    all: Vec<usize>,
+    layers: &[LayerInfo],
+    conversions: &HashSet<String>,
+) -> Vec<usize> {
+    let named: Vec<usize> = all
+        .iter()
+        .copied()
+        .filter(|&i| named_after(&layers[i].name, &r.node))
+        .collect();
+    let pure: Vec<usize> = all
+        .iter()
+        .copied()
+        .filter(|&i| !layers[i].onnx_nodes.iter().any(|n| conversions.contains(n)))
+        .collect();
+    let chosen = if !named.is_empty() {
+        named
+    } else if !pure.is_empty() {
+        pure
+    } else {
+        all
+    };
+    let reads_activations: Vec<usize> = chosen
+        .iter()
+        .copied()
+        .filter(|&i| !layers[i].inputs.is_empty())
+        .collect();
+    if reads_activations.is_empty() || reads_activations.len() == chosen.len() {
+        chosen
+    } else {
+        reads_activations
+    }
+}
+
+/// What the engine shows of one node: its kernels and their precisions.
+struct Seen<'a> {
+    chosen: &'a [usize],
+    realized: &'a [EnginePrecision],
+    label: &'a str,
+    kernels: &'a [String],
+}
+
+/// Whether a node got the precision it asked for, and why not.
+fn judge(
+    r: &NodeRequest,
+    seen: &Seen<'_>,
+    layers: &[LayerInfo],
+    mixed: &[bool],
+) -> (Outcome, Option<String>) {
+    let (chosen, realized, realized_label) = (seen.chosen, seen.realized, seen.label);
+    let fits = !realized.is_empty() && realized.iter().all(|p| r.allowed.contains(p));
+    // The Cast into the requested type fused into the same kernel, which writes that
+    // type: the node computes after the Cast, inside the kernel.
+    let cast_fused = r.fed_by_cast.as_ref().filter(|c| {
+        !chosen.is_empty()
+            && chosen.iter().all(|&i| {
+                layers[i].onnx_nodes.contains(c)
+                    && layers[i]
+                        .outputs
+                        .iter()
+                        .any(|t| r.allowed.contains(&t.datatype))
+            })
+    });
+    if chosen.is_empty() {
+        (
+            Outcome::NotObservable,
+            Some(
+                "in no kernel's metadata (folded into a constant, a shape computation, or removed)"
+                    .to_string(),
+            ),
+        )
+    } else if realized.is_empty() {
+        (
+            Outcome::NotObservable,
+            Some("its kernels do not name a datatype".to_string()),
+        )
+    } else if fits {
+        (Outcome::Match, None)
+    } else if let Some(cast) = cast_fused {
+        (
+            Outcome::Match,
+            Some(format!(
+                "computes after `{cast}`, the Cast to {} fused into the same kernel (which reads {realized_label})",
+                r.label()
+            )),
+        )
+    } else if chosen.iter().any(|&i| mixed[i]) {
+        (
+            Outcome::NotObservable,
+            Some(format!(
+                "fused into {} with nodes of other precisions; its internal precision is not in the log (the kernel reads and writes {realized_label})",
+                seen.kernels.join(", ")
+            )),
+        )
+    } else {
+        (
+            Outcome::Mismatch,
+            Some(format!(
+                "requested {}, kernel {} computes in {realized_label}",
+                r.label(),
+                seen.kernels.join(", ")
+            )),
+        )
+    }
+}
+
+impl RealizedReport {
+    /// Counts one placed node requested as `label`, in total and per precision.
+    fn count(&mut self, label: String, outcome: Outcome) {
+        self.placed += 1;
+        let idx = match self.per_precision.iter().position(|c| c.requested == label) {
+            Some(i) => i,
+            None => {
+                self.per_precision.push(PrecisionCount {
+                    requested: label,
+                    ..Default::default()
+                });
+                self.per_precision.len() - 1
+            }
+        };
+        let count = &mut self.per_precision[idx];
+        count.placed += 1;
+        match outcome {
+            Outcome::Match => {
+                self.matched += 1;
+                count.matched += 1;
+            }
+            Outcome::Mismatch => {
+                self.mismatched += 1;
+                count.mismatched += 1;
+            }
+            Outcome::NotObservable => {
+                self.not_observable += 1;
+                count.not_observable += 1;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
