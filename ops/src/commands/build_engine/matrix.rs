@@ -144,25 +144,8 @@ fn file_hash(path: &Path, what: &str) -> OpsResult<String> {
         .map_err(|e| OpsError::new(ErrorKind::Load, format!("{what} {}: {e}", path.display())))
 }
 
-/// The matrix of `args` (`args.argv`: the command line, for the entries' commands).
-pub fn plan(args: &BuildEngineOptions) -> OpsResult<Matrix> {
-    if args.emit_onnx.is_some() {
-        return Err(OpsError::usage(
-            "--matrix plans engine builds; --emit-onnx goes in a build, not in the plan",
-        ));
-    }
-    let model = std::fs::read(&args.model)
-        .map_err(|e| OpsError::new(ErrorKind::Load, format!("{}: {e}", args.model.display())))?;
-    let model_sha256 = sha256_hex(&model);
-    let flavors: Vec<&'static FlavorSpec> = match &args.trt_flavor {
-        None => vec![flavor::by_id("rtx").map_err(OpsError::usage)?],
-        Some(list) => list
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|id| flavor::by_id(id).map_err(OpsError::usage))
-            .collect::<OpsResult<_>>()?,
-    };
+/// The precisions to build: `--precisions`, else the one the flags ask for.
+fn precisions(args: &BuildEngineOptions) -> OpsResult<Vec<String>> {
     let precisions: Vec<String> = match &args.precisions {
         Some(list) => list
             .split(',')
@@ -189,6 +172,53 @@ pub fn plan(args: &BuildEngineOptions) -> OpsResult<Matrix> {
             "the int8 engines need ranges: give --ranges ranges.json (from infopt calibrate --merge) or --calib-data PATH",
         ));
     }
+    Ok(precisions)
+}
+
+/// The compute capabilities a flavour builds for: the ones asked for
+/// (checked), else every one it targets.
+fn compute_capabilities(
+    spec: &FlavorSpec,
+    version: TrtVersion,
+    wanted: Option<&[u32]>,
+) -> OpsResult<Vec<u32>> {
+    Ok(match (wanted, spec.compute_capabilities.is_empty()) {
+        (Some(w), false) => {
+            spec.check_compute_capabilities(version, w)
+                .map_err(OpsError::usage)?;
+            w.to_vec()
+        }
+        (Some(w), true) => w.to_vec(),
+        (None, false) => spec.supported_compute_capabilities(version),
+        (None, true) => {
+            return Err(OpsError::usage(format!(
+                "{} builds for the GPU it runs on: give --compute-capability SM,SM (the GPUs your build machines have)",
+                spec.display
+            )));
+        }
+    })
+}
+
+/// The matrix of `args` (`args.argv`: the command line, for the entries' commands).
+pub fn plan(args: &BuildEngineOptions) -> OpsResult<Matrix> {
+    if args.emit_onnx.is_some() {
+        return Err(OpsError::usage(
+            "--matrix plans engine builds; --emit-onnx goes in a build, not in the plan",
+        ));
+    }
+    let model = std::fs::read(&args.model)
+        .map_err(|e| OpsError::new(ErrorKind::Load, format!("{}: {e}", args.model.display())))?;
+    let model_sha256 = sha256_hex(&model);
+    let flavors: Vec<&'static FlavorSpec> = match &args.trt_flavor {
+        None => vec![flavor::by_id("rtx").map_err(OpsError::usage)?],
+        Some(list) => list
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|id| flavor::by_id(id).map_err(OpsError::usage))
+            .collect::<OpsResult<_>>()?,
+    };
+    let precisions = precisions(args)?;
     let wanted = args
         .compute_capability
         .as_deref()
@@ -224,21 +254,7 @@ pub fn plan(args: &BuildEngineOptions) -> OpsResult<Matrix> {
     for spec in flavors {
         let version = version_of(spec);
         let vtext = version_text(spec, version);
-        let ccs: Vec<u32> = match (&wanted, spec.compute_capabilities.is_empty()) {
-            (Some(w), false) => {
-                spec.check_compute_capabilities(version, w)
-                    .map_err(OpsError::usage)?;
-                w.clone()
-            }
-            (Some(w), true) => w.clone(),
-            (None, false) => spec.supported_compute_capabilities(version),
-            (None, true) => {
-                return Err(OpsError::usage(format!(
-                    "{} builds for the GPU it runs on: give --compute-capability SM,SM (the GPUs your build machines have)",
-                    spec.display
-                )));
-            }
-        };
+        let ccs = compute_capabilities(spec, version, wanted.as_deref())?;
         let prefix = match spec.version_check {
             flavor::VersionCheck::MajorMinor => spec.id.to_string(),
             flavor::VersionCheck::Major => "trt".into(),
