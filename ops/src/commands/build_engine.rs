@@ -694,17 +694,7 @@ pub fn execute(args: BuildEngineOptions) -> OpsResult<Outcome<EngineReport>> {
         infopt_version: env!("CARGO_PKG_VERSION").to_string(),
         pipeline: job.pipeline_name,
         target: job.config.target.to_string(),
-        input: crate::report::facts(
-            &args.model.display().to_string(),
-            source.file_size,
-            source
-                .external_files
-                .iter()
-                .filter_map(|f| std::fs::metadata(f).ok())
-                .map(|m| m.len())
-                .sum(),
-            &stats_before,
-        ),
+        input: input_facts(&args.model, &source, &stats_before),
         onnx: built.onnx,
         onnx_fp32: built.onnx_fp32,
         ops: crate::report::op_diff(&stats_before, &stats_after),
@@ -729,6 +719,26 @@ pub fn execute(args: BuildEngineOptions) -> OpsResult<Outcome<EngineReport>> {
     };
     let failure = failure(&report, verified, job.max_mismatches);
     Ok(Outcome { report, failure })
+}
+
+/// The input model's facts: its file, its external data, its graph.
+fn input_facts(
+    path: &Path,
+    source: &infopt_ir::SourceInfo,
+    stats: &GraphStats,
+) -> crate::report::ModelFacts {
+    let external = source
+        .external_files
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).ok())
+        .map(|m| m.len())
+        .sum();
+    crate::report::facts(
+        &path.display().to_string(),
+        source.file_size,
+        external,
+        stats,
+    )
 }
 
 /// Checks the options and resolves the job before any work: settings,
