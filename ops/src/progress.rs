@@ -27,9 +27,11 @@ pub trait Progress {
     /// A step line chosen at most every few seconds, for a caller that
     /// shows no [`Progress::event`] and draws no bar.
     fn sampled(&self, _stage: &str, _line: &str) {}
-    /// Whether long stages may draw a progress bar on the terminal's stderr.
-    fn draws_bars(&self) -> bool {
-        false
+    /// A bar for a long stage, when the caller draws one (the command line
+    /// on a terminal): `total` steps (None: unknown), drawn after
+    /// `template` (indicatif's template language) with `prefix`.
+    fn bar(&self, _template: &str, _prefix: &str, _total: Option<usize>) -> Option<Box<dyn Bar>> {
+        None
     }
     /// Whether the command should go on; asked between stages and passes.
     /// Once it says no it must keep saying no: a pass driver that was asked
@@ -37,6 +39,14 @@ pub trait Progress {
     fn proceed(&self) -> bool {
         true
     }
+}
+
+/// A progress bar the caller draws.
+pub trait Bar {
+    /// Step `done` reached, described by `msg`.
+    fn set(&self, done: usize, msg: &str);
+    /// The stage ended: the bar goes away.
+    fn finish(&self);
 }
 
 /// The name the Python module and older callers know the trait by.
@@ -91,9 +101,9 @@ pub fn note(stage: &str, line: impl AsRef<str>) {
     current(|p| p.line(stage, line.as_ref()));
 }
 
-/// Whether long stages may draw a terminal progress bar (the caller said so).
-pub fn bars_allowed() -> bool {
-    current(|p| p.draws_bars()).unwrap_or(false)
+/// A bar for a long stage, when the caller draws bars (see [`Progress::bar`]).
+pub fn bar(template: &str, prefix: &str, total: Option<usize>) -> Option<Box<dyn Bar>> {
+    current(|p| p.bar(template, prefix, total)).flatten()
 }
 
 /// Reports a line only a caller that shows every step wants (one per pass
@@ -131,31 +141,19 @@ pub struct Steps {
     min_interval: f64,
     last_line: Option<std::time::Instant>,
     started: std::time::Instant,
-    bar: Option<indicatif::ProgressBar>,
+    bar: Option<Box<dyn Bar>>,
 }
 
 impl Steps {
     /// `total` steps of `what` (None: unknown); lines at most every
     /// `min_interval` seconds (0: every step).
     pub fn new(stage: &'static str, what: &str, total: Option<usize>, min_interval: f64) -> Self {
-        let bar = bars_allowed().then(|| {
-            let b = match total {
-                Some(t) => indicatif::ProgressBar::new(t as u64),
-                None => indicatif::ProgressBar::new_spinner(),
-            };
-            let template = if total.is_some() {
-                "{prefix} [{bar:30}] {pos}/{len} {elapsed_precise} {wide_msg}"
-            } else {
-                "{prefix} {spinner} {pos} {elapsed_precise} {wide_msg}"
-            };
-            b.set_style(
-                indicatif::ProgressStyle::with_template(template)
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-                    .progress_chars("=> "),
-            );
-            b.set_prefix(what.to_string());
-            b
-        });
+        let template = if total.is_some() {
+            "{prefix} [{bar:30}] {pos}/{len} {elapsed_precise} {wide_msg}"
+        } else {
+            "{prefix} {spinner} {pos} {elapsed_precise} {wide_msg}"
+        };
+        let bar = bar(template, what, total);
         Steps {
             stage,
             what: what.to_string(),
@@ -197,8 +195,7 @@ impl Steps {
         let line = Self::line_for(&self.what, done, self.total, msg);
         event(self.stage, &line);
         if let Some(b) = &self.bar {
-            b.set_position(done as u64);
-            b.set_message(msg.to_string());
+            b.set(done, msg);
             return;
         }
         let last = self.total.is_some_and(|t| done >= t);
@@ -214,7 +211,7 @@ impl Steps {
     /// Ends the bar (the lines need no end).
     pub fn finish(&mut self) {
         if let Some(b) = self.bar.take() {
-            b.finish_and_clear();
+            b.finish();
         }
     }
 

@@ -339,6 +339,38 @@ fn ops_has_no_clap_and_names_no_exit_code() {
     assert!(found.is_empty(), "{}", found.join("; "));
 }
 
+/// Progress goes through the caller's `Progress`; reports are values. So
+/// `ops` writes nothing to stdout or stderr, and draws no bar itself.
+#[test]
+fn ops_prints_nothing() {
+    let manifest = std::fs::read_to_string(root().join("ops/Cargo.toml")).unwrap();
+    assert!(
+        !manifest.contains("indicatif"),
+        "ops/Cargo.toml names indicatif"
+    );
+    let krate = load(&root().join("ops/src"));
+    let mut found = Vec::new();
+    for (path, code) in krate.files.values() {
+        for what in [
+            "println!",
+            "print!",
+            "eprintln!",
+            "eprint!",
+            "dbg!",
+            "stdout()",
+            "stderr()",
+        ] {
+            let named = code
+                .match_indices(what)
+                .any(|(i, _)| !code[..i].chars().next_back().is_some_and(is_ident));
+            if named {
+                found.push(format!("{} uses {what}", path.display()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("; "));
+}
+
 #[test]
 fn no_ops_command_imports_another() {
     let krate = load(&root().join("ops/src"));

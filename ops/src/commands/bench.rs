@@ -67,45 +67,41 @@ pub struct BenchReport {
     pub gates: Option<crate::gates::GateReport>,
 }
 
-/// Progress on stderr: a bar on a terminal, a line per phase otherwise.
+/// Progress of the timed runs: a bar when the caller draws one, a line per
+/// phase otherwise.
 struct Progress {
-    bar: Option<indicatif::ProgressBar>,
+    bar: Option<Box<dyn crate::progress::Bar>>,
+    done: usize,
 }
 
 impl Progress {
     fn new() -> Progress {
-        Progress { bar: None }
+        Progress { bar: None, done: 0 }
     }
 
     fn phase(&mut self, label: &str, total: usize) {
-        if let Some(bar) = self.bar.take() {
-            bar.finish_and_clear();
-        }
-        if crate::progress::bars_allowed() {
-            let bar = indicatif::ProgressBar::new(total as u64);
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{prefix:>8} [{bar:30}] {pos}/{len} runs {elapsed_precise}",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-                .progress_chars("=> "),
-            );
-            bar.set_prefix(label.to_string());
-            self.bar = Some(bar);
-        } else {
+        self.finish();
+        self.done = 0;
+        self.bar = crate::progress::bar(
+            "{prefix:>8} [{bar:30}] {pos}/{len} runs {elapsed_precise}",
+            label,
+            Some(total),
+        );
+        if self.bar.is_none() {
             crate::progress::note("bench", format!("bench: {label} ({total} runs)"));
         }
     }
 
-    fn inc(&self) {
+    fn inc(&mut self) {
+        self.done += 1;
         if let Some(bar) = &self.bar {
-            bar.inc(1);
+            bar.set(self.done, "");
         }
     }
 
     fn finish(&mut self) {
         if let Some(bar) = self.bar.take() {
-            bar.finish_and_clear();
+            bar.finish();
         }
     }
 }

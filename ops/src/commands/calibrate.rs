@@ -399,7 +399,7 @@ fn write_part(
 /// Progress over calibration samples: every count to a caller that shows
 /// every step, a bar when the caller draws bars.
 #[derive(Default)]
-struct SampleBar(Option<indicatif::ProgressBar>);
+struct SampleBar(Option<Box<dyn crate::progress::Bar>>, bool);
 
 impl SampleBar {
     fn update(&mut self, done: usize, total: Option<usize>) {
@@ -410,26 +410,23 @@ impl SampleBar {
                 None => format!("{done} samples"),
             },
         );
-        if !crate::progress::bars_allowed() {
-            return;
-        }
-        let b = self.0.get_or_insert_with(|| {
-            let b = indicatif::ProgressBar::new(total.unwrap_or(0) as u64);
-            b.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "calibrate [{bar:30}] {pos}/{len} samples {per_sec} {elapsed_precise}",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-                .progress_chars("=> "),
+        if !self.1 {
+            // Asked once: the caller draws a bar or it does not.
+            self.1 = true;
+            self.0 = crate::progress::bar(
+                "calibrate [{bar:30}] {pos}/{len} samples {per_sec} {elapsed_precise}",
+                "calibrate",
+                Some(total.unwrap_or(0)),
             );
-            b
-        });
-        b.set_position(done as u64);
+        }
+        if let Some(b) = &self.0 {
+            b.set(done, "");
+        }
     }
 
     fn finish(self) {
         if let Some(b) = self.0 {
-            b.finish_and_clear();
+            b.finish();
         }
     }
 }
