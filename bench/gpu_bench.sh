@@ -61,6 +61,13 @@ HEAP_MODELS=${HEAP_MODELS-}
 TIMING=${TIMING:-device-resident}
 H2H_MODELS=${H2H_MODELS-$MODELS}
 NOTF32_MODELS=${NOTF32_MODELS-}
+# Models timed once more at the large batch with ONNX Runtime's CUDA graphs
+# (--ep-option cuda:enable_cuda_graph=1, device-resident): the whole run is one
+# graph launch, so the per-kernel launch cost that hides float16's gain at
+# these batch sizes is gone. Rows `... graph`; a model whose original cannot be
+# captured (a node left on the CPU provider) is timed from `opt` on (rows
+# `... graphopt`, speed-up over the optimized FP32).
+GRAPH_MODELS=${GRAPH_MODELS-}
 export CUDA_MODULE_LOADING=LAZY
 START=$(date +%s)
 late() { [ $(($(date +%s) - START)) -ge "$DEADLINE" ]; }
@@ -211,6 +218,24 @@ fi
 # FP32 as specified (no TF32 tensor cores) against the variants: rows `... notf32`.
 EPOPT=(--ep-option cuda:use_tf32=0)
 extra_rows "$NOTF32_MODELS" notf32 '*'
+EPOPT=()
+# CUDA graphs: every variant against FP32 in one process; when FP32 (or any
+# variant) cannot be captured, the optimized FP32 against the variants.
+EPOPT=(--ep-option cuda:enable_cuda_graph=1)
+graph_rows() {
+    local name bn big d vs v
+    while IFS='|' read -r name _ bn big; do
+        case ",$GRAPH_MODELS," in *",$name,"*) ;; *) continue ;; esac
+        d=$W/models/$name
+        late && { echo "  $name graph: skipped (deadline)"; continue; }
+        vs=(); for v in $VARIANTS; do [ -f "$d/$v.onnx" ] && vs+=("$d/$v.onnx"); done
+        bench_one "$name" "$big" "$bn" "graph_b$big" "$d/fp32.onnx" "${vs[@]}" && continue
+        [ -f "$d/opt.onnx" ] || continue
+        vs=(); for v in $VARIANTS; do [ "$v" != opt ] && [ -f "$d/$v.onnx" ] && vs+=("$d/$v.onnx"); done
+        bench_one "$name" "$big" "$bn" "graphopt_b$big" "$d/opt.onnx" "${vs[@]}"
+    done < "$W/models.txt"
+}
+graph_rows
 EPOPT=()
 BENCH_ENV=(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 MALLOC_TOP_PAD_=1073741824)
 extra_rows "$HEAP_MODELS" heap '*'

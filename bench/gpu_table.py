@@ -14,7 +14,9 @@ failed and it was written with --no-verify. `pair`: the variants did not
 load together, so this one was timed against FP32 alone. Rows `... nhwc`
 come from a separate process with `--ep-option cuda:prefer_nhwc=1`, rows
 `... heap` from one with glibc malloc kept off mmap (MALLOC_MMAP_MAX_=0),
-rows `... notf32` from one with `--ep-option cuda:use_tf32=0`:
+rows `... notf32` from one with `--ep-option cuda:use_tf32=0`, rows `... graph`
+from one with `--ep-option cuda:enable_cuda_graph=1` (`... graphopt`: the
+original could not be captured, so the baseline is the optimized FP32):
 their speed-up is over that process's FP32, and the note compares with the
 main run's FP32.
 """
@@ -75,7 +77,7 @@ def main() -> None:
                         runs[v] = (pair[v], pair.get("fp32", float("nan")), "pair")
                         runs.setdefault("fp32", (pair["fp32"], pair["fp32"], "pair"))
             extras = [(tag, medians(load(d / f"bench_{tag}_b{b}.json")) if b == big else {})
-                      for tag in ("nhwc", "h2h", "heap", "notf32")]
+                      for tag in ("nhwc", "h2h", "heap", "notf32", "graph", "graphopt")]
             if not runs and not any(e for _, e in extras):
                 rows.append(f"| {name} | {b} | — | no timing (see bench_b{b}*.log) | | | | | | | |")
                 continue
@@ -100,7 +102,8 @@ def main() -> None:
             nchw32 = runs.get("fp32", (float("nan"),))[0]
             for tag, extra in extras:
                 for v, med in extra.items():
-                    sp = extra.get("fp32", float("nan")) / med
+                    # graphopt rows have no FP32 original: their baseline is opt.
+                    sp = extra.get("fp32", extra.get("opt", float("nan"))) / med
                     rows.append(f"| {name} | {b} | {v} {tag} | {med:.3f} | {int(b) * 1000.0 / med:.0f} | {sp:.2f}x "
                                 f"| | | | | vs FP32 of the main run {nchw32 / med:.2f}x |")
     print("| model | batch | variant | median ms | samples/s | speed-up vs FP32 | nodes | Casts | "
