@@ -28,7 +28,7 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use infopt_ir::{DataType, Model};
+use infopt_ir::Model;
 use infopt_passes::precision::{Override, Precision, PrecisionMap, Selector};
 use infopt_passes::registry::Numerics;
 use infopt_passes::{DriverOptions, PipelineConfig, PipelineRun, SideData, Step};
@@ -40,8 +40,11 @@ use infopt_verify::{Criterion, Verifier};
 use crate::error::{ErrorKind, OpsError, OpsResult};
 use crate::stages::{self, PassHooks};
 
+mod nodes;
 mod ranges;
 mod unseen;
+
+use nodes::half_nodes;
 use ranges::{out_of_range, produces, tensor_ranges, tensor_ranges_on};
 
 /// Trials (nodes kept, or tried and put back) before the search gives up.
@@ -192,36 +195,6 @@ fn same_model(a: &Model, b: &Model) -> bool {
         (Ok(x), Ok(y)) => x == y,
         _ => false,
     }
-}
-
-/// Names of the candidate's nodes whose first output is of the half type,
-/// and of its If/Loop/Scan nodes whose subgraphs compute in it (keeping
-/// such a node in float32 keeps its subgraphs float32 whole).
-pub(crate) fn half_nodes(candidate: &Model) -> HashSet<String> {
-    let g = &candidate.graph;
-    g.nodes()
-        .filter(|(_, n)| {
-            n.outputs
-                .first()
-                .copied()
-                .flatten()
-                .is_some_and(|v| is_half(g, v))
-                || n.subgraphs().any(computes_in_half)
-        })
-        .filter_map(|(_, n)| n.name.clone())
-        .collect()
-}
-
-fn is_half(g: &infopt_ir::Graph, v: infopt_ir::ValueId) -> bool {
-    g.value_type(v)
-        .is_some_and(|t| matches!(t.dtype, DataType::Float16 | DataType::Bfloat16))
-}
-
-/// True when a node of `g` or of its nested subgraphs outputs a half value.
-fn computes_in_half(g: &infopt_ir::Graph) -> bool {
-    g.nodes().any(|(_, n)| {
-        n.outputs.iter().flatten().any(|&v| is_half(g, v)) || n.subgraphs().any(computes_in_half)
-    })
 }
 
 /// The nodes of `fp32` adding the most error in `candidate`, worst first,

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use infopt_ir::Model;
 use infopt_verify::Verifier;
 
-use super::half_nodes;
+use super::nodes::half_nodes;
 use crate::error::{ErrorKind, OpsError, OpsResult};
 
 /// Share of float16's largest value at which an output is kept in

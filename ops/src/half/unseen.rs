@@ -20,7 +20,7 @@ use std::collections::HashSet;
 use infopt_ir::{Model, NodeId};
 use infopt_runtime::{HostTensor, TensorData};
 
-use super::half_nodes;
+use super::nodes::half_nodes;
 
 /// How much larger than the generated inputs real float inputs may be.
 pub const HEADROOM: f32 = 16.0;
