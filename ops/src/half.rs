@@ -25,7 +25,7 @@
 //! If/Loop/Scan node is ranked by the error its outputs add and, when
 //! kept, stays float32 with its subgraphs whole.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use infopt_ir::Model;
@@ -339,31 +339,137 @@ pub fn convert_to_target(
     cx: &Context<'_>,
 ) -> OpsResult<Outcome> {
     let started = Instant::now();
-    let to = half_of(steps);
-    let ty = if to == Precision::Bf16 {
-        "bfloat16"
-    } else {
-        "float16"
-    };
     if cx.search {
         name_unnamed(fp32);
     }
-    let user_map = steps.precision.clone().unwrap_or_default();
+    let to = half_of(steps);
+    let s = Search {
+        fp32,
+        steps,
+        cx,
+        user_map: steps.precision.clone().unwrap_or_default(),
+        ty: if to == Precision::Bf16 {
+            "bfloat16"
+        } else {
+            "float16"
+        },
+        to,
+        started,
+    };
     let (mut model, mut run) = convert(fp32, steps, &[], cx.options)?;
-    let mut kept: Vec<KeptLayer> = Vec::new();
-    let mut overrides: Vec<Override> = Vec::new();
-    let mut ranges = std::collections::HashMap::new();
-    let mut unseen_kept = 0;
-    if cx.search {
-        ranges = tensor_ranges(cx.verifier, fp32)?;
+    let ranges = match cx.search {
+        true => tensor_ranges(cx.verifier, fp32)?,
+        false => HashMap::new(),
+    };
+    let (overrides, kept, unseen_kept) = s.rule_islands(&model, &ranges)?;
+    if !overrides.is_empty() {
+        (model, run) = convert(fp32, steps, &overrides, cx.options)?;
     }
-    if cx.search && to == Precision::Fp16 {
-        for (node, op, tensor, max) in out_of_range(fp32, &model, &ranges) {
-            let forced = fp32
-                .graph
-                .find_node(&node)
-                .is_some_and(|id| user_map.override_for(fp32.graph.node(id)).is_some());
-            if forced {
+    let warning = s.generated_warning(unseen_kept);
+    if let Some(w) = &warning {
+        crate::progress::note("half", format!("warning: {w}"));
+    }
+    // A candidate the verifier's backend cannot load (bfloat16 in tract) is
+    // left to the verification's own fallbacks.
+    let Ok(first) = judge(cx.verifier, &model) else {
+        return Ok(Outcome {
+            model,
+            run,
+            report: None,
+            judged: None,
+        });
+    };
+    let converted = score(&first.outputs);
+    let mut st = State {
+        model,
+        run,
+        judged: first,
+        overrides,
+        kept,
+        best: converted,
+        without_effect: Vec::new(),
+        tried: HashSet::new(),
+        fruitless: 0,
+        trials: 0,
+        worst_remaining: Vec::new(),
+    };
+    while cx.search && !st.judged.passed {
+        if !s.step(&mut st, &ranges)? {
+            break;
+        }
+    }
+    s.finish(st, converted, warning)
+}
+
+/// One conversion to a half type and its search for float32 islands: what
+/// every step reads.
+struct Search<'a> {
+    fp32: &'a Model,
+    steps: &'a PipelineConfig,
+    cx: &'a Context<'a>,
+    /// The user's precision map: the nodes it names are never searched.
+    user_map: PrecisionMap,
+    /// "float16" or "bfloat16", for the lines.
+    ty: &'static str,
+    to: Precision,
+    started: Instant,
+}
+
+/// Where the search stands: the current candidate, judged, and what it
+/// keeps in float32 and why.
+struct State {
+    model: Model,
+    run: PipelineRun,
+    judged: Judged,
+    overrides: Vec<Override>,
+    kept: Vec<KeptLayer>,
+    /// The lowest output cosine of the current candidate.
+    best: f64,
+    without_effect: Vec<String>,
+    tried: HashSet<String>,
+    fruitless: usize,
+    trials: usize,
+    worst_remaining: Vec<NodeError>,
+}
+
+/// One try: the overrides with a block of nodes kept in float32, and its
+/// judgement.
+struct Attempt {
+    trial: Vec<Override>,
+    block: Vec<NodeError>,
+    model: Model,
+    run: PipelineRun,
+    judged: Judged,
+    after: f64,
+}
+
+impl Search<'_> {
+    /// Whether the user's precision map decides this node.
+    fn forced(&self, name: &str) -> bool {
+        self.fp32.graph.find_node(name).is_some_and(|id| {
+            self.user_map
+                .override_for(self.fp32.graph.node(id))
+                .is_some()
+        })
+    }
+
+    /// The islands kept by rule before any judgement (float16 only): what
+    /// overflows on the verification inputs, and with generated inputs what
+    /// may overflow on real ones. Returns the overrides, the kept layers and
+    /// how many were kept for unseen inputs.
+    fn rule_islands(
+        &self,
+        model: &Model,
+        ranges: &HashMap<String, f64>,
+    ) -> OpsResult<(Vec<Override>, Vec<KeptLayer>, usize)> {
+        let (cx, fp32, ty) = (self.cx, self.fp32, self.ty);
+        let mut kept: Vec<KeptLayer> = Vec::new();
+        let mut overrides: Vec<Override> = Vec::new();
+        if !cx.search || self.to != Precision::Fp16 {
+            return Ok((overrides, kept, 0));
+        }
+        for (node, op, tensor, max) in out_of_range(fp32, model, ranges) {
+            if self.forced(&node) {
                 continue;
             }
             let reason = format!(
@@ -383,8 +489,9 @@ pub fn convert_to_target(
             overrides.push(o);
             kept.push(k);
         }
+        let mut unseen_kept = 0;
         if cx.generated_inputs {
-            let unseen = unseen_islands(cx, fp32, &model, &user_map, &overrides)?;
+            let unseen = unseen_islands(cx, fp32, model, &self.user_map, &overrides)?;
             unseen_kept = unseen.len();
             for (o, k) in unseen {
                 crate::progress::note(
@@ -398,134 +505,132 @@ pub fn convert_to_target(
                 kept.push(k);
             }
         }
-        if !overrides.is_empty() {
-            (model, run) = convert(fp32, steps, &overrides, cx.options)?;
-        }
+        Ok((overrides, kept, unseen_kept))
     }
-    let warning = cx.generated_inputs.then(|| {
-        if to == Precision::Bf16 {
-            return format!(
-                "{ty} was judged on generated inputs ({}), not on your data; give real inputs with --inputs FILE.npz to judge it on them",
-                cx.inputs
-            );
-        }
-        format!(
-            "{ty} was judged on generated inputs ({}), not on your data: values real inputs take (a tone's power, a bright image, a long sum) may leave {ty}'s range where these did not; {} node(s) kept in float32 for that alone (exponentials, powers, squares, a logarithm's or root's argument, and what overflows with the inputs scaled by {}); give real inputs with --inputs FILE.npz to judge it on them",
-            cx.inputs,
-            unseen_kept,
-            unseen::HEADROOM
-        )
-    });
-    if let Some(w) = &warning {
-        crate::progress::note("half", format!("warning: {w}"));
+
+    /// The warning that the conversion was judged on generated inputs.
+    fn generated_warning(&self, unseen_kept: usize) -> Option<String> {
+        let (cx, ty) = (self.cx, self.ty);
+        cx.generated_inputs.then(|| {
+            if self.to == Precision::Bf16 {
+                return format!(
+                    "{ty} was judged on generated inputs ({}), not on your data; give real inputs with --inputs FILE.npz to judge it on them",
+                    cx.inputs
+                );
+            }
+            format!(
+                "{ty} was judged on generated inputs ({}), not on your data: values real inputs take (a tone's power, a bright image, a long sum) may leave {ty}'s range where these did not; {} node(s) kept in float32 for that alone (exponentials, powers, squares, a logarithm's or root's argument, and what overflows with the inputs scaled by {}); give real inputs with --inputs FILE.npz to judge it on them",
+                cx.inputs,
+                unseen_kept,
+                unseen::HEADROOM
+            )
+        })
     }
-    // A candidate the verifier's backend cannot load (bfloat16 in tract) is
-    // left to the verification's own fallbacks.
-    let Ok(first) = judge(cx.verifier, &model) else {
-        return Ok(Outcome {
-            model,
-            run,
-            report: None,
-            judged: None,
-        });
-    };
-    let (mut outputs, mut passed, mut loaded) = (first.outputs, first.passed, first.loaded);
-    let target_cosine = match cx.verifier.verification(Vec::new(), true).criterion {
-        Criterion::Scaled { min_cosine, .. } => Some(min_cosine),
-        Criterion::Elementwise { .. } => None,
-    };
-    let converted = score(&outputs);
-    let mut best = converted;
-    let mut without_effect: Vec<String> = Vec::new();
-    let mut tried: HashSet<String> = HashSet::new();
-    let mut fruitless = 0;
-    let mut trials = 0;
-    let mut worst_remaining = Vec::new();
-    while cx.search && !passed {
-        let ranked = ranking(cx, fp32, &model, &outputs, to)?;
-        let forced = |name: &str| {
-            fp32.graph
-                .find_node(name)
-                .is_some_and(|id| user_map.override_for(fp32.graph.node(id)).is_some())
-        };
+
+    /// One round of the search: the worst node not yet tried, kept in
+    /// float32 if that helps. False when the search ends.
+    fn step(&self, st: &mut State, ranges: &HashMap<String, f64>) -> OpsResult<bool> {
+        let ranked = ranking(self.cx, self.fp32, &st.model, &st.judged.outputs, self.to)?;
         let pick = ranked
             .iter()
-            .find(|r| !tried.contains(&r.node) && !forced(&r.node));
-        let stop = trials >= MAX_TRIALS
-            || fruitless >= MAX_FRUITLESS
-            || started.elapsed().as_secs_f64() > MAX_SEARCH_SECONDS;
+            .find(|r| !st.tried.contains(&r.node) && !self.forced(&r.node));
+        let stop = st.trials >= MAX_TRIALS
+            || st.fruitless >= MAX_FRUITLESS
+            || self.started.elapsed().as_secs_f64() > MAX_SEARCH_SECONDS;
         let Some(pick) = pick.cloned().filter(|_| !stop) else {
-            worst_remaining = ranked.into_iter().take(5).collect();
-            break;
+            st.worst_remaining = ranked.into_iter().take(5).collect();
+            return Ok(false);
         };
-        tried.insert(pick.node.clone());
-        // The node alone; when that does not help, with the half-typed
-        // nodes that feed it (a cancellation needs its sum and its
-        // difference in float32).
+        st.tried.insert(pick.node.clone());
+        let Some(a) = self.attempt(st, &pick, &ranked)? else {
+            return Ok(false);
+        };
+        if a.after <= st.best && !a.judged.passed {
+            let names = names(&a.block);
+            crate::progress::note(
+                "half",
+                format!(
+                    "{}: keeping {names} in float32 does not help (lowest cosine {:.6}); put back",
+                    self.ty, a.after
+                ),
+            );
+            st.without_effect.push(format!(
+                "{names}: lowest output cosine {:.6} -> {:.6}",
+                st.best, a.after
+            ));
+            st.fruitless += 1;
+            return Ok(true);
+        }
+        self.keep(st, &pick, a, ranges);
+        Ok(true)
+    }
+
+    /// The node alone; when that does not help, with the half-typed nodes
+    /// that feed it (a cancellation needs its sum and its difference in
+    /// float32).
+    fn attempt(
+        &self,
+        st: &mut State,
+        pick: &NodeError,
+        ranked: &[NodeError],
+    ) -> OpsResult<Option<Attempt>> {
         let mut block = vec![pick.clone()];
         let mut attempt = None;
         for round in 0..2 {
             if round == 1 {
-                let feeders = feeders(fp32, &model, &pick.node, &ranked);
-                let feeders: Vec<NodeError> = feeders
+                let feeders: Vec<NodeError> = feeders(self.fp32, &st.model, &pick.node, ranked)
                     .into_iter()
                     .filter(|f| {
-                        !forced(&f.node)
-                            && !overrides
+                        !self.forced(&f.node)
+                            && !st
+                                .overrides
                                 .iter()
                                 .any(|o| o.selector == Selector::exact(&f.node))
                     })
                     .collect();
-                if feeders.is_empty() || trials >= MAX_TRIALS {
+                if feeders.is_empty() || st.trials >= MAX_TRIALS {
                     break;
                 }
                 block.extend(feeders);
             }
-            trials += 1;
-            let mut trial = overrides.clone();
+            st.trials += 1;
+            let mut trial = st.overrides.clone();
             trial.extend(block.iter().map(|b| Override {
                 selector: Selector::exact(&b.node),
                 to: Precision::Fp32,
                 why: None,
             }));
-            let (m, r) = convert(fp32, steps, &trial, cx.options)?;
-            let j = judge(cx.verifier, &m)?;
-            let (o, p) = (j.outputs, j.passed);
-            let after = score(&o);
-            let helps = after > best || p;
-            attempt = Some((trial, m, r, o, p, after, j.loaded));
+            let (model, run) = convert(self.fp32, self.steps, &trial, self.cx.options)?;
+            let judged = judge(self.cx.verifier, &model)?;
+            let after = score(&judged.outputs);
+            let helps = after > st.best || judged.passed;
+            attempt = Some(Attempt {
+                trial,
+                block: block.clone(),
+                model,
+                run,
+                judged,
+                after,
+            });
             if helps {
                 break;
             }
         }
-        let Some((mut trial, m, r, o, p, after, l)) = attempt else {
-            break;
-        };
-        let names = block
-            .iter()
-            .map(|b| format!("{} ({})", b.node, b.op))
-            .collect::<Vec<_>>()
-            .join(" + ");
-        if after <= best && !p {
-            crate::progress::note(
-                "half",
-                format!(
-                    "{ty}: keeping {names} in float32 does not help (lowest cosine {after:.6}); put back"
-                ),
-            );
-            without_effect.push(format!(
-                "{names}: lowest output cosine {best:.6} -> {after:.6}"
-            ));
-            fruitless += 1;
-            continue;
-        }
-        fruitless = 0;
-        let with = if block.len() > 1 {
-            format!(" (together with {names})")
+        Ok(attempt)
+    }
+
+    /// Keeps an attempt that helped: its nodes recorded with the measured
+    /// reason, its candidate the current one.
+    fn keep(&self, st: &mut State, pick: &NodeError, a: Attempt, ranges: &HashMap<String, f64>) {
+        st.fruitless = 0;
+        let (best, after) = (st.best, a.after);
+        let with = if a.block.len() > 1 {
+            format!(" (together with {})", names(&a.block))
         } else {
             String::new()
         };
-        for (i, b) in block.iter().enumerate() {
+        let mut trial = a.trial;
+        for (i, b) in a.block.iter().enumerate() {
             let loss = if i == 0 {
                 describe_loss(b)
             } else {
@@ -536,13 +641,16 @@ pub fn convert_to_target(
             };
             let reason = format!(
                 "automatic float32 island: {loss}; keeping it in float32{with} raises the lowest output cosine from {best:.6} to {after:.6} on the verification inputs ({})",
-                cx.inputs
+                self.cx.inputs
             );
             crate::progress::note(
                 "half",
-                format!("{ty}: keeping '{}' ({}) in float32: {reason}", b.node, b.op),
+                format!(
+                    "{}: keeping '{}' ({}) in float32: {reason}",
+                    self.ty, b.node, b.op
+                ),
             );
-            kept.push(KeptLayer {
+            st.kept.push(KeptLayer {
                 node: b.node.clone(),
                 op: b.op.clone(),
                 kept_for: KeptFor::Error,
@@ -554,60 +662,81 @@ pub fn convert_to_target(
                 cosine_after: Some(after),
                 reason: reason.clone(),
             });
-            let at = trial.len() - block.len() + i;
+            let at = trial.len() - a.block.len() + i;
             trial[at].why = Some(reason);
         }
-        overrides = trial;
-        best = after;
-        (model, run, outputs, passed, loaded) = (m, r, o, p, l);
+        st.overrides = trial;
+        st.best = after;
+        (st.model, st.run, st.judged) = (a.model, a.run, a.judged);
     }
-    // The judged model is the one returned unless the rerun below differs.
-    let mut judged_exactly = true;
-    if !overrides.is_empty() {
-        // Once more with the measured reasons, so that the pass reports them.
-        let (again, again_run) = convert(fp32, steps, &overrides, cx.options)?;
-        judged_exactly = same_model(&again, &model);
-        (model, run) = (again, again_run);
-    }
-    // An output judged by its absolute error instead of its cosine (see
-    // Criterion::judge_bounded) is said: the inputs did not exercise it.
-    let criterion = cx.verifier.verification(Vec::new(), true).criterion;
-    for o in outputs.iter().filter(|o| criterion.passed_below_cosine(o)) {
-        run.notes.push(format!(
-            "{ty}: output '{}' stays within the bottom {:.2}% of its fixed range on the verification inputs ({}): judged by its absolute error ({:.3e}), not by its cosine ({:.6}); give inputs that exercise it with --inputs",
-            o.name,
-            100.0 * (1.0 - target_cosine.unwrap_or(1.0)),
-            cx.inputs,
-            o.max_abs,
-            o.cosine,
-        ));
-    }
-    let judged = judged_exactly.then(|| Judged {
-        outputs: outputs.clone(),
-        passed,
-        loaded,
-    });
-    Ok(Outcome {
-        model,
-        run,
-        judged,
-        report: Some(HalfReport {
-            precision: to.as_str().to_string(),
+
+    /// The model once more with the measured reasons (so that the pass
+    /// reports them), the notes on outputs judged by their absolute error,
+    /// and the report.
+    fn finish(&self, mut st: State, converted: f64, warning: Option<String>) -> OpsResult<Outcome> {
+        let cx = self.cx;
+        // The judged model is the one returned unless the rerun below differs.
+        let mut judged_exactly = true;
+        if !st.overrides.is_empty() {
+            let (again, again_run) = convert(self.fp32, self.steps, &st.overrides, cx.options)?;
+            judged_exactly = same_model(&again, &st.model);
+            (st.model, st.run) = (again, again_run);
+        }
+        let criterion = cx.verifier.verification(Vec::new(), true).criterion;
+        let target_cosine = match criterion {
+            Criterion::Scaled { min_cosine, .. } => Some(min_cosine),
+            Criterion::Elementwise { .. } => None,
+        };
+        // An output judged by its absolute error instead of its cosine (see
+        // Criterion::judge_bounded) is said: the inputs did not exercise it.
+        for o in st
+            .judged
+            .outputs
+            .iter()
+            .filter(|o| criterion.passed_below_cosine(o))
+        {
+            st.run.notes.push(format!(
+                "{}: output '{}' stays within the bottom {:.2}% of its fixed range on the verification inputs ({}): judged by its absolute error ({:.3e}), not by its cosine ({:.6}); give inputs that exercise it with --inputs",
+                self.ty,
+                o.name,
+                100.0 * (1.0 - target_cosine.unwrap_or(1.0)),
+                cx.inputs,
+                o.max_abs,
+                o.cosine,
+            ));
+        }
+        let report = HalfReport {
+            precision: self.to.as_str().to_string(),
             target_cosine,
             inputs: cx.inputs.clone(),
             generated_inputs: cx.generated_inputs,
             warning,
             cosine_converted: converted,
-            cosine_final: score(&outputs),
-            reached: passed,
+            cosine_final: score(&st.judged.outputs),
+            reached: st.judged.passed,
             searched: cx.search,
-            kept_fp32: kept,
-            without_effect,
-            worst_remaining,
-            trials,
-            seconds: started.elapsed().as_secs_f64(),
-        }),
-    })
+            kept_fp32: st.kept,
+            without_effect: st.without_effect,
+            worst_remaining: st.worst_remaining,
+            trials: st.trials,
+            seconds: self.started.elapsed().as_secs_f64(),
+        };
+        Ok(Outcome {
+            model: st.model,
+            run: st.run,
+            judged: judged_exactly.then_some(st.judged),
+            report: Some(report),
+        })
+    }
+}
+
+/// "a (Op) + b (Op)": the nodes of a block.
+fn names(block: &[NodeError]) -> String {
+    block
+        .iter()
+        .map(|b| format!("{} ({})", b.node, b.op))
+        .collect::<Vec<_>>()
+        .join(" + ")
 }
 
 /// The verification of the half model from the float32 island search's
