@@ -103,6 +103,9 @@ pub struct Outcome<C, B> {
     pub judgements: usize,
 }
 
+/// The last judgement on every sample, and what it built.
+type LastJudged<B> = Option<(Verdict, B)>;
+
 struct Counted<'t, T> {
     inner: &'t mut T,
     probes: usize,
@@ -175,6 +178,104 @@ fn doubling(
     }
 }
 
+/// 2. Rank. A primary candidate (a weighted layer) is probed alone in
+/// INT8 among the primaries (every other one in float, the secondary
+/// ones quantized): its harm alone does not depend on which others are
+/// quantized with it, so keeping more of the ranking does not undo what
+/// fewer did (ranked by what keeping each alone in float bought against
+/// the quantized model, PP-OCRv4 rec got worse with the best 2, 4 and 8
+/// in float than with none). A secondary candidate (an activation Q/DQ)
+/// is probed kept in float with every primary in float: what it costs
+/// where the layers no longer hide it.
+fn rank<C: Clone, T: Trials<C>>(
+    t: &mut Counted<'_, T>,
+    candidates: &[C],
+    primary: &dyn Fn(&C) -> bool,
+    label: &dyn Fn(&C) -> String,
+) -> OpsResult<Vec<Ranked<C>>> {
+    let n = candidates.len();
+    let primaries: Vec<C> = candidates.iter().filter(|c| primary(c)).cloned().collect();
+    let context = t.probe(&primaries, Probe::Rank)?;
+    let mut measured = Vec::with_capacity(n);
+    let mut best: Option<(String, f64)> = None;
+    for (i, c) in candidates.iter().enumerate() {
+        let (v, gain, how) = if primary(c) {
+            let others: Vec<C> = candidates
+                .iter()
+                .enumerate()
+                .filter(|(j, x)| *j != i && primary(x))
+                .map(|(_, x)| x.clone())
+                .collect();
+            let v = t.probe(&others, Probe::Rank)?;
+            (v, v.loss - context.loss, "alone in INT8")
+        } else {
+            let mut keep = primaries.clone();
+            keep.push(c.clone());
+            let v = t.probe(&keep, Probe::Rank)?;
+            (v, context.loss - v.loss, "in float with every layer")
+        };
+        if best.as_ref().is_none_or(|(_, g)| gain > *g) {
+            best = Some((label(c), gain));
+        }
+        t.inner.say(format!(
+            "ranking {}/{n}: {} {how}: loss {:.3e} (harm {:.3e}); most harmful so far {}",
+            i + 1,
+            label(c),
+            v.loss,
+            gain,
+            best.as_ref()
+                .map(|(l, g)| format!("{l} ({g:.3e})"))
+                .unwrap_or_default()
+        ));
+        measured.push(Ranked {
+            candidate: c.clone(),
+            loss: v.loss,
+            gain,
+            cosine: v.cosine,
+        });
+    }
+    Ok(rank_by_gain(measured))
+}
+
+/// 4. Finalists on every sample. A miss there doubles again from `k`
+/// and bisects, on every sample; every judgement that meets replaces
+/// `last_judged`, and the bisection's upper end only moves on one that
+/// meets, so the last one kept is the keep-set returned.
+fn finalists<C: Clone, T: Trials<C>>(
+    t: &mut Counted<'_, T>,
+    order: &[C],
+    mut k: usize,
+) -> OpsResult<(usize, LastJudged<T::Built>)> {
+    let n = order.len();
+    let (v, built) = t.judge(&order[..k])?;
+    t.inner.say(format!(
+        "finalist: best {k} of {n} in float on every sample: lowest cosine {:.5}: {}",
+        v.cosine,
+        if v.met { "met" } else { "missed" }
+    ));
+    let mut last_judged = Some((v, built));
+    if !v.met && k < n {
+        let mut judge_met = |k: usize| -> OpsResult<bool> {
+            let (v, built) = t.judge(&order[..k])?;
+            t.inner.say(format!(
+                "best {k} of {n} in float on every sample: lowest cosine {:.5}: {}",
+                v.cosine,
+                if v.met { "met" } else { "missed" }
+            ));
+            if v.met || k == n {
+                last_judged = Some((v, built));
+            }
+            Ok(v.met)
+        };
+        let (lo, hi) = doubling(k, n, &mut judge_met)?;
+        k = match hi {
+            Some(hi) => fewest(lo, hi, &mut judge_met)?,
+            None => n,
+        };
+    }
+    Ok((k, last_judged))
+}
+
 /// Runs the search over `candidates` (the user's fixed keep-set is the
 /// Trials' business: it is in every build); `primary` says which are ranked
 /// alone in INT8 (weighted layers) rather than kept in float with every
@@ -224,56 +325,7 @@ pub fn run<C: Clone, T: Trials<C>>(
             ));
         }
     }
-    // 2. Rank. A primary candidate (a weighted layer) is probed alone in
-    // INT8 among the primaries (every other one in float, the secondary
-    // ones quantized): its harm alone does not depend on which others are
-    // quantized with it, so keeping more of the ranking does not undo what
-    // fewer did (ranked by what keeping each alone in float bought against
-    // the quantized model, PP-OCRv4 rec got worse with the best 2, 4 and 8
-    // in float than with none). A secondary candidate (an activation Q/DQ)
-    // is probed kept in float with every primary in float: what it costs
-    // where the layers no longer hide it.
-    let primaries: Vec<C> = candidates.iter().filter(|c| primary(c)).cloned().collect();
-    let context = t.probe(&primaries, Probe::Rank)?;
-    let mut measured = Vec::with_capacity(n);
-    let mut best: Option<(String, f64)> = None;
-    for (i, c) in candidates.iter().enumerate() {
-        let (v, gain, how) = if primary(c) {
-            let others: Vec<C> = candidates
-                .iter()
-                .enumerate()
-                .filter(|(j, x)| *j != i && primary(x))
-                .map(|(_, x)| x.clone())
-                .collect();
-            let v = t.probe(&others, Probe::Rank)?;
-            (v, v.loss - context.loss, "alone in INT8")
-        } else {
-            let mut keep = primaries.clone();
-            keep.push(c.clone());
-            let v = t.probe(&keep, Probe::Rank)?;
-            (v, context.loss - v.loss, "in float with every layer")
-        };
-        if best.as_ref().is_none_or(|(_, g)| gain > *g) {
-            best = Some((label(c), gain));
-        }
-        t.inner.say(format!(
-            "ranking {}/{n}: {} {how}: loss {:.3e} (harm {:.3e}); most harmful so far {}",
-            i + 1,
-            label(c),
-            v.loss,
-            gain,
-            best.as_ref()
-                .map(|(l, g)| format!("{l} ({g:.3e})"))
-                .unwrap_or_default()
-        ));
-        measured.push(Ranked {
-            candidate: c.clone(),
-            loss: v.loss,
-            gain,
-            cosine: v.cosine,
-        });
-    }
-    let ranking = rank_by_gain(measured);
+    let ranking = rank(&mut t, candidates, primary, label)?;
     let order: Vec<C> = ranking.iter().map(|r| r.candidate.clone()).collect();
     // 3. Keep more, on the probe samples.
     let mut probe_met = |k: usize| -> OpsResult<bool> {
@@ -289,40 +341,11 @@ pub fn run<C: Clone, T: Trials<C>>(
     let (lo, hi) = doubling(0, n, &mut probe_met)?;
     // None only when the bound met on every sample but not on the probes
     // (harder samples): the probes cannot tell, every sample decides.
-    let mut k = match hi {
+    let k = match hi {
         Some(hi) => fewest(lo, hi, &mut probe_met)?,
         None => 1,
     };
-    // 4. Finalists on every sample. A miss there doubles again from `k`
-    // and bisects, on every sample; every judgement that meets replaces
-    // `last_judged`, and the bisection's upper end only moves on one that
-    // meets, so the last one kept is the keep-set returned.
-    let (v, built) = t.judge(&order[..k])?;
-    t.inner.say(format!(
-        "finalist: best {k} of {n} in float on every sample: lowest cosine {:.5}: {}",
-        v.cosine,
-        if v.met { "met" } else { "missed" }
-    ));
-    let mut last_judged = Some((v, built));
-    if !v.met && k < n {
-        let mut judge_met = |k: usize| -> OpsResult<bool> {
-            let (v, built) = t.judge(&order[..k])?;
-            t.inner.say(format!(
-                "best {k} of {n} in float on every sample: lowest cosine {:.5}: {}",
-                v.cosine,
-                if v.met { "met" } else { "missed" }
-            ));
-            if v.met || k == n {
-                last_judged = Some((v, built));
-            }
-            Ok(v.met)
-        };
-        let (lo, hi) = doubling(k, n, &mut judge_met)?;
-        k = match hi {
-            Some(hi) => fewest(lo, hi, &mut judge_met)?,
-            None => n,
-        };
-    }
+    let (k, last_judged) = finalists(&mut t, &order, k)?;
     let met = last_judged.as_ref().is_some_and(|(v, _)| v.met);
     let missed = if !met {
         Some(Missed::Unreachable(
