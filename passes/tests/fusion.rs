@@ -401,6 +401,65 @@ fn a_weight_shared_with_another_conv_is_not_mutated() {
     assert_equivalent(&original, &m, &InputShapes::new());
 }
 
+/// Conv(x, ConstantOfShape([8, 3, 3, 3], 0.02)) -> BN with `scale`, as in
+/// ONNX's `light` models, whose placeholder weights are too large to fold.
+fn constant_of_shape_conv_bn(scale: &[f32]) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "6", "6"]));
+    let shape = b.i64("w_shape", &[4], &[8, 3, 3, 3]);
+    let fill = Tensor::from_f32(vec![1], &[0.02]);
+    let w = b.op(
+        "ConstantOfShape",
+        &[shape],
+        vec![Attribute::tensor("value", &fill)],
+    );
+    let c = b.op("Conv", &[x, w], vec![]);
+    let s = b.f32("bn.scale", &[8], scale);
+    let bias = init(&mut b, "bn.bias", &[8], 2, -0.5, 0.5);
+    let mean = b.f32("bn.mean", &[8], &[0.02; 8]);
+    let var = b.f32("bn.var", &[8], &[0.02; 8]);
+    let y = b.op("BatchNormalization", &[c, s, bias, mean, var], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    b.build(17)
+}
+
+#[test]
+fn conv_bn_with_a_constant_of_shape_weight_keeps_it_a_constant_of_shape() {
+    let original = constant_of_shape_conv_bn(&[0.02; 8]);
+    let mut m = original.clone();
+    let r = run(
+        &mut m,
+        &["fuse-conv-bn", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert_eq!(r.records[0].rewrites, 1, "{:?}", reasons(&r));
+    assert_eq!(ops(&m), hist(&[("Conv", 1), ("ConstantOfShape", 1)]));
+    // The new fill value is 0.02 * 0.02 / sqrt(0.02 + 1e-5), rounded once.
+    let (_, fill) = m
+        .graph
+        .nodes()
+        .find(|(_, n)| n.op_type == "ConstantOfShape")
+        .unwrap();
+    let value = fill.attr_tensor("value").unwrap().unwrap().to_f64_vec().unwrap();
+    let expected = (0.02f32 as f64 * 0.02f32 as f64 / (0.02f32 as f64 + 1e-5f32 as f64).sqrt()) as f32;
+    assert_eq!(value, vec![expected as f64]);
+    // Nothing was written out element by element.
+    assert!(GraphStats::of_model(&m).parameter_bytes < 200);
+    assert_equivalent(&original, &m, &InputShapes::new());
+}
+
+#[test]
+fn conv_bn_with_a_constant_of_shape_weight_declines_a_scale_that_varies() {
+    let scale = [0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2];
+    let m = constant_of_shape_conv_bn(&scale);
+    assert_unchanged(
+        m,
+        "fuse-conv-bn",
+        "batchnormalization_3",
+        "cannot scale the weight of conv_2: the weight is a ConstantOfShape of 216 elements and the scale differs between channels: the scaled weight would be written out in full, past the folding budget",
+    );
+}
+
 /// Conv(x, w[8,3,3,3]) -> BN; the BN is built by `make_bn` from the conv output.
 fn conv_then(make_bn: impl FnOnce(&mut GraphBuilder, ValueId) -> ValueId) -> Model {
     let mut b = GraphBuilder::new();
