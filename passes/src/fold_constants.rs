@@ -16,7 +16,8 @@
 //! more folds, then recurses into the bodies of If/Loop/Scan. Exporters' shape
 //! scaffolding (`Shape → Gather → Unsqueeze → Concat → Reshape`) collapses once
 //! `fix-shapes` has fixed the dims it reads; dims left symbolic keep their
-//! scaffolding.
+//! scaffolding. A `Reshape`/`Transpose`/`Expand`/... of a `ConstantOfShape`
+//! too large to fold becomes a `ConstantOfShape` of the moved shape.
 //!
 //! Option: `max_tensor_bytes` (default 1048576): the largest folded output.
 //!
@@ -302,6 +303,13 @@ impl FoldConstants {
             if outs.is_empty() || outs.iter().any(|&o| g.value(o).initializer.is_some()) {
                 continue;
             }
+            // A fill moved to another shape stays a fill (see `fold_fill`);
+            // its input is a ConstantOfShape's output, never a constant.
+            if crate::fold_fill::refill(g, facts, id, opsets.onnx) {
+                count += 1;
+                continue;
+            }
+            let node = g.node(id);
             let inputs: Vec<Option<ValueId>> = node.inputs.clone();
             let consts: Vec<Option<&Tensor>> = inputs
                 .iter()

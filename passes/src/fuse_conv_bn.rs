@@ -42,10 +42,14 @@
 //! ## When it declines
 //! - BN in training mode (`training_mode=1`), with `spatial=0`, or with its
 //!   running-mean / running-var outputs read;
-//! - the conv output has other readers or is a graph output;
+//! - the conv output has other readers or is a graph output (but a conv
+//!   read only by BatchNormalizations folds each into its own copy of the
+//!   conv when its weight is a ConstantOfShape or at most 256 KiB);
 //! - a BN parameter, the conv weight, its bias, or the Gemm `C` is not a
 //!   constant initializer;
 //! - the weight dtype is not float32, float16 or float64;
+//! - the weight is a `ConstantOfShape` (too large to fold) and the scale
+//!   differs between channels (a uniform scale gives a new fill value);
 //! - the BN size (or the constant's channel dim) does not match the
 //!   channel count, or the constant broadcasts along another axis than the
 //!   channel axis, or would raise the output rank;
@@ -379,6 +383,8 @@ struct Fold<'a> {
     /// The node whose output the fused layer takes over.
     tail: NodeId,
     replaced: ValueId,
+    /// The layer has other readers: the fused layer is a copy, the layer stays.
+    keep_layer: bool,
 }
 
 fn build(g: &Graph, f: &Fold, cx: &PassCx) -> Outcome {
@@ -505,7 +511,9 @@ fn build(g: &Graph, f: &Fold, cx: &PassCx) -> Outcome {
     let out = PatchValue::NewNode { node: n, output: 0 };
     p.replace(f.replaced, out);
     carry_type(&mut p, g, f.replaced, out);
-    p.remove_node(f.layer_node);
+    if !f.keep_layer {
+        p.remove_node(f.layer_node);
+    }
     p.remove_node(f.tail);
     Outcome::Rewrite(p)
 }
@@ -535,9 +543,11 @@ fn fuse_bn(g: &Graph, bn: NodeId, cx: &PassCx) -> Outcome {
             );
         }
     }
-    if let Some(reason) = sole_reader_problem(g, conv, "conv") {
-        decline!("{reason}");
-    }
+    let keep_layer = match sole_reader_problem(g, conv, "conv") {
+        None => false,
+        Some(reason) if !all_readers_are_bns(g, conv) => decline!("{reason}"),
+        Some(_) => true,
+    };
     let mut params: Vec<Vec<f64>> = Vec::with_capacity(4);
     for (slot, what) in [(1, "scale"), (2, "bias"), (3, "mean"), (4, "var")] {
         let Some(v) = input(g, bn, slot) else {
@@ -556,6 +566,13 @@ fn fuse_bn(g: &Graph, bn: NodeId, cx: &PassCx) -> Outcome {
         Err(e) => decline!("{e}"),
     };
     let m = weight.channels;
+    if keep_layer && !weight.cheap_to_copy() {
+        decline!(
+            "conv output has {} readers, all BatchNormalization, but a copy of the conv per reader would repeat its {}-element weight",
+            g.reader_count(x),
+            weight.numel
+        );
+    }
     for (vals, what) in params.iter().zip(["scale", "bias", "mean", "var"]) {
         if vals.len() != m {
             decline!(
@@ -590,9 +607,42 @@ fn fuse_bn(g: &Graph, bn: NodeId, cx: &PassCx) -> Outcome {
             shift_is_zero: false,
             tail: bn,
             replaced,
+            keep_layer,
         },
         cx,
     )
+}
+
+/// A conv whose output several BatchNormalizations read (an Inception
+/// block's 1x1 convs, made identical by placeholder weights and merged by
+/// `eliminate-duplicates`): each BN folds into its own copy of the conv, and
+/// the conv goes with the last one. Not for a graph output.
+fn all_readers_are_bns(g: &Graph, conv: NodeId) -> bool {
+    let Some(out) = output(g, conv, 0) else {
+        return false;
+    };
+    !g.is_graph_output(out)
+        && g.input_uses(out).all(|(n, _)| {
+            let r = g.node(n);
+            r.domain().is_empty() && r.op_type == "BatchNormalization"
+        })
+}
+
+/// Largest weight copied for a conv shared by BatchNormalizations.
+const MAX_COPIED_WEIGHT_BYTES: usize = 256 << 10;
+
+impl Weight {
+    /// A copy per reader stays small: a ConstantOfShape, or a weight of at
+    /// most [`MAX_COPIED_WEIGHT_BYTES`].
+    fn cheap_to_copy(&self) -> bool {
+        match self.data {
+            WeightData::Uniform { .. } => true,
+            WeightData::Stored(_) => {
+                self.dtype.storage_bytes(self.numel).unwrap_or(usize::MAX)
+                    <= MAX_COPIED_WEIGHT_BYTES
+            }
+        }
+    }
 }
 
 /// Rank of the layer's output when it can be known.
@@ -740,6 +790,7 @@ fn affine_rewrite(
             shift_is_zero: is_mul,
             tail: id,
             replaced,
+            keep_layer: false,
         },
         cx,
     )

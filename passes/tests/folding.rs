@@ -363,6 +363,52 @@ fn bloater_is_not_folded_and_says_why() {
     );
 }
 
+/// ONNX's `light` inception_v1: `Reshape(ConstantOfShape([1000, 1024]),
+/// [1000, 1024])` before its Gemm. The 4 MB fill is over the budget; the
+/// Reshape of it becomes a fill of the new shape, a few bytes.
+#[test]
+fn a_reshape_of_a_fill_over_the_budget_becomes_a_fill() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2", "1024"]));
+    let shape = b.i64("w_shape", &[2], &[1024, 1000]);
+    let fill = b.op(
+        "ConstantOfShape",
+        &[shape],
+        vec![Attribute::tensor(
+            "value",
+            &Tensor::from_f32(vec![1], &[0.02]),
+        )],
+    );
+    let perm = vec![Attribute::ints("perm", vec![1, 0])];
+    let t = b.op("Transpose", &[fill], perm);
+    let to = b.i64("to", &[2], &[1000, 1024]);
+    let w = b.op("Reshape", &[t, to], vec![]);
+    let y = b.op("Gemm", &[x, w], vec![Attribute::int("transB", 1)]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    let run = run_passes(&mut m, &["fold-constants", "eliminate-dead"]);
+    assert_eq!(
+        ops(&m),
+        histogram(&[("ConstantOfShape", 1), ("Gemm", 1)]),
+        "{:?}",
+        reasons(&run)
+    );
+    let (_, fill) = m
+        .graph
+        .nodes()
+        .find(|(_, n)| n.op_type == "ConstantOfShape")
+        .unwrap();
+    let shape = m.graph.constant(fill.inputs[0].unwrap()).unwrap();
+    assert_eq!(shape.to_i64_vec().unwrap(), vec![1000, 1024]);
+    assert_eq!(
+        fill.attr_tensor("value").unwrap().unwrap().to_f64_vec().unwrap(),
+        vec![0.02f32 as f64]
+    );
+    assert!(infopt_ir::stats::GraphStats::of_model(&m).parameter_bytes < 100);
+    assert_equivalent(&original, &m, &InputShapes::new(), 0.0, 0.0);
+}
+
 #[test]
 fn budget_applies_to_small_limits_too() {
     let mut b = GraphBuilder::new();

@@ -460,6 +460,48 @@ fn conv_bn_with_a_constant_of_shape_weight_declines_a_scale_that_varies() {
     );
 }
 
+/// Inception's 1x1 convs, made one by `eliminate-duplicates` (their
+/// placeholder weights are equal), each read by its own BatchNormalization:
+/// each BN folds into a copy of the conv; the conv goes with the last.
+#[test]
+fn a_conv_read_by_three_bns_folds_into_three_convs() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "5", "5"]));
+    let w = init(&mut b, "w", &[4, 3, 1, 1], 1, -1.0, 1.0);
+    let c = b.op("Conv", &[x, w], vec![]);
+    let ys: Vec<ValueId> = (0..3).map(|k| bn(&mut b, c, 4, 60 + 10 * k, vec![])).collect();
+    let y = b.op("Concat", &ys, vec![Attribute::int("axis", 1)]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    let r = run(
+        &mut m,
+        &["fuse-conv-bn", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert_eq!(ops(&m), hist(&[("Conv", 3), ("Concat", 1)]), "{:?}", reasons(&r));
+    assert_equivalent(&original, &m, &InputShapes::new());
+}
+
+/// The same with a weight too large to copy per reader: declined, said why.
+#[test]
+fn a_conv_read_by_bns_with_a_large_weight_is_declined() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "256", "2", "2"]));
+    let w = init(&mut b, "w", &[512, 256, 1, 1], 1, -1.0, 1.0);
+    let c = b.op("Conv", &[x, w], vec![]);
+    let y1 = bn(&mut b, c, 512, 60, vec![]);
+    let y2 = bn(&mut b, c, 512, 70, vec![]);
+    let y = b.op("Add", &[y1, y2], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    assert_unchanged(
+        b.build(17),
+        "fuse-conv-bn",
+        "batchnormalization_2",
+        "conv output has 2 readers, all BatchNormalization, but a copy of the conv per reader would repeat its 131072-element weight",
+    );
+}
+
 /// Conv(x, w[8,3,3,3]) -> BN; the BN is built by `make_bn` from the conv output.
 fn conv_then(make_bn: impl FnOnce(&mut GraphBuilder, ValueId) -> ValueId) -> Model {
     let mut b = GraphBuilder::new();
