@@ -48,8 +48,9 @@
 //! - a BN parameter, the conv weight, its bias, or the Gemm `C` is not a
 //!   constant initializer;
 //! - the weight dtype is not float32, float16 or float64;
-//! - the weight is a `ConstantOfShape` (too large to fold) and the scale
-//!   differs between channels (a uniform scale gives a new fill value);
+//! - the weight is a `ConstantOfShape` over 1 MiB and the scale differs
+//!   between channels (a uniform scale gives a new fill value; a weight
+//!   within 1 MiB is written out scaled);
 //! - the BN size (or the constant's channel dim) does not match the
 //!   channel count, or the constant broadcasts along another axis than the
 //!   channel axis, or would raise the output rank;
@@ -292,7 +293,7 @@ impl Weight {
         let tensor = match &self.data {
             WeightData::Stored(t) => t,
             WeightData::Uniform { shape, value } => {
-                return self.scaled_uniform(*shape, *value, scale);
+                return self.scaled_uniform(layer, *shape, *value, scale);
             }
         };
         let raw = tensor.raw_bytes().map_err(|e| e.to_string())?;
@@ -322,10 +323,10 @@ impl Weight {
 
     /// A ConstantOfShape weight stays one when every channel's product,
     /// rounded to the weight's dtype, is the same value; otherwise the
-    /// scaled weight would have to be written out element by element, which
-    /// is what the folding budget kept it from being.
+    /// scaled weight is written out when one tensor's folding budget allows.
     fn scaled_uniform(
         &self,
+        layer: Layer,
         shape: ValueId,
         value: f64,
         scale: &[f64],
@@ -338,13 +339,24 @@ impl Weight {
         let same = scale.iter().all(|s| {
             rounded(value * s).is_some_and(|t| t.raw_bytes().ok() == one.raw_bytes().ok())
         });
-        if !same {
+        if same {
+            return Ok(ScaledWeight::Uniform { shape, value: one });
+        }
+        // Channels differ: written out, within fold-constants' budget for
+        // one tensor (an Inception block's BN variances are real values).
+        let limit = crate::fold_constants::DEFAULT_MAX_TENSOR_BYTES as usize;
+        if self.dtype.storage_bytes(self.numel).is_none_or(|b| b > limit) {
             return Err(format!(
-                "the weight is a ConstantOfShape of {} elements and the scale differs between channels: the scaled weight would be written out in full, past the folding budget",
+                "the weight is a ConstantOfShape of {} elements and the scale differs between channels: written out, the scaled weight would pass the folding budget of {limit} bytes for one tensor",
                 self.numel
             ));
         }
-        Ok(ScaledWeight::Uniform { shape, value: one })
+        let new_w: Vec<f64> = (0..self.numel)
+            .map(|i| value * scale[self.channel_of(layer, i)])
+            .collect();
+        tensor_from_f64(self.dtype, self.dims.clone(), &new_w)
+            .map(ScaledWeight::Stored)
+            .ok_or_else(|| format!("cannot write a {} weight", self.dtype))
     }
 }
 

@@ -409,6 +409,67 @@ fn a_reshape_of_a_fill_over_the_budget_becomes_a_fill() {
     assert_equivalent(&original, &m, &InputShapes::new(), 0.0, 0.0);
 }
 
+/// A fill over 64 KiB stays a ConstantOfShape (written out it would only
+/// grow the file); one within folds.
+#[test]
+fn a_large_fill_is_kept_and_a_small_one_folds() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["128", "256"]));
+    let big_shape = b.i64("big_shape", &[2], &[128, 256]);
+    let big = b.op("ConstantOfShape", &[big_shape], vec![]);
+    let small_shape = b.i64("small_shape", &[1], &[256]);
+    let small = b.op("ConstantOfShape", &[small_shape], vec![]);
+    let y = b.op("Add", &[x, big], vec![]);
+    let y = b.op("Add", &[y, small], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(17);
+    let run = run_passes(&mut m, &["fold-constants", "eliminate-dead"]);
+    assert_eq!(
+        ops(&m),
+        histogram(&[("ConstantOfShape", 1), ("Add", 2)]),
+        "{:?}",
+        reasons(&run)
+    );
+    assert!(
+        reasons(&run).contains(
+            &"constantofshape_1: ConstantOfShape 'constantofshape_1_out' (128.0 KiB) is kept: a fill a runtime makes at load, which written out would only grow the model".to_string()
+        ),
+        "{:?}",
+        reasons(&run)
+    );
+}
+
+/// The folding budget bounds what folds add over the whole pipeline.
+#[test]
+fn folds_stop_at_the_growth_budget() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["32"]));
+    let c = b.f32("c", &[1], &[1.0]);
+    let reps = b.i64("reps", &[1], &[32]);
+    let mut y = x;
+    for _ in 0..3 {
+        // 128 bytes each (the last frees `c` and `reps`: 116 more).
+        let t = b.op("Tile", &[c, reps], vec![]);
+        y = b.op("Add", &[y, t], vec![]);
+    }
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(17);
+    let cfg = PipelineConfig::from_yaml(
+        "version: 1\npasses:\n  - fold-constants: {max_growth_bytes: 300}\n",
+        "t.yaml",
+    )
+    .unwrap();
+    let run = run_config(&mut m, &cfg).unwrap();
+    assert_eq!(ops(&m).get("Tile"), Some(&1), "{:?}", reasons(&run));
+    assert!(
+        reasons(&run).contains(
+            &"tile_5: folding has grown the model by 256 B so far; this fold would add 116 B, past max_growth_bytes 300 (300 B)".to_string()
+        ),
+        "{:?}",
+        reasons(&run)
+    );
+}
+
 #[test]
 fn budget_applies_to_small_limits_too() {
     let mut b = GraphBuilder::new();

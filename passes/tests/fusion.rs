@@ -403,10 +403,10 @@ fn a_weight_shared_with_another_conv_is_not_mutated() {
 
 /// Conv(x, ConstantOfShape([8, 3, 3, 3], 0.02)) -> BN with `scale`, as in
 /// ONNX's `light` models, whose placeholder weights are too large to fold.
-fn constant_of_shape_conv_bn(scale: &[f32]) -> Model {
+fn constant_of_shape_conv_bn(weight: &[i64], scale: &[f32]) -> Model {
     let mut b = GraphBuilder::new();
     let x = b.input("x", DataType::Float, dims(&["1", "3", "6", "6"]));
-    let shape = b.i64("w_shape", &[4], &[8, 3, 3, 3]);
+    let shape = b.i64("w_shape", &[4], weight);
     let fill = Tensor::from_f32(vec![1], &[0.02]);
     let w = b.op(
         "ConstantOfShape",
@@ -425,7 +425,7 @@ fn constant_of_shape_conv_bn(scale: &[f32]) -> Model {
 
 #[test]
 fn conv_bn_with_a_constant_of_shape_weight_keeps_it_a_constant_of_shape() {
-    let original = constant_of_shape_conv_bn(&[0.02; 8]);
+    let original = constant_of_shape_conv_bn(&[8, 3, 3, 3], &[0.02; 8]);
     let mut m = original.clone();
     let r = run(
         &mut m,
@@ -449,14 +449,30 @@ fn conv_bn_with_a_constant_of_shape_weight_keeps_it_a_constant_of_shape() {
 }
 
 #[test]
-fn conv_bn_with_a_constant_of_shape_weight_declines_a_scale_that_varies() {
+fn conv_bn_with_a_constant_of_shape_weight_and_a_scale_that_varies_is_written_out() {
     let scale = [0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2];
-    let m = constant_of_shape_conv_bn(&scale);
+    let original = constant_of_shape_conv_bn(&[8, 3, 3, 3], &scale);
+    let mut m = original.clone();
+    let r = run(
+        &mut m,
+        &["fuse-conv-bn", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert_eq!(r.records[0].rewrites, 1, "{:?}", reasons(&r));
+    assert_eq!(ops(&m), hist(&[("Conv", 1)]));
+    assert_equivalent(&original, &m, &InputShapes::new());
+}
+
+#[test]
+fn conv_bn_with_a_constant_of_shape_weight_over_the_budget_declines_a_scale_that_varies() {
+    let scale = [0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2];
+    // 8 x 3 x 128 x 128 float32: 1.5 MiB.
+    let m = constant_of_shape_conv_bn(&[8, 3, 128, 128], &scale);
     assert_unchanged(
         m,
         "fuse-conv-bn",
         "batchnormalization_3",
-        "cannot scale the weight of conv_2: the weight is a ConstantOfShape of 216 elements and the scale differs between channels: the scaled weight would be written out in full, past the folding budget",
+        "cannot scale the weight of conv_2: the weight is a ConstantOfShape of 393216 elements and the scale differs between channels: written out, the scaled weight would pass the folding budget of 1048576 bytes for one tensor",
     );
 }
 
