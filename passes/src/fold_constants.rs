@@ -118,13 +118,28 @@ pub fn register_fallback_evaluator(factory: fn() -> Box<dyn Evaluator>) -> bool 
     FALLBACK.set(factory).is_ok()
 }
 
+/// Wraps the whole evaluator (kernels and fallback) of every fold-constants
+/// built afterwards: the CLI checks each kind of fold against ONNX Runtime
+/// this way (`infopt_verify::fold_check`). The first registration wins.
+pub fn register_fold_check(wrap: fn(Box<dyn Evaluator>) -> Box<dyn Evaluator>) -> bool {
+    CHECK.set(wrap).is_ok()
+}
+
+static CHECK: std::sync::OnceLock<fn(Box<dyn Evaluator>) -> Box<dyn Evaluator>> =
+    std::sync::OnceLock::new();
+
 impl FoldConstants {
-    /// Folding with the reference kernels (and the registered fallback, if any).
+    /// Folding with the reference kernels (and the registered fallback, if
+    /// any), checked by the registered check, if any.
     pub fn new(options: FoldConstantsOptions) -> FoldConstants {
         let kernels = ReferenceKernels::with_limit(options.max_tensor_bytes);
         let evaluator: Box<dyn Evaluator> = match FALLBACK.get() {
             Some(factory) => Box::new(Fallback(kernels, factory())),
             None => Box::new(kernels),
+        };
+        let evaluator = match CHECK.get() {
+            Some(wrap) => wrap(evaluator),
+            None => evaluator,
         };
         FoldConstants { options, evaluator }
     }
