@@ -95,11 +95,53 @@ impl NodeRunner for LazyOrt {
 /// (when it is installed). The CLI wraps fold-constants' evaluator in it.
 pub fn checked(inner: Box<dyn Evaluator>) -> Box<dyn Evaluator> {
     static LAZY: LazyOrt = LazyOrt;
+    // Test hook (debug builds only): INFOPT_TEST_WRONG_FOLD=Op makes the
+    // kernels' float32 results of `Op` wrong by one, for the end-to-end test
+    // that the check catches them.
+    #[cfg(debug_assertions)]
+    let inner: Box<dyn Evaluator> = match std::env::var("INFOPT_TEST_WRONG_FOLD") {
+        Ok(op) => Box::new(WrongFor { op, inner }),
+        Err(_) => inner,
+    };
     Box::new(Checked {
         inner,
         runner: &LAZY,
         verdicts: verdicts(),
     })
+}
+
+/// The test hook's evaluator: `inner`, with 1 added to the float32 results
+/// of `op`.
+#[cfg(debug_assertions)]
+struct WrongFor {
+    op: String,
+    inner: Box<dyn Evaluator>,
+}
+
+#[cfg(debug_assertions)]
+impl Evaluator for WrongFor {
+    fn eval(
+        &self,
+        node: &Node,
+        inputs: &[Option<&Tensor>],
+        opset: i64,
+    ) -> Result<Option<Vec<Tensor>>, KernelError> {
+        let out = self.inner.eval(node, inputs, opset)?;
+        if node.op_type != self.op {
+            return Ok(out);
+        }
+        Ok(out.map(|ts| {
+            ts.iter()
+                .map(|t| match t.to_f64_vec() {
+                    Ok(v) if t.dtype() == DataType::Float => {
+                        let v: Vec<f32> = v.iter().map(|x| *x as f32 + 1.0).collect();
+                        Tensor::from_f32(t.dims().to_vec(), &v)
+                    }
+                    _ => t.clone(),
+                })
+                .collect()
+        }))
+    }
 }
 
 /// An evaluator whose results are checked by `runner`, once per kind, with
