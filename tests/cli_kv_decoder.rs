@@ -260,6 +260,13 @@ fn a_torchscript_exported_transformers_llama_step_verifies() {
         .iter()
         .map(|p| (p[0].as_str().unwrap().to_string(), p[1].clone()))
         .collect();
-    let (seq, total) = (dim(&shapes, "input_ids", 1), dim(&shapes, "attention_mask", 1));
-    assert_eq!(total, dim(&shapes, "past_key_values.0.key", 2) + seq, "{shapes:?}");
+    let (seq, total) = (
+        dim(&shapes, "input_ids", 1),
+        dim(&shapes, "attention_mask", 1),
+    );
+    assert_eq!(
+        total,
+        dim(&shapes, "past_key_values.0.key", 2) + seq,
+        "{shapes:?}"
+    );
 }

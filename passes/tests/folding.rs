@@ -402,7 +402,11 @@ fn a_reshape_of_a_fill_over_the_budget_becomes_a_fill() {
     let shape = m.graph.constant(fill.inputs[0].unwrap()).unwrap();
     assert_eq!(shape.to_i64_vec().unwrap(), vec![1000, 1024]);
     assert_eq!(
-        fill.attr_tensor("value").unwrap().unwrap().to_f64_vec().unwrap(),
+        fill.attr_tensor("value")
+            .unwrap()
+            .unwrap()
+            .to_f64_vec()
+            .unwrap(),
         vec![0.02f32 as f64]
     );
     assert!(infopt_ir::stats::GraphStats::of_model(&m).parameter_bytes < 100);

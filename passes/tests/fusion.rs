@@ -440,8 +440,14 @@ fn conv_bn_with_a_constant_of_shape_weight_keeps_it_a_constant_of_shape() {
         .nodes()
         .find(|(_, n)| n.op_type == "ConstantOfShape")
         .unwrap();
-    let value = fill.attr_tensor("value").unwrap().unwrap().to_f64_vec().unwrap();
-    let expected = (0.02f32 as f64 * 0.02f32 as f64 / (0.02f32 as f64 + 1e-5f32 as f64).sqrt()) as f32;
+    let value = fill
+        .attr_tensor("value")
+        .unwrap()
+        .unwrap()
+        .to_f64_vec()
+        .unwrap();
+    let expected =
+        (0.02f32 as f64 * 0.02f32 as f64 / (0.02f32 as f64 + 1e-5f32 as f64).sqrt()) as f32;
     assert_eq!(value, vec![expected as f64]);
     // Nothing was written out element by element.
     assert!(GraphStats::of_model(&m).parameter_bytes < 200);
@@ -485,7 +491,9 @@ fn a_conv_read_by_three_bns_folds_into_three_convs() {
     let x = b.input("x", DataType::Float, dims(&["1", "3", "5", "5"]));
     let w = init(&mut b, "w", &[4, 3, 1, 1], 1, -1.0, 1.0);
     let c = b.op("Conv", &[x, w], vec![]);
-    let ys: Vec<ValueId> = (0..3).map(|k| bn(&mut b, c, 4, 60 + 10 * k, vec![])).collect();
+    let ys: Vec<ValueId> = (0..3)
+        .map(|k| bn(&mut b, c, 4, 60 + 10 * k, vec![]))
+        .collect();
     let y = b.op("Concat", &ys, vec![Attribute::int("axis", 1)]);
     b.output(y, "y", DataType::Float, None);
     let original = b.build(17);
@@ -495,7 +503,12 @@ fn a_conv_read_by_three_bns_folds_into_three_convs() {
         &["fuse-conv-bn", "eliminate-dead"],
         Target::Portable,
     );
-    assert_eq!(ops(&m), hist(&[("Conv", 3), ("Concat", 1)]), "{:?}", reasons(&r));
+    assert_eq!(
+        ops(&m),
+        hist(&[("Conv", 3), ("Concat", 1)]),
+        "{:?}",
+        reasons(&r)
+    );
     assert_equivalent(&original, &m, &InputShapes::new());
 }
 

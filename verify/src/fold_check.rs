@@ -214,8 +214,7 @@ impl Evaluator for Checked<'_> {
 /// `None` for what is not checked: other domains, subgraphs, no inputs
 /// (Constant), string tensors, inputs too large.
 fn kind(node: &Node, inputs: &[Option<&Tensor>], opset: i64) -> Option<String> {
-    if !node.domain().is_empty() || node.has_subgraphs() || inputs.iter().flatten().count() == 0
-    {
+    if !node.domain().is_empty() || node.has_subgraphs() || inputs.iter().flatten().count() == 0 {
         return None;
     }
     if inputs
@@ -411,7 +410,11 @@ fn agree(x: f64, y: f64, exact: bool, mantissa: Option<i32>) -> bool {
         return false;
     }
     let ulp = mantissa.map_or(0.0, |m| {
-        let e = if y == 0.0 { -14 } else { y.abs().log2().floor() as i32 };
+        let e = if y == 0.0 {
+            -14
+        } else {
+            y.abs().log2().floor() as i32
+        };
         2f64.powi(e.max(-14) - m)
     });
     (x - y).abs() <= ATOL + RTOL * y.abs() + ulp
@@ -469,7 +472,11 @@ mod tests {
             }
             let value = |slot: usize| {
                 let v = node.inputs[slot].ok_or("omitted")?;
-                m.graph.constant(v).ok_or("not a constant")?.to_f64_vec().map_err(|e| e.to_string())
+                m.graph
+                    .constant(v)
+                    .ok_or("not a constant")?
+                    .to_f64_vec()
+                    .map_err(|e| e.to_string())
             };
             let (a, b) = (value(0)?, value(1)?);
             let sum: Vec<f32> = a.iter().zip(&b).map(|(x, y)| (x + y) as f32).collect();

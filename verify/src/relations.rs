@@ -238,7 +238,10 @@ pub fn relations(model: &Model, symbols: &BTreeSet<String>) -> Relations {
     // exports relate them only through indices (transformers' TorchScript
     // export gathers the flattened mask at `range(past + seq)`).
     if let Some(eq) = decoder_step_mask(model, symbols) {
-        solver.add(eq, "a decoder step's attention_mask covers past_key_values and input_ids (by their names)");
+        solver.add(
+            eq,
+            "a decoder step's attention_mask covers past_key_values and input_ids (by their names)",
+        );
     }
     Relations {
         solved: solver
@@ -567,8 +570,7 @@ mod tests {
             }
             b.build(17)
         };
-        let symbols: BTreeSet<String> =
-            ["batch", "seq", "total", "past"].map(String::from).into();
+        let symbols: BTreeSet<String> = ["batch", "seq", "total", "past"].map(String::from).into();
         let rels = relations(&build("attention_mask"), &symbols);
         assert_eq!(
             rels.describe(),
