@@ -121,12 +121,14 @@ pub fn register_fallback_evaluator(factory: fn() -> Box<dyn Evaluator>) -> bool 
 /// Wraps the whole evaluator (kernels and fallback) of every fold-constants
 /// built afterwards: the CLI checks each kind of fold against ONNX Runtime
 /// this way (`infopt_verify::fold_check`). The first registration wins.
-pub fn register_fold_check(wrap: fn(Box<dyn Evaluator>) -> Box<dyn Evaluator>) -> bool {
+pub fn register_fold_check(wrap: WrapEvaluator) -> bool {
     CHECK.set(wrap).is_ok()
 }
 
-static CHECK: std::sync::OnceLock<fn(Box<dyn Evaluator>) -> Box<dyn Evaluator>> =
-    std::sync::OnceLock::new();
+/// Wraps an evaluator in another (see [`register_fold_check`]).
+pub type WrapEvaluator = fn(Box<dyn Evaluator>) -> Box<dyn Evaluator>;
+
+static CHECK: std::sync::OnceLock<WrapEvaluator> = std::sync::OnceLock::new();
 
 impl FoldConstants {
     /// Folding with the reference kernels (and the registered fallback, if
