@@ -15,6 +15,7 @@ pub mod util;
 
 pub mod attention_pattern;
 pub mod branch_check;
+pub(crate) mod fold_fill;
 pub mod gemm_bias;
 pub mod matmul_nd_gemm;
 pub mod redundant_ops;

@@ -9,6 +9,7 @@ pub mod criterion;
 pub mod dataset;
 pub mod error;
 pub mod evaluate;
+pub mod fold_check;
 pub mod half_io;
 pub mod index_bounds;
 pub mod inputs;
