@@ -28,6 +28,7 @@ mod costs;
 mod fallback;
 mod judge;
 pub mod search;
+mod speed;
 
 use costs::Costs;
 use judge::Judge;
@@ -567,6 +568,7 @@ pub fn run(
                 .collect(),
             costs: BTreeMap::new(),
             kept_by_user: Vec::new(),
+            speed: None,
         });
         source = Some((src, calibrated.samples));
     }
@@ -579,6 +581,7 @@ pub fn run(
     let mut kept: Vec<KeptFloat> = Vec::new();
     let mut measured = Vec::new();
     let mut failure = None;
+    let mut speed_check = None;
     let limit = args.held_out.unwrap_or(DEFAULT_HELD_OUT).max(1);
     let (quantized, suffix_run) = match source.as_ref().filter(|_| cx.judge) {
         None => quantize_rest(&mid, &from, &amax, cx, &costs)?,
@@ -635,6 +638,8 @@ pub fn run(
                 }
             }
             let missed = misses(&h, goal);
+            let mut keep_set = Vec::new();
+            let mut ranges_used = amax.clone();
             if !missed.is_empty() {
                 let search = fallback::Search {
                     mid: &mid,
@@ -646,6 +651,12 @@ pub fn run(
                     costs: &costs,
                 };
                 let found = search.run(&mut judge, &quantized, &h, &missed)?;
+                if found.other_ranges
+                    && let Some((a, _)) = other.as_ref()
+                {
+                    ranges_used = a.clone();
+                }
+                keep_set = found.keep;
                 kept = found.kept;
                 measured = found.candidates;
                 failure = found.failure;
@@ -663,6 +674,42 @@ pub fn run(
                     if let (Some(r), true) = (report.as_mut(), which == FULL_RANGES) {
                         full_ranges_chosen(r);
                     }
+                }
+            }
+            // Not slower than float where it runs (see `speed.rs`).
+            if failure.is_none() && config.target != infopt_passes::Target::Tensorrt {
+                let search = fallback::Search {
+                    mid: &mid,
+                    from: &from,
+                    amax: &ranges_used,
+                    other: None,
+                    cx,
+                    goal,
+                    costs: &costs,
+                };
+                let sample = first_sample(src, backend, cx, &mid, h.skipped)?;
+                let shapes = shapes_of_sample(&mid, cx.shapes, &sample);
+                let checked = costs.time("speed check (one thread)", || {
+                    speed::check(
+                        cx,
+                        &search,
+                        &keep_set,
+                        &ranges_used,
+                        &mut judge,
+                        &quantized,
+                        &mid,
+                        &sample,
+                        &shapes,
+                    )
+                })?;
+                if let Some(c) = checked {
+                    if let Some((q, r, h2)) = c.replace {
+                        quantized = q;
+                        suffix_run = r;
+                        h = h2;
+                    }
+                    notes.extend(c.note);
+                    speed_check = Some(c.report);
                 }
             }
             held = Some(h);
@@ -696,6 +743,7 @@ pub fn run(
         r.kept_float = kept;
         r.candidates = measured;
         r.costs = costs.steps();
+        r.speed = speed_check;
         crate::progress::note(
             "int8",
             format!("int8: where the time went: {}", costs.line()),

@@ -158,6 +158,8 @@ pub(super) struct Search<'a> {
 /// What the search found.
 pub(super) struct Found {
     pub kept: Vec<KeptFloat>,
+    /// The candidates kept in float (what `Search::build` takes).
+    pub keep: Vec<Candidate>,
     /// Every candidate's measured loss, most useful first.
     pub candidates: Vec<CandidateLoss>,
     /// Why the target is still missed, naming what was kept; None when met.
@@ -224,7 +226,7 @@ impl Search<'_> {
         a
     }
 
-    fn build(&self, keep: &[Candidate], amax: &Amax) -> CliResult<(Model, PipelineRun)> {
+    pub fn build(&self, keep: &[Candidate], amax: &Amax) -> CliResult<(Model, PipelineRun)> {
         quantize_rest(
             self.mid,
             &self.with_float(keep),
@@ -370,6 +372,7 @@ impl Search<'_> {
         });
         Ok(Found {
             kept,
+            keep: out.kept.clone(),
             candidates: ranking,
             failure,
             model,
