@@ -583,6 +583,20 @@ pub fn run(
     let mut failure = None;
     let mut speed_check = None;
     let limit = args.held_out.unwrap_or(DEFAULT_HELD_OUT).max(1);
+    // The placement that runs fastest where the model will run (see
+    // `speed.rs`), before the search decides what to keep float in it.
+    let mut from = from;
+    if let Some((src, _)) = source.as_ref().filter(|_| cx.judge) {
+        let sample = first_sample(src, backend, cx, &mid, 0)?;
+        let shapes = shapes_of_sample(&mid, cx.shapes, &sample);
+        let picked = costs.time("placement timing (one thread)", || {
+            speed::pick_placement(cx, &from, &mid, &amax, &sample, &shapes, &costs)
+        })?;
+        if let Some((config, note)) = picked {
+            from = config;
+            notes.push(note);
+        }
+    }
     let (quantized, suffix_run) = match source.as_ref().filter(|_| cx.judge) {
         None => quantize_rest(&mid, &from, &amax, cx, &costs)?,
         Some((src, calibrated)) => {

@@ -37,6 +37,88 @@ const TIMING_SECONDS: f64 = 2.0;
 /// Float models faster than this at one thread are not checked.
 const MIN_FLOAT_MS: f64 = 1.0;
 
+/// Before the search: the fully quantized model in each placement worth
+/// trying (`from`'s own first, then [`alternatives`]), timed with the float
+/// model at one thread; the search then runs in the fastest one. Returns
+/// the configuration and a note when another placement than `from`'s won by
+/// more than the timing noise; None to keep `from` (also when ONNX Runtime
+/// is missing or the model is too small to time).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn pick_placement(
+    cx: &Context<'_>,
+    from: &PipelineConfig,
+    mid: &Model,
+    amax: &Amax,
+    sample: &[HostTensor],
+    shapes: &InputShapes,
+    costs: &super::costs::Costs,
+) -> CliResult<Option<(PipelineConfig, String)>> {
+    let others = alternatives(from);
+    if others.is_empty() {
+        return Ok(None);
+    }
+    let Ok(backend) = one_thread_ort(cx)? else {
+        return Ok(None);
+    };
+    let quick = time_models(&backend, cx, shapes, &[("float", mid)], sample, 0.0)?;
+    if quick[0] < MIN_FLOAT_MS {
+        return Ok(None);
+    }
+    crate::progress::note(
+        "int8",
+        format!(
+            "int8: timing {} INT8 placement(s) against float (ONNX Runtime CPU, 1 thread)",
+            others.len() + 1
+        ),
+    );
+    let mut built = vec![super::quantize_rest(mid, from, amax, cx, costs)?.0];
+    for p in &others {
+        built.push(super::quantize_rest(mid, &p.config, amax, cx, costs)?.0);
+    }
+    let mut labels = vec!["the target's placement"];
+    labels.extend(others.iter().map(|p| p.label));
+    let mut models: Vec<(&str, &Model)> = labels.iter().copied().zip(built.iter()).collect();
+    models.push(("float", mid));
+    let ms = time_models(&backend, cx, shapes, &models, sample, TIMING_SECONDS)?;
+    let float_ms = ms[ms.len() - 1];
+    let line = labels
+        .iter()
+        .zip(&ms)
+        .map(|(l, m)| format!("{l} {m:.2} ms"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    crate::progress::note(
+        "int8",
+        format!("int8: every layer in INT8: {line}; float {float_ms:.2} ms"),
+    );
+    let Some(best) = fastest_placement(&ms[..labels.len()]) else {
+        return Ok(None);
+    };
+    let p = others.into_iter().nth(best - 1);
+    Ok(p.map(|p| {
+        (
+            p.config,
+            format!(
+                "placement: {}, the fastest with every layer in INT8 in ONNX Runtime CPU at one thread ({line}; float {float_ms:.2} ms)",
+                p.label
+            ),
+        )
+    }))
+}
+
+/// Another placement wins when it is faster than the first (the target's)
+/// by more than 3% (the noise of interleaved timing at one thread): its
+/// index, None to keep the first.
+fn fastest_placement(ms: &[f64]) -> Option<usize> {
+    let first = *ms.first()?;
+    let (i, best) = ms
+        .iter()
+        .enumerate()
+        .skip(1)
+        .min_by(|a, b| a.1.total_cmp(b.1))?;
+    (*best < first * 0.97).then_some(i)
+}
+
 /// What the check decided: the model to write instead of the INT8 one
 /// (None: the INT8 model stays), and the figures for the report.
 pub(super) struct Checked {
@@ -388,6 +470,15 @@ mod tests {
         assert_eq!(choose(&tried, &float), Some(2));
         // Equal is not faster.
         assert_eq!(choose(&[m("int8", 10.0, true)], &float), Some(1));
+    }
+
+    #[test]
+    fn another_placement_wins_only_beyond_the_timing_noise() {
+        assert_eq!(fastest_placement(&[10.0, 9.0, 9.5]), Some(1));
+        assert_eq!(fastest_placement(&[10.0, 9.8]), None);
+        assert_eq!(fastest_placement(&[10.0, 12.0, 11.0]), None);
+        assert_eq!(fastest_placement(&[10.0]), None);
+        assert_eq!(fastest_placement(&[]), None);
     }
 
     #[test]
