@@ -611,34 +611,32 @@ pub fn run(
                 &costs,
             );
             let (mut quantized, mut suffix_run) = quantize_rest(&mid, &from, &amax, cx, &costs)?;
-            let mut h = judge.judge(&quantized)?;
-            if h.on_calibration_samples {
-                notes.push(format!(
-                    "no held-out samples: all {} samples of the data were used for calibration, so the INT8 model was judged on those same samples (give more data than --calib-samples, {calibrated} here, to judge it on samples calibration did not see); the top-1 agreement judged is the lower of the one measured and the one expected on unseen rows (every row's margin against every row's error, doubled)",
-                    h.samples
-                ));
-            }
             // The full ranges may do better on this data (outliers that
             // carry meaning): the one with the larger margin to the target
-            // is kept, met or not, so that ranges that fit the samples
-            // judged only just do not win over ones with room to spare.
-            // The ranges not taken, for the fallback to try again with
-            // layers in float (what clips harmlessly with some layers in
-            // float may not with all of them, and the other way round).
+            // on the probe samples is kept, met or not, so that ranges that
+            // fit the samples judged only just do not win over ones with
+            // room to spare; only it is judged on every sample (judging both
+            // there cost a full judgement per command). The ranges not
+            // taken, for the fallback to try again with layers in float
+            // (what clips harmlessly with some layers in float may not with
+            // all of them, and the other way round).
             let mut other: Option<(Amax, &'static str)> = None;
             if let Some(alt) = full_range.take() {
                 let (q2, run2) = quantize_rest(&mid, &from, &alt, cx, &costs)?;
-                let h2 = judge.judge(&q2)?;
-                let (a, b) = (score(&h, goal), score(&h2, goal));
+                let p1 = judge.probe(&quantized, fallback::PROBE_SAMPLES)?;
+                let p2 = judge.probe(&q2, fallback::PROBE_SAMPLES)?;
+                let (a, b) = (score(&p1, goal), score(&p2, goal));
                 crate::progress::note(
                     "int8",
                     format!(
-                        "int8: per-tensor ranges score {a:.5}, full ranges {b:.5} (lowest margin to the target)"
+                        "int8: per-tensor ranges score {a:.5}, full ranges {b:.5} (lowest margin to the target on {} probe sample(s))",
+                        p1.samples
                     ),
                 );
                 if b > a {
                     notes.push(format!(
-                        "range method: the full range (minmax) of every tensor, which did better on the data than the per-tensor choice (lowest margin to the target {b:.5} against {a:.5})"
+                        "range method: the full range (minmax) of every tensor, which did better on the data than the per-tensor choice (lowest margin to the target {b:.5} against {a:.5} on {} probe sample(s))",
+                        p1.samples
                     ));
                     if let Some(r) = report.as_mut() {
                         full_ranges_chosen(r);
@@ -646,10 +644,16 @@ pub fn run(
                     other = Some((std::mem::replace(&mut amax, alt), PER_TENSOR));
                     quantized = q2;
                     suffix_run = run2;
-                    h = h2;
                 } else {
                     other = Some((alt, FULL_RANGES));
                 }
+            }
+            let mut h = judge.judge(&quantized)?;
+            if h.on_calibration_samples {
+                notes.push(format!(
+                    "no held-out samples: all {} samples of the data were used for calibration, so the INT8 model was judged on those same samples (give more data than --calib-samples, {calibrated} here, to judge it on samples calibration did not see); the top-1 agreement judged is the lower of the one measured and the one expected on unseen rows (every row's margin against every row's error, doubled)",
+                    h.samples
+                ));
             }
             let missed = misses(&h, goal);
             let mut keep_set = Vec::new();

@@ -35,7 +35,7 @@ use crate::report::int8::CandidateLoss;
 /// kept (a handful of probes, before the finalists on every sample). On 4
 /// ranking samples PP-OCRv4 rec kept 26 layers where 8 samples keep 8.
 const RANK_SAMPLES: usize = 8;
-const PROBE_SAMPLES: usize = 8;
+pub(super) const PROBE_SAMPLES: usize = 8;
 
 /// What can be kept in float.
 #[derive(Clone, Debug, PartialEq)]
@@ -283,12 +283,36 @@ impl Search<'_> {
             steps: crate::progress::Steps::new("int8", "int8 search", None, 0.0),
             seen: std::collections::HashMap::new(),
         };
-        let out = search::run(
-            &mut trials,
-            &all,
-            &|c: &Candidate| matches!(c, Candidate::Layer { .. }),
-            &|c: &Candidate| c.label(),
-        )?;
+        let is_layer = |c: &Candidate| matches!(c, Candidate::Layer { .. });
+        let label = |c: &Candidate| c.label();
+        // Weighted layers first: the activation Q/DQ pairs join only when
+        // every layer in float still misses on the probe samples, or the
+        // search over layers ends out of reach. On PP-OCRv4 rec the one
+        // search over both kept 37 of 57 in float (1.20x FP32) where the
+        // layers alone kept 8 (1.32x), and ranked 19 more candidates; the
+        // probes repeated by the second search are answered from the first.
+        let layers_only: Vec<Candidate> = all.iter().filter(|c| is_layer(c)).cloned().collect();
+        let mut out = None;
+        if !layers_only.is_empty() && layers_only.len() < all.len() {
+            let v = trials.probe(&layers_only, Probe::Decide)?;
+            if v.met {
+                trials.say(format!(
+                    "every weighted layer in float meets the target on the probe samples: searching the {layers} layer(s) alone"
+                ));
+                let o = search::run(&mut trials, &layers_only, &is_layer, &label)?;
+                if !matches!(o.missed, Some(Missed::Unreachable(_))) {
+                    out = Some(o);
+                } else {
+                    trials.say(
+                        "the layers alone cannot reach the target on every sample: searching the activations too".to_string(),
+                    );
+                }
+            }
+        }
+        let out = match out {
+            Some(o) => o,
+            None => search::run(&mut trials, &all, &is_layer, &label)?,
+        };
         trials.steps.finish();
         let ranking: Vec<CandidateLoss> = out
             .ranking
