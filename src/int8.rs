@@ -27,6 +27,7 @@ use crate::stages::{self, PassHooks};
 mod costs;
 mod fallback;
 mod judge;
+pub mod metric;
 pub mod search;
 mod speed;
 
@@ -66,6 +67,12 @@ pub struct Int8Args {
     /// the fraction of rows whose top class is the float model's (default 0.99).
     #[arg(long, value_name = "FRACTION")]
     pub int8_min_top1: Option<f64>,
+    /// With a metric given through the Python API (`infopt.optimize(...,
+    /// metric=f)`): the most the INT8 model's score may fall below the
+    /// float model's on the held-out samples (default 0.01); the metric is
+    /// then the whole accuracy target.
+    #[arg(long, value_name = "DROP")]
+    pub int8_max_drop: Option<f64>,
     /// Ranges from an earlier `infopt calibrate` (or a TensorRT/ORT cache)
     /// instead of calibrating.
     #[arg(long, value_name = "ranges.json")]
@@ -130,6 +137,9 @@ fn min_cosine(h: &HeldOut) -> f64 {
 struct Goal {
     cosine: f64,
     top1: f64,
+    /// With a caller's metric (see `metric.rs`): the most its score may
+    /// fall below the float model's; that is then the whole target.
+    max_drop: f64,
 }
 
 /// `t >= min`, false for NaN.
@@ -170,6 +180,15 @@ fn scores_judged(h: &HeldOut, p: &evaluate::PartAgreement) -> Option<f64> {
 /// What misses the goal: `output (cosine 0.95 < 0.99)`, ...; empty when met.
 fn misses(h: &HeldOut, goal: Goal) -> Vec<String> {
     let mut out = Vec::new();
+    if let Some(m) = h.metric {
+        if !metric::meets(m.candidate, m.original, goal.max_drop) {
+            out.push(format!(
+                "the metric ({:.5} < float's {:.5} less {})",
+                m.candidate, m.original, goal.max_drop
+            ));
+        }
+        return out;
+    }
     for p in &h.parts {
         if let Some(t) = scores_judged(h, p)
             && !top1_meets(t, goal.top1)
@@ -211,6 +230,9 @@ fn score(h: &HeldOut, goal: Goal) -> f64 {
             m.min(x)
         }
     };
+    if let Some(s) = h.metric {
+        return metric::margin(s.candidate, s.original, goal.max_drop);
+    }
     let mut m = f64::INFINITY;
     for o in judged(h) {
         m = worst(m, o.cosine - goal.cosine);
@@ -367,6 +389,7 @@ pub fn judged_on_data(v: &mut infopt_verify::Verification, q: &Int8Report) {
     let goal = Goal {
         cosine: q.target_cosine.unwrap_or(DEFAULT_MIN_COSINE),
         top1: q.target_top1.unwrap_or(DEFAULT_MIN_TOP1),
+        max_drop: q.max_drop.unwrap_or(metric::DEFAULT_MAX_DROP),
     };
     v.inputs = format!(
         "{} {} sample(s) of {}",
@@ -380,6 +403,11 @@ pub fn judged_on_data(v: &mut infopt_verify::Verification, q: &Int8Report) {
     );
     v.outputs = h.outputs.clone();
     for o in &mut v.outputs {
+        if h.metric.is_some() {
+            // The caller's metric is the target: no output fails on its own.
+            o.within_tolerance = q.target_met;
+            continue;
+        }
         let top1_ok = top1_judged(h, &o.name).is_none_or(|t| t >= goal.top1);
         let parts_ok = h.parts.iter().filter(|p| p.output == o.name).all(|p| {
             p.agreement.cosine >= goal.cosine && scores_judged(h, p).is_none_or(|t| t >= goal.top1)
@@ -449,9 +477,15 @@ pub fn run(
     let percentile = step.percentile.unwrap_or(99.99);
     let samples = args.calib_samples.or(step.samples).unwrap_or(256);
     let preprocess = args.preprocess.clone().or(step.preprocess.clone());
+    if args.int8_max_drop.is_some() && !metric::installed() {
+        return Err(CliError::usage(
+            "--int8-max-drop needs a metric, which the command line cannot name: call infopt.optimize(..., int8=True, metric=f, int8_max_drop=D) from Python (or use --int8-min-cosine / --int8-min-top1)",
+        ));
+    }
     let goal = Goal {
         cosine: args.int8_min_cosine.unwrap_or(DEFAULT_MIN_COSINE),
         top1: args.int8_min_top1.unwrap_or(DEFAULT_MIN_TOP1),
+        max_drop: args.int8_max_drop.unwrap_or(metric::DEFAULT_MAX_DROP),
     };
     let mut side = SideData::default();
     let mut report = None;
@@ -556,6 +590,7 @@ pub fn run(
             candidates: Vec::new(),
             target_cosine: Some(goal.cosine),
             target_top1: Some(goal.top1),
+            max_drop: metric::installed().then_some(goal.max_drop),
             classifier_outputs: Vec::new(),
             target_met: true,
             failure: None,
@@ -961,12 +996,36 @@ mod tests {
             top1_agreement: top1.iter().map(|(n, t)| (n.to_string(), *t)).collect(),
             top1_expected: BTreeMap::new(),
             parts: Vec::new(),
+            metric: None,
         }
+    }
+
+    #[test]
+    fn a_callers_metric_is_the_whole_target() {
+        // Cosines far below the target do not miss when the metric holds...
+        let mut h = held(&[("a", 0.5)], &[("a", 0.1)]);
+        h.metric = Some(evaluate::MetricScores {
+            candidate: 0.875,
+            original: 0.88,
+        });
+        assert!(misses(&h, GOAL).is_empty());
+        assert!((score(&h, GOAL) - 0.005).abs() < 1e-12);
+        // ... and a score more than max_drop below float's misses.
+        h.metric = Some(evaluate::MetricScores {
+            candidate: 0.86,
+            original: 0.88,
+        });
+        assert_eq!(
+            misses(&h, GOAL),
+            vec!["the metric (0.86000 < float's 0.88000 less 0.01)".to_string()]
+        );
+        assert!(score(&h, GOAL) < 0.0);
     }
 
     const GOAL: Goal = Goal {
         cosine: 0.99,
         top1: 0.99,
+        max_drop: 0.01,
     };
 
     #[test]

@@ -291,9 +291,15 @@ impl Search<'_> {
         // search over both kept 37 of 57 in float (1.20x FP32) where the
         // layers alone kept 8 (1.32x), and ranked 19 more candidates; the
         // probes repeated by the second search are answered from the first.
+        // Every candidate in float is probed first (the search's own bound,
+        // answered from this probe): when even that misses, the search over
+        // everything stops at once.
         let layers_only: Vec<Candidate> = all.iter().filter(|c| is_layer(c)).cloned().collect();
         let mut out = None;
-        if !layers_only.is_empty() && layers_only.len() < all.len() {
+        if !layers_only.is_empty()
+            && layers_only.len() < all.len()
+            && trials.probe(&all, Probe::Decide)?.met
+        {
             let v = trials.probe(&layers_only, Probe::Decide)?;
             if v.met {
                 trials.say(format!(

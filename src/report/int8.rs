@@ -104,6 +104,11 @@ pub struct Int8Report {
     pub target_cosine: Option<f64>,
     /// Top-1 agreement asked of classifier outputs.
     pub target_top1: Option<f64>,
+    /// With the caller's metric: the most its score may fall below the
+    /// float model's (the target then); the scores are in
+    /// `held_out.metric` (`original`: FP32's, `candidate`: INT8's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_drop: Option<f64>,
     /// Outputs judged by top-1 agreement too.
     pub classifier_outputs: Vec<String>,
     /// Whether the held-out accuracy meets the target (true when not judged).
