@@ -107,7 +107,14 @@ def main():
     ap.add_argument("--target", default="portable")
     ap.add_argument("--zoo", default="/tmp/i8/zoo", help="quant_bench.py models DIR")
     ap.add_argument("--extra", default="", help="more infopt arguments, space separated")
+    ap.add_argument("--model-dir", help="rec's and magika's .onnx in one folder (another machine)")
+    ap.add_argument("--fonts", help="a folder of .ttf fonts for rec's lines (default: DejaVu)")
     a = ap.parse_args()
+    if a.model_dir:
+        R.REC = os.path.join(a.model_dir, os.path.basename(R.REC))
+        R.MAGIKA = os.path.join(a.model_dir, "magika_" + os.path.basename(R.MAGIKA))
+    if a.fonts:
+        R.FONTS[:] = sorted(os.path.join(a.fonts, f) for f in os.listdir(a.fonts) if f.endswith(".ttf"))
     paths = {"rec": R.REC, "magika": R.MAGIKA,
              "effnet": os.path.join(a.zoo, "efficientnet_b0.onnx"),
              "resnet": os.path.join(a.zoo, "resnet50.onnx")}

@@ -291,8 +291,10 @@ fn the_original_runs_once_per_judged_sample_however_many_candidates_are_judged()
     assert_eq!(cost_count(&r, "candidate: sessions"), judged + probed);
     // (a candidate built into a model already probed is answered from that
     // probe: built, not run)
+    // The first judgement is of the range set probed just before: judged
+    // without a build of its own.
     let answered = cost_count(&r, "probes answered by an identical model");
-    assert_eq!(cost_count(&r, BUILT), judged + probed + answered);
+    assert_eq!(cost_count(&r, BUILT), judged + probed + answered - 1);
     assert_eq!(cost_count(&r, "streamed judgements (both models)"), 0);
     let line = stderr(&o);
     assert!(line.contains("int8: where the time went: "), "{line}");
@@ -722,4 +724,28 @@ fn a_target_met_only_with_every_weighted_layer_in_float_is_no_int8_result() {
     assert!(last.contains("no weighted layer in INT8"), "{last}");
     assert!(last.contains("try --fp16"), "{last}");
     assert!(!out.exists());
+}
+
+#[test]
+fn a_max_drop_without_a_metric_is_refused_naming_the_python_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 4, &[1, 3, 32, 32]);
+    let o = infopt(&[
+        "optimize",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "-o",
+        s(&dir.path().join("q.onnx")),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--int8-max-drop",
+        "0.01",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("--int8-max-drop needs a metric")
+            && err.contains("infopt.optimize(..., int8=True, metric=f"),
+        "{err}"
+    );
 }
