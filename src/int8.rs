@@ -621,13 +621,15 @@ pub fn run(
     // The placement that runs fastest where the model will run (see
     // `speed.rs`), before the search decides what to keep float in it.
     let mut from = from;
+    let mut timed_faster = false;
     if let Some((src, _)) = source.as_ref().filter(|_| cx.judge) {
         let sample = first_sample(src, backend, cx, &mid, 0)?;
         let shapes = shapes_of_sample(&mid, cx.shapes, &sample);
         let picked = costs.time("placement timing (one thread)", || {
             speed::pick_placement(cx, &from, &mid, &amax, &sample, &shapes, &costs)
         })?;
-        if let Some((config, note)) = picked {
+        timed_faster = picked.int8_was_faster();
+        if let Some((config, note)) = picked.switch {
             from = config;
             notes.push(note);
         }
@@ -730,7 +732,11 @@ pub fn run(
                 }
             }
             // Not slower than float where it runs (see `speed.rs`).
-            if failure.is_none() && config.target != infopt_passes::Target::Tensorrt {
+            let timed_already = timed_faster && keep_set.is_empty();
+            if failure.is_none()
+                && config.target != infopt_passes::Target::Tensorrt
+                && !timed_already
+            {
                 let search = fallback::Search {
                     mid: &mid,
                     from: &from,

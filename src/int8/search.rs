@@ -201,7 +201,7 @@ fn rank_in_groups<C: Clone, T: Trials<C>>(
 ) -> CliResult<Vec<Ranked<C>>> {
     let n = candidates.len();
     // Everything but `r` in float: `r` alone in INT8.
-    let mut alone = |t: &mut Counted<'_, T>, r: &std::ops::Range<usize>| -> CliResult<Verdict> {
+    let alone = |t: &mut Counted<'_, T>, r: &std::ops::Range<usize>| -> CliResult<Verdict> {
         let others: Vec<C> = candidates
             .iter()
             .enumerate()

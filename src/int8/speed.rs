@@ -32,7 +32,9 @@ use crate::exit::{CliError, CliResult};
 use crate::report::int8::{SpeedCheck, SpeedTimed};
 
 /// Seconds of interleaved timing (all models together) per check.
-const TIMING_SECONDS: f64 = 2.0;
+const TIMING_SECONDS: f64 = 1.0;
+/// Seconds of interleaved timing of the placements before the search.
+const PLACEMENT_SECONDS: f64 = 1.5;
 
 /// Float models faster than this at one thread are not checked.
 const MIN_FLOAT_MS: f64 = 1.0;
@@ -52,17 +54,21 @@ pub(super) fn pick_placement(
     sample: &[HostTensor],
     shapes: &InputShapes,
     costs: &super::costs::Costs,
-) -> CliResult<Option<(PipelineConfig, String)>> {
+) -> CliResult<Picked> {
+    let none = Picked {
+        switch: None,
+        timed: None,
+    };
     let others = alternatives(from);
     if others.is_empty() {
-        return Ok(None);
+        return Ok(none);
     }
     let Ok(backend) = one_thread_ort(cx)? else {
-        return Ok(None);
+        return Ok(none);
     };
     let quick = time_models(&backend, cx, shapes, &[("float", mid)], sample, 0.0)?;
     if quick[0] < MIN_FLOAT_MS {
-        return Ok(None);
+        return Ok(none);
     }
     crate::progress::note(
         "int8",
@@ -79,7 +85,7 @@ pub(super) fn pick_placement(
     labels.extend(others.iter().map(|p| p.label));
     let mut models: Vec<(&str, &Model)> = labels.iter().copied().zip(built.iter()).collect();
     models.push(("float", mid));
-    let ms = time_models(&backend, cx, shapes, &models, sample, TIMING_SECONDS)?;
+    let ms = time_models(&backend, cx, shapes, &models, sample, PLACEMENT_SECONDS)?;
     let float_ms = ms[ms.len() - 1];
     let line = labels
         .iter()
@@ -92,10 +98,12 @@ pub(super) fn pick_placement(
         format!("int8: every layer in INT8: {line}; float {float_ms:.2} ms"),
     );
     let Some(best) = fastest_placement(&ms[..labels.len()]) else {
-        return Ok(None);
+        return Ok(Picked {
+            switch: None,
+            timed: Some((ms[0], float_ms)),
+        });
     };
-    let p = others.into_iter().nth(best - 1);
-    Ok(p.map(|p| {
+    let switch = others.into_iter().nth(best - 1).map(|p| {
         (
             p.config,
             format!(
@@ -103,7 +111,29 @@ pub(super) fn pick_placement(
                 p.label
             ),
         )
-    }))
+    });
+    Ok(Picked {
+        switch,
+        timed: Some((ms[best], float_ms)),
+    })
+}
+
+/// What [`pick_placement`] found.
+pub(super) struct Picked {
+    /// Another placement than the target's, and the note saying why.
+    pub switch: Option<(PipelineConfig, String)>,
+    /// Milliseconds of the placement taken with every layer in INT8, and
+    /// of the float model, when timed.
+    pub timed: Option<(f64, f64)>,
+}
+
+impl Picked {
+    /// Whether the model with every layer in INT8 in the placement taken
+    /// was timed faster than float: then, with nothing kept float, the
+    /// check after the search would time the same model again.
+    pub fn int8_was_faster(&self) -> bool {
+        self.timed.is_some_and(|(q, f)| q < f)
+    }
 }
 
 /// Another placement wins when it is faster than the first (the target's)
