@@ -411,7 +411,18 @@ pub fn build_with(
         Some(fp32) if plan.parses_fp32(spec) => fp32,
         _ => &plan.typed_onnx,
     };
-    let built = trt.build_engine(onnx, &cfg).map_err(trt_error)?;
+    // TensorRT builds on the ticking worker while this thread only waits:
+    // one thread at a time uses it (see `crate::progress::Exclusive`).
+    // SAFETY: only the worker uses `trt` until `ticking` returns.
+    let handle = unsafe { crate::progress::Exclusive::new(trt) };
+    let config = &cfg;
+    let built = crate::progress::ticking(
+        "build",
+        "building the engine",
+        crate::progress::TICK,
+        move || handle.get().build_engine(onnx, config),
+    )
+    .map_err(trt_error)?;
     infopt_ir::save::write_atomically(output, |w| std::io::Write::write_all(w, &built.bytes))
         .map_err(CliError::from_ir)?;
     crate::progress::note(
@@ -804,11 +815,12 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
                 "verification of the INT8 model uses its accuracy target (cosine >= {min_cosine} per output), not the float tolerance"
             ));
         }
-        verifier = Some(Verifier::new(
-            &model_in,
-            stages::model_dir(&args.model),
-            &inputs,
-            policy,
+        let dir = stages::model_dir(&args.model);
+        verifier = Some(crate::progress::ticking(
+            "verify",
+            "running the original",
+            crate::progress::TICK,
+            || Verifier::new(&model_in, dir, &inputs, policy),
         )?);
     }
     let t = Instant::now();
@@ -853,7 +865,12 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
     if let Some(v) = verifier.as_mut() {
         let checked = match crate::half::reuse_judgement(v, judged, &mut notes) {
             Some((checked, _)) => checked,
-            None => v.verify_candidate(typed, &model_in, &inputs)?.0,
+            None => {
+                crate::progress::ticking("verify", "verifying", crate::progress::TICK, || {
+                    v.verify_candidate(typed, &model_in, &inputs)
+                })?
+                .0
+            }
         };
         notes.append(&mut v.notes);
         warnings.append(&mut v.warnings);

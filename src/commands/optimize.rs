@@ -423,7 +423,10 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
     let mut cannot_verify: Option<infopt_verify::VerifyError> = None;
     let mut verifier = if do_verify || args.bench || latency_gate {
         let t = Instant::now();
-        match Verifier::new(&original, stages::model_dir(&args.model), &inputs, policy) {
+        let dir = stages::model_dir(&args.model);
+        match progress::ticking("verify", "running the original", progress::TICK, || {
+            Verifier::new(&original, dir, &inputs, policy)
+        }) {
             Ok(v) => {
                 progress::done(
                     "verify",
@@ -578,7 +581,9 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
         let t = Instant::now();
         let (checked, loaded) = match crate::half::reuse_judgement(v, judged, &mut notes) {
             Some(reused) => reused,
-            None => v.verify_candidate(&model, &original, &inputs)?,
+            None => progress::ticking("verify", "verifying", progress::TICK, || {
+                v.verify_candidate(&model, &original, &inputs)
+            })?,
         };
         notes.append(&mut v.notes);
         warnings.append(&mut v.warnings);
