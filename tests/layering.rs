@@ -1,6 +1,11 @@
 //! The binary crate's modules form no cycle, and no command imports another
 //! (what two commands share lives in a module below them). Read from the
 //! `crate::` and `super::` paths of `src/`: a `use` or a qualified path.
+//! No crate of the workspace has a cycle between its files (the rule is in
+//! `layering/modgraph.rs`).
+
+#[path = "layering/modgraph.rs"]
+mod modgraph;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -182,4 +187,59 @@ fn the_scan_reads_grouped_and_nested_paths() {
     edges.insert("a".to_string(), BTreeSet::from(["b".to_string()]));
     edges.insert("b".to_string(), BTreeSet::from(["a".to_string()]));
     assert_eq!(find_cycle(&edges).unwrap(), ["a", "b", "a"]);
+}
+
+/// Crate folders whose file-level cycles are reported but not yet failed.
+/// `src/`: the binary crate's flow modules are being moved into the `ops`
+/// crate, which is where its cycles get fixed; remove this entry at that merge.
+const PENDING_OPS_MOVE: &[&str] = &["src"];
+
+/// The source folder of every crate: the workspace members named in the
+/// root `Cargo.toml`, plus the root package's `src/`.
+fn crate_folders() -> Vec<(String, PathBuf)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let start = manifest.find("members").expect("a [workspace] members list");
+    let list = &manifest[start..];
+    let list = &list[list.find('[').unwrap() + 1..list.find(']').unwrap()];
+    let mut out: Vec<(String, PathBuf)> = list
+        .split(',')
+        .map(|m| m.trim().trim_matches('"').to_string())
+        .filter(|m| !m.is_empty())
+        .map(|m| (m.clone(), root.join(&m).join("src")))
+        .collect();
+    out.push(("src".to_string(), root.join("src")));
+    out
+}
+
+#[test]
+fn every_workspace_crate_is_scanned() {
+    let names: Vec<String> = crate_folders().into_iter().map(|(n, _)| n).collect();
+    for expected in ["ir", "passes", "calibration", "runtime", "verify", "python", "fuzz", "src"] {
+        assert!(names.iter().any(|n| n == expected), "{expected} missing from {names:?}");
+    }
+    for (name, dir) in crate_folders() {
+        assert!(dir.join("lib.rs").exists() || dir.join("main.rs").exists(), "{name}: no crate root in {}", dir.display());
+    }
+}
+
+#[test]
+fn no_crate_has_a_file_level_module_cycle() {
+    let mut failures = Vec::new();
+    let mut total_edges = 0;
+    for (name, dir) in crate_folders() {
+        let g = modgraph::graph(&modgraph::read_folder(&dir));
+        total_edges += g.edges.values().map(|e| e.len()).sum::<usize>();
+        let found = modgraph::cycles(&g);
+        let lines: Vec<String> = found.iter().map(|c| format!("  {name}: {}", modgraph::describe(&g, c))).collect();
+        if PENDING_OPS_MOVE.contains(&name.as_str()) {
+            if !lines.is_empty() {
+                eprintln!("{} file-level cycle(s) in {name}/ (pending the ops move):\n{}", lines.len(), lines.join("\n"));
+            }
+        } else {
+            failures.extend(lines);
+        }
+    }
+    assert!(total_edges > 100, "the scan finds almost no dependency ({total_edges} edges)");
+    assert!(failures.is_empty(), "file-level module cycles (file:line -> file it uses):\n{}", failures.join("\n"));
 }
