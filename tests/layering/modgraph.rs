@@ -18,9 +18,17 @@
 //! A path resolves to the deepest module file it walks through: `crate::a::B`
 //! is `a` when `a/b.rs` does not exist. Declaring `mod b;` is no dependency,
 //! so a parent and its child form a cycle only when each uses the other's
-//! items. Test code inside a file counts (it compiles with the file).
+//! items.
+//!
+//! Test code is left out: an item under `#[cfg(test)]` (a `mod tests { … }`,
+//! a test-only `use`) and a file declared only under it (`#[cfg(test)] mod
+//! testutil;`). A test is a client of the module, as an integration test
+//! is: a rule's unit test that runs the driver which dispatches to the rule
+//! is no cycle in the code that ships.
+//!
 //! Comments, strings and character literals are blanked first; `pub(in path)`
-//! is a visibility, not a use.
+//! is a visibility, not a use. Method calls are not paths: a dependency
+//! reached only through `value.method()` is not seen.
 //!
 //! A cycle is a strongly connected component of more than one file.
 //!
@@ -213,6 +221,54 @@ struct FileScan {
     idents: BTreeMap<String, usize>,
     /// `#[macro_export]` macros defined here (they live at the crate root).
     macros: BTreeSet<String>,
+    /// Child modules declared only for tests (`#[cfg(test)] mod x;`).
+    test_children: BTreeSet<String>,
+}
+
+/// At `toks[i]`, the `#` of `#[cfg(test)]` or `#[cfg(all(test, …))]`.
+fn is_cfg_test(toks: &[Tok], i: usize) -> bool {
+    let t: Vec<&str> = toks[i..].iter().take(7).map(|t| t.text.as_str()).collect();
+    matches!(t.as_slice(), ["#", "[", "cfg", "(", "test", ")", "]"])
+        || matches!(t.as_slice(), ["#", "[", "cfg", "(", "all", "(", "test", ..])
+}
+
+/// The index after the item that starts at `toks[i]`: after its `;` or
+/// after the `}` that closes its first `{`.
+fn item_end(toks: &[Tok], mut i: usize) -> usize {
+    // Skip the attribute itself (and any following ones) first.
+    while toks.get(i).is_some_and(|t| t.text == "#") {
+        let mut depth = 0;
+        while i < toks.len() {
+            match toks[i].text.as_str() {
+                "[" => depth += 1,
+                "]" => {
+                    depth -= 1;
+                    if depth == 0 {
+                        i += 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+    }
+    let mut depth = 0;
+    while i < toks.len() {
+        match toks[i].text.as_str() {
+            ";" if depth == 0 => return i + 1,
+            "{" => depth += 1,
+            "}" => {
+                depth -= 1;
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    i
 }
 
 fn is_ident(t: &str) -> bool {
@@ -274,6 +330,15 @@ fn scan(text: &str) -> FileScan {
     while i < toks.len() {
         let t = toks[i].text.as_str();
         let here: Vec<String> = inline.iter().map(|(n, _)| n.clone()).collect();
+        if t == "#" && is_cfg_test(&toks, i) {
+            let end = item_end(&toks, i);
+            let item: Vec<&str> = toks[i..end].iter().map(|t| t.text.as_str()).collect();
+            if let [.., "mod", name, ";"] = item.as_slice() {
+                scan.test_children.insert(name.to_string());
+            }
+            i = end;
+            continue;
+        }
         match t {
             "macro_export" => exported = true,
             "macro_rules" if text_at(i + 1) == "!" && exported => {
@@ -335,7 +400,19 @@ fn scan(text: &str) -> FileScan {
 
 /// Builds the graph of a crate from its sources (see the module doc).
 pub fn graph(sources: &[Source]) -> Graph {
-    let scans: BTreeMap<ModPath, FileScan> = sources.iter().map(|s| (s.module.clone(), scan(&s.text))).collect();
+    let mut scans: BTreeMap<ModPath, FileScan> = sources.iter().map(|s| (s.module.clone(), scan(&s.text))).collect();
+    let test_only: BTreeSet<ModPath> = scans
+        .iter()
+        .flat_map(|(m, s)| {
+            s.test_children.iter().map(move |c| {
+                let mut child = m.clone();
+                child.push(c.clone());
+                child
+            })
+        })
+        .collect();
+    scans.retain(|m, _| !test_only.contains(m));
+    let sources: Vec<&Source> = sources.iter().filter(|s| !test_only.contains(&s.module)).collect();
     let resolver = Resolver { scans: &scans };
     let mut g = Graph {
         files: sources.iter().map(|s| (s.module.clone(), s.path.clone())).collect(),
@@ -651,6 +728,27 @@ mod tests {
         ]);
         assert_eq!(deps(&g, "p"), ["r"]);
         assert_eq!(deps(&g, "r"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn test_code_is_left_out() {
+        let g = crate_of(&[
+            ("lib.rs", "pub mod p;"),
+            ("p/mod.rs", "pub mod c;\n#[cfg(test)]\nmod testutil;\npub fn run() { c::rule(); }"),
+            ("p/c.rs", "pub fn rule() {}\n#[cfg(test)]\n#[allow(unused)]\nmod tests { use crate::p::run; fn t() { run(); } }"),
+            ("p/testutil.rs", "use super::c::rule;"),
+        ]);
+        assert_eq!(deps(&g, "p"), ["p::c"]);
+        assert_eq!(deps(&g, "p::c"), Vec::<String>::new());
+        assert!(!g.files.contains_key(&m("p::testutil")));
+        // A test-only import is left out too; the next item is not.
+        let g = crate_of(&[
+            ("lib.rs", "mod a; mod b;"),
+            ("a.rs", "#[cfg(test)]\nuse crate::b::x;\nuse crate::b::y;"),
+            ("b.rs", ""),
+        ]);
+        assert_eq!(deps(&g, "a"), ["b"]);
+        assert_eq!(g.edges[&m("a")][&m("b")], 3);
     }
 
     #[test]
