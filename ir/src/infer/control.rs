@@ -13,7 +13,7 @@ use crate::graph::{Graph, NodeId, ValueId};
 use crate::shape::Dim;
 use crate::stats::op_key;
 
-use super::{Fact, GraphFacts, InferReport, Opsets, Scope, infer_graph, infer_graph_with};
+use super::facts::{Fact, GraphFacts, InferGraph, InferReport, Opsets, Scope};
 
 /// The least precise fact covering both (differing dims become unknown).
 pub(crate) fn join(a: &Fact, b: &Fact) -> Fact {
@@ -98,6 +98,7 @@ fn const_bool(g: &Graph, facts: &GraphFacts, v: Option<ValueId>) -> Option<bool>
 
 /// Infers the body with carried inputs at a fixed point; returns the body's output facts.
 fn infer_body(
+    infer_graph_with: InferGraph,
     body: &mut Graph,
     opsets: Opsets,
     scope: &Scope,
@@ -149,6 +150,7 @@ fn infer_body(
     output_facts(body, &facts)
 }
 
+/// `infer_graph_with` is the driver, passed in (see [`InferGraph`]).
 pub(crate) fn infer(
     g: &mut Graph,
     id: NodeId,
@@ -156,6 +158,7 @@ pub(crate) fn infer(
     facts: &GraphFacts,
     scope: &Scope,
     report: &mut InferReport,
+    infer_graph_with: InferGraph,
 ) -> Option<Vec<Fact>> {
     let sub_scope = facts.scope_for_subgraphs(g, scope);
     let node = g.node(id);
@@ -180,7 +183,7 @@ pub(crate) fn infer(
                     continue;
                 };
                 if let Some(sub) = taken.1.first_mut() {
-                    let f = infer_graph(sub, opsets, &sub_scope, report);
+                    let f = infer_graph_with(sub, opsets, &sub_scope, &[], report);
                     let outs = output_facts(sub, &f);
                     // A constant condition: only the taken branch matters.
                     if cond.is_none() || cond == Some(k == 0) {
@@ -213,6 +216,7 @@ pub(crate) fn infer(
             let mut out = Vec::new();
             if let Some(body) = taken.1.first_mut() {
                 let outs = infer_body(
+                    infer_graph_with,
                     body,
                     opsets,
                     &sub_scope,
@@ -292,7 +296,7 @@ pub(crate) fn infer(
             for (k, f) in inputs[n_states..].iter().enumerate() {
                 let f = f.clone().unwrap_or_else(Fact::unknown);
                 let shape = f.shape().and_then(|s| {
-                    let a = super::norm_axis(*in_axes.get(k).unwrap_or(&0), s.len())?;
+                    let a = super::facts::norm_axis(*in_axes.get(k).unwrap_or(&0), s.len())?;
                     if k == 0 {
                         seq_len = s[a].clone();
                     }
@@ -306,7 +310,15 @@ pub(crate) fn infer(
             if let Some(body) = taken.1.first_mut() {
                 // Body inputs: states first, then scan elements; infer_body wants the
                 // fixed inputs first, so reorder through a wrapper of given facts.
-                let outs = infer_scan_body(body, opsets, &sub_scope, &states, &elems, report);
+                let outs = infer_scan_body(
+                    infer_graph_with,
+                    body,
+                    opsets,
+                    &sub_scope,
+                    &states,
+                    &elems,
+                    report,
+                );
                 for (i, init) in states.iter().enumerate() {
                     let o = outs.get(i).cloned().unwrap_or_else(Fact::unknown);
                     out.push(if seq_len == Dim::Unknown {
@@ -321,7 +333,7 @@ pub(crate) fn infer(
                             .as_ref()
                             .and_then(|a| a.get(k).copied())
                             .unwrap_or(0);
-                        let a = super::norm_axis(axis, s.len() + 1)?;
+                        let a = super::facts::norm_axis(axis, s.len() + 1)?;
                         let mut v = s.to_vec();
                         v.insert(a, seq_len.clone());
                         Some(v)
@@ -340,7 +352,7 @@ pub(crate) fn infer(
             for a in 0..n_attrs {
                 let mut subs = std::mem::take(&mut g.node_mut(id).attributes[a].subgraphs);
                 for sg in &mut subs {
-                    infer_graph(sg, opsets, &sub_scope, report);
+                    infer_graph_with(sg, opsets, &sub_scope, &[], report);
                 }
                 g.node_mut(id).attributes[a].subgraphs = subs;
             }
@@ -357,6 +369,7 @@ pub(crate) fn infer(
 /// Scan bodies take the states first and the scan elements after: the
 /// fixed-point search runs over the states with the elements fixed.
 fn infer_scan_body(
+    infer_graph_with: InferGraph,
     body: &mut Graph,
     opsets: Opsets,
     scope: &Scope,
