@@ -16,101 +16,20 @@
 //! A pass with options is a one-key map: `- fold-constants: { max_tensor_bytes: 1048576 }`.
 //! Unknown keys and pass names are errors with line and column.
 
-use std::any::Any;
 use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
-use crate::pass::{Pass, PassError, Target};
-use crate::registry::{self, PassInfo};
-
-/// A pass and its typed options. The options type belongs to the pass's own
-/// file (see [`crate::register_pass!`]).
-pub struct PassConfig {
-    info: &'static PassInfo,
-    options: Box<dyn PassOptions>,
-}
-
-/// Type-erased options of one pass.
-trait PassOptions: Send + Sync {
-    fn build(&self) -> Box<dyn Pass>;
-    fn clone_box(&self) -> Box<dyn PassOptions>;
-    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
-    fn eq_dyn(&self, other: &dyn PassOptions) -> bool;
-    fn as_any(&self) -> &dyn Any;
-    fn as_any_mut(&mut self) -> &mut dyn Any;
-}
-
-struct Typed<O> {
-    options: O,
-    build: fn(&O) -> Box<dyn Pass>,
-}
-
-impl<O: Clone + fmt::Debug + PartialEq + Send + Sync + 'static> PassOptions for Typed<O> {
-    fn build(&self) -> Box<dyn Pass> {
-        (self.build)(&self.options)
-    }
-    fn clone_box(&self) -> Box<dyn PassOptions> {
-        Box::new(Typed {
-            options: self.options.clone(),
-            build: self.build,
-        })
-    }
-    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.options.fmt(f)
-    }
-    fn eq_dyn(&self, other: &dyn PassOptions) -> bool {
-        other
-            .as_any()
-            .downcast_ref::<O>()
-            .is_some_and(|o| *o == self.options)
-    }
-    fn as_any(&self) -> &dyn Any {
-        &self.options
-    }
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        &mut self.options
-    }
-}
+use crate::pass::{PassError, Target};
+use crate::pass_info::PassInfo;
+use crate::registry;
+// `PassConfig` is defined in pass_info.rs, beside the registry entry it
+// points at; re-exported here, where callers have always found it.
+pub use crate::pass_info::PassConfig;
 
 impl PassConfig {
-    /// Used by [`crate::register_pass!`].
-    pub fn new<O: Clone + fmt::Debug + PartialEq + Send + Sync + 'static>(
-        info: &'static PassInfo,
-        options: O,
-        build: fn(&O) -> Box<dyn Pass>,
-    ) -> PassConfig {
-        PassConfig {
-            info,
-            options: Box::new(Typed { options, build }),
-        }
-    }
-
-    pub fn name(&self) -> &'static str {
-        self.info.name
-    }
-
-    pub fn info(&self) -> &'static PassInfo {
-        self.info
-    }
-
-    pub fn build(&self) -> Box<dyn Pass> {
-        self.options.build()
-    }
-
-    /// The options, when they are of type `O`.
-    pub fn options<O: 'static>(&self) -> Option<&O> {
-        self.options.as_any().downcast_ref()
-    }
-
-    /// The options, mutably, when they are of type `O` (the command line
-    /// adding shapes to `fix-shapes`, say).
-    pub fn options_mut<O: 'static>(&mut self) -> Option<&mut O> {
-        self.options.as_any_mut().downcast_mut()
-    }
-
     /// The pass with default options, by name.
     pub fn from_name(name: &str) -> Result<PassConfig, String> {
         Ok(usable(name)?.default_config())
@@ -120,32 +39,10 @@ impl PassConfig {
 /// The registry entry of a pass the user may name.
 fn usable(name: &str) -> Result<&'static PassInfo, String> {
     let info = registry::find(name).ok_or_else(|| registry::unknown_pass_message(name))?;
-    if info.hidden && std::env::var(crate::perturb_weight::TEST_PASSES_ENV).as_deref() != Ok("1") {
+    if info.hidden && std::env::var(crate::pass_info::TEST_PASSES_ENV).as_deref() != Ok("1") {
         return Err(registry::unknown_pass_message(name));
     }
     Ok(info)
-}
-
-impl Clone for PassConfig {
-    fn clone(&self) -> PassConfig {
-        PassConfig {
-            info: self.info,
-            options: self.options.clone_box(),
-        }
-    }
-}
-
-impl fmt::Debug for PassConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ", self.info.name)?;
-        self.options.debug(f)
-    }
-}
-
-impl PartialEq for PassConfig {
-    fn eq(&self, other: &PassConfig) -> bool {
-        self.info.name == other.info.name && self.options.eq_dyn(other.options.as_ref())
-    }
 }
 
 /// Deserializes the options of the pass named `name`.
@@ -346,7 +243,10 @@ impl PipelineConfig {
                 let msg = e.to_string();
                 let first = msg.lines().next().unwrap_or("").trim();
                 let first = first.strip_prefix("error: ").unwrap_or(first);
-                PassError::Config(format!("{origin}: {}", crate::gates::suggest_field(first)))
+                PassError::Config(format!(
+                    "{origin}: {}",
+                    crate::suggest::suggest_field(first)
+                ))
             })?;
         if config.version != PIPELINE_VERSION {
             return Err(PassError::Config(format!(

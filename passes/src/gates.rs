@@ -35,36 +35,6 @@ pub const GATE_NAMES: &[&str] = &[
     "max_opset",
 ];
 
-/// Adds "did you mean `x`?" to serde's "unknown field `y`, expected one of ..." (any
-/// section of a pipeline, gates included); other messages are returned as they are.
-pub fn suggest_field(message: &str) -> String {
-    let Some(rest) = message.split("unknown field `").nth(1) else {
-        return message.to_string();
-    };
-    let Some((field, after)) = rest.split_once('`') else {
-        return message.to_string();
-    };
-    let Some(expected) = after.split("expected").nth(1) else {
-        return message.to_string();
-    };
-    // "one of a, b, c", "`a` or `b`": the names, with or without backticks.
-    let expected = expected.trim().trim_start_matches("one of").trim();
-    let valid: Vec<&str> = expected
-        .split([',', ' '])
-        .map(|w| w.trim().trim_matches('`'))
-        .filter(|w| !w.is_empty() && *w != "or")
-        .collect();
-    let best = valid
-        .iter()
-        .map(|v| (crate::registry::edit_distance(field, v), *v))
-        .min()
-        .filter(|(d, v)| *d <= 3.max(v.len() / 3));
-    match best {
-        Some((_, v)) => format!("{message}; did you mean `{v}`?"),
-        None => message.to_string(),
-    }
-}
-
 /// The key of a per-output threshold that applies to every output not named.
 pub const ALL_OUTPUTS: &str = "*";
 

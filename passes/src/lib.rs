@@ -7,10 +7,12 @@ pub mod gates;
 pub mod panic_guard;
 pub mod par;
 pub mod pass;
+pub mod pass_info;
 pub mod pattern;
 pub mod precision;
 pub mod registry;
 pub mod rule;
+pub mod suggest;
 pub mod util;
 
 pub mod attention_pattern;
@@ -29,7 +31,7 @@ macro_rules! builtin_passes {
         $(pub mod $module;)*
 
         /// The built-in passes' registry entries, in pipeline order.
-        pub(crate) fn builtin_passes() -> &'static [&'static registry::PassInfo] {
+        pub(crate) fn builtin_passes() -> &'static [&'static pass_info::PassInfo] {
             &[$(&$module::INFO),*]
         }
     };

@@ -51,7 +51,7 @@ impl Precision {
             "bf16" | "bfloat16" => Precision::Bf16,
             "int8" | "i8" => Precision::Int8,
             _ => {
-                let hint = crate::registry::closest(&t, &PRECISION_NAMES)
+                let hint = crate::suggest::closest(&t, &PRECISION_NAMES)
                     .map(|n| format!("did you mean '{n}'? "))
                     .unwrap_or_default();
                 return Err(format!(
@@ -116,7 +116,7 @@ impl Selector {
     /// An op selector; unknown op types get "did you mean".
     pub fn op(text: &str) -> Result<Selector, String> {
         if !KNOWN_OPS.contains(&text) {
-            let hint = crate::registry::closest(text, KNOWN_OPS)
+            let hint = crate::suggest::closest(text, KNOWN_OPS)
                 .map(|n| format!("did you mean '{n}'? "))
                 .unwrap_or_default();
             return Err(format!(

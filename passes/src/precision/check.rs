@@ -163,7 +163,7 @@ pub fn check_model(map: &PrecisionMap, cli: usize, model: &Model) -> Result<(), 
         };
         let mut candidates: Vec<&str> = nodes.iter().filter_map(|n| n.name.as_deref()).collect();
         candidates.extend(ops.iter().copied());
-        let hint = crate::registry::closest(text, &candidates)
+        let hint = crate::suggest::closest(text, &candidates)
             .map(|c| format!("did you mean '{c}'?"))
             .unwrap_or_else(|| {
                 let list: Vec<&str> = ops.iter().copied().collect();
