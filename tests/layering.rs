@@ -199,7 +199,9 @@ const PENDING_OPS_MOVE: &[&str] = &["src"];
 fn crate_folders() -> Vec<(String, PathBuf)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
-    let start = manifest.find("members").expect("a [workspace] members list");
+    let start = manifest
+        .find("members")
+        .expect("a [workspace] members list");
     let list = &manifest[start..];
     let list = &list[list.find('[').unwrap() + 1..list.find(']').unwrap()];
     let mut out: Vec<(String, PathBuf)> = list
@@ -215,11 +217,27 @@ fn crate_folders() -> Vec<(String, PathBuf)> {
 #[test]
 fn every_workspace_crate_is_scanned() {
     let names: Vec<String> = crate_folders().into_iter().map(|(n, _)| n).collect();
-    for expected in ["ir", "passes", "calibration", "runtime", "verify", "python", "fuzz", "src"] {
-        assert!(names.iter().any(|n| n == expected), "{expected} missing from {names:?}");
+    for expected in [
+        "ir",
+        "passes",
+        "calibration",
+        "runtime",
+        "verify",
+        "python",
+        "fuzz",
+        "src",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} missing from {names:?}"
+        );
     }
     for (name, dir) in crate_folders() {
-        assert!(dir.join("lib.rs").exists() || dir.join("main.rs").exists(), "{name}: no crate root in {}", dir.display());
+        assert!(
+            dir.join("lib.rs").exists() || dir.join("main.rs").exists(),
+            "{name}: no crate root in {}",
+            dir.display()
+        );
     }
 }
 
@@ -231,15 +249,75 @@ fn no_crate_has_a_file_level_module_cycle() {
         let g = modgraph::graph(&modgraph::read_folder(&dir));
         total_edges += g.edges.values().map(|e| e.len()).sum::<usize>();
         let found = modgraph::cycles(&g);
-        let lines: Vec<String> = found.iter().map(|c| format!("  {name}: {}", modgraph::describe(&g, c))).collect();
+        let lines: Vec<String> = found
+            .iter()
+            .map(|c| format!("  {name}: {}", modgraph::describe(&g, c)))
+            .collect();
         if PENDING_OPS_MOVE.contains(&name.as_str()) {
             if !lines.is_empty() {
-                eprintln!("{} file-level cycle(s) in {name}/ (pending the ops move):\n{}", lines.len(), lines.join("\n"));
+                eprintln!(
+                    "{} file-level cycle(s) in {name}/ (pending the ops move):\n{}",
+                    lines.len(),
+                    lines.join("\n")
+                );
             }
         } else {
             failures.extend(lines);
         }
     }
-    assert!(total_edges > 100, "the scan finds almost no dependency ({total_edges} edges)");
-    assert!(failures.is_empty(), "file-level module cycles (file:line -> file it uses):\n{}", failures.join("\n"));
+    assert!(
+        total_edges > 100,
+        "the scan finds almost no dependency ({total_edges} edges)"
+    );
+    assert!(
+        failures.is_empty(),
+        "file-level module cycles (file:line -> file it uses):\n{}",
+        failures.join("\n")
+    );
+}
+
+/// `passes` holds the pipeline, not the job (DESIGN.md, "One job, resolved
+/// once"): no type of gates, verification or tolerances, and no tolerance
+/// value, in its code. Names are read from the code (comments and strings
+/// blanked); a type counts by its name, a value by the field and constant
+/// names a tolerance goes by.
+#[test]
+fn passes_holds_no_gate_or_tolerance_types() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("passes/src");
+    let sources = modgraph::read_folder(&dir);
+    assert!(sources.len() > 20, "passes/src not read");
+    let job_words = ["gate", "tolerance", "verif", "criterion"];
+    let tolerance_names = ["rtol", "atol", "min_cosine", "max_scaled_error"];
+    let mut found = Vec::new();
+    for source in &sources {
+        let stem = source.path.to_string_lossy().to_lowercase();
+        if job_words.iter().any(|w| stem.contains(w)) {
+            found.push(format!("{}: a module named for the job", source.path.display()));
+        }
+        let toks = modgraph::tokens(&modgraph::blank(&source.text));
+        for w in toks.windows(2) {
+            let (kw, name) = (w[0].text.as_str(), w[1].text.as_str());
+            let lower = name.to_lowercase();
+            if matches!(kw, "struct" | "enum" | "type" | "trait")
+                && job_words.iter().any(|j| lower.contains(j))
+            {
+                found.push(format!("{}:{}: {kw} {name}", source.path.display(), w[1].line));
+            }
+        }
+        for t in &toks {
+            let lower = t.text.to_lowercase();
+            if tolerance_names.iter().any(|n| lower == *n || lower.ends_with(&format!("_{n}"))) {
+                found.push(format!("{}:{}: {}", source.path.display(), t.line, t.text));
+            }
+        }
+    }
+    assert!(found.is_empty(), "passes holds the job's settings: {}", found.join("; "));
+}
+
+#[test]
+fn the_job_settings_check_sees_a_gate_type() {
+    // The check above reads type names: a gate type would be seen.
+    let toks = modgraph::tokens(&modgraph::blank("pub struct GatesConfig { min_cosine: f64 }"));
+    assert!(toks.windows(2).any(|w| w[0].text == "struct" && w[1].text.to_lowercase().contains("gate")));
+    assert!(toks.iter().any(|t| t.text == "min_cosine"));
 }

@@ -8,7 +8,7 @@
 //!   - fixed-point:              # repeat until no pass changes anything
 //!       max_iterations: 8
 //!       passes: [eliminate-identity, eliminate-dead]
-//! verify: { enabled: true, rtol: 1.0e-4, atol: 1.0e-5 }
+//! verify: { enabled: true, rtol: 1.0e-4, atol: 1.0e-5 }   # the job's, read by its runner
 //! precision:                  # per-layer precision (see precision.rs)
 //!   default: fp16
 //!   overrides: [{ op: Softmax, to: fp32 }]
@@ -141,120 +141,69 @@ impl<'de> Deserialize<'de> for Step {
     }
 }
 
-fn default_true() -> bool {
-    true
-}
-fn default_rtol() -> f64 {
-    1e-4
-}
-fn default_atol() -> f64 {
-    1e-5
-}
-
-/// How `optimize` checks the result against the original.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct VerifyConfig {
-    #[serde(default = "default_true")]
-    pub enabled: bool,
-    #[serde(default = "default_rtol")]
-    pub rtol: f64,
-    #[serde(default = "default_atol")]
-    pub atol: f64,
-    /// Seed of the generated inputs.
-    #[serde(default)]
-    pub seed: u64,
-    /// `scaled` (default): the largest difference relative to the output's
-    /// magnitude, with the cosine; `elementwise`: every element within
-    /// `atol + rtol * |expected|`.
-    #[serde(default)]
-    pub criterion: CriterionName,
-    /// Scaled criterion: largest |difference| / largest |expected|.
-    #[serde(default = "default_max_scaled_error")]
-    pub max_scaled_error: f64,
-    /// Scaled criterion: smallest cosine similarity per output.
-    #[serde(default = "default_min_cosine")]
-    pub min_cosine: f64,
-}
-
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum CriterionName {
-    #[default]
-    Scaled,
-    Elementwise,
-}
-
-fn default_max_scaled_error() -> f64 {
-    1e-4
-}
-fn default_min_cosine() -> f64 {
-    0.9999
-}
-
-impl Default for VerifyConfig {
-    fn default() -> Self {
-        VerifyConfig {
-            enabled: true,
-            rtol: default_rtol(),
-            atol: default_atol(),
-            seed: 0,
-            criterion: CriterionName::Scaled,
-            max_scaled_error: default_max_scaled_error(),
-            min_cosine: default_min_cosine(),
-        }
-    }
-}
-
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+/// A pipeline: the passes and what they read (target, fixed shapes,
+/// precision map).
+#[derive(Clone, Debug, PartialEq)]
 pub struct PipelineConfig {
     pub version: u32,
-    #[serde(default)]
     pub target: Target,
     pub passes: Vec<Step>,
-    #[serde(default)]
-    pub verify: VerifyConfig,
     /// Fixed input shapes, `name: [1, 3, 224, 224]`.
-    #[serde(default)]
     pub inputs: BTreeMap<String, Vec<i64>>,
     /// Values of symbolic dims, `batch: 1`.
-    #[serde(default)]
     pub symbols: BTreeMap<String, i64>,
-    /// Release gates (see [`crate::gates`]).
-    #[serde(default)]
-    pub gates: crate::gates::GatesConfig,
     /// Per-layer precision (`precision: {default: fp16, overrides: [...]}`),
     /// handed to the passes through `cx.side`.
-    #[serde(default)]
     pub precision: Option<crate::precision::PrecisionMap>,
+}
+
+/// A job file as the pipeline reads it. The job's own sections, `verify:`
+/// and `gates:`, belong to whoever runs the job (verification and release
+/// gates are no business of the passes): they are accepted here, so that
+/// one file holds both and a misspelt key is still refused, and skipped
+/// unread. Fields in the order the file documents them (serde's "expected
+/// one of" lists them so).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobFileView {
+    version: u32,
+    #[serde(default)]
+    target: Target,
+    passes: Vec<Step>,
+    #[serde(default, rename = "verify")]
+    _verify: de::IgnoredAny,
+    #[serde(default)]
+    inputs: BTreeMap<String, Vec<i64>>,
+    #[serde(default)]
+    symbols: BTreeMap<String, i64>,
+    #[serde(default, rename = "gates")]
+    _gates: de::IgnoredAny,
+    #[serde(default)]
+    precision: Option<crate::precision::PrecisionMap>,
 }
 
 pub const PIPELINE_VERSION: u32 = 1;
 
 impl PipelineConfig {
-    /// Parses a pipeline. `origin` names the source in errors (a file path).
+    /// Parses the pipeline of a job file (the `verify:` and `gates:`
+    /// sections are the job's: see [`parse_yaml`] for them). `origin` names
+    /// the source in errors (a file path).
     pub fn from_yaml(text: &str, origin: &str) -> Result<PipelineConfig, PassError> {
-        let options = serde_saphyr::options! { strict_booleans: true };
-        let config: PipelineConfig =
-            serde_saphyr::from_str_with_options(text, options).map_err(|e| {
-                // serde-saphyr adds a source snippet after the first line; errors
-                // are one line, and the first one carries line and column.
-                let msg = e.to_string();
-                let first = msg.lines().next().unwrap_or("").trim();
-                let first = first.strip_prefix("error: ").unwrap_or(first);
-                PassError::Config(format!(
-                    "{origin}: {}",
-                    crate::suggest::suggest_field(first)
-                ))
-            })?;
-        if config.version != PIPELINE_VERSION {
+        let file: JobFileView = parse_yaml(text, origin)?;
+        if file.version != PIPELINE_VERSION {
             return Err(PassError::Config(format!(
                 "{origin}: pipeline version {} is not supported; this infopt reads version {PIPELINE_VERSION}",
-                config.version
+                file.version
             )));
         }
-        Ok(config)
+        Ok(PipelineConfig {
+            version: file.version,
+            target: file.target,
+            passes: file.passes,
+            inputs: file.inputs,
+            symbols: file.symbols,
+            precision: file.precision,
+        })
     }
 
     /// A pipeline made of the named passes, in order.
@@ -271,10 +220,8 @@ impl PipelineConfig {
             version: PIPELINE_VERSION,
             target,
             passes,
-            verify: VerifyConfig::default(),
             inputs: BTreeMap::new(),
             symbols: BTreeMap::new(),
-            gates: Default::default(),
             precision: None,
         })
     }
@@ -299,4 +246,25 @@ impl PipelineConfig {
             Step::FixedPoint { passes, .. } => passes.iter_mut(),
         })
     }
+}
+
+/// Reads YAML (strict booleans) into `T`, with the one-line errors every
+/// section of a job file gives: the first line of the parser's message
+/// (line and column), "did you mean" for a misspelt key, `origin` first.
+pub fn parse_yaml<T: serde::de::DeserializeOwned>(
+    text: &str,
+    origin: &str,
+) -> Result<T, PassError> {
+    let options = serde_saphyr::options! { strict_booleans: true };
+    serde_saphyr::from_str_with_options(text, options).map_err(|e| {
+        // serde-saphyr adds a source snippet after the first line; errors
+        // are one line, and the first one carries line and column.
+        let msg = e.to_string();
+        let first = msg.lines().next().unwrap_or("").trim();
+        let first = first.strip_prefix("error: ").unwrap_or(first);
+        PassError::Config(format!(
+            "{origin}: {}",
+            crate::suggest::suggest_field(first)
+        ))
+    })
 }

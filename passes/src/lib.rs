@@ -3,7 +3,6 @@
 
 pub mod config;
 pub mod driver;
-pub mod gates;
 pub mod panic_guard;
 pub mod par;
 pub mod pass;
@@ -74,7 +73,7 @@ builtin_passes! {
 #[doc(hidden)]
 pub use erased_serde as __erased_serde;
 
-pub use config::{CriterionName, PassConfig, PipelineConfig, Step, VerifyConfig};
+pub use config::{PassConfig, PipelineConfig, Step};
 pub use driver::{DriverOptions, Flow, PassRecord, PipelineRun, run_pipeline, run_pipeline_with};
 pub use pass::{
     Declined, ExecutionProviders, InstalledProviders, Pass, PassCx, PassError, SideData, Target,

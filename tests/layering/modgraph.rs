@@ -80,14 +80,21 @@ pub fn read_folder(dir: &Path) -> Vec<Source> {
                 return None;
             }
             let text = std::fs::read_to_string(&path).unwrap();
-            Some(Source { module: module_path(&rel), path: rel, text })
+            Some(Source {
+                module: module_path(&rel),
+                path: rel,
+                text,
+            })
         })
         .collect()
 }
 
 /// `a/b.rs` and `a/b/mod.rs` -> `["a", "b"]`; `lib.rs`, `main.rs` -> `[]`.
 pub fn module_path(rel: &Path) -> ModPath {
-    let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
     if let Some(last) = parts.pop() {
         let stem = last.trim_end_matches(".rs");
         let root_file = parts.is_empty() && (stem == "lib" || stem == "main");
@@ -113,7 +120,10 @@ pub fn blank(text: &str) -> String {
     while i < c.len() {
         let prev_ident = i > 0 && ident(c[i - 1]);
         let end = if c[i] == '/' && c.get(i + 1) == Some(&'/') {
-            c[i..].iter().position(|&ch| ch == '\n').map_or(c.len(), |n| i + n)
+            c[i..]
+                .iter()
+                .position(|&ch| ch == '\n')
+                .map_or(c.len(), |n| i + n)
         } else if c[i] == '/' && c.get(i + 1) == Some(&'*') {
             let (mut depth, mut j) = (1, i + 2);
             while j < c.len() && depth > 0 {
@@ -127,13 +137,24 @@ pub fn blank(text: &str) -> String {
                 j += 1;
             }
             j
-        } else if c[i] == 'r' && (!prev_ident || (i > 0 && c[i - 1] == 'b' && (i < 2 || !ident(c[i - 2])))) && {
-            let hashes = c[i + 1..].iter().take_while(|&&ch| ch == '#').count();
-            c.get(i + 1 + hashes) == Some(&'"')
-        } {
+        } else if c[i] == 'r'
+            && (!prev_ident || (i > 0 && c[i - 1] == 'b' && (i < 2 || !ident(c[i - 2]))))
+            && {
+                let hashes = c[i + 1..].iter().take_while(|&&ch| ch == '#').count();
+                c.get(i + 1 + hashes) == Some(&'"')
+            }
+        {
             let hashes = c[i + 1..].iter().take_while(|&&ch| ch == '#').count();
             let mut j = i + 2 + hashes;
-            while j < c.len() && !(c[j] == '"' && c[j + 1..].iter().take(hashes).filter(|&&ch| ch == '#').count() == hashes) {
+            while j < c.len()
+                && !(c[j] == '"'
+                    && c[j + 1..]
+                        .iter()
+                        .take(hashes)
+                        .filter(|&&ch| ch == '#')
+                        .count()
+                        == hashes)
+            {
                 j += 1;
             }
             (j + 1 + hashes).min(c.len())
@@ -181,14 +202,26 @@ pub fn tokens(code: &str) -> Vec<Tok> {
         } else if ch.is_whitespace() {
             i += 1;
         } else if ch.is_alphanumeric() || ch == '_' {
-            let n = c[i..].iter().take_while(|&&x| x.is_alphanumeric() || x == '_').count();
-            out.push(Tok { text: c[i..i + n].iter().collect(), line });
+            let n = c[i..]
+                .iter()
+                .take_while(|&&x| x.is_alphanumeric() || x == '_')
+                .count();
+            out.push(Tok {
+                text: c[i..i + n].iter().collect(),
+                line,
+            });
             i += n;
         } else if ch == ':' && c.get(i + 1) == Some(&':') {
-            out.push(Tok { text: "::".into(), line });
+            out.push(Tok {
+                text: "::".into(),
+                line,
+            });
             i += 2;
         } else {
-            out.push(Tok { text: ch.to_string(), line });
+            out.push(Tok {
+                text: ch.to_string(),
+                line,
+            });
             i += 1;
         }
     }
@@ -272,11 +305,18 @@ fn item_end(toks: &[Tok], mut i: usize) -> usize {
 }
 
 fn is_ident(t: &str) -> bool {
-    t.chars().next().is_some_and(|c| c.is_alphanumeric() || c == '_')
+    t.chars()
+        .next()
+        .is_some_and(|c| c.is_alphanumeric() || c == '_')
 }
 
 /// Parses a use tree at `toks[i..]` under `prefix`; returns the index after it.
-fn use_tree(toks: &[Tok], mut i: usize, prefix: Vec<String>, out: &mut Vec<(Vec<String>, Option<String>)>) -> usize {
+fn use_tree(
+    toks: &[Tok],
+    mut i: usize,
+    prefix: Vec<String>,
+    out: &mut Vec<(Vec<String>, Option<String>)>,
+) -> usize {
     let mut path = prefix;
     while i < toks.len() {
         let t = toks[i].text.as_str();
@@ -367,14 +407,23 @@ fn scan(text: &str) -> FileScan {
                 let mut trees = Vec::new();
                 let end = use_tree(&toks, i + 1, Vec::new(), &mut trees);
                 for (segs, binding) in trees {
-                    let path = Named { inline: here.clone(), segs, line: toks[i].line };
-                    scan.imports.push(Import { path, binding, public });
+                    let path = Named {
+                        inline: here.clone(),
+                        segs,
+                        line: toks[i].line,
+                    };
+                    scan.imports.push(Import {
+                        path,
+                        binding,
+                        public,
+                    });
                 }
                 i = end;
                 continue;
             }
             _ if is_ident(t) && text_at(i + 1) == "::" && text_at(i.wrapping_sub(1)) != "::" => {
-                let visibility = text_at(i.wrapping_sub(1)) == "in" && text_at(i.wrapping_sub(2)) == "(";
+                let visibility =
+                    text_at(i.wrapping_sub(1)) == "in" && text_at(i.wrapping_sub(2)) == "(";
                 let mut segs = vec![t.to_string()];
                 let mut j = i + 1;
                 while text_at(j) == "::" && is_ident(text_at(j + 1)) {
@@ -382,7 +431,11 @@ fn scan(text: &str) -> FileScan {
                     j += 2;
                 }
                 if !visibility {
-                    scan.paths.push(Named { inline: here, segs, line: toks[i].line });
+                    scan.paths.push(Named {
+                        inline: here,
+                        segs,
+                        line: toks[i].line,
+                    });
                 }
             }
             _ => {}
@@ -400,7 +453,10 @@ fn scan(text: &str) -> FileScan {
 
 /// Builds the graph of a crate from its sources (see the module doc).
 pub fn graph(sources: &[Source]) -> Graph {
-    let mut scans: BTreeMap<ModPath, FileScan> = sources.iter().map(|s| (s.module.clone(), scan(&s.text))).collect();
+    let mut scans: BTreeMap<ModPath, FileScan> = sources
+        .iter()
+        .map(|s| (s.module.clone(), scan(&s.text)))
+        .collect();
     let test_only: BTreeSet<ModPath> = scans
         .iter()
         .flat_map(|(m, s)| {
@@ -412,21 +468,35 @@ pub fn graph(sources: &[Source]) -> Graph {
         })
         .collect();
     scans.retain(|m, _| !test_only.contains(m));
-    let sources: Vec<&Source> = sources.iter().filter(|s| !test_only.contains(&s.module)).collect();
+    let sources: Vec<&Source> = sources
+        .iter()
+        .filter(|s| !test_only.contains(&s.module))
+        .collect();
     let resolver = Resolver { scans: &scans };
     let mut g = Graph {
-        files: sources.iter().map(|s| (s.module.clone(), s.path.clone())).collect(),
+        files: sources
+            .iter()
+            .map(|s| (s.module.clone(), s.path.clone()))
+            .collect(),
         ..Graph::default()
     };
     for (from, scan) in &scans {
         let mut add = |to: Option<ModPath>, line: usize| {
             if let Some(to) = to.filter(|to| to != from) {
-                let l = g.edges.entry(from.clone()).or_default().entry(to).or_insert(line);
+                let l = g
+                    .edges
+                    .entry(from.clone())
+                    .or_default()
+                    .entry(to)
+                    .or_insert(line);
                 *l = (*l).min(line);
             }
         };
         for import in &scan.imports {
-            let used_here = import.binding.as_ref().is_some_and(|b| scan.idents.contains_key(b));
+            let used_here = import
+                .binding
+                .as_ref()
+                .is_some_and(|b| scan.idents.contains_key(b));
             if !import.public || used_here {
                 add(resolver.resolve(from, &import.path, 0), import.path.line);
             }
@@ -482,7 +552,11 @@ impl Resolver<'_> {
                 if let Some(imp) = bound {
                     let mut segs = imp.path.segs.clone();
                     segs.extend(rest.iter().cloned());
-                    let via = Named { inline: imp.path.inline.clone(), segs, line: named.line };
+                    let via = Named {
+                        inline: imp.path.inline.clone(),
+                        segs,
+                        line: named.line,
+                    };
                     return self.resolve(file, &via, depth + 1);
                 }
                 let mut child = file.clone();
@@ -522,10 +596,9 @@ impl Resolver<'_> {
             }
         }
         let scan = self.scans.get(module)?;
-        let import = scan
-            .imports
-            .iter()
-            .find(|imp| imp.public && imp.path.inline.is_empty() && imp.binding.as_deref() == Some(name))?;
+        let import = scan.imports.iter().find(|imp| {
+            imp.public && imp.path.inline.is_empty() && imp.binding.as_deref() == Some(name)
+        })?;
         Some(self.resolve(module, &import.path, depth + 1))
     }
 }
@@ -547,7 +620,11 @@ pub fn cycles(g: &Graph) -> Vec<Vec<ModPath>> {
         s.low.insert(v.clone(), n);
         s.stack.push(v.clone());
         s.on_stack.insert(v.clone());
-        let next: Vec<ModPath> = s.g.edges.get(v).map(|e| e.keys().cloned().collect()).unwrap_or_default();
+        let next: Vec<ModPath> =
+            s.g.edges
+                .get(v)
+                .map(|e| e.keys().cloned().collect())
+                .unwrap_or_default();
         for w in next {
             if !s.index.contains_key(&w) {
                 visit(s, &w);
@@ -596,7 +673,11 @@ pub fn cycles(g: &Graph) -> Vec<Vec<ModPath>> {
 
 /// One cycle as text: its files and the edges inside it with their lines.
 pub fn describe(g: &Graph, comp: &[ModPath]) -> String {
-    let name = |m: &ModPath| g.files.get(m).map_or_else(|| m.join("::"), |p| p.display().to_string());
+    let name = |m: &ModPath| {
+        g.files
+            .get(m)
+            .map_or_else(|| m.join("::"), |p| p.display().to_string())
+    };
     let mut parts = Vec::new();
     for from in comp {
         for (to, line) in g.edges.get(from).into_iter().flatten() {
@@ -613,20 +694,31 @@ mod tests {
     use super::*;
 
     fn m(s: &str) -> ModPath {
-        if s.is_empty() { Vec::new() } else { s.split("::").map(String::from).collect() }
+        if s.is_empty() {
+            Vec::new()
+        } else {
+            s.split("::").map(String::from).collect()
+        }
     }
 
     /// A crate from `(file, text)` pairs.
     fn crate_of(files: &[(&str, &str)]) -> Graph {
         let sources: Vec<Source> = files
             .iter()
-            .map(|(p, t)| Source { module: module_path(Path::new(p)), path: PathBuf::from(p), text: t.to_string() })
+            .map(|(p, t)| Source {
+                module: module_path(Path::new(p)),
+                path: PathBuf::from(p),
+                text: t.to_string(),
+            })
             .collect();
         graph(&sources)
     }
 
     fn deps(g: &Graph, from: &str) -> Vec<String> {
-        g.edges.get(&m(from)).map(|e| e.keys().map(|k| k.join("::")).collect()).unwrap_or_default()
+        g.edges
+            .get(&m(from))
+            .map(|e| e.keys().map(|k| k.join("::")).collect())
+            .unwrap_or_default()
     }
 
     #[test]
@@ -638,7 +730,8 @@ mod tests {
 
     #[test]
     fn comments_strings_and_chars_are_blanked() {
-        let code = blank("a // crate::x\n\"crate::y\" r#\"crate::\"z\"# '\"' b'\\'' /* crate::w */ 'a");
+        let code =
+            blank("a // crate::x\n\"crate::y\" r#\"crate::\"z\"# '\"' b'\\'' /* crate::w */ 'a");
         assert!(!code.contains("crate"), "{code}");
         assert_eq!(code.lines().count(), 2);
         assert!(code.ends_with("'a"));
@@ -654,7 +747,11 @@ mod tests {
         ]);
         assert_eq!(deps(&g, "a"), ["b::c"]);
         assert_eq!(deps(&g, "b::c"), ["a", "b"]);
-        assert_eq!(deps(&g, "b"), Vec::<String>::new(), "declaring `mod c` is no dependency");
+        assert_eq!(
+            deps(&g, "b"),
+            Vec::<String>::new(),
+            "declaring `mod c` is no dependency"
+        );
         assert_eq!(deps(&g, ""), Vec::<String>::new());
     }
 
@@ -663,7 +760,10 @@ mod tests {
         let g = crate_of(&[
             ("lib.rs", "pub mod p;"),
             ("p/mod.rs", "pub mod c; pub struct S;"),
-            ("p/c.rs", "use super::S;\n#[cfg(test)] mod tests { use super::*; fn t() { super::super::S; } }"),
+            (
+                "p/c.rs",
+                "use super::S;\n#[cfg(test)] mod tests { use super::*; fn t() { super::super::S; } }",
+            ),
         ]);
         assert_eq!(deps(&g, "p::c"), ["p"]);
         let g = crate_of(&[
@@ -671,7 +771,11 @@ mod tests {
             ("p/mod.rs", "pub mod c;"),
             ("p/c.rs", "mod tests { use super::*; }"),
         ]);
-        assert_eq!(deps(&g, "p::c"), Vec::<String>::new(), "a test module's `super` is its own file");
+        assert_eq!(
+            deps(&g, "p::c"),
+            Vec::<String>::new(),
+            "a test module's `super` is its own file"
+        );
     }
 
     #[test]
@@ -680,7 +784,10 @@ mod tests {
             ("lib.rs", "mod a; mod b;"),
             ("a/mod.rs", "mod c; fn f() { c::g(); }"),
             ("a/c.rs", "pub fn g() {}"),
-            ("b.rs", "use crate::a;\nfn f() { a::c::g(); std::mem::drop(1); }"),
+            (
+                "b.rs",
+                "use crate::a;\nfn f() { a::c::g(); std::mem::drop(1); }",
+            ),
         ]);
         assert_eq!(deps(&g, "a"), ["a::c"]);
         assert_eq!(deps(&g, "b"), ["a", "a::c"]);
@@ -689,15 +796,25 @@ mod tests {
     #[test]
     fn reexports_are_declarations_and_resolve_to_their_definition() {
         let g = crate_of(&[
-            ("lib.rs", "pub mod a; pub mod b; pub use a::Thing; pub use serde as __serde;"),
+            (
+                "lib.rs",
+                "pub mod a; pub mod b; pub use a::Thing; pub use serde as __serde;",
+            ),
             ("a.rs", "pub struct Thing;"),
             ("b.rs", "use crate::Thing; fn f() { crate::__serde::x(); }"),
         ]);
-        assert_eq!(deps(&g, ""), Vec::<String>::new(), "an unused re-export is no dependency");
+        assert_eq!(
+            deps(&g, ""),
+            Vec::<String>::new(),
+            "an unused re-export is no dependency"
+        );
         assert_eq!(deps(&g, "b"), ["a"]);
         // A re-export the file itself uses is a dependency.
         let g = crate_of(&[
-            ("lib.rs", "pub mod a; pub use a::Thing; pub fn make() -> Thing { Thing }"),
+            (
+                "lib.rs",
+                "pub mod a; pub use a::Thing; pub fn make() -> Thing { Thing }",
+            ),
             ("a.rs", "pub struct Thing;"),
         ]);
         assert_eq!(deps(&g, ""), ["a"]);
@@ -707,7 +824,10 @@ mod tests {
     fn a_parent_and_child_using_each_other_is_a_cycle() {
         let sources = [
             ("lib.rs", "pub mod p;"),
-            ("p/mod.rs", "mod c; pub struct Shared; fn f() { c::helper(); }"),
+            (
+                "p/mod.rs",
+                "mod c; pub struct Shared; fn f() { c::helper(); }",
+            ),
             ("p/c.rs", "use super::Shared; pub fn helper() {}"),
         ];
         let g = crate_of(&sources);
@@ -715,7 +835,11 @@ mod tests {
         let text = describe(&g, &cycles(&g)[0]);
         assert_eq!(text, "[p/mod.rs:1 -> p/c.rs, p/c.rs:1 -> p/mod.rs]");
         // The child alone using the parent is layering, not a cycle.
-        let g = crate_of(&[sources[0], ("p/mod.rs", "mod c; pub struct Shared;"), sources[2]]);
+        let g = crate_of(&[
+            sources[0],
+            ("p/mod.rs", "mod c; pub struct Shared;"),
+            sources[2],
+        ]);
         assert!(cycles(&g).is_empty());
     }
 
@@ -723,7 +847,10 @@ mod tests {
     fn exported_macros_belong_to_the_file_that_defines_them() {
         let g = crate_of(&[
             ("lib.rs", "pub mod r; pub mod p;"),
-            ("r.rs", "#[macro_export]\n#[doc(hidden)]\nmacro_rules! reg { () => { $crate::r::f() } }\npub fn f() {}"),
+            (
+                "r.rs",
+                "#[macro_export]\n#[doc(hidden)]\nmacro_rules! reg { () => { $crate::r::f() } }\npub fn f() {}",
+            ),
             ("p.rs", "crate::reg! {}"),
         ]);
         assert_eq!(deps(&g, "p"), ["r"]);
@@ -734,8 +861,14 @@ mod tests {
     fn test_code_is_left_out() {
         let g = crate_of(&[
             ("lib.rs", "pub mod p;"),
-            ("p/mod.rs", "pub mod c;\n#[cfg(test)]\nmod testutil;\npub fn run() { c::rule(); }"),
-            ("p/c.rs", "pub fn rule() {}\n#[cfg(test)]\n#[allow(unused)]\nmod tests { use crate::p::run; fn t() { run(); } }"),
+            (
+                "p/mod.rs",
+                "pub mod c;\n#[cfg(test)]\nmod testutil;\npub fn run() { c::rule(); }",
+            ),
+            (
+                "p/c.rs",
+                "pub fn rule() {}\n#[cfg(test)]\n#[allow(unused)]\nmod tests { use crate::p::run; fn t() { run(); } }",
+            ),
             ("p/testutil.rs", "use super::c::rule;"),
         ]);
         assert_eq!(deps(&g, "p"), ["p::c"]);

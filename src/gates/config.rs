@@ -1,5 +1,5 @@
-//! Release gates of a pipeline (`gates:`): thresholds a release must meet, checked by
-//! the CLI after optimizing (accuracy against the original, latency, size, structure).
+//! Release gates of a job (`gates:` in the job file): thresholds a release must meet,
+//! checked after optimizing (accuracy against the original, latency, size, structure).
 //!
 //! ```yaml
 //! gates:
@@ -14,7 +14,7 @@
 //!   forbid_ops: [com.microsoft, Loop]   # op types or domains, subgraphs included
 //!   max_opset: 17                       # of the default ONNX domain
 //! ```
-//! This file holds only the data; the CLI evaluates it (src/gates/).
+//! This file holds only the data; `super` evaluates it.
 
 use std::collections::BTreeMap;
 use std::fmt;
