@@ -12,7 +12,7 @@
 //! without a quantize-int8 step, `--no-auto-fp32` without a half pass.
 
 use infopt_ir::Model;
-use infopt_passes::precision::{self, ApplyError, check};
+use infopt_passes::precision::{self, ApplyError, Override, check};
 use infopt_passes::{PipelineConfig, Precision};
 
 use crate::exit::{CliError, CliResult};
@@ -99,7 +99,7 @@ impl Job {
             ));
         }
         if let Some(map) = &config.precision {
-            check::check_readers(map, flags.overrides.len(), &runs).map_err(|e| {
+            check::check_readers(map, flags.overrides.len(), &runs, &Flags).map_err(|e| {
                 // Adding the flag is not the fix when the pass is disabled.
                 let skipped: Vec<&str> = flags
                     .disabled
@@ -125,10 +125,28 @@ impl Job {
     pub fn check_model(&self, config: &PipelineConfig, model: &Model) -> CliResult {
         match &config.precision {
             Some(map) => {
-                check::check_model(map, self.cli_overrides, model).map_err(CliError::usage)
+                check::check_model(map, self.cli_overrides, model, &Flags).map_err(CliError::usage)
             }
             None => Ok(()),
         }
+    }
+}
+
+/// Precision checks in the command line's words.
+struct Flags;
+
+impl check::Wording for Flags {
+    fn given(&self, o: &Override) -> String {
+        format!("--precision {}={}", o.selector.source_text(), o.to)
+    }
+    fn adds_reader(&self, p: Precision) -> String {
+        match p {
+            Precision::Fp32 => "--fp16, --bf16 or --int8",
+            Precision::Fp16 => "--fp16",
+            Precision::Bf16 => "--bf16",
+            Precision::Int8 => "--int8 with --calib-data or --ranges",
+        }
+        .into()
     }
 }
 
@@ -182,10 +200,9 @@ mod tests {
             "{}",
             flag_wording(&none)
         );
-        let bad = precision::parse_override_arg("Softmax").unwrap_err();
         let bad = ApplyError::BadOverride {
             text: "Softmax".into(),
-            problem: bad,
+            problem: "expected NAME_OR_OP=PRECISION".into(),
         };
         assert!(
             flag_wording(&bad).starts_with("--precision 'Softmax': expected NAME_OR_OP=PRECISION")

@@ -60,7 +60,10 @@ pub fn apply_input_shapes(config: &mut PipelineConfig, args: &InputArgs) -> CliR
     let specs = args
         .input_shapes
         .iter()
-        .map(|a| infopt_passes::fix_shapes::parse_input_shape(a))
+        .map(|a| {
+            infopt_passes::fix_shapes::parse_input_shape(a)
+                .map_err(|e| format!("--input-shape {e}"))
+        })
         .collect::<Result<Vec<_>, _>>()
         .map_err(CliError::usage)?;
     let extra =

@@ -292,7 +292,10 @@ fn passes_holds_no_gate_or_tolerance_types() {
     for source in &sources {
         let stem = source.path.to_string_lossy().to_lowercase();
         if job_words.iter().any(|w| stem.contains(w)) {
-            found.push(format!("{}: a module named for the job", source.path.display()));
+            found.push(format!(
+                "{}: a module named for the job",
+                source.path.display()
+            ));
         }
         let toks = modgraph::tokens(&modgraph::blank(&source.text));
         for w in toks.windows(2) {
@@ -301,23 +304,39 @@ fn passes_holds_no_gate_or_tolerance_types() {
             if matches!(kw, "struct" | "enum" | "type" | "trait")
                 && job_words.iter().any(|j| lower.contains(j))
             {
-                found.push(format!("{}:{}: {kw} {name}", source.path.display(), w[1].line));
+                found.push(format!(
+                    "{}:{}: {kw} {name}",
+                    source.path.display(),
+                    w[1].line
+                ));
             }
         }
         for t in &toks {
             let lower = t.text.to_lowercase();
-            if tolerance_names.iter().any(|n| lower == *n || lower.ends_with(&format!("_{n}"))) {
+            if tolerance_names
+                .iter()
+                .any(|n| lower == *n || lower.ends_with(&format!("_{n}")))
+            {
                 found.push(format!("{}:{}: {}", source.path.display(), t.line, t.text));
             }
         }
     }
-    assert!(found.is_empty(), "passes holds the job's settings: {}", found.join("; "));
+    assert!(
+        found.is_empty(),
+        "passes holds the job's settings: {}",
+        found.join("; ")
+    );
 }
 
 #[test]
 fn the_job_settings_check_sees_a_gate_type() {
     // The check above reads type names: a gate type would be seen.
-    let toks = modgraph::tokens(&modgraph::blank("pub struct GatesConfig { min_cosine: f64 }"));
-    assert!(toks.windows(2).any(|w| w[0].text == "struct" && w[1].text.to_lowercase().contains("gate")));
+    let toks = modgraph::tokens(&modgraph::blank(
+        "pub struct GatesConfig { min_cosine: f64 }",
+    ));
+    assert!(
+        toks.windows(2)
+            .any(|w| w[0].text == "struct" && w[1].text.to_lowercase().contains("gate"))
+    );
     assert!(toks.iter().any(|t| t.text == "min_cosine"));
 }

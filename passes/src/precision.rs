@@ -143,6 +143,17 @@ impl Selector {
     }
 }
 
+impl Selector {
+    /// The selector as written: the op type, the name or the regex.
+    pub fn source_text(&self) -> &str {
+        match self {
+            Selector::Op(op) => op,
+            Selector::Name { text, .. } => text,
+            Selector::Exact(name) => name,
+        }
+    }
+}
+
 impl fmt::Display for Selector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -231,9 +242,14 @@ impl PrecisionMap {
 
 /// Parses a command-line override `NAME_OR_OP=fp32`: a bare op type (as
 /// listed in [`KNOWN_OPS`]) selects the op; anything else a node name (exact
-/// or regex). Errors say what is wrong with `arg`; the caller names the
-/// option it came from.
+/// or regex). The error is `'ARG': what is wrong`; the caller puts the name
+/// of its option in front (`--precision 'ARG': ...`).
 pub fn parse_override_arg(arg: &str) -> Result<Override, String> {
+    parse_override(arg).map_err(|why| format!("'{arg}': {why}"))
+}
+
+/// [`parse_override_arg`], with the error saying only what is wrong.
+pub(crate) fn parse_override(arg: &str) -> Result<Override, String> {
     let usage = "expected NAME_OR_OP=PRECISION (e.g. Softmax=fp32 or '/head/.*=fp32')";
     let (sel, to) = arg.rsplit_once('=').ok_or_else(|| usage.to_string())?;
     let sel = sel.trim();

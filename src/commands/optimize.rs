@@ -341,7 +341,8 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
         ));
     }
     if let Some(to) = args.upgrade_opset {
-        infopt_passes::upgrade_opset::add_to_pipeline(&mut config, to).map_err(CliError::usage)?;
+        infopt_passes::upgrade_opset::add_to_pipeline(&mut config, to)
+            .map_err(|e| CliError::usage(format!("--upgrade-opset {to}: {e}")))?;
     }
     let int8_step = infopt_calibration::int8::find_step(&config);
     let save_options = args.save.options()?;

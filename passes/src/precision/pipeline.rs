@@ -53,10 +53,11 @@ pub fn apply_to_pipeline(
         }
     }
     for o in overrides.iter().rev() {
-        map.add_arg(o).map_err(|problem| ApplyError::BadOverride {
+        let parsed = super::parse_override(o).map_err(|problem| ApplyError::BadOverride {
             text: o.clone(),
             problem,
         })?;
+        map.overrides.insert(0, parsed);
     }
     let default = map.default;
     let pass = match default {
