@@ -340,3 +340,47 @@ fn the_job_settings_check_sees_a_gate_type() {
     );
     assert!(toks.iter().any(|t| t.text == "min_cosine"));
 }
+
+/// `passes` returns no command-line text: its errors and notes say what is
+/// wrong in the pipeline's terms, and a front end adds how its user spells
+/// the fix (`--fp16`, a keyword argument). Read from the code before the
+/// first `#[cfg(test)]` (tests may word messages as a front end does), with
+/// `//` comments removed: `--` then a letter there is inside a string.
+#[test]
+fn passes_returns_no_command_line_flags() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("passes/src");
+    let mut found = Vec::new();
+    for source in modgraph::read_folder(&dir) {
+        let shipped = source.text.split("#[cfg(test)]").next().unwrap_or("");
+        for (i, line) in code(shipped).lines().enumerate() {
+            if let Some(at) = flag_at(line) {
+                found.push(format!(
+                    "{}:{}: {}",
+                    source.path.display(),
+                    i + 1,
+                    &line[at..]
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "flag text in passes: {}",
+        found.join("; ")
+    );
+}
+
+/// Where `--` followed by a lowercase letter starts in `line`.
+fn flag_at(line: &str) -> Option<usize> {
+    line.match_indices("--").map(|(i, _)| i).find(|&i| {
+        line[i + 2..].starts_with(|c: char| c.is_ascii_lowercase())
+            && !line[..i].ends_with(|c: char| c.is_ascii_alphanumeric())
+    })
+}
+
+#[test]
+fn the_flag_check_sees_a_flag_in_a_message() {
+    assert_eq!(flag_at(r#"Err(format!("add --fp16 or --bf16"))"#), Some(17));
+    assert_eq!(flag_at(&code("let x = a - -b; // --fp16")), None);
+    assert_eq!(flag_at("x-->y"), None);
+}
