@@ -1870,7 +1870,7 @@ fn conv_activation_fuses_only_for_the_cpu_provider() {
     assert!(
         run.notes
             .iter()
-            .any(|n| n.contains("the output is for provider 'cuda' (--ep)")),
+            .any(|n| n.contains("the output is for provider 'cuda', and")),
         "{:?}",
         run.notes
     );
