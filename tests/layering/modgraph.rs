@@ -590,10 +590,10 @@ impl Resolver<'_> {
     /// (`Some(None)`: in another crate). An exported macro counts as
     /// re-exported by the root from the file that defines it.
     fn reexport(&self, module: &ModPath, name: &str, depth: usize) -> Option<Option<ModPath>> {
-        if module.is_empty() {
-            if let Some((file, _)) = self.scans.iter().find(|(_, s)| s.macros.contains(name)) {
-                return Some(Some(file.clone()));
-            }
+        if module.is_empty()
+            && let Some((file, _)) = self.scans.iter().find(|(_, s)| s.macros.contains(name))
+        {
+            return Some(Some(file.clone()));
         }
         let scan = self.scans.get(module)?;
         let import = scan.imports.iter().find(|imp| {

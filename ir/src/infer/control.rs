@@ -96,12 +96,18 @@ fn const_bool(g: &Graph, facts: &GraphFacts, v: Option<ValueId>) -> Option<bool>
     }
 }
 
+/// What a Loop body is inferred with: the driver (see [`InferGraph`]), the
+/// opsets and the scope it reads.
+struct BodyCx<'a> {
+    infer_graph_with: InferGraph,
+    opsets: Opsets,
+    scope: &'a Scope,
+}
+
 /// Infers the body with carried inputs at a fixed point; returns the body's output facts.
 fn infer_body(
-    infer_graph_with: InferGraph,
+    cx: &BodyCx,
     body: &mut Graph,
-    opsets: Opsets,
-    scope: &Scope,
     fixed: &[Option<Fact>],
     carried_initial: &[Fact],
     carried_out_offset: usize,
@@ -114,7 +120,7 @@ fn infer_body(
         let mut given: Vec<Option<Fact>> = fixed.to_vec();
         given.extend(candidate.iter().cloned().map(Some));
         let mut scratch = InferReport::default();
-        let facts = infer_graph_with(&mut trial, opsets, scope, &given, &mut scratch);
+        let facts = (cx.infer_graph_with)(&mut trial, cx.opsets, cx.scope, &given, &mut scratch);
         let outs = output_facts(&trial, &facts);
         let next: Vec<Fact> = candidate
             .iter()
@@ -146,7 +152,7 @@ fn infer_body(
     };
     let mut given: Vec<Option<Fact>> = fixed.to_vec();
     given.extend(carried);
-    let facts = infer_graph_with(body, opsets, scope, &given, report);
+    let facts = (cx.infer_graph_with)(body, cx.opsets, cx.scope, &given, report);
     output_facts(body, &facts)
 }
 
@@ -215,16 +221,12 @@ pub(crate) fn infer(
             ];
             let mut out = Vec::new();
             if let Some(body) = taken.1.first_mut() {
-                let outs = infer_body(
+                let body_cx = BodyCx {
                     infer_graph_with,
-                    body,
                     opsets,
-                    &sub_scope,
-                    &fixed,
-                    &carried_initial,
-                    1,
-                    report,
-                );
+                    scope: &sub_scope,
+                };
+                let outs = infer_body(&body_cx, body, &fixed, &carried_initial, 1, report);
                 // Trip count: M iterations when the body passes its condition through unchanged.
                 let passthrough =
                     body.outputs.first().map(|o| o.value) == body.inputs.get(1).map(|i| i.value);
