@@ -96,6 +96,11 @@ impl From<infopt_passes::PassError> for CliError {
         match e {
             P::Config(m) => CliError::usage(m),
             P::Model(m) => CliError::new(Exit::Load, m),
+            // The way around a crashed pass, in the command line's words.
+            P::Panicked { ref pass, .. } => CliError::new(
+                Exit::Internal,
+                format!("{e}; --disable {pass} skips the pass"),
+            ),
             other => CliError::new(Exit::Internal, other),
         }
     }

@@ -1991,7 +1991,7 @@ fn conv_activation_fuses_only_for_the_cpu_provider() {
     assert!(
         run.details
             .iter()
-            .any(|d| d.contains("--ep cpu fuses them"))
+            .any(|d| d.contains("naming the CPU provider fuses them"))
     );
     // The user's pipeline fuses unless a provider other than CPU is named.
     assert_eq!(conv_relu_for(false, &[]).0, fused);
@@ -2000,7 +2000,7 @@ fn conv_activation_fuses_only_for_the_cpu_provider() {
     assert!(
         run.notes
             .iter()
-            .any(|n| n.contains("the output is for provider 'cuda' (--ep)")),
+            .any(|n| n.contains("the output is for provider 'cuda', and")),
         "{:?}",
         run.notes
     );
@@ -2019,7 +2019,8 @@ fn without_ep_conv_activation_fuses_when_the_installed_runtime_is_cpu_only() {
     assert!(
         run.details
             .iter()
-            .any(|d| d.contains("fused for ONNX Runtime's CPU provider: no --ep names one")),
+            .any(|d| d
+                .contains("fused for ONNX Runtime's CPU provider: no execution provider is named")),
         "{:?}",
         run.details
     );
@@ -2034,7 +2035,7 @@ fn without_ep_conv_activation_fuses_when_the_installed_runtime_is_cpu_only() {
     assert!(
         run.details.iter().any(|d| d
             .contains("the installed ONNX Runtime has TensorrtExecutionProvider")
-            && d.contains("--ep cpu fuses them")),
+            && d.contains("naming the CPU provider fuses them")),
         "{:?}",
         run.details
     );

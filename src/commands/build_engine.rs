@@ -669,8 +669,9 @@ pub fn execute(args: Args) -> CliResult<Outcome<EngineReport>> {
     let (mut config, pipeline_name) = match &args.config {
         Some(path) => stages::load_pipeline(Some(path), &[], Some(Target::Tensorrt))?,
         None => {
-            let cfg = PipelineConfig::from_yaml(TENSORRT_PIPELINE, "configs/tensorrt.yaml")
-                .map_err(|e| CliError::new(Exit::Internal, e))?;
+            let cfg =
+                crate::job_file::JobFile::from_yaml(TENSORRT_PIPELINE, "configs/tensorrt.yaml")
+                    .map_err(|e| CliError::new(Exit::Internal, e))?;
             (cfg, "tensorrt".into())
         }
     };

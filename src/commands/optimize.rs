@@ -6,8 +6,9 @@ use std::time::Instant;
 
 use infopt_ir::Model;
 use infopt_ir::stats::GraphStats;
-use infopt_passes::{CriterionName, DriverOptions, Flow, SideData, Target};
+use infopt_passes::{DriverOptions, Flow, SideData, Target};
 use infopt_runtime::OutputAgreement;
+use infopt_verify::config::CriterionName;
 use infopt_verify::intermediates::{self, Side};
 use infopt_verify::{Verifier, worst_abs};
 
@@ -340,7 +341,8 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
         ));
     }
     if let Some(to) = args.upgrade_opset {
-        infopt_passes::upgrade_opset::add_to_pipeline(&mut config, to).map_err(CliError::usage)?;
+        infopt_passes::upgrade_opset::add_to_pipeline(&mut config, to)
+            .map_err(|e| CliError::usage(format!("--upgrade-opset {to}: {e}")))?;
     }
     let int8_step = infopt_calibration::int8::find_step(&config);
     let save_options = args.save.options()?;
@@ -606,7 +608,7 @@ pub fn execute(args: Args) -> CliResult<Outcome<Report>> {
                         format!("the optimized model fails to run: {e}"),
                     )
                 })?;
-                let only = infopt_passes::gates::GatesConfig {
+                let only = crate::gates::config::GatesConfig {
                     min_topk_agreement: Some(topk.clone()),
                     ..Default::default()
                 };

@@ -5,6 +5,7 @@
 
 pub mod activations;
 pub mod backend;
+pub mod config;
 pub mod criterion;
 pub mod dataset;
 pub mod error;
