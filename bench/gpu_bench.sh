@@ -68,6 +68,8 @@ NOTF32_MODELS=${NOTF32_MODELS-}
 # captured (a node left on the CPU provider) is timed from `opt` on (rows
 # `... graphopt`, speed-up over the optimized FP32).
 GRAPH_MODELS=${GRAPH_MODELS-}
+# Graph rows once more with cuDNN's NHWC kernels as well (rows `... graphnhwc`).
+GRAPH_NHWC_MODELS=${GRAPH_NHWC_MODELS-}
 export CUDA_MODULE_LOADING=LAZY
 START=$(date +%s)
 late() { [ $(($(date +%s) - START)) -ge "$DEADLINE" ]; }
@@ -222,20 +224,22 @@ EPOPT=()
 # CUDA graphs: every variant against FP32 in one process; when FP32 (or any
 # variant) cannot be captured, the optimized FP32 against the variants.
 EPOPT=(--ep-option cuda:enable_cuda_graph=1)
-graph_rows() {
-    local name bn big d vs v
+graph_rows() { # MODELS_CSV TAG
+    local only=$1 tag=$2 name bn big d vs v
     while IFS='|' read -r name _ bn big; do
-        case ",$GRAPH_MODELS," in *",$name,"*) ;; *) continue ;; esac
+        case ",$only," in *",$name,"*) ;; *) continue ;; esac
         d=$W/models/$name
         late && { echo "  $name graph: skipped (deadline)"; continue; }
         vs=(); for v in $VARIANTS; do [ -f "$d/$v.onnx" ] && vs+=("$d/$v.onnx"); done
-        bench_one "$name" "$big" "$bn" "graph_b$big" "$d/fp32.onnx" "${vs[@]}" && continue
+        bench_one "$name" "$big" "$bn" "${tag}_b$big" "$d/fp32.onnx" "${vs[@]}" && continue
         [ -f "$d/opt.onnx" ] || continue
         vs=(); for v in $VARIANTS; do [ "$v" != opt ] && [ -f "$d/$v.onnx" ] && vs+=("$d/$v.onnx"); done
-        bench_one "$name" "$big" "$bn" "graphopt_b$big" "$d/opt.onnx" "${vs[@]}"
+        bench_one "$name" "$big" "$bn" "${tag}opt_b$big" "$d/opt.onnx" "${vs[@]}"
     done < "$W/models.txt"
 }
-graph_rows
+graph_rows "$GRAPH_MODELS" graph
+EPOPT=(--ep-option cuda:enable_cuda_graph=1 --ep-option cuda:prefer_nhwc=1)
+graph_rows "$GRAPH_NHWC_MODELS" graphnhwc
 EPOPT=()
 BENCH_ENV=(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 MALLOC_TOP_PAD_=1073741824)
 extra_rows "$HEAP_MODELS" heap '*'

@@ -16,7 +16,8 @@ come from a separate process with `--ep-option cuda:prefer_nhwc=1`, rows
 `... heap` from one with glibc malloc kept off mmap (MALLOC_MMAP_MAX_=0),
 rows `... notf32` from one with `--ep-option cuda:use_tf32=0`, rows `... graph`
 from one with `--ep-option cuda:enable_cuda_graph=1` (`... graphopt`: the
-original could not be captured, so the baseline is the optimized FP32):
+original could not be captured, so the baseline is the optimized FP32), rows
+`... graphnhwc` with `cuda:prefer_nhwc=1` as well:
 their speed-up is over that process's FP32, and the note compares with the
 main run's FP32.
 """
@@ -77,7 +78,7 @@ def main() -> None:
                         runs[v] = (pair[v], pair.get("fp32", float("nan")), "pair")
                         runs.setdefault("fp32", (pair["fp32"], pair["fp32"], "pair"))
             extras = [(tag, medians(load(d / f"bench_{tag}_b{b}.json")) if b == big else {})
-                      for tag in ("nhwc", "h2h", "heap", "notf32", "graph", "graphopt")]
+                      for tag in ("nhwc", "h2h", "heap", "notf32", "graph", "graphopt", "graphnhwc", "graphnhwcopt")]
             if not runs and not any(e for _, e in extras):
                 rows.append(f"| {name} | {b} | — | no timing (see bench_b{b}*.log) | | | | | | | |")
                 continue

@@ -168,6 +168,12 @@ pub struct Int8Args {
     /// the fraction of rows whose top class is the float model's (default 0.99).
     #[arg(long, value_name = "FRACTION")]
     pub int8_min_top1: Option<f64>,
+    /// With a metric given through the Python API (`infopt.optimize(...,
+    /// metric=f)`): the most the INT8 model's score may fall below the
+    /// float model's on the held-out samples (default 0.01); the metric is
+    /// then the whole accuracy target.
+    #[arg(long, value_name = "DROP")]
+    pub int8_max_drop: Option<f64>,
     /// Ranges from an earlier `infopt calibrate` (or a TensorRT/ORT cache)
     /// instead of calibrating.
     #[arg(long, value_name = "ranges.json")]
@@ -185,6 +191,7 @@ impl From<Int8Args> for infopt_ops::int8::Int8Settings {
             held_out: a.held_out,
             int8_min_cosine: a.int8_min_cosine,
             int8_min_top1: a.int8_min_top1,
+            int8_max_drop: a.int8_max_drop,
             ranges: a.ranges,
         }
     }

@@ -334,3 +334,53 @@ fn a_reverse_gru_tract_would_compute_is_declined() {
     let after = infopt_ir::Model::load(&out).unwrap();
     assert!(after.graph.nodes().any(|(_, n)| n.op_type == "GRU"));
 }
+
+/// Issue 30: a fold computed by infopt's own kernels is put to ONNX Runtime
+/// once per kind. With the kernels' Add made wrong by the debug-build test
+/// hook, the fold of `c1 + c2` is declined with the reason and the model
+/// written keeps the Add, computing the right numbers.
+#[test]
+fn a_wrong_fold_is_caught_by_onnx_runtime_and_declined() {
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = small_model(dir.path(), "m.onnx", 8, |b, r| {
+        let c1 = b.f32("c1", &[8, 1, 1], &[0.5; 8]);
+        let c2 = b.f32("c2", &[8, 1, 1], &[0.25; 8]);
+        let c = b.op("Add", &[c1, c2], vec![]);
+        b.op("Mul", &[r, c], vec![])
+    });
+    let out = dir.path().join("out.onnx");
+    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args(["optimize", s(&model), "-o", s(&out), "--json"])
+        .env("INFOPT_TEST_WRONG_FOLD", "Add")
+        .output()
+        .expect("run infopt");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let declined = r["declined"].to_string();
+    assert!(
+        declined.contains(
+            "cannot evaluate Add: unsupported: Add(float32, float32){} at opset 17: infopt's kernel and ONNX Runtime differ (output 0 element 0: 1.75 where ONNX Runtime computes 0.75); not folded"
+        ),
+        "{declined}"
+    );
+    assert_eq!(adds_after(&r), 1, "{}", r["ops"]);
+    assert_eq!(r["verification"]["passed"], true);
+    // Without the hook the same fold is made.
+    let o = optimize_default(&model, &out);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(adds_after(&r), 0, "{}", r["ops"]);
+}
+
+/// Add nodes in the written model, from the report's op histogram.
+fn adds_after(r: &serde_json::Value) -> u64 {
+    r["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["op"] == "Add")
+        .map_or(0, |o| o["after"].as_u64().unwrap())
+}

@@ -9,7 +9,7 @@ use infopt_ir::{DataType, Dim, Model};
 use infopt_runtime::{DType, DimSpec, InputShapes, IoSpec};
 use infopt_verify::dataset::Dataset;
 
-use crate::run::{DataSource, open_files};
+use crate::data_source::{DataSource, open_files};
 
 /// The runtime element type of an IR type, where samples can hold it.
 fn dtype_of(t: DataType) -> Option<DType> {

@@ -32,6 +32,7 @@
 pub mod amax;
 pub mod cache;
 pub mod data_shapes;
+pub mod data_source;
 pub mod error;
 pub mod full_range;
 pub mod histogram;

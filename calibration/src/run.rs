@@ -11,109 +11,13 @@ use std::time::Instant;
 
 use infopt_ir::Model;
 use infopt_runtime::{InputShapes, IoSpec, LoadedModel, Observe};
-use infopt_verify::dataset::{self, Dataset, Sample};
+use infopt_verify::dataset;
 use infopt_verify::{ChosenBackend, ErrorKind, VerifyError};
 
-use crate::images::{ImageFolder, ImageSpec};
+// Where the samples come from is data_source.rs, below this file and
+// data_shapes.rs; re-exported here, where callers have always found it.
+pub use crate::data_source::{DataSource, open_dataset, open_files};
 use crate::{Method, RangeCollector, RangeTable};
-
-/// Where calibration data comes from.
-#[derive(Clone, Debug, PartialEq)]
-pub enum DataSource {
-    /// A folder of `.npz` / `.npy` samples, or one stacked `.npz`
-    /// (see `infopt_verify::dataset`).
-    Arrays(std::path::PathBuf),
-    /// A folder of images with the preprocessing of a YAML file.
-    Images {
-        dir: std::path::PathBuf,
-        spec: std::path::PathBuf,
-    },
-    /// Seeded random inputs: smoke tests only, meaningless for accuracy.
-    Random { seed: u64, count: usize },
-}
-
-impl DataSource {
-    /// `random`, `random:N`, a path; `preprocess` makes a folder an image folder.
-    pub fn parse(data: &str, preprocess: Option<&Path>) -> Result<DataSource, String> {
-        if let Some(rest) = data.strip_prefix("random") {
-            let count = match rest.strip_prefix(':') {
-                None if rest.is_empty() => 64,
-                Some(n) => n.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
-                    format!("--data {data}: expected random or random:N with N >= 1")
-                })?,
-                _ => return Ok(DataSource::Arrays(data.into())),
-            };
-            return Ok(DataSource::Random { seed: 0, count });
-        }
-        let path = std::path::PathBuf::from(data);
-        if !path.exists() {
-            return Err(format!(
-                "--data {data}: no such file or folder (give a folder of .npz/.npy samples, a stacked .npz, an image folder with --preprocess, or random:N)"
-            ));
-        }
-        Ok(match preprocess {
-            Some(spec) => DataSource::Images {
-                dir: path,
-                spec: spec.to_path_buf(),
-            },
-            None => DataSource::Arrays(path),
-        })
-    }
-}
-
-/// An image folder as a dataset.
-struct ImageSamples {
-    folder: ImageFolder,
-    next: usize,
-}
-
-impl Dataset for ImageSamples {
-    fn describe(&self) -> String {
-        format!(
-            "{} images ({} samples) in {}",
-            self.folder.files().len(),
-            self.folder.len(),
-            self.folder
-                .files()
-                .first()
-                .and_then(|f| f.parent())
-                .map(|p| p.display().to_string())
-                .unwrap_or_default()
-        )
-    }
-    fn meaningful(&self) -> bool {
-        true
-    }
-    fn sample_count(&self) -> Option<usize> {
-        Some(self.folder.len())
-    }
-    fn skip_sample(&mut self, _inputs: &[IoSpec]) -> Result<bool, String> {
-        let more = self.next < self.folder.len();
-        self.next += usize::from(more);
-        Ok(more)
-    }
-    fn next_sample(&mut self, inputs: &[IoSpec]) -> Result<Option<Sample>, String> {
-        if self.next >= self.folder.len() {
-            return Ok(None);
-        }
-        let index = self.next;
-        self.next += 1;
-        let b = self.folder.spec().batch;
-        let origin = self
-            .folder
-            .files()
-            .get(index * b)
-            .map(|f| f.display().to_string())
-            .unwrap_or_default();
-        let arrays = self.folder.sample(index).map_err(|e| e.to_string())?;
-        let tensors = infopt_verify::inputs::fit_inputs(inputs, &arrays, &origin)?;
-        Ok(Some(Sample {
-            index,
-            origin,
-            tensors,
-        }))
-    }
-}
 
 /// How to calibrate.
 #[derive(Clone, Debug)]
@@ -140,50 +44,6 @@ pub struct Calibrated {
 
 /// Progress: samples done, samples expected (when known).
 pub type ProgressFn<'a> = dyn FnMut(usize, Option<usize>) + 'a;
-
-/// Opens the dataset for `model` (random data needs the model loaded).
-pub fn open_dataset(
-    source: &DataSource,
-    chosen: &ChosenBackend,
-    model_bytes: &[u8],
-    dir: &Path,
-    shapes: &InputShapes,
-) -> Result<Box<dyn Dataset>, VerifyError> {
-    if let Some(files) = open_files(source).map_err(VerifyError::usage)? {
-        return Ok(files);
-    }
-    match source {
-        DataSource::Arrays(_) | DataSource::Images { .. } => {
-            Err(VerifyError::usage("no dataset opened"))
-        }
-        DataSource::Random { seed, count } => {
-            let loaded = chosen
-                .backend
-                .load(model_bytes, Some(dir), shapes)
-                .map_err(|e| VerifyError::runtime(e, ErrorKind::CannotVerify))?;
-            Ok(Box::new(dataset::RandomSamples::new(
-                loaded, *seed, 16, *count,
-            )))
-        }
-    }
-}
-
-/// Opens a dataset of files (arrays or images); `None` for random data,
-/// which needs the model loaded (see [`open_dataset`]).
-pub fn open_files(source: &DataSource) -> Result<Option<Box<dyn Dataset>>, String> {
-    match source {
-        DataSource::Arrays(p) => dataset::open(p).map(Some),
-        DataSource::Images { dir: images, spec } => {
-            let text = std::fs::read_to_string(spec)
-                .map_err(|e| format!("--preprocess {}: {e}", spec.display()))?;
-            let spec = ImageSpec::from_yaml(&text, &spec.display().to_string())
-                .map_err(|e| e.to_string())?;
-            let folder = ImageFolder::open(images, spec).map_err(|e| e.to_string())?;
-            Ok(Some(Box::new(ImageSamples { folder, next: 0 })))
-        }
-        DataSource::Random { .. } => Ok(None),
-    }
-}
 
 /// The model to calibrate.
 pub struct Target<'a> {

@@ -1,20 +1,14 @@
 //! Node attributes with typed accessors.
 
-use crate::graph::Graph;
+use crate::error::{IrError, Result};
+use crate::graph::{Graph, Node};
 use crate::proto::{AttributeProto, TensorProto, attribute_type as at};
 use crate::tensor::Tensor;
 
-/// One node attribute. Graph-valued attributes hold IR graphs; everything else
-/// stays in the original proto so it round-trips unchanged.
-#[derive(Clone, Debug)]
-pub struct Attribute {
-    /// The attribute without its graph fields (`g`, `graphs`).
-    pub proto: AttributeProto,
-    /// The subgraph(s) of a GRAPH / GRAPHS attribute.
-    pub subgraphs: Vec<Graph>,
-    /// True when the subgraph came from the singular `g` field.
-    pub single_graph: bool,
-}
+// `Attribute` is defined in graph.rs, beside `Node` and `Graph`: the three
+// types hold each other (a node's attributes hold subgraphs). Its
+// constructors and the node's typed accessors are here.
+pub use crate::graph::Attribute;
 
 /// The kind of value an attribute holds, for error messages.
 pub fn kind_name(code: i32) -> &'static str {
@@ -148,5 +142,98 @@ impl Attribute {
             subgraphs: Vec::new(),
             single_graph: false,
         }
+    }
+}
+
+/// Typed access to a node's attributes, with errors naming the node.
+impl Node {
+    pub fn attr(&self, name: &str) -> Option<&Attribute> {
+        self.attributes.iter().find(|a| a.name() == name)
+    }
+
+    pub fn set_attr(&mut self, attr: Attribute) {
+        match self.attributes.iter_mut().find(|a| a.name() == attr.name()) {
+            Some(slot) => *slot = attr,
+            None => self.attributes.push(attr),
+        }
+    }
+
+    pub fn remove_attr(&mut self, name: &str) {
+        self.attributes.retain(|a| a.name() != name);
+    }
+
+    fn attr_error(&self, attr: &str, problem: String) -> IrError {
+        IrError::Attribute {
+            node: self.name_or_op().to_string(),
+            op: self.op_type.clone(),
+            attr: attr.to_string(),
+            problem,
+        }
+    }
+
+    fn typed_attr(&self, name: &str, want: i32) -> Result<Option<&Attribute>> {
+        match self.attr(name) {
+            None => Ok(None),
+            Some(a) if a.proto.ref_attr_name.is_some() => Err(self.attr_error(
+                name,
+                "refers to a function attribute and has no value here".into(),
+            )),
+            Some(a) if a.kind() == want => Ok(Some(a)),
+            Some(a) => Err(self.attr_error(
+                name,
+                format!(
+                    "expected {}, found {}",
+                    kind_name(want),
+                    kind_name(a.kind())
+                ),
+            )),
+        }
+    }
+
+    pub fn attr_int(&self, name: &str) -> Result<Option<i64>> {
+        Ok(self.typed_attr(name, at::INT)?.and_then(|a| a.proto.i))
+    }
+
+    pub fn attr_int_or(&self, name: &str, default: i64) -> Result<i64> {
+        Ok(self.attr_int(name)?.unwrap_or(default))
+    }
+
+    pub fn attr_float(&self, name: &str) -> Result<Option<f32>> {
+        Ok(self.typed_attr(name, at::FLOAT)?.and_then(|a| a.proto.f))
+    }
+
+    pub fn attr_float_or(&self, name: &str, default: f32) -> Result<f32> {
+        Ok(self.attr_float(name)?.unwrap_or(default))
+    }
+
+    pub fn attr_ints(&self, name: &str) -> Result<Option<&[i64]>> {
+        Ok(self
+            .typed_attr(name, at::INTS)?
+            .map(|a| a.proto.ints.as_slice()))
+    }
+
+    pub fn attr_floats(&self, name: &str) -> Result<Option<&[f32]>> {
+        Ok(self
+            .typed_attr(name, at::FLOATS)?
+            .map(|a| a.proto.floats.as_slice()))
+    }
+
+    pub fn attr_string(&self, name: &str) -> Result<Option<String>> {
+        match self.typed_attr(name, at::STRING)? {
+            None => Ok(None),
+            Some(a) => {
+                let bytes = a.proto.s.clone().unwrap_or_default();
+                String::from_utf8(bytes)
+                    .map(Some)
+                    .map_err(|_| self.attr_error(name, "is not valid UTF-8".into()))
+            }
+        }
+    }
+
+    pub fn attr_tensor(&self, name: &str) -> Result<Option<Tensor>> {
+        Ok(self
+            .typed_attr(name, at::TENSOR)?
+            .and_then(|a| a.proto.t.clone())
+            .map(Tensor::from_proto))
     }
 }

@@ -14,6 +14,14 @@ use crate::model::{Model, SourceInfo};
 use crate::proto::{AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto};
 use crate::tensor::Tensor;
 
+// `Model::load` lives here, beside what it calls, so that model.rs (the type)
+// needs nothing of loading.
+impl Model {
+    pub fn load(path: &Path) -> Result<Model> {
+        load_model(path)
+    }
+}
+
 /// Loads a model file. The file is memory-mapped and never written; tensor data
 /// (including external data) stays in the maps instead of being copied.
 pub fn load_model(path: &Path) -> Result<Model> {

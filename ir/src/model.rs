@@ -1,6 +1,6 @@
 //! A whole ONNX model: the main graph plus the model-level fields.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::error::{IrError, Result};
 use crate::graph::Graph;
@@ -32,10 +32,6 @@ pub struct Model {
 }
 
 impl Model {
-    pub fn load(path: &Path) -> Result<Model> {
-        crate::load::load_model(path)
-    }
-
     /// A new model around `graph`, importing the default ONNX domain at `opset`.
     pub fn new(graph: Graph, opset: i64) -> Model {
         Model {

@@ -89,6 +89,11 @@ impl From<infopt_passes::PassError> for OpsError {
         match e {
             P::Config(m) => OpsError::usage(m),
             P::Model(m) => OpsError::new(ErrorKind::Load, m),
+            // The way around a crashed pass, in the command line's words.
+            P::Panicked { ref pass, .. } => OpsError::new(
+                ErrorKind::Internal,
+                format!("{e}; --disable {pass} skips the pass"),
+            ),
             other => OpsError::new(ErrorKind::Internal, other),
         }
     }

@@ -7,12 +7,14 @@ use crate::error::{ErrorKind, OpsError, OpsResult};
 
 /// Registrations every front end needs once per process: passes of other
 /// crates join the registry; constant folding may ask tract for ops the
-/// reference kernels lack.
+/// reference kernels lack, and puts each kind of fold to ONNX Runtime.
 pub fn init() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         infopt_calibration::quantize::register();
         infopt_passes::fold_constants::register_fallback_evaluator(crate::tract_eval::factory);
+        // Each kind of fold checked once against ONNX Runtime (issue 30).
+        infopt_passes::fold_constants::register_fold_check(infopt_verify::fold_check::checked);
     });
 }
 

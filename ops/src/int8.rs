@@ -27,7 +27,9 @@ use crate::stages::{self, PassHooks};
 mod costs;
 mod fallback;
 mod judge;
+pub mod metric;
 pub mod search;
+mod speed;
 
 use costs::Costs;
 use judge::Judge;
@@ -57,6 +59,11 @@ pub struct Int8Settings {
     /// Accuracy target of classifier outputs (Softmax or a dense head):
     /// the fraction of rows whose top class is the float model's (default 0.99).
     pub int8_min_top1: Option<f64>,
+    /// With a metric given through the Python API (`infopt.optimize(...,
+    /// metric=f)`): the most the INT8 model's score may fall below the
+    /// float model's on the held-out samples (default 0.01); the metric is
+    /// then the whole accuracy target.
+    pub int8_max_drop: Option<f64>,
     /// Ranges from an earlier `infopt calibrate` (or a TensorRT/ORT cache)
     /// instead of calibrating.
     pub ranges: Option<PathBuf>,
@@ -120,6 +127,9 @@ fn min_cosine(h: &HeldOut) -> f64 {
 struct Goal {
     cosine: f64,
     top1: f64,
+    /// With a caller's metric (see `metric.rs`): the most its score may
+    /// fall below the float model's; that is then the whole target.
+    max_drop: f64,
 }
 
 /// `t >= min`, false for NaN.
@@ -160,6 +170,15 @@ fn scores_judged(h: &HeldOut, p: &evaluate::PartAgreement) -> Option<f64> {
 /// What misses the goal: `output (cosine 0.95 < 0.99)`, ...; empty when met.
 fn misses(h: &HeldOut, goal: Goal) -> Vec<String> {
     let mut out = Vec::new();
+    if let Some(m) = h.metric {
+        if !metric::meets(m.candidate, m.original, goal.max_drop) {
+            out.push(format!(
+                "the metric ({:.5} < float's {:.5} less {})",
+                m.candidate, m.original, goal.max_drop
+            ));
+        }
+        return out;
+    }
     for p in &h.parts {
         if let Some(t) = scores_judged(h, p)
             && !top1_meets(t, goal.top1)
@@ -201,6 +220,9 @@ fn score(h: &HeldOut, goal: Goal) -> f64 {
             m.min(x)
         }
     };
+    if let Some(s) = h.metric {
+        return metric::margin(s.candidate, s.original, goal.max_drop);
+    }
     let mut m = f64::INFINITY;
     for o in judged(h) {
         m = worst(m, o.cosine - goal.cosine);
@@ -357,6 +379,7 @@ pub fn judged_on_data(v: &mut infopt_verify::Verification, q: &Int8Report) {
     let goal = Goal {
         cosine: q.target_cosine.unwrap_or(DEFAULT_MIN_COSINE),
         top1: q.target_top1.unwrap_or(DEFAULT_MIN_TOP1),
+        max_drop: q.max_drop.unwrap_or(metric::DEFAULT_MAX_DROP),
     };
     v.inputs = format!(
         "{} {} sample(s) of {}",
@@ -370,6 +393,11 @@ pub fn judged_on_data(v: &mut infopt_verify::Verification, q: &Int8Report) {
     );
     v.outputs = h.outputs.clone();
     for o in &mut v.outputs {
+        if h.metric.is_some() {
+            // The caller's metric is the target: no output fails on its own.
+            o.within_tolerance = q.target_met;
+            continue;
+        }
         let top1_ok = top1_judged(h, &o.name).is_none_or(|t| t >= goal.top1);
         let parts_ok = h.parts.iter().filter(|p| p.output == o.name).all(|p| {
             p.agreement.cosine >= goal.cosine && scores_judged(h, p).is_none_or(|t| t >= goal.top1)
@@ -439,9 +467,15 @@ pub fn run(
     let percentile = step.percentile.unwrap_or(99.99);
     let samples = args.calib_samples.or(step.samples).unwrap_or(256);
     let preprocess = args.preprocess.clone().or(step.preprocess.clone());
+    if args.int8_max_drop.is_some() && !metric::installed() {
+        return Err(OpsError::usage(
+            "--int8-max-drop needs a metric, which the command line cannot name: call infopt.optimize(..., int8=True, metric=f, int8_max_drop=D) from Python (or use --int8-min-cosine / --int8-min-top1)",
+        ));
+    }
     let goal = Goal {
         cosine: args.int8_min_cosine.unwrap_or(DEFAULT_MIN_COSINE),
         top1: args.int8_min_top1.unwrap_or(DEFAULT_MIN_TOP1),
+        max_drop: args.int8_max_drop.unwrap_or(metric::DEFAULT_MAX_DROP),
     };
     let mut side = SideData::default();
     let mut report = None;
@@ -546,6 +580,7 @@ pub fn run(
             candidates: Vec::new(),
             target_cosine: Some(goal.cosine),
             target_top1: Some(goal.top1),
+            max_drop: metric::installed().then_some(goal.max_drop),
             classifier_outputs: Vec::new(),
             target_met: true,
             failure: None,
@@ -558,6 +593,7 @@ pub fn run(
                 .collect(),
             costs: BTreeMap::new(),
             kept_by_user: Vec::new(),
+            speed: None,
         });
         source = Some((src, calibrated.samples));
     }
@@ -570,7 +606,24 @@ pub fn run(
     let mut kept: Vec<KeptFloat> = Vec::new();
     let mut measured = Vec::new();
     let mut failure = None;
+    let mut speed_check = None;
     let limit = args.held_out.unwrap_or(DEFAULT_HELD_OUT).max(1);
+    // The placement that runs fastest where the model will run (see
+    // `speed.rs`), before the search decides what to keep float in it.
+    let mut from = from;
+    let mut timed_faster = false;
+    if let Some((src, _)) = source.as_ref().filter(|_| cx.judge) {
+        let sample = first_sample(src, backend, cx, &mid, 0)?;
+        let shapes = shapes_of_sample(&mid, cx.shapes, &sample);
+        let picked = costs.time("placement timing (one thread)", || {
+            speed::pick_placement(cx, &from, &mid, &amax, &sample, &shapes, &costs)
+        })?;
+        timed_faster = picked.int8_was_faster();
+        if let Some((config, note)) = picked.switch {
+            from = config;
+            notes.push(note);
+        }
+    }
     let (quantized, suffix_run) = match source.as_ref().filter(|_| cx.judge) {
         None => quantize_rest(&mid, &from, &amax, cx, &costs)?,
         Some((src, calibrated)) => {
@@ -585,34 +638,32 @@ pub fn run(
                 &costs,
             );
             let (mut quantized, mut suffix_run) = quantize_rest(&mid, &from, &amax, cx, &costs)?;
-            let mut h = judge.judge(&quantized)?;
-            if h.on_calibration_samples {
-                notes.push(format!(
-                    "no held-out samples: all {} samples of the data were used for calibration, so the INT8 model was judged on those same samples (give more data than --calib-samples, {calibrated} here, to judge it on samples calibration did not see); the top-1 agreement judged is the lower of the one measured and the one expected on unseen rows (every row's margin against every row's error, doubled)",
-                    h.samples
-                ));
-            }
             // The full ranges may do better on this data (outliers that
             // carry meaning): the one with the larger margin to the target
-            // is kept, met or not, so that ranges that fit the samples
-            // judged only just do not win over ones with room to spare.
-            // The ranges not taken, for the fallback to try again with
-            // layers in float (what clips harmlessly with some layers in
-            // float may not with all of them, and the other way round).
+            // on the probe samples is kept, met or not, so that ranges that
+            // fit the samples judged only just do not win over ones with
+            // room to spare; only it is judged on every sample (judging both
+            // there cost a full judgement per command). The ranges not
+            // taken, for the fallback to try again with layers in float
+            // (what clips harmlessly with some layers in float may not with
+            // all of them, and the other way round).
             let mut other: Option<(Amax, &'static str)> = None;
             if let Some(alt) = full_range.take() {
                 let (q2, run2) = quantize_rest(&mid, &from, &alt, cx, &costs)?;
-                let h2 = judge.judge(&q2)?;
-                let (a, b) = (score(&h, goal), score(&h2, goal));
+                let p1 = judge.probe(&quantized, fallback::PROBE_SAMPLES)?;
+                let p2 = judge.probe(&q2, fallback::PROBE_SAMPLES)?;
+                let (a, b) = (score(&p1, goal), score(&p2, goal));
                 crate::progress::note(
                     "int8",
                     format!(
-                        "int8: per-tensor ranges score {a:.5}, full ranges {b:.5} (lowest margin to the target)"
+                        "int8: per-tensor ranges score {a:.5}, full ranges {b:.5} (lowest margin to the target on {} probe sample(s))",
+                        p1.samples
                     ),
                 );
                 if b > a {
                     notes.push(format!(
-                        "range method: the full range (minmax) of every tensor, which did better on the data than the per-tensor choice (lowest margin to the target {b:.5} against {a:.5})"
+                        "range method: the full range (minmax) of every tensor, which did better on the data than the per-tensor choice (lowest margin to the target {b:.5} against {a:.5} on {} probe sample(s))",
+                        p1.samples
                     ));
                     if let Some(r) = report.as_mut() {
                         full_ranges_chosen(r);
@@ -620,12 +671,20 @@ pub fn run(
                     other = Some((std::mem::replace(&mut amax, alt), PER_TENSOR));
                     quantized = q2;
                     suffix_run = run2;
-                    h = h2;
                 } else {
                     other = Some((alt, FULL_RANGES));
                 }
             }
+            let mut h = judge.judge(&quantized)?;
+            if h.on_calibration_samples {
+                notes.push(format!(
+                    "no held-out samples: all {} samples of the data were used for calibration, so the INT8 model was judged on those same samples (give more data than --calib-samples, {calibrated} here, to judge it on samples calibration did not see); the top-1 agreement judged is the lower of the one measured and the one expected on unseen rows (every row's margin against every row's error, doubled)",
+                    h.samples
+                ));
+            }
             let missed = misses(&h, goal);
+            let mut keep_set = Vec::new();
+            let mut ranges_used = amax.clone();
             if !missed.is_empty() {
                 let search = fallback::Search {
                     mid: &mid,
@@ -637,6 +696,12 @@ pub fn run(
                     costs: &costs,
                 };
                 let found = search.run(&mut judge, &quantized, &h, &missed)?;
+                if found.other_ranges
+                    && let Some((a, _)) = other.as_ref()
+                {
+                    ranges_used = a.clone();
+                }
+                keep_set = found.keep;
                 kept = found.kept;
                 measured = found.candidates;
                 failure = found.failure;
@@ -654,6 +719,46 @@ pub fn run(
                     if let (Some(r), true) = (report.as_mut(), which == FULL_RANGES) {
                         full_ranges_chosen(r);
                     }
+                }
+            }
+            // Not slower than float where it runs (see `speed.rs`).
+            let timed_already = timed_faster && keep_set.is_empty();
+            if failure.is_none()
+                && config.target != infopt_passes::Target::Tensorrt
+                && !timed_already
+            {
+                let search = fallback::Search {
+                    mid: &mid,
+                    from: &from,
+                    amax: &ranges_used,
+                    other: None,
+                    cx,
+                    goal,
+                    costs: &costs,
+                };
+                let sample = first_sample(src, backend, cx, &mid, h.skipped)?;
+                let shapes = shapes_of_sample(&mid, cx.shapes, &sample);
+                let checked = costs.time("speed check (one thread)", || {
+                    speed::check(
+                        cx,
+                        &search,
+                        &keep_set,
+                        &ranges_used,
+                        &mut judge,
+                        &quantized,
+                        &mid,
+                        &sample,
+                        &shapes,
+                    )
+                })?;
+                if let Some(c) = checked {
+                    if let Some((q, r, h2)) = c.replace {
+                        quantized = q;
+                        suffix_run = r;
+                        h = h2;
+                    }
+                    notes.extend(c.note);
+                    speed_check = Some(c.report);
                 }
             }
             held = Some(h);
@@ -687,6 +792,7 @@ pub fn run(
         r.kept_float = kept;
         r.candidates = measured;
         r.costs = costs.steps();
+        r.speed = speed_check;
         crate::progress::note(
             "int8",
             format!("int8: where the time went: {}", costs.line()),
@@ -886,12 +992,36 @@ mod tests {
             top1_agreement: top1.iter().map(|(n, t)| (n.to_string(), *t)).collect(),
             top1_expected: BTreeMap::new(),
             parts: Vec::new(),
+            metric: None,
         }
+    }
+
+    #[test]
+    fn a_callers_metric_is_the_whole_target() {
+        // Cosines far below the target do not miss when the metric holds...
+        let mut h = held(&[("a", 0.5)], &[("a", 0.1)]);
+        h.metric = Some(evaluate::MetricScores {
+            candidate: 0.875,
+            original: 0.88,
+        });
+        assert!(misses(&h, GOAL).is_empty());
+        assert!((score(&h, GOAL) - 0.005).abs() < 1e-12);
+        // ... and a score more than max_drop below float's misses.
+        h.metric = Some(evaluate::MetricScores {
+            candidate: 0.86,
+            original: 0.88,
+        });
+        assert_eq!(
+            misses(&h, GOAL),
+            vec!["the metric (0.86000 < float's 0.88000 less 0.01)".to_string()]
+        );
+        assert!(score(&h, GOAL) < 0.0);
     }
 
     const GOAL: Goal = Goal {
         cosine: 0.99,
         top1: 0.99,
+        max_drop: 0.01,
     };
 
     #[test]

@@ -12,11 +12,12 @@
 //! without a quantize-int8 step, `--no-auto-fp32` without a half pass.
 
 use infopt_ir::Model;
-use infopt_passes::precision::{self, check};
+use infopt_passes::precision::{self, ApplyError, Override, check};
 use infopt_passes::{PipelineConfig, Precision};
 
 use crate::error::{OpsError, OpsResult};
 use crate::int8::Int8Settings;
+use crate::job_file::JobFile;
 
 /// The command-line options that change the precision of the model.
 pub struct PrecisionFlags<'a> {
@@ -60,8 +61,9 @@ impl Job {
     /// Applies `flags` to `config`: `--int8` (or a `precision:` default of
     /// int8) adds the quantize-int8 step, `--fp16`/`--bf16` the convert pass
     /// and the map's default, `--precision` the overrides (first in the map);
-    /// then checks that a pass of the pipeline reads every one.
-    pub fn resolve(config: &mut PipelineConfig, flags: &PrecisionFlags<'_>) -> OpsResult<Job> {
+    /// then checks that a pass of the pipeline reads every one. A half
+    /// conversion holds verification to the half model's accuracy target.
+    pub fn resolve(config: &mut JobFile, flags: &PrecisionFlags<'_>) -> OpsResult<Job> {
         let default_int8 = config
             .precision
             .as_ref()
@@ -69,8 +71,13 @@ impl Job {
         if flags.int8.int8 || default_int8 {
             infopt_calibration::int8::ensure_step(config).map_err(OpsError::usage)?;
         }
-        let notes = precision::apply_to_pipeline(config, flags.overrides, flags.half)
-            .map_err(OpsError::usage)?;
+        let mut notes = precision::apply_to_pipeline(config, flags.overrides, flags.half)
+            .map_err(|e| OpsError::usage(flag_wording(&e)))?;
+        if precision::converts_to_half(config)
+            && let Some(note) = config.verify.widen_for_half()
+        {
+            notes.push(note);
+        }
         let runs: Vec<&str> = config
             .pass_names()
             .into_iter()
@@ -92,7 +99,7 @@ impl Job {
             ));
         }
         if let Some(map) = &config.precision {
-            check::check_readers(map, flags.overrides.len(), &runs).map_err(|e| {
+            check::check_readers(map, flags.overrides.len(), &runs, &Flags).map_err(|e| {
                 // Adding the flag is not the fix when the pass is disabled.
                 let skipped: Vec<&str> = flags
                     .disabled
@@ -118,9 +125,108 @@ impl Job {
     pub fn check_model(&self, config: &PipelineConfig, model: &Model) -> OpsResult {
         match &config.precision {
             Some(map) => {
-                check::check_model(map, self.cli_overrides, model).map_err(OpsError::usage)
+                check::check_model(map, self.cli_overrides, model, &Flags).map_err(OpsError::usage)
             }
             None => Ok(()),
         }
+    }
+}
+
+/// Precision checks in the command line's words.
+struct Flags;
+
+impl check::Wording for Flags {
+    fn given(&self, o: &Override) -> String {
+        format!("--precision {}={}", o.selector.source_text(), o.to)
+    }
+    fn adds_reader(&self, p: Precision) -> String {
+        match p {
+            Precision::Fp32 => "--fp16, --bf16 or --int8",
+            Precision::Fp16 => "--fp16",
+            Precision::Bf16 => "--bf16",
+            Precision::Int8 => "--int8 with --calib-data or --ranges",
+        }
+        .into()
+    }
+}
+
+/// An [`ApplyError`] in the command line's words.
+fn flag_wording(e: &ApplyError) -> String {
+    match e {
+        ApplyError::ConflictingDefault { given, pipeline } => {
+            format!(
+                "--{given} conflicts with the pipeline's precision default {pipeline}; drop one of them"
+            )
+        }
+        ApplyError::NoReader {
+            readers,
+            from_overrides,
+        } => {
+            let what = if *from_overrides {
+                "--precision"
+            } else {
+                "the pipeline's `precision:` map"
+            };
+            format!(
+                "{what} needs a pass that reads it ({}); add --fp16 or --bf16, or use a pipeline that runs one",
+                readers.join(", ")
+            )
+        }
+        ApplyError::BadOverride { text, problem } => format!("--precision '{text}': {problem}"),
+        ApplyError::Pipeline(message) => message.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apply_errors_are_worded_as_flags() {
+        let conflict = ApplyError::ConflictingDefault {
+            given: Precision::Bf16,
+            pipeline: Precision::Fp16,
+        };
+        assert_eq!(
+            flag_wording(&conflict),
+            "--bf16 conflicts with the pipeline's precision default fp16; drop one of them"
+        );
+        let none = ApplyError::NoReader {
+            readers: &precision::PRECISION_PASSES,
+            from_overrides: true,
+        };
+        assert!(
+            flag_wording(&none).starts_with("--precision needs a pass that reads it (convert-float16, convert-bfloat16, quantize-int8); add --fp16 or --bf16"),
+            "{}",
+            flag_wording(&none)
+        );
+        let bad = ApplyError::BadOverride {
+            text: "Softmax".into(),
+            problem: "expected NAME_OR_OP=PRECISION".into(),
+        };
+        assert!(
+            flag_wording(&bad).starts_with("--precision 'Softmax': expected NAME_OR_OP=PRECISION")
+        );
+    }
+
+    #[test]
+    fn a_half_conversion_widens_default_verification() {
+        let mut job =
+            JobFile::from_yaml("version: 1\npasses: [fold-constants]\n", "p.yaml").unwrap();
+        let int8 = Int8Settings::default();
+        let flags = PrecisionFlags {
+            half: Some(Precision::Fp16),
+            overrides: &[],
+            int8: &int8,
+            no_auto_fp32: false,
+            disabled: &[],
+        };
+        let resolved = Job::resolve(&mut job, &flags).unwrap();
+        assert_eq!(job.verify.rtol, infopt_verify::config::HALF_RTOL);
+        assert!(
+            resolved.notes.iter().any(|n| n.contains("accuracy target")),
+            "{:?}",
+            resolved.notes
+        );
     }
 }

@@ -13,6 +13,7 @@ pub mod half;
 pub mod inputs_arg;
 pub mod int8;
 pub mod job;
+pub mod job_file;
 pub mod models;
 pub mod outcome;
 pub mod progress;

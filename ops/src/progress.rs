@@ -221,6 +221,111 @@ impl Steps {
     }
 }
 
+/// A reference to a value that may move between threads but not be shared
+/// (`Send`, not `Sync`: the opened TensorRT), handed to [`ticking`]'s
+/// worker: the calling thread only waits for the worker and never touches
+/// the value meanwhile, so one thread at a time uses it.
+pub struct Exclusive<'a, T>(&'a T);
+
+// SAFETY: `ticking` joins its worker before it returns, and its caller is
+// blocked inside it all that time: the value is used by one thread at a
+// time, which is what `T: Send` allows.
+unsafe impl<T: Send> Send for Exclusive<'_, T> {}
+
+impl<'a, T> Exclusive<'a, T> {
+    /// # Safety
+    /// Until the [`ticking`] call it is moved into returns, nothing but
+    /// that call's worker may use `value`.
+    pub unsafe fn new(value: &'a T) -> Self {
+        Exclusive(value)
+    }
+    /// The value (a method, so that a closure captures the whole wrapper).
+    pub fn get(&self) -> &'a T {
+        self.0
+    }
+}
+
+/// How often [`ticking`] reports a call still running.
+pub const TICK: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What a worker thread reports, relayed by [`ticking`] to the calling
+/// thread's progress (the progress is per thread), each kind as it came.
+enum Tick {
+    Line(String, String),
+    Event(String, String),
+    Sampled(String, String),
+    Done,
+}
+
+struct Relay(std::sync::mpsc::Sender<Tick>);
+
+impl Progress for Relay {
+    fn line(&self, stage: &str, line: &str) {
+        let _ = self.0.send(Tick::Line(stage.to_string(), line.to_string()));
+    }
+    fn event(&self, stage: &str, line: &str) {
+        let _ = self
+            .0
+            .send(Tick::Event(stage.to_string(), line.to_string()));
+    }
+    fn sampled(&self, stage: &str, line: &str) {
+        let _ = self
+            .0
+            .send(Tick::Sampled(stage.to_string(), line.to_string()));
+    }
+}
+
+/// Runs `f` (one long call: a verification, an engine build) on a worker
+/// thread while this thread says, every `every`, that it is still running
+/// ("`what`: 4 s"): as the steps of a long stage (a spinner when the caller
+/// draws bars, lines otherwise), so that no call longer than `every` is
+/// silent, from the command line or from Python. Lines `f` reports itself
+/// reach this thread's progress too. `f` cannot be interrupted (the
+/// progress's `proceed` is asked after it).
+pub fn ticking<R: Send>(
+    stage: &'static str,
+    what: &str,
+    every: std::time::Duration,
+    f: impl FnOnce() -> R + Send,
+) -> R {
+    use std::sync::mpsc::{RecvTimeoutError, channel};
+    let relay_lines = current(|_| ()).is_some();
+    let started = std::time::Instant::now();
+    std::thread::scope(|scope| {
+        let (tx, rx) = channel::<Tick>();
+        let worker = scope.spawn(move || {
+            let done = tx.clone();
+            let r = if relay_lines {
+                with_sink(Box::new(Relay(tx)), f)
+            } else {
+                f()
+            };
+            let _ = done.send(Tick::Done);
+            r
+        });
+        let mut steps: Option<Steps> = None;
+        loop {
+            match rx.recv_timeout(every) {
+                Ok(Tick::Line(stage, line)) => note(&stage, line),
+                Ok(Tick::Event(stage, line)) => event(&stage, line),
+                Ok(Tick::Sampled(stage, line)) => {
+                    current(|p| p.sampled(&stage, &line));
+                }
+                Ok(Tick::Done) | Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {
+                    let s = steps.get_or_insert_with(|| Steps::new(stage, what, None, 0.0));
+                    s.step(format!("{what}: {:.0} s", started.elapsed().as_secs_f64()));
+                }
+            }
+        }
+        drop(steps);
+        match worker.join() {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
 impl Drop for Steps {
     fn drop(&mut self) {
         self.finish();
@@ -269,6 +374,43 @@ mod tests {
         assert_eq!(*lines.borrow(), ["load: loaded", "passes: ran"]);
         // Outside the call nothing is installed: checkpoints always pass.
         assert!(checkpoint().is_ok());
+    }
+
+    #[test]
+    fn a_long_call_ticks_to_the_sink_and_its_own_lines_reach_it() {
+        let lines = Rc::new(RefCell::new(Vec::new()));
+        let sink = Recorder {
+            lines: lines.clone(),
+            allowed: Rc::new(Cell::new(10)),
+        };
+        let every = std::time::Duration::from_millis(20);
+        let r = with_sink(Box::new(sink), || {
+            ticking("verify", "verifying", every, || {
+                note("verify", "inside");
+                std::thread::sleep(std::time::Duration::from_millis(150));
+                7
+            })
+        });
+        assert_eq!(r, 7);
+        let lines = lines.borrow();
+        assert_eq!(lines[0], "verify: inside");
+        let ticks = lines
+            .iter()
+            .filter(|l| l.starts_with("verify: verifying: ") && l.contains(" s ["))
+            .count();
+        assert!(ticks >= 2, "{lines:?}");
+    }
+
+    #[test]
+    fn a_quick_call_says_nothing() {
+        let lines = Rc::new(RefCell::new(Vec::new()));
+        let sink = Recorder {
+            lines: lines.clone(),
+            allowed: Rc::new(Cell::new(10)),
+        };
+        let r = with_sink(Box::new(sink), || ticking("build", "building", TICK, || 3));
+        assert_eq!(r, 3);
+        assert!(lines.borrow().is_empty());
     }
 
     #[test]

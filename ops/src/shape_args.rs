@@ -8,7 +8,7 @@ use infopt_passes::fix_shapes::{ShapeBinding, parse_input_shape};
 pub use infopt_verify::inputs::ShapeArg;
 
 pub fn parse(arg: &str) -> Result<ShapeArg, String> {
-    let spec = parse_input_shape(arg)?;
+    let spec = parse_input_shape(arg).map_err(|e| format!("--input-shape {e}"))?;
     Ok(match spec.binding {
         ShapeBinding::Dims(dims) => ShapeArg::Dims {
             input: spec.input,

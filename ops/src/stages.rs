@@ -8,16 +8,17 @@ use std::path::{Path, PathBuf};
 
 use infopt_ir::Model;
 use infopt_passes::{
-    CriterionName, DriverOptions, Flow, PipelineConfig, PipelineRun, SideData, Target,
-    run_pipeline_with,
+    DriverOptions, Flow, PipelineConfig, PipelineRun, SideData, Target, run_pipeline_with,
 };
 use infopt_runtime::InputShapes;
 use infopt_runtime::compare::Tolerance;
+use infopt_verify::config::CriterionName;
 use infopt_verify::{BackendKind, Criterion, Inputs, VerifyPolicy};
 
 use crate::backend_args::BackendSettings;
 use crate::error::{ErrorKind, OpsError, OpsResult};
 use crate::inputs_arg::InputSettings;
+use crate::job_file::JobFile;
 use crate::report::{self, ModelFacts};
 
 /// The pipeline used when neither `-c` nor `--passes` is given (configs/default.yaml).
@@ -32,18 +33,19 @@ pub fn load_pipeline(
     config: Option<&Path>,
     passes: &[String],
     target: Option<Target>,
-) -> OpsResult<(PipelineConfig, String)> {
+) -> OpsResult<(JobFile, String)> {
     let (mut cfg, name) = if let Some(path) = config {
         let text = std::fs::read_to_string(path).map_err(|e| {
             OpsError::usage(format!("cannot read pipeline {}: {e}", path.display()))
         })?;
-        let cfg = PipelineConfig::from_yaml(&text, &path.display().to_string())?;
+        let cfg = JobFile::from_yaml(&text, &path.display().to_string())?;
         (cfg, path.display().to_string())
     } else if !passes.is_empty() {
-        let cfg = PipelineConfig::from_pass_names(passes, Target::Portable)?;
+        let cfg =
+            JobFile::from_pipeline(PipelineConfig::from_pass_names(passes, Target::Portable)?);
         (cfg, format!("--passes {}", passes.join(",")))
     } else {
-        let cfg = PipelineConfig::from_yaml(DEFAULT_PIPELINE, "configs/default.yaml")
+        let cfg = JobFile::from_yaml(DEFAULT_PIPELINE, "configs/default.yaml")
             .map_err(|e| OpsError::new(ErrorKind::Internal, e))?;
         (cfg, "default".into())
     };
@@ -58,7 +60,10 @@ pub fn apply_input_shapes(config: &mut PipelineConfig, args: &InputSettings) -> 
     let specs = args
         .input_shapes
         .iter()
-        .map(|a| infopt_passes::fix_shapes::parse_input_shape(a))
+        .map(|a| {
+            infopt_passes::fix_shapes::parse_input_shape(a)
+                .map_err(|e| format!("--input-shape {e}"))
+        })
         .collect::<Result<Vec<_>, _>>()
         .map_err(OpsError::usage)?;
     let extra =
@@ -76,7 +81,7 @@ pub fn apply_input_shapes(config: &mut PipelineConfig, args: &InputSettings) -> 
 
 /// Shape bindings for running the models: the pipeline's `inputs:`/`symbols:`,
 /// then the command line (which wins).
-pub fn resolve_inputs(config: &PipelineConfig, args: &InputSettings) -> OpsResult<Inputs> {
+pub fn resolve_inputs(config: &JobFile, args: &InputSettings) -> OpsResult<Inputs> {
     let mut input_args = args.clone();
     input_args.seed = input_args.seed.or(Some(config.verify.seed));
     let mut inputs = input_args.resolve().map_err(OpsError::usage)?;
@@ -123,7 +128,7 @@ pub struct VerifyOverrides {
 /// The verification policy: criterion and tolerance from the pipeline and
 /// the command line, backends in the order the target prefers.
 pub fn verify_policy(
-    config: &PipelineConfig,
+    config: &JobFile,
     overrides: &VerifyOverrides,
     backend: &BackendSettings,
     nodes: usize,

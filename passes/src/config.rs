@@ -8,7 +8,7 @@
 //!   - fixed-point:              # repeat until no pass changes anything
 //!       max_iterations: 8
 //!       passes: [eliminate-identity, eliminate-dead]
-//! verify: { enabled: true, rtol: 1.0e-4, atol: 1.0e-5 }
+//! verify: { enabled: true, rtol: 1.0e-4, atol: 1.0e-5 }   # the job's, read by its runner
 //! precision:                  # per-layer precision (see precision.rs)
 //!   default: fp16
 //!   overrides: [{ op: Softmax, to: fp32 }]
@@ -16,101 +16,20 @@
 //! A pass with options is a one-key map: `- fold-constants: { max_tensor_bytes: 1048576 }`.
 //! Unknown keys and pass names are errors with line and column.
 
-use std::any::Any;
 use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
-use crate::pass::{Pass, PassError, Target};
-use crate::registry::{self, PassInfo};
-
-/// A pass and its typed options. The options type belongs to the pass's own
-/// file (see [`crate::register_pass!`]).
-pub struct PassConfig {
-    info: &'static PassInfo,
-    options: Box<dyn PassOptions>,
-}
-
-/// Type-erased options of one pass.
-trait PassOptions: Send + Sync {
-    fn build(&self) -> Box<dyn Pass>;
-    fn clone_box(&self) -> Box<dyn PassOptions>;
-    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
-    fn eq_dyn(&self, other: &dyn PassOptions) -> bool;
-    fn as_any(&self) -> &dyn Any;
-    fn as_any_mut(&mut self) -> &mut dyn Any;
-}
-
-struct Typed<O> {
-    options: O,
-    build: fn(&O) -> Box<dyn Pass>,
-}
-
-impl<O: Clone + fmt::Debug + PartialEq + Send + Sync + 'static> PassOptions for Typed<O> {
-    fn build(&self) -> Box<dyn Pass> {
-        (self.build)(&self.options)
-    }
-    fn clone_box(&self) -> Box<dyn PassOptions> {
-        Box::new(Typed {
-            options: self.options.clone(),
-            build: self.build,
-        })
-    }
-    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.options.fmt(f)
-    }
-    fn eq_dyn(&self, other: &dyn PassOptions) -> bool {
-        other
-            .as_any()
-            .downcast_ref::<O>()
-            .is_some_and(|o| *o == self.options)
-    }
-    fn as_any(&self) -> &dyn Any {
-        &self.options
-    }
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        &mut self.options
-    }
-}
+use crate::pass::{PassError, Target};
+use crate::pass_info::PassInfo;
+use crate::registry;
+// `PassConfig` is defined in pass_info.rs, beside the registry entry it
+// points at; re-exported here, where callers have always found it.
+pub use crate::pass_info::PassConfig;
 
 impl PassConfig {
-    /// Used by [`crate::register_pass!`].
-    pub fn new<O: Clone + fmt::Debug + PartialEq + Send + Sync + 'static>(
-        info: &'static PassInfo,
-        options: O,
-        build: fn(&O) -> Box<dyn Pass>,
-    ) -> PassConfig {
-        PassConfig {
-            info,
-            options: Box::new(Typed { options, build }),
-        }
-    }
-
-    pub fn name(&self) -> &'static str {
-        self.info.name
-    }
-
-    pub fn info(&self) -> &'static PassInfo {
-        self.info
-    }
-
-    pub fn build(&self) -> Box<dyn Pass> {
-        self.options.build()
-    }
-
-    /// The options, when they are of type `O`.
-    pub fn options<O: 'static>(&self) -> Option<&O> {
-        self.options.as_any().downcast_ref()
-    }
-
-    /// The options, mutably, when they are of type `O` (the command line
-    /// adding shapes to `fix-shapes`, say).
-    pub fn options_mut<O: 'static>(&mut self) -> Option<&mut O> {
-        self.options.as_any_mut().downcast_mut()
-    }
-
     /// The pass with default options, by name.
     pub fn from_name(name: &str) -> Result<PassConfig, String> {
         Ok(usable(name)?.default_config())
@@ -120,32 +39,10 @@ impl PassConfig {
 /// The registry entry of a pass the user may name.
 fn usable(name: &str) -> Result<&'static PassInfo, String> {
     let info = registry::find(name).ok_or_else(|| registry::unknown_pass_message(name))?;
-    if info.hidden && std::env::var(crate::perturb_weight::TEST_PASSES_ENV).as_deref() != Ok("1") {
+    if info.hidden && std::env::var(crate::pass_info::TEST_PASSES_ENV).as_deref() != Ok("1") {
         return Err(registry::unknown_pass_message(name));
     }
     Ok(info)
-}
-
-impl Clone for PassConfig {
-    fn clone(&self) -> PassConfig {
-        PassConfig {
-            info: self.info,
-            options: self.options.clone_box(),
-        }
-    }
-}
-
-impl fmt::Debug for PassConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ", self.info.name)?;
-        self.options.debug(f)
-    }
-}
-
-impl PartialEq for PassConfig {
-    fn eq(&self, other: &PassConfig) -> bool {
-        self.info.name == other.info.name && self.options.eq_dyn(other.options.as_ref())
-    }
 }
 
 /// Deserializes the options of the pass named `name`.
@@ -244,117 +141,69 @@ impl<'de> Deserialize<'de> for Step {
     }
 }
 
-fn default_true() -> bool {
-    true
-}
-fn default_rtol() -> f64 {
-    1e-4
-}
-fn default_atol() -> f64 {
-    1e-5
-}
-
-/// How `optimize` checks the result against the original.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct VerifyConfig {
-    #[serde(default = "default_true")]
-    pub enabled: bool,
-    #[serde(default = "default_rtol")]
-    pub rtol: f64,
-    #[serde(default = "default_atol")]
-    pub atol: f64,
-    /// Seed of the generated inputs.
-    #[serde(default)]
-    pub seed: u64,
-    /// `scaled` (default): the largest difference relative to the output's
-    /// magnitude, with the cosine; `elementwise`: every element within
-    /// `atol + rtol * |expected|`.
-    #[serde(default)]
-    pub criterion: CriterionName,
-    /// Scaled criterion: largest |difference| / largest |expected|.
-    #[serde(default = "default_max_scaled_error")]
-    pub max_scaled_error: f64,
-    /// Scaled criterion: smallest cosine similarity per output.
-    #[serde(default = "default_min_cosine")]
-    pub min_cosine: f64,
-}
-
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum CriterionName {
-    #[default]
-    Scaled,
-    Elementwise,
-}
-
-fn default_max_scaled_error() -> f64 {
-    1e-4
-}
-fn default_min_cosine() -> f64 {
-    0.9999
-}
-
-impl Default for VerifyConfig {
-    fn default() -> Self {
-        VerifyConfig {
-            enabled: true,
-            rtol: default_rtol(),
-            atol: default_atol(),
-            seed: 0,
-            criterion: CriterionName::Scaled,
-            max_scaled_error: default_max_scaled_error(),
-            min_cosine: default_min_cosine(),
-        }
-    }
-}
-
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+/// A pipeline: the passes and what they read (target, fixed shapes,
+/// precision map).
+#[derive(Clone, Debug, PartialEq)]
 pub struct PipelineConfig {
     pub version: u32,
-    #[serde(default)]
     pub target: Target,
     pub passes: Vec<Step>,
-    #[serde(default)]
-    pub verify: VerifyConfig,
     /// Fixed input shapes, `name: [1, 3, 224, 224]`.
-    #[serde(default)]
     pub inputs: BTreeMap<String, Vec<i64>>,
     /// Values of symbolic dims, `batch: 1`.
-    #[serde(default)]
     pub symbols: BTreeMap<String, i64>,
-    /// Release gates (see [`crate::gates`]).
-    #[serde(default)]
-    pub gates: crate::gates::GatesConfig,
     /// Per-layer precision (`precision: {default: fp16, overrides: [...]}`),
     /// handed to the passes through `cx.side`.
-    #[serde(default)]
     pub precision: Option<crate::precision::PrecisionMap>,
+}
+
+/// A job file as the pipeline reads it. The job's own sections, `verify:`
+/// and `gates:`, belong to whoever runs the job (verification and release
+/// gates are no business of the passes): they are accepted here, so that
+/// one file holds both and a misspelt key is still refused, and skipped
+/// unread. Fields in the order the file documents them (serde's "expected
+/// one of" lists them so).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobFileView {
+    version: u32,
+    #[serde(default)]
+    target: Target,
+    passes: Vec<Step>,
+    #[serde(default, rename = "verify")]
+    _verify: de::IgnoredAny,
+    #[serde(default)]
+    inputs: BTreeMap<String, Vec<i64>>,
+    #[serde(default)]
+    symbols: BTreeMap<String, i64>,
+    #[serde(default, rename = "gates")]
+    _gates: de::IgnoredAny,
+    #[serde(default)]
+    precision: Option<crate::precision::PrecisionMap>,
 }
 
 pub const PIPELINE_VERSION: u32 = 1;
 
 impl PipelineConfig {
-    /// Parses a pipeline. `origin` names the source in errors (a file path).
+    /// Parses the pipeline of a job file (the `verify:` and `gates:`
+    /// sections are the job's: see [`parse_yaml`] for them). `origin` names
+    /// the source in errors (a file path).
     pub fn from_yaml(text: &str, origin: &str) -> Result<PipelineConfig, PassError> {
-        let options = serde_saphyr::options! { strict_booleans: true };
-        let config: PipelineConfig =
-            serde_saphyr::from_str_with_options(text, options).map_err(|e| {
-                // serde-saphyr adds a source snippet after the first line; errors
-                // are one line, and the first one carries line and column.
-                let msg = e.to_string();
-                let first = msg.lines().next().unwrap_or("").trim();
-                let first = first.strip_prefix("error: ").unwrap_or(first);
-                PassError::Config(format!("{origin}: {}", crate::gates::suggest_field(first)))
-            })?;
-        if config.version != PIPELINE_VERSION {
+        let file: JobFileView = parse_yaml(text, origin)?;
+        if file.version != PIPELINE_VERSION {
             return Err(PassError::Config(format!(
                 "{origin}: pipeline version {} is not supported; this infopt reads version {PIPELINE_VERSION}",
-                config.version
+                file.version
             )));
         }
-        Ok(config)
+        Ok(PipelineConfig {
+            version: file.version,
+            target: file.target,
+            passes: file.passes,
+            inputs: file.inputs,
+            symbols: file.symbols,
+            precision: file.precision,
+        })
     }
 
     /// A pipeline made of the named passes, in order.
@@ -371,10 +220,8 @@ impl PipelineConfig {
             version: PIPELINE_VERSION,
             target,
             passes,
-            verify: VerifyConfig::default(),
             inputs: BTreeMap::new(),
             symbols: BTreeMap::new(),
-            gates: Default::default(),
             precision: None,
         })
     }
@@ -399,4 +246,25 @@ impl PipelineConfig {
             Step::FixedPoint { passes, .. } => passes.iter_mut(),
         })
     }
+}
+
+/// Reads YAML (strict booleans) into `T`, with the one-line errors every
+/// section of a job file gives: the first line of the parser's message
+/// (line and column), "did you mean" for a misspelt key, `origin` first.
+pub fn parse_yaml<T: serde::de::DeserializeOwned>(
+    text: &str,
+    origin: &str,
+) -> Result<T, PassError> {
+    let options = serde_saphyr::options! { strict_booleans: true };
+    serde_saphyr::from_str_with_options(text, options).map_err(|e| {
+        // serde-saphyr adds a source snippet after the first line; errors
+        // are one line, and the first one carries line and column.
+        let msg = e.to_string();
+        let first = msg.lines().next().unwrap_or("").trim();
+        let first = first.strip_prefix("error: ").unwrap_or(first);
+        PassError::Config(format!(
+            "{origin}: {}",
+            crate::suggest::suggest_field(first)
+        ))
+    })
 }

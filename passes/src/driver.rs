@@ -82,7 +82,7 @@ pub fn run_pipeline_with(
         PassConfig::from_name(name).map_err(PassError::Config)?;
         if !config.pass_names().contains(&name.as_str()) {
             return Err(PassError::Config(format!(
-                "--stop-after {name}: the pipeline does not run '{name}'"
+                "the pipeline does not run '{name}', so it cannot stop after it"
             )));
         }
     }

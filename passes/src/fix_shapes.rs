@@ -59,32 +59,33 @@ pub enum ShapeBinding {
 
 /// Parses `NAME:1x3x224x224` or `NAME:batch=1[,seq=128]`. The name is
 /// everything before the last `:` (TensorFlow-style names such as `input:0`
-/// work).
+/// work). The error is `'ARG': what is wrong`; the caller puts the name of
+/// its option in front.
 pub fn parse_input_shape(arg: &str) -> Result<ShapeSpec, String> {
     let usage =
         "expected NAME:DIMS (e.g. input:1x3x224x224) or NAME:SYMBOL=VALUE (e.g. input_ids:batch=1)";
     let (name, spec) = arg
         .rsplit_once(':')
-        .ok_or_else(|| format!("--input-shape '{arg}': {usage}"))?;
+        .ok_or_else(|| format!("'{arg}': {usage}"))?;
     if name.is_empty() {
         return Err(format!(
-            "--input-shape '{arg}': the input name is empty; {usage}"
+            "'{arg}': the input name is empty; {usage}"
         ));
     }
     let spec = spec.trim();
     if spec.is_empty() {
         return Err(format!(
-            "--input-shape '{arg}': no shape after the ':'; {usage}"
+            "'{arg}': no shape after the ':'; {usage}"
         ));
     }
     let positive = |text: &str, what: &str| -> Result<i64, String> {
         match text.trim().parse::<i64>() {
             Ok(v) if v > 0 => Ok(v),
             Ok(v) => Err(format!(
-                "--input-shape '{arg}': {what} is {v}; dims must be positive"
+                "'{arg}': {what} is {v}; dims must be positive"
             )),
             Err(_) => Err(format!(
-                "--input-shape '{arg}': '{}' is not a number; {usage}",
+                "'{arg}': '{}' is not a number; {usage}",
                 text.trim()
             )),
         }
@@ -94,10 +95,10 @@ pub fn parse_input_shape(arg: &str) -> Result<ShapeSpec, String> {
         for part in spec.split(',') {
             let (s, v) = part
                 .split_once('=')
-                .ok_or_else(|| format!("--input-shape '{arg}': '{part}' is not SYMBOL=VALUE"))?;
+                .ok_or_else(|| format!("'{arg}': '{part}' is not SYMBOL=VALUE"))?;
             let s = s.trim();
             if s.is_empty() {
-                return Err(format!("--input-shape '{arg}': a symbol name is empty"));
+                return Err(format!("'{arg}': a symbol name is empty"));
             }
             out.push((s.to_string(), positive(v, &format!("symbol '{s}'"))?));
         }

@@ -16,15 +16,24 @@
 //! more folds, then recurses into the bodies of If/Loop/Scan. Exporters' shape
 //! scaffolding (`Shape → Gather → Unsqueeze → Concat → Reshape`) collapses once
 //! `fix-shapes` has fixed the dims it reads; dims left symbolic keep their
-//! scaffolding.
+//! scaffolding. A `Reshape`/`Transpose`/`Expand`/... of a `ConstantOfShape`
+//! too large to fold becomes a `ConstantOfShape` of the moved shape.
 //!
-//! Option: `max_tensor_bytes` (default 1048576): the largest folded output.
+//! Options: `max_tensor_bytes` (default 1048576): the largest folded output;
+//! `max_growth_bytes` (default 16777216, the folding budget): the most folds
+//! may add to the model over the whole pipeline (what they write less the
+//! constants they make dead), so that the output is at most the input plus
+//! this.
 //!
 //! ## When it declines
 //! Each declined fold is reported with its reason:
 //! - an output over `max_tensor_bytes` (folding `ConstantOfShape`, `Tile` or
 //!   `Expand` into a huge initializer would bloat the model); the size is
 //!   checked before anything is allocated;
+//! - a fold past the folding budget (`max_growth_bytes`);
+//! - a `ConstantOfShape` of more than 64 KiB: a fill costs a runtime nothing
+//!   at load and written out only grows the file (a move of it stays a fill,
+//!   and `fuse-conv-bn` scales a fill weight);
 //! - non-deterministic ops (`RandomNormal`, `Bernoulli`, ...);
 //! - `QuantizeLinear`/`DequantizeLinear` of a constant: the Q/DQ pair on a
 //!   weight is the pattern TensorRT needs to build INT8 layers;
@@ -61,8 +70,15 @@ use crate::util::{is_nondeterministic, is_renamable};
 
 pub const DEFAULT_MAX_TENSOR_BYTES: u64 = 1 << 20;
 
+/// The folding budget of a pipeline: what folds may add to the model in all.
+pub const DEFAULT_MAX_GROWTH_BYTES: u64 = 16 << 20;
+
 fn default_max_tensor_bytes() -> u64 {
     DEFAULT_MAX_TENSOR_BYTES
+}
+
+fn default_max_growth_bytes() -> u64 {
+    DEFAULT_MAX_GROWTH_BYTES
 }
 
 /// Options of `fold-constants`.
@@ -72,12 +88,17 @@ pub struct FoldConstantsOptions {
     /// The largest output (in bytes) a fold may create.
     #[serde(default = "default_max_tensor_bytes")]
     pub max_tensor_bytes: u64,
+    /// The most (in bytes) folds may add to the model over the pipeline:
+    /// what they write less the constants they make dead.
+    #[serde(default = "default_max_growth_bytes")]
+    pub max_growth_bytes: u64,
 }
 
 impl Default for FoldConstantsOptions {
     fn default() -> Self {
         FoldConstantsOptions {
             max_tensor_bytes: DEFAULT_MAX_TENSOR_BYTES,
+            max_growth_bytes: DEFAULT_MAX_GROWTH_BYTES,
         }
     }
 }
@@ -97,13 +118,30 @@ pub fn register_fallback_evaluator(factory: fn() -> Box<dyn Evaluator>) -> bool 
     FALLBACK.set(factory).is_ok()
 }
 
+/// Wraps the whole evaluator (kernels and fallback) of every fold-constants
+/// built afterwards: the CLI checks each kind of fold against ONNX Runtime
+/// this way (`infopt_verify::fold_check`). The first registration wins.
+pub fn register_fold_check(wrap: WrapEvaluator) -> bool {
+    CHECK.set(wrap).is_ok()
+}
+
+/// Wraps an evaluator in another (see [`register_fold_check`]).
+pub type WrapEvaluator = fn(Box<dyn Evaluator>) -> Box<dyn Evaluator>;
+
+static CHECK: std::sync::OnceLock<WrapEvaluator> = std::sync::OnceLock::new();
+
 impl FoldConstants {
-    /// Folding with the reference kernels (and the registered fallback, if any).
+    /// Folding with the reference kernels (and the registered fallback, if
+    /// any), checked by the registered check, if any.
     pub fn new(options: FoldConstantsOptions) -> FoldConstants {
         let kernels = ReferenceKernels::with_limit(options.max_tensor_bytes);
         let evaluator: Box<dyn Evaluator> = match FALLBACK.get() {
             Some(factory) => Box::new(Fallback(kernels, factory())),
             None => Box::new(kernels),
+        };
+        let evaluator = match CHECK.get() {
+            Some(wrap) => wrap(evaluator),
+            None => evaluator,
         };
         FoldConstants { options, evaluator }
     }
@@ -302,6 +340,13 @@ impl FoldConstants {
             if outs.is_empty() || outs.iter().any(|&o| g.value(o).initializer.is_some()) {
                 continue;
             }
+            // A fill moved to another shape stays a fill (see `fold_fill`);
+            // its input is a ConstantOfShape's output, never a constant.
+            if crate::fold_fill::refill(g, facts, id, opsets.onnx) {
+                count += 1;
+                continue;
+            }
+            let node = g.node(id);
             let inputs: Vec<Option<ValueId>> = node.inputs.clone();
             let consts: Vec<Option<&Tensor>> = inputs
                 .iter()
@@ -326,7 +371,7 @@ impl FoldConstants {
                 let known: Option<Vec<Tensor>> =
                     outs.iter().map(|&o| facts.known_value(o)).collect();
                 if let Some(tensors) = known
-                    && self.within_budget(g, &outs, &tensors, &at, cx)
+                    && self.within_budget(g, id, &outs, &tensors, &at, cx)
                 {
                     replace_with_initializers(g, id, &outs, tensors);
                     count += 1;
@@ -353,6 +398,21 @@ impl FoldConstants {
                 cx.decline(&at, self.over_budget(&name, bytes));
                 continue;
             }
+            if node.domain().is_empty()
+                && op == "ConstantOfShape"
+                && let Some(bytes) = outs.first().and_then(|&o| expected_bytes(facts, o))
+                && bytes > MAX_FILL_BYTES
+            {
+                cx.decline(
+                    &at,
+                    format!(
+                        "ConstantOfShape '{}' ({}) is kept: a fill a runtime makes at load, which written out would only grow the model",
+                        g.value(outs[0]).name,
+                        human(bytes)
+                    ),
+                );
+                continue;
+            }
             let opset = opset_for(node, opsets);
             infopt_ir::context::enter_node(node);
             let result = self.evaluator.eval(node, &consts, opset);
@@ -374,7 +434,7 @@ impl FoldConstants {
                         );
                         continue;
                     }
-                    if self.within_budget(g, &outs, &picked, &at, cx) {
+                    if self.within_budget(g, id, &outs, &picked, &at, cx) {
                         replace_with_initializers(g, id, &outs, picked);
                         count += 1;
                     }
@@ -416,21 +476,61 @@ impl FoldConstants {
     fn within_budget(
         &self,
         g: &Graph,
+        id: NodeId,
         outs: &[ValueId],
         tensors: &[Tensor],
         at: &str,
         cx: &mut PassCx,
     ) -> bool {
+        let mut added: u64 = 0;
         for (&o, t) in outs.iter().zip(tensors) {
             let bytes = t.payload_bytes() as u64;
             if bytes > self.options.max_tensor_bytes {
                 cx.decline(at, self.over_budget(&g.value(o).name, bytes));
                 return false;
             }
+            added = added.saturating_add(bytes);
         }
+        // Growth: what the fold writes, less the initializers only it read.
+        let freed: u64 = g
+            .node(id)
+            .inputs
+            .iter()
+            .flatten()
+            .filter(|&&v| !g.is_graph_input(v) && g.reader_count(v) == 1)
+            .filter_map(|&v| g.value(v).initializer.as_ref())
+            .map(|t| t.payload_bytes() as u64)
+            .sum();
+        let growth = added as i64 - freed as i64;
+        let so_far = cx.side.get::<FoldGrowth>().map_or(0, |g| g.0);
+        if growth > 0 && so_far.saturating_add(growth) > self.options.max_growth_bytes as i64 {
+            cx.decline(
+                at,
+                format!(
+                    "folding has grown the model by {} so far; this fold would add {}, past max_growth_bytes {} ({})",
+                    human(so_far.max(0) as u64),
+                    human(growth as u64),
+                    self.options.max_growth_bytes,
+                    human(self.options.max_growth_bytes)
+                ),
+            );
+            return false;
+        }
+        cx.side.insert(FoldGrowth(so_far.saturating_add(growth)));
         true
     }
 }
+
+/// Bytes folding has added to the model so far in this pipeline (what folds
+/// wrote less the constants they made dead), in the pipeline's side data.
+#[derive(Clone, Copy, Debug, Default)]
+struct FoldGrowth(i64);
+
+/// A `ConstantOfShape` above this size is kept as the node: written out it
+/// only grows the model (ONNX's `light` models make 100 MB of placeholder
+/// weights so); `fuse-conv-bn` scales a fill weight where it stands, and a
+/// move of a fill stays a fill (`fold_fill`).
+pub const MAX_FILL_BYTES: u64 = 64 << 10;
 
 fn human(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];

@@ -287,7 +287,7 @@ impl Pass for FuseConvActivation {
             .unwrap_or_default();
         if let Some(other) = providers.first_not_cpu() {
             let text = format!(
-                "fuse-conv-activation left Conv + activation unfused: the output is for provider '{other}' (--ep), and FusedConv loads in ONNX Runtime's CPU provider only (CUDA: Relu/Tanh, slower); ONNX Runtime fuses the pairs at load where it can"
+                "fuse-conv-activation left Conv + activation unfused: the output is for provider '{other}', and FusedConv loads in ONNX Runtime's CPU provider only (CUDA: Relu/Tanh, slower); ONNX Runtime fuses the pairs at load where it can"
             );
             if cx.builtin_pipeline {
                 cx.detail(text);
@@ -306,17 +306,17 @@ impl Pass for FuseConvActivation {
                 Some(installed) => {
                     if let Some(gpu) = installed.first_not_cpu() {
                         cx.detail(format!(
-                            "fuse-conv-activation left Conv + activation unfused: no --ep names the provider and the installed ONNX Runtime has {gpu}, where FusedConv fails or runs slower; --ep cpu fuses them"
+                            "fuse-conv-activation left Conv + activation unfused: no execution provider is named and the installed ONNX Runtime has {gpu}, where FusedConv fails or runs slower; naming the CPU provider fuses them"
                         ));
                         return Ok(0);
                     }
                     cx.detail(
-                        "fuse-conv-activation fused for ONNX Runtime's CPU provider: no --ep names one and the installed ONNX Runtime has no other; --ep cuda (or another provider) leaves the pairs unfused",
+                        "fuse-conv-activation fused for ONNX Runtime's CPU provider: no execution provider is named and the installed ONNX Runtime has no other; naming CUDA (or another provider) leaves the pairs unfused",
                     );
                 }
                 None => {
                     cx.detail(
-                        "fuse-conv-activation left Conv + activation unfused: no --ep names the provider and no ONNX Runtime is installed to say which it has, and a FusedConv in the file loads in ONNX Runtime's CPU provider only; --ep cpu fuses them",
+                        "fuse-conv-activation left Conv + activation unfused: no execution provider is named and no ONNX Runtime is installed to say which it has, and a FusedConv in the file loads in ONNX Runtime's CPU provider only; naming the CPU provider fuses them",
                     );
                     return Ok(0);
                 }

@@ -42,10 +42,15 @@
 //! ## When it declines
 //! - BN in training mode (`training_mode=1`), with `spatial=0`, or with its
 //!   running-mean / running-var outputs read;
-//! - the conv output has other readers or is a graph output;
+//! - the conv output has other readers or is a graph output (but a conv
+//!   read only by BatchNormalizations folds each into its own copy of the
+//!   conv when its weight is a ConstantOfShape or at most 256 KiB);
 //! - a BN parameter, the conv weight, its bias, or the Gemm `C` is not a
 //!   constant initializer;
 //! - the weight dtype is not float32, float16 or float64;
+//! - the weight is a `ConstantOfShape` over 1 MiB and the scale differs
+//!   between channels (a uniform scale gives a new fill value; a weight
+//!   within 1 MiB is written out scaled);
 //! - the BN size (or the constant's channel dim) does not match the
 //!   channel count, or the constant broadcasts along another axis than the
 //!   channel axis, or would raise the output rank;
@@ -124,11 +129,28 @@ impl Layer {
 struct Weight {
     dtype: DataType,
     dims: Vec<i64>,
-    tensor: Tensor,
+    data: WeightData,
     numel: usize,
     /// Output channels (Conv: M; Gemm/MatMul: N).
     channels: usize,
     group: usize,
+}
+
+/// Where a weight's values are.
+enum WeightData {
+    /// An initializer.
+    Stored(Tensor),
+    /// `ConstantOfShape(shape)` filled with `value`: the placeholder weights
+    /// of ONNX's `light` models, too large for the folding budget. Scaled by
+    /// a scale that is the same on every channel it stays a ConstantOfShape.
+    Uniform { shape: ValueId, value: f64 },
+}
+
+/// A layer's scaled weight: an initializer, or a new `ConstantOfShape` fill
+/// value (a one-element tensor) for the same shape input.
+enum ScaledWeight {
+    Stored(Tensor),
+    Uniform { shape: ValueId, value: Tensor },
 }
 
 impl Weight {
@@ -158,20 +180,24 @@ fn read_weight(g: &Graph, layer_node: NodeId, layer: Layer) -> Result<Weight, St
     let Some(wv) = input(g, layer_node, layer.weight_slot()) else {
         return Err(format!("{label} has no weight input"));
     };
-    let Some(w) = g.constant(wv) else {
-        return Err(format!(
-            "weight '{}' of {label} is not a constant",
-            g.value(wv).name
-        ));
+    let (dtype, dims, data) = match g.constant(wv) {
+        Some(w) => (w.dtype(), w.dims().to_vec(), WeightData::Stored(w.clone())),
+        None => match uniform_weight(g, wv) {
+            Some(u) => u,
+            None => {
+                return Err(format!(
+                    "weight '{}' of {label} is not a constant",
+                    g.value(wv).name
+                ));
+            }
+        },
     };
-    let dtype = w.dtype();
     if !matches!(
         dtype,
         DataType::Float | DataType::Float16 | DataType::Double
     ) {
         return Err(format!("weight dtype {dtype} not supported"));
     }
-    let dims = w.dims().to_vec();
     if dims.iter().any(|&d| d <= 0) {
         return Err(format!(
             "weight of {label} has shape {}",
@@ -207,27 +233,55 @@ fn read_weight(g: &Graph, layer_node: NodeId, layer: Layer) -> Result<Weight, St
         Layer::Gemm { trans_b: true } => dims[0] as usize,
         Layer::Gemm { trans_b: false } | Layer::MatMul => dims[1] as usize,
     };
-    let width = match dtype {
-        DataType::Float16 => 2,
-        DataType::Double => 8,
-        _ => 4,
-    };
-    let stored = w.raw_bytes().map(|b| b.len()).unwrap_or(0) / width;
-    let numel = w.numel().unwrap_or(usize::MAX);
-    if stored != numel {
-        return Err(format!(
-            "weight of {label} holds {stored} values for shape {}",
-            dims_string(&dims)
-        ));
+    let numel = dims
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d as usize))
+        .ok_or_else(|| format!("weight of {label} has too many elements"))?;
+    if let WeightData::Stored(w) = &data {
+        let width = match dtype {
+            DataType::Float16 => 2,
+            DataType::Double => 8,
+            _ => 4,
+        };
+        let stored = w.raw_bytes().map(|b| b.len()).unwrap_or(0) / width;
+        if stored != numel {
+            return Err(format!(
+                "weight of {label} holds {stored} values for shape {}",
+                dims_string(&dims)
+            ));
+        }
     }
     Ok(Weight {
         dtype,
         dims,
-        tensor: w.clone(),
+        data,
         numel,
         channels,
         group,
     })
+}
+
+/// `v = ConstantOfShape(shape)` with a constant `shape`: its dtype, dims and
+/// fill value (ONNX's default: float32 zero).
+fn uniform_weight(g: &Graph, v: ValueId) -> Option<(DataType, Vec<i64>, WeightData)> {
+    let (p, _) = g.value(v).producer?;
+    let node = g.node(p);
+    if !(node.domain().is_empty() && node.op_type == "ConstantOfShape") {
+        return None;
+    }
+    let shape = input(g, p, 0)?;
+    let dims = g.constant(shape)?.to_i64_vec().ok()?;
+    let (dtype, value) = match node.attr_tensor("value").ok()? {
+        None => (DataType::Float, 0.0),
+        Some(t) => {
+            let vals = t.to_f64_vec().ok()?;
+            if vals.len() != 1 {
+                return None;
+            }
+            (t.dtype(), vals[0])
+        }
+    };
+    Some((dtype, dims, WeightData::Uniform { shape, value }))
 }
 
 impl Weight {
@@ -235,8 +289,14 @@ impl Weight {
     /// f64 and rounded once. A float32 Conv weight (the BatchNorm fold of
     /// every CNN) is scaled block by block from its bytes: each output
     /// channel is one contiguous block, and no f64 copy of the weight is made.
-    fn scaled(&self, layer: Layer, scale: &[f64]) -> Result<Tensor, String> {
-        let raw = self.tensor.raw_bytes().map_err(|e| e.to_string())?;
+    fn scaled(&self, layer: Layer, scale: &[f64]) -> Result<ScaledWeight, String> {
+        let tensor = match &self.data {
+            WeightData::Stored(t) => t,
+            WeightData::Uniform { shape, value } => {
+                return self.scaled_uniform(layer, *shape, *value, scale);
+            }
+        };
+        let raw = tensor.raw_bytes().map_err(|e| e.to_string())?;
         if self.dtype == DataType::Float
             && layer == Layer::Conv
             && self.channels > 0
@@ -244,15 +304,58 @@ impl Weight {
         {
             // The old weight is read: its mapped pages need not stay resident.
             infopt_ir::external::release_if_mapped(&raw);
-            return Ok(Tensor::from_raw(self.dtype, self.dims.clone(), bytes::Bytes::from(out)));
+            return Ok(ScaledWeight::Stored(Tensor::from_raw(
+                self.dtype,
+                self.dims.clone(),
+                bytes::Bytes::from(out),
+            )));
         }
-        let values = self.tensor.to_f64_vec().map_err(|e| e.to_string())?;
+        let values = tensor.to_f64_vec().map_err(|e| e.to_string())?;
         let new_w: Vec<f64> = values
             .iter()
             .enumerate()
             .map(|(i, &v)| v * scale[self.channel_of(layer, i)])
             .collect();
         tensor_from_f64(self.dtype, self.dims.clone(), &new_w)
+            .map(ScaledWeight::Stored)
+            .ok_or_else(|| format!("cannot write a {} weight", self.dtype))
+    }
+
+    /// A ConstantOfShape weight stays one when every channel's product,
+    /// rounded to the weight's dtype, is the same value; otherwise the
+    /// scaled weight is written out when one tensor's folding budget allows.
+    fn scaled_uniform(
+        &self,
+        layer: Layer,
+        shape: ValueId,
+        value: f64,
+        scale: &[f64],
+    ) -> Result<ScaledWeight, String> {
+        let rounded = |x: f64| tensor_from_f64(self.dtype, vec![1], &[x]);
+        let first = scale.first().map_or(value, |s| value * s);
+        let Some(one) = rounded(first) else {
+            return Err(format!("cannot write a {} weight", self.dtype));
+        };
+        let same = scale.iter().all(|s| {
+            rounded(value * s).is_some_and(|t| t.raw_bytes().ok() == one.raw_bytes().ok())
+        });
+        if same {
+            return Ok(ScaledWeight::Uniform { shape, value: one });
+        }
+        // Channels differ: written out, within fold-constants' budget for
+        // one tensor (an Inception block's BN variances are real values).
+        let limit = crate::fold_constants::DEFAULT_MAX_TENSOR_BYTES as usize;
+        if self.dtype.storage_bytes(self.numel).is_none_or(|b| b > limit) {
+            return Err(format!(
+                "the weight is a ConstantOfShape of {} elements and the scale differs between channels: written out, the scaled weight would pass the folding budget of {limit} bytes for one tensor",
+                self.numel
+            ));
+        }
+        let new_w: Vec<f64> = (0..self.numel)
+            .map(|i| value * scale[self.channel_of(layer, i)])
+            .collect();
+        tensor_from_f64(self.dtype, self.dims.clone(), &new_w)
+            .map(ScaledWeight::Stored)
             .ok_or_else(|| format!("cannot write a {} weight", self.dtype))
     }
 }
@@ -292,6 +395,8 @@ struct Fold<'a> {
     /// The node whose output the fused layer takes over.
     tail: NodeId,
     replaced: ValueId,
+    /// The layer has other readers: the fused layer is a copy, the layer stays.
+    keep_layer: bool,
 }
 
 fn build(g: &Graph, f: &Fold, cx: &PassCx) -> Outcome {
@@ -304,7 +409,20 @@ fn build(g: &Graph, f: &Fold, cx: &PassCx) -> Outcome {
         Err(e) => decline!("cannot scale the weight of {}: {e}", node_label(g, f.layer_node)),
     };
     let mut p = Patch::new();
-    let w_init = p.add_initializer(&format!("{prefix}.weight"), new_w);
+    let w_init = match new_w {
+        ScaledWeight::Stored(t) => p.add_initializer(&format!("{prefix}.weight"), t),
+        ScaledWeight::Uniform { shape, value } => {
+            let mut fill = Node::new("ConstantOfShape");
+            fill.name = Some(format!("{prefix}.weight"));
+            fill.set_attr(infopt_ir::Attribute::tensor("value", &value));
+            let n = p.add_node(
+                fill,
+                vec![Some(PatchValue::Existing(shape))],
+                vec![format!("{prefix}.weight")],
+            );
+            PatchValue::NewNode { node: n, output: 0 }
+        }
+    };
     let x = input(g, f.layer_node, 0).map(PatchValue::Existing);
     let mut fused = node.clone();
     let bias_slot = 2;
@@ -405,7 +523,9 @@ fn build(g: &Graph, f: &Fold, cx: &PassCx) -> Outcome {
     let out = PatchValue::NewNode { node: n, output: 0 };
     p.replace(f.replaced, out);
     carry_type(&mut p, g, f.replaced, out);
-    p.remove_node(f.layer_node);
+    if !f.keep_layer {
+        p.remove_node(f.layer_node);
+    }
     p.remove_node(f.tail);
     Outcome::Rewrite(p)
 }
@@ -435,9 +555,11 @@ fn fuse_bn(g: &Graph, bn: NodeId, cx: &PassCx) -> Outcome {
             );
         }
     }
-    if let Some(reason) = sole_reader_problem(g, conv, "conv") {
-        decline!("{reason}");
-    }
+    let keep_layer = match sole_reader_problem(g, conv, "conv") {
+        None => false,
+        Some(reason) if !all_readers_are_bns(g, conv) => decline!("{reason}"),
+        Some(_) => true,
+    };
     let mut params: Vec<Vec<f64>> = Vec::with_capacity(4);
     for (slot, what) in [(1, "scale"), (2, "bias"), (3, "mean"), (4, "var")] {
         let Some(v) = input(g, bn, slot) else {
@@ -456,6 +578,13 @@ fn fuse_bn(g: &Graph, bn: NodeId, cx: &PassCx) -> Outcome {
         Err(e) => decline!("{e}"),
     };
     let m = weight.channels;
+    if keep_layer && !weight.cheap_to_copy() {
+        decline!(
+            "conv output has {} readers, all BatchNormalization, but a copy of the conv per reader would repeat its {}-element weight",
+            g.reader_count(x),
+            weight.numel
+        );
+    }
     for (vals, what) in params.iter().zip(["scale", "bias", "mean", "var"]) {
         if vals.len() != m {
             decline!(
@@ -490,9 +619,42 @@ fn fuse_bn(g: &Graph, bn: NodeId, cx: &PassCx) -> Outcome {
             shift_is_zero: false,
             tail: bn,
             replaced,
+            keep_layer,
         },
         cx,
     )
+}
+
+/// A conv whose output several BatchNormalizations read (an Inception
+/// block's 1x1 convs, made identical by placeholder weights and merged by
+/// `eliminate-duplicates`): each BN folds into its own copy of the conv, and
+/// the conv goes with the last one. Not for a graph output.
+fn all_readers_are_bns(g: &Graph, conv: NodeId) -> bool {
+    let Some(out) = output(g, conv, 0) else {
+        return false;
+    };
+    !g.is_graph_output(out)
+        && g.input_uses(out).all(|(n, _)| {
+            let r = g.node(n);
+            r.domain().is_empty() && r.op_type == "BatchNormalization"
+        })
+}
+
+/// Largest weight copied for a conv shared by BatchNormalizations.
+const MAX_COPIED_WEIGHT_BYTES: usize = 256 << 10;
+
+impl Weight {
+    /// A copy per reader stays small: a ConstantOfShape, or a weight of at
+    /// most [`MAX_COPIED_WEIGHT_BYTES`].
+    fn cheap_to_copy(&self) -> bool {
+        match self.data {
+            WeightData::Uniform { .. } => true,
+            WeightData::Stored(_) => {
+                self.dtype.storage_bytes(self.numel).unwrap_or(usize::MAX)
+                    <= MAX_COPIED_WEIGHT_BYTES
+            }
+        }
+    }
 }
 
 /// Rank of the layer's output when it can be known.
@@ -640,6 +802,7 @@ fn affine_rewrite(
             shift_is_zero: is_mul,
             tail: id,
             replaced,
+            keep_layer: false,
         },
         cx,
     )

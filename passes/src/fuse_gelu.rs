@@ -203,7 +203,7 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     let (x, tanh, inner) = require_some!(found);
     if cx.opset < MIN_OPSET {
         decline!(
-            "GELU needs opset {MIN_OPSET} for Gelu (model has {}); --upgrade-opset {MIN_OPSET} raises it",
+            "GELU needs opset {MIN_OPSET} for Gelu (model has {}); an upgrade-opset step to {MIN_OPSET} raises it",
             cx.opset
         );
     }

@@ -98,7 +98,7 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx, shapes: &Shapes) -> Outcome {
     }));
     if cx.opset < MIN_OPSET {
         decline!(
-            "decomposed RMSNorm needs opset {MIN_OPSET} for RMSNormalization (model has {}); --upgrade-opset {MIN_OPSET} raises it",
+            "decomposed RMSNorm needs opset {MIN_OPSET} for RMSNormalization (model has {}); an upgrade-opset step to {MIN_OPSET} raises it",
             cx.opset
         );
     }

@@ -3,18 +3,20 @@
 
 pub mod config;
 pub mod driver;
-pub mod gates;
 pub mod panic_guard;
 pub mod par;
 pub mod pass;
+pub mod pass_info;
 pub mod pattern;
 pub mod precision;
 pub mod registry;
 pub mod rule;
+pub mod suggest;
 pub mod util;
 
 pub mod attention_pattern;
 pub mod branch_check;
+pub(crate) mod fold_fill;
 pub mod gemm_bias;
 pub mod matmul_nd_gemm;
 pub mod redundant_ops;
@@ -29,7 +31,7 @@ macro_rules! builtin_passes {
         $(pub mod $module;)*
 
         /// The built-in passes' registry entries, in pipeline order.
-        pub(crate) fn builtin_passes() -> &'static [&'static registry::PassInfo] {
+        pub(crate) fn builtin_passes() -> &'static [&'static pass_info::PassInfo] {
             &[$(&$module::INFO),*]
         }
     };
@@ -72,7 +74,7 @@ builtin_passes! {
 #[doc(hidden)]
 pub use erased_serde as __erased_serde;
 
-pub use config::{CriterionName, PassConfig, PipelineConfig, Step, VerifyConfig};
+pub use config::{PassConfig, PipelineConfig, Step};
 pub use driver::{DriverOptions, Flow, PassRecord, PipelineRun, run_pipeline, run_pipeline_with};
 pub use pass::{
     Declined, ExecutionProviders, InstalledProviders, Pass, PassCx, PassError, SideData, Target,

@@ -47,7 +47,7 @@ pub enum PassError {
     Config(String),
     /// A pass panicked (a bug in infopt); the driver caught it.
     #[error(
-        "pass '{pass}' crashed{}: {message}{}; this is a bug in infopt (please report it with the model); --disable {pass} skips the pass",
+        "pass '{pass}' crashed{}: {message}{}; this is a bug in infopt (please report it with the model)",
         node.as_ref().map(|n| format!(" at node {n}")).unwrap_or_default(),
         location.as_ref().map(|l| format!(" ({l})")).unwrap_or_default()
     )]

@@ -30,8 +30,7 @@ use crate::pass::{Pass, PassCx, PassError};
 
 pub struct PerturbWeight;
 
-/// The environment variable that unlocks test-only passes.
-pub const TEST_PASSES_ENV: &str = "INFOPT_TEST_PASSES";
+pub use crate::pass_info::TEST_PASSES_ENV;
 
 impl Pass for PerturbWeight {
     fn name(&self) -> &'static str {

@@ -14,6 +14,11 @@
 //! the op, anything else a node name, exactly or as a regex).
 
 pub mod check;
+mod pipeline;
+
+// Applying precision options to a pipeline is in pipeline.rs, above the
+// pipeline types (config.rs), which read the map from this file.
+pub use pipeline::{ApplyError, apply_to_pipeline, converts_to_half};
 
 use std::fmt;
 
@@ -51,7 +56,7 @@ impl Precision {
             "bf16" | "bfloat16" => Precision::Bf16,
             "int8" | "i8" => Precision::Int8,
             _ => {
-                let hint = crate::registry::closest(&t, &PRECISION_NAMES)
+                let hint = crate::suggest::closest(&t, &PRECISION_NAMES)
                     .map(|n| format!("did you mean '{n}'? "))
                     .unwrap_or_default();
                 return Err(format!(
@@ -116,7 +121,7 @@ impl Selector {
     /// An op selector; unknown op types get "did you mean".
     pub fn op(text: &str) -> Result<Selector, String> {
         if !KNOWN_OPS.contains(&text) {
-            let hint = crate::registry::closest(text, KNOWN_OPS)
+            let hint = crate::suggest::closest(text, KNOWN_OPS)
                 .map(|n| format!("did you mean '{n}'? "))
                 .unwrap_or_default();
             return Err(format!(
@@ -134,6 +139,17 @@ impl Selector {
                 .as_deref()
                 .is_some_and(|n| n == text || regex.is_match(n)),
             Selector::Exact(name) => node.name.as_deref() == Some(name.as_str()),
+        }
+    }
+}
+
+impl Selector {
+    /// The selector as written: the op type, the name or the regex.
+    pub fn source_text(&self) -> &str {
+        match self {
+            Selector::Op(op) => op,
+            Selector::Name { text, .. } => text,
+            Selector::Exact(name) => name,
         }
     }
 }
@@ -224,22 +240,27 @@ impl PrecisionMap {
     }
 }
 
-/// Parses `--precision NAME_OR_OP=fp32`: a bare op type (as listed in
-/// [`KNOWN_OPS`]) selects the op; anything else a node name (exact or regex).
+/// Parses a command-line override `NAME_OR_OP=fp32`: a bare op type (as
+/// listed in [`KNOWN_OPS`]) selects the op; anything else a node name (exact
+/// or regex). The error is `'ARG': what is wrong`; the caller puts the name
+/// of its option in front (`--precision 'ARG': ...`).
 pub fn parse_override_arg(arg: &str) -> Result<Override, String> {
+    parse_override(arg).map_err(|why| format!("'{arg}': {why}"))
+}
+
+/// [`parse_override_arg`], with the error saying only what is wrong.
+pub(crate) fn parse_override(arg: &str) -> Result<Override, String> {
     let usage = "expected NAME_OR_OP=PRECISION (e.g. Softmax=fp32 or '/head/.*=fp32')";
-    let (sel, to) = arg
-        .rsplit_once('=')
-        .ok_or_else(|| format!("--precision '{arg}': {usage}"))?;
+    let (sel, to) = arg.rsplit_once('=').ok_or_else(|| usage.to_string())?;
     let sel = sel.trim();
     if sel.is_empty() {
-        return Err(format!("--precision '{arg}': nothing before '='; {usage}"));
+        return Err(format!("nothing before '='; {usage}"));
     }
-    let to = Precision::parse(to).map_err(|e| format!("--precision '{arg}': {e}"))?;
+    let to = Precision::parse(to)?;
     let selector = if KNOWN_OPS.contains(&sel) {
         Selector::Op(sel.to_string())
     } else {
-        Selector::name(sel).map_err(|e| format!("--precision '{arg}': {e}"))?
+        Selector::name(sel)?
     };
     Ok(Override {
         selector,
@@ -249,102 +270,7 @@ pub fn parse_override_arg(arg: &str) -> Result<Override, String> {
 }
 
 /// The passes that read the precision map.
-const PRECISION_PASSES: [&str; 3] = ["convert-float16", "convert-bfloat16", "quantize-int8"];
-
-/// Verification tolerance for pipelines that convert to a half type, when
-/// the pipeline keeps the float32 defaults (float16 rounds at ~5e-4 per op).
-pub const HALF_RTOL: f64 = 2e-2;
-pub const HALF_ATOL: f64 = 2e-2;
-/// The same for the scaled criterion: the accuracy target of a half model is
-/// its cosine per output (and finite values), with no bound on the largest
-/// difference: a text detector's probability map in float16 agrees at cosine
-/// 0.999999 on rendered text while single pixels on the steep side of its
-/// Sigmoid move by 0.03, which a bound of 1e-2 refused.
-pub const HALF_MAX_SCALED_ERROR: f64 = f64::INFINITY;
-pub const HALF_MIN_COSINE: f64 = 0.999;
-
-/// Applies the command line's precision options to a pipeline: `half`
-/// (`--fp16`/`--bf16`) sets the map's default, `overrides` (`--precision
-/// NAME_OR_OP=P`) go first in the map; a float16/bfloat16 default appends the
-/// convert pass when the pipeline has none (after its fusions), and the
-/// float32 verification defaults widen to [`HALF_RTOL`]/[`HALF_ATOL`].
-/// Returns notes for the report.
-pub fn apply_to_pipeline(
-    config: &mut crate::config::PipelineConfig,
-    overrides: &[String],
-    half: Option<Precision>,
-) -> Result<Vec<String>, String> {
-    use crate::config::{PassConfig, Step};
-    let mut notes = Vec::new();
-    if overrides.is_empty() && half.is_none() && config.precision.is_none() {
-        return Ok(notes);
-    }
-    let map = config.precision.get_or_insert_with(PrecisionMap::default);
-    if let Some(p) = half {
-        match map.default {
-            Some(d) if d != p && d != Precision::Fp32 => {
-                return Err(format!(
-                    "--{p} conflicts with the pipeline's precision default {d}; drop one of them"
-                ));
-            }
-            _ => map.default = Some(p),
-        }
-    }
-    for o in overrides.iter().rev() {
-        map.add_arg(o)?;
-    }
-    let default = map.default;
-    let pass = match default {
-        Some(Precision::Fp16) => Some("convert-float16"),
-        Some(Precision::Bf16) => Some("convert-bfloat16"),
-        _ => None,
-    };
-    let names = config.pass_names();
-    if let Some(pass) = pass
-        && !names.contains(&pass)
-    {
-        config.passes.push(Step::Pass(PassConfig::from_name(pass)?));
-        notes.push(format!(
-            "precision default {}: appended {pass} to the pipeline",
-            default.map(|d| d.as_str()).unwrap_or("")
-        ));
-    }
-    if !config
-        .pass_names()
-        .iter()
-        .any(|n| PRECISION_PASSES.contains(n))
-    {
-        let what = if overrides.is_empty() {
-            "the pipeline's `precision:` map"
-        } else {
-            "--precision"
-        };
-        return Err(format!(
-            "{what} needs a pass that reads it ({}); add --fp16 or --bf16, or use a pipeline that runs one",
-            PRECISION_PASSES.join(", ")
-        ));
-    }
-    let converts = config
-        .pass_names()
-        .iter()
-        .any(|n| *n == "convert-float16" || *n == "convert-bfloat16");
-    let v = &mut config.verify;
-    let defaults = crate::config::VerifyConfig::default();
-    let default_tolerance = v.rtol == defaults.rtol
-        && v.atol == defaults.atol
-        && v.max_scaled_error == defaults.max_scaled_error
-        && v.min_cosine == defaults.min_cosine;
-    if converts && default_tolerance {
-        v.rtol = HALF_RTOL;
-        v.atol = HALF_ATOL;
-        v.max_scaled_error = HALF_MAX_SCALED_ERROR;
-        v.min_cosine = HALF_MIN_COSINE;
-        notes.push(format!(
-            "verification of the half-precision model uses its accuracy target: cosine >= {HALF_MIN_COSINE} per output, finite values (elementwise: rtol {HALF_RTOL:e} / atol {HALF_ATOL:e})"
-        ));
-    }
-    Ok(notes)
-}
+pub const PRECISION_PASSES: [&str; 3] = ["convert-float16", "convert-bfloat16", "quantize-int8"];
 
 /// YAML form of one override: `{ op: X, to: P }` or `{ name: RE, to: P }`.
 #[derive(Deserialize)]

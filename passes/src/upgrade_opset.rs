@@ -121,7 +121,7 @@ pub fn upgrade(model: &mut Model, to: i64) -> Result<usize, Refusal> {
     let from = model.opset("").unwrap_or(1);
     if to > MAX_OPSET {
         return Err(format!(
-            "--upgrade-opset {to}: infopt converts up to opset {MAX_OPSET}"
+            "cannot upgrade to opset {to}: infopt converts up to opset {MAX_OPSET}"
         ));
     }
     if to <= from {
@@ -719,8 +719,8 @@ fn group_norm_21(g: &mut Graph, id: NodeId, span: Span, facts: &GraphFacts) -> R
     Ok(())
 }
 
-/// Puts `upgrade-opset` with `to` into `config` (what `--upgrade-opset N`
-/// does): an existing step gets the new target; otherwise the step goes
+/// Puts `upgrade-opset` with `to` into `config`: an existing step gets the
+/// new target; otherwise the step goes
 /// before the first fixed-point group or fusion pass, so the fusions see the
 /// new opset.
 pub fn add_to_pipeline(config: &mut crate::config::PipelineConfig, to: i64) -> Result<(), String> {
@@ -728,7 +728,7 @@ pub fn add_to_pipeline(config: &mut crate::config::PipelineConfig, to: i64) -> R
     use crate::registry::PassKind;
     if !(MIN_SOURCE_OPSET..=MAX_OPSET).contains(&to) {
         return Err(format!(
-            "--upgrade-opset {to}: choose an opset from {MIN_SOURCE_OPSET} to {MAX_OPSET}"
+            "choose an opset from {MIN_SOURCE_OPSET} to {MAX_OPSET}"
         ));
     }
     let set = |p: &mut PassConfig| {

@@ -363,6 +363,117 @@ fn bloater_is_not_folded_and_says_why() {
     );
 }
 
+/// ONNX's `light` inception_v1: `Reshape(ConstantOfShape([1000, 1024]),
+/// [1000, 1024])` before its Gemm. The 4 MB fill is over the budget; the
+/// Reshape of it becomes a fill of the new shape, a few bytes.
+#[test]
+fn a_reshape_of_a_fill_over_the_budget_becomes_a_fill() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2", "1024"]));
+    let shape = b.i64("w_shape", &[2], &[1024, 1000]);
+    let fill = b.op(
+        "ConstantOfShape",
+        &[shape],
+        vec![Attribute::tensor(
+            "value",
+            &Tensor::from_f32(vec![1], &[0.02]),
+        )],
+    );
+    let perm = vec![Attribute::ints("perm", vec![1, 0])];
+    let t = b.op("Transpose", &[fill], perm);
+    let to = b.i64("to", &[2], &[1000, 1024]);
+    let w = b.op("Reshape", &[t, to], vec![]);
+    let y = b.op("Gemm", &[x, w], vec![Attribute::int("transB", 1)]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    let run = run_passes(&mut m, &["fold-constants", "eliminate-dead"]);
+    assert_eq!(
+        ops(&m),
+        histogram(&[("ConstantOfShape", 1), ("Gemm", 1)]),
+        "{:?}",
+        reasons(&run)
+    );
+    let (_, fill) = m
+        .graph
+        .nodes()
+        .find(|(_, n)| n.op_type == "ConstantOfShape")
+        .unwrap();
+    let shape = m.graph.constant(fill.inputs[0].unwrap()).unwrap();
+    assert_eq!(shape.to_i64_vec().unwrap(), vec![1000, 1024]);
+    assert_eq!(
+        fill.attr_tensor("value")
+            .unwrap()
+            .unwrap()
+            .to_f64_vec()
+            .unwrap(),
+        vec![0.02f32 as f64]
+    );
+    assert!(infopt_ir::stats::GraphStats::of_model(&m).parameter_bytes < 100);
+    assert_equivalent(&original, &m, &InputShapes::new(), 0.0, 0.0);
+}
+
+/// A fill over 64 KiB stays a ConstantOfShape (written out it would only
+/// grow the file); one within folds.
+#[test]
+fn a_large_fill_is_kept_and_a_small_one_folds() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["128", "256"]));
+    let big_shape = b.i64("big_shape", &[2], &[128, 256]);
+    let big = b.op("ConstantOfShape", &[big_shape], vec![]);
+    let small_shape = b.i64("small_shape", &[1], &[256]);
+    let small = b.op("ConstantOfShape", &[small_shape], vec![]);
+    let y = b.op("Add", &[x, big], vec![]);
+    let y = b.op("Add", &[y, small], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(17);
+    let run = run_passes(&mut m, &["fold-constants", "eliminate-dead"]);
+    assert_eq!(
+        ops(&m),
+        histogram(&[("ConstantOfShape", 1), ("Add", 2)]),
+        "{:?}",
+        reasons(&run)
+    );
+    assert!(
+        reasons(&run).contains(
+            &"constantofshape_1: ConstantOfShape 'constantofshape_1_out' (128.0 KiB) is kept: a fill a runtime makes at load, which written out would only grow the model".to_string()
+        ),
+        "{:?}",
+        reasons(&run)
+    );
+}
+
+/// The folding budget bounds what folds add over the whole pipeline.
+#[test]
+fn folds_stop_at_the_growth_budget() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["32"]));
+    let c = b.f32("c", &[1], &[1.0]);
+    let reps = b.i64("reps", &[1], &[32]);
+    let mut y = x;
+    for _ in 0..3 {
+        // 128 bytes each (the last frees `c` and `reps`: 116 more).
+        let t = b.op("Tile", &[c, reps], vec![]);
+        y = b.op("Add", &[y, t], vec![]);
+    }
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(17);
+    let cfg = PipelineConfig::from_yaml(
+        "version: 1\npasses:\n  - fold-constants: {max_growth_bytes: 300}\n",
+        "t.yaml",
+    )
+    .unwrap();
+    let run = run_config(&mut m, &cfg).unwrap();
+    assert_eq!(ops(&m).get("Tile"), Some(&1), "{:?}", reasons(&run));
+    assert!(
+        reasons(&run).contains(
+            &"tile_5: folding has grown the model by 256 B so far; this fold would add 116 B, past max_growth_bytes 300 (300 B)".to_string()
+        ),
+        "{:?}",
+        reasons(&run)
+    );
+}
+
 #[test]
 fn budget_applies_to_small_limits_too() {
     let mut b = GraphBuilder::new();

@@ -401,6 +401,136 @@ fn a_weight_shared_with_another_conv_is_not_mutated() {
     assert_equivalent(&original, &m, &InputShapes::new());
 }
 
+/// Conv(x, ConstantOfShape([8, 3, 3, 3], 0.02)) -> BN with `scale`, as in
+/// ONNX's `light` models, whose placeholder weights are too large to fold.
+fn constant_of_shape_conv_bn(weight: &[i64], scale: &[f32]) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "6", "6"]));
+    let shape = b.i64("w_shape", &[4], weight);
+    let fill = Tensor::from_f32(vec![1], &[0.02]);
+    let w = b.op(
+        "ConstantOfShape",
+        &[shape],
+        vec![Attribute::tensor("value", &fill)],
+    );
+    let c = b.op("Conv", &[x, w], vec![]);
+    let s = b.f32("bn.scale", &[8], scale);
+    let bias = init(&mut b, "bn.bias", &[8], 2, -0.5, 0.5);
+    let mean = b.f32("bn.mean", &[8], &[0.02; 8]);
+    let var = b.f32("bn.var", &[8], &[0.02; 8]);
+    let y = b.op("BatchNormalization", &[c, s, bias, mean, var], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    b.build(17)
+}
+
+#[test]
+fn conv_bn_with_a_constant_of_shape_weight_keeps_it_a_constant_of_shape() {
+    let original = constant_of_shape_conv_bn(&[8, 3, 3, 3], &[0.02; 8]);
+    let mut m = original.clone();
+    let r = run(
+        &mut m,
+        &["fuse-conv-bn", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert_eq!(r.records[0].rewrites, 1, "{:?}", reasons(&r));
+    assert_eq!(ops(&m), hist(&[("Conv", 1), ("ConstantOfShape", 1)]));
+    // The new fill value is 0.02 * 0.02 / sqrt(0.02 + 1e-5), rounded once.
+    let (_, fill) = m
+        .graph
+        .nodes()
+        .find(|(_, n)| n.op_type == "ConstantOfShape")
+        .unwrap();
+    let value = fill
+        .attr_tensor("value")
+        .unwrap()
+        .unwrap()
+        .to_f64_vec()
+        .unwrap();
+    let expected =
+        (0.02f32 as f64 * 0.02f32 as f64 / (0.02f32 as f64 + 1e-5f32 as f64).sqrt()) as f32;
+    assert_eq!(value, vec![expected as f64]);
+    // Nothing was written out element by element.
+    assert!(GraphStats::of_model(&m).parameter_bytes < 200);
+    assert_equivalent(&original, &m, &InputShapes::new());
+}
+
+#[test]
+fn conv_bn_with_a_constant_of_shape_weight_and_a_scale_that_varies_is_written_out() {
+    let scale = [0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2];
+    let original = constant_of_shape_conv_bn(&[8, 3, 3, 3], &scale);
+    let mut m = original.clone();
+    let r = run(
+        &mut m,
+        &["fuse-conv-bn", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert_eq!(r.records[0].rewrites, 1, "{:?}", reasons(&r));
+    assert_eq!(ops(&m), hist(&[("Conv", 1)]));
+    assert_equivalent(&original, &m, &InputShapes::new());
+}
+
+#[test]
+fn conv_bn_with_a_constant_of_shape_weight_over_the_budget_declines_a_scale_that_varies() {
+    let scale = [0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2];
+    // 8 x 3 x 128 x 128 float32: 1.5 MiB.
+    let m = constant_of_shape_conv_bn(&[8, 3, 128, 128], &scale);
+    assert_unchanged(
+        m,
+        "fuse-conv-bn",
+        "batchnormalization_3",
+        "cannot scale the weight of conv_2: the weight is a ConstantOfShape of 393216 elements and the scale differs between channels: written out, the scaled weight would pass the folding budget of 1048576 bytes for one tensor",
+    );
+}
+
+/// Inception's 1x1 convs, made one by `eliminate-duplicates` (their
+/// placeholder weights are equal), each read by its own BatchNormalization:
+/// each BN folds into a copy of the conv; the conv goes with the last.
+#[test]
+fn a_conv_read_by_three_bns_folds_into_three_convs() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "5", "5"]));
+    let w = init(&mut b, "w", &[4, 3, 1, 1], 1, -1.0, 1.0);
+    let c = b.op("Conv", &[x, w], vec![]);
+    let ys: Vec<ValueId> = (0..3)
+        .map(|k| bn(&mut b, c, 4, 60 + 10 * k, vec![]))
+        .collect();
+    let y = b.op("Concat", &ys, vec![Attribute::int("axis", 1)]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    let r = run(
+        &mut m,
+        &["fuse-conv-bn", "eliminate-dead"],
+        Target::Portable,
+    );
+    assert_eq!(
+        ops(&m),
+        hist(&[("Conv", 3), ("Concat", 1)]),
+        "{:?}",
+        reasons(&r)
+    );
+    assert_equivalent(&original, &m, &InputShapes::new());
+}
+
+/// The same with a weight too large to copy per reader: declined, said why.
+#[test]
+fn a_conv_read_by_bns_with_a_large_weight_is_declined() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "256", "2", "2"]));
+    let w = init(&mut b, "w", &[512, 256, 1, 1], 1, -1.0, 1.0);
+    let c = b.op("Conv", &[x, w], vec![]);
+    let y1 = bn(&mut b, c, 512, 60, vec![]);
+    let y2 = bn(&mut b, c, 512, 70, vec![]);
+    let y = b.op("Add", &[y1, y2], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    assert_unchanged(
+        b.build(17),
+        "fuse-conv-bn",
+        "batchnormalization_2",
+        "conv output has 2 readers, all BatchNormalization, but a copy of the conv per reader would repeat its 131072-element weight",
+    );
+}
+
 /// Conv(x, w[8,3,3,3]) -> BN; the BN is built by `make_bn` from the conv output.
 fn conv_then(make_bn: impl FnOnce(&mut GraphBuilder, ValueId) -> ValueId) -> Model {
     let mut b = GraphBuilder::new();
@@ -1861,7 +1991,7 @@ fn conv_activation_fuses_only_for_the_cpu_provider() {
     assert!(
         run.details
             .iter()
-            .any(|d| d.contains("--ep cpu fuses them"))
+            .any(|d| d.contains("naming the CPU provider fuses them"))
     );
     // The user's pipeline fuses unless a provider other than CPU is named.
     assert_eq!(conv_relu_for(false, &[]).0, fused);
@@ -1870,7 +2000,7 @@ fn conv_activation_fuses_only_for_the_cpu_provider() {
     assert!(
         run.notes
             .iter()
-            .any(|n| n.contains("the output is for provider 'cuda' (--ep)")),
+            .any(|n| n.contains("the output is for provider 'cuda', and")),
         "{:?}",
         run.notes
     );
@@ -1889,7 +2019,8 @@ fn without_ep_conv_activation_fuses_when_the_installed_runtime_is_cpu_only() {
     assert!(
         run.details
             .iter()
-            .any(|d| d.contains("fused for ONNX Runtime's CPU provider: no --ep names one")),
+            .any(|d| d
+                .contains("fused for ONNX Runtime's CPU provider: no execution provider is named")),
         "{:?}",
         run.details
     );
@@ -1904,7 +2035,7 @@ fn without_ep_conv_activation_fuses_when_the_installed_runtime_is_cpu_only() {
     assert!(
         run.details.iter().any(|d| d
             .contains("the installed ONNX Runtime has TensorrtExecutionProvider")
-            && d.contains("--ep cpu fuses them")),
+            && d.contains("naming the CPU provider fuses them")),
         "{:?}",
         run.details
     );

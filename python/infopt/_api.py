@@ -26,7 +26,7 @@ from typing import (
     Union,
 )
 
-from . import _infopt
+from . import _infopt, _metric
 from .errors import UsageError, from_exit
 from .report import Report
 
@@ -261,9 +261,12 @@ class _ProgressPrinter:
             print(line, file=sys.stderr)
 
 
-def _run(args: Sequence[str], progress: Progress, check: bool = True) -> Report:
+def _run(args: Sequence[str], progress: Progress, check: bool = True, metric: Any = None) -> Report:
     callback = _ProgressPrinter() if progress is True else (progress or None)
-    code, message, rendered = _infopt.run(list(args), callback)
+    if metric is None:
+        code, message, rendered = _infopt.run(list(args), callback)
+    else:
+        code, message, rendered = _infopt.run(list(args), callback, _metric.adapter(metric))
     report = Report(*rendered) if rendered is not None else None
     if code != 0 and (check or report is None):
         raise from_exit(code, message or "failed", report)
@@ -302,7 +305,9 @@ def optimize(
     ``passes``, ``disable``, ``target`` ("portable", "onnxruntime", "tensorrt"),
     ``input_shapes`` ({"x": [1, 3, 224, 224]} or {"ids": {"batch": 1}}), ``fp16``,
     ``bf16``, ``precision`` ({"Softmax": "fp32"}), ``int8`` with ``calib_data`` (a
-    folder, or an iterable of {input_name: array}), ``verify=False``, ``rtol``,
+    folder, or an iterable of {input_name: array}; ``metric=f`` with
+    ``int8_max_drop=D``: your own accuracy target, see ``infopt._metric``),
+    ``verify=False``, ``rtol``,
     ``atol``, ``gates`` ({"min_cosine": 0.999, "max_nodes": 500}), ``bench``,
     ``backend``, ``report`` (paths to write: .json, .md, .xml), and the rest by the
     command's flag names.
@@ -311,6 +316,7 @@ def optimize(
     does not agree, :class:`GateError` when a gate fails (``e.report`` says which),
     :class:`UsageError`, :class:`ModelError`, :class:`RuntimeMissingError`.
     """
+    metric = options.pop("metric", None)
     with _workspace() as folder:
         staged = _stage(model, folder, "model.onnx")
         if output is not None:
@@ -326,7 +332,7 @@ def optimize(
             # Bytes and ModelProto hold every tensor inside.
             args.append("--inline")
         args += _options(options, folder, runs_models=True)
-        report = _run(args, progress)
+        report = _run(args, progress, metric=metric)
         return Optimized(staged.result(out), report)
 
 

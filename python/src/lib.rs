@@ -11,6 +11,8 @@ use pyo3::prelude::*;
 
 use infopt_ops::progress::Progress;
 
+mod metric;
+
 /// Receives a command's progress on its worker thread; takes the GIL only
 /// for the moment of a callback or a signal check.
 struct PySink {
@@ -64,16 +66,29 @@ type Returned = (u8, Option<String>, Option<(String, String, String, String)>);
 
 /// Runs one command (`args` without the program name) and returns
 /// `(exit_code, message, report)`; `progress(stage, line)` is called for
-/// progress lines when given.
+/// progress lines when given; `metric(samples)` scores INT8 candidates (see
+/// `metric.rs`) when given.
 #[pyfunction]
-#[pyo3(signature = (args, progress=None))]
-fn run(py: Python<'_>, args: Vec<String>, progress: Option<Py<PyAny>>) -> PyResult<Returned> {
+#[pyo3(signature = (args, progress=None, metric=None))]
+fn run(
+    py: Python<'_>,
+    args: Vec<String>,
+    progress: Option<Py<PyAny>>,
+    metric: Option<Py<PyAny>>,
+) -> PyResult<Returned> {
     let stopped = Arc::new(Mutex::new(None));
     let sink = PySink {
         callback: progress,
         stopped: stopped.clone(),
     };
-    let finished = py.detach(move || infopt::api::execute(args, &sink));
+    let finished = py.detach(move || match metric {
+        Some(callable) => {
+            infopt_ops::int8::metric::with_metric(Box::new(metric::PyMetric { callable }), || {
+                infopt::api::execute(args, &sink)
+            })
+        }
+        None => infopt::api::execute(args, &sink),
+    });
     if let Some(e) = stopped.lock().ok().and_then(|mut s| s.take()) {
         return Err(e);
     }

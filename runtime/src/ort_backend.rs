@@ -46,9 +46,9 @@ use crate::tensor::{DType, HostTensor, TensorData};
 use crate::transfer::{RunEachTime, TimedRun, Transfer};
 use crate::view::{DataView, TensorView};
 
-const BACKEND: &str = "ort";
-
 mod binding;
+// The backend's name in errors, in binding.rs (the file below this one).
+use binding::BACKEND;
 
 /// The environment variable naming the library, as the `ort` crate reads it.
 pub const DYLIB_ENV: &str = "ORT_DYLIB_PATH";

@@ -7,7 +7,8 @@ use infopt_ops::commands;
 use crate::exit::OpsResult;
 use crate::progress::Terminal;
 
-use infopt_passes::{CriterionName, Target};
+use infopt_passes::Target;
+use infopt_verify::config::CriterionName;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

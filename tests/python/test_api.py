@@ -257,3 +257,34 @@ def test_the_module_carries_the_built_in_tensorrt_shims():
         assert "TensorRT-RTX 1.3, 1.4, 1.5, 1.6, 1.7" in row[0]["version"], row[0]
     else:
         assert "network access to crates.io" in row[0]["fix"], row[0]
+
+
+def test_int8_with_your_own_metric_keeps_its_score_within_the_drop(fixture_path):
+    rng = np.random.default_rng(3)
+    data = [{"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(16)]
+    model = onnx.load(fixture_path("cnn_bn_relu.onnx"))
+    # The task's labels: the float model's classes on the held-out samples
+    # (the metric sees only the outputs of the model judged).
+    labels = [int(run_ort(model, d)[0].argmax()) for d in data[8:]]
+    calls = []
+
+    def accuracy(outputs):
+        calls.append(len(outputs))
+        first = [next(iter(o.values())) for o in outputs]
+        return np.mean([int(y.argmax()) == t for y, t in zip(first, labels)])
+
+    _, report = infopt.optimize(model, int8=True, calib_data=data, calib_samples=8, held_out=8,
+                                metric=accuracy, int8_max_drop=0.05,
+                                input_shapes={"input": {"batch": 1}})
+    q = report.to_dict()["int8"]
+    assert q["max_drop"] == 0.05
+    m = q["held_out"]["metric"]
+    assert m["original"] == 1.0
+    assert m["candidate"] >= 0.95
+    assert q["target_met"] is True
+    # Called on every held-out sample for the judgements.
+    assert 8 in calls
+    # A metric that cannot score fails the command, naming it.
+    with pytest.raises(infopt.VerificationError, match="the metric failed"):
+        infopt.optimize(model, int8=True, calib_data=data, calib_samples=8, held_out=8,
+                        metric=lambda outputs: "not a number", input_shapes={"input": {"batch": 1}})

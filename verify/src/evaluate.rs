@@ -45,6 +45,17 @@ pub struct HeldOut {
     /// boxes and scores), and maps of scores, judged part by part (see
     /// [`crate::parts`]); each part is held to the output's target.
     pub parts: Vec<PartAgreement>,
+    /// The caller's own metric on these samples, when it gave one (set by
+    /// the caller: this module never scores a task).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metric: Option<MetricScores>,
+}
+
+/// A caller's metric (higher is better) of both models on the same samples.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct MetricScores {
+    pub candidate: f64,
+    pub original: f64,
 }
 
 /// How much larger than on the judged samples the error of a model is taken
@@ -615,6 +626,7 @@ impl Tally {
             top1_agreement,
             top1_expected,
             parts,
+            metric: None,
         }
     }
 }
@@ -762,6 +774,15 @@ impl Reference {
     pub fn covers(&self, limit: usize) -> bool {
         self.complete || limit <= self.samples.len()
     }
+
+    /// The original's outputs on the first `limit` samples kept.
+    pub fn expected(&self, limit: usize) -> Vec<&[HostTensor]> {
+        self.samples
+            .iter()
+            .take(limit)
+            .map(|s| s.expected.as_slice())
+            .collect()
+    }
 }
 
 /// A candidate judged against a [`Reference`], and what it cost.
@@ -775,6 +796,9 @@ pub struct Judged {
     pub run_seconds: f64,
     /// Comparing its outputs with the original's.
     pub compare_seconds: f64,
+    /// The candidate's outputs per sample, when asked for (a caller's
+    /// metric scores them); empty otherwise.
+    pub outputs: Vec<Vec<HostTensor>>,
 }
 
 /// Runs `candidate` on the first `limit` samples of `reference` and
@@ -789,6 +813,32 @@ pub fn held_out_against(
     limit: usize,
     classifiers: &[String],
 ) -> Result<Judged> {
+    held_out_against_keeping(
+        chosen,
+        candidate,
+        dir,
+        shapes,
+        reference,
+        limit,
+        classifiers,
+        false,
+    )
+}
+
+/// [`held_out_against`], keeping the candidate's outputs in
+/// [`Judged::outputs`] when `keep` is set.
+#[allow(clippy::too_many_arguments)]
+pub fn held_out_against_keeping(
+    chosen: &ChosenBackend,
+    candidate: &Model,
+    dir: &Path,
+    shapes: &InputShapes,
+    reference: &Reference,
+    limit: usize,
+    classifiers: &[String],
+    keep: bool,
+) -> Result<Judged> {
+    let mut kept = Vec::new();
     let mut loaded = LoadedAt::new(chosen, candidate, dir, shapes);
     let mut tally = Tally::default();
     let (mut run_seconds, mut compare_seconds) = (0.0, 0.0);
@@ -800,6 +850,9 @@ pub fn held_out_against(
         let t = std::time::Instant::now();
         tally.add(&s.expected, &actual, classifiers);
         compare_seconds += t.elapsed().as_secs_f64();
+        if keep {
+            kept.push(actual);
+        }
     }
     Ok(Judged {
         held_out: tally.finish(
@@ -812,6 +865,7 @@ pub fn held_out_against(
         runs: tally.samples,
         run_seconds,
         compare_seconds,
+        outputs: kept,
     })
 }
 

@@ -5,10 +5,12 @@
 
 pub mod activations;
 pub mod backend;
+pub mod config;
 pub mod criterion;
 pub mod dataset;
 pub mod error;
 pub mod evaluate;
+pub mod fold_check;
 pub mod half_io;
 pub mod index_bounds;
 pub mod inputs;

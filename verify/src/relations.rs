@@ -233,6 +233,16 @@ pub fn relations(model: &Model, symbols: &BTreeSet<String>) -> Relations {
             }
         }
     }
+    // Last, so that anything the graph says wins: a decoder step's mask
+    // covers the cache and the new tokens, by the inputs' names. Some
+    // exports relate them only through indices (transformers' TorchScript
+    // export gathers the flattened mask at `range(past + seq)`).
+    if let Some(eq) = decoder_step_mask(model, symbols) {
+        solver.add(
+            eq,
+            "a decoder step's attention_mask covers past_key_values and input_ids (by their names)",
+        );
+    }
     Relations {
         solved: solver
             .solved
@@ -240,6 +250,40 @@ pub fn relations(model: &Model, symbols: &BTreeSet<String>) -> Relations {
             .filter(|r| symbols.contains(&r.symbol))
             .collect(),
     }
+}
+
+/// `total - past - seq` for a decoder step with a KV cache, read from the
+/// input names: `*attention_mask` `[batch, total]`, a `past*` cache of rank
+/// 4 whose axis 2 is `past`, and `input_ids` / `inputs_embeds` /
+/// `position_ids` whose axis 1 is `seq`; three distinct unbound symbols.
+fn decoder_step_mask(model: &Model, symbols: &BTreeSet<String>) -> Option<Linear> {
+    let g = &model.graph;
+    let dims_of = |want: &dyn Fn(&str) -> bool, rank: usize, axis: usize| {
+        g.inputs.iter().find_map(|io| {
+            let name = &g.value(io.value).name;
+            if !want(name) {
+                return None;
+            }
+            let shape = g.value_type(io.value)?.shape?;
+            match shape.get(axis) {
+                Some(Dim::Sym(s)) if shape.len() == rank && symbols.contains(s) => Some(s.clone()),
+                _ => None,
+            }
+        })
+    };
+    let total = dims_of(&|n| n.ends_with("attention_mask"), 2, 1)?;
+    let past = dims_of(&|n| n.starts_with("past"), 4, 2)?;
+    let seq = dims_of(
+        &|n| matches!(n, "input_ids" | "inputs_embeds" | "position_ids"),
+        2,
+        1,
+    )
+    .or_else(|| dims_of(&|n| n == "inputs_embeds", 3, 1))?;
+    if total == past || total == seq || past == seq {
+        return None;
+    }
+    let coefs = BTreeMap::from([(total, 1), (past, -1), (seq, -1)]);
+    Some(Linear { coefs, constant: 0 })
 }
 
 struct Solver {
@@ -503,6 +547,37 @@ mod tests {
             inputs: inputs.iter().map(|s| s.to_string()).collect(),
             solved: Vec::new(),
         }
+    }
+
+    /// transformers' TorchScript export of a Llama step relates the mask to
+    /// the cache only through a Gather's indices: the names say it.
+    #[test]
+    fn a_decoder_step_mask_covers_the_cache_and_the_new_tokens_by_name() {
+        use infopt_ir::DataType;
+        use infopt_ir::builder::{GraphBuilder, dims};
+        let build = |mask: &str| {
+            let mut b = GraphBuilder::new();
+            let ids = b.input("input_ids", DataType::Int64, dims(&["batch", "seq"]));
+            let m = b.input(mask, DataType::Int64, dims(&["batch", "total"]));
+            let k = b.input(
+                "past_key_values.0.key",
+                DataType::Float,
+                dims(&["batch", "2", "past", "8"]),
+            );
+            for (v, name) in [(ids, "a"), (m, "b"), (k, "c")] {
+                let y = b.op("Identity", &[v], vec![]);
+                b.output(y, name, DataType::Float, None);
+            }
+            b.build(17)
+        };
+        let symbols: BTreeSet<String> = ["batch", "seq", "total", "past"].map(String::from).into();
+        let rels = relations(&build("attention_mask"), &symbols);
+        assert_eq!(
+            rels.describe(),
+            "total = past + seq (a decoder step's attention_mask covers past_key_values and input_ids (by their names))"
+        );
+        // Another name: nothing is made up.
+        assert!(relations(&build("mask"), &symbols).is_empty());
     }
 
     #[test]

@@ -20,15 +20,9 @@ use infopt_runtime::InputShapes;
 use crate::relations::{self, Relations};
 use crate::size_hints::{self, SizeHint, key_of};
 
-/// One unbound dim of a graph input.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UnboundDim {
-    pub input: String,
-    pub axis: usize,
-    pub rank: usize,
-    /// The symbol, if the dim has one.
-    pub symbol: Option<String>,
-}
+// `UnboundDim` is defined in size_hints.rs, which keys its hints by it;
+// this file reads the hints.
+pub use crate::size_hints::UnboundDim;
 
 /// Declared dims of the model's graph inputs (initializers left out), with
 /// `None` for an input without a shape.

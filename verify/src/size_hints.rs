@@ -27,7 +27,15 @@ use std::collections::{BTreeMap, HashMap};
 
 use infopt_ir::{Dim, Graph, Model, Node, Tensor, ValueId};
 
-use crate::shapes::UnboundDim;
+/// One unbound dim of a graph input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnboundDim {
+    pub input: String,
+    pub axis: usize,
+    pub rank: usize,
+    /// The symbol, if the dim has one.
+    pub symbol: Option<String>,
+}
 
 /// Largest divisor believed: beyond it the walk has met something it does
 /// not understand rather than a real stride chain.

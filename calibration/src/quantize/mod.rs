@@ -30,7 +30,8 @@
 //!   Sigmoid, Mul (SiLU, squeeze-excite) and LeakyRelu between quantized
 //!   tensors become QLinearSigmoid / QLinearMul / QLinearLeakyRelu, so a
 //!   MobileNet/EfficientNet block runs as one integer chain
-//!   (`float_depthwise: true` keeps depthwise convolutions float).
+//!   (`float_depthwise: true` keeps depthwise convolutions float,
+//!   `float_elementwise: true` keeps Sigmoid / LeakyRelu / Mul float).
 //!
 //! Each activation gets one Q→DQ pair shared by all its quantized readers.
 //! Names: `{tensor}_q`, `{tensor}_dq`, `{tensor}_scale`, `{tensor}_zero_point`,
@@ -47,7 +48,7 @@
 //! exactly or as a regex of the whole name) keeps its nodes float the same
 //! way, reported as kept by the user;
 //! `activations: uint8 | int8` (ONNX Runtime only; default uint8);
-//! `float_depthwise: true` (ONNX Runtime only).
+//! `float_depthwise: true`, `float_elementwise: true` (ONNX Runtime only).
 //!
 //! ## When it declines
 //! - the model already holds QuantizeLinear/DequantizeLinear nodes (the
@@ -145,6 +146,10 @@ pub struct QuantizeOptions {
     pub activations: Option<ActivationOption>,
     #[serde(default)]
     pub float_depthwise: bool,
+    /// ONNX Runtime: Sigmoid, LeakyRelu and Mul between quantized tensors
+    /// stay float (no QLinearSigmoid / QLinearLeakyRelu / QLinearMul).
+    #[serde(default)]
+    pub float_elementwise: bool,
     /// Calibrate inside the pipeline on this data (a folder of .npz/.npy
     /// samples, a stacked .npz, an image folder with `preprocess`, or
     /// `random:N`): the command runs the passes before this step, calibrates
@@ -301,6 +306,7 @@ impl Pass for QuantizeInt8 {
                 Some(ActivationOption::Uint8) | None => DataType::Uint8,
             },
             ort_float_depthwise: o.float_depthwise,
+            ort_float_elementwise: o.float_elementwise,
         };
         let plan = placement::plan(g, &amax, &settings).map_err(PassError::Model)?;
         if let Some(map) = cx.side.get::<infopt_passes::PrecisionMap>() {

@@ -65,6 +65,9 @@ pub struct Settings {
     pub ort_activation: DataType,
     /// ONNX Runtime: depthwise convolutions stay float.
     pub ort_float_depthwise: bool,
+    /// ONNX Runtime: Sigmoid, LeakyRelu and Mul stay float between quantized
+    /// layers (no QLinearSigmoid / QLinearLeakyRelu / QLinearMul).
+    pub ort_float_elementwise: bool,
 }
 
 /// One activation to quantize.
@@ -644,6 +647,14 @@ fn plan_ort(
             .filter_map(|(i, v)| v.map(|v| (i as u32, v)))
             .collect();
         let op = n.op_type.as_str();
+        // With `ort_float_elementwise`, the SiLU / squeeze-excite ops run in
+        // float: each then costs a DQ before it and a Q after it, and on a
+        // model whose chains the search broke (layers kept float) those
+        // pairs can cost more than the integer kernels save.
+        let elementwise = matches!(op, "Sigmoid" | "LeakyRelu" | "Mul");
+        if elementwise && s.ort_float_elementwise {
+            continue;
+        }
         let data_slots: Vec<(u32, ValueId)> = match op {
             "MaxPool" | "Flatten" | "Reshape" | "Transpose" | "Squeeze" | "Unsqueeze"
             | "GlobalAveragePool" | "AveragePool" | "Sigmoid" | "LeakyRelu" => {

@@ -3,8 +3,9 @@
 use crate::dtype::DataType;
 use crate::shape::Dim;
 
+use super::facts::Fact;
 use super::linalg::matmul_shape;
-use super::{Fact, RuleCx};
+use super::rule_cx::RuleCx;
 
 pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
     Some(match cx.node.op_type.as_str() {

@@ -13,7 +13,7 @@ use crate::graph::{Graph, NodeId, ValueId};
 use crate::shape::Dim;
 use crate::stats::op_key;
 
-use super::{Fact, GraphFacts, InferReport, Opsets, Scope, infer_graph, infer_graph_with};
+use super::facts::{Fact, GraphFacts, InferGraph, InferReport, Opsets, Scope};
 
 /// The least precise fact covering both (differing dims become unknown).
 pub(crate) fn join(a: &Fact, b: &Fact) -> Fact {
@@ -96,11 +96,18 @@ fn const_bool(g: &Graph, facts: &GraphFacts, v: Option<ValueId>) -> Option<bool>
     }
 }
 
+/// What a Loop body is inferred with: the driver (see [`InferGraph`]), the
+/// opsets and the scope it reads.
+struct BodyCx<'a> {
+    infer_graph_with: InferGraph,
+    opsets: Opsets,
+    scope: &'a Scope,
+}
+
 /// Infers the body with carried inputs at a fixed point; returns the body's output facts.
 fn infer_body(
+    cx: &BodyCx,
     body: &mut Graph,
-    opsets: Opsets,
-    scope: &Scope,
     fixed: &[Option<Fact>],
     carried_initial: &[Fact],
     carried_out_offset: usize,
@@ -113,7 +120,7 @@ fn infer_body(
         let mut given: Vec<Option<Fact>> = fixed.to_vec();
         given.extend(candidate.iter().cloned().map(Some));
         let mut scratch = InferReport::default();
-        let facts = infer_graph_with(&mut trial, opsets, scope, &given, &mut scratch);
+        let facts = (cx.infer_graph_with)(&mut trial, cx.opsets, cx.scope, &given, &mut scratch);
         let outs = output_facts(&trial, &facts);
         let next: Vec<Fact> = candidate
             .iter()
@@ -145,10 +152,11 @@ fn infer_body(
     };
     let mut given: Vec<Option<Fact>> = fixed.to_vec();
     given.extend(carried);
-    let facts = infer_graph_with(body, opsets, scope, &given, report);
+    let facts = (cx.infer_graph_with)(body, cx.opsets, cx.scope, &given, report);
     output_facts(body, &facts)
 }
 
+/// `infer_graph_with` is the driver, passed in (see [`InferGraph`]).
 pub(crate) fn infer(
     g: &mut Graph,
     id: NodeId,
@@ -156,6 +164,7 @@ pub(crate) fn infer(
     facts: &GraphFacts,
     scope: &Scope,
     report: &mut InferReport,
+    infer_graph_with: InferGraph,
 ) -> Option<Vec<Fact>> {
     let sub_scope = facts.scope_for_subgraphs(g, scope);
     let node = g.node(id);
@@ -180,7 +189,7 @@ pub(crate) fn infer(
                     continue;
                 };
                 if let Some(sub) = taken.1.first_mut() {
-                    let f = infer_graph(sub, opsets, &sub_scope, report);
+                    let f = infer_graph_with(sub, opsets, &sub_scope, &[], report);
                     let outs = output_facts(sub, &f);
                     // A constant condition: only the taken branch matters.
                     if cond.is_none() || cond == Some(k == 0) {
@@ -212,15 +221,12 @@ pub(crate) fn infer(
             ];
             let mut out = Vec::new();
             if let Some(body) = taken.1.first_mut() {
-                let outs = infer_body(
-                    body,
+                let body_cx = BodyCx {
+                    infer_graph_with,
                     opsets,
-                    &sub_scope,
-                    &fixed,
-                    &carried_initial,
-                    1,
-                    report,
-                );
+                    scope: &sub_scope,
+                };
+                let outs = infer_body(&body_cx, body, &fixed, &carried_initial, 1, report);
                 // Trip count: M iterations when the body passes its condition through unchanged.
                 let passthrough =
                     body.outputs.first().map(|o| o.value) == body.inputs.get(1).map(|i| i.value);
@@ -292,7 +298,7 @@ pub(crate) fn infer(
             for (k, f) in inputs[n_states..].iter().enumerate() {
                 let f = f.clone().unwrap_or_else(Fact::unknown);
                 let shape = f.shape().and_then(|s| {
-                    let a = super::norm_axis(*in_axes.get(k).unwrap_or(&0), s.len())?;
+                    let a = super::facts::norm_axis(*in_axes.get(k).unwrap_or(&0), s.len())?;
                     if k == 0 {
                         seq_len = s[a].clone();
                     }
@@ -306,7 +312,15 @@ pub(crate) fn infer(
             if let Some(body) = taken.1.first_mut() {
                 // Body inputs: states first, then scan elements; infer_body wants the
                 // fixed inputs first, so reorder through a wrapper of given facts.
-                let outs = infer_scan_body(body, opsets, &sub_scope, &states, &elems, report);
+                let outs = infer_scan_body(
+                    infer_graph_with,
+                    body,
+                    opsets,
+                    &sub_scope,
+                    &states,
+                    &elems,
+                    report,
+                );
                 for (i, init) in states.iter().enumerate() {
                     let o = outs.get(i).cloned().unwrap_or_else(Fact::unknown);
                     out.push(if seq_len == Dim::Unknown {
@@ -321,7 +335,7 @@ pub(crate) fn infer(
                             .as_ref()
                             .and_then(|a| a.get(k).copied())
                             .unwrap_or(0);
-                        let a = super::norm_axis(axis, s.len() + 1)?;
+                        let a = super::facts::norm_axis(axis, s.len() + 1)?;
                         let mut v = s.to_vec();
                         v.insert(a, seq_len.clone());
                         Some(v)
@@ -340,7 +354,7 @@ pub(crate) fn infer(
             for a in 0..n_attrs {
                 let mut subs = std::mem::take(&mut g.node_mut(id).attributes[a].subgraphs);
                 for sg in &mut subs {
-                    infer_graph(sg, opsets, &sub_scope, report);
+                    infer_graph_with(sg, opsets, &sub_scope, &[], report);
                 }
                 g.node_mut(id).attributes[a].subgraphs = subs;
             }
@@ -357,6 +371,7 @@ pub(crate) fn infer(
 /// Scan bodies take the states first and the scan elements after: the
 /// fixed-point search runs over the states with the elements fixed.
 fn infer_scan_body(
+    infer_graph_with: InferGraph,
     body: &mut Graph,
     opsets: Opsets,
     scope: &Scope,

@@ -5,8 +5,9 @@
 use crate::dtype::DataType;
 use crate::shape::Dim;
 
+use super::facts::{Fact, SymValue};
+use super::rule_cx::RuleCx;
 use super::sym::{self, Expr};
-use super::{Fact, RuleCx, SymValue};
 
 /// Broadcast of two dims. `None` when they provably cannot broadcast.
 pub(crate) fn broadcast_dim(a: &Dim, b: &Dim) -> Option<Dim> {
@@ -213,7 +214,7 @@ pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
 
 fn cast_value(v: Option<&SymValue>, from: DataType, to: DataType) -> Option<SymValue> {
     // Integer to integer only, and only when every known element fits.
-    if !super::is_int(from) || !matches!(to, DataType::Int64 | DataType::Int32) {
+    if !super::facts::is_int(from) || !matches!(to, DataType::Int64 | DataType::Int32) {
         return None;
     }
     let v = v?;
@@ -244,7 +245,7 @@ fn map_value(cx: &RuleCx, f: impl Fn(&Expr) -> Option<Expr>) -> Option<SymValue>
 /// The element pairs of two integer shape-like values, broadcast (one side
 /// may have a single element), and whether the result is a scalar.
 fn value_pairs(cx: &RuleCx) -> Option<(Vec<(Dim, Dim)>, bool)> {
-    if cx.n_inputs() != 2 || !super::is_int(cx.dtype(0)) {
+    if cx.n_inputs() != 2 || !super::facts::is_int(cx.dtype(0)) {
         return None;
     }
     let (a, b) = (cx.value(0)?, cx.value(1)?);

@@ -6,7 +6,8 @@ use crate::dtype::DataType;
 use crate::shape::Dim;
 
 use super::elementwise::{broadcast, broadcast_dim};
-use super::{Fact, RuleCx};
+use super::facts::Fact;
+use super::rule_cx::RuleCx;
 
 pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
     Some(vec![match cx.node.op_type.as_str() {

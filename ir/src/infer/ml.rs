@@ -5,7 +5,8 @@
 
 use crate::dtype::DataType;
 
-use super::{Fact, RuleCx};
+use super::facts::Fact;
+use super::rule_cx::RuleCx;
 
 pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
     let shape = || cx.shape(0).map(|s| s.to_vec());

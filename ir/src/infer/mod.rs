@@ -23,20 +23,25 @@ pub mod sym;
 mod contrib;
 mod control;
 mod elementwise;
+mod facts;
 mod linalg;
 mod ml;
 mod nn;
 mod reduce;
+mod rule_cx;
 mod shape_ops;
 
-use std::collections::{BTreeMap, HashMap};
-
 use crate::dtype::DataType;
-use crate::graph::{Graph, Node, NodeId, ValueId};
+use crate::graph::{Graph, ValueId};
 use crate::model::Model;
 use crate::shape::{Dim, TensorType};
 use crate::stats::op_key;
 use crate::tensor::Tensor;
+
+// The facts and the rule context sit below the rule files (facts.rs,
+// rule_cx.rs); this file is the driver that dispatches to the rules.
+pub use facts::{Fact, GraphFacts, InferReport, MAX_VALUE_ELEMS, Opsets, Scope, SymValue};
+use rule_cx::RuleCx;
 
 /// The tensor a `Constant` node holds (any of its value attributes).
 pub fn constant_value(node: &crate::graph::Node) -> Option<Tensor> {
@@ -44,226 +49,6 @@ pub fn constant_value(node: &crate::graph::Node) -> Option<Tensor> {
 }
 
 pub(crate) use constant_value as shape_ops_constant;
-
-/// Largest integer tensor whose value inference tracks.
-pub const MAX_VALUE_ELEMS: usize = 64;
-
-/// What inference did not manage.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct InferReport {
-    /// Op key (`Conv`, `com.example::Fancy`) → nodes of that op without a rule.
-    pub blocked: BTreeMap<String, usize>,
-    /// Facts stated by the model that contradict inference (the model's fact is kept).
-    pub conflicts: Vec<String>,
-    /// Values whose recorded type became more precise.
-    pub updated: usize,
-}
-
-impl InferReport {
-    pub fn merge(&mut self, other: InferReport) {
-        for (k, v) in other.blocked {
-            *self.blocked.entry(k).or_default() += v;
-        }
-        self.conflicts.extend(other.conflicts);
-        self.updated += other.updated;
-    }
-}
-
-/// The value of a small integer tensor of rank 0 or 1, element by element.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SymValue {
-    /// True for a rank-0 tensor (then `elems` has one element).
-    pub scalar: bool,
-    pub elems: Vec<Dim>,
-}
-
-impl SymValue {
-    pub fn vector(elems: Vec<Dim>) -> SymValue {
-        SymValue {
-            scalar: false,
-            elems,
-        }
-    }
-
-    pub fn scalar(d: Dim) -> SymValue {
-        SymValue {
-            scalar: true,
-            elems: vec![d],
-        }
-    }
-
-    /// The elements when all are known.
-    pub fn known(&self) -> Option<Vec<i64>> {
-        self.elems
-            .iter()
-            .map(|d| match d {
-                Dim::Known(v) => Some(*v),
-                _ => None,
-            })
-            .collect()
-    }
-
-    pub fn dims(&self) -> Vec<i64> {
-        if self.scalar {
-            vec![]
-        } else {
-            vec![self.elems.len() as i64]
-        }
-    }
-
-    /// Reads an integer constant tensor (rank ≤ 1, at most [`MAX_VALUE_ELEMS`]).
-    pub fn from_tensor(t: &Tensor) -> Option<SymValue> {
-        if !is_int(t.dtype()) || t.dims().len() > 1 || t.numel()? > MAX_VALUE_ELEMS {
-            return None;
-        }
-        let v = t.to_i64_vec().ok()?;
-        if v.len() != t.numel()? {
-            return None;
-        }
-        Some(SymValue {
-            scalar: t.dims().is_empty(),
-            elems: v.into_iter().map(Dim::Known).collect(),
-        })
-    }
-
-    /// The tensor of a fully known value, in `dtype` (an integer type).
-    pub fn to_tensor(&self, dtype: DataType) -> Option<Tensor> {
-        let v = self.known()?;
-        let dims = self.dims();
-        let bytes: Vec<u8> = match dtype {
-            DataType::Int64 => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-            DataType::Int32 => v
-                .iter()
-                .map(|&x| i32::try_from(x).ok())
-                .collect::<Option<Vec<_>>>()?
-                .iter()
-                .flat_map(|x| x.to_le_bytes())
-                .collect(),
-            DataType::Bool if v.iter().all(|&x| x == 0 || x == 1) => {
-                v.iter().map(|&x| x as u8).collect()
-            }
-            _ => return None,
-        };
-        Some(Tensor::from_raw(dtype, dims, bytes.into()))
-    }
-}
-
-pub(crate) fn is_int(d: DataType) -> bool {
-    use DataType::*;
-    matches!(
-        d,
-        Int64 | Int32 | Int16 | Int8 | Uint8 | Uint16 | Uint32 | Uint64
-    )
-}
-
-/// What is known about one value.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Fact {
-    /// `dtype` is `Undefined` when unknown; `shape` is `None` when the rank is unknown.
-    pub ty: TensorType,
-    pub value: Option<SymValue>,
-}
-
-impl Fact {
-    pub fn unknown() -> Fact {
-        Fact {
-            ty: TensorType {
-                dtype: DataType::Undefined,
-                shape: None,
-            },
-            value: None,
-        }
-    }
-
-    pub fn new(dtype: DataType, shape: Option<Vec<Dim>>) -> Fact {
-        Fact {
-            ty: TensorType { dtype, shape },
-            value: None,
-        }
-    }
-
-    pub fn with_value(mut self, value: Option<SymValue>) -> Fact {
-        self.value = value;
-        self
-    }
-
-    pub fn of_tensor(t: &Tensor) -> Fact {
-        Fact {
-            ty: TensorType {
-                dtype: t.dtype(),
-                shape: Some(t.dims().iter().map(|&d| Dim::Known(d)).collect()),
-            },
-            value: SymValue::from_tensor(t),
-        }
-    }
-
-    pub fn shape(&self) -> Option<&[Dim]> {
-        self.ty.shape.as_deref()
-    }
-}
-
-/// Facts about values of enclosing graphs, by name (what a subgraph can read).
-#[derive(Clone, Debug, Default)]
-pub struct Scope {
-    pub facts: HashMap<String, Fact>,
-}
-
-/// Opset versions the rules depend on.
-#[derive(Clone, Copy, Debug)]
-pub struct Opsets {
-    /// The default ONNX domain.
-    pub onnx: i64,
-    /// `com.microsoft`, when imported.
-    pub microsoft: Option<i64>,
-}
-
-impl Opsets {
-    pub fn of(model: &Model) -> Opsets {
-        Opsets {
-            onnx: model.opset("").unwrap_or(1),
-            microsoft: model.opset("com.microsoft"),
-        }
-    }
-
-    pub fn onnx(version: i64) -> Opsets {
-        Opsets {
-            onnx: version,
-            microsoft: Some(1),
-        }
-    }
-}
-
-/// Facts inferred for one graph (its own values; subgraphs record theirs in
-/// their `value_info`).
-#[derive(Clone, Debug, Default)]
-pub struct GraphFacts {
-    pub facts: HashMap<ValueId, Fact>,
-}
-
-impl GraphFacts {
-    pub fn get(&self, v: ValueId) -> Option<&Fact> {
-        self.facts.get(&v)
-    }
-
-    /// The constant a value is known to hold (an integer shape tensor whose
-    /// elements are all known), even if the node computing it reads
-    /// non-constant tensors (`Shape` of a tensor with a fixed shape).
-    pub fn known_value(&self, v: ValueId) -> Option<Tensor> {
-        let f = self.facts.get(&v)?;
-        f.value.as_ref()?.to_tensor(f.ty.dtype)
-    }
-
-    /// The scope a subgraph of this graph sees: `outer` plus these facts by name.
-    pub fn scope_for_subgraphs(&self, g: &Graph, outer: &Scope) -> Scope {
-        let mut scope = outer.clone();
-        for (&v, f) in &self.facts {
-            if let Some(value) = g.try_value(v) {
-                scope.facts.insert(value.name.clone(), f.clone());
-            }
-        }
-        scope
-    }
-}
 
 /// Infers types and shapes of every value of the model (main graph and all
 /// subgraphs) and records them in `value_info` and the output declarations.
@@ -356,7 +141,7 @@ pub(crate) fn infer_graph_with(
     for id in order {
         let outs: Vec<Option<ValueId>> = g.node(id).outputs.clone();
         let inferred: Option<Vec<Fact>> = if g.node(id).has_subgraphs() {
-            control::infer(g, id, opsets, &facts, scope, report)
+            control::infer(g, id, opsets, &facts, scope, report, infer_graph_with)
         } else {
             let cx = RuleCx::new(g, id, opsets, &facts);
             match infer_node(&cx) {
@@ -544,151 +329,6 @@ pub fn fmt_dims(d: &[Dim]) -> String {
     )
 }
 
-/// What a rule sees: the node, its inputs' facts and constants.
-pub(crate) struct RuleCx<'a> {
-    pub node: &'a Node,
-    pub opsets: Opsets,
-    pub inputs: Vec<Option<Fact>>,
-    pub consts: Vec<Option<&'a Tensor>>,
-    /// Output value names (for fresh symbols of data-dependent dims).
-    pub out_names: Vec<String>,
-}
-
-impl<'a> RuleCx<'a> {
-    fn new(g: &'a Graph, id: NodeId, opsets: Opsets, facts: &GraphFacts) -> RuleCx<'a> {
-        let node = g.node(id);
-        let inputs = node
-            .inputs
-            .iter()
-            .map(|i| {
-                i.map(|v| {
-                    facts.get(v).cloned().unwrap_or_else(|| {
-                        g.value_type(v)
-                            .map(|ty| Fact { ty, value: None })
-                            .unwrap_or_else(Fact::unknown)
-                    })
-                })
-            })
-            .collect();
-        let consts = node
-            .inputs
-            .iter()
-            .map(|i| i.and_then(|v| g.constant(v)))
-            .collect();
-        let out_names = node
-            .outputs
-            .iter()
-            .map(|o| o.map(|v| g.value(v).name.clone()).unwrap_or_default())
-            .collect();
-        RuleCx {
-            node,
-            opsets,
-            inputs,
-            consts,
-            out_names,
-        }
-    }
-
-    pub fn opset(&self) -> i64 {
-        self.opsets.onnx
-    }
-
-    pub fn n_inputs(&self) -> usize {
-        self.inputs.len()
-    }
-
-    pub fn has_input(&self, i: usize) -> bool {
-        matches!(self.inputs.get(i), Some(Some(_)))
-    }
-
-    pub fn fact(&self, i: usize) -> Option<&Fact> {
-        self.inputs.get(i)?.as_ref()
-    }
-
-    pub fn dtype(&self, i: usize) -> DataType {
-        self.fact(i)
-            .map(|f| f.ty.dtype)
-            .unwrap_or(DataType::Undefined)
-    }
-
-    pub fn shape(&self, i: usize) -> Option<&[Dim]> {
-        self.fact(i)?.shape()
-    }
-
-    pub fn rank(&self, i: usize) -> Option<usize> {
-        self.shape(i).map(|s| s.len())
-    }
-
-    pub fn value(&self, i: usize) -> Option<&SymValue> {
-        self.fact(i)?.value.as_ref()
-    }
-
-    /// Integer values of input `i` when all known (constant or inferred).
-    pub fn ints(&self, i: usize) -> Option<Vec<i64>> {
-        if let Some(t) = self.consts.get(i).copied().flatten()
-            && let Ok(v) = t.to_i64_vec()
-        {
-            return Some(v);
-        }
-        self.value(i)?.known()
-    }
-
-    /// A float constant scalar/vector input.
-    pub fn floats(&self, i: usize) -> Option<Vec<f64>> {
-        self.consts.get(i).copied().flatten()?.to_f64_vec().ok()
-    }
-
-    pub fn attr_int(&self, name: &str, default: i64) -> i64 {
-        self.node.attr_int(name).ok().flatten().unwrap_or(default)
-    }
-
-    pub fn attr_int_opt(&self, name: &str) -> Option<i64> {
-        self.node.attr_int(name).ok().flatten()
-    }
-
-    pub fn attr_ints(&self, name: &str) -> Option<Vec<i64>> {
-        self.node.attr_ints(name).ok().flatten().map(|a| a.to_vec())
-    }
-
-    pub fn attr_floats(&self, name: &str) -> Option<Vec<f32>> {
-        self.node
-            .attr_floats(name)
-            .ok()
-            .flatten()
-            .map(|a| a.to_vec())
-    }
-
-    pub fn attr_string(&self, name: &str) -> Option<String> {
-        self.node.attr_string(name).ok().flatten()
-    }
-
-    /// Fact of an output with the dtype of input `i` and the given shape.
-    pub fn like(&self, i: usize, shape: Option<Vec<Dim>>) -> Fact {
-        Fact::new(self.dtype(i), shape)
-    }
-
-    /// A fresh symbol for a data-dependent dim of output `slot`.
-    pub fn fresh(&self, slot: usize, what: &str) -> Dim {
-        let base: String = self
-            .out_names
-            .get(slot)
-            .map(|n| {
-                n.chars()
-                    .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-                    .collect()
-            })
-            .unwrap_or_default();
-        Dim::Sym(format!("{what}_{}", base.trim_matches('_')))
-    }
-}
-
-/// Normalizes a possibly negative axis against `rank`.
-pub(crate) fn norm_axis(axis: i64, rank: usize) -> Option<usize> {
-    let r = rank as i64;
-    let a = if axis < 0 { axis + r } else { axis };
-    (0..r).contains(&a).then_some(a as usize)
-}
-
 /// Dispatches a node without subgraphs to its rule. `None`: no rule.
 fn infer_node(cx: &RuleCx) -> Option<Vec<Fact>> {
     crate::context::enter_node(cx.node);
@@ -709,6 +349,7 @@ pub(crate) mod testutil {
     use super::*;
     use crate::attr::Attribute;
     use crate::builder::GraphBuilder;
+    use crate::graph::Node;
 
     /// Infers `op` on inputs of the given types (None = omitted input) and
     /// constants, returning the output facts.

@@ -3,8 +3,9 @@
 use crate::dtype::DataType;
 use crate::shape::Dim;
 
+use super::facts::Fact;
+use super::rule_cx::RuleCx;
 use super::sym;
-use super::{Fact, RuleCx};
 
 pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
     Some(match cx.node.op_type.as_str() {
@@ -87,7 +88,7 @@ pub(crate) fn layer_norm(cx: &RuleCx, axis: i64) -> Vec<Fact> {
         c => DataType::from_code(c as i32),
     };
     let stats = cx.shape(0).and_then(|s| {
-        let a = super::norm_axis(axis, s.len())?;
+        let a = super::facts::norm_axis(axis, s.len())?;
         Some(
             s.iter()
                 .enumerate()

@@ -3,8 +3,9 @@
 use crate::dtype::DataType;
 use crate::shape::Dim;
 
+use super::facts::{Fact, norm_axis};
+use super::rule_cx::RuleCx;
 use super::shape_ops::axes_arg;
-use super::{Fact, RuleCx, norm_axis};
 
 const REDUCE: &[&str] = &[
     "ReduceSum",

@@ -9,8 +9,9 @@ use crate::shape::Dim;
 use crate::tensor::Tensor;
 
 use super::elementwise::{broadcast, nonneg};
+use super::facts::{Fact, MAX_VALUE_ELEMS, SymValue, is_int, norm_axis};
+use super::rule_cx::RuleCx;
 use super::sym;
-use super::{Fact, MAX_VALUE_ELEMS, RuleCx, SymValue, is_int, norm_axis};
 
 /// A slice end at or beyond this means "to the end" (exporters use INT32/INT64 max).
 const HUGE: i64 = i32::MAX as i64;

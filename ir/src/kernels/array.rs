@@ -13,7 +13,7 @@ use crate::dtype::DataType;
 use crate::proto::TensorProto;
 use crate::tensor::Tensor;
 
-use super::KernelError;
+use super::error::KernelError;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Buf {

@@ -6,7 +6,8 @@ use half::{bf16, f16};
 use crate::dtype::DataType;
 
 use super::array::{Array, Buf, Num};
-use super::{Cx, KernelError, broadcast_dims, broadcast_index};
+use super::cx::{Cx, broadcast_dims, broadcast_index};
+use super::error::KernelError;
 
 pub(crate) fn run(cx: &Cx, op: &str) -> Result<Option<Vec<Array>>, KernelError> {
     Ok(Some(vec![match op {

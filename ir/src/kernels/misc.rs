@@ -3,7 +3,8 @@
 use crate::dtype::DataType;
 
 use super::array::{Array, Buf, Num, numel};
-use super::{Cx, KernelError, broadcast_dims, broadcast_index};
+use super::cx::{Cx, broadcast_dims, broadcast_index};
+use super::error::KernelError;
 
 pub(crate) fn run(cx: &Cx, op: &str) -> Result<Option<Vec<Array>>, KernelError> {
     Ok(Some(vec![match op {

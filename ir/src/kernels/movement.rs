@@ -2,7 +2,8 @@
 //! Transpose, Slice, Gather, GatherElements, Concat, Split, Expand, Tile.
 
 use super::array::{Array, Buf, numel, select, strides};
-use super::{Cx, KernelError, axis, broadcast_dims, broadcast_index};
+use super::cx::{Cx, axis, broadcast_dims, broadcast_index};
+use super::error::KernelError;
 
 pub(crate) fn run(cx: &Cx, op: &str) -> Result<Option<Vec<Array>>, KernelError> {
     Ok(Some(match op {

@@ -6,7 +6,8 @@
 //! fallback evaluator, which declines what it computes wrong.
 
 use super::array::{Array, Buf, Num};
-use super::{Cx, KernelError};
+use super::cx::Cx;
+use super::error::KernelError;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Cell {

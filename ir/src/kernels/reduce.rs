@@ -1,7 +1,8 @@
 //! ReduceSum / ReduceProd / ReduceMax / ReduceMin / ReduceMean.
 
 use super::array::{Array, Buf, Num, numel, strides};
-use super::{Cx, KernelError, axis};
+use super::cx::{Cx, axis};
+use super::error::KernelError;
 
 pub(crate) fn run(cx: &Cx, op: &str) -> Result<Option<Vec<Array>>, KernelError> {
     if !matches!(

@@ -5,7 +5,8 @@
 //! ignores alpha). Each was found by ONNX's backend node tests.
 
 use super::array::{Array, Buf, Num};
-use super::{Cx, KernelError, broadcast_dims, broadcast_index};
+use super::cx::{Cx, broadcast_dims, broadcast_index};
+use super::error::KernelError;
 use crate::dtype::DataType;
 
 pub(crate) fn run(cx: &Cx, op: &str) -> Result<Option<Vec<Array>>, KernelError> {
@@ -39,7 +40,7 @@ fn softmax(cx: &Cx) -> Result<Array, KernelError> {
         return Err(KernelError::Unsupported(format!("Softmax on {dtype}")));
     };
     let rank = x.rank();
-    let a = super::axis(
+    let a = super::cx::axis(
         cx.attr_int("axis", if cx.opset < 13 { 1 } else { -1 })?,
         rank.max(1),
     )?;

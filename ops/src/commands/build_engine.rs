@@ -375,7 +375,18 @@ pub fn build_with(
         Some(fp32) if plan.parses_fp32(spec) => fp32,
         _ => &plan.typed_onnx,
     };
-    let built = trt.build_engine(onnx, &cfg).map_err(trt_error)?;
+    // TensorRT builds on the ticking worker while this thread only waits:
+    // one thread at a time uses it (see `crate::progress::Exclusive`).
+    // SAFETY: only the worker uses `trt` until `ticking` returns.
+    let handle = unsafe { crate::progress::Exclusive::new(trt) };
+    let config = &cfg;
+    let built = crate::progress::ticking(
+        "build",
+        "building the engine",
+        crate::progress::TICK,
+        move || handle.get().build_engine(onnx, config),
+    )
+    .map_err(trt_error)?;
     infopt_ir::save::write_atomically(output, |w| std::io::Write::write_all(w, &built.bytes))
         .map_err(OpsError::from_ir)?;
     crate::progress::note(
@@ -567,7 +578,7 @@ struct Resolved {
     compute_capabilities: Vec<u32>,
     flavor_flag: Option<&'static FlavorSpec>,
     output: PathBuf,
-    config: PipelineConfig,
+    config: crate::job_file::JobFile,
     pipeline_name: String,
     inputs: Inputs,
     job: crate::job::Job,
@@ -783,8 +794,9 @@ fn resolve(args: &BuildEngineOptions) -> OpsResult<Resolved> {
     let (mut config, pipeline_name) = match &args.config {
         Some(path) => stages::load_pipeline(Some(path), &[], Some(Target::Tensorrt))?,
         None => {
-            let cfg = PipelineConfig::from_yaml(TENSORRT_PIPELINE, "configs/tensorrt.yaml")
-                .map_err(|e| OpsError::new(ErrorKind::Internal, e))?;
+            let cfg =
+                crate::job_file::JobFile::from_yaml(TENSORRT_PIPELINE, "configs/tensorrt.yaml")
+                    .map_err(|e| OpsError::new(ErrorKind::Internal, e))?;
             (cfg, "tensorrt".into())
         }
     };
@@ -964,11 +976,13 @@ fn start_verifier(
             "verification of the INT8 model uses its accuracy target (cosine >= {min_cosine} per output), not the float tolerance"
         ));
     }
-    Ok(Verifier::new(
-        model_in,
-        stages::model_dir(&args.model),
-        &job.inputs,
-        policy,
+    let dir = stages::model_dir(&args.model);
+    let inputs = &job.inputs;
+    Ok(crate::progress::ticking(
+        "verify",
+        "running the original",
+        crate::progress::TICK,
+        || Verifier::new(model_in, dir, inputs, policy),
     )?)
 }
 
@@ -1031,7 +1045,13 @@ fn verify_typed(
     };
     let checked = match crate::half::reuse_judgement(v, graphs.judged.take(), notes) {
         Some((checked, _)) => checked,
-        None => v.verify_candidate(graphs.typed(), model_in, inputs)?.0,
+        None => {
+            let typed = graphs.typed();
+            crate::progress::ticking("verify", "verifying", crate::progress::TICK, || {
+                v.verify_candidate(typed, model_in, inputs)
+            })?
+            .0
+        }
     };
     notes.append(&mut v.notes);
     warnings.append(&mut v.warnings);

@@ -45,7 +45,7 @@ pub struct OptimizeOptions {
     /// How outputs are judged: `scaled` (default; the largest difference
     /// relative to the output's magnitude, and the cosine) or `elementwise`
     /// (every element within --atol + --rtol x |expected|).
-    pub criterion: Option<infopt_passes::CriterionName>,
+    pub criterion: Option<infopt_verify::config::CriterionName>,
     /// Measure latency before and after.
     pub bench: bool,
     /// Timed runs per model with --bench.
@@ -213,7 +213,7 @@ fn storage_only(run: &infopt_passes::PipelineRun) -> bool {
 /// flag applied once, the inputs, the gates, and what will run.
 struct Plan {
     output: PathBuf,
-    config: infopt_passes::PipelineConfig,
+    config: crate::job_file::JobFile,
     pipeline_name: String,
     inputs: infopt_verify::Inputs,
     job: crate::job::Job,
@@ -444,7 +444,8 @@ fn apply_output_flags(
         ));
     }
     if let Some(to) = args.upgrade_opset {
-        infopt_passes::upgrade_opset::add_to_pipeline(config, to).map_err(OpsError::usage)?;
+        infopt_passes::upgrade_opset::add_to_pipeline(config, to)
+            .map_err(|e| OpsError::usage(format!("--upgrade-opset {to}: {e}")))?;
     }
     Ok(())
 }
@@ -520,7 +521,10 @@ fn start_verifier(
     }
     let t = Instant::now();
     let dir = stages::model_dir(&args.model);
-    match Verifier::new(&input.original, dir, &plan.inputs, policy) {
+    let (original, inputs) = (&input.original, &plan.inputs);
+    match progress::ticking("verify", "running the original", progress::TICK, || {
+        Verifier::new(original, dir, inputs, policy)
+    }) {
         Ok(v) => {
             progress::done(
                 "verify",
@@ -698,7 +702,12 @@ fn verify_and_time(
     let t = Instant::now();
     let (mut checked, loaded) = match crate::half::reuse_judgement(v, ran.judged.take(), notes) {
         Some(reused) => reused,
-        None => v.verify_candidate(&input.model, &input.original, &plan.inputs)?,
+        None => {
+            let vv = &mut *v;
+            progress::ticking("verify", "verifying", progress::TICK, || {
+                vv.verify_candidate(&input.model, &input.original, &plan.inputs)
+            })?
+        }
     };
     notes.append(&mut v.notes);
     warnings.append(&mut v.warnings);
@@ -721,7 +730,7 @@ fn verify_and_time(
                     format!("the optimized model fails to run: {e}"),
                 )
             })?;
-            let only = infopt_passes::gates::GatesConfig {
+            let only = crate::gates::config::GatesConfig {
                 min_topk_agreement: Some(topk.clone()),
                 ..Default::default()
             };

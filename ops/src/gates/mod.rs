@@ -11,6 +11,7 @@
 //! - size and structure (`max_file_size`, `max_nodes`, `forbid_ops`, `max_opset`): the
 //!   candidate model as written.
 
+pub mod config;
 pub mod latency;
 mod result;
 
@@ -18,8 +19,8 @@ pub use result::{GateKind, GateResult};
 
 use std::path::PathBuf;
 
+use config::{ALL_OUTPUTS, GATE_NAMES, GatesConfig, PerOutput, TopKGate};
 use infopt_ir::Model;
-use infopt_passes::gates::{ALL_OUTPUTS, GATE_NAMES, GatesConfig, PerOutput, TopKGate};
 use infopt_runtime::{HostTensor, OutputAgreement};
 use serde::Serialize;
 
@@ -88,9 +89,7 @@ impl Gates {
         self.config
             .max_latency_ratio
             .as_ref()
-            .map_or(infopt_passes::gates::DEFAULT_LATENCY_QUANTILE, |l| {
-                l.quantile
-            })
+            .map_or(config::DEFAULT_LATENCY_QUANTILE, |l| l.quantile)
     }
 
     /// How the latency gate measures, from the command's warm-up and run counts.
@@ -202,17 +201,14 @@ pub fn apply_cli(cfg: &mut GatesConfig, arg: &str) -> Result<(), String> {
                         })?;
                     (number(name, m)?, q)
                 }
-                None => (
-                    number(name, value)?,
-                    infopt_passes::gates::DEFAULT_LATENCY_QUANTILE,
-                ),
+                None => (number(name, value)?, config::DEFAULT_LATENCY_QUANTILE),
             };
-            cfg.max_latency_ratio = Some(infopt_passes::gates::LatencyGate { max, quantile });
+            cfg.max_latency_ratio = Some(config::LatencyGate { max, quantile });
         }
         "max_file_size" => {
             infopt_runtime::tensorrt::args::parse_size(value)
                 .map_err(|e| format!("gate max_file_size: {e}"))?;
-            cfg.max_file_size = Some(infopt_passes::gates::SizeText(value.to_string()));
+            cfg.max_file_size = Some(config::SizeText(value.to_string()));
         }
         "max_nodes" => {
             cfg.max_nodes = Some(value.trim().parse().map_err(|_| {

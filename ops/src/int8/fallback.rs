@@ -35,7 +35,7 @@ use crate::report::int8::CandidateLoss;
 /// kept (a handful of probes, before the finalists on every sample). On 4
 /// ranking samples PP-OCRv4 rec kept 26 layers where 8 samples keep 8.
 const RANK_SAMPLES: usize = 8;
-const PROBE_SAMPLES: usize = 8;
+pub(super) const PROBE_SAMPLES: usize = 8;
 
 /// What can be kept in float.
 #[derive(Clone, Debug, PartialEq)]
@@ -158,6 +158,8 @@ pub(super) struct Search<'a> {
 /// What the search found.
 pub(super) struct Found {
     pub kept: Vec<KeptFloat>,
+    /// The candidates kept in float (what `Search::build` takes).
+    pub keep: Vec<Candidate>,
     /// Every candidate's measured loss, most useful first.
     pub candidates: Vec<CandidateLoss>,
     /// Why the target is still missed, naming what was kept; None when met.
@@ -224,7 +226,7 @@ impl Search<'_> {
         a
     }
 
-    fn build(&self, keep: &[Candidate], amax: &Amax) -> OpsResult<(Model, PipelineRun)> {
+    pub fn build(&self, keep: &[Candidate], amax: &Amax) -> OpsResult<(Model, PipelineRun)> {
         quantize_rest(
             self.mid,
             &self.with_float(keep),
@@ -281,12 +283,42 @@ impl Search<'_> {
             steps: crate::progress::Steps::new("int8", "int8 search", None, 0.0),
             seen: std::collections::HashMap::new(),
         };
-        let out = search::run(
-            &mut trials,
-            &all,
-            &|c: &Candidate| matches!(c, Candidate::Layer { .. }),
-            &|c: &Candidate| c.label(),
-        )?;
+        let is_layer = |c: &Candidate| matches!(c, Candidate::Layer { .. });
+        let label = |c: &Candidate| c.label();
+        // Weighted layers first: the activation Q/DQ pairs join only when
+        // every layer in float still misses on the probe samples, or the
+        // search over layers ends out of reach. On PP-OCRv4 rec the one
+        // search over both kept 37 of 57 in float (1.20x FP32) where the
+        // layers alone kept 8 (1.32x), and ranked 19 more candidates; the
+        // probes repeated by the second search are answered from the first.
+        // Every candidate in float is probed first (the search's own bound,
+        // answered from this probe): when even that misses, the search over
+        // everything stops at once.
+        let layers_only: Vec<Candidate> = all.iter().filter(|c| is_layer(c)).cloned().collect();
+        let mut out = None;
+        if !layers_only.is_empty()
+            && layers_only.len() < all.len()
+            && trials.probe(&all, Probe::Decide)?.met
+        {
+            let v = trials.probe(&layers_only, Probe::Decide)?;
+            if v.met {
+                trials.say(format!(
+                    "every weighted layer in float meets the target on the probe samples: searching the {layers} layer(s) alone"
+                ));
+                let o = search::run(&mut trials, &layers_only, &is_layer, &label)?;
+                if !matches!(o.missed, Some(Missed::Unreachable(_))) {
+                    out = Some(o);
+                } else {
+                    trials.say(
+                        "the layers alone cannot reach the target on every sample: searching the activations too".to_string(),
+                    );
+                }
+            }
+        }
+        let out = match out {
+            Some(o) => o,
+            None => search::run(&mut trials, &all, &is_layer, &label)?,
+        };
         trials.steps.finish();
         let ranking: Vec<CandidateLoss> = out
             .ranking
@@ -370,6 +402,7 @@ impl Search<'_> {
         });
         Ok(Found {
             kept,
+            keep: out.kept.clone(),
             candidates: ranking,
             failure,
             model,

@@ -38,6 +38,9 @@ pub(super) struct Judge<'a> {
     reference: Option<Reference>,
     /// Whether the judged samples are the calibration ones.
     on_calibration: bool,
+    /// With a caller's metric installed (see `metric.rs`): the float
+    /// model's score by number of samples judged, computed once each.
+    original_scores: std::collections::HashMap<usize, f64>,
 }
 
 /// The budget for the kept samples (see [`REFERENCE_BUDGET`]).
@@ -69,6 +72,7 @@ impl<'a> Judge<'a> {
             costs,
             reference: None,
             on_calibration: false,
+            original_scores: std::collections::HashMap::new(),
         }
     }
 
@@ -142,8 +146,9 @@ impl<'a> Judge<'a> {
                 "the judged samples were not read",
             ));
         };
+        let scored = super::metric::installed();
         let mut h = if reference.covers(limit) {
-            let judged = evaluate::held_out_against(
+            let judged = evaluate::held_out_against_keeping(
                 self.backend,
                 candidate,
                 self.cx.dir,
@@ -151,7 +156,29 @@ impl<'a> Judge<'a> {
                 reference,
                 limit,
                 self.classifiers,
+                scored,
             )?;
+            let metric = if scored {
+                let t = std::time::Instant::now();
+                let names = output_names(self.cx.original);
+                let candidate = metric_of(&names, judged.outputs.iter().map(Vec::as_slice))?;
+                let original = match self.original_scores.get(&limit) {
+                    Some(&s) => s,
+                    None => {
+                        let s = metric_of(&names, reference.expected(limit).into_iter())?;
+                        self.original_scores.insert(limit, s);
+                        s
+                    }
+                };
+                self.costs
+                    .add("metric (the caller's)", 1, t.elapsed().as_secs_f64());
+                Some(evaluate::MetricScores {
+                    candidate,
+                    original,
+                })
+            } else {
+                None
+            };
             self.costs
                 .add("candidate: sessions", judged.loads, judged.load_seconds);
             self.costs
@@ -161,7 +188,13 @@ impl<'a> Judge<'a> {
                 judged.runs,
                 judged.compare_seconds,
             );
-            judged.held_out
+            let mut h = judged.held_out;
+            h.metric = metric;
+            h
+        } else if scored {
+            return Err(OpsError::usage(format!(
+                "the metric scores the outputs of every judged sample, and {limit} of them do not fit in memory beside the original's: give fewer --held-out samples"
+            )));
         } else {
             // More samples than the memory budget keeps: both models run
             // on each, read from the data again.
@@ -183,5 +216,35 @@ impl<'a> Judge<'a> {
         };
         h.on_calibration_samples = self.on_calibration;
         Ok(h)
+    }
+}
+
+/// The names of `model`'s outputs, in order.
+fn output_names(model: &Model) -> Vec<String> {
+    let g = &model.graph;
+    g.outputs
+        .iter()
+        .map(|io| g.value(io.value).name.clone())
+        .collect()
+}
+
+/// The caller's metric of `samples` (outputs in the model's order).
+fn metric_of<'s>(
+    names: &[String],
+    samples: impl Iterator<Item = &'s [infopt_runtime::HostTensor]>,
+) -> OpsResult<f64> {
+    let named: Vec<Vec<(String, infopt_runtime::HostTensor)>> = samples
+        .map(|outs| names.iter().cloned().zip(outs.iter().cloned()).collect())
+        .collect();
+    match super::metric::score(&named) {
+        Some(Ok(s)) => Ok(s),
+        Some(Err(e)) => Err(OpsError::new(
+            ErrorKind::Verify,
+            format!(
+                "the metric failed on the outputs of {} sample(s): {e}",
+                named.len()
+            ),
+        )),
+        None => Err(OpsError::new(ErrorKind::Internal, "no metric installed")),
     }
 }

@@ -19,7 +19,9 @@
 //!    around quantized layers) is probed kept in float with every primary
 //!    in float; its harm is what that removes. Candidates are ranked by
 //!    harm (ties: the given order, so weighted layers come before the
-//!    activations that would float them too).
+//!    activations that would float them too). From 16 candidates, all
+//!    primary, they are ranked in groups (`rank_in_groups`): a group probed
+//!    alone in INT8 is split only while its harm matters.
 //! 3. **Keep more.** The best 1, 2, 4, ... are kept until the probe samples
 //!    meet the target, then a bisection finds the fewest that do.
 //! 4. **Finalists** are judged on every sample; one that misses there gives
@@ -178,7 +180,106 @@ fn doubling(
     }
 }
 
-/// 2. Rank. A primary candidate (a weighted layer) is probed alone in
+/// From this many candidates, all primary, they are ranked in groups.
+pub const GROUPED_FROM: usize = 16;
+/// Groups the candidates are first split into.
+const GROUPS: usize = 8;
+/// A group doing less than this share of the groups' summed harm is not
+/// split further: its members are ranked by its harm shared out.
+const NEGLIGIBLE: f64 = 1.0 / 64.0;
+
+/// Ranks primary `candidates` by their harm alone in INT8 without a probe
+/// each: groups of neighbours are probed alone in INT8 (the others float);
+/// a group whose harm matters is split in two, its first half probed and
+/// the second's harm taken as the rest (harm adds up in noise power), down
+/// to single candidates; a group whose harm is negligible shares it out
+/// among its members. Where a few layers do the harm (EfficientNet-B0: its
+/// head and last convolutions) this costs a few probes per harmful layer
+/// instead of one per layer.
+fn rank_in_groups<C: Clone, T: Trials<C>>(
+    t: &mut Counted<'_, T>,
+    candidates: &[C],
+    context: &Verdict,
+    label: &dyn Fn(&C) -> String,
+) -> OpsResult<Vec<Ranked<C>>> {
+    let n = candidates.len();
+    // Everything but `r` in float: `r` alone in INT8.
+    let alone = |t: &mut Counted<'_, T>, r: &std::ops::Range<usize>| -> OpsResult<Verdict> {
+        let others: Vec<C> = candidates
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| !r.contains(j))
+            .map(|(_, c)| c.clone())
+            .collect();
+        t.probe(&others, Probe::Rank)
+    };
+    let size = n.div_ceil(GROUPS);
+    let mut stack: Vec<(std::ops::Range<usize>, f64, Verdict)> = Vec::new();
+    let mut start = 0;
+    while start < n {
+        let r = start..(start + size).min(n);
+        let v = alone(t, &r)?;
+        let harm = (v.loss - context.loss).max(0.0);
+        t.inner.say(format!(
+            "ranking group {}..{} of {n} alone in INT8: harm {harm:.3e}",
+            r.start + 1,
+            r.end
+        ));
+        start = r.end;
+        stack.push((r, harm, v));
+    }
+    let total: f64 = stack
+        .iter()
+        .map(|(_, h, _)| if h.is_finite() { *h } else { 0.0 })
+        .sum();
+    let floor = total * NEGLIGIBLE;
+    let mut out = Vec::with_capacity(n);
+    while let Some((r, harm, v)) = stack.pop() {
+        let single = r.len() == 1;
+        if single || (harm.is_finite() && harm < floor) {
+            let share = harm / r.len() as f64;
+            for i in r {
+                out.push(Ranked {
+                    candidate: candidates[i].clone(),
+                    loss: context.loss + share,
+                    gain: share,
+                    cosine: v.cosine,
+                });
+            }
+            continue;
+        }
+        let mid = r.start + r.len() / 2;
+        let (a, b) = (r.start..mid, mid..r.end);
+        let va = alone(t, &a)?;
+        let harm_a = (va.loss - context.loss).max(0.0);
+        let harm_b = if harm.is_finite() {
+            (harm - harm_a).max(0.0)
+        } else {
+            harm
+        };
+        t.inner.say(format!(
+            "ranking: {} alone in INT8: harm {harm_a:.3e}{}",
+            if a.len() == 1 {
+                label(&candidates[a.start])
+            } else {
+                format!("group {}..{}", a.start + 1, a.end)
+            },
+            if b.len() == 1 {
+                format!(
+                    "; {} by difference: {harm_b:.3e}",
+                    label(&candidates[b.start])
+                )
+            } else {
+                String::new()
+            }
+        ));
+        stack.push((b, harm_b, v));
+        stack.push((a, harm_a, va));
+    }
+    Ok(out)
+}
+
+/// Step 2, the ranking: a primary candidate (a weighted layer) is probed alone in
 /// INT8 among the primaries (every other one in float, the secondary
 /// ones quantized): its harm alone does not depend on which others are
 /// quantized with it, so keeping more of the ranking does not undo what
@@ -198,7 +299,11 @@ fn rank<C: Clone, T: Trials<C>>(
     let context = t.probe(&primaries, Probe::Rank)?;
     let mut measured = Vec::with_capacity(n);
     let mut best: Option<(String, f64)> = None;
-    for (i, c) in candidates.iter().enumerate() {
+    let grouped = primaries.len() == n && n >= GROUPED_FROM;
+    if grouped {
+        measured = rank_in_groups(t, candidates, &context, label)?;
+    }
+    for (i, c) in candidates.iter().enumerate().filter(|_| !grouped) {
         let (v, gain, how) = if primary(c) {
             let others: Vec<C> = candidates
                 .iter()
@@ -237,7 +342,7 @@ fn rank<C: Clone, T: Trials<C>>(
     Ok(rank_by_gain(measured))
 }
 
-/// 4. Finalists on every sample. A miss there doubles again from `k`
+/// Step 4, the finalists on every sample: a miss there doubles again from `k`
 /// and bisects, on every sample; every judgement that meets replaces
 /// `last_judged`, and the bisection's upper end only moves on one that
 /// meets, so the last one kept is the keep-set returned.
@@ -431,6 +536,27 @@ mod tests {
 
     fn all(n: usize) -> Vec<usize> {
         (0..n).collect()
+    }
+
+    #[test]
+    fn many_candidates_are_ranked_in_groups_with_fewer_probes_and_the_same_keep_set() {
+        // 40 layers, 3 of which carry the noise.
+        let mut noise = vec![1e-5; 40];
+        noise[7] = 0.3;
+        noise[22] = 0.2;
+        noise[35] = 0.15;
+        let mut t = Noise::new(&noise, 0.1);
+        let o = run(&mut t, &all(40), &|_| true, &label).unwrap();
+        assert_eq!(o.missed, None);
+        let mut kept = o.kept.clone();
+        kept.sort();
+        assert_eq!(kept, vec![7, 22, 35]);
+        assert_eq!(o.ranking.len(), 40);
+        let top: Vec<usize> = o.ranking.iter().take(3).map(|r| r.candidate).collect();
+        assert_eq!(top, vec![7, 22, 35]);
+        // The bound, the context, 8 groups and a few splits per harmful
+        // group: far fewer than the 40 probes of one per layer.
+        assert!(o.probes < 30, "{} probes", o.probes);
     }
 
     #[test]

@@ -61,6 +61,27 @@ pub struct StepCost {
     pub seconds: f64,
 }
 
+/// One model timed by the INT8 speed check.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct SpeedTimed {
+    pub label: String,
+    /// Median milliseconds at one thread.
+    pub ms: f64,
+    /// It meets the accuracy target.
+    pub met: bool,
+}
+
+/// The speed check of the INT8 answer (see `crate::int8::speed`): the INT8
+/// model, the other placements tried and the float model, timed interleaved
+/// in ONNX Runtime CPU at one thread, and the one written.
+#[derive(Serialize, Debug, Clone)]
+pub struct SpeedCheck {
+    pub float_ms: f64,
+    pub timed: Vec<SpeedTimed>,
+    /// The label of the model written (`float` for the float model).
+    pub chosen: String,
+}
+
 #[derive(Serialize, Debug, Clone)]
 pub struct Int8Report {
     pub method: String,
@@ -83,6 +104,11 @@ pub struct Int8Report {
     pub target_cosine: Option<f64>,
     /// Top-1 agreement asked of classifier outputs.
     pub target_top1: Option<f64>,
+    /// With the caller's metric: the most its score may fall below the
+    /// float model's (the target then); the scores are in
+    /// `held_out.metric` (`original`: FP32's, `candidate`: INT8's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_drop: Option<f64>,
     /// Outputs judged by top-1 agreement too.
     pub classifier_outputs: Vec<String>,
     /// Whether the held-out accuracy meets the target (true when not judged).
@@ -101,4 +127,8 @@ pub struct Int8Report {
     /// of INT8, as `name (fp32)`; the search never quantizes or offers them
     /// (its own are `kept_float`).
     pub kept_by_user: Vec<String>,
+    /// The one-thread speed check; None when it was not made (TensorRT
+    /// target, no ONNX Runtime, not judged, target missed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speed: Option<SpeedCheck>,
 }

@@ -467,8 +467,14 @@ fn held_out(
             h.samples, h.skipped
         )
     };
-    let target = match (q.target_cosine, q.target_top1) {
-        (Some(c), Some(t1)) => format!(
+    let target = match (q.target_cosine, q.target_top1, h.metric, q.max_drop) {
+        (_, _, Some(m), Some(d)) => format!(
+            "; target: your metric at most {d} below float's: float {:.5}, INT8 {:.5}: {}",
+            m.original,
+            m.candidate,
+            if q.target_met { "met" } else { "MISSED" }
+        ),
+        (Some(c), Some(t1), _, _) => format!(
             "; target cosine >= {c}, top-1 agreement >= {t1} for classifier outputs: {}",
             if q.target_met { "met" } else { "MISSED" }
         ),

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use infopt_ir::{DataType, Graph, Node, NodeId, Slot};
 
-use super::Half;
+use super::half_type::Half;
 
 /// What a converted node expects on one input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,20 +15,14 @@
 
 use std::collections::{HashMap, HashSet};
 
-use infopt_ir::{DataType, Graph, Node, NodeId, Slot, ValueId};
+use infopt_ir::{DataType, Graph, Node, NodeId, ValueId};
 
-use super::{ConvertFloat, Plan, RewriteStats, ops, values};
+use super::half_type::ConvertFloat;
+use super::plan::{Plan, PlanTree};
+use super::rewrite::RewriteStats;
+use super::values;
 use crate::pass::{PassCx, PassError};
 use crate::precision::PrecisionMap;
-
-/// The plan of one graph and of the subgraphs of its nodes.
-pub(super) struct PlanTree {
-    pub plan: Plan,
-    /// By node, attribute index and subgraph index.
-    pub subs: HashMap<(NodeId, usize, usize), PlanTree>,
-    /// Islands of the plan, counted before the rewrite adds its Casts.
-    islands: usize,
-}
 
 /// What the conversion did, over the main graph and every subgraph.
 #[derive(Default)]
@@ -43,64 +37,6 @@ pub(super) struct Totals {
     pub subgraphs: usize,
 }
 
-impl PlanTree {
-    /// True when every reader of weight `v` of `g` inside `g`'s subgraphs
-    /// (nested ones included) reads it in half, and at least one does.
-    pub fn captures_want_half(&self, g: &Graph, v: ValueId) -> bool {
-        let name = &g.value(v).name;
-        let mut all = true;
-        let mut any = false;
-        for u in &g.value(v).uses {
-            if u.slot == Slot::Capture {
-                let (a, y) = self.readers_in_subgraphs(g, u.node, name);
-                all &= a;
-                any |= y;
-            }
-        }
-        all && any
-    }
-
-    /// (all readers want half, some reader wants half) for the value named
-    /// `name` read from `g` by the subgraphs of node `n`.
-    fn readers_in_subgraphs(&self, g: &Graph, n: NodeId, name: &str) -> (bool, bool) {
-        let mut all = true;
-        let mut any = false;
-        for (ai, a) in g.node(n).attributes.iter().enumerate() {
-            for (si, sg) in a.subgraphs.iter().enumerate() {
-                let Some(inner) = sg
-                    .value_ids()
-                    .find(|&x| sg.value(x).outer && sg.value(x).name == name)
-                else {
-                    continue;
-                };
-                let Some(sub) = self.subs.get(&(n, ai, si)) else {
-                    all = false;
-                    continue;
-                };
-                if sg.is_graph_output(inner) {
-                    all = false;
-                }
-                for u in &sg.value(inner).uses {
-                    match u.slot {
-                        Slot::Input(i) => {
-                            if sub.plan.wants_half(u) {
-                                any = true;
-                            } else if !ops::reads_any_float(sg.node(u.node), i) {
-                                all = false;
-                            }
-                        }
-                        Slot::Capture => {
-                            let (a, y) = sub.readers_in_subgraphs(sg, u.node, name);
-                            all &= a;
-                            any |= y;
-                        }
-                    }
-                }
-            }
-        }
-        (all, any)
-    }
-}
 
 impl PlanTree {
     /// Whether the plan converts a node of `g` (subgraphs included) that

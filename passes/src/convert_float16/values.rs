@@ -2,7 +2,7 @@
 
 use infopt_ir::{DataType, Graph, IrError, Tensor, ValueId};
 
-use super::Half;
+use super::half_type::Half;
 use crate::pass::PassCx;
 
 /// A converted tensor and what the conversion lost.

@@ -20,31 +20,36 @@ pub fn readers(p: Precision) -> &'static [&'static str] {
     }
 }
 
-/// The flag that adds the reader of `p`.
-fn adds_reader(p: Precision) -> &'static str {
-    match p {
-        Precision::Fp32 => "--fp16, --bf16 or --int8",
-        Precision::Fp16 => "--fp16",
-        Precision::Bf16 => "--bf16",
-        Precision::Int8 => "--int8 with --calib-data or --ranges",
-    }
+/// How the caller names what the user wrote. The passes hold no
+/// command-line text: a front end says how its overrides were given
+/// (`--precision SEL=P`, a keyword argument) and what adds a pass.
+pub trait Wording {
+    /// An override given by the caller (the map's first `cli` entries).
+    fn given(&self, o: &Override) -> String;
+    /// What the user adds to get a pass that puts nodes in `p`.
+    fn adds_reader(&self, p: Precision) -> String;
 }
 
-/// What the user wrote: `--precision SEL=P` for the first `cli` overrides
-/// (the command line's go first in the map), the YAML entry otherwise.
-pub fn entry(o: &Override, from_cli: bool) -> String {
-    let (key, sel) = match &o.selector {
-        Selector::Op(op) => ("op", op.as_str()),
-        Selector::Name { text, .. } => ("name", text.as_str()),
-        Selector::Exact(name) => ("name", name.as_str()),
+/// An override of the pipeline's own `precision:` map, as written there.
+pub fn yaml_entry(o: &Override) -> String {
+    let key = match &o.selector {
+        Selector::Op(_) => "op",
+        Selector::Name { .. } | Selector::Exact(_) => "name",
     };
+    let sel = o.selector.source_text();
+    format!(
+        "the pipeline's precision override {{ {key}: {sel}, to: {} }}",
+        o.to
+    )
+}
+
+/// What the user wrote: the caller's wording for the first `cli` overrides
+/// (the caller's go first in the map), the YAML entry otherwise.
+fn entry(o: &Override, from_cli: bool, wording: &dyn Wording) -> String {
     if from_cli {
-        format!("--precision {sel}={}", o.to)
+        wording.given(o)
     } else {
-        format!(
-            "the pipeline's precision override {{ {key}: {sel}, to: {} }}",
-            o.to
-        )
+        yaml_entry(o)
     }
 }
 
@@ -60,8 +65,13 @@ fn user_overrides(map: &PrecisionMap, cli: usize) -> impl Iterator<Item = (&Over
 
 /// Every override (and the default) has a pass among `passes` (the passes
 /// the pipeline runs) that realizes its precision; else the one-line
-/// refusal naming the entry and the flag that adds the pass.
-pub fn check_readers(map: &PrecisionMap, cli: usize, passes: &[&str]) -> Result<(), String> {
+/// refusal naming the entry and what adds the pass.
+pub fn check_readers(
+    map: &PrecisionMap,
+    cli: usize,
+    passes: &[&str],
+    wording: &dyn Wording,
+) -> Result<(), String> {
     let runs = |p: Precision| readers(p).iter().any(|r| passes.contains(r));
     if let Some(d) = map.default
         && d != Precision::Fp32
@@ -70,7 +80,7 @@ pub fn check_readers(map: &PrecisionMap, cli: usize, passes: &[&str]) -> Result<
         return Err(format!(
             "the pipeline's precision default {d} needs {} in the pipeline, which does not run it; add {}",
             readers(d).join(" or "),
-            adds_reader(d)
+            wording.adds_reader(d)
         ));
     }
     for (o, from_cli) in user_overrides(map, cli) {
@@ -85,15 +95,15 @@ pub fn check_readers(map: &PrecisionMap, cli: usize, passes: &[&str]) -> Result<
         if let Some(other) = other.filter(|&p| runs(p)) {
             return Err(format!(
                 "{}: the pipeline converts to {other}, and a model holds one half type; ask for fp32 or {other} there",
-                entry(o, from_cli)
+                entry(o, from_cli, wording)
             ));
         }
         return Err(format!(
             "{}: no pass of the pipeline puts a node in {} (that needs {}); add {}",
-            entry(o, from_cli),
+            entry(o, from_cli, wording),
             o.to,
             readers(o.to).join(" or "),
-            adds_reader(o.to)
+            wording.adds_reader(o.to)
         ));
     }
     Ok(())
@@ -127,7 +137,12 @@ fn all_nodes<'a>(g: &'a Graph, out: &mut Vec<&'a Node>) {
 /// op type present, or a regex that matches a name); else the one-line
 /// refusal naming the entry, with "did you mean" over the model's node names
 /// and op types.
-pub fn check_model(map: &PrecisionMap, cli: usize, model: &Model) -> Result<(), String> {
+pub fn check_model(
+    map: &PrecisionMap,
+    cli: usize,
+    model: &Model,
+    wording: &dyn Wording,
+) -> Result<(), String> {
     let mut nodes = Vec::new();
     all_nodes(&model.graph, &mut nodes);
     for (o, from_cli) in user_overrides(map, cli) {
@@ -140,11 +155,7 @@ pub fn check_model(map: &PrecisionMap, cli: usize, model: &Model) -> Result<(), 
             continue;
         }
         let ops: BTreeSet<&str> = nodes.iter().map(|n| n.op_type.as_str()).collect();
-        let text = match &o.selector {
-            Selector::Op(op) => op.as_str(),
-            Selector::Name { text, .. } => text.as_str(),
-            Selector::Exact(name) => name.as_str(),
-        };
+        let text = o.selector.source_text();
         // An op type the model has outside the default domain
         // (com.microsoft.FusedConv): op selectors are default-domain ones.
         if let Some(n) = nodes
@@ -153,7 +164,7 @@ pub fn check_model(map: &PrecisionMap, cli: usize, model: &Model) -> Result<(), 
         {
             return Err(format!(
                 "{}: the model's {text} nodes are of domain {}, and an op-type override selects ops of the default ONNX domain; select them by node name (exactly, or a regex matching the whole name)",
-                entry(o, from_cli),
+                entry(o, from_cli, wording),
                 n.domain()
             ));
         }
@@ -163,13 +174,13 @@ pub fn check_model(map: &PrecisionMap, cli: usize, model: &Model) -> Result<(), 
         };
         let mut candidates: Vec<&str> = nodes.iter().filter_map(|n| n.name.as_deref()).collect();
         candidates.extend(ops.iter().copied());
-        let hint = crate::registry::closest(text, &candidates)
+        let hint = crate::suggest::closest(text, &candidates)
             .map(|c| format!("did you mean '{c}'?"))
             .unwrap_or_else(|| {
                 let list: Vec<&str> = ops.iter().copied().collect();
                 format!("its op types: {}", list.join(", "))
             });
-        return Err(format!("{}: {what}; {hint}", entry(o, from_cli)));
+        return Err(format!("{}: {what}; {hint}", entry(o, from_cli, wording)));
     }
     Ok(())
 }
@@ -188,7 +199,7 @@ pub fn check_at_pass(map: &PrecisionMap, model: &Model, pass: &str) -> Result<()
         }
         if !nodes.iter().any(|n| o.selector.matches(n)) {
             return Err(format!(
-                "the precision override for {} ({}) selects no node of the graph {pass} converts: the passes before it removed or renamed what it selected (a BatchNormalization folded into its Conv, a MatMul and Add fused into a Gemm); select the nodes that remain (optimize --dump-dir DIR writes the graph after each pass)",
+                "the precision override for {} ({}) selects no node of the graph {pass} converts: the passes before it removed or renamed what it selected (a BatchNormalization folded into its Conv, a MatMul and Add fused into a Gemm); select the nodes that remain (dumping the graph after each pass shows them)",
                 o.selector, o.to
             ));
         }
@@ -198,6 +209,23 @@ pub fn check_at_pass(map: &PrecisionMap, model: &Model, pass: &str) -> Result<()
 
 #[cfg(test)]
 mod tests {
+    /// The command line's wording (src/job.rs), for the messages below.
+    struct Flags;
+    impl Wording for Flags {
+        fn given(&self, o: &Override) -> String {
+            format!("--precision {}={}", o.selector.source_text(), o.to)
+        }
+        fn adds_reader(&self, p: Precision) -> String {
+            match p {
+                Precision::Fp32 => "--fp16, --bf16 or --int8",
+                Precision::Fp16 => "--fp16",
+                Precision::Bf16 => "--bf16",
+                Precision::Int8 => "--int8 with --calib-data or --ranges",
+            }
+            .into()
+        }
+    }
+
     use super::*;
     use infopt_ir::builder::GraphBuilder;
 
@@ -212,14 +240,14 @@ mod tests {
     #[test]
     fn each_precision_needs_the_pass_that_makes_it() {
         let m = map(&["conv2/Conv=fp16"]);
-        let e = check_readers(&m, 1, &["fuse-conv-bn", "quantize-int8"]).unwrap_err();
+        let e = check_readers(&m, 1, &["fuse-conv-bn", "quantize-int8"], &Flags).unwrap_err();
         assert_eq!(
             e,
             "--precision conv2/Conv=fp16: no pass of the pipeline puts a node in fp16 (that needs convert-float16); add --fp16"
         );
-        assert!(check_readers(&m, 1, &["convert-float16"]).is_ok());
+        assert!(check_readers(&m, 1, &["convert-float16"], &Flags).is_ok());
         let m = map(&["Softmax=int8"]);
-        let e = check_readers(&m, 0, &["convert-float16"]).unwrap_err();
+        let e = check_readers(&m, 0, &["convert-float16"], &Flags).unwrap_err();
         assert!(
             e.starts_with("the pipeline's precision override { op: Softmax, to: int8 }"),
             "{e}"
@@ -227,9 +255,9 @@ mod tests {
         // float32 is kept by any precision pass.
         let m = map(&["Softmax=fp32"]);
         for p in ["convert-float16", "convert-bfloat16", "quantize-int8"] {
-            assert!(check_readers(&m, 1, &[p]).is_ok(), "{p}");
+            assert!(check_readers(&m, 1, &[p], &Flags).is_ok(), "{p}");
         }
-        assert!(check_readers(&m, 1, &["fuse-conv-bn"]).is_err());
+        assert!(check_readers(&m, 1, &["fuse-conv-bn"], &Flags).is_err());
     }
 
     #[test]
@@ -251,24 +279,24 @@ mod tests {
             "head/.*=fp32",
             "Sigmoid=fp16",
         ] {
-            assert!(check_model(&map(&[ok]), 1, &model).is_ok(), "{ok}");
+            assert!(check_model(&map(&[ok]), 1, &model, &Flags).is_ok(), "{ok}");
         }
-        let e = check_model(&map(&["block/akt=fp32"]), 1, &model).unwrap_err();
+        let e = check_model(&map(&["block/akt=fp32"]), 1, &model, &Flags).unwrap_err();
         assert_eq!(
             e,
             "--precision block/akt=fp32: it is no node name of the model, no op type in it, and no regex matching a node name; did you mean 'block/act'?"
         );
-        let e = check_model(&map(&["Softmax=fp32"]), 1, &model).unwrap_err();
+        let e = check_model(&map(&["Softmax=fp32"]), 1, &model, &Flags).unwrap_err();
         assert!(e.contains("the model has no Softmax node"), "{e}");
-        let e = check_model(&map(&["Sigmoidd=fp32"]), 1, &model).unwrap_err();
+        let e = check_model(&map(&["Sigmoidd=fp32"]), 1, &model, &Flags).unwrap_err();
         assert!(e.contains("did you mean 'Sigmoid'"), "{e}");
-        let e = check_model(&map(&["zzzzzzzzzz=fp32"]), 1, &model).unwrap_err();
+        let e = check_model(&map(&["zzzzzzzzzz=fp32"]), 1, &model, &Flags).unwrap_err();
         assert!(e.ends_with("its op types: Relu, Sigmoid"), "{e}");
         // An op type of another domain is named as such.
         let mut custom = model.clone();
         let id = custom.graph.node_at(0);
         custom.graph.node_mut(id).domain = Some("com.microsoft".into());
-        let e = check_model(&map(&["Relu=fp32"]), 1, &custom).unwrap_err();
+        let e = check_model(&map(&["Relu=fp32"]), 1, &custom, &Flags).unwrap_err();
         assert!(
             e.starts_with(
                 "--precision Relu=fp32: the model's Relu nodes are of domain com.microsoft"
@@ -276,11 +304,11 @@ mod tests {
             "{e}"
         );
         // An op a fusion creates is checked where the precision pass runs.
-        assert!(check_model(&map(&["Gelu=fp32"]), 1, &model).is_ok());
+        assert!(check_model(&map(&["Gelu=fp32"]), 1, &model, &Flags).is_ok());
         assert!(check_at_pass(&map(&["Gelu=fp32"]), &model, "convert-float16").is_err());
         // Overrides a tool added (with a reason) are not the user's to check.
         let mut m = map(&["nothing=fp32"]);
         m.overrides[0].why = Some("measured".into());
-        assert!(check_model(&m, 0, &model).is_ok());
+        assert!(check_model(&m, 0, &model, &Flags).is_ok());
     }
 }

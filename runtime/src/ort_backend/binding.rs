@@ -26,6 +26,9 @@ use crate::error::{Result, RuntimeError};
 use crate::tensor::{HostTensor, TensorData};
 use crate::transfer::{DEVICE_RESIDENT_NEEDS_CUDA, TimedRun, Transfer};
 
+/// The backend's name in errors.
+pub(super) const BACKEND: &str = "ort";
+
 /// A session with its inputs and outputs bound for timed runs.
 pub(super) struct BoundRunner<'a> {
     session: MutexGuard<'a, Session>,
@@ -54,7 +57,7 @@ fn output_memory(transfer: Transfer, cuda_device: Option<i32>) -> Result<MemoryI
 
 pub(super) fn binding_error(e: &ort::Error) -> RuntimeError {
     RuntimeError::Run {
-        backend: super::BACKEND.into(),
+        backend: BACKEND.into(),
         message: format!("IoBinding: {e}"),
     }
 }
@@ -134,7 +137,7 @@ impl<'a> BoundRunner<'a> {
             let v = first
                 .remove(o.name.as_str())
                 .ok_or_else(|| RuntimeError::Run {
-                    backend: super::BACKEND.into(),
+                    backend: BACKEND.into(),
                     message: format!("ONNX Runtime bound no value to output `{}`", o.name),
                 })?;
             buffers.push((o.name.clone(), v));

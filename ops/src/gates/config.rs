@@ -1,5 +1,5 @@
-//! Release gates of a pipeline (`gates:`): thresholds a release must meet, checked by
-//! the CLI after optimizing (accuracy against the original, latency, size, structure).
+//! Release gates of a job (`gates:` in the job file): thresholds a release must meet,
+//! checked after optimizing (accuracy against the original, latency, size, structure).
 //!
 //! ```yaml
 //! gates:
@@ -14,7 +14,7 @@
 //!   forbid_ops: [com.microsoft, Loop]   # op types or domains, subgraphs included
 //!   max_opset: 17                       # of the default ONNX domain
 //! ```
-//! This file holds only the data; the CLI evaluates it (src/gates/).
+//! This file holds only the data; `super` evaluates it.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -34,36 +34,6 @@ pub const GATE_NAMES: &[&str] = &[
     "forbid_ops",
     "max_opset",
 ];
-
-/// Adds "did you mean `x`?" to serde's "unknown field `y`, expected one of ..." (any
-/// section of a pipeline, gates included); other messages are returned as they are.
-pub fn suggest_field(message: &str) -> String {
-    let Some(rest) = message.split("unknown field `").nth(1) else {
-        return message.to_string();
-    };
-    let Some((field, after)) = rest.split_once('`') else {
-        return message.to_string();
-    };
-    let Some(expected) = after.split("expected").nth(1) else {
-        return message.to_string();
-    };
-    // "one of a, b, c", "`a` or `b`": the names, with or without backticks.
-    let expected = expected.trim().trim_start_matches("one of").trim();
-    let valid: Vec<&str> = expected
-        .split([',', ' '])
-        .map(|w| w.trim().trim_matches('`'))
-        .filter(|w| !w.is_empty() && *w != "or")
-        .collect();
-    let best = valid
-        .iter()
-        .map(|v| (crate::registry::edit_distance(field, v), *v))
-        .min()
-        .filter(|(d, v)| *d <= 3.max(v.len() / 3));
-    match best {
-        Some((_, v)) => format!("{message}; did you mean `{v}`?"),
-        None => message.to_string(),
-    }
-}
 
 /// The key of a per-output threshold that applies to every output not named.
 pub const ALL_OUTPUTS: &str = "*";

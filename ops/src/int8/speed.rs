@@ -1,0 +1,525 @@
+//! An INT8 model slower than the float one is not the default command's
+//! answer (issue 32). After the accuracy search, the INT8 model is timed
+//! against the float model in ONNX Runtime CPU at one thread, interleaved,
+//! on one judged sample. When it is not faster, the placements that put
+//! fewer Q/DQ pairs where ONNX Runtime has no winning integer kernel are
+//! built with the same keep-set, judged and timed too, and the fastest
+//! candidate that meets the accuracy target is written, the float model
+//! included; the report says which and why.
+//!
+//! Why measure rather than predict: whether an integer chain wins depends on
+//! what the search kept float (each float layer inside a chain costs a DQ
+//! before it and a Q after it) and on the runtime's kernels (ONNX Runtime's
+//! QLinearSigmoid/QLinearMul and depthwise QLinearConv win on some models
+//! and lose on others). EfficientNet-B0 with real weights ran at 0.89x of
+//! FP32 with the integer chain the search had broken in places.
+
+use infopt_calibration::int8;
+use infopt_ir::Model;
+use infopt_passes::{PipelineConfig, Target};
+use infopt_runtime::{HostTensor, InputShapes, Transfer};
+use infopt_verify::timing::{self, Timed};
+use infopt_verify::{BackendKind, ChosenBackend};
+
+use infopt_calibration::Amax;
+use infopt_passes::PipelineRun;
+use infopt_verify::evaluate::HeldOut;
+
+use super::fallback::{Candidate, Search};
+use super::judge::Judge;
+use super::{Context, misses};
+use crate::error::{OpsError, OpsResult};
+use crate::report::int8::{SpeedCheck, SpeedTimed};
+
+/// Seconds of interleaved timing (all models together) per check.
+const TIMING_SECONDS: f64 = 1.0;
+/// Seconds of interleaved timing of the placements before the search.
+const PLACEMENT_SECONDS: f64 = 1.5;
+
+/// Float models faster than this at one thread are not checked.
+const MIN_FLOAT_MS: f64 = 1.0;
+
+/// Before the search: the fully quantized model in each placement worth
+/// trying (`from`'s own first, then [`alternatives`]), timed with the float
+/// model at one thread; the search then runs in the fastest one. Returns
+/// the configuration and a note when another placement than `from`'s won by
+/// more than the timing noise; None to keep `from` (also when ONNX Runtime
+/// is missing or the model is too small to time).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn pick_placement(
+    cx: &Context<'_>,
+    from: &PipelineConfig,
+    mid: &Model,
+    amax: &Amax,
+    sample: &[HostTensor],
+    shapes: &InputShapes,
+    costs: &super::costs::Costs,
+) -> OpsResult<Picked> {
+    let none = Picked {
+        switch: None,
+        timed: None,
+    };
+    let others = alternatives(from);
+    if others.is_empty() {
+        return Ok(none);
+    }
+    let Ok(backend) = one_thread_ort(cx)? else {
+        return Ok(none);
+    };
+    let quick = time_models(&backend, cx, shapes, &[("float", mid)], sample, 0.0)?;
+    if quick[0] < MIN_FLOAT_MS {
+        return Ok(none);
+    }
+    crate::progress::note(
+        "int8",
+        format!(
+            "int8: timing {} INT8 placement(s) against float (ONNX Runtime CPU, 1 thread)",
+            others.len() + 1
+        ),
+    );
+    let mut built = vec![super::quantize_rest(mid, from, amax, cx, costs)?.0];
+    for p in &others {
+        built.push(super::quantize_rest(mid, &p.config, amax, cx, costs)?.0);
+    }
+    let mut labels = vec!["the target's placement"];
+    labels.extend(others.iter().map(|p| p.label));
+    let mut models: Vec<(&str, &Model)> = labels.iter().copied().zip(built.iter()).collect();
+    models.push(("float", mid));
+    let ms = time_models(&backend, cx, shapes, &models, sample, PLACEMENT_SECONDS)?;
+    let float_ms = ms[ms.len() - 1];
+    let line = labels
+        .iter()
+        .zip(&ms)
+        .map(|(l, m)| format!("{l} {m:.2} ms"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    crate::progress::note(
+        "int8",
+        format!("int8: every layer in INT8: {line}; float {float_ms:.2} ms"),
+    );
+    let Some(best) = fastest_placement(&ms[..labels.len()]) else {
+        return Ok(Picked {
+            switch: None,
+            timed: Some((ms[0], float_ms)),
+        });
+    };
+    let switch = others.into_iter().nth(best - 1).map(|p| {
+        (
+            p.config,
+            format!(
+                "placement: {}, the fastest with every layer in INT8 in ONNX Runtime CPU at one thread ({line}; float {float_ms:.2} ms)",
+                p.label
+            ),
+        )
+    });
+    Ok(Picked {
+        switch,
+        timed: Some((ms[best], float_ms)),
+    })
+}
+
+/// What [`pick_placement`] found.
+pub(super) struct Picked {
+    /// Another placement than the target's, and the note saying why.
+    pub switch: Option<(PipelineConfig, String)>,
+    /// Milliseconds of the placement taken with every layer in INT8, and
+    /// of the float model, when timed.
+    pub timed: Option<(f64, f64)>,
+}
+
+impl Picked {
+    /// Whether the model with every layer in INT8 in the placement taken
+    /// was timed faster than float: then, with nothing kept float, the
+    /// check after the search would time the same model again.
+    pub fn int8_was_faster(&self) -> bool {
+        self.timed.is_some_and(|(q, f)| q < f)
+    }
+}
+
+/// Another placement wins when it is faster than the first (the target's)
+/// by more than 3% (the noise of interleaved timing at one thread): its
+/// index, None to keep the first.
+fn fastest_placement(ms: &[f64]) -> Option<usize> {
+    let first = *ms.first()?;
+    let (i, best) = ms
+        .iter()
+        .enumerate()
+        .skip(1)
+        .min_by(|a, b| a.1.total_cmp(b.1))?;
+    (*best < first * 0.97).then_some(i)
+}
+
+/// What the check decided: the model to write instead of the INT8 one
+/// (None: the INT8 model stays), and the figures for the report.
+pub(super) struct Checked {
+    pub replace: Option<(Model, PipelineRun, HeldOut)>,
+    pub report: SpeedCheck,
+    pub note: Option<String>,
+}
+
+/// The INT8 model `quantized` (with `keep` in float and ranges `amax`, as
+/// `search` builds it) timed against the float model `float`; when it is
+/// not faster, the other placements are built with the same keep-set,
+/// judged on every sample and timed, and the fastest that meets the target
+/// and beats float is the answer, else the float model.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn check(
+    cx: &Context<'_>,
+    search: &Search<'_>,
+    keep: &[Candidate],
+    amax: &Amax,
+    judge: &mut Judge<'_>,
+    quantized: &Model,
+    float: &Model,
+    sample: &[HostTensor],
+    shapes: &InputShapes,
+) -> OpsResult<Option<Checked>> {
+    let backend = match one_thread_ort(cx)? {
+        Ok(b) => b,
+        Err(why) => {
+            crate::progress::note(
+                "int8",
+                format!("int8: speed check skipped: ONNX Runtime is not available ({why})"),
+            );
+            return Ok(None);
+        }
+    };
+    // A model of well under a millisecond is timed mostly in per-op
+    // overhead and the machine's noise: not checked (nor do the tests'
+    // small fixtures spend seconds here).
+    let quick = time_models(&backend, cx, shapes, &[("float", float)], sample, 0.0)?;
+    if quick[0] < MIN_FLOAT_MS {
+        return Ok(None);
+    }
+    crate::progress::note(
+        "int8",
+        "int8: timing the INT8 model against the float one (ONNX Runtime CPU, 1 thread)",
+    );
+    let ms = time_models(
+        &backend,
+        cx,
+        shapes,
+        &[("int8", quantized), ("float", float)],
+        sample,
+        TIMING_SECONDS,
+    )?;
+    let int8_ms = ms[0];
+    let float_ms = ms[1];
+    let mut measured = vec![Measured {
+        label: "int8".into(),
+        ms: int8_ms,
+        met: true,
+    }];
+    crate::progress::note(
+        "int8",
+        format!(
+            "int8: {int8_ms:.2} ms against float {float_ms:.2} ms at one thread ({:.2}x)",
+            float_ms / int8_ms
+        ),
+    );
+    let mut built = Vec::new();
+    if int8_ms >= float_ms {
+        for p in alternatives(search.from) {
+            let alt = Search {
+                from: &p.config,
+                ..*search
+            };
+            let (m, r) = alt.build(keep, amax)?;
+            let h = judge.judge(&m)?;
+            let met = misses(&h, search.goal).is_empty();
+            let t = time_models(
+                &backend,
+                cx,
+                shapes,
+                &[(p.label, &m), ("float", float)],
+                sample,
+                TIMING_SECONDS,
+            )?;
+            // Against the float model timed beside it: the two timings of
+            // float differ by the machine's drift, the ratio less.
+            let scaled = t[0] * float_ms / t[1];
+            crate::progress::note(
+                "int8",
+                format!(
+                    "int8: tried {}: {:.2} ms against float {:.2} ms ({})",
+                    p.label,
+                    t[0],
+                    t[1],
+                    if met {
+                        "meets the target"
+                    } else {
+                        "misses the target"
+                    }
+                ),
+            );
+            measured.push(Measured {
+                label: p.label.to_string(),
+                ms: scaled,
+                met,
+            });
+            built.push((m, r, h));
+        }
+    }
+    let float_m = Measured {
+        label: "float".into(),
+        ms: float_ms,
+        met: true,
+    };
+    let choice = choose(&measured, &float_m);
+    let mut timed: Vec<SpeedTimed> = measured
+        .iter()
+        .map(|m| SpeedTimed {
+            label: m.label.clone(),
+            ms: m.ms,
+            met: m.met,
+        })
+        .collect();
+    timed.push(SpeedTimed {
+        label: "float".into(),
+        ms: float_ms,
+        met: true,
+    });
+    let (replace, chosen, note) = match choice {
+        None => (None, "int8".to_string(), None),
+        Some(i) if i >= 1 && i <= built.len() => {
+            let label = measured[i].label.clone();
+            let note = format!(
+                "INT8 with the search's placement ran {int8_ms:.2} ms against float's {float_ms:.2} ms in ONNX Runtime CPU at one thread: slower, so the faster placement was written: {label} ({:.2} ms, meets the target)",
+                measured[i].ms
+            );
+            (built.into_iter().nth(i - 1), label, Some(note))
+        }
+        Some(_) => {
+            let h = judge.judge(float)?;
+            let note = format!(
+                "INT8 ran {int8_ms:.2} ms against float's {float_ms:.2} ms in ONNX Runtime CPU at one thread{}: no INT8 model here is faster than float, so the float model was written (INT8 does not pay on this model and runtime)",
+                if measured.len() > 1 {
+                    format!(
+                        ", and the other placements tried ({}) were not faster or missed the target",
+                        measured[1..]
+                            .iter()
+                            .map(|m| format!("{}: {:.2} ms", m.label, m.ms))
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    )
+                } else {
+                    String::new()
+                }
+            );
+            (
+                Some((float.clone(), PipelineRun::default(), h)),
+                "float".to_string(),
+                Some(note),
+            )
+        }
+    };
+    if let Some(n) = &note {
+        crate::progress::note("int8", format!("int8: {n}"));
+    }
+    Ok(Some(Checked {
+        replace,
+        report: SpeedCheck {
+            float_ms,
+            timed,
+            chosen,
+        },
+        note,
+    }))
+}
+
+/// A placement tried when the INT8 model is slower than float: its label
+/// for the report and the quantize step's configuration.
+pub(super) struct Placement {
+    pub label: &'static str,
+    pub config: PipelineConfig,
+}
+
+/// The placements worth trying after `from` (the quantize step and the
+/// passes after it) gave a model slower than float: on the portable target,
+/// ONNX Runtime's own placement (layer outputs quantized, so that its QDQ
+/// fusions make QLinearConv / QLinearMatMul), then that without integer
+/// elementwise ops and depthwise convolutions; on ONNX Runtime, the latter.
+/// TensorRT's placement is TensorRT's business (no CPU timing says anything
+/// about it): nothing.
+pub(super) fn alternatives(from: &PipelineConfig) -> Vec<Placement> {
+    let lean = |mut c: PipelineConfig| {
+        if let Some(o) = int8::options_mut(&mut c, 0) {
+            o.float_depthwise = true;
+            o.float_elementwise = true;
+        }
+        c
+    };
+    match from.target {
+        Target::Tensorrt => Vec::new(),
+        Target::Portable => {
+            let mut ort = from.clone();
+            ort.target = Target::Onnxruntime;
+            vec![
+                Placement {
+                    label: "ONNX Runtime's placement (QLinearConv chains)",
+                    config: ort.clone(),
+                },
+                Placement {
+                    label: "ONNX Runtime's placement without integer Sigmoid/Mul and depthwise Conv",
+                    config: lean(ort),
+                },
+            ]
+        }
+        Target::Onnxruntime => {
+            let already =
+                int8::options(from, 0).is_some_and(|o| o.float_depthwise && o.float_elementwise);
+            if already {
+                Vec::new()
+            } else {
+                vec![Placement {
+                    label: "without integer Sigmoid/Mul and depthwise Conv",
+                    config: lean(from.clone()),
+                }]
+            }
+        }
+    }
+}
+
+/// ONNX Runtime on the CPU at one thread, or why not.
+pub(super) fn one_thread_ort(cx: &Context<'_>) -> OpsResult<Result<ChosenBackend, String>> {
+    let mut options = cx.backend_args.options()?;
+    options.threads = Some(1);
+    options.execution_providers.clear();
+    Ok(ChosenBackend::build(BackendKind::Ort, &options).map_err(|e| e.message))
+}
+
+/// Median milliseconds of each of `models` on `inputs`, timed interleaved
+/// in `backend` for about `seconds` in all (at least 5 and at most 50
+/// rounds, after 2 warm-up rounds).
+pub(super) fn time_models(
+    backend: &ChosenBackend,
+    cx: &Context<'_>,
+    shapes: &InputShapes,
+    models: &[(&str, &Model)],
+    inputs: &[HostTensor],
+    seconds: f64,
+) -> OpsResult<Vec<f64>> {
+    let mut timed = Vec::with_capacity(models.len());
+    for (label, m) in models {
+        let bytes = m
+            .to_bytes_referencing_sources()
+            .map_err(OpsError::from_ir)?;
+        let loaded = backend
+            .backend
+            .load(&bytes, Some(cx.dir), shapes)
+            .map_err(|e| {
+                OpsError::from(
+                    infopt_verify::VerifyError::runtime(e, infopt_verify::ErrorKind::Load)
+                        .context(format!("timing {label} at one thread")),
+                )
+            })?;
+        timed.push(Timed {
+            label: label.to_string(),
+            model: loaded,
+            inputs: inputs.to_vec(),
+        });
+    }
+    // One round first, to size the rest to the time allowed.
+    let first = timing::time_interleaved(&timed, 1, 1, Transfer::HostToHost, &mut |_| {})
+        .map_err(OpsError::from)?;
+    let round_ms: f64 = first.iter().map(|l| l.median_ms).sum::<f64>().max(1e-3);
+    let runs = rounds(seconds, round_ms);
+    let lat = timing::time_interleaved(&timed, 2, runs, Transfer::HostToHost, &mut |_| {})
+        .map_err(OpsError::from)?;
+    Ok(lat.iter().map(|l| l.median_ms).collect())
+}
+
+/// Timed rounds for `seconds` when one round takes `round_ms`.
+fn rounds(seconds: f64, round_ms: f64) -> usize {
+    let n = (seconds * 1e3 / round_ms).floor();
+    if n.is_nan() {
+        return 5;
+    }
+    (n as usize).clamp(5, 50)
+}
+
+/// A candidate answer and what it measured.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Measured {
+    pub label: String,
+    pub ms: f64,
+    /// It meets the accuracy target (the float model always does).
+    pub met: bool,
+}
+
+/// The answer among `measured` (the INT8 model first, then the other
+/// placements, the float model last): the INT8 model when it is faster than
+/// float; otherwise the fastest that meets the target and is faster than
+/// float, or the float model. None when the INT8 model stays.
+pub(super) fn choose(measured: &[Measured], float: &Measured) -> Option<usize> {
+    let first = measured.first()?;
+    if first.ms < float.ms {
+        return None;
+    }
+    let best = measured
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter(|(_, m)| m.met && m.ms < float.ms)
+        .min_by(|a, b| a.1.ms.total_cmp(&b.1.ms))
+        .map(|(i, _)| i);
+    Some(best.unwrap_or(measured.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(label: &str, ms: f64, met: bool) -> Measured {
+        Measured {
+            label: label.into(),
+            ms,
+            met,
+        }
+    }
+
+    #[test]
+    fn an_int8_model_faster_than_float_stays() {
+        let float = m("float", 10.0, true);
+        assert_eq!(choose(&[m("int8", 8.0, true)], &float), None);
+    }
+
+    #[test]
+    fn a_slower_int8_model_gives_way_to_the_fastest_placement_that_meets_and_beats_float() {
+        let float = m("float", 10.0, true);
+        let tried = [
+            m("int8", 11.0, true),
+            m("ort", 7.0, false), // fastest, but misses the target
+            m("lean", 9.0, true),
+            m("other", 9.5, true),
+        ];
+        assert_eq!(choose(&tried, &float), Some(2));
+    }
+
+    #[test]
+    fn with_nothing_faster_than_float_the_float_model_is_the_answer() {
+        let float = m("float", 10.0, true);
+        let tried = [m("int8", 12.0, true), m("lean", 10.5, true)];
+        // Index past the placements: the float model.
+        assert_eq!(choose(&tried, &float), Some(2));
+        // Equal is not faster.
+        assert_eq!(choose(&[m("int8", 10.0, true)], &float), Some(1));
+    }
+
+    #[test]
+    fn another_placement_wins_only_beyond_the_timing_noise() {
+        assert_eq!(fastest_placement(&[10.0, 9.0, 9.5]), Some(1));
+        assert_eq!(fastest_placement(&[10.0, 9.8]), None);
+        assert_eq!(fastest_placement(&[10.0, 12.0, 11.0]), None);
+        assert_eq!(fastest_placement(&[10.0]), None);
+        assert_eq!(fastest_placement(&[]), None);
+    }
+
+    #[test]
+    fn timing_rounds_fill_the_time_allowed_within_bounds() {
+        assert_eq!(rounds(2.0, 100.0), 20);
+        assert_eq!(rounds(2.0, 1.0), 50);
+        assert_eq!(rounds(2.0, 1000.0), 5);
+        assert_eq!(rounds(f64::NAN, 1.0), 5);
+    }
+}
