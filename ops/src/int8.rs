@@ -9,13 +9,13 @@
 //! is a verification failure naming the layers.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use infopt_calibration::int8;
 use infopt_calibration::run::{CalibrateOptions, DataSource, Target, calibrate};
 use infopt_calibration::{Amax, DEFAULT_BINS, Method};
 use infopt_ir::Model;
-use infopt_passes::{DriverOptions, PipelineConfig, PipelineRun, SideData};
+use infopt_passes::{PipelineConfig, PipelineRun, SideData};
 use infopt_runtime::InputShapes;
 use infopt_verify::ChosenBackend;
 use infopt_verify::evaluate::{self, HeldOut};
@@ -24,14 +24,19 @@ use infopt_verify::intermediates::{self, Side};
 use crate::error::{OpsError, OpsResult};
 use crate::stages::{self, PassHooks};
 
+mod context;
 mod costs;
 mod fallback;
+mod goal;
 mod judge;
 pub mod metric;
 pub mod search;
 mod speed;
 
+pub use context::Context;
+use context::{open_again, quantize_rest};
 use costs::Costs;
+use goal::{Goal, misses, score, scores_judged, top1_judged};
 use judge::Judge;
 
 /// INT8 options of `optimize` (and `build-engine`).
@@ -87,20 +92,6 @@ pub const DEFAULT_MIN_TOP1: f64 = 0.99;
 /// Default number of held-out samples judged.
 pub const DEFAULT_HELD_OUT: usize = 256;
 
-/// What `run` needs from the command.
-pub struct Context<'a> {
-    pub original: &'a Model,
-    pub dir: &'a Path,
-    pub shapes: &'a InputShapes,
-    pub backend: &'a ChosenBackend,
-    pub options: &'a DriverOptions,
-    /// The command's backend options (to build ONNX Runtime when the model
-    /// at the quantize step needs it).
-    pub backend_args: &'a crate::backend_args::BackendSettings,
-    /// Judge the result on the data (false with --no-verify).
-    pub judge: bool,
-}
-
 fn append_run(into: &mut PipelineRun, more: PipelineRun) {
     into.records.extend(more.records);
     into.declined.extend(more.declined);
@@ -109,133 +100,6 @@ fn append_run(into: &mut PipelineRun, more: PipelineRun) {
     if more.stopped_after.is_some() {
         into.stopped_after = more.stopped_after;
     }
-}
-
-/// What is held to the cosine target: every output, and every part of an
-/// output judged on its own (a detector's scores beside its boxes).
-fn judged(h: &HeldOut) -> impl Iterator<Item = &infopt_runtime::OutputAgreement> {
-    h.outputs.iter().chain(h.parts.iter().map(|p| &p.agreement))
-}
-
-/// Lowest cosine over the held-out outputs and their parts.
-fn min_cosine(h: &HeldOut) -> f64 {
-    judged(h).map(|o| o.cosine).fold(1.0, f64::min)
-}
-
-/// The accuracy target.
-#[derive(Clone, Copy, Debug)]
-struct Goal {
-    cosine: f64,
-    top1: f64,
-    /// With a caller's metric (see `metric.rs`): the most its score may
-    /// fall below the float model's; that is then the whole target.
-    max_drop: f64,
-}
-
-/// `t >= min`, false for NaN.
-fn top1_meets(t: f64, min: f64) -> bool {
-    t >= min
-}
-
-/// The top-1 agreement of classifier output `name` judged against the
-/// target: the one measured, or on the calibration samples (which the
-/// ranges fit and whose classes are clear) the lower of it and the one
-/// expected on unseen rows (see `evaluate::expected_agreement`).
-fn top1_judged(h: &HeldOut, name: &str) -> Option<f64> {
-    let measured = *h.top1_agreement.get(name)?;
-    if !h.on_calibration_samples {
-        return Some(measured);
-    }
-    Some(match h.top1_expected.get(name) {
-        Some(&e) if e < measured => e,
-        _ => measured,
-    })
-}
-
-/// The score agreement of a part of scores judged against the target
-/// (see `evaluate::PartAgreement::score_agreement`): the one measured, or
-/// on the calibration samples the lower of it and the one expected with
-/// the error doubled.
-fn scores_judged(h: &HeldOut, p: &evaluate::PartAgreement) -> Option<f64> {
-    let measured = p.score_agreement?;
-    if !h.on_calibration_samples {
-        return Some(measured);
-    }
-    Some(match p.score_agreement_expected {
-        Some(e) if e < measured => e,
-        _ => measured,
-    })
-}
-
-/// What misses the goal: `output (cosine 0.95 < 0.99)`, ...; empty when met.
-fn misses(h: &HeldOut, goal: Goal) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Some(m) = h.metric {
-        if !metric::meets(m.candidate, m.original, goal.max_drop) {
-            out.push(format!(
-                "the metric ({:.5} < float's {:.5} less {})",
-                m.candidate, m.original, goal.max_drop
-            ));
-        }
-        return out;
-    }
-    for p in &h.parts {
-        if let Some(t) = scores_judged(h, p)
-            && !top1_meets(t, goal.top1)
-        {
-            out.push(format!(
-                "{} (score agreement {:.4} < {})",
-                p.agreement.name, t, goal.top1
-            ));
-        }
-    }
-    for o in judged(h) {
-        let cosine_ok = o.cosine >= goal.cosine; // false for NaN
-        if !cosine_ok {
-            out.push(format!(
-                "{} (cosine {:.5} < {})",
-                o.name, o.cosine, goal.cosine
-            ));
-        }
-        if let Some(t) = top1_judged(h, &o.name)
-            && !top1_meets(t, goal.top1)
-        {
-            out.push(format!(
-                "{} (top-1 agreement {:.4} < {})",
-                o.name, t, goal.top1
-            ));
-        }
-    }
-    out
-}
-
-/// The smallest margin to the target over the outputs (cosine and top-1):
-/// positive when the target is met.
-fn score(h: &HeldOut, goal: Goal) -> f64 {
-    // `f64::min` skips NaN: a NaN margin is the worst, not ignored.
-    let worst = |m: f64, x: f64| {
-        if x.is_nan() {
-            f64::NEG_INFINITY
-        } else {
-            m.min(x)
-        }
-    };
-    if let Some(s) = h.metric {
-        return metric::margin(s.candidate, s.original, goal.max_drop);
-    }
-    let mut m = f64::INFINITY;
-    for o in judged(h) {
-        m = worst(m, o.cosine - goal.cosine);
-        if let Some(t) = top1_judged(h, &o.name) {
-            m = worst(m, t - goal.top1);
-        }
-    }
-    for p in &h.parts {
-        if let Some(t) = scores_judged(h, p) {
-            m = worst(m, t - goal.top1);
-        }
-    }
-    m
 }
 
 /// Tensors `auto` leaves float: those whose largest values decide a
@@ -277,27 +141,6 @@ fn full_ranges_chosen(r: &mut Int8Report) {
         *counts.entry(m.clone()).or_default() += 1;
     }
     r.methods_chosen = counts;
-}
-
-/// The quantize step and the passes after it on a copy of `mid`, with `amax`.
-fn quantize_rest(
-    mid: &Model,
-    from: &PipelineConfig,
-    amax: &Amax,
-    cx: &Context<'_>,
-    costs: &Costs,
-) -> OpsResult<(Model, PipelineRun)> {
-    costs.time(
-        "candidate: built (the quantize step and the passes after it)",
-        || {
-            let mut side = SideData::default();
-            side.insert(amax.clone());
-            let mut quantized = mid.clone();
-            let run =
-                stages::run_passes(&mut quantized, from, cx.options, side, PassHooks::default())?;
-            Ok((quantized, run))
-        },
-    )
 }
 
 /// A backend owned here or the command's.
@@ -799,25 +642,6 @@ pub fn run(
         );
     }
     Ok((run, report))
-}
-
-fn open_again(
-    src: &DataSource,
-    backend: &ChosenBackend,
-    cx: &Context<'_>,
-    model: &Model,
-) -> OpsResult<Box<dyn infopt_verify::Dataset>> {
-    // Files need no model; only random data is generated from it.
-    if let Some(files) = infopt_calibration::run::open_files(src).map_err(OpsError::usage)? {
-        return Ok(files);
-    }
-    Ok(infopt_calibration::run::open_dataset(
-        src,
-        backend,
-        &model.to_bytes().map_err(OpsError::from_ir)?,
-        cx.dir,
-        cx.shapes,
-    )?)
 }
 
 /// Sample `skip` of the data (the first judged one), as the model's inputs:

@@ -23,12 +23,14 @@ use infopt_ir::Model;
 use infopt_passes::{PipelineConfig, PipelineRun};
 use infopt_verify::evaluate::HeldOut;
 
+use super::context::{Context, quantize_rest};
 use super::costs::Costs;
+use super::goal::{Goal, min_cosine, misses, score};
 use super::judge::Judge;
 use super::search::{self, Missed, Probe, Trials, Verdict};
-use super::{Context, Goal, KeptFloat, min_cosine, misses, quantize_rest, score};
 use crate::error::OpsResult;
 use crate::report::int8::CandidateLoss;
+use crate::report::int8::KeptFloat;
 
 /// Samples each candidate is probed on alone (one probe per candidate:
 /// most of the search's runs), and the keep-sets that decide how many are

@@ -14,8 +14,8 @@ use infopt_ir::Model;
 use infopt_verify::ChosenBackend;
 use infopt_verify::evaluate::{self, HeldOut, Reference};
 
+use super::context::{Context, open_again};
 use super::costs::Costs;
-use super::{Context, open_again};
 use crate::error::{ErrorKind, OpsError, OpsResult};
 
 /// Memory the kept samples and outputs may take at most: a quarter of what

@@ -25,9 +25,10 @@ use infopt_calibration::Amax;
 use infopt_passes::PipelineRun;
 use infopt_verify::evaluate::HeldOut;
 
+use super::context::Context;
 use super::fallback::{Candidate, Search};
+use super::goal::misses;
 use super::judge::Judge;
-use super::{Context, misses};
 use crate::error::{OpsError, OpsResult};
 use crate::report::int8::{SpeedCheck, SpeedTimed};
 
@@ -77,9 +78,9 @@ pub(super) fn pick_placement(
             others.len() + 1
         ),
     );
-    let mut built = vec![super::quantize_rest(mid, from, amax, cx, costs)?.0];
+    let mut built = vec![super::context::quantize_rest(mid, from, amax, cx, costs)?.0];
     for p in &others {
-        built.push(super::quantize_rest(mid, &p.config, amax, cx, costs)?.0);
+        built.push(super::context::quantize_rest(mid, &p.config, amax, cx, costs)?.0);
     }
     let mut labels = vec!["the target's placement"];
     labels.extend(others.iter().map(|p| p.label));
