@@ -298,18 +298,7 @@ pub fn run(
     model.graph.assign_unique_names();
     crate::half::name_unnamed(model);
     let mid = model.clone();
-
-    // Ranges: a file, or calibration of the model as it is here.
     let ranges = args.ranges.clone().or(step.ranges.clone());
-    let data = args.calib_data.clone().or(step.data.clone());
-    let method_name = args
-        .calib_method
-        .clone()
-        .or(step.method.clone())
-        .unwrap_or_else(|| "auto".into());
-    let percentile = step.percentile.unwrap_or(99.99);
-    let samples = args.calib_samples.or(step.samples).unwrap_or(256);
-    let preprocess = args.preprocess.clone().or(step.preprocess.clone());
     if args.int8_max_drop.is_some() && !metric::installed() {
         return Err(OpsError::usage(
             "--int8-max-drop needs a metric, which the command line cannot name: call infopt.optimize(..., int8=True, metric=f, int8_max_drop=D) from Python (or use --int8-min-cosine / --int8-min-top1)",
@@ -320,11 +309,7 @@ pub fn run(
         top1: args.int8_min_top1.unwrap_or(DEFAULT_MIN_TOP1),
         max_drop: args.int8_max_drop.unwrap_or(metric::DEFAULT_MAX_DROP),
     };
-    let mut side = SideData::default();
-    let mut report = None;
-    let mut source = None;
     let mut notes = Vec::new();
-    let mut full_range: Option<Amax> = None;
     let costs = Costs::default();
     let chosen = if ranges.is_some() && !cx.judge {
         Chosen::Given(cx.backend)
@@ -332,134 +317,28 @@ pub fn run(
         calibration_backend(cx, &mid, config.target, &mut notes)?
     };
     let backend = chosen.get();
-    if let Some(path) = &ranges {
-        let amax = infopt_calibration::quantize::read_ranges(path).map_err(OpsError::usage)?;
-        side.insert(amax);
-    } else {
-        let data = data.ok_or_else(|| {
-            OpsError::usage(
-                "quantize-int8 needs ranges: give --calib-data PATH (or random:N for a smoke test), --ranges FILE, or `data:`/`ranges:` in the step",
-            )
-        })?;
-        let src = DataSource::parse(&data, preprocess.as_deref()).map_err(OpsError::usage)?;
-        let method = method(&method_name, percentile)?;
-        let bytes = mid.to_bytes().map_err(OpsError::from_ir)?;
-        let target = Target {
-            model: &mid,
-            file_bytes: &bytes,
-            dir: cx.dir,
-        };
-        let mut steps: Option<crate::progress::Steps> = None;
-        let calibrated = calibrate(
-            &target,
-            backend,
-            cx.shapes,
-            &src,
-            &CalibrateOptions {
-                method,
-                samples: Some(samples),
-                batch: 1,
-                bins: DEFAULT_BINS,
-            },
-            &mut |done, total| {
-                let s = steps.get_or_insert_with(|| {
-                    crate::progress::Steps::new("calibrate", "calibration", total, 1.0)
-                });
-                s.set(done, "samples");
-            },
-        )?;
-        if let Some(s) = steps.as_mut() {
-            s.finish();
-        }
-        costs.add("calibration", 1, calibrated.seconds);
-        crate::progress::note(
-            "calibrate",
-            format!(
-                "calibrated {} tensors on {} samples in {:.2} s ({}, {})",
-                calibrated.table.tensors.len(),
-                calibrated.samples,
-                calibrated.seconds,
-                method.name(),
-                backend.backend.name()
-            ),
-        );
-        let mut calibrated = calibrated;
-        let mut amax: Amax = calibrated.table.to_amax();
-        if method == infopt_calibration::Method::Auto {
-            // The full range of every tensor, to weigh against the
-            // per-tensor choice on the data (outliers that matter).
-            let mut full = Amax(
-                calibrated
-                    .table
-                    .tensors
-                    .iter()
-                    .map(|(n, r)| (n.clone(), r.min.abs().max(r.max.abs())))
-                    .filter(|(_, a)| *a > 0.0)
-                    .collect(),
-            );
-            let float = not_quantized(&mid, &mut calibrated.table);
-            for t in &float {
-                amax.0.remove(t);
-                full.0.remove(t);
-            }
-            full_range = Some(full);
-        }
-        side.insert(amax);
-        let mut methods_chosen: BTreeMap<String, usize> = BTreeMap::new();
-        for r in calibrated.table.tensors.values() {
-            *methods_chosen.entry(r.method.clone()).or_default() += 1;
-        }
-        report = Some(Int8Report {
-            method: method.name().to_string(),
-            calibration_samples: calibrated.samples,
-            calibration_data: calibrated.dataset.clone(),
-            meaningful: calibrated.meaningful,
-            calibration_seconds: calibrated.seconds,
-            tensors_calibrated: calibrated.table.tensors.len(),
-            backend: format!("{} {}", backend.backend.name(), calibrated.backend),
-            held_out: None,
-            worst_layers: Vec::new(),
-            kept_float: Vec::new(),
-            candidates: Vec::new(),
-            target_cosine: Some(goal.cosine),
-            target_top1: Some(goal.top1),
-            max_drop: metric::installed().then_some(goal.max_drop),
-            classifier_outputs: Vec::new(),
-            target_met: true,
-            failure: None,
-            methods_chosen,
-            tensor_methods: calibrated
-                .table
-                .tensors
-                .iter()
-                .map(|(n, r)| (n.clone(), r.method.clone()))
-                .collect(),
-            costs: BTreeMap::new(),
-            kept_by_user: Vec::new(),
-            speed: None,
-        });
-        source = Some((src, calibrated.samples));
-    }
-
+    let mut cal = match &ranges {
+        Some(path) => Calibrated {
+            amax: infopt_calibration::quantize::read_ranges(path).map_err(OpsError::usage)?,
+            full_range: None,
+            report: None,
+            source: None,
+        },
+        None => calibrate_mid(args, &step, cx, &mid, backend, goal, &costs)?,
+    };
     // The step and what follows it, judged on the data; below the target,
     // the layers that do most harm on their own are kept in float.
-    let mut amax = side.get::<Amax>().cloned().unwrap_or_default();
     let classifiers = evaluate::classifier_outputs(cx.original);
-    let mut held: Option<HeldOut> = None;
-    let mut kept: Vec<KeptFloat> = Vec::new();
-    let mut measured = Vec::new();
-    let mut failure = None;
-    let mut speed_check = None;
     let limit = args.held_out.unwrap_or(DEFAULT_HELD_OUT).max(1);
     // The placement that runs fastest where the model will run (see
     // `speed.rs`), before the search decides what to keep float in it.
     let mut from = from;
     let mut timed_faster = false;
-    if let Some((src, _)) = source.as_ref().filter(|_| cx.judge) {
+    if let Some((src, _)) = cal.source.as_ref().filter(|_| cx.judge) {
         let sample = first_sample(src, backend, cx, &mid, 0)?;
         let shapes = shapes_of_sample(&mid, cx.shapes, &sample);
         let picked = costs.time("placement timing (one thread)", || {
-            speed::pick_placement(cx, &from, &mid, &amax, &sample, &shapes, &costs)
+            speed::pick_placement(cx, &from, &mid, &cal.amax, &sample, &shapes, &costs)
         })?;
         timed_faster = picked.int8_was_faster();
         if let Some((config, note)) = picked.switch {
@@ -467,8 +346,11 @@ pub fn run(
             notes.push(note);
         }
     }
-    let (quantized, suffix_run) = match source.as_ref().filter(|_| cx.judge) {
-        None => quantize_rest(&mid, &from, &amax, cx, &costs)?,
+    let decided = match cal.source.as_ref().filter(|_| cx.judge) {
+        None => {
+            let (quantized, suffix_run) = quantize_rest(&mid, &from, &cal.amax, cx, &costs)?;
+            Decided::unjudged(quantized, suffix_run)
+        }
         Some((src, calibrated)) => {
             let mut judge = Judge::new(
                 src,
@@ -480,147 +362,36 @@ pub fn run(
                 limit,
                 &costs,
             );
-            let (mut quantized, mut suffix_run) = quantize_rest(&mid, &from, &amax, cx, &costs)?;
-            // The full ranges may do better on this data (outliers that
-            // carry meaning): the one with the larger margin to the target
-            // on the probe samples is kept, met or not, so that ranges that
-            // fit the samples judged only just do not win over ones with
-            // room to spare; only it is judged on every sample (judging both
-            // there cost a full judgement per command). The ranges not
-            // taken, for the fallback to try again with layers in float
-            // (what clips harmlessly with some layers in float may not with
-            // all of them, and the other way round).
-            let mut other: Option<(Amax, &'static str)> = None;
-            if let Some(alt) = full_range.take() {
-                let (q2, run2) = quantize_rest(&mid, &from, &alt, cx, &costs)?;
-                let p1 = judge.probe(&quantized, fallback::PROBE_SAMPLES)?;
-                let p2 = judge.probe(&q2, fallback::PROBE_SAMPLES)?;
-                let (a, b) = (score(&p1, goal), score(&p2, goal));
-                crate::progress::note(
-                    "int8",
-                    format!(
-                        "int8: per-tensor ranges score {a:.5}, full ranges {b:.5} (lowest margin to the target on {} probe sample(s))",
-                        p1.samples
-                    ),
-                );
-                if b > a {
-                    notes.push(format!(
-                        "range method: the full range (minmax) of every tensor, which did better on the data than the per-tensor choice (lowest margin to the target {b:.5} against {a:.5} on {} probe sample(s))",
-                        p1.samples
-                    ));
-                    if let Some(r) = report.as_mut() {
-                        full_ranges_chosen(r);
-                    }
-                    other = Some((std::mem::replace(&mut amax, alt), PER_TENSOR));
-                    quantized = q2;
-                    suffix_run = run2;
-                } else {
-                    other = Some((alt, FULL_RANGES));
-                }
-            }
-            let mut h = judge.judge(&quantized)?;
-            if h.on_calibration_samples {
-                notes.push(format!(
-                    "no held-out samples: all {} samples of the data were used for calibration, so the INT8 model was judged on those same samples (give more data than --calib-samples, {calibrated} here, to judge it on samples calibration did not see); the top-1 agreement judged is the lower of the one measured and the one expected on unseen rows (every row's margin against every row's error, doubled)",
-                    h.samples
-                ));
-            }
-            let missed = misses(&h, goal);
-            let mut keep_set = Vec::new();
-            let mut ranges_used = amax.clone();
-            if !missed.is_empty() {
-                let search = fallback::Search {
-                    mid: &mid,
-                    from: &from,
-                    amax: &amax,
-                    other: other.as_ref().map(|(a, _)| a),
-                    cx,
-                    goal,
-                    costs: &costs,
-                };
-                let found = search.run(&mut judge, &quantized, &h, &missed)?;
-                if found.other_ranges
-                    && let Some((a, _)) = other.as_ref()
-                {
-                    ranges_used = a.clone();
-                }
-                keep_set = found.keep;
-                kept = found.kept;
-                measured = found.candidates;
-                failure = found.failure;
-                if let Some((q, r, h2)) = found.model {
-                    quantized = q;
-                    suffix_run = r;
-                    h = h2;
-                }
-                if found.other_ranges
-                    && let Some((_, which)) = other
-                {
-                    notes.push(format!(
-                        "range method: with those layers in float, the {which} did better on the data, and were taken"
-                    ));
-                    if let (Some(r), true) = (report.as_mut(), which == FULL_RANGES) {
-                        full_ranges_chosen(r);
-                    }
-                }
-            }
-            // Not slower than float where it runs (see `speed.rs`).
-            let timed_already = timed_faster && keep_set.is_empty();
-            if failure.is_none()
-                && config.target != infopt_passes::Target::Tensorrt
-                && !timed_already
-            {
-                let search = fallback::Search {
-                    mid: &mid,
-                    from: &from,
-                    amax: &ranges_used,
-                    other: None,
-                    cx,
-                    goal,
-                    costs: &costs,
-                };
-                let sample = first_sample(src, backend, cx, &mid, h.skipped)?;
-                let shapes = shapes_of_sample(&mid, cx.shapes, &sample);
-                let checked = costs.time("speed check (one thread)", || {
-                    speed::check(
-                        cx,
-                        &search,
-                        &keep_set,
-                        &ranges_used,
-                        &mut judge,
-                        &quantized,
-                        &mid,
-                        &sample,
-                        &shapes,
-                    )
-                })?;
-                if let Some(c) = checked {
-                    if let Some((q, r, h2)) = c.replace {
-                        quantized = q;
-                        suffix_run = r;
-                        h = h2;
-                    }
-                    notes.extend(c.note);
-                    speed_check = Some(c.report);
-                }
-            }
-            held = Some(h);
-            (quantized, suffix_run)
+            let j = Judging {
+                cx,
+                mid: &mid,
+                from: &from,
+                goal,
+                costs: &costs,
+                target: config.target,
+                timed_faster,
+                backend,
+                src,
+                calibrated: *calibrated,
+            };
+            let amax = cal.amax.clone();
+            let full_range = cal.full_range.take();
+            j.decide(&mut judge, amax, full_range, &mut cal.report, &mut notes)?
         }
     };
-    append_run(&mut run, suffix_run);
-    *model = quantized;
+    append_run(&mut run, decided.suffix_run);
+    *model = decided.quantized;
     run.notes.extend(notes);
-    if let Some(r) = report.as_mut() {
+    if let Some(r) = cal.report.as_mut() {
         r.classifier_outputs = classifiers;
-        r.target_met = failure.is_none();
-        r.failure = failure;
+        r.target_met = decided.failure.is_none();
+        r.failure = decided.failure;
         r.kept_by_user = config
             .precision
             .as_ref()
             .map(|m| m.kept_float_nodes(&model.graph))
             .unwrap_or_default();
-        if let (Some(h), Some((src, _))) = (&held, &source) {
+        if let (Some(h), Some((src, _))) = (&decided.held, &cal.source) {
             let sample = first_sample(src, backend, cx, &mid, h.skipped)?;
             let shapes = shapes_of_sample(&mid, cx.shapes, &sample);
             r.worst_layers = costs
@@ -631,17 +402,374 @@ pub fn run(
                 .take(10)
                 .collect();
         }
-        r.held_out = held;
-        r.kept_float = kept;
-        r.candidates = measured;
+        r.held_out = decided.held;
+        r.kept_float = decided.kept;
+        r.candidates = decided.measured;
         r.costs = costs.steps();
-        r.speed = speed_check;
+        r.speed = decided.speed;
         crate::progress::note(
             "int8",
             format!("int8: where the time went: {}", costs.line()),
         );
     }
-    Ok((run, report))
+    Ok((run, cal.report))
+}
+
+/// The ranges of the model at the quantize step, and what they came from.
+struct Calibrated {
+    amax: Amax,
+    /// Under `auto`: the full range of every tensor, the alternative
+    /// weighed on the data.
+    full_range: Option<Amax>,
+    report: Option<Int8Report>,
+    /// The data and how many of its samples calibrated (to judge on it).
+    source: Option<(DataSource, usize)>,
+}
+
+/// Calibrates the model as it is at the quantize step on the data the
+/// options (or the step) name.
+fn calibrate_mid(
+    args: &Int8Settings,
+    step: &infopt_calibration::quantize::QuantizeOptions,
+    cx: &Context<'_>,
+    mid: &Model,
+    backend: &ChosenBackend,
+    goal: Goal,
+    costs: &Costs,
+) -> OpsResult<Calibrated> {
+    let data = args.calib_data.clone().or(step.data.clone());
+    let method_name = args
+        .calib_method
+        .clone()
+        .or(step.method.clone())
+        .unwrap_or_else(|| "auto".into());
+    let percentile = step.percentile.unwrap_or(99.99);
+    let samples = args.calib_samples.or(step.samples).unwrap_or(256);
+    let preprocess = args.preprocess.clone().or(step.preprocess.clone());
+    let data = data.ok_or_else(|| {
+        OpsError::usage(
+            "quantize-int8 needs ranges: give --calib-data PATH (or random:N for a smoke test), --ranges FILE, or `data:`/`ranges:` in the step",
+        )
+    })?;
+    let src = DataSource::parse(&data, preprocess.as_deref()).map_err(OpsError::usage)?;
+    let method = method(&method_name, percentile)?;
+    let bytes = mid.to_bytes().map_err(OpsError::from_ir)?;
+    let target = Target {
+        model: mid,
+        file_bytes: &bytes,
+        dir: cx.dir,
+    };
+    let mut steps: Option<crate::progress::Steps> = None;
+    let calibrated = calibrate(
+        &target,
+        backend,
+        cx.shapes,
+        &src,
+        &CalibrateOptions {
+            method,
+            samples: Some(samples),
+            batch: 1,
+            bins: DEFAULT_BINS,
+        },
+        &mut |done, total| {
+            let s = steps.get_or_insert_with(|| {
+                crate::progress::Steps::new("calibrate", "calibration", total, 1.0)
+            });
+            s.set(done, "samples");
+        },
+    )?;
+    if let Some(s) = steps.as_mut() {
+        s.finish();
+    }
+    costs.add("calibration", 1, calibrated.seconds);
+    crate::progress::note(
+        "calibrate",
+        format!(
+            "calibrated {} tensors on {} samples in {:.2} s ({}, {})",
+            calibrated.table.tensors.len(),
+            calibrated.samples,
+            calibrated.seconds,
+            method.name(),
+            backend.backend.name()
+        ),
+    );
+    let mut calibrated = calibrated;
+    let mut amax: Amax = calibrated.table.to_amax();
+    let mut full_range = None;
+    if method == infopt_calibration::Method::Auto {
+        // The full range of every tensor, to weigh against the
+        // per-tensor choice on the data (outliers that matter).
+        let mut full = Amax(
+            calibrated
+                .table
+                .tensors
+                .iter()
+                .map(|(n, r)| (n.clone(), r.min.abs().max(r.max.abs())))
+                .filter(|(_, a)| *a > 0.0)
+                .collect(),
+        );
+        let float = not_quantized(mid, &mut calibrated.table);
+        for t in &float {
+            amax.0.remove(t);
+            full.0.remove(t);
+        }
+        full_range = Some(full);
+    }
+    let report = calibration_report(&calibrated, method, backend, goal);
+    Ok(Calibrated {
+        amax,
+        full_range,
+        report: Some(report),
+        source: Some((src, calibrated.samples)),
+    })
+}
+
+/// The report of a calibration, before anything is judged.
+fn calibration_report(
+    calibrated: &infopt_calibration::run::Calibrated,
+    method: Method,
+    backend: &ChosenBackend,
+    goal: Goal,
+) -> Int8Report {
+    let mut methods_chosen: BTreeMap<String, usize> = BTreeMap::new();
+    for r in calibrated.table.tensors.values() {
+        *methods_chosen.entry(r.method.clone()).or_default() += 1;
+    }
+    Int8Report {
+        method: method.name().to_string(),
+        calibration_samples: calibrated.samples,
+        calibration_data: calibrated.dataset.clone(),
+        meaningful: calibrated.meaningful,
+        calibration_seconds: calibrated.seconds,
+        tensors_calibrated: calibrated.table.tensors.len(),
+        backend: format!("{} {}", backend.backend.name(), calibrated.backend),
+        held_out: None,
+        worst_layers: Vec::new(),
+        kept_float: Vec::new(),
+        candidates: Vec::new(),
+        target_cosine: Some(goal.cosine),
+        target_top1: Some(goal.top1),
+        max_drop: metric::installed().then_some(goal.max_drop),
+        classifier_outputs: Vec::new(),
+        target_met: true,
+        failure: None,
+        methods_chosen,
+        tensor_methods: calibrated
+            .table
+            .tensors
+            .iter()
+            .map(|(n, r)| (n.clone(), r.method.clone()))
+            .collect(),
+        costs: BTreeMap::new(),
+        kept_by_user: Vec::new(),
+        speed: None,
+    }
+}
+
+/// What the INT8 stage decided: the model, its judgement, what it keeps
+/// in float and why.
+struct Decided {
+    quantized: Model,
+    suffix_run: PipelineRun,
+    held: Option<HeldOut>,
+    kept: Vec<KeptFloat>,
+    measured: Vec<crate::report::int8::CandidateLoss>,
+    failure: Option<String>,
+    speed: Option<crate::report::int8::SpeedCheck>,
+}
+
+impl Decided {
+    /// Quantized as calibrated, not judged (`--no-verify`, or ranges given).
+    fn unjudged(quantized: Model, suffix_run: PipelineRun) -> Decided {
+        Decided {
+            quantized,
+            suffix_run,
+            held: None,
+            kept: Vec::new(),
+            measured: Vec::new(),
+            failure: None,
+            speed: None,
+        }
+    }
+}
+
+/// What judging the quantized model on the data reads.
+struct Judging<'a> {
+    cx: &'a Context<'a>,
+    mid: &'a Model,
+    from: &'a PipelineConfig,
+    goal: Goal,
+    costs: &'a Costs,
+    target: infopt_passes::Target,
+    /// The placement timing found INT8 faster with nothing in float.
+    timed_faster: bool,
+    backend: &'a ChosenBackend,
+    src: &'a DataSource,
+    calibrated: usize,
+}
+
+impl Judging<'_> {
+    /// Judges the quantized model on the data; below the target, keeps in
+    /// float what the search finds; then checks it is not slower than float.
+    fn decide(
+        &self,
+        judge: &mut Judge<'_>,
+        amax: Amax,
+        full_range: Option<Amax>,
+        report: &mut Option<Int8Report>,
+        notes: &mut Vec<String>,
+    ) -> OpsResult<Decided> {
+        let (quantized, suffix_run) =
+            quantize_rest(self.mid, self.from, &amax, self.cx, self.costs)?;
+        let mut d = Decided::unjudged(quantized, suffix_run);
+        let (amax, other) = self.choose_ranges(judge, amax, full_range, &mut d, report, notes)?;
+        let mut h = judge.judge(&d.quantized)?;
+        if h.on_calibration_samples {
+            notes.push(format!(
+                "no held-out samples: all {} samples of the data were used for calibration, so the INT8 model was judged on those same samples (give more data than --calib-samples, {} here, to judge it on samples calibration did not see); the top-1 agreement judged is the lower of the one measured and the one expected on unseen rows (every row's margin against every row's error, doubled)",
+                h.samples, self.calibrated
+            ));
+        }
+        let missed = misses(&h, self.goal);
+        let mut keep_set = Vec::new();
+        let mut ranges_used = amax.clone();
+        if !missed.is_empty() {
+            let search = fallback::Search {
+                mid: self.mid,
+                from: self.from,
+                amax: &amax,
+                other: other.as_ref().map(|(a, _)| a),
+                cx: self.cx,
+                goal: self.goal,
+                costs: self.costs,
+            };
+            let found = search.run(judge, &d.quantized, &h, &missed)?;
+            if found.other_ranges
+                && let Some((a, _)) = other.as_ref()
+            {
+                ranges_used = a.clone();
+            }
+            keep_set = found.keep;
+            d.kept = found.kept;
+            d.measured = found.candidates;
+            d.failure = found.failure;
+            if let Some((q, r, h2)) = found.model {
+                (d.quantized, d.suffix_run, h) = (q, r, h2);
+            }
+            if found.other_ranges
+                && let Some((_, which)) = other
+            {
+                notes.push(format!(
+                    "range method: with those layers in float, the {which} did better on the data, and were taken"
+                ));
+                if let (Some(r), true) = (report.as_mut(), which == FULL_RANGES) {
+                    full_ranges_chosen(r);
+                }
+            }
+        }
+        // Not slower than float where it runs (see `speed.rs`).
+        let timed_already = self.timed_faster && keep_set.is_empty();
+        if d.failure.is_none() && self.target != infopt_passes::Target::Tensorrt && !timed_already {
+            h = self.check_speed(judge, &keep_set, &ranges_used, &mut d, h, notes)?;
+        }
+        d.held = Some(h);
+        Ok(d)
+    }
+
+    /// The full ranges may do better on this data (outliers that carry
+    /// meaning): the one with the larger margin to the target on the probe
+    /// samples is kept, met or not, so that ranges that fit the samples
+    /// judged only just do not win over ones with room to spare; only it is
+    /// judged on every sample (judging both there cost a full judgement per
+    /// command). Returns the ranges taken and the ones not taken, for the
+    /// fallback to try again with layers in float (what clips harmlessly
+    /// with some layers in float may not with all of them, and the other way
+    /// round).
+    #[allow(clippy::type_complexity)]
+    fn choose_ranges(
+        &self,
+        judge: &mut Judge<'_>,
+        mut amax: Amax,
+        full_range: Option<Amax>,
+        d: &mut Decided,
+        report: &mut Option<Int8Report>,
+        notes: &mut Vec<String>,
+    ) -> OpsResult<(Amax, Option<(Amax, &'static str)>)> {
+        let Some(alt) = full_range else {
+            return Ok((amax, None));
+        };
+        let (q2, run2) = quantize_rest(self.mid, self.from, &alt, self.cx, self.costs)?;
+        let p1 = judge.probe(&d.quantized, fallback::PROBE_SAMPLES)?;
+        let p2 = judge.probe(&q2, fallback::PROBE_SAMPLES)?;
+        let (a, b) = (score(&p1, self.goal), score(&p2, self.goal));
+        crate::progress::note(
+            "int8",
+            format!(
+                "int8: per-tensor ranges score {a:.5}, full ranges {b:.5} (lowest margin to the target on {} probe sample(s))",
+                p1.samples
+            ),
+        );
+        if b <= a {
+            return Ok((amax, Some((alt, FULL_RANGES))));
+        }
+        notes.push(format!(
+            "range method: the full range (minmax) of every tensor, which did better on the data than the per-tensor choice (lowest margin to the target {b:.5} against {a:.5} on {} probe sample(s))",
+            p1.samples
+        ));
+        if let Some(r) = report.as_mut() {
+            full_ranges_chosen(r);
+        }
+        let other = std::mem::replace(&mut amax, alt);
+        d.quantized = q2;
+        d.suffix_run = run2;
+        Ok((amax, Some((other, PER_TENSOR))))
+    }
+
+    /// The speed check (see `speed.rs`): the INT8 model against float at
+    /// one thread; a slower one gives way. Returns the judgement of the
+    /// model kept.
+    fn check_speed(
+        &self,
+        judge: &mut Judge<'_>,
+        keep_set: &[fallback::Candidate],
+        ranges_used: &Amax,
+        d: &mut Decided,
+        mut h: HeldOut,
+        notes: &mut Vec<String>,
+    ) -> OpsResult<HeldOut> {
+        let search = fallback::Search {
+            mid: self.mid,
+            from: self.from,
+            amax: ranges_used,
+            other: None,
+            cx: self.cx,
+            goal: self.goal,
+            costs: self.costs,
+        };
+        let sample = first_sample(self.src, self.backend, self.cx, self.mid, h.skipped)?;
+        let shapes = shapes_of_sample(self.mid, self.cx.shapes, &sample);
+        let checked = self.costs.time("speed check (one thread)", || {
+            speed::check(
+                self.cx,
+                &search,
+                keep_set,
+                ranges_used,
+                judge,
+                &d.quantized,
+                self.mid,
+                &sample,
+                &shapes,
+            )
+        })?;
+        if let Some(c) = checked {
+            if let Some((q, r, h2)) = c.replace {
+                (d.quantized, d.suffix_run, h) = (q, r, h2);
+            }
+            notes.extend(c.note);
+            d.speed = Some(c.report);
+        }
+        Ok(h)
+    }
 }
 
 /// Sample `skip` of the data (the first judged one), as the model's inputs:

@@ -281,7 +281,8 @@ impl Progress for Relay {
 /// draws bars, lines otherwise), so that no call longer than `every` is
 /// silent, from the command line or from Python. Lines `f` reports itself
 /// reach this thread's progress too. `f` cannot be interrupted (the
-/// progress's `proceed` is asked after it).
+/// progress's `proceed` is asked after it). Without a progress installed,
+/// `f` runs on this thread (a TensorRT test double is per thread).
 pub fn ticking<R: Send>(
     stage: &'static str,
     what: &str,
@@ -289,17 +290,17 @@ pub fn ticking<R: Send>(
     f: impl FnOnce() -> R + Send,
 ) -> R {
     use std::sync::mpsc::{RecvTimeoutError, channel};
-    let relay_lines = current(|_| ()).is_some();
+    // Nobody to tell (a library call without a progress, a unit test): the
+    // call runs here, on the caller's thread.
+    if current(|_| ()).is_none() {
+        return f();
+    }
     let started = std::time::Instant::now();
     std::thread::scope(|scope| {
         let (tx, rx) = channel::<Tick>();
         let worker = scope.spawn(move || {
             let done = tx.clone();
-            let r = if relay_lines {
-                with_sink(Box::new(Relay(tx)), f)
-            } else {
-                f()
-            };
+            let r = with_sink(Box::new(Relay(tx)), f);
             let _ = done.send(Tick::Done);
             r
         });
