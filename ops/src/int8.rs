@@ -346,7 +346,7 @@ pub fn run(
             notes.push(note);
         }
     }
-    let decided = match cal.source.as_ref().filter(|_| cx.judge) {
+    let mut decided = match cal.source.as_ref().filter(|_| cx.judge) {
         None => {
             let (quantized, suffix_run) = quantize_rest(&mid, &from, &cal.amax, cx, &costs)?;
             Decided::unjudged(quantized, suffix_run)
@@ -379,40 +379,75 @@ pub fn run(
             j.decide(&mut judge, amax, full_range, &mut cal.report, &mut notes)?
         }
     };
+    if let Some(r) = cal.report.as_mut() {
+        let fin = Finish {
+            cx,
+            backend,
+            mid: &mid,
+            config,
+            source: cal.source.as_ref(),
+            costs: &costs,
+        };
+        fin.fill(r, &mut decided, classifiers)?;
+    }
     append_run(&mut run, decided.suffix_run);
     *model = decided.quantized;
     run.notes.extend(notes);
-    if let Some(r) = cal.report.as_mut() {
+    Ok((run, cal.report))
+}
+
+/// What filling the report at the end reads.
+struct Finish<'a> {
+    cx: &'a Context<'a>,
+    backend: &'a ChosenBackend,
+    mid: &'a Model,
+    config: &'a PipelineConfig,
+    source: Option<&'a (DataSource, usize)>,
+    costs: &'a Costs,
+}
+
+impl Finish<'_> {
+    /// The report's judgement, what was kept and why, the worst layers of
+    /// the model returned on one sample, and where the time went.
+    fn fill(
+        &self,
+        r: &mut Int8Report,
+        decided: &mut Decided,
+        classifiers: Vec<String>,
+    ) -> OpsResult {
+        let model = &decided.quantized;
         r.classifier_outputs = classifiers;
         r.target_met = decided.failure.is_none();
-        r.failure = decided.failure;
-        r.kept_by_user = config
+        r.failure = decided.failure.take();
+        r.kept_by_user = self
+            .config
             .precision
             .as_ref()
             .map(|m| m.kept_float_nodes(&model.graph))
             .unwrap_or_default();
-        if let (Some(h), Some((src, _))) = (&decided.held, &cal.source) {
-            let sample = first_sample(src, backend, cx, &mid, h.skipped)?;
-            let shapes = shapes_of_sample(&mid, cx.shapes, &sample);
-            r.worst_layers = costs
+        if let (Some(h), Some((src, _))) = (&decided.held, self.source) {
+            let sample = first_sample(src, self.backend, self.cx, self.mid, h.skipped)?;
+            let shapes = shapes_of_sample(self.mid, self.cx.shapes, &sample);
+            r.worst_layers = self
+                .costs
                 .time("per-layer comparison on one sample", || {
-                    layer_snrs(cx, backend, &shapes, &sample, &mid, model)
+                    layer_snrs(self.cx, self.backend, &shapes, &sample, self.mid, model)
                 })?
                 .into_iter()
                 .take(10)
                 .collect();
         }
-        r.held_out = decided.held;
-        r.kept_float = decided.kept;
-        r.candidates = decided.measured;
-        r.costs = costs.steps();
-        r.speed = decided.speed;
+        r.held_out = decided.held.take();
+        r.kept_float = std::mem::take(&mut decided.kept);
+        r.candidates = std::mem::take(&mut decided.measured);
+        r.costs = self.costs.steps();
+        r.speed = decided.speed.take();
         crate::progress::note(
             "int8",
-            format!("int8: where the time went: {}", costs.line()),
+            format!("int8: where the time went: {}", self.costs.line()),
         );
+        Ok(())
     }
-    Ok((run, cal.report))
 }
 
 /// The ranges of the model at the quantize step, and what they came from.
