@@ -238,20 +238,12 @@ impl Search<'_> {
         )
     }
 
-    /// Keeps the fewest, most useful candidates of `quantized` (judged
-    /// `first`, missing `missed`) in float that meet the target.
-    pub fn run(
-        &self,
-        judge: &mut Judge<'_>,
-        quantized: &Model,
-        first: &HeldOut,
-        missed: &[String],
-    ) -> OpsResult<Found> {
-        // The user's overrides are fixed: a layer set to a float type (which
-        // under the onnxruntime placement still reads a DQ input) or pinned
-        // to int8 is never offered.
+    /// The candidates offered: the user's overrides are fixed, so a layer
+    /// set to a float type (which under the onnxruntime placement still
+    /// reads a DQ input) or pinned to int8 is never offered.
+    fn offered(&self, quantized: &Model) -> Vec<Candidate> {
         let user = self.from.precision.as_ref();
-        let all: Vec<Candidate> = candidates(quantized)
+        candidates(quantized)
             .into_iter()
             .filter(|c| match c {
                 Candidate::Layer { .. } => {
@@ -263,7 +255,19 @@ impl Search<'_> {
                     !user.is_some_and(|m| feeds_pinned_int8(&quantized.graph, m, tensor))
                 }
             })
-            .collect();
+            .collect()
+    }
+
+    /// Keeps the fewest, most useful candidates of `quantized` (judged
+    /// `first`, missing `missed`) in float that meet the target.
+    pub fn run(
+        &self,
+        judge: &mut Judge<'_>,
+        quantized: &Model,
+        first: &HeldOut,
+        missed: &[String],
+    ) -> OpsResult<Found> {
+        let all = self.offered(quantized);
         let before = min_cosine(first);
         let layers = all
             .iter()
@@ -285,82 +289,14 @@ impl Search<'_> {
             steps: crate::progress::Steps::new("int8", "int8 search", None, 0.0),
             seen: std::collections::HashMap::new(),
         };
-        let is_layer = |c: &Candidate| matches!(c, Candidate::Layer { .. });
-        let label = |c: &Candidate| c.label();
-        // Weighted layers first: the activation Q/DQ pairs join only when
-        // every layer in float still misses on the probe samples, or the
-        // search over layers ends out of reach. On PP-OCRv4 rec the one
-        // search over both kept 37 of 57 in float (1.20x FP32) where the
-        // layers alone kept 8 (1.32x), and ranked 19 more candidates; the
-        // probes repeated by the second search are answered from the first.
-        // Every candidate in float is probed first (the search's own bound,
-        // answered from this probe): when even that misses, the search over
-        // everything stops at once.
-        let layers_only: Vec<Candidate> = all.iter().filter(|c| is_layer(c)).cloned().collect();
-        let mut out = None;
-        if !layers_only.is_empty()
-            && layers_only.len() < all.len()
-            && trials.probe(&all, Probe::Decide)?.met
-        {
-            let v = trials.probe(&layers_only, Probe::Decide)?;
-            if v.met {
-                trials.say(format!(
-                    "every weighted layer in float meets the target on the probe samples: searching the {layers} layer(s) alone"
-                ));
-                let o = search::run(&mut trials, &layers_only, &is_layer, &label)?;
-                if !matches!(o.missed, Some(Missed::Unreachable(_))) {
-                    out = Some(o);
-                } else {
-                    trials.say(
-                        "the layers alone cannot reach the target on every sample: searching the activations too".to_string(),
-                    );
-                }
-            }
-        }
-        let out = match out {
-            Some(o) => o,
-            None => search::run(&mut trials, &all, &is_layer, &label)?,
-        };
+        let out = layers_first(&mut trials, &all, layers)?;
         trials.steps.finish();
-        let ranking: Vec<CandidateLoss> = out
-            .ranking
-            .iter()
-            .map(|r| CandidateLoss {
-                candidate: r.candidate.name().to_string(),
-                kind: r.candidate.kind().to_string(),
-                op: r.candidate.op().to_string(),
-                loss: r.loss,
-                harm: r.gain,
-                cosine: r.cosine,
-            })
-            .collect();
         let after = out
             .judged
             .as_ref()
             .map(|(_, (_, _, h, _))| min_cosine(h))
             .unwrap_or(before);
-        let kept: Vec<KeptFloat> = out
-            .kept
-            .iter()
-            .map(|c| {
-                let alone = out.ranking.iter().find(|r| r.candidate == *c);
-                KeptFloat {
-                    layer: c.name().to_string(),
-                    kind: c.kind().to_string(),
-                    op: c.op().to_string(),
-                    cosine_before: before,
-                    cosine_after: after,
-                    cosine_alone: alone.map(|r| r.cosine),
-                    loss_alone: alone.map(|r| r.loss),
-                }
-            })
-            .collect();
-        let worst: Vec<String> = out
-            .ranking
-            .iter()
-            .take(5)
-            .map(|r| format!("{} (harm alone {:.2e})", r.candidate.label(), r.gain))
-            .collect();
+        let (ranking, kept, worst) = records(&out, before, after);
         let (model, other_ranges) = match out.judged {
             Some((_, (q, r, h, other))) => (Some((q, r, h)), other),
             None => (None, false),
@@ -411,6 +347,94 @@ impl Search<'_> {
             other_ranges,
         })
     }
+}
+
+/// Weighted layers first (see the comment inside), then every candidate.
+fn layers_first<T: Trials<Candidate>>(
+    trials: &mut T,
+    all: &[Candidate],
+    layers: usize,
+) -> OpsResult<search::Outcome<Candidate, T::Built>> {
+    let is_layer = |c: &Candidate| matches!(c, Candidate::Layer { .. });
+    let label = |c: &Candidate| c.label();
+    // Weighted layers first: the activation Q/DQ pairs join only when
+    // every layer in float still misses on the probe samples, or the
+    // search over layers ends out of reach. On PP-OCRv4 rec the one
+    // search over both kept 37 of 57 in float (1.20x FP32) where the
+    // layers alone kept 8 (1.32x), and ranked 19 more candidates; the
+    // probes repeated by the second search are answered from the first.
+    // Every candidate in float is probed first (the search's own bound,
+    // answered from this probe): when even that misses, the search over
+    // everything stops at once.
+    let layers_only: Vec<Candidate> = all.iter().filter(|c| is_layer(c)).cloned().collect();
+    let mut out = None;
+    if !layers_only.is_empty()
+        && layers_only.len() < all.len()
+        && trials.probe(all, Probe::Decide)?.met
+    {
+        let v = trials.probe(&layers_only, Probe::Decide)?;
+        if v.met {
+            trials.say(format!(
+                "every weighted layer in float meets the target on the probe samples: searching the {layers} layer(s) alone"
+            ));
+            let o = search::run(trials, &layers_only, &is_layer, &label)?;
+            if !matches!(o.missed, Some(Missed::Unreachable(_))) {
+                out = Some(o);
+            } else {
+                trials.say(
+                    "the layers alone cannot reach the target on every sample: searching the activations too".to_string(),
+                );
+            }
+        }
+    }
+    match out {
+        Some(o) => Ok(o),
+        None => search::run(trials, all, &is_layer, &label),
+    }
+}
+
+/// The report's records of a search: every candidate's measured loss, the
+/// ones kept in float, and the five most harmful (for a failure message).
+fn records<B>(
+    out: &search::Outcome<Candidate, B>,
+    before: f64,
+    after: f64,
+) -> (Vec<CandidateLoss>, Vec<KeptFloat>, Vec<String>) {
+    let ranking: Vec<CandidateLoss> = out
+        .ranking
+        .iter()
+        .map(|r| CandidateLoss {
+            candidate: r.candidate.name().to_string(),
+            kind: r.candidate.kind().to_string(),
+            op: r.candidate.op().to_string(),
+            loss: r.loss,
+            harm: r.gain,
+            cosine: r.cosine,
+        })
+        .collect();
+    let kept: Vec<KeptFloat> = out
+        .kept
+        .iter()
+        .map(|c| {
+            let alone = out.ranking.iter().find(|r| r.candidate == *c);
+            KeptFloat {
+                layer: c.name().to_string(),
+                kind: c.kind().to_string(),
+                op: c.op().to_string(),
+                cosine_before: before,
+                cosine_after: after,
+                cosine_alone: alone.map(|r| r.cosine),
+                loss_alone: alone.map(|r| r.loss),
+            }
+        })
+        .collect();
+    let worst: Vec<String> = out
+        .ranking
+        .iter()
+        .take(5)
+        .map(|r| format!("{} (harm alone {:.2e})", r.candidate.label(), r.gain))
+        .collect();
+    (ranking, kept, worst)
 }
 
 /// The search's view of builds and judgements.
