@@ -261,6 +261,21 @@ pub(super) fn check(
             built.push((m, r, h));
         }
     }
+    Ok(Some(verdict(
+        judge, float, measured, built, int8_ms, float_ms,
+    )?))
+}
+
+/// What the timings decide: the search's INT8 model, a faster placement
+/// that meets the target, or the float model; with the note that says so.
+fn verdict(
+    judge: &mut Judge<'_>,
+    float: &Model,
+    measured: Vec<Measured>,
+    built: Vec<(Model, PipelineRun, HeldOut)>,
+    int8_ms: f64,
+    float_ms: f64,
+) -> OpsResult<Checked> {
     let float_m = Measured {
         label: "float".into(),
         ms: float_ms,
@@ -317,7 +332,7 @@ pub(super) fn check(
     if let Some(n) = &note {
         crate::progress::note("int8", format!("int8: {n}"));
     }
-    Ok(Some(Checked {
+    Ok(Checked {
         replace,
         report: SpeedCheck {
             float_ms,
@@ -325,7 +340,7 @@ pub(super) fn check(
             chosen,
         },
         note,
-    }))
+    })
 }
 
 /// A placement tried when the INT8 model is slower than float: its label
