@@ -436,3 +436,46 @@ fn src_holds_no_flow_logic() {
     }
     assert!(long.is_empty(), "{}", long.join("; "));
 }
+
+/// Every function of `ops` (from its `fn` line to the brace that closes it
+/// at the same indentation) is at most this long: a longer one is stages
+/// that want names.
+const MAX_FN_LINES: usize = 120;
+
+#[test]
+fn no_function_in_ops_is_over_120_lines() {
+    let krate = load(&root().join("ops/src"));
+    let mut long = Vec::new();
+    let mut seen = 0;
+    for (path, code) in krate.files.values() {
+        let lines: Vec<&str> = code.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let body = line.trim_start();
+            let indent = &line[..line.len() - body.len()];
+            let body = ["pub(crate) ", "pub(super) ", "pub "]
+                .iter()
+                .find_map(|p| body.strip_prefix(p))
+                .unwrap_or(body);
+            // One-line functions close on their own line.
+            if !body.starts_with("fn ") || line.trim_end().ends_with('}') {
+                continue;
+            }
+            let close = format!("{indent}}}");
+            let Some(len) = lines[i + 1..].iter().position(|l| *l == close) else {
+                continue;
+            };
+            seen += 1;
+            if len + 2 > MAX_FN_LINES {
+                let name: String = body[3..].chars().take_while(|&c| is_ident(c)).collect();
+                long.push(format!(
+                    "{}:{} {name} is {} lines",
+                    path.display(),
+                    i + 1,
+                    len + 2
+                ));
+            }
+        }
+    }
+    assert!(seen > 100, "the scan finds only {seen} functions");
+    assert!(long.is_empty(), "{}", long.join("; "));
+}
