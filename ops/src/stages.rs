@@ -68,7 +68,7 @@ pub fn apply_input_shapes(config: &mut PipelineConfig, args: &InputSettings) -> 
         .map_err(OpsError::usage)?;
     let extra =
         infopt_passes::fix_shapes::FixShapesOptions::from_specs(&specs).map_err(OpsError::usage)?;
-    let has_fix_shapes = infopt_passes::fix_shapes::apply_pipeline_shapes(config, &extra)
+    let has_fix_shapes = infopt_passes::pipeline_edit::apply_pipeline_shapes(config, &extra)
         .map_err(OpsError::usage)?;
     if !specs.is_empty() && !has_fix_shapes {
         crate::progress::note(
@@ -190,7 +190,7 @@ pub fn verify_policy(
         criterion,
         tolerance,
         keep_original,
-        half_io: infopt_passes::convert_float16::writes_half_io(config),
+        half_io: infopt_passes::pipeline_edit::writes_half_io(config),
     })
 }
 

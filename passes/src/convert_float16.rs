@@ -128,50 +128,6 @@ use infopt_ir::{DataType, Graph, Model, Node, Slot};
 use crate::pass::{Pass, PassCx, PassError};
 use crate::precision::PrecisionMap;
 
-/// Makes every `convert-float16` step of `config` convert the `com.microsoft` ops
-/// of the onnxruntime target too (`contrib_ops: true`): for a model that runs, and
-/// is verified, on ONNX Runtime's CUDA provider, which has float16 kernels for
-/// them. Without it each such op is a float32 island between two Casts (a SiLU
-/// fused to QuickGelu in every block of a CNN: YOLOv5s 116 Casts, 0.97x FP32 on an
-/// H200; converted, 2 Casts and 1.18x). Returns whether any step changed.
-pub fn convert_contrib_ops(config: &mut crate::config::PipelineConfig) -> bool {
-    let mut changed = false;
-    for p in config.pass_configs_mut() {
-        if p.name() != "convert-float16" {
-            continue;
-        }
-        if let Some(o) = p.options_mut::<ConvertOptions>()
-            && !o.contrib_ops
-        {
-            o.contrib_ops = true;
-            changed = true;
-        }
-    }
-    changed
-}
-
-/// Makes every `convert-float16` / `convert-bfloat16` step of `config` write its
-/// graph's float inputs and outputs in the half type (`keep_io_types: false`, the
-/// command line's `--fp16-io`): a caller that feeds and reads half on the device then
-/// pays for no Cast at either end. Returns whether the pipeline has such a step.
-pub fn use_half_io(config: &mut crate::config::PipelineConfig) -> bool {
-    let mut found = false;
-    for p in config.pass_configs_mut() {
-        if let Some(o) = p.options_mut::<ConvertOptions>() {
-            o.keep_io_types = false;
-            found = true;
-        }
-    }
-    found
-}
-
-/// Whether a half-precision step of `config` writes half graph inputs and outputs.
-pub fn writes_half_io(config: &crate::config::PipelineConfig) -> bool {
-    config
-        .pass_configs()
-        .any(|p| p.options::<ConvertOptions>().is_some_and(|o| !o.keep_io_types))
-}
-
 impl ConvertFloat {
     /// Every user override to this pass's type converts at least one of the
     /// nodes it selects (first match): one none of whose nodes can convert

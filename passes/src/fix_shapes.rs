@@ -199,27 +199,6 @@ impl FixShapesOptions {
     }
 }
 
-/// Gives every `fix-shapes` step of the pipeline the pipeline's top-level
-/// `inputs:`/`symbols:` (and the CLI's `--input-shape`s, passed as `extra`).
-/// Returns false when the pipeline has no `fix-shapes` step to receive them.
-pub fn apply_pipeline_shapes(
-    config: &mut crate::config::PipelineConfig,
-    extra: &FixShapesOptions,
-) -> Result<bool, String> {
-    let (inputs, symbols) = (config.inputs.clone(), config.symbols.clone());
-    let mut found = false;
-    for p in config.pass_configs_mut() {
-        if let Some(o) = p.options_mut::<FixShapesOptions>() {
-            o.merge(&inputs, &symbols)?;
-            o.merge(&extra.inputs, &extra.symbols)?;
-            for (s, i) in &extra.symbol_inputs {
-                o.symbol_inputs.insert(s.clone(), i.clone());
-            }
-            found = true;
-        }
-    }
-    Ok(found)
-}
 
 /// What became of one dim that was not fixed before.
 struct DimOutcome {

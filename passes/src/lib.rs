@@ -8,6 +8,7 @@ pub mod par;
 pub mod pass;
 pub mod pass_info;
 pub mod pattern;
+pub mod pipeline_edit;
 pub mod precision;
 pub mod registry;
 pub mod rule;

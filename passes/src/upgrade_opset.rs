@@ -719,54 +719,6 @@ fn group_norm_21(g: &mut Graph, id: NodeId, span: Span, facts: &GraphFacts) -> R
     Ok(())
 }
 
-/// Puts `upgrade-opset` with `to` into `config`: an existing step gets the
-/// new target; otherwise the step goes
-/// before the first fixed-point group or fusion pass, so the fusions see the
-/// new opset.
-pub fn add_to_pipeline(config: &mut crate::config::PipelineConfig, to: i64) -> Result<(), String> {
-    use crate::config::{PassConfig, Step};
-    use crate::registry::PassKind;
-    if !(MIN_SOURCE_OPSET..=MAX_OPSET).contains(&to) {
-        return Err(format!(
-            "choose an opset from {MIN_SOURCE_OPSET} to {MAX_OPSET}"
-        ));
-    }
-    let set = |p: &mut PassConfig| {
-        if let Some(o) = p.options_mut::<UpgradeOpsetOptions>() {
-            o.to = to;
-        }
-    };
-    for step in &mut config.passes {
-        match step {
-            Step::Pass(p) if p.name() == INFO.name => {
-                set(p);
-                return Ok(());
-            }
-            Step::FixedPoint { passes, .. } => {
-                if let Some(p) = passes.iter_mut().find(|p| p.name() == INFO.name) {
-                    set(p);
-                    return Ok(());
-                }
-            }
-            _ => {}
-        }
-    }
-    let mut pass = PassConfig::from_name(INFO.name)?;
-    set(&mut pass);
-    let at = config
-        .passes
-        .iter()
-        .position(|s| match s {
-            Step::FixedPoint { .. } => true,
-            Step::Pass(p) => !matches!(
-                p.info().kind,
-                PassKind::Canonicalize | PassKind::Shape
-            ) || p.name().starts_with("convert-"),
-        })
-        .unwrap_or(config.passes.len());
-    config.passes.insert(at, Step::Pass(pass));
-    Ok(())
-}
 
 impl Pass for UpgradeOpset {
     fn name(&self) -> &'static str {

@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use common::*;
 use infopt_ir::builder::{GraphBuilder, dims};
 use infopt_ir::{Attribute, DataType, Dim, Graph, GraphIo, Model, Node, Tensor, Value};
-use infopt_passes::fix_shapes::{FixShapesOptions, apply_pipeline_shapes, parse_input_shape};
+use infopt_passes::fix_shapes::{FixShapesOptions, parse_input_shape};
+use infopt_passes::pipeline_edit::apply_pipeline_shapes;
 use infopt_passes::{DriverOptions, Flow, PassError, PipelineConfig, PipelineRun, run_pipeline};
 use infopt_runtime::{Backend, InputShapes, TractBackend};
 

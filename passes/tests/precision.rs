@@ -1065,7 +1065,8 @@ fn a_branch_returning_an_outer_float16_value_casts_it_back_under_a_new_name() {
 #[test]
 fn cuda_runs_convert_contrib_ops_in_every_float16_step() {
     use infopt_passes::PipelineConfig;
-    use infopt_passes::convert_float16::{ConvertOptions, convert_contrib_ops};
+    use infopt_passes::convert_float16::ConvertOptions;
+    use infopt_passes::pipeline_edit::convert_contrib_ops;
     let yaml = "version: 1\ntarget: onnxruntime\npasses:\n  - convert-float16\n  - fixed-point:\n      passes:\n        - convert-float16:\n            contrib_ops: false\n  - convert-bfloat16\n";
     let mut config = PipelineConfig::from_yaml(yaml, "test").unwrap();
     assert!(convert_contrib_ops(&mut config));

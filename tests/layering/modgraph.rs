@@ -26,6 +26,10 @@
 //! is: a rule's unit test that runs the driver which dispatches to the rule
 //! is no cycle in the code that ships.
 //!
+//! A macro invocation's argument that is the bare name of a child module
+//! names that child: `builtin_passes! { fold_constants, … }` in `lib.rs`
+//! expands to `fold_constants::INFO`.
+//!
 //! Comments, strings and character literals are blanked first; `pub(in path)`
 //! is a visibility, not a use. Method calls are not paths: a dependency
 //! reached only through `value.method()` is not seen.
@@ -256,6 +260,9 @@ struct FileScan {
     macros: BTreeSet<String>,
     /// Child modules declared only for tests (`#[cfg(test)] mod x;`).
     test_children: BTreeSet<String>,
+    /// Bare identifiers passed to macro invocations outside inline modules,
+    /// with their lines.
+    macro_args: Vec<(String, usize)>,
 }
 
 /// At `toks[i]`, the `#` of `#[cfg(test)]` or `#[cfg(all(test, …))]`.
@@ -384,6 +391,46 @@ fn scan(text: &str) -> FileScan {
             "macro_rules" if text_at(i + 1) == "!" && exported => {
                 scan.macros.insert(text_at(i + 2).to_string());
             }
+            "!" if is_ident(text_at(i.wrapping_sub(1)))
+                && text_at(i.wrapping_sub(1)) != "macro_rules"
+                && matches!(text_at(i + 1), "{" | "(" | "[")
+                && inline.is_empty() =>
+            {
+                let mut level = 0usize;
+                for t in &toks[i + 1..] {
+                    match t.text.as_str() {
+                        "{" | "(" | "[" => level += 1,
+                        "}" | ")" | "]" => {
+                            level -= 1;
+                            if level == 0 {
+                                break;
+                            }
+                        }
+                        w if is_ident(w) => scan.macro_args.push((w.to_string(), t.line)),
+                        _ => {}
+                    }
+                }
+            }
+            "!" if is_ident(text_at(i.wrapping_sub(1)))
+                && text_at(i.wrapping_sub(1)) != "macro_rules"
+                && matches!(text_at(i + 1), "{" | "(" | "[")
+                && inline.is_empty() =>
+            {
+                let mut level = 0usize;
+                for t in &toks[i + 1..] {
+                    match t.text.as_str() {
+                        "{" | "(" | "[" => level += 1,
+                        "}" | ")" | "]" => {
+                            level -= 1;
+                            if level == 0 {
+                                break;
+                            }
+                        }
+                        w if is_ident(w) => scan.macro_args.push((w.to_string(), t.line)),
+                        _ => {}
+                    }
+                }
+            }
             "{" => depth += 1,
             "}" => {
                 if inline.last().is_some_and(|(_, d)| *d == depth) {
@@ -503,6 +550,13 @@ pub fn graph(sources: &[Source]) -> Graph {
         }
         for path in &scan.paths {
             add(resolver.resolve(from, path, 0), path.line);
+        }
+        for (name, line) in &scan.macro_args {
+            let mut child = from.clone();
+            child.push(name.clone());
+            if scans.contains_key(&child) {
+                add(Some(child), *line);
+            }
         }
     }
     g
@@ -882,6 +936,21 @@ mod tests {
         ]);
         assert_eq!(deps(&g, "a"), ["b"]);
         assert_eq!(g.edges[&m("a")][&m("b")], 3);
+    }
+
+    #[test]
+    fn child_modules_named_in_a_macro_invocation_are_dependencies() {
+        let g = crate_of(&[
+            (
+                "lib.rs",
+                "macro_rules! list { ($($m:ident),*) => { $(pub mod $m;)* } }\nlist! { a, b }\nfn f() { println!(\"{}\", 1); }",
+            ),
+            ("a.rs", "use crate::registry::find;"),
+            ("b.rs", ""),
+            ("registry.rs", "pub fn find() { crate::all(); }"),
+        ]);
+        assert_eq!(deps(&g, ""), ["a", "b"]);
+        assert_eq!(cycles(&g), vec![vec![m(""), m("a"), m("registry")]]);
     }
 
     #[test]

@@ -431,20 +431,20 @@ fn apply_output_flags(
     // does the same for a pipeline of its own).
     if config.target == infopt_passes::Target::Onnxruntime
         && args.backend.runs_on_cuda()?
-        && infopt_passes::convert_float16::convert_contrib_ops(config)
+        && infopt_passes::pipeline_edit::convert_contrib_ops(config)
     {
         crate::progress::note(
             "precision",
             "note: convert-float16 converts the com.microsoft ops too: ONNX Runtime's CUDA provider has float16 kernels for them",
         );
     }
-    if args.fp16_io && !infopt_passes::convert_float16::use_half_io(config) {
+    if args.fp16_io && !infopt_passes::pipeline_edit::use_half_io(config) {
         return Err(OpsError::usage(
             "--fp16-io makes the half-precision graph's inputs and outputs half too: add --fp16 or --bf16 (or a convert-float16 step to the pipeline)",
         ));
     }
     if let Some(to) = args.upgrade_opset {
-        infopt_passes::upgrade_opset::add_to_pipeline(config, to)
+        infopt_passes::pipeline_edit::add_to_pipeline(config, to)
             .map_err(|e| OpsError::usage(format!("--upgrade-opset {to}: {e}")))?;
     }
     Ok(())

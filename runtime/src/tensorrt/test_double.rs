@@ -1,13 +1,18 @@
 //! A test double of the shim's C ABI: `extern "C"` functions that record every call
 //! with its arguments and return canned results, for the Rust side's tests and (with
-//! the `test-double` feature) for the CLI's. State is thread-local: each test installs
-//! its own [`Canned`] on its own thread with [`install`], opens TensorRT with
-//! `TensorRt::open_with(double(), &search)` and reads [`calls`] afterwards.
+//! the `test-double` feature) for the CLI's. Each test installs its own [`Canned`] with
+//! [`install`], opens TensorRT with `TensorRt::open_with(double(), &search)` and reads
+//! [`calls`] afterwards. The state is one per process, because the code under test
+//! may call the shim from a thread of its own (an engine build runs on a worker while
+//! the caller reports progress); `install` therefore also takes a process-wide lock
+//! that the installing test's thread holds until it ends, so tests that use the
+//! double run one at a time.
 //!
 //! Not a stable API; test code only (it panics when misused).
 
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_void};
+use std::sync::{Mutex, MutexGuard};
 
 use super::ffi::{self, ShimApi};
 
@@ -122,22 +127,35 @@ pub struct State {
     pub live: i64,
 }
 
+static STATE: Mutex<Option<State>> = Mutex::new(None);
+/// Held by the thread of the test whose double is installed (see the module doc).
+static IN_USE: Mutex<()> = Mutex::new(());
+
 thread_local! {
-    static STATE: RefCell<Option<State>> = const { RefCell::new(None) };
+    static HELD: RefCell<Option<MutexGuard<'static, ()>>> = const { RefCell::new(None) };
+}
+
+fn state() -> MutexGuard<'static, Option<State>> {
+    // A test that panicked mid-call leaves the lock poisoned; the next install resets it.
+    STATE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Runs `f` on the installed double's state (to change what it answers mid-test).
 pub fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
-    STATE.with(|s| f(s.borrow_mut().as_mut().expect("double not installed")))
+    f(state().as_mut().expect("double not installed"))
 }
 
 pub fn install(canned: Canned) {
-    STATE.with(|s| {
-        *s.borrow_mut() = Some(State {
-            canned,
-            calls: Vec::new(),
-            live: 0,
-        })
+    HELD.with(|h| {
+        let mut h = h.borrow_mut();
+        if h.is_none() {
+            *h = Some(IN_USE.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+    });
+    *state() = Some(State {
+        canned,
+        calls: Vec::new(),
+        live: 0,
     });
 }
 
