@@ -381,6 +381,25 @@ fn difference(ours: &[Tensor], theirs: &[HostTensor]) -> Option<String> {
                 b.dtype()
             ));
         }
+        let exact = !a.dtype().is_float();
+        if exact {
+            // Integers and booleans: the same bytes (uint64 past 2^53
+            // included, which float64 would round).
+            let (Ok(ours), Some(theirs)) = (a.raw_bytes(), exact_bytes(b)) else {
+                return Some(format!("output {k} cannot be read"));
+            };
+            if ours.as_ref() != theirs.as_slice() {
+                let width = (ours.len() / b.len().max(1)).max(1);
+                let i = ours
+                    .iter()
+                    .zip(&theirs)
+                    .position(|(x, y)| x != y)
+                    .unwrap_or(0)
+                    / width;
+                return Some(format!("output {k} element {i} differs"));
+            }
+            continue;
+        }
         let Ok(va) = a.to_f64_vec() else {
             return Some(format!("output {k} cannot be read"));
         };
@@ -390,7 +409,6 @@ fn difference(ours: &[Tensor], theirs: &[HostTensor]) -> Option<String> {
             DataType::Bfloat16 => Some(7),
             _ => None,
         };
-        let exact = !a.dtype().is_float();
         // Runtimes' FFTs and long sums round near zero at the scale of the
         // output (ONNX Runtime's DFT misses the exact 0 by 3e-4 in outputs
         // up to 540): that much is theirs, not a wrong kernel.
@@ -399,7 +417,7 @@ fn difference(ours: &[Tensor], theirs: &[HostTensor]) -> Option<String> {
             .filter(|y| y.is_finite())
             .fold(0.0f64, |m, y| m.max(y.abs()));
         for (i, (&x, &y)) in va.iter().zip(&vb).enumerate() {
-            if agree(x, y, exact, ulp) || (!exact && (x - y).abs() <= SCALE_RTOL * scale) {
+            if agree(x, y, false, ulp) || (x - y).abs() <= SCALE_RTOL * scale {
                 continue;
             }
             return Some(format!(
@@ -408,6 +426,24 @@ fn difference(ours: &[Tensor], theirs: &[HostTensor]) -> Option<String> {
         }
     }
     None
+}
+
+/// The little-endian bytes of an integer or boolean host tensor, as ONNX
+/// stores them raw; `None` for floats.
+fn exact_bytes(t: &HostTensor) -> Option<Vec<u8>> {
+    use infopt_runtime::TensorData as D;
+    Some(match t.data() {
+        D::I8(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        D::I16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        D::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        D::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        D::U8(v) => v.clone(),
+        D::U16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        D::U32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        D::U64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        D::Bool(v) => v.iter().map(|&b| u8::from(b)).collect(),
+        _ => return None,
+    })
 }
 
 /// `x` (ours) agrees with `y` (ONNX Runtime's): equal for integers and
@@ -610,6 +646,24 @@ mod tests {
         assert!(
             e.contains("Celu(float32){alpha=") && e.contains("element 0: -0.63"),
             "{e}"
+        );
+    }
+
+    /// uint64 past 2^53 is compared exactly, by its bytes.
+    #[test]
+    fn large_unsigned_integers_are_compared_by_their_bytes() {
+        let big = u64::MAX - 1;
+        let ours = Tensor::from_raw(
+            DataType::Uint64,
+            vec![1],
+            bytes::Bytes::from(big.to_le_bytes().to_vec()),
+        );
+        let same = HostTensor::new(None, vec![1], TensorData::U64(vec![big])).unwrap();
+        assert_eq!(difference(std::slice::from_ref(&ours), &[same]), None);
+        let other = HostTensor::new(None, vec![1], TensorData::U64(vec![big - 1])).unwrap();
+        assert_eq!(
+            difference(&[ours], &[other]).as_deref(),
+            Some("output 0 element 0 differs")
         );
     }
 
