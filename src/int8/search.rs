@@ -19,7 +19,7 @@
 //!    around quantized layers) is probed kept in float with every primary
 //!    in float; its harm is what that removes. Candidates are ranked by
 //!    harm (ties: the given order, so weighted layers come before the
-//!    activations that would float them too). From 16 candidates, all
+//!    activations that would float them too). From 64 candidates, all
 //!    primary, they are ranked in groups (`rank_in_groups`): a group probed
 //!    alone in INT8 is split only while its harm matters.
 //! 3. **Keep more.** The best 1, 2, 4, ... are kept until the probe samples
@@ -178,7 +178,7 @@ fn doubling(
 }
 
 /// From this many candidates, all primary, they are ranked in groups.
-pub const GROUPED_FROM: usize = 16;
+pub const GROUPED_FROM: usize = 64;
 /// Groups the candidates are first split into.
 const GROUPS: usize = 8;
 /// A group doing less than this share of the groups' summed harm is not
@@ -514,23 +514,23 @@ mod tests {
 
     #[test]
     fn many_candidates_are_ranked_in_groups_with_fewer_probes_and_the_same_keep_set() {
-        // 40 layers, 3 of which carry the noise.
-        let mut noise = vec![1e-5; 40];
+        // 80 layers, 3 of which carry the noise.
+        let mut noise = vec![1e-5; 80];
         noise[7] = 0.3;
-        noise[22] = 0.2;
-        noise[35] = 0.15;
+        noise[42] = 0.2;
+        noise[71] = 0.15;
         let mut t = Noise::new(&noise, 0.1);
-        let o = run(&mut t, &all(40), &|_| true, &label).unwrap();
+        let o = run(&mut t, &all(80), &|_| true, &label).unwrap();
         assert_eq!(o.missed, None);
         let mut kept = o.kept.clone();
         kept.sort();
-        assert_eq!(kept, vec![7, 22, 35]);
-        assert_eq!(o.ranking.len(), 40);
+        assert_eq!(kept, vec![7, 42, 71]);
+        assert_eq!(o.ranking.len(), 80);
         let top: Vec<usize> = o.ranking.iter().take(3).map(|r| r.candidate).collect();
-        assert_eq!(top, vec![7, 22, 35]);
+        assert_eq!(top, vec![7, 42, 71]);
         // The bound, the context, 8 groups and a few splits per harmful
-        // group: far fewer than the 40 probes of one per layer.
-        assert!(o.probes < 30, "{} probes", o.probes);
+        // group: far fewer than the 80 probes of one per layer.
+        assert!(o.probes < 40, "{} probes", o.probes);
     }
 
     #[test]
