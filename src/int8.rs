@@ -637,9 +637,7 @@ pub fn run(
             let sample = first_sample(src, backend, cx, &mid, 0)?;
             let shapes = shapes_of_sample(&mid, cx.shapes, &sample);
             let picked = costs.time("placement timing (one thread)", || {
-                speed::pick_placement(
-                    cx, &from, &mid, &amax, &sample, &shapes, &costs, &mut judge,
-                )
+                speed::pick_placement(cx, &from, &mid, &amax, &sample, &shapes, &costs, &mut judge)
             })?;
             let timed_faster = picked.int8_was_faster();
             if let Some((config, note)) = picked.switch {

@@ -233,7 +233,7 @@ fn rank_in_groups<C: Clone, T: Trials<C>>(
     let mut out = Vec::with_capacity(n);
     while let Some((r, harm, v)) = stack.pop() {
         let single = r.len() == 1;
-        if single || !(harm >= floor) && harm.is_finite() {
+        if single || (harm < floor && harm.is_finite()) {
             let share = harm / r.len() as f64;
             for i in r {
                 out.push(Ranked {
@@ -262,7 +262,10 @@ fn rank_in_groups<C: Clone, T: Trials<C>>(
                 format!("group {}..{}", a.start + 1, a.end)
             },
             if b.len() == 1 {
-                format!("; {} by difference: {harm_b:.3e}", label(&candidates[b.start]))
+                format!(
+                    "; {} by difference: {harm_b:.3e}",
+                    label(&candidates[b.start])
+                )
             } else {
                 String::new()
             }

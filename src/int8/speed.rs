@@ -118,7 +118,9 @@ pub(super) fn pick_placement(
     }
     let mut eligible = ms[..labels.len()].to_vec();
     for (i, l) in loss.iter().enumerate().skip(1) {
-        if !(*l <= loss[0] * ACCURACY_SLACK) {
+        // NaN noise never competes.
+        let within = *l <= loss[0] * ACCURACY_SLACK;
+        if !within {
             eligible[i] = f64::INFINITY;
         }
     }
@@ -279,7 +281,11 @@ pub(super) fn check(
                     p.label,
                     t[0],
                     t[1],
-                    if met { "meets the target" } else { "misses the target" }
+                    if met {
+                        "meets the target"
+                    } else {
+                        "misses the target"
+                    }
                 ),
             );
             measured.push(Measured {
@@ -396,8 +402,8 @@ pub(super) fn alternatives(from: &PipelineConfig) -> Vec<Placement> {
             ]
         }
         Target::Onnxruntime => {
-            let already = int8::options(from, 0)
-                .is_some_and(|o| o.float_depthwise && o.float_elementwise);
+            let already =
+                int8::options(from, 0).is_some_and(|o| o.float_depthwise && o.float_elementwise);
             if already {
                 Vec::new()
             } else {
