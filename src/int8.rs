@@ -621,19 +621,6 @@ pub fn run(
     // The placement that runs fastest where the model will run (see
     // `speed.rs`), before the search decides what to keep float in it.
     let mut from = from;
-    let mut timed_faster = false;
-    if let Some((src, _)) = source.as_ref().filter(|_| cx.judge) {
-        let sample = first_sample(src, backend, cx, &mid, 0)?;
-        let shapes = shapes_of_sample(&mid, cx.shapes, &sample);
-        let picked = costs.time("placement timing (one thread)", || {
-            speed::pick_placement(cx, &from, &mid, &amax, &sample, &shapes, &costs)
-        })?;
-        timed_faster = picked.int8_was_faster();
-        if let Some((config, note)) = picked.switch {
-            from = config;
-            notes.push(note);
-        }
-    }
     let (quantized, suffix_run) = match source.as_ref().filter(|_| cx.judge) {
         None => quantize_rest(&mid, &from, &amax, cx, &costs)?,
         Some((src, calibrated)) => {
@@ -647,6 +634,16 @@ pub fn run(
                 limit,
                 &costs,
             );
+            let sample = first_sample(src, backend, cx, &mid, 0)?;
+            let shapes = shapes_of_sample(&mid, cx.shapes, &sample);
+            let picked = costs.time("placement timing (one thread)", || {
+                speed::pick_placement(cx, &from, &mid, &amax, &sample, &shapes, &costs, &mut judge)
+            })?;
+            let timed_faster = picked.int8_was_faster();
+            if let Some((config, note)) = picked.switch {
+                from = config;
+                notes.push(note);
+            }
             let (mut quantized, mut suffix_run) = quantize_rest(&mid, &from, &amax, cx, &costs)?;
             // The full ranges may do better on this data (outliers that
             // carry meaning): the one with the larger margin to the target

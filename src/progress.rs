@@ -288,10 +288,7 @@ pub fn ticking<R: Send>(
                 Ok(Tick::Done) | Err(RecvTimeoutError::Disconnected) => break,
                 Err(RecvTimeoutError::Timeout) => {
                     let s = steps.get_or_insert_with(|| Steps::new(stage, what, None, 0.0));
-                    s.step(format!(
-                        "{what}: {:.0} s",
-                        started.elapsed().as_secs_f64()
-                    ));
+                    s.step(format!("{what}: {:.0} s", started.elapsed().as_secs_f64()));
                 }
             }
         }

@@ -83,10 +83,11 @@ fn run(
     };
     let finished = py.detach(move || {
         progress::with_sink(Box::new(sink), || match metric {
-            Some(callable) => infopt::int8::metric::with_metric(
-                Box::new(metric::PyMetric { callable }),
-                || infopt::api::execute(args),
-            ),
+            Some(callable) => {
+                infopt::int8::metric::with_metric(Box::new(metric::PyMetric { callable }), || {
+                    infopt::api::execute(args)
+                })
+            }
             None => infopt::api::execute(args),
         })
     });

@@ -222,7 +222,10 @@ impl<'a> Judge<'a> {
 /// The names of `model`'s outputs, in order.
 fn output_names(model: &Model) -> Vec<String> {
     let g = &model.graph;
-    g.outputs.iter().map(|io| g.value(io.value).name.clone()).collect()
+    g.outputs
+        .iter()
+        .map(|io| g.value(io.value).name.clone())
+        .collect()
 }
 
 /// The caller's metric of `samples` (outputs in the model's order).
@@ -237,7 +240,10 @@ fn metric_of<'s>(
         Some(Ok(s)) => Ok(s),
         Some(Err(e)) => Err(CliError::new(
             Exit::Verify,
-            format!("the metric failed on the outputs of {} sample(s): {e}", named.len()),
+            format!(
+                "the metric failed on the outputs of {} sample(s): {e}",
+                named.len()
+            ),
         )),
         None => Err(CliError::new(Exit::Internal, "no metric installed")),
     }

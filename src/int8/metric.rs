@@ -53,7 +53,11 @@ pub fn score(samples: &[Vec<(String, HostTensor)>]) -> Option<Result<f64, String
 pub fn raw(t: &HostTensor) -> (&'static str, Vec<usize>, Vec<u8>) {
     let shape = t.shape().to_vec();
     match t.as_slice::<f32>() {
-        Some(v) => ("float32", shape, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        Some(v) => (
+            "float32",
+            shape,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
         None => (
             "float64",
             shape,
