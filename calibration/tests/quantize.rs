@@ -501,6 +501,35 @@ fn onnxruntime_placement_chains_silu_and_squeeze_excite() {
 }
 
 #[test]
+fn onnxruntime_placement_with_float_elementwise_leaves_silu_and_squeeze_excite_float() {
+    let fp32 = mbconv();
+    let amax = minmax_ranges(&fp32, &[1, 2, 3]);
+    let mut m = fp32.clone();
+    quantize_with(
+        &mut m,
+        Target::Onnxruntime,
+        "float_elementwise: true",
+        Some(amax),
+    )
+    .unwrap();
+    let g = &m.graph;
+    // The convolution's output is still quantized (ONNX Runtime fuses a Conv
+    // only with a Q on its output), but the Sigmoid and the Mul run in float:
+    // their outputs get a pair only where a layer reads them.
+    assert_eq!(reads(g, "sigmoid_2", 0), "conv_1_out_dq");
+    assert_eq!(reads(g, "mul_3", 1), "sigmoid_2_out");
+    assert_eq!(reads(g, "mul_13", 1), "sigmoid_12_out");
+    // The layers still read quantized inputs (the depthwise one included).
+    assert_eq!(reads(g, "conv_4", 0), "mul_3_out_dq");
+    assert!(
+        ops(&m, "QuantizeLinear") < 15,
+        "{}",
+        ops(&m, "QuantizeLinear")
+    );
+    assert_close_to_fp32(&fp32, &m);
+}
+
+#[test]
 fn exclusions_and_keep_first_last() {
     let fp32 = net(13);
     let amax = minmax_ranges(&fp32, &[1]);

@@ -333,19 +333,6 @@ pub fn run(
     // The placement that runs fastest where the model will run (see
     // `speed.rs`), before the search decides what to keep float in it.
     let mut from = from;
-    let mut timed_faster = false;
-    if let Some((src, _)) = cal.source.as_ref().filter(|_| cx.judge) {
-        let sample = first_sample(src, backend, cx, &mid, 0)?;
-        let shapes = shapes_of_sample(&mid, cx.shapes, &sample);
-        let picked = costs.time("placement timing (one thread)", || {
-            speed::pick_placement(cx, &from, &mid, &cal.amax, &sample, &shapes, &costs)
-        })?;
-        timed_faster = picked.int8_was_faster();
-        if let Some((config, note)) = picked.switch {
-            from = config;
-            notes.push(note);
-        }
-    }
     let mut decided = match cal.source.as_ref().filter(|_| cx.judge) {
         None => {
             let (quantized, suffix_run) = quantize_rest(&mid, &from, &cal.amax, cx, &costs)?;
@@ -362,6 +349,25 @@ pub fn run(
                 limit,
                 &costs,
             );
+            let sample = first_sample(src, backend, cx, &mid, 0)?;
+            let shapes = shapes_of_sample(&mid, cx.shapes, &sample);
+            let picked = costs.time("placement timing (one thread)", || {
+                speed::pick_placement(
+                    cx,
+                    &from,
+                    &mid,
+                    &cal.amax,
+                    &sample,
+                    &shapes,
+                    &costs,
+                    &mut judge,
+                )
+            })?;
+            let timed_faster = picked.int8_was_faster();
+            if let Some((config, note)) = picked.switch {
+                from = config;
+                notes.push(note);
+            }
             let j = Judging {
                 cx,
                 mid: &mid,

@@ -172,6 +172,17 @@ def _symbol_size(d) -> int:
     return 2
 
 
+def _decoder_mask_covers_cache(session, shapes: dict) -> None:
+    """A decoder step whose dims have no telling names (torch.export's s10,
+    s43, ...): `attention_mask`'s length is the cache's plus the new tokens'."""
+    declared = {i.name: i.shape for i in session.get_inputs()}
+    mask = next((n for n in shapes if n.endswith("attention_mask") and len(shapes[n]) == 2), None)
+    past = next((n for n in shapes if n.startswith("past") and len(shapes[n]) == 4), None)
+    ids = next((n for n in ("input_ids", "inputs_embeds") if n in shapes), None)
+    if mask and past and ids and not isinstance(declared[mask][1], int):
+        shapes[mask][1] = shapes[past][2] + shapes[ids][1]
+
+
 def make_inputs(session, seed_key: str) -> dict[str, np.ndarray]:
     """Seeded inputs for every graph input; symbolic / unknown dims become 2
     (a KV cache's total length 4, see `_symbol_size`).
@@ -181,8 +192,13 @@ def make_inputs(session, seed_key: str) -> dict[str, np.ndarray]:
     """
     rng = np.random.default_rng(zlib.crc32(seed_key.encode()))
     feeds = {}
+    shapes = {
+        inp.name: [d if isinstance(d, int) and d >= 0 else _symbol_size(d) for d in inp.shape]
+        for inp in session.get_inputs()
+    }
+    _decoder_mask_covers_cache(session, shapes)
     for inp in session.get_inputs():
-        shape = [d if isinstance(d, int) and d >= 0 else _symbol_size(d) for d in inp.shape]
+        shape = shapes[inp.name]
         dt = _NP.get(inp.type)
         if dt is None:
             raise NotImplementedError(f"input {inp.name}: no generator for {inp.type}")

@@ -177,7 +177,7 @@ pub(super) struct Found {
 /// (a detector's scores weigh as much as its boxes; infinite for a NaN):
 /// errors of layers add up roughly in power, and unlike top-1 agreement on
 /// a few samples it does not come in steps.
-fn relative_noise(h: &HeldOut) -> f64 {
+pub(super) fn relative_noise(h: &HeldOut) -> f64 {
     h.outputs
         .iter()
         .chain(h.parts.iter().map(|p| &p.agreement))
