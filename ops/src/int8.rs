@@ -353,14 +353,7 @@ pub fn run(
             let shapes = shapes_of_sample(&mid, cx.shapes, &sample);
             let picked = costs.time("placement timing (one thread)", || {
                 speed::pick_placement(
-                    cx,
-                    &from,
-                    &mid,
-                    &cal.amax,
-                    &sample,
-                    &shapes,
-                    &costs,
-                    &mut judge,
+                    cx, &from, &mid, &cal.amax, &sample, &shapes, &costs, &mut judge,
                 )
             })?;
             let timed_faster = picked.int8_was_faster();
