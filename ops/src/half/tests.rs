@@ -389,3 +389,31 @@ fn half_nodes_of(g: &infopt_ir::Graph) -> usize {
         })
         .count()
 }
+
+#[test]
+fn a_failing_output_names_the_bound_it_missed() {
+    let reference: Vec<f64> = (0..100).map(|i| f64::from(i) / 10.0).collect();
+    let mut close = reference.clone();
+    close[7] += 0.05;
+    let tight = Tolerance {
+        atol: 1e-4,
+        rtol: 1e-3,
+    };
+    let elementwise = infopt_runtime::compare::compare_values("logits", &close, &reference, tight);
+    assert!(!elementwise.within_tolerance && elementwise.cosine >= 0.999);
+    assert_eq!(
+        failing_output(&elementwise, Some(0.999)),
+        "logits (cosine 1.000000 meets it, but 1 of 100 elements are beyond atol 1.0e-4 + rtol 1.0e-3 x |reference|, max abs 5.000e-2)"
+    );
+    let mut far = reference.clone();
+    far.reverse();
+    let cosine = infopt_runtime::compare::compare_values("logits", &far, &reference, tight);
+    assert!(cosine.cosine < 0.999);
+    assert_eq!(
+        failing_output(&cosine, Some(0.999)),
+        format!(
+            "logits (cosine {:.6}, max abs {:.3e})",
+            cosine.cosine, cosine.max_abs
+        )
+    );
+}
