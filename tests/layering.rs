@@ -210,11 +210,6 @@ fn the_scan_reads_grouped_and_nested_paths() {
     assert_eq!(find_cycle(&edges).unwrap(), ["a", "b", "a"]);
 }
 
-/// Crate folders whose file-level cycles are reported but not yet failed.
-/// `src/`: the binary crate's flow modules are being moved into the `ops`
-/// crate, which is where its cycles get fixed; remove this entry at that merge.
-const PENDING_OPS_MOVE: &[&str] = &["src"];
-
 /// The source folder of every crate: the workspace members named in the
 /// root `Cargo.toml`, plus the root package's `src/`.
 fn crate_folders() -> Vec<(String, PathBuf)> {
@@ -274,17 +269,7 @@ fn no_crate_has_a_file_level_module_cycle() {
             .iter()
             .map(|c| format!("  {name}: {}", modgraph::describe(&g, c)))
             .collect();
-        if PENDING_OPS_MOVE.contains(&name.as_str()) {
-            if !lines.is_empty() {
-                eprintln!(
-                    "{} file-level cycle(s) in {name}/ (pending the ops move):\n{}",
-                    lines.len(),
-                    lines.join("\n")
-                );
-            }
-        } else {
-            failures.extend(lines);
-        }
+        failures.extend(lines);
     }
     assert!(
         total_edges > 100,
