@@ -31,6 +31,23 @@ pub struct Model {
     pub source: Option<SourceInfo>,
 }
 
+/// The IR version a model importing default-domain `opset` needs at least
+/// (the table of ONNX's releases; ONNX Runtime refuses an IR older than that).
+pub fn min_ir_version(opset: i64) -> i64 {
+    match opset {
+        ..=8 => 3,
+        9 => 4,
+        10 => 5,
+        11 => 6,
+        12..=14 => 7,
+        15..=18 => 8,
+        19..=20 => 9,
+        21..=22 => 10,
+        23 => 11,
+        _ => 12,
+    }
+}
+
 impl Model {
     /// A new model around `graph`, importing the default ONNX domain at `opset`.
     pub fn new(graph: Graph, opset: i64) -> Model {

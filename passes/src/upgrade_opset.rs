@@ -84,22 +84,6 @@ pub struct UpgradeOpset {
     pub to: i64,
 }
 
-/// The IR version a model importing `opset` needs at least (onnx's table).
-fn min_ir_version(opset: i64) -> i64 {
-    match opset {
-        ..=8 => 3,
-        9 => 4,
-        10 => 5,
-        11 => 6,
-        12..=14 => 7,
-        15..=18 => 8,
-        19..=20 => 9,
-        21..=22 => 10,
-        23 => 11,
-        _ => 12,
-    }
-}
-
 /// One conversion: source and target opset, for "crossed version v" tests.
 #[derive(Clone, Copy)]
 struct Span {
@@ -177,8 +161,8 @@ pub fn upgrade(model: &mut Model, to: i64) -> Result<usize, Refusal> {
         }
     }
     let ir = model.meta.ir_version.unwrap_or(0);
-    if ir < min_ir_version(to) {
-        model.meta.ir_version = Some(min_ir_version(to));
+    if ir < infopt_ir::model::min_ir_version(to) {
+        model.meta.ir_version = Some(infopt_ir::model::min_ir_version(to));
     }
     // The opset itself changed even when no node had to.
     Ok(changed + 1)

@@ -311,27 +311,9 @@ fn single_node_model(
         });
     }
     let mut model = Model::new(g, opset);
-    model.meta.ir_version = Some(ir_version_for(opset));
+    // Initializers that are not graph inputs need IR 4.
+    model.meta.ir_version = Some(infopt_ir::model::min_ir_version(opset).max(4));
     model.to_bytes().ok()
-}
-
-/// The IR version ONNX released with an opset (ONNX Runtime refuses an IR
-/// older than the opset needs).
-fn ir_version_for(opset: i64) -> i64 {
-    match opset {
-        ..=8 => 4,
-        9 => 4,
-        10 => 5,
-        11 => 6,
-        12..=14 => 7,
-        15..=18 => 8,
-        19 | 20 => 9,
-        21 => 10,
-        22 => 10,
-        23 => 11,
-        24 => 11,
-        _ => 12,
-    }
 }
 
 fn value_info(name: &str, t: &Tensor) -> ValueInfoProto {
