@@ -582,3 +582,67 @@ fn io_binding_without_cuda_is_refused_and_reports_say_which_timing() {
         assert_eq!(json(&o)["backend"]["transfer"], "host-to-host");
     }
 }
+
+/// `INFOPT_ORT_PROFILE_DIR`: each ONNX Runtime session writes ONNX Runtime's
+/// own profile there (one event per node run, with its op type and
+/// provider), and nothing else about the run changes.
+#[test]
+fn ort_profile_dir_gets_one_profile_per_session_with_node_events() {
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let profiles = dir.path().join("profiles");
+    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args([
+            "bench",
+            s(&fixture("cnn_bn_relu.onnx")),
+            "--backend",
+            "ort",
+            "--runs",
+            "3",
+            "--warmup",
+            "1",
+            "--json",
+        ])
+        .env("INFOPT_ORT_PROFILE_DIR", &profiles)
+        .output()
+        .expect("run infopt");
+    let j = json(&o);
+    assert_eq!(j["backend"]["name"], "ort");
+    let files: Vec<PathBuf> = std::fs::read_dir(&profiles)
+        .expect("the profile folder was created")
+        .map(|e| e.expect("dir entry").path())
+        .collect();
+    assert!(!files.is_empty(), "no profile written");
+    for f in &files {
+        let name = f.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        assert!(
+            name.starts_with("session-") && name.ends_with(".json"),
+            "{name}"
+        );
+    }
+    let events: Vec<serde_json::Value> = files
+        .iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).expect("profile readable");
+            serde_json::from_str::<Vec<serde_json::Value>>(&text).expect("a JSON array")
+        })
+        .collect();
+    let convs = events
+        .iter()
+        .filter(|e| e["cat"] == "Node" && e["args"]["op_name"] == "Conv")
+        .count();
+    // 2 Conv nodes (or ORT's fusions of them) over at least 4 runs.
+    assert!(
+        events.iter().any(|e| e["cat"] == "Node"
+            && e["args"]["provider"] == "CPUExecutionProvider"
+            && e["dur"].as_u64().is_some()),
+        "no node event with a provider and a duration"
+    );
+    let fused = events
+        .iter()
+        .filter(|e| e["cat"] == "Node" && e["args"]["op_name"] == "FusedConv")
+        .count();
+    assert!(convs + fused >= 8, "conv events: {convs} + {fused} fused");
+}

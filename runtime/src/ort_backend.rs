@@ -47,6 +47,9 @@ use crate::transfer::{RunEachTime, TimedRun, Transfer};
 use crate::view::{DataView, TensorView};
 
 mod binding;
+mod profiling;
+
+pub use profiling::PROFILE_DIR_VAR;
 // The backend's name in errors, in binding.rs (the file below this one).
 use binding::BACKEND;
 
@@ -696,6 +699,14 @@ impl OrtBackend {
             // as soon as the caller has read a run.
             b = b.with_memory_pattern(false)?;
             disable_cpu_arena(&mut b)?;
+        }
+        if let Some(prefix) = profiling::next_prefix().map_err(|e| {
+            ort::Error::new(format!(
+                "{}: cannot create the profile folder: {e}",
+                profiling::PROFILE_DIR_VAR
+            ))
+        })? {
+            b = b.with_profiling(prefix)?;
         }
         if let Some(dir) = model_dir {
             let dir = dir.to_str().ok_or_else(|| {
