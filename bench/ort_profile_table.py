@@ -92,7 +92,31 @@ def main() -> int:
         print("| **all nodes** | " + " | ".join(cells) + " |")
         runs = [f"{variants[n][2]:.3f}" for n in names]
         print(f"\nmedian run (synchronised launches): {', '.join(f'{n} {r} ms' for n, r in zip(names, runs))}\n")
+    timing(args.root)
     return 0
+
+
+def timing(root: Path) -> None:
+    """The plain timing rows (time_MODEL_bB_TAG.json, `infopt bench --json`)."""
+    rows = []
+    for f in sorted(root.glob("time_*.json")):
+        try:
+            report = json.loads(f.read_text())
+        except ValueError:
+            rows.append(f"| {f.stem[5:]} | no timing (see {f.stem}.log) | | |")
+            continue
+        models = report.get("models", [])
+        if not models:
+            continue
+        base = models[0]["latency"]["median_ms"]
+        for m in models:
+            ms = m["latency"]["median_ms"]
+            rows.append(f"| {f.stem[5:]} | {Path(m['path']).stem} | {ms:.3f} | {base / ms:.2f}x |")
+    if rows:
+        print("## Plain timing (device-resident, 50 runs, interleaved)\n")
+        print("| model, batch, options | variant | median ms | speed-up vs fp32 |")
+        print("|---|---|---|---|")
+        print("\n".join(rows))
 
 
 if __name__ == "__main__":
