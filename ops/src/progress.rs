@@ -221,30 +221,6 @@ impl Steps {
     }
 }
 
-/// A reference to a value that may move between threads but not be shared
-/// (`Send`, not `Sync`: the opened TensorRT), handed to [`ticking`]'s
-/// worker: the calling thread only waits for the worker and never touches
-/// the value meanwhile, so one thread at a time uses it.
-pub struct Exclusive<'a, T>(&'a T);
-
-// SAFETY: `ticking` joins its worker before it returns, and its caller is
-// blocked inside it all that time: the value is used by one thread at a
-// time, which is what `T: Send` allows.
-unsafe impl<T: Send> Send for Exclusive<'_, T> {}
-
-impl<'a, T> Exclusive<'a, T> {
-    /// # Safety
-    /// Until the [`ticking`] call it is moved into returns, nothing but
-    /// that call's worker may use `value`.
-    pub unsafe fn new(value: &'a T) -> Self {
-        Exclusive(value)
-    }
-    /// The value (a method, so that a closure captures the whole wrapper).
-    pub fn get(&self) -> &'a T {
-        self.0
-    }
-}
-
 /// How often [`ticking`] reports a call still running.
 pub const TICK: std::time::Duration = std::time::Duration::from_secs(2);
 

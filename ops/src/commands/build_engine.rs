@@ -362,7 +362,7 @@ pub struct EngineOutcome {
 /// Builds the engine in an opened TensorRT, writes it to `output` atomically, saves
 /// the updated timing cache, and times it (`runs` > 0) at the profile's opt shapes.
 pub fn build_with(
-    trt: &TensorRt,
+    trt: &mut TensorRt,
     plan: &EnginePlan,
     output: &Path,
     warmup: usize,
@@ -376,15 +376,14 @@ pub fn build_with(
         _ => &plan.typed_onnx,
     };
     // TensorRT builds on the ticking worker while this thread only waits:
-    // one thread at a time uses it (see `crate::progress::Exclusive`).
-    // SAFETY: only the worker uses `trt` until `ticking` returns.
-    let handle = unsafe { crate::progress::Exclusive::new(trt) };
+    // the worker borrows it exclusively (`TensorRt` is `Send`, not `Sync`).
+    let worker_trt: &mut TensorRt = trt;
     let config = &cfg;
     let built = crate::progress::ticking(
         "build",
         "building the engine",
         crate::progress::TICK,
-        move || handle.get().build_engine(onnx, config),
+        move || worker_trt.build_engine(onnx, config),
     )
     .map_err(trt_error)?;
     infopt_ir::save::write_atomically(output, |w| std::io::Write::write_all(w, &built.bytes))
@@ -622,7 +621,7 @@ pub fn execute(args: BuildEngineOptions) -> OpsResult<Outcome<EngineReport>> {
     let started = Instant::now();
     let mut job = resolve(&args)?;
     // TensorRT before the work, so a missing install costs nothing.
-    let trt = open_tensorrt(&args, &job)?;
+    let mut trt = open_tensorrt(&args, &job)?;
     let model_in = crate::models::load_model(&args.model)?;
     job.job.check_model(&job.config, &model_in)?;
     let stats_before = GraphStats::of_model(&model_in);
@@ -680,7 +679,7 @@ pub fn execute(args: BuildEngineOptions) -> OpsResult<Outcome<EngineReport>> {
         args.obey_precision_constraints,
     );
     let plan = engine_plan(&args, &job, &graphs, &profiles, &trt10)?;
-    let built = match (verified, &args.emit_onnx, &trt) {
+    let built = match (verified, &args.emit_onnx, &mut trt) {
         (true, Some(path), _) => {
             job.notes.extend(trt10_notes);
             emit_onnx(&args, &job, &graphs, &plan, path, &stats_after)?
@@ -689,13 +688,13 @@ pub fn execute(args: BuildEngineOptions) -> OpsResult<Outcome<EngineReport>> {
             if !trt.flavor().strongly_typed_only && !args.strongly_typed {
                 job.notes.extend(trt10_notes);
             }
-            let stage = BuildStage {
+            let mut stage = BuildStage {
                 trt,
                 plan: &plan,
                 model_in: &model_in,
                 typed: graphs.typed(),
             };
-            build_stage(&args, &mut job, &stage, &mut warnings)?
+            build_stage(&args, &mut job, &mut stage, &mut warnings)?
         }
         _ => Built::default(),
     };
@@ -1133,7 +1132,7 @@ fn emit_onnx(
 
 /// What the engine build needs besides the options.
 struct BuildStage<'a> {
-    trt: &'a TensorRt,
+    trt: &'a mut TensorRt,
     plan: &'a EnginePlan,
     model_in: &'a Model,
     typed: &'a Model,
@@ -1144,7 +1143,7 @@ struct BuildStage<'a> {
 fn build_stage(
     args: &BuildEngineOptions,
     job: &mut Resolved,
-    stage: &BuildStage<'_>,
+    stage: &mut BuildStage<'_>,
     warnings: &mut Vec<String>,
 ) -> OpsResult<Built> {
     let outcome = build_with(stage.trt, stage.plan, &job.output, args.warmup, args.runs)?;

@@ -86,9 +86,9 @@ fn profile() -> Vec<test_double::ProfileCall> {
 
 #[test]
 fn tensorrt_11_builds_the_typed_graph_with_workspace_profile_and_cache() {
-    let (dir, trt) = open(11, 110400);
+    let (dir, mut trt) = open(11, 110400);
     let out = dir.path().join("model.engine");
-    let outcome = build_with(&trt, &plan(dir.path(), false), &out, 2, 4).unwrap();
+    let outcome = build_with(&mut trt, &plan(dir.path(), false), &out, 2, 4).unwrap();
     assert_eq!(
         build_call(),
         BuildCall {
@@ -160,10 +160,10 @@ fn tensorrt_11_builds_the_typed_graph_with_workspace_profile_and_cache() {
 
 #[test]
 fn tensorrt_10_gets_the_float32_graph_with_flags_and_layer_overrides() {
-    let (dir, trt) = open(10, 101300);
+    let (dir, mut trt) = open(10, 101300);
     std::fs::write(dir.path().join("cache.timing"), b"OLD").unwrap();
     let out = dir.path().join("model.engine");
-    let outcome = build_with(&trt, &plan(dir.path(), false), &out, 0, 0).unwrap();
+    let outcome = build_with(&mut trt, &plan(dir.path(), false), &out, 0, 0).unwrap();
     assert_eq!(
         build_call(),
         BuildCall {
@@ -191,9 +191,9 @@ fn tensorrt_10_gets_the_float32_graph_with_flags_and_layer_overrides() {
 
 #[test]
 fn tensorrt_10_strongly_typed_builds_the_typed_graph_without_flags() {
-    let (dir, trt) = open(10, 101300);
+    let (dir, mut trt) = open(10, 101300);
     let out = dir.path().join("model.engine");
-    build_with(&trt, &plan(dir.path(), true), &out, 0, 0).unwrap();
+    build_with(&mut trt, &plan(dir.path(), true), &out, 0, 0).unwrap();
     let call = build_call();
     assert_eq!(call.onnx, b"TYPED");
     assert_eq!((call.strongly_typed, call.fp16), (1, 0));
@@ -213,9 +213,9 @@ fn a_build_failure_writes_no_engine() {
         explicit: Some(dir.path().to_path_buf()),
         ..Default::default()
     };
-    let trt = TensorRt::open_with(test_double::double(), &search).unwrap();
+    let mut trt = TensorRt::open_with(test_double::double(), &search).unwrap();
     let out = dir.path().join("model.engine");
-    let e = build_with(&trt, &plan(dir.path(), false), &out, 0, 0)
+    let e = build_with(&mut trt, &plan(dir.path(), false), &out, 0, 0)
         .err()
         .unwrap();
     assert_eq!(e.kind, ErrorKind::Load);
