@@ -173,9 +173,17 @@ pub fn check_model(
             _ => "it is no node name of the model, no op type in it, and no regex matching a node name".into(),
         };
         let mut candidates: Vec<&str> = nodes.iter().filter_map(|n| n.name.as_deref()).collect();
+        let scope = part_of_names(text, &candidates);
         candidates.extend(ops.iter().copied());
-        let hint = crate::suggest::closest(text, &candidates)
+        let nearest = crate::suggest::closest(text, &candidates);
+        // A one-letter slip (Gem for Gemm) is a typo even when the text is
+        // also part of a name (fc/Gemm); a farther match is a guess, and a
+        // scope the text is part of says more.
+        let typo = nearest.filter(|c| crate::suggest::edit_distance(text, c) <= 1);
+        let hint = typo
             .map(|c| format!("did you mean '{c}'?"))
+            .or(scope)
+            .or_else(|| nearest.map(|c| format!("did you mean '{c}'?")))
             .unwrap_or_else(|| {
                 let list: Vec<&str> = ops.iter().copied().collect();
                 format!("its op types: {}", list.join(", "))
@@ -183,6 +191,26 @@ pub fn check_model(
         return Err(format!("{}: {what}; {hint}", entry(o, from_cli, wording)));
     }
     Ok(())
+}
+
+/// "did you mean '.*ffn.*'?" when the entry is a part of node names
+/// (`ffn` for `/ffn.fc1/MatMul`): a regex must match the whole name, and
+/// a scope is what people type. Only for text without regex syntax other
+/// than `.` and `/`, so that the suggested regex means what was typed.
+fn part_of_names(text: &str, names: &[&str]) -> Option<String> {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | ':'));
+    if !plain {
+        return None;
+    }
+    let matching: Vec<&str> = names.iter().copied().filter(|n| n.contains(text)).collect();
+    let first = matching.first()?;
+    Some(format!(
+        "did you mean '.*{text}.*'? (a regex matching the whole name; it selects {} node(s), e.g. {first})",
+        matching.len()
+    ))
 }
 
 /// At a precision pass: every user override still selects a node of the
@@ -285,6 +313,12 @@ mod tests {
         assert_eq!(
             e,
             "--precision block/akt=fp32: it is no node name of the model, no op type in it, and no regex matching a node name; did you mean 'block/act'?"
+        );
+        // A scope typed as a part of the names: the regex that selects them.
+        let e = check_model(&map(&["head=fp32"]), 1, &model, &Flags).unwrap_err();
+        assert_eq!(
+            e,
+            "--precision head=fp32: it is no node name of the model, no op type in it, and no regex matching a node name; did you mean '.*head.*'? (a regex matching the whole name; it selects 1 node(s), e.g. head/out)"
         );
         let e = check_model(&map(&["Softmax=fp32"]), 1, &model, &Flags).unwrap_err();
         assert!(e.contains("the model has no Softmax node"), "{e}");
