@@ -234,7 +234,7 @@ pub fn sensitive(g: &Graph, dtype: &HashMap<infopt_ir::ValueId, DataType>) -> Ha
         }
         let op = n.op_type.as_str();
         let reason = if matches!(op, "Softmax" | "LogSoftmax") {
-            Some("Softmax: exp and normalizing sum over float16 inputs lose small probabilities (scores keep float32)")
+            Some("Softmax: exp and normalizing sum over half-precision inputs lose small probabilities (scores keep float32)")
         } else if SUMMING.contains(&op) {
             Some("summing reduction: the sum can exceed float16's range (65504) or lose its precision")
         } else if op == "InstanceNormalization" {
