@@ -5,7 +5,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{fixture, infopt, s, stderr};
+use common::{fixture, infopt, json, s, stderr};
 
 #[test]
 fn json_report_on_the_transformer_fixture() {
@@ -505,5 +505,49 @@ fn fixed_dims_and_outputs_that_stay_dynamic_are_printed() {
             "note: fix-shapes: input 'x' dim 0 (n) is now 4",
             "note: fix-shapes: output 'indices' dim 1 (nonzero_indices) stays dynamic",
         ]
+    );
+}
+
+/// A fusion that needs a newer opset declines with the flag that adds the
+/// step: the pass names an upgrade-opset step, the command adds
+/// `--upgrade-opset N` (and with it the fusion happens).
+#[test]
+fn an_opset_decline_names_the_upgrade_flag() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("o.onnx");
+    let model = fixture("norm_block.onnx");
+    let o = infopt(&["optimize", s(&model), "-o", s(&out), "--json"]);
+    let j = json(&o);
+    let reasons: Vec<&str> = j["declined"]
+        .as_array()
+        .expect("declined")
+        .iter()
+        .filter_map(|d| d["reason"].as_str())
+        .collect();
+    assert!(
+        reasons.contains(&"decomposed LayerNorm needs opset 17 for LayerNormalization (model has 13); an upgrade-opset step to 17 raises it (--upgrade-opset 17)"),
+        "{reasons:?}"
+    );
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--upgrade-opset",
+        "17",
+        "--json",
+    ]);
+    let j = json(&o);
+    assert!(
+        j["declined"]
+            .as_array()
+            .expect("declined")
+            .iter()
+            .all(|d| !d["reason"]
+                .as_str()
+                .unwrap_or("")
+                .contains("LayerNormalization")),
+        "{}",
+        j["declined"]
     );
 }

@@ -203,8 +203,9 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     let (x, tanh, inner) = require_some!(found);
     if cx.opset < MIN_OPSET {
         decline!(
-            "GELU needs opset {MIN_OPSET} for Gelu (model has {}); an upgrade-opset step to {MIN_OPSET} raises it",
-            cx.opset
+            "GELU needs opset {MIN_OPSET} for Gelu (model has {}); {}",
+            cx.opset,
+            crate::upgrade_opset::remedy(MIN_OPSET)
         );
     }
     let mut gelu = Node::new("Gelu");

@@ -117,8 +117,9 @@ fn geometry(g: &Graph, cx: &PassCx, shapes: &Shapes, st: &Stats) -> Result<Geome
     let decline = |why: String| Err(why);
     if cx.opset < MIN_OPSET {
         return decline(format!(
-            "decomposed LayerNorm needs opset {MIN_OPSET} for LayerNormalization (model has {}); an upgrade-opset step to {MIN_OPSET} raises it",
-            cx.opset
+            "decomposed LayerNorm needs opset {MIN_OPSET} for LayerNormalization (model has {}); {}",
+            cx.opset,
+            crate::upgrade_opset::remedy(MIN_OPSET)
         ));
     }
     let x = st.x;

@@ -98,8 +98,9 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx, shapes: &Shapes) -> Outcome {
     }));
     if cx.opset < MIN_OPSET {
         decline!(
-            "decomposed RMSNorm needs opset {MIN_OPSET} for RMSNormalization (model has {}); an upgrade-opset step to {MIN_OPSET} raises it",
-            cx.opset
+            "decomposed RMSNorm needs opset {MIN_OPSET} for RMSNormalization (model has {}); {}",
+            cx.opset,
+            crate::upgrade_opset::remedy(MIN_OPSET)
         );
     }
     let mut inner = vec![sq_node, rm, add_eps, id];

@@ -66,6 +66,20 @@ pub const MAX_OPSET: i64 = 24;
 /// Oldest default-domain opset this pass converts from.
 pub const MIN_SOURCE_OPSET: i64 = 7;
 
+/// How a fusion that needs a newer opset says so in its decline reason:
+/// "an upgrade-opset step to 17 raises it". One phrase, written here and
+/// read back by [`remedy_opset`], so a front end can add its own way of
+/// asking for that step (`--upgrade-opset 17` on the command line).
+pub fn remedy(to: i64) -> String {
+    format!("an upgrade-opset step to {to} raises it")
+}
+
+/// The opset a decline reason's [`remedy`] asks for, if it has one.
+pub fn remedy_opset(reason: &str) -> Option<i64> {
+    let rest = reason.split("an upgrade-opset step to ").nth(1)?;
+    rest.strip_suffix(" raises it")?.parse().ok()
+}
+
 #[derive(serde::Deserialize, Debug, Clone, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct UpgradeOpsetOptions {
@@ -724,5 +738,18 @@ impl Pass for UpgradeOpset {
             cx.note(format!("opset raised to {}", self.to));
         }
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod remedy_tests {
+    use super::{remedy, remedy_opset};
+
+    #[test]
+    fn a_decline_reason_gives_back_the_opset_its_remedy_asks_for() {
+        let reason = format!("GELU needs opset 20 for Gelu (model has 13); {}", remedy(20));
+        assert_eq!(remedy_opset(&reason), Some(20));
+        assert_eq!(remedy_opset("no range for input x"), None);
+        assert_eq!(remedy_opset("an upgrade-opset step to x raises it"), None);
     }
 }

@@ -158,6 +158,16 @@ pub fn pass_stats(run: &PipelineRun) -> Vec<PassStat> {
         .collect()
 }
 
+/// A decline reason with the option that removes it, as the command line
+/// asks for it: passes name the step ("an upgrade-opset step to 17 raises
+/// it"), the job knows the flag that adds that step.
+fn with_flag(reason: String) -> String {
+    match infopt_passes::upgrade_opset::remedy_opset(&reason) {
+        Some(to) => format!("{reason} (--upgrade-opset {to})"),
+        None => reason,
+    }
+}
+
 pub fn group_declined(declined: &[Declined]) -> Vec<DeclinedGroup> {
     let mut groups: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     for d in declined {
@@ -170,7 +180,7 @@ pub fn group_declined(declined: &[Declined]) -> Vec<DeclinedGroup> {
         .into_iter()
         .map(|((pass, reason), at)| DeclinedGroup {
             pass,
-            reason,
+            reason: with_flag(reason),
             count: at.len(),
             at: at.into_iter().take(20).collect(),
         })
