@@ -9,6 +9,9 @@ same native build. Times, median of --runs:
   api(path)     `infopt.optimize("big.onnx", "out.onnx")` in this process
   api(proto)    `infopt.optimize(model_proto)`: the ModelProto in and out, with its
                 parts timed apart (SerializeToString + write, the job, read + parse)
+  per call      what the API itself adds to a call: keywords to JSON, the options built
+                from them (a call refused at its keywords, so no model work), median of
+                200 calls
 The model: an MLP of float32 MatMul+Add+Relu layers, 2048 wide, 6 layers (~100 MB),
 written once with a fixed seed.
 """
@@ -93,6 +96,14 @@ def main() -> None:
         job.append(timed(lambda: infopt.optimize(staged, out, inline=True)))
         readback.append(timed(lambda: onnx.load(str(out))))
 
+    def refused() -> None:
+        try:
+            infopt.optimize(model_path, out, fp61=True)
+        except infopt.UsageError:
+            pass
+
+    per_call = [timed(refused) for _ in range(200)]
+
     med = statistics.median
     base = med(command)
     print(f"model {model_path} ({size / 1e6:.1f} MB), median of {a.runs} runs")
@@ -102,6 +113,7 @@ def main() -> None:
     for name, xs in [("serialize+write", serialize), ("job (path)", job),
                      ("read+parse", readback)]:
         print(f"    {name:15} {med(xs) * 1e3:8.0f} ms")
+    print(f"  per call    {med(per_call) * 1e3:8.2f} ms (keywords -> options, no work)")
 
 
 if __name__ == "__main__":

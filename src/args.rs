@@ -84,8 +84,8 @@ impl From<InputArgs> for infopt_ops::inputs_arg::InputSettings {
     }
 }
 
-// `default_missing_value` is ops' DEFAULT_EXTERNAL_THRESHOLD (a test below
-// holds them equal: clap takes the text, not the number).
+// `default_missing_value` is ops' DEFAULT_EXTERNAL_THRESHOLD (a test in
+// commands/mod.rs holds them equal: clap takes the text, not the number).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct SaveArgs {
     /// Store every initializer of at least THRESHOLD bytes in an external-data
@@ -198,29 +198,5 @@ impl From<Int8Args> for infopt_ops::int8::Int8Settings {
             int8_max_drop: a.int8_max_drop,
             ranges: a.ranges,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::CommandFactory;
-
-    #[test]
-    fn external_data_without_a_threshold_is_ops_default() {
-        let cmd = crate::commands::Cli::command();
-        let optimize = cmd.find_subcommand("optimize").expect("optimize");
-        let arg = optimize
-            .get_arguments()
-            .find(|a| a.get_id() == "external_data")
-            .expect("--external-data");
-        let missing: Vec<String> = arg
-            .get_default_missing_values()
-            .iter()
-            .map(|v| v.to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(
-            missing,
-            [infopt_ops::save_args::DEFAULT_EXTERNAL_THRESHOLD.to_string()]
-        );
     }
 }

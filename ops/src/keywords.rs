@@ -16,6 +16,7 @@
 
 mod fields;
 mod messages;
+mod ordered;
 pub mod values;
 
 use std::path::PathBuf;
@@ -180,8 +181,14 @@ impl Layout {
 /// keywords of `keywords` (a JSON object; `null` values are not given).
 pub fn parse(command: &str, keywords: &str) -> OpsResult<Call> {
     let layout = Layout::of(command)?;
-    let given: Map<String, Value> = serde_json::from_str(keywords)
-        .map_err(|e| OpsError::usage(format!("the keywords are not a JSON object: {e}")))?;
+    let not_an_object = |e: &dyn std::fmt::Display| {
+        OpsError::usage(format!("the keywords are not a JSON object: {e}"))
+    };
+    let given = match serde_json::from_str::<ordered::Kw>(keywords) {
+        Ok(ordered::Kw::Object(given)) => given,
+        Ok(other) => return Err(not_an_object(&other.text())),
+        Err(e) => return Err(not_an_object(&e)),
+    };
     let mut entries = Vec::new();
     let mut reports = Vec::new();
     let mut pipeline_text = None;
@@ -341,14 +348,15 @@ mod tests {
         let o = optimize(
             r#"{"model": "m.onnx", "fp16": true, "ort_dylib": "/x/libort.so", "calib_samples": 8,
                 "gates": {"min_cosine": 0.999}, "input_shapes": {"x": [1, 3]},
-                "precision": {"Softmax": "fp32"}, "verify": false, "target": "tensorrt"}"#,
+                "precision": {"Softmax": "fp32", "Conv": "fp16"}, "verify": false, "target": "tensorrt"}"#,
         );
         assert!(o.fp16 && o.no_verify);
         assert_eq!(o.backend.ort_dylib, Some(PathBuf::from("/x/libort.so")));
         assert_eq!(o.int8.calib_samples, Some(8));
         assert_eq!(o.gates.gates, ["min_cosine=0.999"]);
         assert_eq!(o.inputs.input_shapes, ["x:1x3"]);
-        assert_eq!(o.precision, ["Softmax=fp32"]);
+        // In the order written (a later entry may override an earlier one).
+        assert_eq!(o.precision, ["Softmax=fp32", "Conv=fp16"]);
         assert_eq!(o.target, Some(infopt_passes::Target::Tensorrt));
         let d = OptimizeOptions::default();
         assert_eq!((o.runs, o.warmup), (d.runs, d.warmup));
@@ -393,7 +401,7 @@ mod tests {
         let o = optimize(r#"{"pipeline": {"version": 1, "passes": ["fold-constants"]}}"#);
         assert_eq!(
             o.config_text.as_deref(),
-            Some(r#"{"passes":["fold-constants"],"version":1}"#)
+            Some(r#"{"version":1,"passes":["fold-constants"]}"#)
         );
         assert!(usage("compare", r#"{"pipeline": {"passes": []}}"#).contains("'pipeline'"));
     }

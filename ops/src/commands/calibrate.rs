@@ -278,14 +278,12 @@ pub fn execute(args: &CalibrateOptions) -> OpsResult<CalibrateReport> {
     if args.batch == 0 {
         return Err(OpsError::usage("--batch must be at least 1"));
     }
-    let (Some(model_path), true) = (
-        &args.model,
-        args.data.is_some() || args.data_stream.is_some(),
-    ) else {
-        return Err(OpsError::usage(
+    let missing = || {
+        OpsError::usage(
             "give the model and its data (infopt calibrate MODEL --data PATH -o ranges.json), or parts to merge (--merge part-*.json -o ranges.json)",
-        ));
+        )
     };
+    let model_path = args.model.as_ref().ok_or_else(missing)?;
     let shard = args
         .shard
         .as_deref()
@@ -293,12 +291,13 @@ pub fn execute(args: &CalibrateOptions) -> OpsResult<CalibrateReport> {
         .transpose()
         .map_err(OpsError::usage)?;
     let method = crate::int8::method(&args.method, args.percentile)?;
+    // The caller's samples (the Python API's iterable), else --data.
     let source = match (&args.data_stream, &args.data) {
         (Some(stream), _) => DataSource::Streamed(stream.clone()),
         (None, Some(data)) => {
             DataSource::parse(data, args.preprocess.as_deref()).map_err(OpsError::usage)?
         }
-        (None, None) => return Err(OpsError::usage("give the calibration data")),
+        (None, None) => return Err(missing()),
     };
     // Checked before the work: a bad --trt-version fails at once.
     cache_header(args, method)?;

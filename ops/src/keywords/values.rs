@@ -8,6 +8,7 @@
 
 use serde_json::Value;
 
+use super::ordered::Kw;
 use crate::save_args::DEFAULT_EXTERNAL_THRESHOLD;
 
 /// One keyword as an options field: the field's name and value, and the
@@ -44,8 +45,8 @@ pub fn shown(v: &Value) -> String {
     }
 }
 
-fn wrong(v: &Value, expected: &str) -> Wrong {
-    (shown(v), expected.to_string())
+fn wrong(v: &Kw, expected: &str) -> Wrong {
+    (shown(&v.value()), expected.to_string())
 }
 
 /// The field a keyword names when it is not the field's own name.
@@ -64,18 +65,18 @@ fn field_of(command: &str, keyword: &str) -> String {
 }
 
 /// One keyword of `command`, in its options' form.
-pub fn translate(command: &str, keyword: &str, value: Value) -> Result<Translated, Wrong> {
-    if value.is_null() {
+pub fn translate(command: &str, keyword: &str, value: Kw) -> Result<Translated, Wrong> {
+    if value == Kw::Plain(Value::Null) {
         return Ok(Translated::Nothing);
     }
     let field = field_of(command, keyword);
     let value = match (keyword, field.as_str()) {
-        ("pipeline", _) if value.is_object() => {
-            return Ok(Translated::PipelineText(value.to_string()));
+        ("pipeline", _) if matches!(value, Kw::Object(_)) => {
+            return Ok(Translated::PipelineText(value.text()));
         }
         ("report", _) => return Ok(Translated::Reports(strings(&value)?)),
         ("verify", _) => match value {
-            Value::Bool(v) => Value::Bool(!v),
+            Kw::Plain(Value::Bool(v)) => Value::Bool(!v),
             other => return Err(wrong(&other, "True or False")),
         },
         (_, "input_shapes") => Value::from(input_shapes(&value)?),
@@ -83,11 +84,11 @@ pub fn translate(command: &str, keyword: &str, value: Value) -> Result<Translate
         (_, "passes" | "disable" | "execution_providers") => Value::from(comma_list(&value)?),
         (_, "compare" | "shapes" | "ep_options" | "merge") => Value::from(strings(&value)?),
         (_, "external_data") => match value {
-            Value::Bool(true) => Value::from(DEFAULT_EXTERNAL_THRESHOLD),
-            Value::Bool(false) => return Ok(Translated::Nothing),
-            other => other,
+            Kw::Plain(Value::Bool(true)) => Value::from(DEFAULT_EXTERNAL_THRESHOLD),
+            Kw::Plain(Value::Bool(false)) => return Ok(Translated::Nothing),
+            other => other.value(),
         },
-        _ => value,
+        _ => value.value(),
     };
     Ok(Translated::Field(Entry {
         field,
@@ -97,13 +98,13 @@ pub fn translate(command: &str, keyword: &str, value: Value) -> Result<Translate
 }
 
 /// A string or a list of strings (`report="r.json"`, `compare=["b.onnx"]`).
-fn strings(v: &Value) -> Result<Vec<String>, Wrong> {
+fn strings(v: &Kw) -> Result<Vec<String>, Wrong> {
     match v {
-        Value::String(s) => Ok(vec![s.clone()]),
-        Value::Array(items) => items
+        Kw::Plain(Value::String(s)) => Ok(vec![s.clone()]),
+        Kw::Array(items) => items
             .iter()
             .map(|i| match i {
-                Value::String(s) => Ok(s.clone()),
+                Kw::Plain(Value::String(s)) => Ok(s.clone()),
                 other => Err(wrong(other, "a string")),
             })
             .collect(),
@@ -112,7 +113,7 @@ fn strings(v: &Value) -> Result<Vec<String>, Wrong> {
 }
 
 /// `"a,b"` or `["a", "b"]` (the flags that take comma lists).
-fn comma_list(v: &Value) -> Result<Vec<String>, Wrong> {
+fn comma_list(v: &Kw) -> Result<Vec<String>, Wrong> {
     Ok(strings(v)?
         .iter()
         .flat_map(|s| s.split(','))
@@ -123,12 +124,12 @@ fn comma_list(v: &Value) -> Result<Vec<String>, Wrong> {
 }
 
 /// A value after `=`: lists comma-joined, booleans lower case.
-fn scalar(v: &Value) -> Result<String, Wrong> {
+fn scalar(v: &Kw) -> Result<String, Wrong> {
     match v {
-        Value::String(s) => Ok(s.clone()),
-        Value::Number(n) => Ok(n.to_string()),
-        Value::Bool(b) => Ok(b.to_string()),
-        Value::Array(items) => Ok(items
+        Kw::Plain(Value::String(s)) => Ok(s.clone()),
+        Kw::Plain(Value::Number(n)) => Ok(n.to_string()),
+        Kw::Plain(Value::Bool(b)) => Ok(b.to_string()),
+        Kw::Array(items) => Ok(items
             .iter()
             .map(scalar)
             .collect::<Result<Vec<_>, _>>()?
@@ -138,9 +139,9 @@ fn scalar(v: &Value) -> Result<String, Wrong> {
 }
 
 /// `{k: v}` → `["k=v", ...]`; a string or list of strings as is.
-fn pairs(v: &Value) -> Result<Vec<String>, Wrong> {
+fn pairs(v: &Kw) -> Result<Vec<String>, Wrong> {
     match v {
-        Value::Object(map) => map
+        Kw::Object(map) => map
             .iter()
             .map(|(k, v)| Ok(format!("{k}={}", scalar(v)?)))
             .collect(),
@@ -150,8 +151,8 @@ fn pairs(v: &Value) -> Result<Vec<String>, Wrong> {
 
 /// `{"x": [1, 3, 224, 224]}` → `["x:1x3x224x224"]`, `{"ids": {"batch": 1}}`
 /// → `["ids:batch=1"]`; a string or list of `NAME:DIMS` strings as is.
-fn input_shapes(v: &Value) -> Result<Vec<String>, Wrong> {
-    let Value::Object(map) = v else {
+fn input_shapes(v: &Kw) -> Result<Vec<String>, Wrong> {
+    let Kw::Object(map) = v else {
         return strings(v).map_err(|_| wrong(v, "a dict of input name: dims"));
     };
     map.iter()
@@ -159,18 +160,18 @@ fn input_shapes(v: &Value) -> Result<Vec<String>, Wrong> {
         .collect()
 }
 
-fn shape(dims: &Value) -> Result<String, Wrong> {
+fn shape(dims: &Kw) -> Result<String, Wrong> {
     match dims {
-        Value::String(s) => Ok(s.clone()),
-        Value::Array(items) => Ok(items
+        Kw::Plain(Value::String(s)) => Ok(s.clone()),
+        Kw::Array(items) => Ok(items
             .iter()
             .map(|d| match d {
-                Value::Number(n) if n.is_u64() => Ok(n.to_string()),
+                Kw::Plain(Value::Number(n)) if n.is_u64() => Ok(n.to_string()),
                 other => Err(wrong(other, "a dim (a whole number)")),
             })
             .collect::<Result<Vec<_>, _>>()?
             .join("x")),
-        Value::Object(symbols) => Ok(symbols
+        Kw::Object(symbols) => Ok(symbols
             .iter()
             .map(|(s, v)| Ok(format!("{s}={}", scalar(v)?)))
             .collect::<Result<Vec<_>, Wrong>>()?
@@ -184,8 +185,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn field(command: &str, keyword: &str, value: Value) -> (String, Value) {
-        match translate(command, keyword, value) {
+    fn kw(value: Value) -> Kw {
+        serde_json::from_value(value).unwrap()
+    }
+
+    /// `text` as the caller sends it: `json!` would sort the keys.
+    fn field(command: &str, keyword: &str, text: &str) -> (String, Value) {
+        match translate(command, keyword, serde_json::from_str(text).unwrap()) {
             Ok(Translated::Field(e)) => (e.field, e.value),
             other => panic!("{other:?}"),
         }
@@ -197,7 +203,7 @@ mod tests {
             field(
                 "optimize",
                 "input_shapes",
-                json!({"x": [1, 3, 8, 8], "ids": {"batch": 1}})
+                r#"{"x": [1, 3, 8, 8], "ids": {"batch": 1}}"#
             ),
             ("input_shapes".into(), json!(["x:1x3x8x8", "ids:batch=1"]))
         );
@@ -205,7 +211,7 @@ mod tests {
             field(
                 "optimize",
                 "gates",
-                json!({"min_cosine": 0.999, "forbid_ops": ["A", "B"]})
+                r#"{"min_cosine": 0.999, "forbid_ops": ["A", "B"]}"#
             ),
             (
                 "gates".into(),
@@ -216,33 +222,33 @@ mod tests {
             field(
                 "build-engine",
                 "gates",
-                json!({"max_precision_mismatches": 0})
+                r#"{"max_precision_mismatches": 0}"#
             ),
             ("gate".into(), json!(["max_precision_mismatches=0"]))
         );
         assert_eq!(
-            field("optimize", "verify", json!(false)),
+            field("optimize", "verify", "false"),
             ("no_verify".into(), json!(true))
         );
         assert_eq!(
-            field("optimize", "passes", json!("a,b")),
+            field("optimize", "passes", r#""a,b""#),
             ("passes".into(), json!(["a", "b"]))
         );
         assert_eq!(
-            field("optimize", "external_data", json!(true)),
+            field("optimize", "external_data", "true"),
             ("external_data".into(), json!(1024))
         );
         assert!(matches!(
-            translate("optimize", "pipeline", json!({"passes": ["x"]})),
+            translate("optimize", "pipeline", kw(json!({"passes": ["x"]}))),
             Ok(Translated::PipelineText(t)) if t == r#"{"passes":["x"]}"#
         ));
     }
 
     #[test]
     fn a_value_of_the_wrong_kind_says_what_was_expected() {
-        let e = translate("optimize", "verify", json!("no")).unwrap_err();
+        let e = translate("optimize", "verify", kw(json!("no"))).unwrap_err();
         assert_eq!(e, ("no".to_string(), "True or False".to_string()));
-        let e = translate("optimize", "input_shapes", json!({"x": [1, "n"]})).unwrap_err();
+        let e = translate("optimize", "input_shapes", kw(json!({"x": [1, "n"]}))).unwrap_err();
         assert_eq!(e.0, "n");
     }
 }
