@@ -151,28 +151,48 @@ impl Layout {
         Ok(top)
     }
 
-    /// The options from the entries; a value serde refuses is named by its
-    /// keyword (each entry is tried alone to find which).
+    /// The options from the entries, each checked alone first so that a
+    /// value serde refuses is named by its keyword.
     fn typed<T: DeserializeOwned>(&self, entries: &[Entry]) -> OpsResult<T> {
-        let all = self.nest(entries)?;
-        let whole = match serde_json::from_value::<T>(Value::Object(all)) {
-            Ok(t) => return Ok(t),
-            Err(e) => e,
+        let accepted = entries
+            .iter()
+            .map(|e| self.accepted::<T>(e))
+            .collect::<OpsResult<Vec<_>>>()?;
+        let all = self.nest(&accepted)?;
+        serde_json::from_value::<T>(Value::Object(all))
+            .map_err(|e| OpsError::usage(format!("invalid options for {}: {e}", self.command)))
+    }
+
+    /// The entry as `T` takes it. A number where `T` wants text
+    /// (`workspace=1024`, `compute_capability=86`) is taken as its text, as
+    /// the command line takes every value.
+    fn accepted<T: DeserializeOwned>(&self, e: &Entry) -> OpsResult<Entry> {
+        let alone = |value: &Value| -> OpsResult<Result<T, serde_json::Error>> {
+            let one = Entry {
+                value: value.clone(),
+                ..e.clone()
+            };
+            let map = self.nest(std::slice::from_ref(&one))?;
+            Ok(serde_json::from_value::<T>(Value::Object(map)))
         };
-        for e in entries {
-            let alone = self.nest(std::slice::from_ref(e))?;
-            if let Err(err) = serde_json::from_value::<T>(Value::Object(alone)) {
-                let why = messages::reason(&err.to_string());
-                return Err(OpsError::usage(messages::invalid(
-                    &e.keyword,
-                    &values::shown(&e.value),
-                    &why,
-                )));
+        let refused = match alone(&e.value)? {
+            Ok(_) => return Ok(e.clone()),
+            Err(refused) => refused,
+        };
+        if let Value::Number(n) = &e.value {
+            let text = Value::String(n.to_string());
+            if alone(&text)?.is_ok() {
+                return Ok(Entry {
+                    value: text,
+                    ..e.clone()
+                });
             }
         }
-        Err(OpsError::usage(format!(
-            "invalid options for {}: {whole}",
-            self.command
+        let why = messages::reason(&refused.to_string());
+        Err(OpsError::usage(messages::invalid(
+            &e.keyword,
+            &values::shown(&e.value),
+            &why,
         )))
     }
 }
@@ -394,6 +414,19 @@ mod tests {
             usage("optimize", r#"{"fp16": true, "bf16": true}"#),
             "the argument 'fp16' cannot be used with 'bf16'"
         );
+    }
+
+    #[test]
+    fn a_number_is_taken_as_text_where_text_is_wanted() {
+        let Ok(Call {
+            options: Options::BuildEngine(o),
+            ..
+        }) = parse("build-engine", r#"{"workspace": 1024, "runs": 3}"#)
+        else {
+            panic!("refused");
+        };
+        assert_eq!(o.workspace.as_deref(), Some("1024"));
+        assert_eq!(o.runs, 3);
     }
 
     #[test]
