@@ -1,18 +1,15 @@
 //! The entry point for front ends other than the command line (the Python
-//! module): a command's arguments in, its report out, rendered every way a
-//! caller may show it, with the failure beside it. Nothing is printed; the
-//! progress lines go to the caller's [`Progress`].
-//!
-//! The arguments are the command's own (`["optimize", "m.onnx", "--fp16"]`),
-//! parsed by the same definitions, so every option and every one-line error
-//! is the command's.
+//! module): a command's options in (built from keywords by
+//! [`infopt_ops::keywords`], no argv), its report out, rendered every way a
+//! caller may show it and written to the `report=` files, with the failure
+//! beside it. Nothing is printed; the progress lines go to the caller's
+//! [`Progress`].
 
-use std::ffi::OsString;
+use std::path::PathBuf;
 
-use clap::Parser;
-
-use crate::commands::{self, Command};
-use crate::exit::{ErrorKind, OpsError, OpsResult};
+use crate::exit::{OpsError, OpsResult};
+use infopt_ops::commands as ops;
+use infopt_ops::keywords::{Call, Options};
 use infopt_ops::outcome::{CommandReport, Outcome};
 use infopt_ops::progress::Progress;
 
@@ -35,7 +32,7 @@ pub struct Finished {
 }
 
 impl Finished {
-    fn failed(e: OpsError) -> Finished {
+    pub fn failed(e: OpsError) -> Finished {
         Finished {
             report: None,
             failure: Some(e),
@@ -43,9 +40,15 @@ impl Finished {
     }
 }
 
-fn render<R: CommandReport>(outcome: OpsResult<Outcome<R>>) -> OpsResult<Finished> {
+/// The report rendered, and written to `reports` (as `--report` does, also
+/// when a gate or verification failed: the files say what failed).
+fn render<R: CommandReport>(
+    outcome: OpsResult<Outcome<R>>,
+    reports: &[PathBuf],
+) -> OpsResult<Finished> {
     let outcome = outcome?;
     let r = &outcome.report;
+    crate::report::write_files(r, reports, None)?;
     let report = Rendered {
         command: r.command(),
         json: r.json()?,
@@ -58,98 +61,67 @@ fn render<R: CommandReport>(outcome: OpsResult<Outcome<R>>) -> OpsResult<Finishe
     })
 }
 
-/// A clap error as one line: its first line, with the hints clap puts
-/// under it ("invalid value 'gpu' for '--target <TARGET>'; possible values:
-/// portable, onnxruntime, tensorrt"), without the usage and help lines.
-fn usage_line(e: &clap::Error) -> String {
-    let text = e.render().to_string();
-    let mut lines = text.lines();
-    let first = lines.next().unwrap_or("invalid arguments");
-    let mut parts = vec![first.strip_prefix("error: ").unwrap_or(first).to_string()];
-    for line in lines.map(str::trim) {
-        if let Some(tip) = line.strip_prefix("tip: ") {
-            parts.push(tip.to_string());
-        } else if let Some(values) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            parts.push(values.to_string());
-        }
-    }
-    parts.join("; ")
+/// Runs one call, its progress going to `progress`.
+pub fn execute(call: &Call, progress: &dyn Progress) -> Finished {
+    dispatch(call, progress).unwrap_or_else(Finished::failed)
 }
 
-/// Runs one command from its arguments (without the program name), its
-/// progress going to `progress`.
-pub fn execute<I, T>(args: I, progress: &dyn Progress) -> Finished
-where
-    I: IntoIterator<Item = T>,
-    T: Into<OsString> + Clone,
-{
-    let argv = std::iter::once(OsString::from("infopt")).chain(args.into_iter().map(Into::into));
-    let cli = match commands::Cli::try_parse_from(argv) {
-        Ok(cli) => cli,
-        Err(e) => return Finished::failed(OpsError::usage(usage_line(&e))),
-    };
-    dispatch(cli.command, progress).unwrap_or_else(Finished::failed)
-}
-
-fn dispatch(command: Command, p: &dyn Progress) -> OpsResult<Finished> {
-    use infopt_ops::commands as ops;
-    match command {
-        Command::Optimize(a) => render(ops::optimize(&(*a).into(), p)),
-        Command::BuildEngine(a) => render(ops::build_engine(&(*a).into(), p)),
-        Command::Compare(a) => render(ops::compare(&a.into(), p)),
-        Command::Bench(a) => render(ops::bench(&a.into(), p)),
-        Command::Inspect(a) => render(ops::inspect(&a.into(), p)),
-        Command::Calibrate(a) => render(ops::calibrate(&(*a).into(), p)),
-        Command::Convert(_) | Command::Passes(_) | Command::Doctor(_) => Err(OpsError::new(
-            ErrorKind::Usage,
-            "this command has no report to return; run it with the infopt command",
-        )),
+fn dispatch(call: &Call, p: &dyn Progress) -> OpsResult<Finished> {
+    // An unknown report kind fails before the work, as on the command line.
+    crate::report::kinds(&call.reports)?;
+    let files = &call.reports;
+    match &call.options {
+        Options::Optimize(o) => render(ops::optimize(o, p), files),
+        Options::BuildEngine(o) => render(ops::build_engine(o, p), files),
+        Options::Compare(o) => render(ops::compare(o, p), files),
+        Options::Bench(o) => render(ops::bench(o, p), files),
+        Options::Inspect(o) => render(ops::inspect(o, p), files),
+        Options::Calibrate(o) => render(ops::calibrate(o, p), files),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exit::ErrorKind;
 
     struct Quiet;
     impl Progress for Quiet {
         fn line(&self, _: &str, _: &str) {}
     }
 
-    fn execute_quietly<const N: usize>(args: [&str; N]) -> Finished {
-        execute(args, &Quiet)
-    }
-
-    #[test]
-    fn a_bad_argument_is_the_commands_usage_line() {
-        let f = execute_quietly(["optimize", "m.onnx", "--target", "gpu"]);
-        let e = f.failure.unwrap();
-        assert_eq!(e.kind, ErrorKind::Usage);
-        assert_eq!(
-            e.message,
-            "invalid value 'gpu' for '--target <TARGET>'; possible values: portable, onnxruntime, tensorrt"
-        );
-        let e = execute_quietly(["optimize", "m.onnx", "--fp61"])
-            .failure
-            .unwrap();
-        assert_eq!(
-            e.message,
-            "unexpected argument '--fp61' found; a similar argument exists: '--fp16'"
-        );
-        assert!(f.report.is_none());
+    fn run(command: &str, keywords: &str) -> Finished {
+        match infopt_ops::keywords::parse(command, keywords) {
+            Ok(call) => execute(&call, &Quiet),
+            Err(e) => Finished::failed(e),
+        }
     }
 
     #[test]
     fn a_missing_model_is_a_load_error_without_a_report() {
-        let f = execute_quietly(["inspect", "/nonexistent/m.onnx"]);
+        let f = run("inspect", r#"{"model": "/nonexistent/m.onnx"}"#);
         let e = f.failure.unwrap();
         assert_eq!(e.kind, ErrorKind::Load);
         assert_eq!(e.message, "/nonexistent/m.onnx does not exist");
+        assert!(f.report.is_none());
     }
 
     #[test]
-    fn commands_without_a_report_are_refused() {
-        let e = execute_quietly(["passes", "list"]).failure.unwrap();
-        assert_eq!(e.kind, ErrorKind::Usage);
+    fn the_report_goes_to_the_report_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/models/cnn_bn_relu.onnx"
+        );
+        let json = dir.path().join("r.json");
+        let keywords =
+            serde_json::json!({"model": model, "report": [json, dir.path().join("r.md")]});
+        let f = run("inspect", &keywords.to_string());
+        assert!(f.failure.is_none(), "{:?}", f.failure);
+        let written = std::fs::read_to_string(&json).unwrap();
+        assert_eq!(written.trim_end(), f.report.unwrap().json);
+        assert!(dir.path().join("r.md").exists());
+        let e = run("inspect", r#"{"model": "m.onnx", "report": "r.txt"}"#);
+        assert_eq!(e.failure.unwrap().kind, ErrorKind::Usage);
     }
 }

@@ -19,7 +19,7 @@ pub struct BackendArgs {
     pub threads: Option<usize>,
     /// ONNX Runtime graph optimization level (verification runs the original
     /// at `disable`, its reference, and the optimized model at this level).
-    #[arg(long, value_name = "disable|basic|extended|all", default_value = "all")]
+    #[arg(long, value_name = "disable|basic|extended|all", default_value = infopt_ops::backend_args::DEFAULT_ORT_OPT_LEVEL)]
     pub ort_opt_level: String,
     /// ONNX Runtime execution providers in priority order (repeatable or comma-separated,
     /// e.g. cuda,cpu). Default: CPU.
@@ -68,7 +68,7 @@ pub struct InputArgs {
     pub seed: Option<u64>,
     /// Generated integer inputs are drawn from [0, VOCAB) (token ids, indices);
     /// `*token_type*` inputs from [0, 2); `*mask*` inputs are all ones.
-    #[arg(long, default_value_t = 16, value_name = "VOCAB")]
+    #[arg(long, default_value_t = infopt_ops::inputs_arg::DEFAULT_VOCAB, value_name = "VOCAB")]
     pub vocab: u64,
 }
 
@@ -79,10 +79,13 @@ impl From<InputArgs> for infopt_ops::inputs_arg::InputSettings {
             inputs: a.inputs,
             seed: a.seed,
             vocab: a.vocab,
+            arrays: None,
         }
     }
 }
 
+// `default_missing_value` is ops' DEFAULT_EXTERNAL_THRESHOLD (a test in
+// commands/mod.rs holds them equal: clap takes the text, not the number).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct SaveArgs {
     /// Store every initializer of at least THRESHOLD bytes in an external-data
@@ -185,6 +188,7 @@ impl From<Int8Args> for infopt_ops::int8::Int8Settings {
         infopt_ops::int8::Int8Settings {
             int8: a.int8,
             calib_data: a.calib_data,
+            calib_stream: None,
             preprocess: a.preprocess,
             calib_method: a.calib_method,
             calib_samples: a.calib_samples,

@@ -22,6 +22,31 @@ pub enum DataSource {
     },
     /// Seeded random inputs: smoke tests only, meaningless for accuracy.
     Random { seed: u64, count: usize },
+    /// Samples the caller holds (the Python API's iterable), without files.
+    Streamed(Streamed),
+}
+
+/// Samples held by the caller, opened as a fresh dataset each time one is
+/// needed: INT8 reads the first sample for the input sizes, then the
+/// calibration samples, then the held-out ones, each from the start.
+pub trait OpenSamples: Send + Sync {
+    fn open(&self) -> Box<dyn Dataset>;
+}
+
+/// A caller's samples as a [`DataSource`]: shared, compared by identity.
+#[derive(Clone)]
+pub struct Streamed(pub std::sync::Arc<dyn OpenSamples>);
+
+impl std::fmt::Debug for Streamed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Streamed(..)")
+    }
+}
+
+impl PartialEq for Streamed {
+    fn eq(&self, other: &Streamed) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl DataSource {
@@ -119,7 +144,7 @@ pub fn open_dataset(
         return Ok(files);
     }
     match source {
-        DataSource::Arrays(_) | DataSource::Images { .. } => {
+        DataSource::Arrays(_) | DataSource::Images { .. } | DataSource::Streamed(_) => {
             Err(VerifyError::usage("no dataset opened"))
         }
         DataSource::Random { seed, count } => {
@@ -147,6 +172,7 @@ pub fn open_files(source: &DataSource) -> Result<Option<Box<dyn Dataset>>, Strin
             let folder = ImageFolder::open(images, spec).map_err(|e| e.to_string())?;
             Ok(Some(Box::new(ImageSamples { folder, next: 0 })))
         }
+        DataSource::Streamed(s) => Ok(Some(s.0.open())),
         DataSource::Random { .. } => Ok(None),
     }
 }

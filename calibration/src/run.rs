@@ -16,7 +16,7 @@ use infopt_verify::{ChosenBackend, ErrorKind, VerifyError};
 
 // Where the samples come from is data_source.rs, below this file and
 // data_shapes.rs; re-exported here, where callers have always found it.
-pub use crate::data_source::{DataSource, open_dataset, open_files};
+pub use crate::data_source::{DataSource, OpenSamples, Streamed, open_dataset, open_files};
 use crate::{Method, RangeCollector, RangeTable};
 
 /// How to calibrate.

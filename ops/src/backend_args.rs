@@ -9,7 +9,8 @@ use infopt_verify::{BackendKind, BackendOptions, ChosenBackend};
 use crate::error::{OpsError, OpsResult};
 
 /// Backend selection, shared by `optimize`, `bench` and `compare`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct BackendSettings {
     /// Backend to run in: tract (embedded) or ort (ONNX Runtime, loaded at run time).
     pub backend: Option<String>,
@@ -33,6 +34,23 @@ pub struct BackendSettings {
     /// buffers allocated once. Without it, each timed run copies inputs in and outputs
     /// out (host to host, into reused buffers). Reports say which was measured.
     pub io_binding: bool,
+}
+
+/// ONNX Runtime graph optimization level.
+pub const DEFAULT_ORT_OPT_LEVEL: &str = "all";
+
+impl Default for BackendSettings {
+    fn default() -> Self {
+        BackendSettings {
+            backend: None,
+            ort_dylib: None,
+            threads: None,
+            ort_opt_level: DEFAULT_ORT_OPT_LEVEL.into(),
+            execution_providers: Vec::new(),
+            ep_options: Vec::new(),
+            io_binding: false,
+        }
+    }
 }
 
 impl BackendSettings {

@@ -6,7 +6,8 @@ pub use infopt_verify::inputs::{InputSource, Inputs, describe};
 use crate::shape_args;
 
 /// The input options shared by `bench` and `compare`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct InputSettings {
     /// Input shape `NAME:1x3x224x224`, or symbol values `NAME:batch=1,seq=128` (repeatable).
     /// Symbols nothing binds take 1 (bench, compare); optimize verifies with
@@ -20,6 +21,25 @@ pub struct InputSettings {
     /// Generated integer inputs are drawn from [0, VOCAB) (token ids, indices);
     /// `*token_type*` inputs from [0, 2); `*mask*` inputs are all ones.
     pub vocab: u64,
+    /// Arrays held by the caller instead of `inputs` (the Python API's dict of
+    /// numpy arrays), with what the reports call them.
+    #[serde(skip)]
+    pub arrays: Option<(Vec<infopt_runtime::HostTensor>, String)>,
+}
+
+/// Generated integer inputs are drawn from [0, VOCAB).
+pub const DEFAULT_VOCAB: u64 = 16;
+
+impl Default for InputSettings {
+    fn default() -> Self {
+        InputSettings {
+            input_shapes: Vec::new(),
+            inputs: None,
+            seed: None,
+            vocab: DEFAULT_VOCAB,
+            arrays: None,
+        }
+    }
 }
 
 impl InputSettings {
@@ -31,11 +51,16 @@ impl InputSettings {
             .iter()
             .map(|a| shape_args::parse(a))
             .collect::<Result<Vec<_>, _>>()?;
-        Inputs::new(
-            shape_args,
-            self.inputs.as_deref(),
-            self.seed.unwrap_or(0),
-            self.vocab,
-        )
+        match &self.arrays {
+            Some((arrays, origin)) => {
+                Inputs::given(shape_args, arrays.clone(), origin.clone(), self.vocab)
+            }
+            None => Inputs::new(
+                shape_args,
+                self.inputs.as_deref(),
+                self.seed.unwrap_or(0),
+                self.vocab,
+            ),
+        }
     }
 }

@@ -40,7 +40,8 @@ use goal::{Goal, misses, score, scores_judged, top1_judged};
 use judge::Judge;
 
 /// INT8 options of `optimize` (and `build-engine`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Int8Settings {
     /// Quantize to INT8: adds a quantize-int8 step after the pipeline's
     /// passes (unless it has one) and calibrates on --calib-data.
@@ -48,6 +49,10 @@ pub struct Int8Settings {
     /// Calibration data: a folder of .npz/.npy samples, a stacked .npz, an
     /// image folder (with --preprocess), or random:N (smoke tests only).
     pub calib_data: Option<String>,
+    /// Samples held by the caller instead of `calib_data` (the Python API's
+    /// iterable).
+    #[serde(skip)]
+    pub calib_stream: Option<infopt_calibration::run::Streamed>,
     /// Image preprocessing YAML for an image folder.
     pub preprocess: Option<PathBuf>,
     /// Range method (default auto: per tensor, the full range of bounded
@@ -72,6 +77,33 @@ pub struct Int8Settings {
     /// Ranges from an earlier `infopt calibrate` (or a TensorRT/ORT cache)
     /// instead of calibrating.
     pub ranges: Option<PathBuf>,
+}
+
+impl Int8Settings {
+    /// Whether calibration data was given: a path (or random:N), or the
+    /// caller's samples.
+    pub fn data_given(&self) -> bool {
+        self.calib_data.is_some() || self.calib_stream.is_some()
+    }
+
+    /// The calibration data: the caller's samples, else `--calib-data`, else
+    /// the step's `data:` (`step_data`, with its `preprocess:`).
+    fn source(
+        &self,
+        step_data: Option<&String>,
+        step_preprocess: Option<&PathBuf>,
+    ) -> OpsResult<Option<DataSource>> {
+        if let Some(stream) = &self.calib_stream {
+            return Ok(Some(DataSource::Streamed(stream.clone())));
+        }
+        let Some(data) = self.calib_data.as_ref().or(step_data) else {
+            return Ok(None);
+        };
+        let preprocess = self.preprocess.as_ref().or(step_preprocess);
+        DataSource::parse(data, preprocess.map(PathBuf::as_path))
+            .map(Some)
+            .map_err(OpsError::usage)
+    }
 }
 
 /// A range method by name; `percentile` for `percentile` (shared by
@@ -267,11 +299,9 @@ pub fn bind_data_shapes(
     if args.ranges.is_some() || step.ranges.is_some() {
         return Ok(None);
     }
-    let Some(data) = args.calib_data.clone().or(step.data.clone()) else {
+    let Some(src) = args.source(step.data.as_ref(), step.preprocess.as_ref())? else {
         return Ok(None);
     };
-    let preprocess = args.preprocess.clone().or(step.preprocess.clone());
-    let src = DataSource::parse(&data, preprocess.as_deref()).map_err(OpsError::usage)?;
     infopt_calibration::data_shapes::bind_from_data(model, &src, shapes).map_err(OpsError::usage)
 }
 
@@ -471,7 +501,6 @@ fn calibrate_mid(
     goal: Goal,
     costs: &Costs,
 ) -> OpsResult<Calibrated> {
-    let data = args.calib_data.clone().or(step.data.clone());
     let method_name = args
         .calib_method
         .clone()
@@ -479,13 +508,13 @@ fn calibrate_mid(
         .unwrap_or_else(|| "auto".into());
     let percentile = step.percentile.unwrap_or(99.99);
     let samples = args.calib_samples.or(step.samples).unwrap_or(256);
-    let preprocess = args.preprocess.clone().or(step.preprocess.clone());
-    let data = data.ok_or_else(|| {
-        OpsError::usage(
-            "quantize-int8 needs ranges: give --calib-data PATH (or random:N for a smoke test), --ranges FILE, or `data:`/`ranges:` in the step",
-        )
-    })?;
-    let src = DataSource::parse(&data, preprocess.as_deref()).map_err(OpsError::usage)?;
+    let src = args
+        .source(step.data.as_ref(), step.preprocess.as_ref())?
+        .ok_or_else(|| {
+            OpsError::usage(
+                "quantize-int8 needs ranges: give --calib-data PATH (or random:N for a smoke test), --ranges FILE, or `data:`/`ranges:` in the step",
+            )
+        })?;
     let method = method(&method_name, percentile)?;
     let bytes = mid.to_bytes().map_err(OpsError::from_ir)?;
     let target = Target {

@@ -45,7 +45,7 @@ pub struct Job {
 /// The INT8 options given, by flag: each needs a quantize-int8 step.
 fn int8_options_given(a: &Int8Settings) -> Vec<&'static str> {
     let given = [
-        ("--calib-data", a.calib_data.is_some()),
+        ("--calib-data", a.data_given()),
         ("--ranges", a.ranges.is_some()),
         ("--preprocess", a.preprocess.is_some()),
         ("--calib-method", a.calib_method.is_some()),

@@ -14,6 +14,7 @@ pub mod inputs_arg;
 pub mod int8;
 pub mod job;
 pub mod job_file;
+pub mod keywords;
 pub mod models;
 pub mod outcome;
 pub mod progress;

@@ -4,7 +4,8 @@ use infopt_ir::{ExternalDataPolicy, SaveOptions};
 
 use crate::error::{OpsError, OpsResult};
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct SaveSettings {
     /// Store every initializer of at least THRESHOLD bytes in an external-data
     /// file next to the output (default threshold 1024). Without this flag,
@@ -18,6 +19,9 @@ pub struct SaveSettings {
     /// removed once the new model is in place).
     pub data_file: Option<String>,
 }
+
+/// `--external-data` without a threshold: initializers of at least this many bytes.
+pub const DEFAULT_EXTERNAL_THRESHOLD: u64 = 1024;
 
 impl SaveSettings {
     pub fn options(&self) -> OpsResult<SaveOptions> {

@@ -27,14 +27,23 @@ pub const DEFAULT_PIPELINE: &str = include_str!("../../configs/default.yaml");
 /// Above this many nodes, verification runs tract without its graph optimizer.
 pub const LARGE_GRAPH_NODES: usize = 2000;
 
-/// The pipeline: `-c FILE`, `--passes a,b`, or the built-in default; with a
-/// name for reports.
+/// The name reports give a pipeline passed as text.
+pub const PIPELINE_TEXT: &str = "pipeline (given as text)";
+
+/// The pipeline: `-c FILE`, its YAML `text` (the Python API's dict), `--passes
+/// a,b`, or the built-in default; with a name for reports.
 pub fn load_pipeline(
     config: Option<&Path>,
+    text: Option<&str>,
     passes: &[String],
     target: Option<Target>,
 ) -> OpsResult<(JobFile, String)> {
-    let (mut cfg, name) = if let Some(path) = config {
+    let (mut cfg, name) = if let Some(text) = text {
+        (
+            JobFile::from_yaml(text, PIPELINE_TEXT)?,
+            PIPELINE_TEXT.into(),
+        )
+    } else if let Some(path) = config {
         let text = std::fs::read_to_string(path).map_err(|e| {
             OpsError::usage(format!("cannot read pipeline {}: {e}", path.display()))
         })?;

@@ -1,8 +1,10 @@
 """The Python API: each function runs the command of the same name in this process.
 
 Options are the command's options as keyword arguments (``input_shapes``,
-``target``, ``fp16``, ``gates``, ...), checked by the command's own parser, so a
-mistake gets the command's one-line message as a :class:`UsageError`.
+``target``, ``fp16``, ``gates``, ...): the native module builds the command's options
+from them directly (no command line in between), so an unknown keyword or a value it
+cannot take is a one-line :class:`UsageError` naming the keyword. Calibration samples
+from a Python iterable and ``inputs`` given as arrays are read in memory, without files.
 """
 
 import contextlib
@@ -12,21 +14,9 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import (
-    Any,
-    Callable,
-    Dict,
-    Iterable,
-    Iterator,
-    List,
-    Mapping,
-    NamedTuple,
-    Optional,
-    Sequence,
-    Union,
-)
+from typing import Any, Callable, Dict, Iterator, Mapping, NamedTuple, Optional, Union
 
-from . import _infopt, _metric
+from . import _infopt, _metric, _samples
 from .errors import UsageError, from_exit
 from .report import Report
 
@@ -80,11 +70,13 @@ class _Staged:
         return onnx.load(output)
 
 
-def _stage(model: ModelLike, folder: str, name: str) -> _Staged:
+def _stage(model: ModelLike, space: "_Workspace", name: str) -> _Staged:
+    """The model as a path. Bytes and ModelProtos are written to a temporary file: the
+    commands read a model (and its external data) by path, and write it to one."""
     if isinstance(model, (str, os.PathLike)):
         return _Staged("path", os.fspath(model), model)
     if isinstance(model, (bytes, bytearray, memoryview)):
-        path = os.path.join(folder, name)
+        path = os.path.join(space.folder, name)
         with open(path, "wb") as f:
             f.write(model)
         return _Staged("bytes", path, model)
@@ -100,87 +92,13 @@ def _stage(model: ModelLike, folder: str, name: str) -> _Staged:
                 f"this ModelProto is {size} bytes, over protobuf's 2 GiB limit; save it with "
                 "external data and pass its path"
             )
-        path = os.path.join(folder, name)
+        path = os.path.join(space.folder, name)
         with open(path, "wb") as f:
             f.write(model.SerializeToString())
         return _Staged("proto", path, model)
     raise UsageError(
         f"model must be a path, bytes or an onnx.ModelProto, not {type(model).__name__}"
     )
-
-
-def _dims(value: Any) -> str:
-    """An input shape: [1, 3, 224, 224] -> 1x3x224x224; {"batch": 1} -> batch=1."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Mapping):
-        return ",".join(f"{k}={v}" for k, v in value.items())
-    return "x".join(str(int(d)) for d in value)
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return ",".join(_value(v) for v in value)
-    return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
-
-
-def _pairs(flag: str, value: Any) -> List[str]:
-    """``{k: v}`` -> flag k=v ...; a string or list of strings is passed as is."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [flag, value]
-    if isinstance(value, Mapping):
-        items = [f"{k}={_value(v)}" for k, v in value.items()]
-    else:
-        items = [str(v) for v in value]
-    return [a for item in items for a in (flag, item)]
-
-
-def _samples_folder(samples: Iterable[Mapping[str, Any]], folder: str) -> str:
-    """Writes an iterable of ``{input_name: array}`` as one .npz per sample, streaming
-    (nothing is held in memory), in the folder layout the command reads."""
-    import numpy as np
-
-    out = os.path.join(folder, "samples")
-    os.makedirs(out)
-    count = 0
-    for i, sample in enumerate(samples):
-        if not isinstance(sample, Mapping):
-            raise UsageError(
-                f"calibration sample {i} is a {type(sample).__name__}; each sample must be a "
-                "dict of input name -> numpy array"
-            )
-        np.savez(os.path.join(out, f"{i:06d}.npz"), **{k: np.asarray(v) for k, v in sample.items()})
-        count += 1
-    if count == 0:
-        raise UsageError("the calibration data iterable yielded no samples")
-    return out
-
-
-def _data_arg(data: Any, folder: str) -> str:
-    """A data option: a path or ``random:N`` as is, else an iterable of samples."""
-    if isinstance(data, (str, os.PathLike)):
-        return os.fspath(data)
-    if isinstance(data, Mapping):
-        raise UsageError(
-            "calibration data must be a path or an iterable of samples (dicts); got one dict: "
-            "wrap it in a list"
-        )
-    return _samples_folder(data, folder)
-
-
-def _inputs_arg(inputs: Any, folder: str) -> str:
-    """``inputs``: a path, or one ``{input_name: array}`` dict (written as an .npz)."""
-    if isinstance(inputs, (str, os.PathLike)):
-        return os.fspath(inputs)
-    import numpy as np
-
-    path = os.path.join(folder, "inputs.npz")
-    np.savez(path, **{k: np.asarray(v) for k, v in inputs.items()})
-    return path
 
 
 def _onnxruntime_library() -> Optional[str]:
@@ -194,65 +112,19 @@ def _onnxruntime_library() -> Optional[str]:
     return str(found[0]) if found else None
 
 
-def _options(options: Dict[str, Any], folder: str, runs_models: bool) -> List[str]:
-    """Keyword options as the command's flags."""
-    args: List[str] = []
-    opts = dict(options)
-    pipeline = opts.pop("pipeline", None)
-    if isinstance(pipeline, Mapping):
-        path = os.path.join(folder, "pipeline.yaml")
-        # JSON is YAML: the pipeline file format, unchanged.
-        with open(path, "w") as f:
-            json.dump(pipeline, f)
-        args += ["--config", path]
-    elif pipeline is not None:
-        args += ["--config", os.fspath(pipeline)]
-    passes = opts.pop("passes", None)
-    if passes is not None:
-        args += ["--passes", passes if isinstance(passes, str) else ",".join(passes)]
-    verify = opts.pop("verify", True)
-    if verify is False:
-        args.append("--no-verify")
-    shapes = opts.pop("input_shapes", None)
-    if isinstance(shapes, Mapping):
-        for name, dims in shapes.items():
-            args += ["--input-shape", f"{name}:{_dims(dims)}"]
-    elif shapes is not None:
-        args += _pairs("--input-shape", shapes)
-    args += _pairs("--precision", opts.pop("precision", None))
-    args += _pairs("--gate", opts.pop("gates", None))
-    for key in ("calib_data", "data"):
-        if opts.get(key) is not None:
-            args += [f"--{key.replace('_', '-')}", _data_arg(opts.pop(key), folder)]
-    if opts.get("inputs") is not None:
-        args += ["--inputs", _inputs_arg(opts.pop("inputs"), folder)]
-    report = opts.pop("report", None)
-    if report is not None:
-        reports = [report] if isinstance(report, (str, os.PathLike)) else report
-        for r in reports:
-            args += ["--report", os.fspath(r)]
-    if (
-        runs_models
-        and opts.get("ort_dylib") is None
-        and not os.environ.get("ORT_DYLIB_PATH")
-    ):
-        # The onnxruntime of this interpreter, not of whatever python3 is on PATH.
-        lib = _onnxruntime_library()
-        if lib:
-            args += ["--ort-dylib", lib]
-    for key, value in opts.items():
-        if value is None or value is False:
-            continue
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            args.append(flag)
-        elif isinstance(value, (list, tuple)) and key in ("compare", "shapes"):
-            # Repeatable flags without a comma list.
-            for v in value:
-                args += [flag, _value(v)]
-        else:
-            args += [flag, _value(value)]
-    return args
+def _jsonable(value: Any) -> Any:
+    """Values JSON has no form for: paths as text, numpy scalars and arrays as numbers."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise UsageError(f"an option's value cannot be {type(value).__name__} ({value!r})")
+
+
+def _is_path(value: Any) -> bool:
+    return isinstance(value, (str, os.PathLike))
 
 
 class _ProgressPrinter:
@@ -261,12 +133,41 @@ class _ProgressPrinter:
             print(line, file=sys.stderr)
 
 
-def _run(args: Sequence[str], progress: Progress, check: bool = True, metric: Any = None) -> Report:
+def _run(
+    command: str,
+    keywords: Dict[str, Any],
+    progress: Progress,
+    check: bool = True,
+    metric: Any = None,
+    runs_models: bool = True,
+) -> Report:
+    """Runs ``command`` with the keywords as its options (no command line): the native
+    module builds the options from them and names any it cannot take."""
+    keywords = dict(keywords)
+    data = None
+    for key in ("calib_data", "data"):
+        value = keywords.get(key)
+        if value is not None and not _is_path(value):
+            # Streamed from the iterable as the command reads it: no files.
+            data = _samples.Samples(keywords.pop(key))
+    inputs = keywords.get("inputs")
+    arrays = None
+    if inputs is not None and not _is_path(inputs):
+        if not isinstance(inputs, Mapping):
+            raise UsageError(
+                f"inputs must be a path or a dict of input name -> numpy array, not "
+                f"{type(inputs).__name__}"
+            )
+        arrays = _samples.raw(keywords.pop("inputs"), "inputs")
+    if runs_models and keywords.get("ort_dylib") is None and not os.environ.get("ORT_DYLIB_PATH"):
+        # The onnxruntime of this interpreter, not of whatever python3 is on PATH.
+        lib = _onnxruntime_library()
+        if lib:
+            keywords["ort_dylib"] = lib
+    text = json.dumps(keywords, default=_jsonable)
     callback = _ProgressPrinter() if progress is True else (progress or None)
-    if metric is None:
-        code, message, rendered = _infopt.run(list(args), callback)
-    else:
-        code, message, rendered = _infopt.run(list(args), callback, _metric.adapter(metric))
+    scorer = None if metric is None else _metric.adapter(metric)
+    code, message, rendered = _infopt.run(command, text, data, arrays, callback, scorer)
     report = Report(*rendered) if rendered is not None else None
     if code != 0 and (check or report is None):
         raise from_exit(code, message or "failed", report)
@@ -275,10 +176,31 @@ def _run(args: Sequence[str], progress: Progress, check: bool = True, metric: An
     return report
 
 
+class _Workspace:
+    """A temporary folder, made only when a model given in memory needs a file: a model
+    given by path, samples and arrays never touch the disk."""
+
+    def __init__(self) -> None:
+        self._dir: Optional[tempfile.TemporaryDirectory] = None
+
+    @property
+    def folder(self) -> str:
+        if self._dir is None:
+            self._dir = tempfile.TemporaryDirectory(prefix="infopt-")
+        return self._dir.name
+
+    def close(self) -> None:
+        if self._dir is not None:
+            self._dir.cleanup()
+
+
 @contextlib.contextmanager
-def _workspace() -> Iterator[str]:
-    with tempfile.TemporaryDirectory(prefix="infopt-") as folder:
-        yield folder
+def _workspace() -> Iterator[_Workspace]:
+    space = _Workspace()
+    try:
+        yield space
+    finally:
+        space.close()
 
 
 def _default_output(path: str, suffix: str) -> str:
@@ -317,22 +239,21 @@ def optimize(
     :class:`UsageError`, :class:`ModelError`, :class:`RuntimeMissingError`.
     """
     metric = options.pop("metric", None)
-    with _workspace() as folder:
-        staged = _stage(model, folder, "model.onnx")
+    with _workspace() as space:
+        staged = _stage(model, space, "model.onnx")
         if output is not None:
             out = os.fspath(output)
         elif staged.in_memory:
-            out = os.path.join(folder, "model.opt.onnx")
+            out = os.path.join(space.folder, "model.opt.onnx")
         else:
             out = _default_output(staged.path, ".opt.onnx")
-        args = ["optimize", staged.path, "--output", out]
+        keywords = dict(options, model=staged.path, output=out)
         if staged.in_memory and not any(
             k in options for k in ("external_data", "inline", "data_file")
         ):
             # Bytes and ModelProto hold every tensor inside.
-            args.append("--inline")
-        args += _options(options, folder, runs_models=True)
-        report = _run(args, progress, metric=metric)
+            keywords["inline"] = True
+        report = _run("optimize", keywords, progress, metric=metric)
         return Optimized(staged.result(out), report)
 
 
@@ -349,15 +270,14 @@ def build_engine(
     ``MODEL.engine``; required for a model given as bytes or ModelProto). With
     ``emit_onnx=PATH``, writes the ONNX and the trtexec commands instead (no TensorRT
     needed). Raises :class:`RuntimeMissingError` when TensorRT is not installed."""
-    with _workspace() as folder:
-        staged = _stage(model, folder, "model.onnx")
-        args = ["build-engine", staged.path]
+    with _workspace() as space:
+        staged = _stage(model, space, "model.onnx")
+        keywords = dict(options, model=staged.path)
         if output is not None:
-            args += ["--output", os.fspath(output)]
+            keywords["output"] = os.fspath(output)
         elif staged.in_memory and options.get("emit_onnx") is None:
             raise UsageError("give output=PATH for the engine of a model passed in memory")
-        args += _options(options, folder, runs_models=True)
-        return _run(args, progress)
+        return _run("build-engine", keywords, progress)
 
 
 def calibrate(
@@ -371,23 +291,22 @@ def calibrate(
     """Runs the model over calibration data and writes the activation range table to
     ``output`` (``infopt calibrate``). ``data`` is a folder of .npz/.npy samples, an
     image folder (with ``preprocess``), ``"random:N"``, or any iterable of
-    ``{input_name: numpy array}`` (streamed to disk, one sample at a time). Options:
+    ``{input_name: numpy array}`` (read in memory as the command goes, no files; a
+    generator's samples are kept for the command's second reading). Options:
     ``method`` ("entropy", "minmax", "percentile", "mse"), ``samples``, ``batch``,
     ``trt_cache``, ``input_shapes``, ``backend``."""
-    with _workspace() as folder:
-        staged = _stage(model, folder, "model.onnx")
-        args = ["calibrate", staged.path, "--output", os.fspath(output)]
-        args += ["--data", _data_arg(data, folder)]
-        args += _options(options, folder, runs_models=True)
-        return _run(args, progress)
+    with _workspace() as space:
+        staged = _stage(model, space, "model.onnx")
+        keywords = dict(options, model=staged.path, output=os.fspath(output), data=data)
+        return _run("calibrate", keywords, progress)
 
 
 def inspect(model: ModelLike) -> Report:
     """What a model contains (``infopt inspect``): inputs and outputs, opsets, op
     histogram, parameters, external data."""
-    with _workspace() as folder:
-        staged = _stage(model, folder, "model.onnx")
-        return _run(["inspect", staged.path], None)
+    with _workspace() as space:
+        staged = _stage(model, space, "model.onnx")
+        return _run("inspect", {"model": staged.path}, None, runs_models=False)
 
 
 def compare(
@@ -404,11 +323,11 @@ def compare(
     arrays), ``input_shapes``, ``backend``. Raises :class:`VerificationError` on a
     mismatch and :class:`GateError` on a failed gate, unless ``check=False`` (then
     read ``report.passed``)."""
-    with _workspace() as folder:
-        sa = _stage(a, folder, "a.onnx")
-        sb = _stage(b, folder, "b.onnx")
-        args = ["compare", sa.path, sb.path] + _options(options, folder, runs_models=True)
-        return _run(args, progress, check)
+    with _workspace() as space:
+        sa = _stage(a, space, "a.onnx")
+        sb = _stage(b, space, "b.onnx")
+        keywords = dict(options, a=sa.path, b=sb.path)
+        return _run("compare", keywords, progress, check)
 
 
 def bench(
@@ -423,13 +342,12 @@ def bench(
     ``warmup``, ``backend``, ``threads``, ``input_shapes``, ``gates``
     ({"max_latency_ratio": 1.05}). Raises :class:`GateError` on a failed gate unless
     ``check=False``."""
-    with _workspace() as folder:
-        staged = _stage(model, folder, "model.onnx")
+    with _workspace() as space:
+        staged = _stage(model, space, "model.onnx")
         others = options.pop("compare", None) or []
         if isinstance(others, (str, os.PathLike, bytes)) or _is_model_proto(others):
             others = [others]
-        args = ["bench", staged.path]
-        for i, other in enumerate(others):
-            args += ["--compare", _stage(other, folder, f"compare{i}.onnx").path]
-        args += _options(options, folder, runs_models=True)
-        return _run(args, progress, check)
+        paths = [_stage(o, space, f"compare{i}.onnx").path for i, o in enumerate(others)]
+        keywords = dict(options, model=staged.path, compare=paths)
+        return _run("bench", keywords, progress, check)
+

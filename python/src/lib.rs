@@ -1,7 +1,9 @@
-//! `infopt._infopt`: the commands of the `infopt` library crate, callable
-//! from Python. The Python package (`python/infopt/`) builds the arguments,
-//! maps failures to its exception classes and wraps reports; this module
-//! only crosses the boundary: it releases the GIL while a command works,
+//! `infopt._infopt`: the commands of `infopt-ops`, callable from Python
+//! without a command line. The Python package (`python/infopt/`) gathers
+//! the keywords, maps failures to its exception classes and wraps reports;
+//! this module only crosses the boundary: it builds the command's options
+//! from the keywords (`infopt_ops::keywords`), attaches the caller's samples
+//! and arrays (no files), releases the GIL while the command works,
 //! forwards progress lines to a Python callback, and stops the command at
 //! the next stage when Python has a pending signal (Ctrl-C).
 
@@ -9,74 +11,73 @@ use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 
-use infopt_ops::progress::Progress;
+use infopt_calibration::run::Streamed;
+use infopt_ops::error::OpsError;
+use infopt_ops::keywords::Call;
 
+mod arrays;
 mod metric;
+mod samples;
+mod sink;
 
-/// Receives a command's progress on its worker thread; takes the GIL only
-/// for the moment of a callback or a signal check.
-struct PySink {
-    callback: Option<Py<PyAny>>,
-    /// The Python error that stopped the command (KeyboardInterrupt, or one
-    /// the callback raised), re-raised once the command returns.
-    stopped: Arc<Mutex<Option<PyErr>>>,
-}
-
-impl PySink {
-    fn stop(&self, e: PyErr) {
-        if let Ok(mut s) = self.stopped.lock() {
-            s.get_or_insert(e);
-        }
-    }
-
-    fn is_stopped(&self) -> bool {
-        self.stopped.lock().map(|s| s.is_some()).unwrap_or(true)
-    }
-}
-
-impl Progress for PySink {
-    fn line(&self, stage: &str, line: &str) {
-        let Some(cb) = &self.callback else { return };
-        if self.is_stopped() {
-            return;
-        }
-        if let Err(e) = Python::attach(|py| cb.call1(py, (stage, line)).map(drop)) {
-            self.stop(e);
-        }
-    }
-
-    fn proceed(&self) -> bool {
-        if self.is_stopped() {
-            return false;
-        }
-        match Python::attach(|py| py.check_signals()) {
-            Ok(()) => true,
-            Err(e) => {
-                self.stop(e);
-                false
-            }
-        }
-    }
-}
+use sink::{PySink, Stop};
 
 /// A command's result as Python values: exit code (0 when it passed), the
 /// one-line message of its failure, and its report (command, JSON, Markdown,
 /// text) when it got that far.
 type Returned = (u8, Option<String>, Option<(String, String, String, String)>);
 
-/// Runs one command (`args` without the program name) and returns
-/// `(exit_code, message, report)`; `progress(stage, line)` is called for
-/// progress lines when given; `metric(samples)` scores INT8 candidates (see
-/// `metric.rs`) when given.
+/// What reports call arrays given as `inputs=` (no file names them).
+const GIVEN_ARRAYS: &str = "arrays given in memory";
+
+fn failed(e: &OpsError) -> Returned {
+    let code = infopt::exit::Exit::from(e.kind) as u8;
+    (code, Some(e.message.replace('\n', " ")), None)
+}
+
+/// The call: options from the keywords, with the caller's samples and
+/// arrays attached.
+fn prepare(
+    command: &str,
+    keywords: &str,
+    data: Option<Py<PyAny>>,
+    inputs: Option<&Bound<'_, PyAny>>,
+    stopped: &Stop,
+) -> Result<Call, OpsError> {
+    let mut call = infopt_ops::keywords::parse(command, keywords)?;
+    if let Some(source) = data {
+        let samples = samples::PySamples::new(source, stopped.clone());
+        call.options.set_samples(Streamed(Arc::new(samples)))?;
+    }
+    if let Some(raw) = inputs {
+        let arrays = arrays::tensors(raw).map_err(|e| OpsError::usage(format!("inputs: {e}")))?;
+        call.options.set_inputs(arrays, GIVEN_ARRAYS)?;
+    }
+    Ok(call)
+}
+
+/// Runs `command` ("optimize", "build-engine", "compare", "bench",
+/// "inspect", "calibrate") with `keywords` (its options as one JSON object)
+/// and returns `(exit_code, message, report)`. `data`: calibration samples
+/// (an `infopt._samples.Samples`); `inputs`: arrays as `[(name, dtype,
+/// shape, bytes)]`; `progress(stage, line)` is called for progress lines;
+/// `metric(samples)` scores INT8 candidates (see `metric.rs`).
 #[pyfunction]
-#[pyo3(signature = (args, progress=None, metric=None))]
+#[pyo3(signature = (command, keywords, data=None, inputs=None, progress=None, metric=None))]
 fn run(
     py: Python<'_>,
-    args: Vec<String>,
+    command: &str,
+    keywords: &str,
+    data: Option<Py<PyAny>>,
+    inputs: Option<Bound<'_, PyAny>>,
     progress: Option<Py<PyAny>>,
     metric: Option<Py<PyAny>>,
 ) -> PyResult<Returned> {
-    let stopped = Arc::new(Mutex::new(None));
+    let stopped: Stop = Arc::new(Mutex::new(None));
+    let call = match prepare(command, keywords, data, inputs.as_ref(), &stopped) {
+        Ok(call) => call,
+        Err(e) => return Ok(failed(&e)),
+    };
     let sink = PySink {
         callback: progress,
         stopped: stopped.clone(),
@@ -84,25 +85,24 @@ fn run(
     let finished = py.detach(move || match metric {
         Some(callable) => {
             infopt_ops::int8::metric::with_metric(Box::new(metric::PyMetric { callable }), || {
-                infopt::api::execute(args, &sink)
+                infopt::api::execute(&call, &sink)
             })
         }
-        None => infopt::api::execute(args, &sink),
+        None => infopt::api::execute(&call, &sink),
     });
     if let Some(e) = stopped.lock().ok().and_then(|mut s| s.take()) {
         return Err(e);
     }
-    let (code, message) = match finished.failure {
-        Some(e) => (
-            infopt::exit::Exit::from(e.kind) as u8,
-            Some(e.message.replace('\n', " ")),
-        ),
-        None => (0, None),
-    };
     let report = finished
         .report
         .map(|r| (r.command.to_string(), r.json, r.markdown, r.text));
-    Ok((code, message, report))
+    Ok(match finished.failure {
+        Some(e) => {
+            let (code, message, _) = failed(&e);
+            (code, message, report)
+        }
+        None => (0, None, report),
+    })
 }
 
 /// The whole `infopt` command line (`argv[0]` is the program name): prints

@@ -20,10 +20,10 @@ pub struct Args {
     #[command(flatten)]
     pub inputs: crate::args::InputArgs,
     /// Untimed runs first.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = infopt_ops::commands::bench::DEFAULT_WARMUP)]
     pub warmup: usize,
     /// Timed runs.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = infopt_ops::commands::bench::DEFAULT_RUNS)]
     pub runs: usize,
     /// Print JSON instead of text.
     #[arg(long)]

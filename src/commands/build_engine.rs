@@ -91,10 +91,10 @@ pub struct Args {
     #[arg(long)]
     pub no_auto_fp32: bool,
     /// Timed runs of the engine (and of the input ONNX in ONNX Runtime); 0 skips timing.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = infopt_ops::commands::build_engine::DEFAULT_RUNS)]
     pub runs: usize,
     /// Untimed warm-up runs before timing.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = infopt_ops::commands::build_engine::DEFAULT_WARMUP)]
     pub warmup: usize,
     /// Also write the report to FILE (repeatable): .json (JSON), .md (Markdown for a
     /// pull-request comment), .xml (JUnit XML).
@@ -132,6 +132,7 @@ impl From<Args> for infopt_ops::commands::build_engine::BuildEngineOptions {
             model: a.model,
             output: a.output,
             config: a.config,
+            config_text: None,
             fp16: a.fp16,
             bf16: a.bf16,
             precision: a.precision,

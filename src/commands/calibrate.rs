@@ -44,18 +44,18 @@ pub struct Args {
     /// elsewhere the candidate with the least quantization error).
     #[arg(
         long,
-        default_value = "entropy",
+        default_value = infopt_ops::commands::calibrate::DEFAULT_METHOD,
         value_name = "auto|minmax|percentile|entropy|mse"
     )]
     pub method: String,
     /// Percentile of |x| for --method percentile.
-    #[arg(long, default_value_t = 99.99)]
+    #[arg(long, default_value_t = infopt_ops::commands::calibrate::DEFAULT_PERCENTILE)]
     pub percentile: f64,
     /// Use at most this many samples.
     #[arg(long, value_name = "N")]
     pub samples: Option<usize>,
     /// Samples per run (needs a free batch dim).
-    #[arg(long, default_value_t = 1, value_name = "B")]
+    #[arg(long, default_value_t = infopt_ops::commands::calibrate::DEFAULT_BATCH, value_name = "B")]
     pub batch: usize,
     /// Where to write the range table.
     #[arg(short, long, value_name = "ranges.json")]
@@ -64,7 +64,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub trt_cache: Option<PathBuf>,
     /// TensorRT version for the cache header (e.g. 10.3.0).
-    #[arg(long, default_value = "10.3.0", value_name = "X.Y.Z")]
+    #[arg(long, default_value = infopt_ops::commands::calibrate::DEFAULT_TRT_VERSION, value_name = "X.Y.Z")]
     pub trt_version: String,
     #[command(flatten)]
     pub inputs: crate::args::InputArgs,
@@ -81,6 +81,7 @@ impl From<Args> for infopt_ops::commands::calibrate::CalibrateOptions {
         infopt_ops::commands::calibrate::CalibrateOptions {
             model: a.model,
             data: a.data,
+            data_stream: None,
             shard: a.shard,
             merge: a.merge,
             preprocess: a.preprocess,

@@ -19,10 +19,10 @@ pub struct Args {
     pub inputs: crate::args::InputArgs,
     /// Relative tolerance: an element agrees when |b - a| <= atol + rtol * |a|
     /// (same default as `optimize`; widened to one ulp for float16/bfloat16 outputs).
-    #[arg(long, default_value_t = 1e-4)]
+    #[arg(long, default_value_t = infopt_ops::commands::compare::DEFAULT_RTOL)]
     pub rtol: f64,
     /// Absolute tolerance.
-    #[arg(long, default_value_t = 1e-5)]
+    #[arg(long, default_value_t = infopt_ops::commands::compare::DEFAULT_ATOL)]
     pub atol: f64,
     /// Also compare every tensor computed under the same name in both models, and name
     /// the first that diverges (runs in ort unless --backend says otherwise).
@@ -38,10 +38,10 @@ pub struct Args {
     #[command(flatten)]
     pub gates: crate::args::GateArgs,
     /// Untimed runs per model before a latency gate's timed runs.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = infopt_ops::commands::compare::DEFAULT_WARMUP)]
     pub warmup: usize,
     /// Timed runs per model for a latency gate (at least 30).
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = infopt_ops::commands::compare::DEFAULT_RUNS)]
     pub runs: usize,
 }
 

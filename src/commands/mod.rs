@@ -56,3 +56,23 @@ pub fn run(cli: Cli) -> OpsResult {
         Command::Calibrate(a) => calibrate::run(*a),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn external_data_without_a_threshold_is_ops_default() {
+        let cli = Cli::try_parse_from(["infopt", "optimize", "m.onnx", "--external-data"]);
+        let Ok(Cli {
+            command: Command::Optimize(a),
+        }) = cli
+        else {
+            panic!("{cli:?}");
+        };
+        assert_eq!(
+            a.save.external_data,
+            Some(infopt_ops::save_args::DEFAULT_EXTERNAL_THRESHOLD)
+        );
+    }
+}

@@ -67,10 +67,10 @@ pub struct Args {
     #[arg(long)]
     pub bench: bool,
     /// Timed runs per model with --bench.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = infopt_ops::commands::optimize::DEFAULT_RUNS)]
     pub runs: usize,
     /// Untimed warm-up runs per model with --bench.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = infopt_ops::commands::optimize::DEFAULT_WARMUP)]
     pub warmup: usize,
     /// Run the model after every pass that changed it and stop at the first pass
     /// whose outputs leave the tolerance, naming it and the first diverging tensor.
@@ -122,6 +122,7 @@ impl From<Args> for infopt_ops::commands::optimize::OptimizeOptions {
             model: a.model,
             output: a.output,
             config: a.config,
+            config_text: None,
             passes: a.passes,
             disable: a.disable,
             stop_after: a.stop_after,

@@ -94,6 +94,25 @@ impl Inputs {
         })
     }
 
+    /// Arrays the caller holds in memory (the Python API's dict of numpy arrays)
+    /// in place of a file; `origin` names them in reports and messages.
+    pub fn given(
+        shape_args: Vec<ShapeArg>,
+        arrays: Vec<HostTensor>,
+        origin: String,
+        vocab: u64,
+    ) -> Result<Inputs, String> {
+        let shapes = input_shapes(&shape_args, Some(&arrays))?;
+        Ok(Inputs {
+            shape_args,
+            shapes,
+            file: Some(arrays),
+            source: InputSource::File { path: origin },
+            vocab,
+            values: BTreeMap::new(),
+        })
+    }
+
     /// Tensors for one loaded model: the file's arrays fitted to its inputs, or generated
     /// ones. Also checks that `NAME:symbol=…` arguments name a symbol of that input.
     pub fn for_model(&self, model: &dyn LoadedModel) -> Result<Vec<HostTensor>, String> {
@@ -346,6 +365,18 @@ pub fn decode_npy(name: &str, bytes: &[u8]) -> Result<HostTensor, String> {
     NpyLayout::of(&header)?.decode(name, header.shape.clone(), reader)
 }
 
+/// One array from its raw parts: numpy's dtype string (`<f4`, `|b1`), its
+/// shape and its elements in C order (the Python API's arrays, without an
+/// `.npy` file in between).
+pub fn decode_raw(
+    name: &str,
+    dtype: &str,
+    shape: Vec<usize>,
+    data: &[u8],
+) -> Result<HostTensor, String> {
+    NpyLayout::from_descr(dtype.to_string())?.decode(name, shape, data)
+}
+
 /// How the elements of an `.npy` array are stored: dtype code, byte order
 /// and width (checked to be one infopt reads, C order).
 #[derive(Clone, Debug)]
@@ -371,6 +402,11 @@ impl NpyLayout {
             .as_string()
             .ok_or_else(|| format!("unsupported dtype {}", header.type_descriptor))?
             .clone();
+        NpyLayout::from_descr(descr)
+    }
+
+    /// The layout of a dtype descriptor (`<f4`).
+    fn from_descr(descr: String) -> Result<NpyLayout, String> {
         let (order, code) = descr.split_at(1.min(descr.len()));
         let (order, code) = if matches!(order, "<" | ">" | "|" | "=") {
             (order, code)

@@ -16,7 +16,9 @@ use crate::models::{Loaded, load};
 use crate::outcome::{CommandReport, Outcome};
 use crate::report::summaries;
 
-#[derive(Debug, Clone)]
+/// `bench`'s options (see `OptimizeOptions` for how they are built).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct BenchOptions {
     /// Model to time.
     pub model: PathBuf,
@@ -30,6 +32,25 @@ pub struct BenchOptions {
     /// Timed runs.
     pub runs: usize,
     pub gates: crate::gates::GateSettings,
+}
+
+/// Untimed runs before timing.
+pub const DEFAULT_WARMUP: usize = 10;
+/// Timed runs.
+pub const DEFAULT_RUNS: usize = 100;
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        BenchOptions {
+            model: PathBuf::new(),
+            compare: Vec::new(),
+            backend: Default::default(),
+            inputs: Default::default(),
+            warmup: DEFAULT_WARMUP,
+            runs: DEFAULT_RUNS,
+            gates: Default::default(),
+        }
+    }
 }
 
 /// Version of the JSON layout below; bumped on incompatible changes.

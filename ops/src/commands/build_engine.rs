@@ -39,7 +39,9 @@ use report::{
 /// The pipeline used without `-c` (configs/tensorrt.yaml).
 const TENSORRT_PIPELINE: &str = include_str!("../../../configs/tensorrt.yaml");
 
-#[derive(Debug, Clone)]
+/// `build-engine`'s options (see `OptimizeOptions` for how they are built).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct BuildEngineOptions {
     /// Model to build (never modified).
     pub model: PathBuf,
@@ -47,6 +49,9 @@ pub struct BuildEngineOptions {
     pub output: Option<PathBuf>,
     /// Pipeline YAML (default: the built-in configs/tensorrt.yaml); its target is set to tensorrt.
     pub config: Option<PathBuf>,
+    /// The pipeline as YAML text instead of a file (the Python API's `pipeline={...}`).
+    #[serde(skip)]
+    pub config_text: Option<String>,
     /// Float16: append convert-float16 (TensorRT 11: strongly typed graph; 10: kFP16).
     pub fp16: bool,
     /// Bfloat16: append convert-bfloat16 (TensorRT 11: strongly typed graph; 10: kBF16).
@@ -113,12 +118,61 @@ pub struct BuildEngineOptions {
     /// JSON `{"include": [...]}` for a CI matrix, each entry with its exact build command
     /// and an artifact name keyed by the hash of model, job, infopt and TensorRT
     /// versions and compute capability.
+    // The matrix is a command-line plan (one line of JSON for CI), not a call
+    // of the Python API.
+    #[serde(skip)]
     pub matrix: bool,
     /// With --matrix: the precisions to build, fp32,fp16,bf16,int8 (default: the one
     /// --fp16/--bf16/--int8 asks for, else fp32).
+    #[serde(skip)]
     pub precisions: Option<String>,
     /// The command line after `build-engine`, for the matrix's commands.
+    #[serde(skip)]
     pub argv: Vec<String>,
+}
+
+/// Timed runs of the engine.
+pub const DEFAULT_RUNS: usize = 50;
+/// Untimed warm-up runs before timing.
+pub const DEFAULT_WARMUP: usize = 5;
+
+impl Default for BuildEngineOptions {
+    fn default() -> Self {
+        BuildEngineOptions {
+            model: PathBuf::new(),
+            output: None,
+            config: None,
+            config_text: None,
+            fp16: false,
+            bf16: false,
+            precision: Vec::new(),
+            int8: Default::default(),
+            workspace: None,
+            shapes: Vec::new(),
+            timing_cache: None,
+            error_on_timing_cache_miss: false,
+            builder_opt_level: None,
+            strongly_typed: false,
+            obey_precision_constraints: false,
+            emit_onnx: None,
+            trt_shim: None,
+            trt_lib: None,
+            trt_major: None,
+            trt_flavor: None,
+            compute_capability: None,
+            gate: Vec::new(),
+            no_verify: false,
+            no_auto_fp32: false,
+            runs: DEFAULT_RUNS,
+            warmup: DEFAULT_WARMUP,
+            inputs: Default::default(),
+            backend: Default::default(),
+            save: Default::default(),
+            matrix: false,
+            precisions: None,
+            argv: Vec::new(),
+        }
+    }
 }
 
 /// The engine file next to the model: MODEL.engine.
@@ -627,7 +681,7 @@ pub fn execute(args: BuildEngineOptions) -> OpsResult<Outcome<EngineReport>> {
     let stats_before = GraphStats::of_model(&model_in);
     let (base_cfg, precision_cfg) = split_precision(&job.config);
     let options = DriverOptions {
-        builtin_pipeline: args.config.is_none(),
+        builtin_pipeline: args.config.is_none() && args.config_text.is_none(),
         ..DriverOptions::default()
     };
     let int8_step = infopt_calibration::int8::find_step(&base_cfg);
@@ -790,14 +844,19 @@ fn resolve(args: &BuildEngineOptions) -> OpsResult<Resolved> {
             output.display()
         )));
     }
-    let (mut config, pipeline_name) = match &args.config {
-        Some(path) => stages::load_pipeline(Some(path), &[], Some(Target::Tensorrt))?,
-        None => {
+    let (mut config, pipeline_name) = match (&args.config, &args.config_text) {
+        (None, None) => {
             let cfg =
                 crate::job_file::JobFile::from_yaml(TENSORRT_PIPELINE, "configs/tensorrt.yaml")
                     .map_err(|e| OpsError::new(ErrorKind::Internal, e))?;
             (cfg, "tensorrt".into())
         }
+        (path, text) => stages::load_pipeline(
+            path.as_deref(),
+            text.as_deref(),
+            &[],
+            Some(Target::Tensorrt),
+        )?,
     };
     config.target = Target::Tensorrt;
     let inputs = stages::resolve_inputs(&config, &args.inputs)?;

@@ -26,7 +26,9 @@ use crate::error::{ErrorKind, OpsError, OpsResult};
 use crate::inputs_arg::InputSettings;
 use crate::stages;
 
-#[derive(Debug, Clone)]
+/// `calibrate`'s options (see `OptimizeOptions` for how they are built).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct CalibrateOptions {
     /// Model to calibrate (never modified). With --merge, optional: when given,
     /// the parts must come from it.
@@ -35,6 +37,9 @@ pub struct CalibrateOptions {
     /// leading sample axis, an image folder (with --preprocess), or random:N
     /// (smoke tests only: meaningless for accuracy).
     pub data: Option<String>,
+    /// Samples held by the caller instead of `data` (the Python API's iterable).
+    #[serde(skip)]
+    pub data_stream: Option<infopt_calibration::run::Streamed>,
     /// Calibrate only shard K of N (contiguous slices of the data in dataset order,
     /// the same on every machine) and write its statistics to -o, for --merge.
     pub shard: Option<String>,
@@ -60,6 +65,37 @@ pub struct CalibrateOptions {
     pub trt_version: String,
     pub inputs: InputSettings,
     pub backend: BackendSettings,
+}
+
+/// Range method.
+pub const DEFAULT_METHOD: &str = "entropy";
+/// Percentile of |x| for `--method percentile`.
+pub const DEFAULT_PERCENTILE: f64 = 99.99;
+/// Samples per run.
+pub const DEFAULT_BATCH: usize = 1;
+/// TensorRT version of the cache header.
+pub const DEFAULT_TRT_VERSION: &str = "10.3.0";
+
+impl Default for CalibrateOptions {
+    fn default() -> Self {
+        CalibrateOptions {
+            model: None,
+            data: None,
+            data_stream: None,
+            shard: None,
+            merge: Vec::new(),
+            preprocess: None,
+            method: DEFAULT_METHOD.into(),
+            percentile: DEFAULT_PERCENTILE,
+            samples: None,
+            batch: DEFAULT_BATCH,
+            output: PathBuf::new(),
+            trt_cache: None,
+            trt_version: DEFAULT_TRT_VERSION.into(),
+            inputs: Default::default(),
+            backend: Default::default(),
+        }
+    }
 }
 
 /// What `infopt calibrate` did: the ranges it wrote and how they were made.
@@ -230,6 +266,7 @@ fn data_setting(source: &DataSource) -> OpsResult<String> {
             format!("images, preprocessing sha256 {}", sha256_hex(&text))
         }
         DataSource::Random { seed, count } => format!("random:{count} (seed {seed})"),
+        DataSource::Streamed(_) => "arrays (given in memory)".into(),
     })
 }
 
@@ -241,11 +278,12 @@ pub fn execute(args: &CalibrateOptions) -> OpsResult<CalibrateReport> {
     if args.batch == 0 {
         return Err(OpsError::usage("--batch must be at least 1"));
     }
-    let (Some(model_path), Some(data)) = (&args.model, &args.data) else {
-        return Err(OpsError::usage(
+    let missing = || {
+        OpsError::usage(
             "give the model and its data (infopt calibrate MODEL --data PATH -o ranges.json), or parts to merge (--merge part-*.json -o ranges.json)",
-        ));
+        )
     };
+    let model_path = args.model.as_ref().ok_or_else(missing)?;
     let shard = args
         .shard
         .as_deref()
@@ -253,7 +291,14 @@ pub fn execute(args: &CalibrateOptions) -> OpsResult<CalibrateReport> {
         .transpose()
         .map_err(OpsError::usage)?;
     let method = crate::int8::method(&args.method, args.percentile)?;
-    let source = DataSource::parse(data, args.preprocess.as_deref()).map_err(OpsError::usage)?;
+    // The caller's samples (the Python API's iterable), else --data.
+    let source = match (&args.data_stream, &args.data) {
+        (Some(stream), _) => DataSource::Streamed(stream.clone()),
+        (None, Some(data)) => {
+            DataSource::parse(data, args.preprocess.as_deref()).map_err(OpsError::usage)?
+        }
+        (None, None) => return Err(missing()),
+    };
     // Checked before the work: a bad --trt-version fails at once.
     cache_header(args, method)?;
     let model = crate::models::load_model(model_path)?;

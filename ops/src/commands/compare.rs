@@ -20,7 +20,9 @@ use crate::models::{self, runtime_error};
 use crate::outcome::{CommandReport, Outcome};
 use crate::report::summaries;
 
-#[derive(Debug, Clone)]
+/// `compare`'s options (see `OptimizeOptions` for how they are built).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct CompareOptions {
     /// The reference model.
     pub a: PathBuf,
@@ -41,6 +43,32 @@ pub struct CompareOptions {
     pub warmup: usize,
     /// Timed runs per model for a latency gate (at least 30).
     pub runs: usize,
+}
+
+/// Relative tolerance (the same as `optimize`'s pipeline default).
+pub const DEFAULT_RTOL: f64 = 1e-4;
+/// Absolute tolerance.
+pub const DEFAULT_ATOL: f64 = 1e-5;
+/// Untimed runs per model before a latency gate's timed runs.
+pub const DEFAULT_WARMUP: usize = 5;
+/// Timed runs per model for a latency gate.
+pub const DEFAULT_RUNS: usize = 30;
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        CompareOptions {
+            a: PathBuf::new(),
+            b: PathBuf::new(),
+            backend: Default::default(),
+            inputs: Default::default(),
+            rtol: DEFAULT_RTOL,
+            atol: DEFAULT_ATOL,
+            intermediate: false,
+            gates: Default::default(),
+            warmup: DEFAULT_WARMUP,
+            runs: DEFAULT_RUNS,
+        }
+    }
 }
 
 /// Version of the JSON layout below; bumped on incompatible changes.

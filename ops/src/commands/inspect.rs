@@ -9,7 +9,9 @@ use serde::Serialize;
 
 use crate::error::OpsResult;
 
-#[derive(Debug, Clone)]
+/// `inspect`'s options.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct InspectOptions {
     /// Model to inspect.
     pub model: PathBuf,

@@ -17,7 +17,11 @@ use crate::progress;
 use crate::report::{self, PassCheck, Report};
 use crate::stages::{self, PassHooks, VerifyOverrides};
 
-#[derive(Debug, Clone)]
+/// `optimize`'s options. Built by the command line (src/commands/optimize.rs) or
+/// deserialized from keywords (the Python API, with serde): [`Default`] holds the
+/// defaults both use.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct OptimizeOptions {
     /// Model to optimize (never modified).
     pub model: PathBuf,
@@ -25,6 +29,10 @@ pub struct OptimizeOptions {
     pub output: Option<PathBuf>,
     /// Pipeline YAML (default: the built-in configs/default.yaml).
     pub config: Option<PathBuf>,
+    /// The pipeline as YAML text (JSON is YAML) instead of a file: the Python API's
+    /// `pipeline={...}`. Not an option of the command line.
+    #[serde(skip)]
+    pub config_text: Option<String>,
     /// Run exactly these passes, in order (comma-separated).
     pub passes: Vec<String>,
     /// Skip a pass of the pipeline (repeatable or comma-separated).
@@ -82,6 +90,47 @@ pub struct OptimizeOptions {
     /// RMSNormalization 23); refused with the node's name when an op cannot
     /// be converted exactly.
     pub upgrade_opset: Option<i64>,
+}
+
+/// Timed runs per model with `--bench`.
+pub const DEFAULT_RUNS: usize = 20;
+/// Untimed warm-up runs per model with `--bench`.
+pub const DEFAULT_WARMUP: usize = 3;
+
+impl Default for OptimizeOptions {
+    fn default() -> Self {
+        OptimizeOptions {
+            model: PathBuf::new(),
+            output: None,
+            config: None,
+            config_text: None,
+            passes: Vec::new(),
+            disable: Vec::new(),
+            stop_after: None,
+            dump_dir: None,
+            target: None,
+            gates: Default::default(),
+            no_verify: false,
+            rtol: None,
+            atol: None,
+            criterion: None,
+            bench: false,
+            runs: DEFAULT_RUNS,
+            warmup: DEFAULT_WARMUP,
+            verify_each_pass: false,
+            inputs: Default::default(),
+            backend: Default::default(),
+            validate: false,
+            save: Default::default(),
+            fp16: false,
+            bf16: false,
+            fp16_io: false,
+            precision: Vec::new(),
+            no_auto_fp32: false,
+            int8: Default::default(),
+            upgrade_opset: None,
+        }
+    }
 }
 
 fn default_output(model: &Path) -> PathBuf {
@@ -360,8 +409,12 @@ fn resolve(args: &OptimizeOptions) -> OpsResult<Plan> {
         .clone()
         .unwrap_or_else(|| default_output(&args.model));
     infopt_ir::check_output_folder(&output).map_err(OpsError::from_ir)?;
-    let (mut config, pipeline_name) =
-        stages::load_pipeline(args.config.as_deref(), &args.passes, args.target)?;
+    let (mut config, pipeline_name) = stages::load_pipeline(
+        args.config.as_deref(),
+        args.config_text.as_deref(),
+        &args.passes,
+        args.target,
+    )?;
     let inputs = stages::resolve_inputs(&config, &args.inputs)?;
     stages::apply_input_shapes(&mut config, &args.inputs)?;
     // Precision and INT8 options: applied once, each checked to take effect.
@@ -559,7 +612,9 @@ fn driver_setup(args: &OptimizeOptions, plan: &Plan) -> (DriverOptions, SideData
         validate: args.validate,
         disable: args.disable.clone(),
         stop_after: args.stop_after.clone(),
-        builtin_pipeline: args.config.is_none() && args.passes.is_empty(),
+        builtin_pipeline: args.config.is_none()
+            && args.config_text.is_none()
+            && args.passes.is_empty(),
     };
     let installed = (args.backend.execution_providers.is_empty()
         && plan.config.target == Target::Onnxruntime)

@@ -27,7 +27,8 @@ use serde::Serialize;
 use crate::error::{OpsError, OpsResult};
 
 /// `--gate` and `--baseline`, shared by `optimize`, `compare` and `bench`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct GateSettings {
     /// A release gate, NAME=VALUE or NAME@OUTPUT=VALUE (repeatable): min_cosine, max_abs,
     /// max_rel, min_topk_agreement (FRACTION or FRACTION,k=K), max_latency_ratio (RATIO of

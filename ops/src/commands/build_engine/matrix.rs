@@ -166,7 +166,7 @@ fn precisions(args: &BuildEngineOptions) -> OpsResult<Vec<String>> {
     }
     if precisions.iter().any(|p| p == "int8")
         && args.int8.ranges.is_none()
-        && args.int8.calib_data.is_none()
+        && !args.int8.data_given()
     {
         return Err(OpsError::usage(
             "the int8 engines need ranges: give --ranges ranges.json (from infopt calibrate --merge) or --calib-data PATH",
