@@ -5,6 +5,8 @@ mod common;
 
 use common::*;
 
+use std::path::Path;
+
 fn run_json(args: &[&str]) -> (std::process::Output, serde_json::Value) {
     let o = infopt(args);
     let v = serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null);
@@ -294,7 +296,13 @@ fn the_original_runs_once_per_judged_sample_however_many_candidates_are_judged()
     // The first judgement is of the range set probed just before: judged
     // without a build of its own.
     let answered = cost_count(&r, "probes answered by an identical model");
-    assert_eq!(cost_count(&r, BUILT), judged + probed + answered - 1);
+    // The float model written in INT8's place (this target is met only
+    // with every layer in float) is judged as it is: not built.
+    let float_judged = u64::from(r["int8"]["float_written"].is_string());
+    assert_eq!(
+        cost_count(&r, BUILT),
+        judged + probed + answered - 1 - float_judged
+    );
     assert_eq!(cost_count(&r, "streamed judgements (both models)"), 0);
     let line = stderr(&o);
     assert!(line.contains("int8: where the time went: "), "{line}");
@@ -695,11 +703,22 @@ fn a_candidate_that_builds_a_model_already_probed_is_not_run_again() {
     );
 }
 
+/// Whether a written model holds any INT8 (a QuantizeLinear or an integer
+/// op): the float model written in INT8's place holds none.
+fn has_int8(path: &Path) -> bool {
+    let m = infopt_ir::Model::load(path).expect("written model loads");
+    m.graph.node_ids().iter().any(|&id| {
+        let op = m.graph.node(id).op_type.as_str();
+        op == "QuantizeLinear" || op.starts_with("QLinear") || op.contains("Integer")
+    })
+}
+
 #[test]
-fn a_target_met_only_with_every_weighted_layer_in_float_is_no_int8_result() {
+fn a_target_met_only_with_every_weighted_layer_in_float_writes_the_float_model() {
     // At cosine 0.99999 cnn_bn_relu meets the target only with its four
     // layers in float (the pooling Q/DQ left around them): that model runs
-    // nothing in INT8 and was written at exit 0.
+    // nothing in INT8, so the clean float model is written instead, at exit
+    // 0, with the reason in the report and on stderr.
     let dir = tempfile::tempdir().unwrap();
     let data = image_samples(dir.path(), 24, &[1, 3, 32, 32]);
     let out = dir.path().join("q.onnx");
@@ -717,13 +736,37 @@ fn a_target_met_only_with_every_weighted_layer_in_float_is_no_int8_result() {
         "0.99999",
         "--json",
     ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let why = r["int8"]["float_written"].as_str().expect("float_written");
+    assert!(
+        why.starts_with("INT8 does not keep this model's accuracy at its target, so the float model was written (no INT8 in it): "),
+        "{why}"
+    );
+    assert!(why.contains("no weighted layer in INT8"), "{why}");
+    assert!(why.contains("try --fp16"), "{why}");
+    assert!(stderr(&o).contains(why), "{}", stderr(&o));
+    assert_eq!(r["int8"]["target_met"], true);
+    assert!(out.exists() && !has_int8(&out));
+    // A layer the user pinned to INT8 is not dropped for float: then the
+    // miss is the command's failure.
+    let pinned = dir.path().join("pinned.onnx");
+    let o = infopt(&[
+        "optimize",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "-o",
+        s(&pinned),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--calib-samples",
+        "12",
+        "--int8-min-cosine",
+        "0.99999",
+        "--precision",
+        "fc/Gemm=int8",
+    ]);
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
-    assert_eq!(r["int8"]["target_met"], false);
-    let err = stderr(&o);
-    let last = err.lines().last().unwrap_or("");
-    assert!(last.contains("no weighted layer in INT8"), "{last}");
-    assert!(last.contains("try --fp16"), "{last}");
-    assert!(!out.exists());
+    assert!(!pinned.exists());
 }
 
 #[test]

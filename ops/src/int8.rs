@@ -448,6 +448,7 @@ impl Finish<'_> {
         r.classifier_outputs = classifiers;
         r.target_met = decided.failure.is_none();
         r.failure = decided.failure.take();
+        r.float_written = decided.float_written.take();
         r.kept_by_user = self
             .config
             .precision
@@ -626,6 +627,7 @@ fn calibration_report(
         costs: BTreeMap::new(),
         kept_by_user: Vec::new(),
         speed: None,
+        float_written: None,
     }
 }
 
@@ -639,6 +641,9 @@ struct Decided {
     measured: Vec<crate::report::int8::CandidateLoss>,
     failure: Option<String>,
     speed: Option<crate::report::int8::SpeedCheck>,
+    /// Why the float model was written instead of an INT8 one that could
+    /// not keep the accuracy.
+    float_written: Option<String>,
 }
 
 impl Decided {
@@ -652,6 +657,7 @@ impl Decided {
             measured: Vec::new(),
             failure: None,
             speed: None,
+            float_written: None,
         }
     }
 }
@@ -695,6 +701,7 @@ impl Judging<'_> {
         }
         let missed = misses(&h, self.goal);
         let mut keep_set = Vec::new();
+        let mut only_float_meets = false;
         let mut ranges_used = amax.clone();
         if !missed.is_empty() {
             let search = fallback::Search {
@@ -713,6 +720,7 @@ impl Judging<'_> {
                 ranges_used = a.clone();
             }
             keep_set = found.keep;
+            only_float_meets = found.only_float_meets;
             d.kept = found.kept;
             d.measured = found.candidates;
             d.failure = found.failure;
@@ -729,6 +737,13 @@ impl Judging<'_> {
                     full_ranges_chosen(r);
                 }
             }
+        }
+        if only_float_meets
+            && self.float_may_replace()
+            && let Some(float_h) = self.float_instead(judge, &mut d, notes)?
+        {
+            d.held = Some(float_h);
+            return Ok(d);
         }
         // Not slower than float where it runs (see `speed.rs`).
         let timed_already = self.timed_faster && keep_set.is_empty();
@@ -791,6 +806,46 @@ impl Judging<'_> {
     /// The speed check (see `speed.rs`): the INT8 model against float at
     /// one thread; a slower one gives way. Returns the judgement of the
     /// model kept.
+    /// Whether the float model may be written in INT8's place: not when the
+    /// user pinned a layer to INT8 (`--precision NAME=int8`), which float
+    /// would silently drop.
+    fn float_may_replace(&self) -> bool {
+        !self.from.precision.as_ref().is_some_and(|m| {
+            m.overrides
+                .iter()
+                .any(|o| o.why.is_none() && o.to == infopt_passes::Precision::Int8)
+        })
+    }
+
+    /// INT8 keeps this model's accuracy at the target only with no weighted
+    /// layer left in INT8: the float model is written instead, as when INT8
+    /// is not faster (`speed.rs`), and the command succeeds with the reason
+    /// in the report and on stderr: what the user gets keeps the accuracy,
+    /// and says it is not INT8. `None` (the miss stands) when the float
+    /// model misses the target as well.
+    fn float_instead(
+        &self,
+        judge: &mut Judge<'_>,
+        d: &mut Decided,
+        notes: &mut Vec<String>,
+    ) -> OpsResult<Option<HeldOut>> {
+        let h = judge.judge(self.mid)?;
+        if !misses(&h, self.goal).is_empty() {
+            return Ok(None);
+        }
+        let why = d.failure.take().unwrap_or_default();
+        d.quantized = self.mid.clone();
+        d.suffix_run = PipelineRun::default();
+        d.kept.clear();
+        let note = format!(
+            "INT8 does not keep this model's accuracy at its target, so the float model was written (no INT8 in it): {why}"
+        );
+        crate::progress::note("int8", format!("int8: {note}"));
+        notes.push(note.clone());
+        d.float_written = Some(note);
+        Ok(Some(h))
+    }
+
     fn check_speed(
         &self,
         judge: &mut Judge<'_>,

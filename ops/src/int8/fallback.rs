@@ -171,6 +171,9 @@ pub(super) struct Found {
     pub model: Option<(Model, PipelineRun, HeldOut)>,
     /// That model has the other ranges.
     pub other_ranges: bool,
+    /// The target is met only with no weighted layer left in INT8: nothing
+    /// INT8 keeps the accuracy, while float does (`failure` says so).
+    pub only_float_meets: bool,
 }
 
 /// `Σ 10^(-SNR/10)` over the outputs and their parts judged on their own
@@ -316,6 +319,7 @@ impl Search<'_> {
             None if no_layer_left => Some(Missed::OnlyAll),
             m => m,
         };
+        let only_float_meets = matches!(missed, Some(Missed::OnlyAll));
         let failure = missed.map(|m| {
             let still = misses(judged_h, self.goal);
             let why = match m {
@@ -345,6 +349,7 @@ impl Search<'_> {
             failure,
             model,
             other_ranges,
+            only_float_meets,
         })
     }
 }
