@@ -439,7 +439,13 @@ impl Finish<'_> {
             .as_ref()
             .map(|m| m.kept_float_nodes(&model.graph))
             .unwrap_or_default();
-        if let (Some(h), Some((src, _))) = (&decided.held, self.source) {
+        // The float model written (INT8 did not pay): no layer reads a
+        // DequantizeLinear, so the comparison would find no layer to name.
+        let quantized = model
+            .graph
+            .nodes()
+            .any(|(_, n)| n.op_type == "DequantizeLinear");
+        if let (Some(h), Some((src, _)), true) = (&decided.held, self.source, quantized) {
             let sample = first_sample(src, self.backend, self.cx, self.mid, h.skipped)?;
             let shapes = shapes_of_sample(self.mid, self.cx.shapes, &sample);
             r.worst_layers = self
