@@ -462,13 +462,22 @@ impl Trials<Candidate> for FallbackTrials<'_, '_, '_, '_> {
     }
 
     /// With `amax`, and where that misses with the other ranges too: the
-    /// better one.
+    /// better one. The other ranges are a candidate like any other: probed
+    /// first, and judged on every sample only when they meet the target on
+    /// the probe samples (PP-OCRv4 rec judged its full ranges on every
+    /// sample after each of two finalists missed, 128 runs for ranges that
+    /// scored three times worse on the probes); when they miss there, the
+    /// judgement with `amax` stands.
     fn judge(&mut self, keep: &[Candidate]) -> OpsResult<(Verdict, Self::Built)> {
         let s = self.search;
         let (q, r) = s.build(keep, s.amax)?;
         let h = self.judge.judge(&q)?;
         if let Some(other) = s.other.filter(|_| !misses(&h, s.goal).is_empty()) {
             let (q2, r2) = s.build(keep, other)?;
+            let probed = self.judge.probe(&q2, PROBE_SAMPLES)?;
+            if !misses(&probed, s.goal).is_empty() {
+                return Ok((verdict(&h, s.goal), (q, r, h, false)));
+            }
             let h2 = self.judge.judge(&q2)?;
             if score(&h2, s.goal) > score(&h, s.goal) {
                 return Ok((verdict(&h2, s.goal), (q2, r2, h2, true)));
