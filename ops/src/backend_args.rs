@@ -73,6 +73,7 @@ impl BackendSettings {
                 .map_err(OpsError::usage)?,
             map_weights: false,
             reference_tf32_off: false,
+            no_spin: false,
             transfer: if self.io_binding {
                 infopt_runtime::Transfer::DeviceResident
             } else {

@@ -194,7 +194,9 @@ impl Chosen<'_> {
 /// run the model as it is at the quantize step. ONNX Runtime for the
 /// onnxruntime target and for graphs tract cannot run (contrib ops), when it
 /// is installed; the command's backend otherwise, and always with an
-/// explicit --backend.
+/// explicit --backend. ONNX Runtime here is built with its threads sleeping
+/// between runs (see `OrtOptions::no_spin`): every run of the search is
+/// followed by a comparison of its outputs or the next candidate's build.
 fn calibration_backend<'a>(
     cx: &Context<'a>,
     mid: &Model,
@@ -202,16 +204,29 @@ fn calibration_backend<'a>(
     notes: &mut Vec<String>,
 ) -> OpsResult<Chosen<'a>> {
     use infopt_verify::BackendKind;
-    if cx.backend.kind == BackendKind::Ort || cx.backend_args.explicit()?.is_some() {
-        return Ok(Chosen::Given(cx.backend));
-    }
     let build_ort = || {
-        let options = cx.backend_args.options()?;
+        let mut options = cx.backend_args.options()?;
+        options.no_spin = true;
         Ok::<_, OpsError>(infopt_verify::ChosenBackend::build(
             BackendKind::Ort,
             &options,
         ))
     };
+    if cx.backend.kind == BackendKind::Ort {
+        // The command's ONNX Runtime, with the same options, but sleeping
+        // (not where the verifier mapped the weights of a model larger
+        // than memory: the options rebuilt would not).
+        if cx.backend.info.weights_mapped {
+            return Ok(Chosen::Given(cx.backend));
+        }
+        return Ok(match build_ort()? {
+            Ok(ort) => Chosen::Own(Box::new(ort)),
+            Err(_) => Chosen::Given(cx.backend),
+        });
+    }
+    if cx.backend_args.explicit()?.is_some() {
+        return Ok(Chosen::Given(cx.backend));
+    }
     if target == infopt_passes::Target::Onnxruntime
         && let Ok(ort) = build_ort()?
     {
@@ -455,7 +470,13 @@ impl Finish<'_> {
             .as_ref()
             .map(|m| m.kept_float_nodes(&model.graph))
             .unwrap_or_default();
-        if let (Some(h), Some((src, _))) = (&decided.held, self.source) {
+        // The float model written (INT8 did not pay): no layer reads a
+        // DequantizeLinear, so the comparison would find no layer to name.
+        let quantized = model
+            .graph
+            .nodes()
+            .any(|(_, n)| n.op_type == "DequantizeLinear");
+        if let (Some(h), Some((src, _)), true) = (&decided.held, self.source, quantized) {
             let sample = first_sample(src, self.backend, self.cx, self.mid, h.skipped)?;
             let shapes = shapes_of_sample(self.mid, self.cx.shapes, &sample);
             r.worst_layers = self

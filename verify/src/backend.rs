@@ -58,6 +58,9 @@ pub struct BackendOptions {
     /// On CUDA, run the reference without TF32 (float32 as specified): set for
     /// precision changes, whose candidates are judged against true float32.
     pub reference_tf32_off: bool,
+    /// ONNX Runtime's threads sleep between runs (see `OrtOptions::no_spin`):
+    /// for a backend whose runs alternate with the caller's work.
+    pub no_spin: bool,
 }
 
 /// The backend as reports describe it.
@@ -195,6 +198,7 @@ impl ChosenBackend {
                     execution_providers: options.execution_providers.clone(),
                     ep_options: options.ep_options.clone(),
                     map_weights: options.map_weights,
+                    no_spin: options.no_spin,
                 };
                 let b = OrtBackend::new(ort_options(options.ort_opt_level))
                     .map_err(|e| VerifyError::runtime(e, ErrorKind::Usage))?;

@@ -99,21 +99,47 @@ pub fn expected_agreement(margins: &[f32], errors: &[f32], factor: f64) -> f64 {
 /// error that works against it: the most any other class gains on the top
 /// class in the candidate (0 when none gains). `a` the candidate's row, `b`
 /// the original's.
-fn margin_and_error(a: &[f64], b: &[f64]) -> (f32, f32) {
-    let t = argmax(b);
+#[cfg(test)]
+fn margin_and_error<T: Value>(a: &[T], b: &[T]) -> (f32, f32) {
+    margin_and_error_at(a, b, argmax(b))
+}
+
+/// [`margin_and_error`] with the original's top class `t` known.
+fn margin_and_error_at<T: Value>(a: &[T], b: &[T], t: usize) -> (f32, f32) {
     let mut runner_up = f64::NEG_INFINITY;
     let mut error = 0f64;
-    let top_error = a[t] - b[t];
+    let top_error = a[t].wide() - b[t].wide();
     for c in (0..b.len()).filter(|&c| c != t) {
-        runner_up = runner_up.max(b[c]);
-        let gain = (a[c] - b[c]) - top_error;
+        runner_up = runner_up.max(b[c].wide());
+        let gain = (a[c].wide() - b[c].wide()) - top_error;
         if gain.is_nan() {
             error = f64::INFINITY;
         } else {
             error = error.max(gain);
         }
     }
-    ((b[t] - runner_up) as f32, error as f32)
+    ((b[t].wide() - runner_up) as f32, error as f32)
+}
+
+/// An output element compared in `f64`: the original's outputs are kept
+/// as the runtime gave them and each element is widened where it is read.
+/// Widening whole outputs per candidate cost PP-OCRv4 rec 11.7 s of its
+/// 40.8 s (856 comparisons of 265k elements: two `Vec<f64>` each, and a
+/// second pass over both for a scale the running sums never used).
+pub trait Value: Copy {
+    fn wide(self) -> f64;
+}
+
+impl Value for f64 {
+    fn wide(self) -> f64 {
+        self
+    }
+}
+
+impl Value for f32 {
+    fn wide(self) -> f64 {
+        f64::from(self)
+    }
 }
 
 /// The two models and where they run.
@@ -329,33 +355,21 @@ impl Running {
     /// `a` the candidate's values, `b` the original's, of `shape`;
     /// `classes` the length of the last axis when top-1 agreement is wanted
     /// (a classifier output, which is not judged as a map of scores).
-    fn add(&mut self, a: &[f64], b: &[f64], shape: &[usize], classes: Option<usize>) {
+    fn add<T: Value>(&mut self, a: &[T], b: &[T], shape: &[usize], classes: Option<usize>) {
         if a.len() != b.len() {
             self.shape_issue = Some(format!("{} elements against {}", a.len(), b.len()));
             return;
         }
-        let one = compare::compare_values(
-            "",
-            a,
-            b,
-            Tolerance {
-                atol: 0.0,
-                rtol: 0.0,
-            },
-        );
-        self.max_abs = self.max_abs.max(one.max_abs);
-        self.max_rel = self.max_rel.max(one.max_rel);
-        self.scale = self.scale.max(one.scale);
-        self.nan_mismatches += one.nan_mismatches;
-        for (&x, &y) in a.iter().zip(b) {
-            self.sums.add(x, y);
-        }
+        self.add_elements(a, b);
         // A classifier's class scores are one quantity, judged by top-1
         // agreement (random logits put a class in [0, 1] by chance).
         let parts = self.parts.get_or_insert_with(|| {
             let found = match classes {
                 Some(_) => Vec::new(),
-                None => parts::find_parts(shape, b, true),
+                None => {
+                    let wide: Vec<f64> = b.iter().map(|v| v.wide()).collect();
+                    parts::find_parts(shape, &wide, true)
+                }
             };
             found
                 .into_iter()
@@ -375,6 +389,7 @@ impl Running {
                 let scores = p.part.kind == PartKind::Scores;
                 p.part.for_each_run(shape, |r| {
                     for (&x, &y) in a[r.clone()].iter().zip(&b[r]) {
+                        let (x, y) = (x.wide(), y.wide());
                         p.elements += 1;
                         if !scores {
                             p.sums.add(x, y);
@@ -404,14 +419,49 @@ impl Running {
         if let Some(c) = classes.filter(|&c| c >= 2 && a.len().is_multiple_of(c)) {
             for (ra, rb) in a.chunks(c).zip(b.chunks(c)) {
                 self.rows += 1;
-                self.rows_agreeing += usize::from(argmax(ra) == argmax(rb));
+                let top = argmax(rb);
+                self.rows_agreeing += usize::from(argmax(ra) == top);
                 if self.margins.len() < ROWS_KEPT {
-                    let (m, e) = margin_and_error(ra, rb);
+                    let (m, e) = margin_and_error_at(ra, rb, top);
                     self.margins.push(m);
                     self.errors.push(e);
                 }
             }
         }
+    }
+
+    /// The whole output's figures in one pass: those of
+    /// [`compare::compare_values`] (largest differences, scale, NaN
+    /// mismatches) and the running sums, in the order the sums always took
+    /// (so the figures are the same to the bit as when each was a pass of
+    /// its own over widened copies).
+    fn add_elements<T: Value>(&mut self, a: &[T], b: &[T]) {
+        let (mut max_abs, mut max_rel, mut scale) = (self.max_abs, self.max_rel, self.scale);
+        for (&x, &y) in a.iter().zip(b) {
+            let (x, y) = (x.wide(), y.wide());
+            self.sums.add(x, y);
+            if y.is_finite() {
+                scale = scale.max(y.abs());
+            }
+            match (x.is_nan(), y.is_nan()) {
+                (true, true) => continue,
+                (true, false) | (false, true) => {
+                    self.nan_mismatches += 1;
+                    continue;
+                }
+                _ => {}
+            }
+            // Equal values (equal infinities included) differ by zero.
+            let diff = if x == y { 0.0 } else { (x - y).abs() };
+            let rel = if diff == 0.0 {
+                0.0
+            } else {
+                diff / y.abs().max(compare::REL_FLOOR)
+            };
+            max_abs = max_abs.max(diff);
+            max_rel = max_rel.max(rel);
+        }
+        (self.max_abs, self.max_rel, self.scale) = (max_abs, max_rel, scale);
     }
 
     fn finish(&self, name: &str) -> OutputAgreement {
@@ -463,11 +513,19 @@ impl Running {
     }
 }
 
-fn argmax(xs: &[f64]) -> usize {
-    let mut best = 0;
+fn argmax<T: Value>(xs: &[T]) -> usize {
+    // The best value so far is held, not read back through its index: that
+    // read made each step wait for the last (three of these per row over
+    // PP-OCRv4 rec's 6625 classes took most of its comparison time).
+    let Some(first) = xs.first() else {
+        return 0;
+    };
+    let (mut best, mut top) = (0, first.wide());
     for (i, &x) in xs.iter().enumerate() {
-        if x > xs[best] || xs[best].is_nan() {
+        let x = x.wide();
+        if x > top || top.is_nan() {
             best = i;
+            top = x;
         }
     }
     best
@@ -583,7 +641,10 @@ impl Tally {
                 .any(|c| c == name)
                 .then(|| e.shape().last().copied())
                 .flatten();
-            r.add(&o.to_f64_vec(), &e.to_f64_vec(), e.shape(), classes);
+            match (o.as_slice::<f32>(), e.as_slice::<f32>()) {
+                (Some(a), Some(b)) => r.add(a, b, e.shape(), classes),
+                _ => r.add(&o.to_f64_vec(), &e.to_f64_vec(), e.shape(), classes),
+            }
         }
         self.samples += 1;
     }
@@ -872,6 +933,92 @@ pub fn held_out_against_keeping(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn argmax_takes_the_first_largest_and_steps_past_nan() {
+        // What it was: the best read back through its index each step.
+        let by_index = |xs: &[f64]| {
+            let mut best = 0;
+            for (i, &x) in xs.iter().enumerate() {
+                if x > xs[best] || xs[best].is_nan() {
+                    best = i;
+                }
+            }
+            best
+        };
+        let cases: [&[f64]; 6] = [
+            &[0.1, 0.5, 0.5, 0.2],
+            &[f64::NAN, 1.0, 2.0],
+            &[1.0, f64::NAN, 0.5],
+            &[f64::NAN, f64::NAN],
+            &[-1.0],
+            &[],
+        ];
+        for xs in cases {
+            assert_eq!(argmax(xs), by_index(xs), "{xs:?}");
+        }
+        assert_eq!(argmax(&[0.1f32, 0.5, 0.5, 0.2]), 1);
+    }
+
+    #[test]
+    fn one_pass_over_f32_gives_the_figures_of_widened_copies_to_the_bit() {
+        // Values of every kind: ordinary, tiny, equal infinities, a NaN on
+        // one side and on both, a class row whose top class moves.
+        let b: Vec<f32> = vec![
+            0.5,
+            -1.25,
+            3.0e-8,
+            f32::INFINITY,
+            f32::NAN,
+            f32::NAN,
+            7.0,
+            0.1,
+            0.3,
+            0.2,
+        ];
+        let a: Vec<f32> = vec![
+            0.49,
+            -1.0,
+            0.0,
+            f32::INFINITY,
+            1.0,
+            f32::NAN,
+            6.5,
+            0.25,
+            0.2,
+            0.2,
+        ];
+        let wide = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
+        let (aw, bw) = (wide(&a), wide(&b));
+        let shape = [2, 5];
+        let mut narrow = Running::default();
+        narrow.add(&a, &b, &shape, Some(5));
+        let mut widened = Running::default();
+        widened.add(&aw, &bw, &shape, Some(5));
+        let (n, w) = (narrow.finish("y"), widened.finish("y"));
+        assert_eq!(n.cosine.to_bits(), w.cosine.to_bits());
+        assert_eq!(n.snr_db.to_bits(), w.snr_db.to_bits());
+        assert_eq!(
+            (n.max_abs, n.max_rel, n.scale),
+            (w.max_abs, w.max_rel, w.scale)
+        );
+        assert_eq!(narrow.margins, widened.margins);
+        assert_eq!(narrow.errors, widened.errors);
+        assert_eq!(narrow.rows_agreeing, widened.rows_agreeing);
+        // And the largest differences, scale and NaN count are those of
+        // compare_values over the same values.
+        let tol = Tolerance {
+            atol: 0.0,
+            rtol: 0.0,
+        };
+        let c = compare::compare_values("y", &aw, &bw, tol);
+        assert_eq!(
+            (n.max_abs, n.max_rel, n.scale),
+            (c.max_abs, c.max_rel, c.scale)
+        );
+        assert_eq!(n.nan_mismatches, c.nan_mismatches);
+        assert_eq!(n.nan_mismatches, 1);
+    }
 
     #[test]
     fn a_row_keeps_its_class_while_its_margin_beats_the_error() {

@@ -76,7 +76,7 @@ pub(super) fn pick_placement(
     let Ok(backend) = one_thread_ort(cx)? else {
         return Ok(none);
     };
-    let quick = time_models(&backend, cx, shapes, &[("float", mid)], sample, 0.0)?;
+    let quick = time_models(&backend, cx, shapes, &[("float", mid)], sample, 0.0, &[])?;
     if quick[0] < MIN_FLOAT_MS {
         return Ok(none);
     }
@@ -93,9 +93,36 @@ pub(super) fn pick_placement(
     }
     let mut labels = vec!["the target's placement"];
     labels.extend(others.iter().map(|p| p.label));
+    // A placement that loses much more accuracy would have the search keep
+    // more layers float, and be slower in the end (PP-OCRv4 rec: ONNX
+    // Runtime's placement, faster with every layer in INT8, kept 36 of 37
+    // layers float where TensorRT's kept 8): only placements whose noise on
+    // the probe samples is within ACCURACY_SLACK of the target's compete.
+    // Probed before the timing, which then only has to settle what the
+    // eligible ones decide.
+    let mut loss = Vec::with_capacity(built.len());
+    for m in &built {
+        let h = judge.probe(m, super::fallback::PROBE_SAMPLES)?;
+        loss.push(super::fallback::relative_noise(&h));
+    }
+    // NaN noise never competes.
+    let competes: Vec<bool> = loss
+        .iter()
+        .enumerate()
+        .map(|(i, l)| i == 0 || *l <= loss[0] * ACCURACY_SLACK)
+        .collect();
     let mut models: Vec<(&str, &Model)> = labels.iter().copied().zip(built.iter()).collect();
     models.push(("float", mid));
-    let ms = time_models(&backend, cx, shapes, &models, sample, PLACEMENT_SECONDS)?;
+    let decides = placement_decides(&competes);
+    let ms = time_models(
+        &backend,
+        cx,
+        shapes,
+        &models,
+        sample,
+        PLACEMENT_SECONDS,
+        &decides,
+    )?;
     let float_ms = ms[ms.len() - 1];
     let line = labels
         .iter()
@@ -107,22 +134,10 @@ pub(super) fn pick_placement(
         "int8",
         format!("int8: every layer in INT8: {line}; float {float_ms:.2} ms"),
     );
-    // A placement that loses much more accuracy would have the search keep
-    // more layers float, and be slower in the end (PP-OCRv4 rec: ONNX
-    // Runtime's placement, faster with every layer in INT8, kept 36 of 37
-    // layers float where TensorRT's kept 8): only placements whose noise on
-    // the probe samples is within ACCURACY_SLACK of the target's compete.
-    let mut loss = Vec::with_capacity(built.len());
-    for m in &built {
-        let h = judge.probe(m, super::fallback::PROBE_SAMPLES)?;
-        loss.push(super::fallback::relative_noise(&h));
-    }
     let mut eligible = ms[..labels.len()].to_vec();
-    for (i, l) in loss.iter().enumerate().skip(1) {
-        // NaN noise never competes.
-        let within = *l <= loss[0] * ACCURACY_SLACK;
-        if !within {
-            eligible[i] = f64::INFINITY;
+    for (e, c) in eligible.iter_mut().zip(&competes) {
+        if !c {
+            *e = f64::INFINITY;
         }
     }
     let line = format!(
@@ -153,6 +168,26 @@ pub(super) fn pick_placement(
         switch,
         timed: Some((ms[best], float_ms)),
     })
+}
+
+/// The comparisons the placement timing decides, for placements that
+/// `compete` (the first, the target's, always; the float model last):
+/// each other placement against the first (faster by more than the noise),
+/// the others against each other (which is fastest), and each against
+/// float (whether INT8 was faster).
+fn placement_decides(compete: &[bool]) -> Vec<Decides> {
+    let float = compete.len();
+    let others: Vec<usize> = (1..compete.len()).filter(|&i| compete[i]).collect();
+    let mut out: Vec<Decides> = others.iter().map(|&i| (i, 0, FASTER)).collect();
+    for (k, &i) in others.iter().enumerate() {
+        out.extend(others[k + 1..].iter().map(|&j| (i, j, 1.0)));
+    }
+    out.extend(
+        (0..compete.len())
+            .filter(|&i| compete[i])
+            .map(|i| (i, float, 1.0)),
+    );
+    out
 }
 
 /// What [`pick_placement`] found.
@@ -224,7 +259,7 @@ pub(super) fn check(
     // A model of well under a millisecond is timed mostly in per-op
     // overhead and the machine's noise: not checked (nor do the tests'
     // small fixtures spend seconds here).
-    let quick = time_models(&backend, cx, shapes, &[("float", float)], sample, 0.0)?;
+    let quick = time_models(&backend, cx, shapes, &[("float", float)], sample, 0.0, &[])?;
     if quick[0] < MIN_FLOAT_MS {
         return Ok(None);
     }
@@ -239,6 +274,9 @@ pub(super) fn check(
         &[("int8", quantized), ("float", float)],
         sample,
         TIMING_SECONDS,
+        // What the check decides: faster than float by more than the
+        // noise, and (to try other placements) not slower.
+        &[(0, 1, FASTER), (0, 1, 1.0)],
     )?;
     let int8_ms = ms[0];
     let float_ms = ms[1];
@@ -271,6 +309,7 @@ pub(super) fn check(
                 &[(p.label, &m), ("float", float)],
                 sample,
                 TIMING_SECONDS,
+                &[(0, 1, FASTER)],
             )?;
             // Against the float model timed beside it: the two timings of
             // float differ by the machine's drift, the ratio less.
@@ -440,9 +479,21 @@ pub(super) fn one_thread_ort(cx: &Context<'_>) -> OpsResult<Result<ChosenBackend
     Ok(ChosenBackend::build(BackendKind::Ort, &options).map_err(|e| e.message))
 }
 
+/// A comparison that a timing decides: model `.0` against model `.1`
+/// (indices into the models timed) on either side of the ratio `.2`.
+pub(super) type Decides = (usize, usize, f64);
+
+/// How far (relative) beyond its threshold a comparison's median ratio must
+/// be to stop timing early (see `timing::settled`).
+const SETTLED_GAP: f64 = 0.03;
+
+/// Timed rounds before a timing may stop early.
+const LEAST_ROUNDS: usize = 8;
+
 /// Median milliseconds of each of `models` on `inputs`, timed interleaved
 /// in `backend` for about `seconds` in all (at least 5 and at most 50
-/// rounds, after 2 warm-up rounds).
+/// rounds, after 2 warm-up rounds); stopped after [`LEAST_ROUNDS`] once
+/// every comparison of `decides` is settled (see `timing::settled`).
 pub(super) fn time_models(
     backend: &ChosenBackend,
     cx: &Context<'_>,
@@ -450,6 +501,7 @@ pub(super) fn time_models(
     models: &[(&str, &Model)],
     inputs: &[HostTensor],
     seconds: f64,
+    decides: &[Decides],
 ) -> OpsResult<Vec<f64>> {
     let mut timed = Vec::with_capacity(models.len());
     for (label, m) in models {
@@ -475,10 +527,34 @@ pub(super) fn time_models(
     let first = timing::time_interleaved(&timed, 1, 1, Transfer::HostToHost, &mut |_| {})
         .map_err(OpsError::from)?;
     let round_ms: f64 = first.iter().map(|l| l.median_ms).sum::<f64>().max(1e-3);
-    let runs = rounds(seconds, round_ms);
-    let lat = timing::time_interleaved(&timed, 2, runs, Transfer::HostToHost, &mut |_| {})
-        .map_err(OpsError::from)?;
+    let most = rounds(seconds, round_ms);
+    let bounds = timing::Rounds {
+        least: LEAST_ROUNDS.min(most),
+        most,
+    };
+    let mut settled = |ms: &[Vec<f64>]| all_settled(ms, decides);
+    let lat = timing::time_interleaved_until(
+        &timed,
+        2,
+        bounds,
+        Transfer::HostToHost,
+        &mut |_| {},
+        &mut settled,
+    )
+    .map_err(OpsError::from)?;
     Ok(lat.iter().map(|l| l.median_ms).collect())
+}
+
+/// Every comparison of `decides` settled on the rounds `ms` (none: never,
+/// the timing fills its time).
+fn all_settled(ms: &[Vec<f64>], decides: &[Decides]) -> bool {
+    !decides.is_empty()
+        && decides
+            .iter()
+            .all(|&(a, b, t)| match (ms.get(a), ms.get(b)) {
+                (Some(x), Some(y)) => timing::settled(x, y, t, SETTLED_GAP),
+                _ => false,
+            })
 }
 
 /// Timed rounds for `seconds` when one round takes `round_ms`.
@@ -568,6 +644,40 @@ mod tests {
         assert_eq!(fastest_placement(&[10.0, 12.0, 11.0]), None);
         assert_eq!(fastest_placement(&[10.0]), None);
         assert_eq!(fastest_placement(&[]), None);
+    }
+
+    #[test]
+    fn the_placement_timing_settles_only_what_the_competing_placements_decide() {
+        // Placements 0 (the target's), 1, 2; float is 3. Placement 1 lost
+        // too much accuracy: nothing about it is waited for.
+        assert_eq!(
+            placement_decides(&[true, false, true]),
+            vec![(2, 0, FASTER), (0, 3, 1.0), (2, 3, 1.0)]
+        );
+        assert_eq!(
+            placement_decides(&[true, true, true]),
+            vec![
+                (1, 0, FASTER),
+                (2, 0, FASTER),
+                (1, 2, 1.0),
+                (0, 3, 1.0),
+                (1, 3, 1.0),
+                (2, 3, 1.0)
+            ]
+        );
+        assert_eq!(placement_decides(&[true]), vec![(0, 1, 1.0)]);
+    }
+
+    #[test]
+    fn timing_stops_early_only_once_every_comparison_is_settled() {
+        let fast = vec![6.0, 6.1, 5.9, 6.0, 6.2, 6.0, 5.9, 6.1];
+        let slow = vec![9.0, 9.1, 8.9, 9.2, 9.0, 8.8, 9.0, 9.1];
+        let ms = vec![fast.clone(), slow.clone(), slow.clone()];
+        assert!(all_settled(&ms, &[(0, 1, FASTER)]));
+        // 1 against 2 (equal) is not settled: the timing goes on.
+        assert!(!all_settled(&ms, &[(0, 1, FASTER), (1, 2, 1.0)]));
+        // Nothing to decide: fill the time.
+        assert!(!all_settled(&ms, &[]));
     }
 
     #[test]
