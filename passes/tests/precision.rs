@@ -1140,7 +1140,7 @@ fn contrib_ops_convert_a_fused_silu() {
     assert_eq!(count(&off, "Cast"), 4, "two more around the float32 island");
 }
 
-/// basic-pitch's log-magnitude: `Log(h*h + 1e-10)` between two MatMuls.
+/// basic-pitch's log-magnitude, `Log(h*h + 1e-10)`, after a learned layer.
 fn guarded_log_block() -> Model {
     let mut b = GraphBuilder::new();
     let x = b.input("x", DataType::Float, dims(&["2", "8"]));
@@ -1149,6 +1149,8 @@ fn guarded_log_block() -> Model {
         .collect();
     let w1 = b.f32("w1", &[8, 8], &w1);
     let h = b.op("MatMul", &[x, w1], vec![]);
+    // A learned layer: the square is not of a filter bank's signal.
+    let h = b.op("Relu", &[h], vec![]);
     let sq = b.op("Mul", &[h, h], vec![]);
     let eps = b.f32("eps", &[], &[1e-10]);
     let power = b.op("Add", &[sq, eps], vec![]);
@@ -1186,7 +1188,7 @@ fn a_log_guard_float16_cannot_hold_keeps_the_log_and_its_argument_float32() {
     );
     // A silent row and a quiet one: finite, as in float32.
     let mut x = vec![0.0f32; 8];
-    x.extend(std::iter::repeat_n(1e-5f32, 8));
+    x.extend(std::iter::repeat_n(2e-5f32, 8));
     let inputs = vec![HostTensor::new(Some("x".into()), vec![2, 8], TensorData::F32(x)).unwrap()];
     let shapes = default_shapes();
     let b = TractBackend
@@ -1222,4 +1224,77 @@ fn bfloat16_holds_a_tiny_log_guard_and_converts_the_log() {
         SideData::default(),
     );
     assert_eq!(ops_in(&m, DataType::Bfloat16).get("Log"), Some(&1));
+}
+
+/// A log spectrum: a filter bank over the input, `Log(re*re + im*im + 1e-3)`,
+/// and a learned head; `relu`: a learned nonlinearity before the square.
+fn log_spectrum_block(relu: bool) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("audio", DataType::Float, dims(&["1", "64"]));
+    let cos: Vec<f32> = (0..64 * 8)
+        .map(|i| ((i / 8) as f32 * (1 + i % 8) as f32 * 0.1).cos())
+        .collect();
+    let sin: Vec<f32> = (0..64 * 8)
+        .map(|i| ((i / 8) as f32 * (1 + i % 8) as f32 * 0.1).sin())
+        .collect();
+    let cos = b.f32("bank_cos", &[64, 8], &cos);
+    let sin = b.f32("bank_sin", &[64, 8], &sin);
+    let mut re = b.op("MatMul", &[x, cos], vec![]);
+    let im = b.op("MatMul", &[x, sin], vec![]);
+    if relu {
+        re = b.op("Relu", &[re], vec![]);
+    }
+    let re2 = b.op("Mul", &[re, re], vec![]);
+    let im2 = b.op("Mul", &[im, im], vec![]);
+    let power = b.op("Add", &[re2, im2], vec![]);
+    let eps = b.f32("eps", &[], &[1e-3]);
+    let power = b.op("Add", &[power, eps], vec![]);
+    let log = b.op("Log", &[power], vec![]);
+    let head: Vec<f32> = (0..32).map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.1).collect();
+    let head = b.f32("head", &[8, 4], &head);
+    let y = b.op("MatMul", &[log, head], vec![]);
+    b.output(y, "y", DataType::Float, Some(dims(&["1", "4"])));
+    b.build(17)
+}
+
+#[test]
+fn a_log_spectrum_front_end_stays_float32_and_its_head_converts() {
+    // basic-pitch: its CQT in float16 moved onsets by up to 0.056 (the
+    // signal's rounding is a -66 dB floor the log shows); the bank, the
+    // squares, the sum and the Log stay float32, the head runs in half.
+    for (pass, half) in [
+        ("convert-float16", DataType::Float16),
+        ("convert-bfloat16", DataType::Bfloat16),
+    ] {
+        let mut m = log_spectrum_block(false);
+        let run = run_yaml(
+            &mut m,
+            &format!("version: 1\npasses: [{pass}]\n"),
+            SideData::default(),
+        );
+        let float = ops_in(&m, DataType::Float);
+        assert_eq!(float.get("MatMul"), Some(&2), "{pass}: {float:?}");
+        assert_eq!(
+            (float.get("Mul"), float.get("Add"), float.get("Log")),
+            (Some(&2), Some(&2), Some(&1)),
+            "{pass}"
+        );
+        assert_eq!(ops_in(&m, half).get("MatMul"), Some(&1), "{pass}");
+        assert!(
+            run.declined
+                .iter()
+                .any(|d| d.reason.contains("log spectrum front end")),
+            "{pass}: {:?}",
+            run.declined
+        );
+    }
+    // Behind a learned nonlinearity it is not a front end: the MatMuls convert.
+    let mut m = log_spectrum_block(true);
+    fp16(&mut m);
+    assert_eq!(
+        ops_in(&m, DataType::Float16).get("MatMul"),
+        Some(&3),
+        "{:?}",
+        ops_in(&m, DataType::Float)
+    );
 }

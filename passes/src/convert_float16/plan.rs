@@ -155,6 +155,10 @@ impl ConvertFloat {
                 sensitive.entry(id).or_insert(why);
             }
         }
+        // Both half types round a filter bank's signal (see `log_frontend`).
+        for (id, why) in super::log_frontend::front_ends(g, &plan.dtype) {
+            sensitive.entry(id).or_insert(why);
+        }
         let target = self.to.precision();
         let ty = self.to.type_name();
         // Phase 1: compute nodes.
