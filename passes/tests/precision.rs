@@ -1288,6 +1288,34 @@ fn a_log_spectrum_front_end_stays_float32_and_its_head_converts() {
             run.declined
         );
     }
+    // A mel bank between the power and the Log: the same.
+    let mut m = log_spectrum_block(false);
+    {
+        let g = &mut m.graph;
+        let power = g.find_node("add_5").expect("the sum of squares");
+        let sum = g.node(power).outputs[0].unwrap();
+        let mel: Vec<f32> = (0..64).map(|i| ((i % 9) as f32) * 0.05).collect();
+        let mel = g.add_initializer("mel", Tensor::from_f32(vec![8, 8], &mel));
+        let id = g.add_node(
+            infopt_ir::Node {
+                name: Some("mel".into()),
+                op_type: "MatMul".into(),
+                inputs: vec![Some(sum), Some(mel)],
+                ..Default::default()
+            },
+            &["mel_power"],
+        );
+        let out = g.node(id).outputs[0].unwrap();
+        let eps = g.find_node("add_6").expect("the guard");
+        g.set_input(eps, 0, Some(out));
+    }
+    let run = fp16(&mut m);
+    assert_eq!(
+        ops_in(&m, DataType::Float).get("MatMul"),
+        Some(&3),
+        "{:?}",
+        run.declined
+    );
     // Behind a learned nonlinearity it is not a front end: the MatMuls convert.
     let mut m = log_spectrum_block(true);
     fp16(&mut m);

@@ -49,11 +49,22 @@ const FRONT: &[&str] = &[
     "Clip",
 ];
 
-/// Elementwise ops between the square and the Log (the sum of squares, the guard).
-const POWER: &[&str] = &["Add", "Max", "Clip", "Mul", "Pow", "Abs", "ReduceSum"];
+/// Ops between the square and the Log: the sum of squares, the guard, and a
+/// mel filter bank (a MatMul or Conv over the power spectrum).
+const POWER: &[&str] = &[
+    "Add",
+    "Max",
+    "Clip",
+    "Mul",
+    "Pow",
+    "Abs",
+    "ReduceSum",
+    "MatMul",
+    "Conv",
+];
 
 /// Steps from the Log back to its squares.
-const POWER_DEPTH: usize = 4;
+const POWER_DEPTH: usize = 5;
 
 /// Largest front end kept (basic-pitch's CQT: 190 nodes).
 const MAX_NODES: usize = 600;
