@@ -29,7 +29,12 @@
 //! decomposed LayerNorm/RMSNorm/softmax statistics (the reduction, the
 //! squaring/exp before it and the Add(eps)/Sqrt/Reciprocal/Div after it),
 //! shape arithmetic (small float tensors computing Resize scales, Range
-//! bounds or integer sizes), everything off the allow-list (Range,
+//! bounds or integer sizes), in float16 a Log/Sqrt/Reciprocal/divisor
+//! guarded by a constant below float16's smallest normal (`Log(x*x + 1e-10)`:
+//! the guard, the guarded op and the elementwise chain computing the
+//! argument, see `guards`), the front end of a log spectrum (from a graph
+//! input through a filter bank and a square to the Log, see
+//! `log_frontend`), everything off the allow-list (Range,
 //! comparisons, custom domains), and LayerNormalization/BatchNormalization
 //! whose statistics outputs are used. Last, an island without MatMul, Gemm, Conv,
 //! ConvTranspose, Einsum, LayerNormalization or a recurrent layer that would
@@ -111,7 +116,9 @@ crate::register_pass! {
 
 // half_type.rs (the types) < ops.rs, values.rs < plan.rs, rewrite.rs (one graph)
 // < scopes.rs (the tree of subgraphs) < this file (the pass's run).
+mod guards;
 mod half_type;
+mod log_frontend;
 mod ops;
 mod plan;
 mod rewrite;

@@ -1139,3 +1139,190 @@ fn contrib_ops_convert_a_fused_silu() {
     assert_eq!(quick_dtype(&off), DataType::Float);
     assert_eq!(count(&off, "Cast"), 4, "two more around the float32 island");
 }
+
+/// basic-pitch's log-magnitude, `Log(h*h + 1e-10)`, after a learned layer.
+fn guarded_log_block() -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2", "8"]));
+    let w1: Vec<f32> = (0..64)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.05)
+        .collect();
+    let w1 = b.f32("w1", &[8, 8], &w1);
+    let h = b.op("MatMul", &[x, w1], vec![]);
+    // A learned layer: the square is not of a filter bank's signal.
+    let h = b.op("Relu", &[h], vec![]);
+    let sq = b.op("Mul", &[h, h], vec![]);
+    let eps = b.f32("eps", &[], &[1e-10]);
+    let power = b.op("Add", &[sq, eps], vec![]);
+    let log = b.op("Log", &[power], vec![]);
+    let w2: Vec<f32> = (0..32).map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.1).collect();
+    let w2 = b.f32("w2", &[8, 4], &w2);
+    let y = b.op("MatMul", &[log, w2], vec![]);
+    b.output(y, "y", DataType::Float, Some(dims(&["2", "4"])));
+    b.build(17)
+}
+
+#[test]
+fn a_log_guard_float16_cannot_hold_keeps_the_log_and_its_argument_float32() {
+    use infopt_runtime::{HostTensor, TensorData};
+    let original = guarded_log_block();
+    let mut m = original.clone();
+    let run = fp16(&mut m);
+    // 1e-10 is below float16's smallest subnormal: converted, the guard is 0
+    // and a silent row gives Log(0) = -inf. The square, the guard and the Log
+    // stay float32; the MatMuls still run in float16.
+    let float = ops_in(&m, DataType::Float);
+    assert_eq!(
+        (float.get("Log"), float.get("Add"), float.get("Mul")),
+        (Some(&1), Some(&1), Some(&1)),
+        "{float:?}"
+    );
+    assert_eq!(ops_in(&m, DataType::Float16).get("MatMul"), Some(&2));
+    assert_eq!(dtype_of(&m, "eps"), DataType::Float);
+    assert!(
+        run.declined
+            .iter()
+            .any(|d| d.at.starts_with("log") && d.reason.contains("guard")),
+        "{:?}",
+        run.declined
+    );
+    // A silent row and a quiet one: finite, as in float32.
+    let mut x = vec![0.0f32; 8];
+    x.extend(std::iter::repeat_n(2e-5f32, 8));
+    let inputs = vec![HostTensor::new(Some("x".into()), vec![2, 8], TensorData::F32(x)).unwrap()];
+    let shapes = default_shapes();
+    let b = TractBackend
+        .load(&original.to_bytes().unwrap(), None, &shapes)
+        .unwrap();
+    let a = TractBackend
+        .load(&m.to_bytes().unwrap(), None, &shapes)
+        .unwrap();
+    let expected = b.run(&inputs).unwrap();
+    let actual = a.run(&inputs).unwrap();
+    let agreement = compare_outputs(
+        &actual,
+        &expected,
+        Tolerance {
+            atol: 1.0,
+            rtol: 1.0,
+        },
+    );
+    assert!(
+        agreement
+            .iter()
+            .all(|o| o.nan_mismatches == 0 && o.max_abs.is_finite() && o.cosine > 0.999),
+        "{agreement:?}"
+    );
+}
+
+#[test]
+fn bfloat16_holds_a_tiny_log_guard_and_converts_the_log() {
+    let mut m = guarded_log_block();
+    run_yaml(
+        &mut m,
+        "version: 1\npasses: [convert-bfloat16]\n",
+        SideData::default(),
+    );
+    assert_eq!(ops_in(&m, DataType::Bfloat16).get("Log"), Some(&1));
+}
+
+/// A log spectrum: a filter bank over the input, `Log(re*re + im*im + 1e-3)`,
+/// and a learned head; `relu`: a learned nonlinearity before the square.
+fn log_spectrum_block(relu: bool) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("audio", DataType::Float, dims(&["1", "64"]));
+    let cos: Vec<f32> = (0..64 * 8)
+        .map(|i| ((i / 8) as f32 * (1 + i % 8) as f32 * 0.1).cos())
+        .collect();
+    let sin: Vec<f32> = (0..64 * 8)
+        .map(|i| ((i / 8) as f32 * (1 + i % 8) as f32 * 0.1).sin())
+        .collect();
+    let cos = b.f32("bank_cos", &[64, 8], &cos);
+    let sin = b.f32("bank_sin", &[64, 8], &sin);
+    let mut re = b.op("MatMul", &[x, cos], vec![]);
+    let im = b.op("MatMul", &[x, sin], vec![]);
+    if relu {
+        re = b.op("Relu", &[re], vec![]);
+    }
+    let re2 = b.op("Mul", &[re, re], vec![]);
+    let im2 = b.op("Mul", &[im, im], vec![]);
+    let power = b.op("Add", &[re2, im2], vec![]);
+    let eps = b.f32("eps", &[], &[1e-3]);
+    let power = b.op("Add", &[power, eps], vec![]);
+    let log = b.op("Log", &[power], vec![]);
+    let head: Vec<f32> = (0..32).map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.1).collect();
+    let head = b.f32("head", &[8, 4], &head);
+    let y = b.op("MatMul", &[log, head], vec![]);
+    b.output(y, "y", DataType::Float, Some(dims(&["1", "4"])));
+    b.build(17)
+}
+
+#[test]
+fn a_log_spectrum_front_end_stays_float32_and_its_head_converts() {
+    // basic-pitch: its CQT in float16 moved onsets by up to 0.056 (the
+    // signal's rounding is a -66 dB floor the log shows); the bank, the
+    // squares, the sum and the Log stay float32, the head runs in half.
+    for (pass, half) in [
+        ("convert-float16", DataType::Float16),
+        ("convert-bfloat16", DataType::Bfloat16),
+    ] {
+        let mut m = log_spectrum_block(false);
+        let run = run_yaml(
+            &mut m,
+            &format!("version: 1\npasses: [{pass}]\n"),
+            SideData::default(),
+        );
+        let float = ops_in(&m, DataType::Float);
+        assert_eq!(float.get("MatMul"), Some(&2), "{pass}: {float:?}");
+        assert_eq!(
+            (float.get("Mul"), float.get("Add"), float.get("Log")),
+            (Some(&2), Some(&2), Some(&1)),
+            "{pass}"
+        );
+        assert_eq!(ops_in(&m, half).get("MatMul"), Some(&1), "{pass}");
+        assert!(
+            run.declined
+                .iter()
+                .any(|d| d.reason.contains("log spectrum front end")),
+            "{pass}: {:?}",
+            run.declined
+        );
+    }
+    // A mel bank between the power and the Log: the same.
+    let mut m = log_spectrum_block(false);
+    {
+        let g = &mut m.graph;
+        let power = g.find_node("add_5").expect("the sum of squares");
+        let sum = g.node(power).outputs[0].unwrap();
+        let mel: Vec<f32> = (0..64).map(|i| ((i % 9) as f32) * 0.05).collect();
+        let mel = g.add_initializer("mel", Tensor::from_f32(vec![8, 8], &mel));
+        let id = g.add_node(
+            infopt_ir::Node {
+                name: Some("mel".into()),
+                op_type: "MatMul".into(),
+                inputs: vec![Some(sum), Some(mel)],
+                ..Default::default()
+            },
+            &["mel_power"],
+        );
+        let out = g.node(id).outputs[0].unwrap();
+        let eps = g.find_node("add_6").expect("the guard");
+        g.set_input(eps, 0, Some(out));
+    }
+    let run = fp16(&mut m);
+    assert_eq!(
+        ops_in(&m, DataType::Float).get("MatMul"),
+        Some(&3),
+        "{:?}",
+        run.declined
+    );
+    // Behind a learned nonlinearity it is not a front end: the MatMuls convert.
+    let mut m = log_spectrum_block(true);
+    fp16(&mut m);
+    assert_eq!(
+        ops_in(&m, DataType::Float16).get("MatMul"),
+        Some(&3),
+        "{:?}",
+        ops_in(&m, DataType::Float)
+    );
+}

@@ -148,7 +148,17 @@ impl ConvertFloat {
         keep_io: bool,
     ) -> Plan {
         let mut plan = Plan::typed(g, scope);
-        let sensitive = ops::sensitive(g, &plan.dtype);
+        let mut sensitive = ops::sensitive(g, &plan.dtype);
+        // bfloat16 has float32's exponent range: tiny guards survive it.
+        if self.to == Half::F16 {
+            for (id, why) in super::guards::guarded(g) {
+                sensitive.entry(id).or_insert(why);
+            }
+        }
+        // Both half types round a filter bank's signal (see `log_frontend`).
+        for (id, why) in super::log_frontend::front_ends(g, &plan.dtype) {
+            sensitive.entry(id).or_insert(why);
+        }
         let target = self.to.precision();
         let ty = self.to.type_name();
         // Phase 1: compute nodes.
