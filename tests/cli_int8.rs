@@ -792,3 +792,51 @@ fn a_max_drop_without_a_metric_is_refused_naming_the_python_api() {
         "{err}"
     );
 }
+
+/// When every layer in INT8 already runs no faster than float at one
+/// thread, the search cannot end faster: the float model is written at
+/// once, with the figures (the timing's answer comes from a debug-build
+/// hook: a test model's real timings decide nothing); a faster INT8 searches
+/// as before.
+#[test]
+fn int8_no_faster_than_float_writes_the_float_model_without_searching() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 24, &[1, 3, 32, 32]);
+    let out = dir.path().join("q.onnx");
+    let model = fixture("cnn_bn_relu.onnx");
+    let args = [
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--calib-samples",
+        "12",
+        "--json",
+    ];
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args(args)
+        .env("INFOPT_TEST_INT8_TIMED", "2.06,1.71")
+        .output()
+        .expect("run infopt");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON report");
+    let why = r["int8"]["float_written"].as_str().expect("float_written");
+    assert_eq!(
+        why,
+        "INT8 does not pay on this model and runtime, so the float model was written (no INT8 in it): with every layer in INT8 it ran 2.06 ms against float's 1.71 ms in ONNX Runtime CPU at one thread, and keeping layers in float would not make it faster"
+    );
+    assert!(out.exists() && !has_int8(&out));
+    assert_eq!(cost_count(&r, "probed on a few samples"), 0, "no search");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args(args)
+        .env("INFOPT_TEST_INT8_TIMED", "1.20,1.71")
+        .output()
+        .expect("run infopt");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON report");
+    assert!(r["int8"]["float_written"].is_null(), "{}", r["int8"]);
+    assert!(has_int8(&out));
+}

@@ -69,6 +69,19 @@ pub(super) fn pick_placement(
         switch: None,
         timed: None,
     };
+    // Test hook (debug builds only): INFOPT_TEST_INT8_TIMED=INT8_MS,FLOAT_MS
+    // stands for the timing's answer, for the end-to-end test of what the
+    // command does with it (real timings of a test model decide nothing).
+    #[cfg(debug_assertions)]
+    if let Some(timed) = std::env::var("INFOPT_TEST_INT8_TIMED").ok().and_then(|v| {
+        let (q, f) = v.split_once(',')?;
+        Some((q.parse().ok()?, f.parse().ok()?))
+    }) {
+        return Ok(Picked {
+            switch: None,
+            timed: Some(timed),
+        });
+    }
     let others = alternatives(from);
     if others.is_empty() {
         return Ok(none);

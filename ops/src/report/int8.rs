@@ -131,8 +131,10 @@ pub struct Int8Report {
     /// target, no ONNX Runtime, not judged, target missed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speed: Option<SpeedCheck>,
-    /// Why the float model was written instead of INT8: no INT8 placement
-    /// kept the accuracy target (a layer pinned to INT8 prevents this).
+    /// Why the float model was written instead of INT8: only float keeps
+    /// the accuracy target, or INT8 with every layer quantized was no
+    /// faster than float at one thread (a layer pinned to INT8 prevents
+    /// both).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub float_written: Option<String>,
 }
