@@ -25,6 +25,7 @@ pub mod shape;
 pub mod stats;
 pub mod tensor;
 mod validate;
+pub mod walk;
 pub mod writeback;
 
 pub use attr::Attribute;

@@ -108,28 +108,16 @@ pub(super) fn risky_nodes(
         }
         add(id, "a logarithm or root of a computed power", &mut why);
         // Upstream: what computes its argument.
-        let mut frontier = vec![(id, 0usize)];
-        while let Some((at, depth)) = frontier.pop() {
-            if depth >= CHAIN_DEPTH {
-                continue;
-            }
-            for v in g.node(at).inputs.iter().flatten() {
-                let Some((p, _)) = g.value(*v).producer else {
-                    continue;
-                };
-                let pn = g.node(p);
-                if pn.domain().is_empty()
-                    && ARGUMENT_CHAIN.contains(&pn.op_type.as_str())
-                    && add(
-                        p,
-                        "the argument of a logarithm or root (a power or magnitude)",
-                        &mut why,
-                    )
-                {
-                    frontier.push((p, depth + 1));
-                }
-            }
-        }
+        infopt_ir::walk::walk_producers(g, id, CHAIN_DEPTH, |p| {
+            let pn = g.node(p);
+            pn.domain().is_empty()
+                && ARGUMENT_CHAIN.contains(&pn.op_type.as_str())
+                && add(
+                    p,
+                    "the argument of a logarithm or root (a power or magnitude)",
+                    &mut why,
+                )
+        });
     }
     why.sort_by_key(|(id, _)| order.iter().position(|o| o == id));
     why.into_iter()

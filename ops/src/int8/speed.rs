@@ -65,23 +65,14 @@ pub(super) fn pick_placement(
     costs: &super::costs::Costs,
     judge: &mut Judge<'_>,
 ) -> OpsResult<Picked> {
-    let none = Picked {
-        switch: None,
-        timed: None,
-    };
-    // Test hook (debug builds only): INFOPT_TEST_INT8_TIMED=INT8_MS,FLOAT_MS
-    // stands for the timing's answer, for the end-to-end test of what the
-    // command does with it (real timings of a test model decide nothing).
     #[cfg(debug_assertions)]
-    if let Some(timed) = std::env::var("INFOPT_TEST_INT8_TIMED").ok().and_then(|v| {
-        let (q, f) = v.split_once(',')?;
-        Some((q.parse().ok()?, f.parse().ok()?))
-    }) {
+    if let Some(timed) = test_timed() {
         return Ok(Picked {
             switch: None,
             timed: Some(timed),
         });
     }
+    let none = Picked::default();
     let others = alternatives(from);
     if others.is_empty() {
         return Ok(none);
@@ -183,6 +174,17 @@ pub(super) fn pick_placement(
     })
 }
 
+/// Test hook (debug builds only): INFOPT_TEST_INT8_TIMED=INT8_MS,FLOAT_MS
+/// stands for the placement timing's answer, for the end-to-end test of
+/// what the command does with it (real timings of a test model decide
+/// nothing).
+#[cfg(debug_assertions)]
+fn test_timed() -> Option<(f64, f64)> {
+    let v = std::env::var("INFOPT_TEST_INT8_TIMED").ok()?;
+    let (q, f) = v.split_once(',')?;
+    Some((q.parse().ok()?, f.parse().ok()?))
+}
+
 /// The comparisons the placement timing decides, for placements that
 /// `compete` (the first, the target's, always; the float model last):
 /// each other placement against the first (faster by more than the noise),
@@ -204,6 +206,7 @@ fn placement_decides(compete: &[bool]) -> Vec<Decides> {
 }
 
 /// What [`pick_placement`] found.
+#[derive(Default)]
 pub(super) struct Picked {
     /// Another placement than the target's, and the note saying why.
     pub switch: Option<(PipelineConfig, String)>,

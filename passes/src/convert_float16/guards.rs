@@ -54,25 +54,16 @@ pub fn guarded(g: &Graph) -> HashMap<NodeId, String> {
         );
         out.insert(id, why.clone());
         out.insert(guard, why.clone());
-        let mut frontier = vec![(guard, 0usize)];
-        while let Some((at, depth)) = frontier.pop() {
-            if depth >= DEPTH {
-                continue;
+        infopt_ir::walk::walk_producers(g, guard, DEPTH, |p| {
+            let pn = g.node(p);
+            let take = pn.domain().is_empty()
+                && ARGUMENT.contains(&pn.op_type.as_str())
+                && !out.contains_key(&p);
+            if take {
+                out.insert(p, why.clone());
             }
-            for v in g.node(at).inputs.iter().flatten() {
-                let Some((p, _)) = g.value(*v).producer else {
-                    continue;
-                };
-                let pn = g.node(p);
-                if pn.domain().is_empty()
-                    && ARGUMENT.contains(&pn.op_type.as_str())
-                    && !out.contains_key(&p)
-                {
-                    out.insert(p, why.clone());
-                    frontier.push((p, depth + 1));
-                }
-            }
-        }
+            take
+        });
     }
     out
 }

@@ -96,29 +96,20 @@ pub fn front_ends(g: &Graph, dtype: &HashMap<ValueId, DataType>) -> HashMap<Node
 fn power_of(g: &Graph, log: NodeId) -> Option<(Vec<NodeId>, Vec<ValueId>)> {
     let mut chain = vec![log];
     let mut signals = Vec::new();
-    let mut frontier = vec![(log, 0usize)];
-    while let Some((at, depth)) = frontier.pop() {
-        if depth >= POWER_DEPTH {
-            continue;
+    infopt_ir::walk::walk_producers(g, log, POWER_DEPTH, |p| {
+        let pn = g.node(p);
+        if !pn.domain().is_empty() || !POWER.contains(&pn.op_type.as_str()) || chain.contains(&p) {
+            return false;
         }
-        for v in g.node(at).inputs.iter().flatten() {
-            let Some((p, _)) = g.value(*v).producer else {
-                continue;
-            };
-            let pn = g.node(p);
-            if !pn.domain().is_empty() || !POWER.contains(&pn.op_type.as_str()) || chain.contains(&p) {
-                continue;
-            }
-            let square = (pn.is("Mul") && pn.inputs.first() == pn.inputs.get(1))
-                || (pn.is("Pow") && pn.inputs.get(1).copied().flatten().is_some_and(|e| is_two(g, e)));
-            chain.push(p);
-            if square {
-                signals.extend(pn.inputs.first().copied().flatten());
-            } else {
-                frontier.push((p, depth + 1));
-            }
+        let square = (pn.is("Mul") && pn.inputs.first() == pn.inputs.get(1))
+            || (pn.is("Pow") && pn.inputs.get(1).copied().flatten().is_some_and(|e| is_two(g, e)));
+        chain.push(p);
+        if square {
+            signals.extend(pn.inputs.first().copied().flatten());
         }
-    }
+        // Not above a square: what it squares is the signal.
+        !square
+    });
     (!signals.is_empty()).then_some((chain, signals))
 }
 
