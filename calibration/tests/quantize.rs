@@ -1258,3 +1258,32 @@ fn range_files_of_every_kind() {
     let e = quantize::read_ranges(&dir.path().join("missing.json")).unwrap_err();
     assert!(e.contains("missing.json"), "{e}");
 }
+
+/// A Concat of int64 shape values (`[batch, -1]` for a Reshape) is no
+/// quantization candidate: it is not reported as a declined Concat.
+#[test]
+fn a_shape_concat_is_not_reported_as_declined() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["2", "3", "4"]));
+    let shape = b.op("Shape", &[x], vec![]);
+    let minus_one = b.i64("minus_one", &[1], &[-1]);
+    let new_shape = b.op(
+        "Concat",
+        &[shape, minus_one],
+        vec![infopt_ir::Attribute::int("axis", 0)],
+    );
+    let y = b.op("Reshape", &[x, new_shape], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let fp32 = b.build(13);
+    let mut amax = Amax::default();
+    amax.insert("x", 3.0);
+    for target in [Target::Tensorrt, Target::Onnxruntime] {
+        let mut m = fp32.clone();
+        let run = quantize_with(&mut m, target, "", Some(amax.clone())).unwrap();
+        let concat = run
+            .declined
+            .iter()
+            .find(|d| d.at.to_ascii_lowercase().contains("concat"));
+        assert!(concat.is_none(), "{:?}", run.declined);
+    }
+}

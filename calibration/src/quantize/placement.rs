@@ -365,6 +365,14 @@ fn plan_trt(
             continue;
         }
         let ins: Vec<ValueId> = n.inputs.iter().flatten().copied().collect();
+        // A Concat of integers (shape arithmetic: `[batch, -1]` built from
+        // Shape/Gather) is no candidate at all, and no decline to report.
+        if ins.iter().any(|&v| {
+            g.value_type(v)
+                .is_some_and(|t| !t.dtype.is_float() && t.dtype != DataType::Undefined)
+        }) {
+            continue;
+        }
         let ranges: Option<Vec<f32>> = ins
             .iter()
             .map(|&v| {
