@@ -1129,6 +1129,7 @@ mod tests {
             top1_expected: BTreeMap::new(),
             parts: Vec::new(),
             metric: None,
+            neighbour_judged: Vec::new(),
         }
     }
 

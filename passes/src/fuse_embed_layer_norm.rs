@@ -18,7 +18,10 @@
 //! sum of Gathers: when the positions are not provably `0 .. S-1`, the ids
 //! are not 2-D int64 (or int32), the tables are not constant 2-D float32
 //! of the hidden size, the sum or a lookup has other readers, or the
-//! normalization is not over the last axis only.
+//! normalization is not over the last axis only; and when the normalized
+//! output feeds the Q/K/V projections of an attention block not fused into
+//! `Attention` (ONNX Runtime's own attention fusion starts from that
+//! LayerNormalization).
 //!
 //! ## Numerics
 //! The same lookups, sum and normalization in one float32 kernel (the sum's
@@ -40,7 +43,7 @@ crate::register_pass! {
 
 use infopt_ir::{Attribute, DataType, Graph, Model, Node, NodeId, Patch, PatchValue, ValueId};
 
-use crate::attention_pattern::{ShapeElem, shape_elems};
+use crate::attention_pattern::{ShapeElem, feeds_unfused_attention, shape_elems};
 use crate::pass::{Pass, PassCx, PassError};
 use crate::rule::Outcome;
 use crate::util::{
@@ -138,6 +141,11 @@ fn rule(g: &Graph, id: NodeId, _cx: &mut PassCx) -> Outcome {
     let mut adds = Vec::new();
     terms(g, s, true, &mut ts, &mut adds);
     require!(ts.len() == 2 || ts.len() == 3);
+    if feeds_unfused_attention(g, id) {
+        decline!(
+            "its output feeds an attention block's projections that ONNX Runtime fuses itself from a LayerNormalization (fuse-ort-attention did not fuse it)"
+        );
+    }
     let gamma = require_some!(input(g, id, 1));
     let Some(hidden) = g.constant(gamma).and_then(|t| t.dims().first().copied()) else {
         return Outcome::Skip;

@@ -24,7 +24,12 @@
 //!   or the hidden size H is unknown, or `gamma` / `beta` are not 1-D of
 //!   size H;
 //! - the element type is not float32;
-//! - `s` is a graph output.
+//! - `s` is a graph output;
+//! - the normalized output feeds the Q/K/V projections of an attention
+//!   block not fused into `Attention`, or the Add sums such a block's
+//!   output (ONNX Runtime's own attention fusion matches the
+//!   LayerNormalization and the Add, and misses a SkipLayerNormalization in
+//!   their place).
 //!
 //! ## Numerics
 //! The same sum and normalization, computed by one kernel in float32:
@@ -45,7 +50,7 @@ crate::register_pass! {
 
 use infopt_ir::{Attribute, DataType, Dim, Graph, Model, Node, NodeId, Patch, PatchValue, ValueId};
 
-use crate::attention_pattern::dims;
+use crate::attention_pattern::{dims, feeds_unfused_attention, reads_attention_output};
 use crate::pass::{Pass, PassCx, PassError};
 use crate::rule::Outcome;
 use crate::util::{
@@ -93,6 +98,15 @@ fn rule(g: &Graph, id: NodeId, _cx: &mut PassCx) -> Outcome {
     }
     if g.is_graph_output(s) {
         decline!("the residual sum is a graph output");
+    }
+    let after_attention = [input(g, add, 0), input(g, add, 1)]
+        .into_iter()
+        .flatten()
+        .any(|v| reads_attention_output(g, v));
+    if feeds_unfused_attention(g, id) || after_attention {
+        decline!(
+            "it is next to an attention block that ONNX Runtime fuses itself from a LayerNormalization and Add (fuse-ort-attention did not fuse it)"
+        );
     }
     let (Some(a), Some(b)) = (input(g, add, 0), input(g, add, 1)) else {
         return Outcome::Skip;

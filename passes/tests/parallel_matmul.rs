@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use infopt_ir::builder::{GraphBuilder, dims};
 use infopt_ir::{DataType, Model};
+use infopt_passes::Target;
 
 /// `x [B, 5, 4]` projected by `n` constant `[4, w]` weights (values that
 /// differ per projection), each followed by an `Add` of a `[w]` bias when
@@ -117,4 +118,76 @@ fn a_bias_of_another_width_is_not_packed() {
 fn a_projection_read_elsewhere_too_keeps_its_add() {
     // The second MatMul's output is also a graph output: its Add cannot move.
     assert_adds_stay(&two_projections(&[2], &[5.0, 6.0], true));
+}
+
+/// One attention head over `x [B, 5, 4]`: Q, K and V projections of `x`
+/// (each with a bias Add), `Softmax(Q·Kᵀ / 2)·V`.
+fn attention_head() -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["B", "5", "4"]));
+    let mut proj = Vec::new();
+    for i in 0..3 {
+        let weights: Vec<f32> = (0..16).map(|k| ((k * (i + 2)) % 7) as f32 * 0.1).collect();
+        let w = b.f32(&format!("W{i}"), &[4, 4], &weights);
+        let bias = b.f32(&format!("b{i}"), &[4], &[0.1 * i as f32; 4]);
+        let m = b.op("MatMul", &[x, w], vec![]);
+        proj.push(b.op("Add", &[m, bias], vec![]));
+    }
+    let kt = b.op(
+        "Transpose",
+        &[proj[1]],
+        vec![infopt_ir::Attribute::ints("perm", vec![0, 2, 1])],
+    );
+    let scores = b.op("MatMul", &[proj[0], kt], vec![]);
+    let two = b.f32("two", &[], &[2.0]);
+    let scaled = b.op("Div", &[scores, two], vec![]);
+    let probs = b.op(
+        "Softmax",
+        &[scaled],
+        vec![infopt_ir::Attribute::int("axis", -1)],
+    );
+    let y = b.op("MatMul", &[probs, proj[2]], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    b.build(17)
+}
+
+#[test]
+fn attention_projections_stay_separate_for_onnx_runtime_and_merge_for_tensorrt() {
+    let original = attention_head();
+    for target in [Target::Portable, Target::Onnxruntime] {
+        let mut m = original.clone();
+        let run = run_passes_for(&mut m, &["fuse-parallel-matmul"], target);
+        assert_eq!(ops(&m), ops(&original), "{target:?}");
+        let reasons: Vec<&str> = run
+            .declined
+            .iter()
+            .filter(|d| d.pass == "fuse-parallel-matmul")
+            .map(|d| d.reason.as_str())
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                "the MatMuls are an attention block's Q/K/V projections: ONNX Runtime fuses the block only when they stay separate"
+            ],
+            "{target:?}"
+        );
+    }
+    let mut m = original.clone();
+    run_passes_for(
+        &mut m,
+        &["fuse-parallel-matmul", "eliminate-dead"],
+        Target::Tensorrt,
+    );
+    assert_eq!(
+        ops(&m),
+        histogram(&[
+            ("MatMul", 3),
+            ("Add", 1),
+            ("Split", 1),
+            ("Transpose", 1),
+            ("Div", 1),
+            ("Softmax", 1)
+        ])
+    );
+    assert_equivalent(&original, &m, &default_shapes(), 1e-5, 1e-5);
 }

@@ -12,6 +12,7 @@ use infopt_runtime::{HostTensor, InputShapes, IoSpec, LoadedModel, OutputAgreeme
 use crate::backend::ChosenBackend;
 use crate::dataset::Dataset;
 use crate::error::{ErrorKind, Result, VerifyError};
+use crate::neighbours;
 use crate::parts::{self, ACTIVE_FRACTION, Part, PartKind};
 
 /// The shape of every input of one sample.
@@ -49,6 +50,22 @@ pub struct HeldOut {
     /// the caller: this module never scores a task).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metric: Option<MetricScores>,
+    /// Embedding outputs (see [`crate::neighbours`]) whose entries in
+    /// `top1_agreement` and `top1_expected` are nearest-neighbour
+    /// agreements between the samples' vectors, not class agreements.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub neighbour_judged: Vec<String>,
+}
+
+impl HeldOut {
+    /// What `top1_agreement` means for output `name`, for messages.
+    pub fn agreement_kind(&self, name: &str) -> &'static str {
+        if self.neighbour_judged.iter().any(|n| n == name) {
+            "nearest-neighbour agreement"
+        } else {
+            "top-1 agreement"
+        }
+    }
 }
 
 /// A caller's metric (higher is better) of both models on the same samples.
@@ -620,6 +637,9 @@ struct Tally {
     names: Vec<String>,
     ranks: Vec<usize>,
     running: Vec<Running>,
+    /// Per output: the first rows of an embedding output (see
+    /// [`crate::neighbours`]), the candidate's and the original's.
+    embeddings: Vec<(Vec<Vec<f32>>, Vec<Vec<f32>>)>,
     samples: usize,
 }
 
@@ -633,14 +653,19 @@ impl Tally {
                 .collect();
             self.ranks = expected.iter().map(|t| t.shape().len()).collect();
             self.running = (0..expected.len()).map(|_| Running::default()).collect();
+            self.embeddings = vec![Default::default(); expected.len()];
         }
-        for ((e, o), r) in expected.iter().zip(actual).zip(self.running.iter_mut()) {
+        let outputs = expected.iter().zip(actual).zip(self.running.iter_mut());
+        for (((e, o), r), kept) in outputs.zip(self.embeddings.iter_mut()) {
             let name = e.name().unwrap_or("");
             let classes = classifiers
                 .iter()
                 .any(|c| c == name)
                 .then(|| e.shape().last().copied())
                 .flatten();
+            if classes.is_none() && e.dtype().is_float() && neighbours::is_embedding(e.shape()) {
+                keep_rows(kept, o, e);
+            }
             match (o.as_slice::<f32>(), e.as_slice::<f32>()) {
                 (Some(a), Some(b)) => r.add(a, b, e.shape(), classes),
                 _ => r.add(&o.to_f64_vec(), &e.to_f64_vec(), e.shape(), classes),
@@ -651,13 +676,13 @@ impl Tally {
 
     fn finish(&self, skipped: usize, dataset: String, meaningful: bool) -> HeldOut {
         let (names, running) = (&self.names, &self.running);
-        let top1_agreement = names
+        let mut top1_agreement: BTreeMap<String, f64> = names
             .iter()
             .zip(running)
             .filter(|(_, r)| r.rows > 0)
             .map(|(n, r)| (n.clone(), r.rows_agreeing as f64 / r.rows as f64))
             .collect();
-        let top1_expected = names
+        let mut top1_expected: BTreeMap<String, f64> = names
             .iter()
             .zip(running)
             .filter(|(_, r)| r.rows > 0)
@@ -666,6 +691,16 @@ impl Tally {
                 (n.clone(), e)
             })
             .collect();
+        let mut neighbour_judged = Vec::new();
+        for (n, (a, b)) in names.iter().zip(&self.embeddings) {
+            let Some(j) = neighbours::judge(a, b) else {
+                continue;
+            };
+            let e = expected_agreement(&j.margins, &j.errors, neighbours::UNSEEN_ERROR_FACTOR);
+            top1_agreement.insert(n.clone(), j.agreeing as f64 / j.rows as f64);
+            top1_expected.insert(n.clone(), e);
+            neighbour_judged.push(n.clone());
+        }
         let outputs = names
             .iter()
             .zip(running)
@@ -688,7 +723,27 @@ impl Tally {
             top1_expected,
             parts,
             metric: None,
+            neighbour_judged,
         }
+    }
+}
+
+/// Adds the rows of embedding output `e` (the original's) and `o` (the
+/// candidate's) to `kept`, up to [`neighbours::ROWS_KEPT`].
+fn keep_rows(kept: &mut (Vec<Vec<f32>>, Vec<Vec<f32>>), o: &HostTensor, e: &HostTensor) {
+    let Some(&dim) = e.shape().last() else {
+        return;
+    };
+    let (a, b) = (o.to_f64_vec(), e.to_f64_vec());
+    if dim == 0 || a.len() != b.len() {
+        return;
+    }
+    for (ra, rb) in a.chunks(dim).zip(b.chunks(dim)) {
+        if kept.1.len() >= neighbours::ROWS_KEPT {
+            return;
+        }
+        kept.0.push(ra.iter().map(|&v| v as f32).collect());
+        kept.1.push(rb.iter().map(|&v| v as f32).collect());
     }
 }
 
@@ -1086,5 +1141,51 @@ mod tests {
         assert_eq!(expected_agreement(&margins, &[0.0; 4], 2.0), 1.0);
         assert_eq!(expected_agreement(&margins, &[f32::INFINITY], 2.0), 0.0);
         assert_eq!(expected_agreement(&[], &[], 2.0), 1.0);
+    }
+}
+
+#[cfg(test)]
+mod neighbour_tests {
+    use super::*;
+
+    /// One sample's `[1, 8]` embedding output named `emb`.
+    fn row(v: [f32; 8]) -> Vec<HostTensor> {
+        vec![
+            HostTensor::from_vec(vec![1, 8], v.to_vec())
+                .unwrap()
+                .named("emb"),
+        ]
+    }
+
+    #[test]
+    fn an_embedding_output_is_judged_by_nearest_neighbour_across_samples() {
+        // A large direction every row shares, as sentence embeddings do.
+        let original = [
+            [1.0, 0.1, 0.0, 0.0, 2.0, 2.0, 2.0, 2.0],
+            [1.0, 0.0, 0.0, 0.0, 2.0, 2.0, 2.0, 2.0],
+            [1.0, 0.5, 0.0, 0.0, 2.0, 2.0, 2.0, 2.0],
+            [0.0, 0.0, 1.0, 0.3, 2.0, 2.0, 2.0, 2.0],
+        ];
+        // Sample 0 moves toward sample 2: its neighbour changes while the
+        // output's cosine stays above 0.999.
+        let mut candidate = original;
+        candidate[0][1] = 0.42;
+        let mut tally = Tally::default();
+        for (a, b) in candidate.iter().zip(&original) {
+            tally.add(&row(*b), &row(*a), &[]);
+        }
+        let h = tally.finish(0, "test".into(), true);
+        assert_eq!(h.neighbour_judged, ["emb"]);
+        assert!(h.outputs[0].cosine > 0.999, "{}", h.outputs[0].cosine);
+        assert_eq!(h.top1_agreement["emb"], 0.75);
+        assert_eq!(h.agreement_kind("emb"), "nearest-neighbour agreement");
+        // A classifier output of the same shape is judged by its classes.
+        let mut tally = Tally::default();
+        for (a, b) in candidate.iter().zip(&original) {
+            tally.add(&row(*b), &row(*a), &["emb".to_string()]);
+        }
+        let h = tally.finish(0, "test".into(), true);
+        assert!(h.neighbour_judged.is_empty());
+        assert_eq!(h.agreement_kind("emb"), "top-1 agreement");
     }
 }

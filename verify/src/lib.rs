@@ -17,6 +17,7 @@ pub mod inputs;
 pub mod intermediates;
 pub mod loop_work;
 pub mod memory;
+pub mod neighbours;
 pub mod observe;
 mod padding;
 pub mod parts;

@@ -93,8 +93,11 @@ pub(super) fn misses(h: &HeldOut, goal: Goal) -> Vec<String> {
             && !top1_meets(t, goal.top1)
         {
             out.push(format!(
-                "{} (top-1 agreement {:.4} < {})",
-                o.name, t, goal.top1
+                "{} ({} {:.4} < {})",
+                o.name,
+                h.agreement_kind(&o.name),
+                t,
+                goal.top1
             ));
         }
     }

@@ -374,8 +374,9 @@ fn finalists<C: Clone, T: Trials<C>>(
     let n = order.len();
     let (v, built) = t.judge(&order[..k])?;
     t.inner.say(format!(
-        "finalist: best {k} of {n} in float on every sample: lowest cosine {:.5}: {}",
+        "finalist: best {k} of {n} in float on every sample: lowest cosine {:.5}, margin {:.5}: {}",
         v.cosine,
+        v.margin,
         if v.met { "met" } else { "missed" }
     ));
     let mut last_judged = Some((v, built));
@@ -383,8 +384,9 @@ fn finalists<C: Clone, T: Trials<C>>(
         let mut judge_met = |k: usize| -> OpsResult<bool> {
             let (v, built) = t.judge(&order[..k])?;
             t.inner.say(format!(
-                "best {k} of {n} in float on every sample: lowest cosine {:.5}: {}",
+                "best {k} of {n} in float on every sample: lowest cosine {:.5}, margin {:.5}: {}",
                 v.cosine,
+                v.margin,
                 if v.met { "met" } else { "missed" }
             ));
             if v.met || k == n {

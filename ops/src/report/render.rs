@@ -421,7 +421,7 @@ fn held_out(
         &[
             "output",
             "cosine",
-            "top-1 / score agreement",
+            "top-1 / neighbour / score agreement",
             "max abs",
             "SNR dB",
         ],
@@ -430,12 +430,19 @@ fn held_out(
         t.add_row(vec![
             o.name.clone(),
             format!("{:.6}", o.cosine),
-            match (h.top1_agreement.get(&o.name), h.top1_expected.get(&o.name)) {
-                (Some(a), Some(e)) if h.on_calibration_samples => {
-                    format!("{a:.4} (unseen: {e:.4} expected)")
+            {
+                let kind = if h.neighbour_judged.contains(&o.name) {
+                    "neighbours "
+                } else {
+                    ""
+                };
+                match (h.top1_agreement.get(&o.name), h.top1_expected.get(&o.name)) {
+                    (Some(a), Some(e)) if h.on_calibration_samples => {
+                        format!("{kind}{a:.4} (unseen: {e:.4} expected)")
+                    }
+                    (Some(a), _) => format!("{kind}{a:.4}"),
+                    _ => "-".into(),
                 }
-                (Some(a), _) => format!("{a:.4}"),
-                _ => "-".into(),
             },
             format!("{:.3e}", o.max_abs),
             format!("{:.1}", o.snr_db),
