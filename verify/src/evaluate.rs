@@ -639,7 +639,7 @@ struct Tally {
     running: Vec<Running>,
     /// Per output: the first rows of an embedding output (see
     /// [`crate::neighbours`]), the candidate's and the original's.
-    embeddings: Vec<(Vec<Vec<f32>>, Vec<Vec<f32>>)>,
+    embeddings: Vec<KeptRows>,
     samples: usize,
 }
 
@@ -728,9 +728,12 @@ impl Tally {
     }
 }
 
+/// The kept rows of one embedding output: the candidate's and the original's.
+type KeptRows = (Vec<Vec<f32>>, Vec<Vec<f32>>);
+
 /// Adds the rows of embedding output `e` (the original's) and `o` (the
 /// candidate's) to `kept`, up to [`neighbours::ROWS_KEPT`].
-fn keep_rows(kept: &mut (Vec<Vec<f32>>, Vec<Vec<f32>>), o: &HostTensor, e: &HostTensor) {
+fn keep_rows(kept: &mut KeptRows, o: &HostTensor, e: &HostTensor) {
     let Some(&dim) = e.shape().last() else {
         return;
     };

@@ -104,7 +104,7 @@ pub fn judge(a: &[Vec<f32>], b: &[Vec<f32>]) -> Option<Neighbours> {
         let nearest = |s: &[f64]| {
             others().fold(None::<usize>, |best, j| match best {
                 // NaN never wins; a NaN row loses its neighbour below.
-                Some(k) if !(s[j] > s[k]) => Some(k),
+                Some(k) if s[j].partial_cmp(&s[k]) != Some(std::cmp::Ordering::Greater) => Some(k),
                 _ => Some(j),
             })
         };
@@ -114,7 +114,8 @@ pub fn judge(a: &[Vec<f32>], b: &[Vec<f32>]) -> Option<Neighbours> {
             .map(|j| sb[j])
             .fold(f64::NEG_INFINITY, f64::max);
         let margin = sb[top] - runner_up;
-        if !(margin > TIE) {
+        // A NaN margin is no margin either.
+        if margin.is_nan() || margin <= TIE {
             continue;
         }
         let top_error = sa[top] - sb[top];
