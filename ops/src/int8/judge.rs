@@ -47,6 +47,9 @@ pub(super) struct Judge<'a> {
     /// choice's probe; the search's builds that one activation or layer
     /// leaves unchanged) costs no session and no run.
     probed: std::collections::HashMap<(u64, usize), HeldOut>,
+    /// A judgement so far held an output to nearest-neighbour agreement
+    /// (see `infopt_verify::neighbours`).
+    pub judges_neighbours: bool,
 }
 
 /// A hash of `model`'s serialized bytes (None when it does not serialize:
@@ -90,6 +93,7 @@ impl<'a> Judge<'a> {
             on_calibration: false,
             original_scores: std::collections::HashMap::new(),
             probed: std::collections::HashMap::new(),
+            judges_neighbours: false,
         }
     }
 
@@ -244,6 +248,7 @@ impl<'a> Judge<'a> {
             h
         };
         h.on_calibration_samples = self.on_calibration;
+        self.judges_neighbours |= !h.neighbour_judged.is_empty();
         Ok(h)
     }
 }
