@@ -55,7 +55,9 @@
 //!   channel count, or the constant broadcasts along another axis than the
 //!   channel axis, or would raise the output rank;
 //! - a `ConvTranspose` whose input channels do not divide by `group`;
-//! - a scale before the layer that varies along another axis than the
+//! - a scale before the layer that is a GELU's final halving
+//!   (`x * (1 + erf(x / sqrt 2)) * 0.5`: runtimes fuse a GELU only whole),
+//!   that varies along another axis than the
 //!   input channels, whose value has other readers, that divides by zero,
 //!   or whose dtype differs from the weight's; a shift before a conv that
 //!   pads.

@@ -2043,3 +2043,35 @@ fn without_ep_conv_activation_fuses_when_the_installed_runtime_is_cpu_only() {
     assert_eq!(conv_relu_installed(true, &["cuda"], Some(&cpu)).0, plain);
     assert_eq!(conv_relu_installed(true, &["cpu"], Some(&gpu)).0, fused);
 }
+
+#[test]
+fn a_whole_gelus_halving_stays_before_the_next_matmul() {
+    // x * (1 + erf(x / sqrt 2)) * 0.5 -> MatMul: ONNX Runtime fuses the
+    // GELU (BiasGelu) only with its halving in place.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "3", "5"]));
+    let sqrt2 = b.f32("sqrt2", &[], &[std::f32::consts::SQRT_2]);
+    let one = b.f32("one", &[], &[1.0]);
+    let half = b.f32("half", &[], &[0.5]);
+    let d = b.op("Div", &[x, sqrt2], vec![]);
+    let e = b.op("Erf", &[d], vec![]);
+    let a = b.op("Add", &[e, one], vec![]);
+    let m1 = b.op("Mul", &[x, a], vec![]);
+    let h = b.op("Mul", &[m1, half], vec![]);
+    let w = init(&mut b, "w", &[5, 4], 5, -1.0, 1.0);
+    let y = b.op("MatMul", &[h, w], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let original = b.build(17);
+    let mut m = original.clone();
+    let r = run(&mut m, &["fuse-conv-bn"], Target::Portable);
+    assert_eq!(ops(&m), ops(&original));
+    assert!(
+        reasons(&r).iter().any(|(at, why)| at == "matmul_6"
+            && why.starts_with("the scale before matmul_6")
+            && why.ends_with(
+            "is the last step of a GELU (x * (1 + erf(x / sqrt 2)) * 0.5): ONNX Runtime and TensorRT fuse a GELU only when it is whole"
+        )),
+        "{:?}",
+        reasons(&r)
+    );
+}
