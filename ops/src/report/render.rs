@@ -482,7 +482,7 @@ fn held_out(
             if q.target_met { "met" } else { "MISSED" }
         ),
         (Some(c), Some(t1), _, _) => format!(
-            "; target cosine >= {c}, top-1 agreement >= {t1} for classifier outputs: {}",
+            "; target cosine >= {c}, top-1 agreement >= {t1} for classifier outputs (nearest-neighbour agreement for embeddings): {}",
             if q.target_met { "met" } else { "MISSED" }
         ),
         _ => String::new(),
