@@ -193,6 +193,28 @@ impl PassCx {
             self.details.push(text);
         }
     }
+
+    /// Why the output is known to run on ONNX Runtime's CPU provider only:
+    /// the user named only it (`--ep cpu`), or named none and the installed
+    /// ONNX Runtime has no other. None when another provider is named or
+    /// installed, or when no ONNX Runtime was found to say.
+    pub fn cpu_only_reason(&self) -> Option<&'static str> {
+        let named = self
+            .side
+            .get::<ExecutionProviders>()
+            .cloned()
+            .unwrap_or_default();
+        if named.cpu_only() {
+            return Some("the output is for ONNX Runtime's CPU provider (--ep cpu)");
+        }
+        if !named.0.is_empty() {
+            return None;
+        }
+        let installed = self.side.get::<InstalledProviders>()?;
+        installed.first_not_cpu().is_none().then_some(
+            "no execution provider is named and the installed ONNX Runtime has only the CPU one",
+        )
+    }
 }
 
 /// A graph transformation. `run` returns the number of rewrites it applied

@@ -2075,3 +2075,80 @@ fn a_whole_gelus_halving_stays_before_the_next_matmul() {
         reasons(&r)
     );
 }
+
+/// `LayerNormalization(Add(x, r))` over `[1, 4, 8]` through
+/// fuse-skip-layer-norm (target onnxruntime) with the providers named and
+/// installed as given.
+fn add_layer_norm_for(
+    builtin: bool,
+    providers: &[&str],
+    installed: Option<&[&str]>,
+) -> (BTreeMap<String, usize>, PipelineRun) {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "4", "8"]));
+    let r = b.input("r", DataType::Float, dims(&["1", "4", "8"]));
+    let gamma = init(&mut b, "gamma", &[8], 2, 0.5, 1.5);
+    let beta = init(&mut b, "beta", &[8], 3, -0.5, 0.5);
+    let s = b.op("Add", &[x, r], vec![]);
+    let y = b.op(
+        "LayerNormalization",
+        &[s, gamma, beta],
+        vec![Attribute::int("axis", -1)],
+    );
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(17);
+    let names = vec!["fuse-skip-layer-norm".to_string()];
+    let config = PipelineConfig::from_pass_names(&names, Target::Onnxruntime).unwrap();
+    let options = DriverOptions {
+        validate: true,
+        builtin_pipeline: builtin,
+        ..Default::default()
+    };
+    let mut side = infopt_passes::SideData::default();
+    side.insert(infopt_passes::ExecutionProviders(
+        providers.iter().map(|p| p.to_string()).collect(),
+    ));
+    if let Some(installed) = installed {
+        side.insert(infopt_passes::InstalledProviders(
+            installed.iter().map(|p| p.to_string()).collect(),
+        ));
+    }
+    let run = infopt_passes::run_pipeline_with(&mut m, &config, &options, side, &mut |_, _| {
+        Ok(Flow::Continue)
+    })
+    .unwrap();
+    (ops(&m), run)
+}
+
+#[test]
+fn skip_layer_norm_is_left_to_add_and_layer_norm_on_the_cpu_provider() {
+    let fused = hist(&[("com.microsoft::SkipLayerNormalization", 1)]);
+    let plain = hist(&[("Add", 1), ("LayerNormalization", 1)]);
+    let cpu = ["CPUExecutionProvider"];
+    let gpu = ["CUDAExecutionProvider", "CPUExecutionProvider"];
+    // Named CPU, or nothing named with a CPU-only ONNX Runtime installed.
+    let (got, run) = add_layer_norm_for(true, &["cpu"], None);
+    assert_eq!(got, plain);
+    assert!(
+        run.details.iter().any(|d| d.starts_with(
+            "fuse-skip-layer-norm left Add + LayerNormalization unfused: the output is for ONNX Runtime's CPU provider (--ep cpu), where SkipLayerNormalization runs slower"
+        )),
+        "{:?}",
+        run.details
+    );
+    assert_eq!(add_layer_norm_for(true, &[], Some(&cpu)).0, plain);
+    // The user's own pipeline says so in a note.
+    let (got, run) = add_layer_norm_for(false, &[], Some(&cpu));
+    assert_eq!(got, plain);
+    assert!(
+        run.notes
+            .iter()
+            .any(|n| n.contains("naming a GPU provider (--ep cuda) fuses them")),
+        "{:?}",
+        run.notes
+    );
+    // A GPU provider named or installed, or no ONNX Runtime to say: fused.
+    assert_eq!(add_layer_norm_for(true, &["cuda"], Some(&cpu)).0, fused);
+    assert_eq!(add_layer_norm_for(true, &[], Some(&gpu)).0, fused);
+    assert_eq!(add_layer_norm_for(true, &[], None).0, fused);
+}
