@@ -27,6 +27,7 @@ pub mod shapes;
 pub mod size_hints;
 pub mod stacked;
 pub mod timing;
+mod top_class;
 pub mod tract_limits;
 pub mod value_hints;
 pub mod verifier;

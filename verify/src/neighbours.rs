@@ -12,6 +12,8 @@
 //! small part of each vector. Judged like a classifier's top-1: each row's
 //! similarities to the other rows are its "class scores".
 
+use crate::top_class::{argmax, margin_and_error_at};
+
 /// Rows kept per output (the first ones): every judgement compares each
 /// pair, so the cost grows with the square (128 rows of 384 values: about
 /// 6 M multiply-adds per model, a few milliseconds).
@@ -163,10 +165,12 @@ fn normalized(rows: &[Vec<f32>]) -> Vec<Vec<f64>> {
         .collect()
 }
 
-/// Cosine similarity of row `i` to every row (its own entry included).
+/// Cosine similarity of row `i` to every other row, in row order.
 fn similarities(unit: &[Vec<f64>], i: usize) -> Vec<f64> {
     unit.iter()
-        .map(|r| r.iter().zip(&unit[i]).map(|(x, y)| x * y).sum())
+        .enumerate()
+        .filter(|&(j, _)| j != i)
+        .map(|(_, r)| r.iter().zip(&unit[i]).map(|(x, y)| x * y).sum())
         .collect()
 }
 
@@ -195,39 +199,19 @@ pub fn judge(a: &[Vec<f32>], b: &[Vec<f32>]) -> Option<Neighbours> {
     let (ua, ub) = (normalized(a), normalized(b));
     let mut out = Neighbours::default();
     for i in 0..b.len() {
+        // Row i's similarities to the others are its class scores.
         let (sa, sb) = (similarities(&ua, i), similarities(&ub, i));
-        let others = || (0..b.len()).filter(move |&j| j != i);
-        let nearest = |s: &[f64]| {
-            others().fold(None::<usize>, |best, j| match best {
-                // NaN never wins; a NaN row loses its neighbour below.
-                Some(k) if s[j].partial_cmp(&s[k]) != Some(std::cmp::Ordering::Greater) => Some(k),
-                _ => Some(j),
-            })
-        };
-        let Some(top) = nearest(&sb) else { continue };
-        let runner_up = others()
-            .filter(|&j| j != top)
-            .map(|j| sb[j])
-            .fold(f64::NEG_INFINITY, f64::max);
-        let margin = sb[top] - runner_up;
+        let top = argmax(&sb);
+        let (margin, error) = margin_and_error_at(&sa, &sb, top);
         // A NaN margin is no margin either.
-        if margin.is_nan() || margin <= TIE {
+        if margin.is_nan() || f64::from(margin) <= TIE {
             continue;
         }
-        let top_error = sa[top] - sb[top];
-        let mut error = 0f64;
-        for j in others().filter(|&j| j != top) {
-            let gain = (sa[j] - sb[j]) - top_error;
-            error = if gain.is_nan() {
-                f64::INFINITY
-            } else {
-                error.max(gain)
-            };
-        }
         out.rows += 1;
-        out.agreeing += usize::from(nearest(&sa) == Some(top) && sa[top].is_finite());
-        out.margins.push(margin as f32);
-        out.errors.push(error as f32);
+        // A NaN row keeps no neighbour (argmax steps past NaN).
+        out.agreeing += usize::from(argmax(&sa) == top && sa[top].is_finite());
+        out.margins.push(margin);
+        out.errors.push(error);
     }
     (out.rows > 0).then_some(out)
 }
