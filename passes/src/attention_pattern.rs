@@ -668,30 +668,27 @@ pub(crate) fn feeds_unfused_attention(g: &Graph, n: NodeId) -> bool {
 /// leaves that Add alone while the block is unfused (ONNX Runtime's own
 /// attention fusion matches it as an Add).
 pub(crate) fn reads_attention_output(g: &Graph, v: ValueId) -> bool {
-    let mut frontier = vec![v];
-    for _ in 0..ATTENTION_DEPTH {
-        let mut next = Vec::new();
-        for v in frontier {
-            let Some((p, _)) = g.value(v).producer else {
-                continue;
-            };
-            let node = g.node(p);
-            if !node.domain().is_empty() {
-                continue;
-            }
-            match node.op_type.as_str() {
-                "Softmax" => return true,
-                op if op == "MatMul" || TO_ATTENTION.contains(&op) => {
-                    next.extend(node.inputs.iter().flatten().copied());
-                }
-                _ => {}
-            }
-        }
-        if next.is_empty() {
-            return false;
-        }
-        next.truncate(64);
-        frontier = next;
+    // What the walk passes through: the standard domain's MatMul and
+    // TO_ATTENTION ops.
+    let passes = |n: NodeId| {
+        let node = g.node(n);
+        node.domain().is_empty()
+            && (node.op_type == "MatMul" || TO_ATTENTION.contains(&node.op_type.as_str()))
+    };
+    let Some((p, _)) = g.value(v).producer else {
+        return false;
+    };
+    if g.node(p).is("Softmax") {
+        return true;
     }
-    false
+    if !passes(p) {
+        return false;
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut found = false;
+    infopt_ir::walk::walk_producers(g, p, ATTENTION_DEPTH - 1, |q| {
+        found |= g.node(q).is("Softmax") && g.node(q).domain().is_empty();
+        !found && seen.insert(q) && passes(q)
+    });
+    found
 }

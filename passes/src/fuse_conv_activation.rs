@@ -289,11 +289,7 @@ impl Pass for FuseConvActivation {
             let text = format!(
                 "fuse-conv-activation left Conv + activation unfused: the output is for provider '{other}', and FusedConv loads in ONNX Runtime's CPU provider only (CUDA: Relu/Tanh, slower); ONNX Runtime fuses the pairs at load where it can"
             );
-            if cx.builtin_pipeline {
-                cx.detail(text);
-            } else if !cx.notes.contains(&text) {
-                cx.note(text);
-            }
+            cx.not_applied(text);
             return Ok(0);
         }
         if providers.0.is_empty() && cx.builtin_pipeline {

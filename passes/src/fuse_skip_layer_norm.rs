@@ -232,11 +232,7 @@ impl Pass for FuseSkipLayerNorm {
             let text = format!(
                 "fuse-skip-layer-norm left Add + LayerNormalization unfused: {why}, where SkipLayerNormalization runs slower than the two ops it replaces (ONNX Runtime 1.31-1.32, [1, 128, 384] at one thread: 198 us against 23 us); naming a GPU provider fuses them"
             );
-            if cx.builtin_pipeline {
-                cx.detail(text);
-            } else if !cx.notes.contains(&text) {
-                cx.note(text);
-            }
+            cx.not_applied(text);
             return Ok(0);
         }
         crate::util::run_contrib_fusion(self.name(), "com.microsoft.SkipLayerNormalization", model, cx, &rule)

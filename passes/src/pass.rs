@@ -194,6 +194,17 @@ impl PassCx {
         }
     }
 
+    /// Why a pass did nothing for this target or provider: a detail in a
+    /// built-in pipeline (expected, not news), a note (once) in the
+    /// user's own.
+    pub fn not_applied(&mut self, text: String) {
+        if self.builtin_pipeline {
+            self.detail(text);
+        } else if !self.notes.contains(&text) {
+            self.note(text);
+        }
+    }
+
     /// Why the output is known to run on ONNX Runtime's CPU provider only:
     /// the user named only it (`--ep cpu`), or named none and the installed
     /// ONNX Runtime has no other. None when another provider is named or

@@ -250,11 +250,7 @@ pub fn targets_onnxruntime(pass: &str, op: &str, cx: &mut crate::pass::PassCx) -
         "{pass} does nothing for target {}: {op} is an ONNX Runtime contrib op",
         cx.target
     );
-    if cx.builtin_pipeline {
-        cx.detail(note);
-    } else if !cx.notes.contains(&note) {
-        cx.note(note);
-    }
+    cx.not_applied(note);
     false
 }
 
