@@ -1936,26 +1936,16 @@ fn focus_layers_that_are_not_a_space_to_depth_stay() {
     );
 }
 
-/// Conv + Relu through fuse-conv-activation for ONNX Runtime, in a built-in
-/// pipeline or the user's, with the providers `--ep` named.
-fn conv_relu_for(builtin: bool, providers: &[&str]) -> (BTreeMap<String, usize>, PipelineRun) {
-    conv_relu_installed(builtin, providers, None)
-}
-
-/// [`conv_relu_for`] with the installed ONNX Runtime's providers (None: none installed).
-fn conv_relu_installed(
+/// `m` through the one pass `pass` (target onnxruntime) with the providers
+/// named (`--ep`) and installed as given (None: no ONNX Runtime found).
+fn run_for_providers(
+    mut m: Model,
+    pass: &str,
     builtin: bool,
     providers: &[&str],
     installed: Option<&[&str]>,
 ) -> (BTreeMap<String, usize>, PipelineRun) {
-    let mut b = GraphBuilder::new();
-    let x = b.input("x", DataType::Float, dims(&["1", "3", "4", "4"]));
-    let w = init(&mut b, "w", &[2, 3, 1, 1], 1, -1.0, 1.0);
-    let c = b.op("Conv", &[x, w], vec![]);
-    let y = b.op("Relu", &[c], vec![]);
-    b.output(y, "y", DataType::Float, None);
-    let mut m = b.build(17);
-    let names = vec!["fuse-conv-activation".to_string()];
+    let names = vec![pass.to_string()];
     let config = PipelineConfig::from_pass_names(&names, Target::Onnxruntime).unwrap();
     let options = DriverOptions {
         validate: true,
@@ -1976,6 +1966,28 @@ fn conv_relu_installed(
     })
     .unwrap();
     (ops(&m), run)
+}
+
+/// Conv + Relu through fuse-conv-activation for ONNX Runtime, in a built-in
+/// pipeline or the user's, with the providers `--ep` named.
+fn conv_relu_for(builtin: bool, providers: &[&str]) -> (BTreeMap<String, usize>, PipelineRun) {
+    conv_relu_installed(builtin, providers, None)
+}
+
+/// [`conv_relu_for`] with the installed ONNX Runtime's providers (None: none installed).
+fn conv_relu_installed(
+    builtin: bool,
+    providers: &[&str],
+    installed: Option<&[&str]>,
+) -> (BTreeMap<String, usize>, PipelineRun) {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "4", "4"]));
+    let w = init(&mut b, "w", &[2, 3, 1, 1], 1, -1.0, 1.0);
+    let c = b.op("Conv", &[x, w], vec![]);
+    let y = b.op("Relu", &[c], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let m = b.build(17);
+    run_for_providers(m, "fuse-conv-activation", builtin, providers, installed)
 }
 
 #[test]
@@ -2096,28 +2108,8 @@ fn add_layer_norm_for(
         vec![Attribute::int("axis", -1)],
     );
     b.output(y, "y", DataType::Float, None);
-    let mut m = b.build(17);
-    let names = vec!["fuse-skip-layer-norm".to_string()];
-    let config = PipelineConfig::from_pass_names(&names, Target::Onnxruntime).unwrap();
-    let options = DriverOptions {
-        validate: true,
-        builtin_pipeline: builtin,
-        ..Default::default()
-    };
-    let mut side = infopt_passes::SideData::default();
-    side.insert(infopt_passes::ExecutionProviders(
-        providers.iter().map(|p| p.to_string()).collect(),
-    ));
-    if let Some(installed) = installed {
-        side.insert(infopt_passes::InstalledProviders(
-            installed.iter().map(|p| p.to_string()).collect(),
-        ));
-    }
-    let run = infopt_passes::run_pipeline_with(&mut m, &config, &options, side, &mut |_, _| {
-        Ok(Flow::Continue)
-    })
-    .unwrap();
-    (ops(&m), run)
+    let m = b.build(17);
+    run_for_providers(m, "fuse-skip-layer-norm", builtin, providers, installed)
 }
 
 #[test]
