@@ -840,3 +840,40 @@ fn int8_no_faster_than_float_writes_the_float_model_without_searching() {
     assert!(r["int8"]["float_written"].is_null(), "{}", r["int8"]);
     assert!(has_int8(&out));
 }
+
+#[test]
+fn an_embedding_output_is_judged_by_nearest_neighbour_agreement() {
+    // embedding_head ends in an L2 normalization (no classifier head): its
+    // vectors are judged by whether each sample keeps its nearest other
+    // sample, reported as that output's agreement.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q.onnx");
+    let (o, r) = run_json(&[
+        "optimize",
+        s(&fixture("embedding_head.onnx")),
+        "-o",
+        s(&out),
+        "--int8",
+        "--calib-data",
+        "random:24",
+        "--calib-samples",
+        "16",
+        "--held-out",
+        "8",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let h = &r["int8"]["held_out"];
+    assert_eq!(h["samples"], 8);
+    assert_eq!(h["neighbour_judged"], serde_json::json!(["embedding"]));
+    let agreement = h["top1_agreement"]["embedding"].as_f64().unwrap();
+    assert!(agreement >= 0.99, "{h}");
+    assert!(
+        r["notes"]
+            .to_string()
+            .contains("nearest-neighbour agreement for embeddings"),
+        "{}",
+        r["notes"]
+    );
+    assert!(out.exists());
+}
