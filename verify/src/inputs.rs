@@ -310,7 +310,7 @@ pub fn read_inputs(path: &Path) -> Result<Vec<HostTensor>, String> {
             .collect();
         files.sort();
         if files.is_empty() {
-            return Err(format!("--inputs {shown}: the folder has no .npy files"));
+            return Err(no_npy_files(path));
         }
         return files.iter().map(|f| read_npy_file(f)).collect();
     }
@@ -324,6 +324,28 @@ pub fn read_inputs(path: &Path) -> Result<Vec<HostTensor>, String> {
     Err(format!(
         "--inputs {shown}: neither an .npz (zip) nor an .npy file"
     ))
+}
+
+/// Why a folder without `.npy` files is not inputs; a folder of `.npz`
+/// files is a dataset (one sample per file, as `--calib-data` reads it),
+/// while `--inputs` is one sample.
+fn no_npy_files(path: &Path) -> String {
+    let shown = path.display();
+    let mut npz: Vec<_> = std::fs::read_dir(path)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "npz") && p.is_file())
+        .collect();
+    npz.sort();
+    match npz.first() {
+        Some(first) => format!(
+            "--inputs {shown}: the folder holds {} .npz samples (a dataset, as --calib-data reads it), but --inputs is one sample: give one file, e.g. --inputs {}, or a folder of .npy files named after the model's inputs",
+            npz.len(),
+            first.display()
+        ),
+        None => format!("--inputs {shown}: the folder has no .npy files"),
+    }
 }
 
 fn read_npy_file(path: &Path) -> Result<HostTensor, String> {
@@ -667,6 +689,21 @@ pub(crate) mod tests {
         let e = decode_npy("x", &npy("<c8", "(1,)", &f)).unwrap_err();
         assert!(e.contains("unsupported dtype <c8"), "{e}");
         assert!(decode_npy("x", b"garbage").is_err());
+    }
+
+    #[test]
+    fn a_folder_of_npz_samples_is_refused_naming_one_to_give() {
+        let dir = tempfile::tempdir().unwrap();
+        for n in ["0001.npz", "0000.npz"] {
+            std::fs::write(dir.path().join(n), b"PK").unwrap();
+        }
+        let e = read_inputs(dir.path()).unwrap_err();
+        assert!(e.contains("holds 2 .npz samples"), "{e}");
+        assert!(e.contains("--inputs is one sample"), "{e}");
+        assert!(e.contains("0000.npz"), "{e}");
+        let empty = tempfile::tempdir().unwrap();
+        let e = read_inputs(empty.path()).unwrap_err();
+        assert!(e.ends_with("the folder has no .npy files"), "{e}");
     }
 
     #[test]

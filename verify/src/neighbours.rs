@@ -43,10 +43,21 @@ const TIE: f64 = 1e-6;
 const LEAST_DIM: usize = 8;
 
 /// Whether an output of `shape` is judged as embeddings: one vector per
-/// row, `[rows, dim]` with at least 8 values per row, when it is not a
-/// classifier's output (whose last axis holds classes, judged by top-1).
+/// row, `[rows, dim]` with at least 8 values per row, or the same with
+/// axes of 1 around `dim` (`[rows, 1, 1, dim]`: openwakeword's speech
+/// embedding; `[rows, dim, 1, 1]`: a CNN's pooled features), when it is not
+/// a classifier's output (whose last axis holds classes, judged by top-1).
 pub fn is_embedding(shape: &[usize]) -> bool {
-    shape.len() == 2 && shape[1] >= LEAST_DIM
+    let Some((_, per_row)) = shape.split_first() else {
+        return false;
+    };
+    let wide: Vec<usize> = per_row.iter().copied().filter(|&d| d != 1).collect();
+    matches!(wide.as_slice(), [dim] if *dim >= LEAST_DIM)
+}
+
+/// Values per row of an embedding output of `shape`.
+fn row_len(shape: &[usize]) -> usize {
+    shape.iter().skip(1).product()
 }
 
 /// A text model's token inputs on one sample: the sequence length of its
@@ -101,7 +112,7 @@ pub fn rows(shape: &[usize], values: &[f64], tokens: Option<&Tokens>) -> Option<
         return None;
     }
     if is_embedding(shape) {
-        let dim = shape[1];
+        let dim = row_len(shape);
         return Some(
             values
                 .chunks(dim)
@@ -311,5 +322,14 @@ mod tests {
         assert!(is_embedding(&[32, 8]));
         assert!(!is_embedding(&[32, 1]));
         assert!(!is_embedding(&[1, 128, 384]));
+        // Axes of 1 around the vector change nothing.
+        assert!(is_embedding(&[4, 1, 1, 96]));
+        assert!(is_embedding(&[4, 1280, 1, 1]));
+        assert!(!is_embedding(&[4, 1, 1, 1]));
+        assert!(!is_embedding(&[4, 16, 1, 96]));
+        assert!(!is_embedding(&[96]));
+        let values: Vec<f64> = (0..2 * 96).map(f64::from).collect();
+        let r = rows(&[2, 1, 1, 96], &values, None).unwrap();
+        assert_eq!((r.len(), r[1].len(), r[1][0]), (2, 96, 96.0));
     }
 }
