@@ -329,7 +329,7 @@ mod tests {
         assert!(!is_embedding(&[4, 16, 1, 96]));
         assert!(!is_embedding(&[96]));
         let values: Vec<f64> = (0..2 * 96).map(f64::from).collect();
-        let r = rows(&[2, 1, 1, 96], &values, None).unwrap();
+        let r = super::rows(&[2, 1, 1, 96], &values, None).unwrap();
         assert_eq!((r.len(), r[1].len(), r[1][0]), (2, 96, 96.0));
     }
 }
