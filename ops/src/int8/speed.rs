@@ -119,33 +119,18 @@ pub(super) fn pick_placement(
         .enumerate()
         .map(|(i, l)| i == 0 || *l <= loss[0] * ACCURACY_SLACK)
         .collect();
-    // Only the placements that compete are timed: the others cannot be
-    // taken, and each costs a run per round.
-    let timed_ix: Vec<usize> = (0..built.len()).filter(|&i| competes[i]).collect();
-    let mut models: Vec<(&str, &Model)> =
-        timed_ix.iter().map(|&i| (labels[i], &built[i])).collect();
-    models.push(("float", mid));
-    let decides = placement_decides(&vec![true; timed_ix.len()]);
-    let timed_ms = costs.time(
+    let ms = costs.time(
         "placement timing: the timed runs and their sessions",
         || {
-            time_models_pruning(
-                &backend,
-                cx,
-                shapes,
-                &models,
-                sample,
-                PLACEMENT_SECONDS,
-                &decides,
-            )
+            let placements = Placements {
+                labels: &labels,
+                built: &built,
+                competes: &competes,
+            };
+            time_competing(&backend, cx, shapes, &placements, mid, sample)
         },
     )?;
-    let float_ms = timed_ms[timed_ms.len() - 1];
-    let mut ms = vec![f64::NAN; built.len()];
-    for (k, &i) in timed_ix.iter().enumerate() {
-        ms[i] = timed_ms[k];
-    }
-    ms.push(float_ms);
+    let float_ms = ms[ms.len() - 1];
     let line = labels
         .iter()
         .zip(&ms)
@@ -193,6 +178,49 @@ pub(super) fn pick_placement(
         switch,
         timed: Some((ms[best], float_ms)),
     })
+}
+
+/// The placements built with every layer in INT8, by label, and which
+/// compete on accuracy.
+struct Placements<'a> {
+    labels: &'a [&'a str],
+    built: &'a [Model],
+    competes: &'a [bool],
+}
+
+/// Milliseconds of each placement (NaN for one that does not compete: it
+/// cannot be taken, and each model timed costs a run per round) and of the
+/// float model `mid`, last.
+fn time_competing(
+    backend: &ChosenBackend,
+    cx: &Context<'_>,
+    shapes: &InputShapes,
+    p: &Placements<'_>,
+    mid: &Model,
+    sample: &[HostTensor],
+) -> OpsResult<Vec<f64>> {
+    let timed_ix: Vec<usize> = (0..p.built.len()).filter(|&i| p.competes[i]).collect();
+    let mut models: Vec<(&str, &Model)> = timed_ix
+        .iter()
+        .map(|&i| (p.labels[i], &p.built[i]))
+        .collect();
+    models.push(("float", mid));
+    let decides = placement_decides(&vec![true; timed_ix.len()]);
+    let timed_ms = time_models_pruning(
+        backend,
+        cx,
+        shapes,
+        &models,
+        sample,
+        PLACEMENT_SECONDS,
+        &decides,
+    )?;
+    let mut ms = vec![f64::NAN; p.built.len()];
+    for (k, &i) in timed_ix.iter().enumerate() {
+        ms[i] = timed_ms[k];
+    }
+    ms.push(timed_ms[timed_ms.len() - 1]);
+    Ok(ms)
 }
 
 /// Test hook (debug builds only): INFOPT_TEST_INT8_TIMED=INT8_MS,FLOAT_MS
