@@ -366,7 +366,7 @@ fn slice_of(data: DataView<'_>, range: std::ops::Range<usize>) -> DataView<'_> {
 /// `work` applied to every item, on up to `threads` threads (the calling thread is one
 /// of them), results in item order. Threads take the next item from a shared counter,
 /// so a slow item does not hold up the others.
-fn parallel_pieces<T: Sync, R: Send>(
+pub(crate) fn parallel_pieces<T: Sync, R: Send>(
     items: &[T],
     threads: usize,
     work: &(dyn Fn(&T) -> R + Sync),

@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 use crate::amax::Amax;
 use crate::error::{CalibError, Result};
 use crate::methods::Method;
-use crate::observer::{RangeCollector, TensorStats};
+use crate::observer::{RangeCollector, TensorStats, parallel_pieces};
 
 /// The schema this crate writes and the newest it reads.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -123,32 +123,7 @@ impl RangeTable {
         // same whatever the split.
         let all: Vec<(&str, &TensorStats)> = collector.iter().collect();
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let per = all.len().div_ceil(threads.max(1)).max(16);
-        let ranges: Vec<TensorRange> = std::thread::scope(|scope| {
-            let parts: Vec<_> = all
-                .chunks(per)
-                .map(|part| {
-                    let work = move || {
-                        part.iter()
-                            .map(|(n, st)| range_of(n, st))
-                            .collect::<Vec<_>>()
-                    };
-                    // A thread that cannot start does its part here.
-                    std::thread::Builder::new()
-                        .spawn_scoped(scope, work)
-                        .map_err(|_| work)
-                })
-                .collect();
-            parts
-                .into_iter()
-                .flat_map(|p| match p {
-                    Ok(handle) => handle
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                    Err(work) => work(),
-                })
-                .collect()
-        });
+        let ranges = parallel_pieces(&all, threads, &|(n, st)| range_of(n, st));
         let tensors = all.iter().map(|(n, _)| n.to_string()).zip(ranges).collect();
         Ok(RangeTable {
             schema_version: SCHEMA_VERSION,

@@ -303,14 +303,21 @@ fn filled(t: &HostTensor, v: f64) -> Result<HostTensor, String> {
 pub fn read_inputs(path: &Path) -> Result<Vec<HostTensor>, String> {
     let shown = path.display();
     if path.is_dir() {
-        let mut files: Vec<_> = std::fs::read_dir(path)
+        let mut entries: Vec<_> = std::fs::read_dir(path)
             .map_err(|e| format!("--inputs {shown}: {e}"))?
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "npy") && p.is_file())
+            .filter(|p| p.is_file())
             .collect();
-        files.sort();
+        entries.sort();
+        let with = |ext: &str| -> Vec<&std::path::PathBuf> {
+            entries
+                .iter()
+                .filter(|p| p.extension().is_some_and(|x| x == ext))
+                .collect()
+        };
+        let files = with("npy");
         if files.is_empty() {
-            return Err(no_npy_files(path));
+            return Err(no_npy_files(path, &with("npz")));
         }
         return files.iter().map(|f| read_npy_file(f)).collect();
     }
@@ -329,15 +336,8 @@ pub fn read_inputs(path: &Path) -> Result<Vec<HostTensor>, String> {
 /// Why a folder without `.npy` files is not inputs; a folder of `.npz`
 /// files is a dataset (one sample per file, as `--calib-data` reads it),
 /// while `--inputs` is one sample.
-fn no_npy_files(path: &Path) -> String {
+fn no_npy_files(path: &Path, npz: &[&std::path::PathBuf]) -> String {
     let shown = path.display();
-    let mut npz: Vec<_> = std::fs::read_dir(path)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "npz") && p.is_file())
-        .collect();
-    npz.sort();
     match npz.first() {
         Some(first) => format!(
             "--inputs {shown}: the folder holds {} .npz samples (a dataset, as --calib-data reads it), but --inputs is one sample: give one file, e.g. --inputs {}, or a folder of .npy files named after the model's inputs",

@@ -206,13 +206,13 @@ fn time_competing(
         .collect();
     models.push(("float", mid));
     let decides = placement_decides(&vec![true; timed_ix.len()]);
-    let timed_ms = time_models_pruning(
+    let timed_ms = time_models_with(
         backend,
         cx,
         shapes,
         &models,
         sample,
-        PLACEMENT_SECONDS,
+        (PLACEMENT_SECONDS, Some(CLEARLY_SLOWER)),
         &decides,
     )?;
     let mut ms = vec![f64::NAN; p.built.len()];
@@ -633,37 +633,16 @@ pub(super) fn time_models(
 }
 
 /// A model more than this many times slower than the fastest after the
-/// first round is out of the race (see [`time_models_pruning`]).
+/// first rounds is out of the race (see [`still_racing`]). With every
+/// layer in INT8, the target's placement ran 2.7 times ONNX Runtime's on
+/// EfficientNet-B0 (17.0 against 6.2 ms) and took half of every round; no
+/// number of rounds would have changed the order.
 const CLEARLY_SLOWER: f64 = 1.5;
 
-/// [`time_models`] where a model other than the last (the float model)
-/// that ran more than [`CLEARLY_SLOWER`] times the fastest in the first
-/// round is timed no further: its figure is that round's, and what `decides`
-/// asks of it is taken as settled. With every layer in INT8, the target's
-/// placement ran 2.7 times ONNX Runtime's on EfficientNet-B0 (17.0 against
-/// 6.2 ms) and took half of every round; no number of rounds would have
-/// changed the order.
-fn time_models_pruning(
-    backend: &ChosenBackend,
-    cx: &Context<'_>,
-    shapes: &InputShapes,
-    models: &[(&str, &Model)],
-    inputs: &[HostTensor],
-    seconds: f64,
-    decides: &[Decides],
-) -> OpsResult<Vec<f64>> {
-    let prune = Some(CLEARLY_SLOWER);
-    time_models_with(
-        backend,
-        cx,
-        shapes,
-        models,
-        inputs,
-        (seconds, prune),
-        decides,
-    )
-}
-
+/// [`time_models`] with `prune`: a model other than the last (the float
+/// model) that ran more than `prune` times the fastest in the first rounds
+/// is timed no further; its figure is those rounds', and what `decides`
+/// asks of it is taken as settled.
 fn time_models_with(
     backend: &ChosenBackend,
     cx: &Context<'_>,
