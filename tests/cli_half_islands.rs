@@ -437,3 +437,32 @@ fn fp16_io_writes_half_inputs_and_outputs_with_no_casts() {
         stderr(&o)
     );
 }
+
+#[test]
+fn fp16_inputs_given_a_folder_of_npz_samples_is_refused_naming_one_file() {
+    // A calibration-style folder (one .npz per sample) where --inputs takes
+    // one sample: exit 2, naming the folder and a file to give instead, and
+    // nothing written.
+    let dir = tempfile::tempdir().unwrap();
+    let samples = dir.path().join("samples");
+    std::fs::create_dir(&samples).unwrap();
+    for n in ["0000.npz", "0001.npz"] {
+        std::fs::write(samples.join(n), b"PK\x05\x06").unwrap();
+    }
+    let out = dir.path().join("o16.onnx");
+    let model = fixture("fp16_log_frontend.onnx");
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--fp16",
+        "--inputs",
+        s(&samples),
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("holds 2 .npz samples"), "{err}");
+    assert!(err.contains("0000.npz"), "{err}");
+    assert!(!out.exists());
+}
