@@ -275,6 +275,10 @@ fn the_original_runs_once_per_judged_sample_however_many_candidates_are_judged()
         // Out of reach: the fallback probes every layer and judges rounds.
         "--int8-min-cosine",
         "0.9999999",
+        // One thread: one session per candidate (with more, the samples are
+        // shared among sessions; see the next test).
+        "--threads",
+        "1",
         "--json",
     ]);
     assert!(matches!(o.status.code(), Some(0 | 4)), "{}", stderr(&o));
@@ -306,6 +310,63 @@ fn the_original_runs_once_per_judged_sample_however_many_candidates_are_judged()
     assert_eq!(cost_count(&r, "streamed judgements (both models)"), 0);
     let line = stderr(&o);
     assert!(line.contains("int8: where the time went: "), "{line}");
+}
+
+/// Two threads run the search's probes side by side (each in its own
+/// session) and share a judgement's samples among two sessions: the same
+/// decisions, the same figures and the same model as one thread.
+#[test]
+fn probes_side_by_side_decide_as_one_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 20, &[1, 3, 32, 32]);
+    let run = |threads: &str| {
+        let out = dir.path().join(format!("q{threads}.onnx"));
+        let (o, r) = run_json(&[
+            "optimize",
+            s(&fixture("cnn_bn_relu.onnx")),
+            "-o",
+            s(&out),
+            "--int8",
+            "--calib-data",
+            s(&data),
+            "--calib-samples",
+            "8",
+            // Every layer is probed alone, and finalists judged.
+            "--int8-min-cosine",
+            "0.99995",
+            "--threads",
+            threads,
+            "--json",
+        ]);
+        assert!(matches!(o.status.code(), Some(0 | 4)), "{}", stderr(&o));
+        (o.status.code(), r, std::fs::read(&out).ok())
+    };
+    let (code1, r1, model1) = run("1");
+    let (code2, r2, model2) = run("2");
+    assert_eq!(code1, code2);
+    let side = "candidate: probes side by side (wall time; their runs, sessions and comparisons count each probe's own time)";
+    assert_eq!(cost_count(&r1, side), 0, "{}", r1["int8"]["costs"]);
+    assert!(cost_count(&r2, side) >= 1, "{}", r2["int8"]["costs"]);
+    for key in ["kept_float", "candidates", "held_out"] {
+        assert_eq!(r1["int8"][key], r2["int8"][key], "{key}");
+    }
+    assert!(
+        r1["int8"]["candidates"]
+            .as_array()
+            .is_some_and(|c| c.len() >= 3),
+        "every layer ranked: {}",
+        r1["int8"]["candidates"]
+    );
+    for step in [
+        "probed on a few samples",
+        "judged on every sample",
+        "candidate: runs",
+    ] {
+        assert_eq!(cost_count(&r1, step), cost_count(&r2, step), "{step}");
+    }
+    // Shared samples: a judgement may take a session per thread.
+    assert!(cost_count(&r2, "candidate: sessions") >= cost_count(&r1, "candidate: sessions"));
+    assert_eq!(model1, model2, "the same model written");
 }
 
 #[test]

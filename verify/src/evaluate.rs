@@ -19,6 +19,9 @@ pub use crate::top_class::Value;
 use crate::top_class::margin_and_error;
 use crate::top_class::{argmax, margin_and_error_at};
 
+mod side_by_side;
+pub use side_by_side::held_out_against_side_by_side;
+
 /// The shape of every input of one sample.
 type SampleShapes = Vec<Vec<usize>>;
 

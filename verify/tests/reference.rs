@@ -166,3 +166,60 @@ fn the_memory_budget_keeps_a_prefix_and_says_what_it_covers() {
     assert!(r.is_empty());
     assert_eq!(r.skipped, 3);
 }
+
+#[test]
+fn samples_shared_among_sessions_give_the_figures_and_outputs_of_one_session() {
+    let chosen = tract();
+    let shapes = InputShapes::default();
+    let original = classifier(&W);
+    let mut perturbed = W;
+    for (i, w) in perturbed.iter_mut().enumerate() {
+        *w -= 0.05 * ((i as f32) * 0.7).cos();
+    }
+    let candidate = classifier(&perturbed);
+    let classifiers = vec!["probs".to_string()];
+    let p = pair(&chosen, &original, &candidate, &shapes);
+    let reference = Reference::collect(&p, &mut Samples::new(40), 0, 40, usize::MAX).unwrap();
+    let judge = |sessions: usize, limit: usize| {
+        evaluate::held_out_against_side_by_side(
+            &chosen,
+            sessions,
+            &candidate,
+            Path::new("."),
+            &shapes,
+            &reference,
+            limit,
+            &classifiers,
+            true,
+        )
+        .unwrap()
+    };
+    let one = judge(1, 40);
+    assert_eq!(one.loads, 1);
+    for (sessions, limit) in [(2, 40), (3, 40), (4, 7), (8, 3)] {
+        let shared = judge(sessions, limit);
+        let alone = judge(1, limit);
+        assert_eq!(
+            figures(&shared.held_out),
+            figures(&alone.held_out),
+            "{sessions} sessions, {limit} samples"
+        );
+        assert_eq!(shared.runs, limit);
+        // Outputs kept in sample order, for a caller's metric.
+        assert_eq!(shared.outputs.len(), limit);
+        for (a, b) in shared.outputs.iter().zip(&alone.outputs) {
+            assert_eq!(a[0].as_slice::<f32>(), b[0].as_slice::<f32>());
+        }
+        // One session per worker that got a sample, never more than samples.
+        assert!(
+            shared.loads >= 1 && shared.loads <= sessions.min(limit),
+            "{} loads",
+            shared.loads
+        );
+    }
+    // The outputs differ between samples: order is really checked.
+    assert_ne!(
+        one.outputs[0][0].as_slice::<f32>(),
+        one.outputs[1][0].as_slice::<f32>()
+    );
+}

@@ -453,23 +453,48 @@ struct FallbackTrials<'s, 'a, 'j, 'k> {
     steps: crate::progress::Steps,
 }
 
+impl FallbackTrials<'_, '_, '_, '_> {
+    /// The samples a probe for `why` looks at.
+    fn samples(&self, why: Probe) -> usize {
+        match why {
+            Probe::Rank => RANK_SAMPLES,
+            Probe::Decide if self.judge.judges_neighbours => NEIGHBOUR_PROBE_SAMPLES,
+            Probe::Decide => PROBE_SAMPLES,
+        }
+    }
+}
+
 impl Trials<Candidate> for FallbackTrials<'_, '_, '_, '_> {
     /// The model, its pass run, its judgement, and whether it has the other ranges.
     type Built = (Model, PipelineRun, HeldOut, bool);
 
     fn probe(&mut self, keep: &[Candidate], why: Probe) -> OpsResult<Verdict> {
         let (q, _) = self.search.build(keep, self.search.amax)?;
-        let samples = match why {
-            Probe::Rank => RANK_SAMPLES,
-            Probe::Decide if self.judge.judges_neighbours => NEIGHBOUR_PROBE_SAMPLES,
-            Probe::Decide => PROBE_SAMPLES,
-        };
+        let samples = self.samples(why);
         // A build that is one already probed (an activation whose range no
         // Q/DQ used, as a Reshape's on ONNX Runtime, which keeps its
         // input's; an activation that floats exactly the layer another
         // candidate names) is answered by the judge without a run.
         let h = self.judge.probe(&q, samples)?;
         Ok(verdict(&h, self.search.goal))
+    }
+
+    /// Side by side where the machine allows (see `judge/side_by_side.rs`).
+    fn probe_each(
+        &mut self,
+        keeps: &[Vec<Candidate>],
+        why: Probe,
+        done: &mut dyn FnMut(usize, &Verdict) -> String,
+    ) -> OpsResult<Vec<Verdict>> {
+        let samples = self.samples(why);
+        let (search, goal) = (self.search, self.search.goal);
+        let steps = &mut self.steps;
+        let mut build = |i: usize| search.build(&keeps[i], search.amax).map(|(q, _)| q);
+        let mut said = |i: usize, h: &HeldOut| steps.step(done(i, &verdict(h, goal)));
+        let judged = self
+            .judge
+            .probe_each(keeps.len(), &mut build, samples, &mut said)?;
+        Ok(judged.iter().map(|h| verdict(h, goal)).collect())
     }
 
     /// With `amax`, and where that misses with the other ranges too: the

@@ -18,9 +18,14 @@ use super::context::{Context, open_again};
 use super::costs::Costs;
 use crate::error::{ErrorKind, OpsError, OpsResult};
 
+mod side_by_side;
+
 /// Memory the kept samples and outputs may take at most: a quarter of what
 /// is available, and never more than this.
 const REFERENCE_BUDGET: u64 = 2 << 30;
+
+/// Probes run side by side at most (see [`Judge::probe_each`]).
+const MOST_SIDE_BY_SIDE: usize = 4;
 
 pub(super) struct Judge<'a> {
     pub src: &'a DataSource,
@@ -50,6 +55,16 @@ pub(super) struct Judge<'a> {
     /// A judgement so far held an output to nearest-neighbour agreement
     /// (see `infopt_verify::neighbours`).
     pub judges_neighbours: bool,
+    /// How independent probes run side by side, once decided.
+    side_by_side: Option<SideBySide>,
+}
+
+/// Independent probes run side by side: `count` at once, each in its own
+/// session of `backend` (ONNX Runtime with its share of the threads) or of
+/// the judge's own backend (tract, one thread each).
+struct SideBySide {
+    count: usize,
+    backend: Option<ChosenBackend>,
 }
 
 /// A hash of `model`'s serialized bytes (None when it does not serialize:
@@ -94,6 +109,7 @@ impl<'a> Judge<'a> {
             original_scores: std::collections::HashMap::new(),
             probed: std::collections::HashMap::new(),
             judges_neighbours: false,
+            side_by_side: None,
         }
     }
 
@@ -173,6 +189,7 @@ impl<'a> Judge<'a> {
 
     fn judge_on(&mut self, candidate: &Model, limit: usize) -> OpsResult<HeldOut> {
         self.read_reference()?;
+        self.decide_side_by_side(candidate)?;
         let Some(reference) = self.reference.as_ref() else {
             return Err(OpsError::new(
                 ErrorKind::Internal,
@@ -181,8 +198,10 @@ impl<'a> Judge<'a> {
         };
         let scored = super::metric::installed();
         let mut h = if reference.covers(limit) {
-            let judged = evaluate::held_out_against_keeping(
-                self.backend,
+            let (backend, sessions) = self.sessions();
+            let judged = evaluate::held_out_against_side_by_side(
+                backend,
+                sessions,
                 candidate,
                 self.cx.dir,
                 self.cx.shapes,

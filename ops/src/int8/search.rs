@@ -59,6 +59,25 @@ pub trait Trials<C> {
     type Built;
     /// The model with `keep` in float on the first few judged samples.
     fn probe(&mut self, keep: &[C], why: Probe) -> OpsResult<Verdict>;
+    /// Probes each keep-set of `keeps` as [`Trials::probe`] does; they do
+    /// not depend on each other, so trials may run them side by side.
+    /// `done` gets each verdict in the order of `keeps`, and returns the
+    /// progress line said for it.
+    fn probe_each(
+        &mut self,
+        keeps: &[Vec<C>],
+        why: Probe,
+        done: &mut dyn FnMut(usize, &Verdict) -> String,
+    ) -> OpsResult<Vec<Verdict>> {
+        let mut out = Vec::with_capacity(keeps.len());
+        for (i, keep) in keeps.iter().enumerate() {
+            let v = self.probe(keep, why)?;
+            let line = done(i, &v);
+            self.say(line);
+            out.push(v);
+        }
+        Ok(out)
+    }
     /// The model with `keep` in float on every judged sample.
     fn judge(&mut self, keep: &[C]) -> OpsResult<(Verdict, Self::Built)>;
     /// A progress line (one per step of the search).
@@ -122,6 +141,18 @@ impl<T> Counted<'_, T> {
     {
         self.probes += 1;
         self.inner.probe(keep, why)
+    }
+    fn probe_each<C>(
+        &mut self,
+        keeps: &[Vec<C>],
+        why: Probe,
+        done: &mut dyn FnMut(usize, &Verdict) -> String,
+    ) -> OpsResult<Vec<Verdict>>
+    where
+        T: Trials<C>,
+    {
+        self.probes += keeps.len();
+        self.inner.probe_each(keeps, why, done)
     }
     fn judge<C>(&mut self, keep: &[C]) -> OpsResult<(Verdict, T::Built)>
     where
@@ -234,20 +265,34 @@ fn rank_in_groups<C: Clone, T: Trials<C>>(
         t.probe(&others, Probe::Rank)
     };
     let size = n.div_ceil(GROUPS);
-    let mut stack: Vec<(std::ops::Range<usize>, f64, Verdict)> = Vec::new();
-    let mut start = 0;
-    while start < n {
-        let r = start..(start + size).min(n);
-        let v = alone(t, &r)?;
-        let harm = (v.loss - context.loss).max(0.0);
-        t.inner.say(format!(
-            "ranking group {}..{} of {n} alone in INT8: harm {harm:.3e}",
-            r.start + 1,
-            r.end
-        ));
-        start = r.end;
-        stack.push((r, harm, v));
-    }
+    let groups: Vec<std::ops::Range<usize>> = (0..n)
+        .step_by(size.max(1))
+        .map(|start| start..(start + size).min(n))
+        .collect();
+    let others = |r: &std::ops::Range<usize>| -> Vec<C> {
+        candidates
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| !r.contains(j))
+            .map(|(_, c)| c.clone())
+            .collect()
+    };
+    let keeps: Vec<Vec<C>> = groups.iter().map(others).collect();
+    let harm_of = |v: &Verdict| (v.loss - context.loss).max(0.0);
+    let mut line = |i: usize, v: &Verdict| {
+        format!(
+            "ranking group {}..{} of {n} alone in INT8: harm {:.3e}",
+            groups[i].start + 1,
+            groups[i].end,
+            harm_of(v)
+        )
+    };
+    let verdicts = t.probe_each(&keeps, Probe::Rank, &mut line)?;
+    let mut stack: Vec<(std::ops::Range<usize>, f64, Verdict)> = groups
+        .iter()
+        .zip(verdicts)
+        .map(|(r, v)| (r.clone(), harm_of(&v), v))
+        .collect();
     let total: f64 = stack
         .iter()
         .map(|(_, h, _)| if h.is_finite() { *h } else { 0.0 })
@@ -323,26 +368,44 @@ fn rank<C: Clone, T: Trials<C>>(
     if grouped {
         measured = rank_in_groups(t, candidates, &context, label)?;
     }
-    for (i, c) in candidates.iter().enumerate().filter(|_| !grouped) {
-        let (v, gain, how) = if primary(c) {
-            let others: Vec<C> = candidates
-                .iter()
-                .enumerate()
-                .filter(|(j, x)| *j != i && primary(x))
-                .map(|(_, x)| x.clone())
-                .collect();
-            let v = t.probe(&others, Probe::Rank)?;
-            (v, v.loss - context.loss, "alone in INT8")
+    // Each candidate's probe: a weighted layer alone in INT8 among the
+    // primaries, an activation in float with every primary.
+    let keeps: Vec<Vec<C>> = if grouped {
+        Vec::new()
+    } else {
+        candidates
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if primary(c) {
+                    candidates
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, x)| *j != i && primary(x))
+                        .map(|(_, x)| x.clone())
+                        .collect()
+                } else {
+                    let mut keep = primaries.clone();
+                    keep.push(c.clone());
+                    keep
+                }
+            })
+            .collect()
+    };
+    let gain_of = |c: &C, v: &Verdict| {
+        if primary(c) {
+            (v.loss - context.loss, "alone in INT8")
         } else {
-            let mut keep = primaries.clone();
-            keep.push(c.clone());
-            let v = t.probe(&keep, Probe::Rank)?;
-            (v, context.loss - v.loss, "in float with every layer")
-        };
+            (context.loss - v.loss, "in float with every layer")
+        }
+    };
+    let mut line = |i: usize, v: &Verdict| {
+        let c = &candidates[i];
+        let (gain, how) = gain_of(c, v);
         if best.as_ref().is_none_or(|(_, g)| gain > *g) {
             best = Some((label(c), gain));
         }
-        t.inner.say(format!(
+        format!(
             "ranking {}/{n}: {} {how}: loss {:.3e} (harm {:.3e}); most harmful so far {}",
             i + 1,
             label(c),
@@ -351,11 +414,14 @@ fn rank<C: Clone, T: Trials<C>>(
             best.as_ref()
                 .map(|(l, g)| format!("{l} ({g:.3e})"))
                 .unwrap_or_default()
-        ));
+        )
+    };
+    let verdicts = t.probe_each(&keeps, Probe::Rank, &mut line)?;
+    for (c, v) in candidates.iter().zip(&verdicts) {
         measured.push(Ranked {
             candidate: c.clone(),
             loss: v.loss,
-            gain,
+            gain: gain_of(c, v).0,
             cosine: v.cosine,
         });
     }

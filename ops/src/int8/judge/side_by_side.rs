@@ -1,0 +1,392 @@
+//! Independent probes side by side. Ranking probes each candidate alone
+//! (PP-OCRv4 rec: 52 probes of 8 samples, each a build, a session, its runs
+//! and its comparisons), and none waits for another's verdict. One probe at
+//! a time on two threads spends most of its time where only one thread
+//! works (the session's graph optimization, the comparison, the next
+//! build), and ONNX Runtime's two threads on one batch-1 run are 1.5x one
+//! thread, not 2x. Here each probe gets its own session with its share of
+//! the threads, and the next candidate is built while the others run.
+//!
+//! Verdicts come back in the order asked, so the search's progress lines
+//! and decisions are those of the probes one after another.
+
+use std::sync::Mutex;
+use std::sync::mpsc;
+
+use infopt_ir::Model;
+use infopt_verify::evaluate::{self, HeldOut, Judged};
+use infopt_verify::{BackendKind, ChosenBackend};
+
+use super::{Judge, MOST_SIDE_BY_SIDE, SideBySide, fingerprint};
+use crate::error::{OpsError, OpsResult};
+
+/// How many probes of a model of `model_bytes` run at once, with the threads
+/// `threads` (the user's `--threads`, or the CPU's): one per thread, at most
+/// [`MOST_SIDE_BY_SIDE`], and as many as leave three quarters of the
+/// available memory (each session holds its own copy of the weights, and
+/// ONNX Runtime a packed one).
+pub(super) fn side_by_side_count(threads: usize, model_bytes: usize, available: u64) -> usize {
+    let by_memory = (available / 4) / (3 * model_bytes.max(1) as u64);
+    threads
+        .min(MOST_SIDE_BY_SIDE)
+        .min(usize::try_from(by_memory).unwrap_or(usize::MAX))
+        .max(1)
+}
+
+impl Judge<'_> {
+    /// Decides, once, how probes run side by side (see the module comment):
+    /// not on an execution provider other than the CPU's (one device,
+    /// shared), nor with weights mapped from a model larger than memory.
+    fn side_by_side(&mut self, model_bytes: usize) -> OpsResult<&SideBySide> {
+        if self.side_by_side.is_none() {
+            let options = self.cx.backend_args.options()?;
+            let cpu = options.execution_providers.is_empty();
+            let threads = options
+                .threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            let available = infopt_verify::memory::available_bytes().unwrap_or(0);
+            let mut count = side_by_side_count(threads, model_bytes, available);
+            if !cpu || self.backend.info.weights_mapped {
+                count = 1;
+            }
+            let backend = match self.backend.kind {
+                BackendKind::Ort if count > 1 => {
+                    let mut options = options;
+                    options.threads = Some((threads / count).max(1));
+                    options.no_spin = true;
+                    match ChosenBackend::build(BackendKind::Ort, &options) {
+                        Ok(b) => Some(b),
+                        Err(_) => {
+                            count = 1;
+                            None
+                        }
+                    }
+                }
+                // tract runs a model on one thread: its sessions share the
+                // judge's backend.
+                _ => None,
+            };
+            self.side_by_side = Some(SideBySide { count, backend });
+        }
+        match self.side_by_side.as_ref() {
+            Some(s) => Ok(s),
+            None => Err(OpsError::new(
+                crate::error::ErrorKind::Internal,
+                "side-by-side probes were not decided",
+            )),
+        }
+    }
+
+    /// Decides how probes run side by side, if not yet, from the size of
+    /// `candidate`.
+    pub(super) fn decide_side_by_side(&mut self, candidate: &Model) -> OpsResult<()> {
+        if self.side_by_side.is_none() {
+            let bytes = candidate
+                .to_bytes_referencing_sources()
+                .map(|b| b.len())
+                .unwrap_or(usize::MAX);
+            self.side_by_side(bytes)?;
+        }
+        Ok(())
+    }
+
+    /// The backend and the number of sessions that judge a candidate with
+    /// its samples shared among them (see
+    /// `evaluate::held_out_against_side_by_side`): one session of the
+    /// judge's backend until [`Judge::decide_side_by_side`].
+    pub(super) fn sessions(&self) -> (&ChosenBackend, usize) {
+        match self.side_by_side.as_ref() {
+            Some(SideBySide {
+                count,
+                backend: Some(b),
+            }) => (b, *count),
+            Some(SideBySide { count, .. }) => (self.backend, *count),
+            None => (self.backend, 1),
+        }
+    }
+
+    /// Probes the `count` candidates `build` makes (by index), each on the
+    /// first `limit` judged samples, side by side where the machine allows;
+    /// `done` gets each judgement in index order, as soon as it and those
+    /// before it are in. The same figures as [`Judge::probe`] on each.
+    pub fn probe_each(
+        &mut self,
+        count: usize,
+        build: &mut dyn FnMut(usize) -> OpsResult<Model>,
+        limit: usize,
+        done: &mut dyn FnMut(usize, &HeldOut),
+    ) -> OpsResult<Vec<HeldOut>> {
+        self.read_reference()?;
+        let covered = self.reference.as_ref().is_some_and(|r| r.covers(limit));
+        let first = if count > 1 && covered {
+            Some(build(0)?)
+        } else {
+            None
+        };
+        let bytes = match &first {
+            Some(m) => m
+                .to_bytes_referencing_sources()
+                .map(|b| b.len())
+                .unwrap_or(usize::MAX),
+            None => usize::MAX,
+        };
+        let at_once = match first {
+            Some(_) => self.side_by_side(bytes)?.count,
+            None => 1,
+        };
+        if at_once <= 1 {
+            let mut first = first;
+            let mut out = Vec::with_capacity(count);
+            for i in 0..count {
+                let model = match first.take() {
+                    Some(m) => m,
+                    None => build(i)?,
+                };
+                let h = self.probe(&model, limit)?;
+                done(i, &h);
+                out.push(h);
+            }
+            return Ok(out);
+        }
+        let t = std::time::Instant::now();
+        let mut first = first;
+        let mut build_at = |i: usize| match first.take() {
+            Some(m) => Ok(m),
+            None => build(i),
+        };
+        let out = self.probe_side_by_side(count, &mut build_at, limit, done);
+        self.costs.add(
+            "candidate: probes side by side (wall time; their runs, sessions and comparisons count each probe's own time)",
+            1,
+            t.elapsed().as_secs_f64(),
+        );
+        out
+    }
+
+    /// [`Judge::probe_each`] with the probes on worker threads.
+    fn probe_side_by_side(
+        &mut self,
+        count: usize,
+        build: &mut dyn FnMut(usize) -> OpsResult<Model>,
+        limit: usize,
+        done: &mut dyn FnMut(usize, &HeldOut),
+    ) -> OpsResult<Vec<HeldOut>> {
+        // Fields apart: the workers borrow the samples and the backend while
+        // the probes' books are kept here.
+        let Judge {
+            side_by_side,
+            reference,
+            backend,
+            cx,
+            classifiers,
+            costs,
+            on_calibration,
+            probed,
+            judges_neighbours,
+            ..
+        } = self;
+        let Some(side) = side_by_side.as_ref() else {
+            return Err(internal("side-by-side probes were not decided"));
+        };
+        let Some(reference) = reference.as_ref() else {
+            return Err(internal("the judged samples were not read"));
+        };
+        let backend: &ChosenBackend = side.backend.as_ref().unwrap_or(backend);
+        let workers = side.count;
+        let (dir, shapes, classifiers) = (cx.dir, cx.shapes, *classifiers);
+        let mut books = Books {
+            costs,
+            probed,
+            on_calibration: *on_calibration,
+            judges_neighbours,
+        };
+        let mut keys: Vec<Option<(u64, usize)>> = vec![None; count];
+        let mut results: Vec<Option<HeldOut>> = vec![None; count];
+        // A candidate built the same as one before it waits for that one.
+        let mut same_as: Vec<Option<usize>> = vec![None; count];
+        let mut first_error: Option<OpsError> = None;
+        let mut judged: Vec<(usize, Judged)> = Vec::new();
+        let (jobs, queue) = mpsc::sync_channel::<(usize, Model)>(workers);
+        let queue = Mutex::new(queue);
+        let (answer, answers) = mpsc::channel::<(usize, Result<Judged, OpsError>)>();
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                let (queue, answer) = (&queue, answer.clone());
+                scope.spawn(move || {
+                    loop {
+                        // The lock is held only while waiting for the next job.
+                        let job = match queue.lock() {
+                            Ok(q) => q.recv(),
+                            Err(_) => break,
+                        };
+                        let Ok((i, model)) = job else { break };
+                        let r = evaluate::held_out_against_keeping(
+                            backend,
+                            &model,
+                            dir,
+                            shapes,
+                            reference,
+                            limit,
+                            classifiers,
+                            false,
+                        )
+                        .map_err(OpsError::from);
+                        if answer.send((i, r)).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(answer);
+            let mut in_batch = std::collections::HashMap::new();
+            let mut next_done = 0;
+            let take = |(i, r): (usize, Result<Judged, OpsError>),
+                        judged: &mut Vec<(usize, Judged)>,
+                        first_error: &mut Option<OpsError>| match r {
+                Ok(j) => judged.push((i, j)),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            };
+            for i in 0..count {
+                if first_error.is_some() {
+                    break;
+                }
+                let model = match build(i) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        first_error = Some(e);
+                        break;
+                    }
+                };
+                let key = fingerprint(&model).map(|f| (f, limit));
+                keys[i] = key;
+                if let Some(h) = key.and_then(|k| books.probed.get(&k)) {
+                    books
+                        .costs
+                        .count("probes answered by an identical model", 1);
+                    results[i] = Some(h.clone());
+                } else if let Some(&j) = key.and_then(|k| in_batch.get(&k)) {
+                    books
+                        .costs
+                        .count("probes answered by an identical model", 1);
+                    same_as[i] = Some(j);
+                } else {
+                    if let Some(k) = key {
+                        in_batch.insert(k, i);
+                    }
+                    books.costs.count("probed on a few samples", 1);
+                    if jobs.send((i, model)).is_err() {
+                        break;
+                    }
+                }
+                while let Ok(a) = answers.try_recv() {
+                    take(a, &mut judged, &mut first_error);
+                }
+                books.settle(&mut judged, &mut results, &same_as, &keys);
+                next_done = emit(next_done, &results, done);
+            }
+            drop(jobs);
+            for a in answers.iter() {
+                take(a, &mut judged, &mut first_error);
+            }
+            books.settle(&mut judged, &mut results, &same_as, &keys);
+            emit(next_done, &results, done);
+        });
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        results
+            .into_iter()
+            .map(|h| h.ok_or_else(|| internal("a probe side by side gave no judgement")))
+            .collect()
+    }
+}
+
+/// The judge's books that probes side by side keep.
+struct Books<'b, 'c> {
+    costs: &'c super::Costs,
+    probed: &'b mut std::collections::HashMap<(u64, usize), HeldOut>,
+    on_calibration: bool,
+    judges_neighbours: &'b mut bool,
+}
+
+impl Books<'_, '_> {
+    /// Books the probes of `judged` (their costs, the cache of probes by
+    /// `keys`) into `results`, and answers the candidates built the same as
+    /// one of them.
+    fn settle(
+        &mut self,
+        judged: &mut Vec<(usize, Judged)>,
+        results: &mut [Option<HeldOut>],
+        same_as: &[Option<usize>],
+        keys: &[Option<(u64, usize)>],
+    ) {
+        for (i, j) in judged.drain(..) {
+            self.costs
+                .add("candidate: sessions", j.loads, j.load_seconds);
+            self.costs.add("candidate: runs", j.runs, j.run_seconds);
+            self.costs
+                .add("candidate: outputs compared", j.runs, j.compare_seconds);
+            let mut h = j.held_out;
+            h.on_calibration_samples = self.on_calibration;
+            *self.judges_neighbours |= !h.neighbour_judged.is_empty();
+            if let Some(k) = keys[i] {
+                self.probed.insert(k, h.clone());
+            }
+            results[i] = Some(h);
+        }
+        for (i, j) in same_as.iter().enumerate() {
+            if let Some(j) = *j
+                && results[i].is_none()
+                && let Some(h) = results[j].clone()
+            {
+                results[i] = Some(h);
+            }
+        }
+    }
+}
+
+/// Calls `done` for the judgements in `results` from `next` on that are in
+/// with every one before them; returns the next one to wait for.
+fn emit<T>(mut next: usize, results: &[Option<T>], done: &mut dyn FnMut(usize, &T)) -> usize {
+    while let Some(Some(h)) = results.get(next) {
+        done(next, h);
+        next += 1;
+    }
+    next
+}
+
+fn internal(what: &str) -> OpsError {
+    OpsError::new(crate::error::ErrorKind::Internal, what)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_probe_per_thread_at_most_four_and_within_memory() {
+        const GB: u64 = 1 << 30;
+        assert_eq!(side_by_side_count(2, 10 << 20, 16 * GB), 2);
+        assert_eq!(side_by_side_count(1, 10 << 20, 16 * GB), 1);
+        assert_eq!(side_by_side_count(32, 10 << 20, 16 * GB), 4);
+        // 1 GB of weights: 3 GB a session, a quarter of 16 GB is 4 GB.
+        assert_eq!(side_by_side_count(8, 1 << 30, 16 * GB), 1);
+        // 100 MB: 300 MB a session, 4 GB allows 13.
+        assert_eq!(side_by_side_count(8, 100 << 20, 16 * GB), 4);
+        // Memory unknown (0): one at a time.
+        assert_eq!(side_by_side_count(8, 1 << 20, 0), 1);
+    }
+
+    #[test]
+    fn judgements_are_handed_on_in_order_once_those_before_are_in() {
+        let results = vec![None, Some('b'), Some('c')];
+        let mut seen = Vec::new();
+        let next = emit(0, &results, &mut |i, _| seen.push(i));
+        assert_eq!((next, seen.as_slice()), (0, &[][..]));
+        let results = vec![Some('a'); 3];
+        let next = emit(1, &results, &mut |i, _| seen.push(i));
+        assert_eq!((next, seen.as_slice()), (3, &[1, 2][..]));
+    }
+}
