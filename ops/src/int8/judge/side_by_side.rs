@@ -199,149 +199,183 @@ impl Judge<'_> {
             probed,
             on_calibration: *on_calibration,
             judges_neighbours,
+            limit,
+            keys: vec![None; count],
+            results: vec![None; count],
+            same_as: vec![None; count],
+            in_batch: Default::default(),
+            first_error: None,
         };
-        let mut keys: Vec<Option<(u64, usize)>> = vec![None; count];
-        let mut results: Vec<Option<HeldOut>> = vec![None; count];
-        // A candidate built the same as one before it waits for that one.
-        let mut same_as: Vec<Option<usize>> = vec![None; count];
-        let mut first_error: Option<OpsError> = None;
-        let mut judged: Vec<(usize, Judged)> = Vec::new();
         let (jobs, queue) = mpsc::sync_channel::<(usize, Model)>(workers);
         let queue = Mutex::new(queue);
-        let (answer, answers) = mpsc::channel::<(usize, Result<Judged, OpsError>)>();
+        let (answer, answers) = mpsc::channel::<Answer>();
+        let run = Runs {
+            backend,
+            dir,
+            shapes,
+            reference,
+            limit,
+            classifiers,
+        };
         std::thread::scope(|scope| {
             for _ in 0..workers {
-                let (queue, answer) = (&queue, answer.clone());
-                scope.spawn(move || {
-                    loop {
-                        // The lock is held only while waiting for the next job.
-                        let job = match queue.lock() {
-                            Ok(q) => q.recv(),
-                            Err(_) => break,
-                        };
-                        let Ok((i, model)) = job else { break };
-                        let r = evaluate::held_out_against_keeping(
-                            backend,
-                            &model,
-                            dir,
-                            shapes,
-                            reference,
-                            limit,
-                            classifiers,
-                            false,
-                        )
-                        .map_err(OpsError::from);
-                        if answer.send((i, r)).is_err() {
-                            break;
-                        }
-                    }
-                });
+                let (queue, answer, run) = (&queue, answer.clone(), &run);
+                scope.spawn(move || run.work(queue, answer));
             }
             drop(answer);
-            let mut in_batch = std::collections::HashMap::new();
             let mut next_done = 0;
-            let take = |(i, r): (usize, Result<Judged, OpsError>),
-                        judged: &mut Vec<(usize, Judged)>,
-                        first_error: &mut Option<OpsError>| match r {
-                Ok(j) => judged.push((i, j)),
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            };
             for i in 0..count {
-                if first_error.is_some() {
+                if books.first_error.is_some() {
                     break;
                 }
                 let model = match build(i) {
                     Ok(m) => m,
                     Err(e) => {
-                        first_error = Some(e);
+                        books.first_error = Some(e);
                         break;
                     }
                 };
-                let key = fingerprint(&model).map(|f| (f, limit));
-                keys[i] = key;
-                if let Some(h) = key.and_then(|k| books.probed.get(&k)) {
-                    books
-                        .costs
-                        .count("probes answered by an identical model", 1);
-                    results[i] = Some(h.clone());
-                } else if let Some(&j) = key.and_then(|k| in_batch.get(&k)) {
-                    books
-                        .costs
-                        .count("probes answered by an identical model", 1);
-                    same_as[i] = Some(j);
-                } else {
-                    if let Some(k) = key {
-                        in_batch.insert(k, i);
-                    }
-                    books.costs.count("probed on a few samples", 1);
-                    if jobs.send((i, model)).is_err() {
-                        break;
-                    }
+                if let Some(model) = books.offer(i, model)
+                    && jobs.send((i, model)).is_err()
+                {
+                    break;
                 }
                 while let Ok(a) = answers.try_recv() {
-                    take(a, &mut judged, &mut first_error);
+                    books.take(a);
                 }
-                books.settle(&mut judged, &mut results, &same_as, &keys);
-                next_done = emit(next_done, &results, done);
+                next_done = emit(next_done, &books.results, done);
             }
             drop(jobs);
             for a in answers.iter() {
-                take(a, &mut judged, &mut first_error);
+                books.take(a);
             }
-            books.settle(&mut judged, &mut results, &same_as, &keys);
-            emit(next_done, &results, done);
+            emit(next_done, &books.results, done);
         });
-        if let Some(e) = first_error {
+        if let Some(e) = books.first_error {
             return Err(e);
         }
-        results
+        books
+            .results
             .into_iter()
             .map(|h| h.ok_or_else(|| internal("a probe side by side gave no judgement")))
             .collect()
     }
 }
 
-/// The judge's books that probes side by side keep.
+/// A probe's judgement from a worker, by the candidate's index.
+type Answer = (usize, Result<Judged, OpsError>);
+
+/// What a worker needs to probe a candidate.
+struct Runs<'r> {
+    backend: &'r ChosenBackend,
+    dir: &'r std::path::Path,
+    shapes: &'r infopt_runtime::InputShapes,
+    reference: &'r evaluate::Reference,
+    limit: usize,
+    classifiers: &'r [String],
+}
+
+impl Runs<'_> {
+    /// Probes the candidates of `queue` until it closes, answering each.
+    fn work(&self, queue: &Mutex<mpsc::Receiver<(usize, Model)>>, answer: mpsc::Sender<Answer>) {
+        loop {
+            // The lock is held only while waiting for the next job.
+            let job = match queue.lock() {
+                Ok(q) => q.recv(),
+                Err(_) => break,
+            };
+            let Ok((i, model)) = job else { break };
+            let r = evaluate::held_out_against_keeping(
+                self.backend,
+                &model,
+                self.dir,
+                self.shapes,
+                self.reference,
+                self.limit,
+                self.classifiers,
+                false,
+            )
+            .map_err(OpsError::from);
+            if answer.send((i, r)).is_err() {
+                break;
+            }
+        }
+    }
+}
+
+/// The judge's books that probes side by side keep, and the batch's.
 struct Books<'b, 'c> {
     costs: &'c super::Costs,
     probed: &'b mut std::collections::HashMap<(u64, usize), HeldOut>,
     on_calibration: bool,
     judges_neighbours: &'b mut bool,
+    limit: usize,
+    /// Each candidate's fingerprint and sample count.
+    keys: Vec<Option<(u64, usize)>>,
+    results: Vec<Option<HeldOut>>,
+    /// A candidate built the same as an earlier one of the batch waits for
+    /// that one's judgement.
+    same_as: Vec<Option<usize>>,
+    in_batch: std::collections::HashMap<(u64, usize), usize>,
+    first_error: Option<OpsError>,
 }
 
 impl Books<'_, '_> {
-    /// Books the probes of `judged` (their costs, the cache of probes by
-    /// `keys`) into `results`, and answers the candidates built the same as
-    /// one of them.
-    fn settle(
-        &mut self,
-        judged: &mut Vec<(usize, Judged)>,
-        results: &mut [Option<HeldOut>],
-        same_as: &[Option<usize>],
-        keys: &[Option<(u64, usize)>],
-    ) {
-        for (i, j) in judged.drain(..) {
-            self.costs
-                .add("candidate: sessions", j.loads, j.load_seconds);
-            self.costs.add("candidate: runs", j.runs, j.run_seconds);
-            self.costs
-                .add("candidate: outputs compared", j.runs, j.compare_seconds);
-            let mut h = j.held_out;
-            h.on_calibration_samples = self.on_calibration;
-            *self.judges_neighbours |= !h.neighbour_judged.is_empty();
-            if let Some(k) = keys[i] {
-                self.probed.insert(k, h.clone());
-            }
-            results[i] = Some(h);
+    /// Candidate `i`, built: answered from an identical model probed
+    /// before (None), or to be run (Some).
+    fn offer(&mut self, i: usize, model: Model) -> Option<Model> {
+        let key = fingerprint(&model).map(|f| (f, self.limit));
+        self.keys[i] = key;
+        if let Some(h) = key.and_then(|k| self.probed.get(&k)) {
+            self.costs.count("probes answered by an identical model", 1);
+            self.results[i] = Some(h.clone());
+            return None;
         }
-        for (i, j) in same_as.iter().enumerate() {
+        if let Some(&j) = key.and_then(|k| self.in_batch.get(&k)) {
+            self.costs.count("probes answered by an identical model", 1);
+            self.same_as[i] = Some(j);
+            self.answer_the_same();
+            return None;
+        }
+        if let Some(k) = key {
+            self.in_batch.insert(k, i);
+        }
+        self.costs.count("probed on a few samples", 1);
+        Some(model)
+    }
+
+    /// Books a worker's answer: its costs, the cache of probes, and the
+    /// candidates built the same as it.
+    fn take(&mut self, (i, r): Answer) {
+        let j = match r {
+            Ok(j) => j,
+            Err(e) => {
+                self.first_error.get_or_insert(e);
+                return;
+            }
+        };
+        self.costs
+            .add("candidate: sessions", j.loads, j.load_seconds);
+        self.costs.add("candidate: runs", j.runs, j.run_seconds);
+        self.costs
+            .add("candidate: outputs compared", j.runs, j.compare_seconds);
+        let mut h = j.held_out;
+        h.on_calibration_samples = self.on_calibration;
+        *self.judges_neighbours |= !h.neighbour_judged.is_empty();
+        if let Some(k) = self.keys[i] {
+            self.probed.insert(k, h.clone());
+        }
+        self.results[i] = Some(h);
+        self.answer_the_same();
+    }
+
+    fn answer_the_same(&mut self) {
+        for (i, j) in self.same_as.iter().enumerate() {
             if let Some(j) = *j
-                && results[i].is_none()
-                && let Some(h) = results[j].clone()
+                && self.results[i].is_none()
+                && let Some(h) = self.results[j].clone()
             {
-                results[i] = Some(h);
+                self.results[i] = Some(h);
             }
         }
     }
