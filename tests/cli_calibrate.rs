@@ -146,3 +146,48 @@ fn onnx_runtime_observes_the_graph_as_written_at_any_opt_level() {
     assert!(disable.contains("opt disable"), "{disable}");
     assert_eq!(ranges_all["tensors"], ranges_disable["tensors"]);
 }
+
+/// With more than one thread the samples are shared among sessions side by
+/// side (each filling its own statistics, merged at the end): the ranges
+/// and the TensorRT cache are those of one session, for every method.
+#[test]
+fn sessions_side_by_side_give_the_ranges_of_one() {
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = fixture("cnn_bn_relu.onnx");
+    let data = stacked(dir.path(), 9);
+    for backend in ["ort"] {
+        for method in ["auto", "entropy", "minmax"] {
+            let run = |threads: &str| {
+                let out = dir.path().join(format!("{backend}{method}{threads}.json"));
+                let cache = dir.path().join(format!("{backend}{method}{threads}.cache"));
+                let o = infopt(&[
+                    "calibrate",
+                    s(&model),
+                    "--data",
+                    s(&data),
+                    "--backend",
+                    backend,
+                    "--method",
+                    method,
+                    "--threads",
+                    threads,
+                    "-o",
+                    s(&out),
+                    "--trt-cache",
+                    s(&cache),
+                ]);
+                assert!(o.status.success(), "{}", stderr(&o));
+                assert!(stderr(&o).contains("on 9 samples"), "{}", stderr(&o));
+                (table(&out), std::fs::read_to_string(&cache).unwrap())
+            };
+            let (one, cache_one) = run("1");
+            let (three, cache_three) = run("3");
+            assert_eq!(one["tensors"], three["tensors"], "{backend} {method}");
+            assert_eq!(cache_one, cache_three, "{backend} {method}");
+            assert_eq!(one["tensors"]["input"]["samples"], 9);
+        }
+    }
+}

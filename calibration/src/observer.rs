@@ -181,8 +181,9 @@ impl RangeCollector {
         self.observe_views_on(views, threads);
     }
 
-    /// [`observe_views`](Self::observe_views) on at most `threads` threads.
-    fn observe_views_on(&mut self, views: &[TensorView<'_>], threads: usize) {
+    /// [`observe_views`](Self::observe_views) on at most `threads` threads
+    /// (a session among several side by side has its share of them).
+    pub fn observe_views_on(&mut self, views: &[TensorView<'_>], threads: usize) {
         let floats: Vec<&TensorView<'_>> = views
             .iter()
             .filter(|v| v.dtype().is_float() && !v.name().is_empty())

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use infopt_ir::Model;
-use infopt_runtime::{InputShapes, IoSpec, LoadedModel, Observe};
+use infopt_runtime::{InputShapes, IoSpec, Observe};
 use infopt_verify::dataset;
 use infopt_verify::{ChosenBackend, ErrorKind, VerifyError};
 
@@ -54,8 +54,8 @@ pub struct Target<'a> {
     pub dir: &'a Path,
 }
 
-/// A model loaded for observation, for one set of batch shapes.
-type LoadedFor = (Vec<Vec<usize>>, Box<dyn LoadedModel>);
+mod side_by_side;
+use side_by_side::LoadedFor;
 
 /// Calibrates the target on `source` in `chosen`'s backend.
 pub fn calibrate(
@@ -175,13 +175,91 @@ pub fn collect(
         // Min-max reads the extremes only: no binning pass.
         collector = collector.without_histograms();
     }
+    let split = side_by_side_backend(chosen, model_bytes.len());
+    let count = match split {
+        Some((backend, sessions, threads_each)) => {
+            let sessions_of = side_by_side::Sessions {
+                backend: backend.as_ref(),
+                threads_each,
+                model,
+                dir,
+                shapes,
+                declared: &declared,
+                empty: &collector,
+            };
+            let fed = sessions_of.run(sessions, |side| {
+                dataset::batches(
+                    data.as_mut(),
+                    &batch_specs(&declared, options.batch),
+                    options.batch,
+                    limit,
+                    |tensors, samples| {
+                        side.send(tensors, samples[0].origin.clone(), samples.len())?;
+                        progress(side.done.load(std::sync::atomic::Ordering::Relaxed), total);
+                        Ok(())
+                    },
+                )
+            });
+            match fed {
+                Ok((count, merged)) => {
+                    let count = count.map_err(VerifyError::usage)?;
+                    collector = merged;
+                    progress(count, total);
+                    count
+                }
+                Err((_, e)) => return Err(e),
+            }
+        }
+        None => collect_one_session(
+            chosen,
+            model,
+            dir,
+            shapes,
+            &declared,
+            data.as_mut(),
+            options,
+            limit,
+            &mut collector,
+            &mut |done| progress(done, total),
+        )?,
+    };
+    Ok(Collected {
+        collector,
+        samples: count,
+        total: whole.unwrap_or(count),
+        model_sha256: crate::table::sha256_hex(model_bytes),
+        full_range: crate::full_range::full_range_tensors(model)
+            .into_iter()
+            .collect(),
+        dataset: description,
+        meaningful: data.meaningful(),
+        backend: chosen.info.at_reference().describe(),
+    })
+}
+
+/// The samples of `data` run in one session of `chosen`'s reference
+/// backend, one batch after another, into `collector`; returns the number
+/// of samples run.
+#[allow(clippy::too_many_arguments)]
+fn collect_one_session(
+    chosen: &ChosenBackend,
+    model: &Model,
+    dir: &Path,
+    shapes: &InputShapes,
+    declared: &[IoSpec],
+    data: &mut dyn dataset::Dataset,
+    options: &CalibrateOptions,
+    limit: Option<usize>,
+    collector: &mut RangeCollector,
+    progress: &mut dyn FnMut(usize),
+) -> Result<usize, VerifyError> {
     // One loaded model per batch shape (the last batch may be smaller).
     let mut loaded: Option<LoadedFor> = None;
     let mut failure: Option<VerifyError> = None;
     let mut done = 0usize;
-    let count = dataset::batches(
-        data.as_mut(),
-        &batch_specs(&declared, options.batch),
+    dataset::batches(
+        data,
+        &batch_specs(declared, options.batch),
         options.batch,
         limit,
         |tensors, samples| {
@@ -192,7 +270,7 @@ pub fn collect(
                 // them.
                 let mut at = shapes.clone();
                 at.symbols.clear();
-                for (t, spec) in tensors.iter().zip(&declared) {
+                for (t, spec) in tensors.iter().zip(declared) {
                     at.shapes.insert(spec.name.clone(), t.shape().to_vec());
                 }
                 // The reference backend (ONNX Runtime at `disable`) runs the
@@ -227,23 +305,45 @@ pub fn collect(
             })
             .map_err(|e| format!("{}: {e}", samples[0].origin))?;
             done += samples.len();
-            progress(done, total);
+            progress(done);
             Ok(())
         },
     )
-    .map_err(|m| failure.take().unwrap_or_else(|| VerifyError::usage(m)))?;
-    Ok(Collected {
-        collector,
-        samples: count,
-        total: whole.unwrap_or(count),
-        model_sha256: crate::table::sha256_hex(model_bytes),
-        full_range: crate::full_range::full_range_tensors(model)
-            .into_iter()
-            .collect(),
-        dataset: description,
-        meaningful: data.meaningful(),
-        backend: chosen.info.at_reference().describe(),
-    })
+    .map_err(|m| failure.take().unwrap_or_else(|| VerifyError::usage(m)))
+}
+
+/// Where calibration runs side by side (see `side_by_side.rs`): the
+/// backend for each session (the reference backend with its share of the
+/// threads), the number of sessions and each one's threads; None for one
+/// session.
+fn side_by_side_backend(
+    chosen: &ChosenBackend,
+    model_bytes: usize,
+) -> Option<(Box<dyn infopt_runtime::Backend>, usize, usize)> {
+    let threads = chosen
+        .info
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if chosen.info.weights_mapped
+        || !chosen
+            .info
+            .execution_providers
+            .iter()
+            .all(|p| p == "CPUExecutionProvider")
+    {
+        return None;
+    }
+    let available = infopt_verify::memory::available_bytes().unwrap_or(0);
+    let sessions = side_by_side::sessions_for(threads, model_bytes, available);
+    if sessions < 2 {
+        return None;
+    }
+    // tract has no thread setting (it runs on one): one session.
+    let each = (threads / sessions).max(1);
+    chosen
+        .reference_backend()
+        .with_threads(each)
+        .map(|b| (b, sessions, each))
 }
 
 /// Input specs for batches of `batch` samples: the leading dim is free.

@@ -300,6 +300,15 @@ pub trait Backend: Send + Sync {
         input_shapes: &InputShapes,
     ) -> Result<Box<dyn LoadedModel>>;
 
+    /// The same backend with its runs on `threads` threads, for callers
+    /// that run several sessions side by side (each with its share of the
+    /// CPU); None where the backend has no such setting (tract runs on one
+    /// thread) or should not be split (a device's provider).
+    fn with_threads(&self, threads: usize) -> Option<Box<dyn Backend>> {
+        let _ = threads;
+        None
+    }
+
     /// Loads a model whose intermediate tensors [`LoadedModel::run_observed`]
     /// hands out, as selected by `observe`. The model is prepared once; each
     /// run streams the tensors to a sink.

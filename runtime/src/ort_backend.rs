@@ -992,6 +992,22 @@ fn one_line_text(s: &str) -> String {
 }
 
 impl Backend for OrtBackend {
+    /// CPU only; the threads sleep between runs (see `OrtOptions::no_spin`):
+    /// sessions side by side would otherwise spin against each other.
+    fn with_threads(&self, threads: usize) -> Option<Box<dyn Backend>> {
+        if !self.options.execution_providers.is_empty() {
+            return None;
+        }
+        let mut options = self.options.clone();
+        options.intra_threads = Some(threads.max(1));
+        options.no_spin = true;
+        Some(Box::new(OrtBackend {
+            lib: self.lib,
+            options,
+            eps: self.eps.clone(),
+        }))
+    }
+
     fn name(&self) -> &str {
         BACKEND
     }

@@ -1,0 +1,221 @@
+//! Calibration runs side by side: the samples are shared among several
+//! sessions of the model, each on its own thread with its share of the CPU,
+//! each filling its own collector, and the collectors are merged at the end.
+//! Collectors merge exactly and their statistics depend only on the values
+//! seen, not their order (see `crate::observer`), so the ranges are those of
+//! one session. A calibration run observes every tensor of a graph run at
+//! ONNX Runtime's level `disable`; its threads share a batch-1 run's work
+//! poorly (EfficientNet-B0: 35 ms a run on two threads), where two sessions
+//! on one thread each keep both cores busy.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, mpsc};
+
+use infopt_ir::Model;
+use infopt_runtime::{Backend, HostTensor, InputShapes, IoSpec, LoadedModel, Observe};
+use infopt_verify::VerifyError;
+
+use crate::RangeCollector;
+
+/// A model loaded for observation, for one set of batch shapes.
+pub(super) type LoadedFor = (Vec<Vec<usize>>, Box<dyn LoadedModel>);
+
+/// Sessions side by side at most.
+const MOST_SESSIONS: usize = 4;
+
+/// How many sessions of a model of `model_bytes` calibrate side by side with
+/// `threads` threads: one per thread, at most [`MOST_SESSIONS`], and as
+/// many as leave three quarters of `available` memory (each session holds
+/// the weights and a run's worth of every intermediate tensor).
+pub(super) fn sessions_for(threads: usize, model_bytes: usize, available: u64) -> usize {
+    let by_memory = (available / 4) / (4 * model_bytes.max(1) as u64);
+    threads
+        .min(MOST_SESSIONS)
+        .min(usize::try_from(by_memory).unwrap_or(usize::MAX))
+        .max(1)
+}
+
+/// One batch of samples to run: its tensors, and the first sample's origin
+/// (for an error) and how many samples it holds.
+type Job = (Vec<HostTensor>, String, usize);
+
+/// What the sessions share.
+pub(super) struct Sessions<'a> {
+    pub backend: &'a dyn Backend,
+    /// Threads each session's observation may use.
+    pub threads_each: usize,
+    pub model: &'a Model,
+    pub dir: &'a Path,
+    pub shapes: &'a InputShapes,
+    pub declared: &'a [IoSpec],
+    /// An empty collector as configured (bins, histograms or not).
+    pub empty: &'a RangeCollector,
+}
+
+/// Batches sent to the sessions, and what came back.
+pub(super) struct SideBySide {
+    jobs: Option<mpsc::SyncSender<Job>>,
+    /// Samples done (for progress).
+    pub done: std::sync::Arc<AtomicUsize>,
+    failed: std::sync::Arc<AtomicBool>,
+}
+
+impl Sessions<'_> {
+    /// Runs `feed` (which sends every batch with the [`SideBySide`] it gets)
+    /// with `count` sessions working through the batches; returns what feed
+    /// returned and the sessions' collectors merged, or the first failure.
+    pub fn run<R>(
+        &self,
+        count: usize,
+        feed: impl FnOnce(&mut SideBySide) -> R,
+    ) -> Result<(R, RangeCollector), (R, VerifyError)> {
+        let (jobs, queue) = mpsc::sync_channel::<Job>(count * 2);
+        let queue = Mutex::new(queue);
+        let failure: Mutex<Option<VerifyError>> = Mutex::new(None);
+        let mut side = SideBySide {
+            jobs: Some(jobs),
+            done: Default::default(),
+            failed: Default::default(),
+        };
+        let (fed, collectors) = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..count)
+                .map(|_| {
+                    let (queue, failure) = (&queue, &failure);
+                    let (done, failed) = (side.done.clone(), side.failed.clone());
+                    scope.spawn(move || {
+                        let r = self.work(queue, &done);
+                        if let Err(e) = r {
+                            failed.store(true, Ordering::Relaxed);
+                            if let Ok(mut f) = failure.lock() {
+                                f.get_or_insert(e);
+                            }
+                            // Let the feeder's sends go through until it stops.
+                            while let Ok(q) = queue.lock() {
+                                if q.recv().is_err() {
+                                    break;
+                                }
+                            }
+                            return None;
+                        }
+                        r.ok()
+                    })
+                })
+                .collect();
+            let fed = feed(&mut side);
+            side.jobs = None;
+            let collectors: Vec<Option<RangeCollector>> = workers
+                .into_iter()
+                .map(|w| w.join().ok().flatten())
+                .collect();
+            (fed, collectors)
+        });
+        if let Some(e) = failure.into_inner().ok().flatten() {
+            return Err((fed, e));
+        }
+        let mut merged = self.empty.clone();
+        for c in collectors {
+            let Some(c) = c else {
+                return Err((
+                    fed,
+                    VerifyError::new(
+                        infopt_verify::ErrorKind::Internal,
+                        "a calibration session stopped without its statistics",
+                    ),
+                ));
+            };
+            if let Err(e) = merged.merge(c) {
+                return Err((
+                    fed,
+                    VerifyError::new(infopt_verify::ErrorKind::Internal, e.to_string()),
+                ));
+            }
+        }
+        Ok((fed, merged))
+    }
+
+    /// One session: runs the batches of `queue` until it closes.
+    fn work(
+        &self,
+        queue: &Mutex<mpsc::Receiver<Job>>,
+        done: &AtomicUsize,
+    ) -> Result<RangeCollector, VerifyError> {
+        let mut collector = self.empty.clone();
+        let mut loaded: Option<LoadedFor> = None;
+        loop {
+            let job = match queue.lock() {
+                Ok(q) => q.recv(),
+                Err(_) => break,
+            };
+            let Ok((tensors, origin, samples)) = job else {
+                break;
+            };
+            let key: Vec<Vec<usize>> = tensors.iter().map(|t| t.shape().to_vec()).collect();
+            if loaded.as_ref().is_none_or(|(k, _)| *k != key) {
+                let mut at = self.shapes.clone();
+                at.symbols.clear();
+                for (t, spec) in tensors.iter().zip(self.declared) {
+                    at.shapes.insert(spec.name.clone(), t.shape().to_vec());
+                }
+                let m = infopt_verify::observe::load_observing(
+                    self.backend,
+                    self.model,
+                    self.dir,
+                    &at,
+                    &Observe::All,
+                )?;
+                loaded = Some((key, m));
+            }
+            let Some((_, m)) = loaded.as_ref() else {
+                break;
+            };
+            for t in &tensors {
+                collector.observe_named(t);
+            }
+            m.run_observed_views(&tensors, &mut |views| {
+                collector.observe_views_on(views, self.threads_each);
+                Ok(())
+            })
+            .map_err(|e| VerifyError::usage(format!("{origin}: {e}")))?;
+            done.fetch_add(samples, Ordering::Relaxed);
+        }
+        Ok(collector)
+    }
+}
+
+impl SideBySide {
+    /// Hands a batch to the next free session; an error when a session
+    /// failed (its error is what the run returns).
+    pub fn send(
+        &self,
+        tensors: Vec<HostTensor>,
+        origin: String,
+        samples: usize,
+    ) -> Result<(), String> {
+        if self.failed.load(Ordering::Relaxed) {
+            return Err("a calibration session failed".into());
+        }
+        match &self.jobs {
+            Some(j) => j
+                .send((tensors, origin, samples))
+                .map_err(|_| "the calibration sessions stopped".to_string()),
+            None => Err("the calibration sessions stopped".into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_per_thread_at_most_four_within_memory() {
+        const GB: u64 = 1 << 30;
+        assert_eq!(sessions_for(2, 20 << 20, 16 * GB), 2);
+        assert_eq!(sessions_for(1, 20 << 20, 16 * GB), 1);
+        assert_eq!(sessions_for(64, 20 << 20, 16 * GB), 4);
+        // 1 GB of weights: 4 GB a session, a quarter of 16 GB.
+        assert_eq!(sessions_for(8, 1 << 30, 16 * GB), 1);
+        assert_eq!(sessions_for(8, 1 << 20, 0), 1);
+    }
+}
