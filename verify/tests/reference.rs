@@ -223,3 +223,52 @@ fn samples_shared_among_sessions_give_the_figures_and_outputs_of_one_session() {
         one.outputs[1][0].as_slice::<f32>()
     );
 }
+
+#[test]
+fn the_original_run_side_by_side_keeps_the_reference_of_one_session() {
+    let chosen = tract();
+    let shapes = InputShapes::default();
+    let original = classifier(&W);
+    let mut perturbed = W;
+    perturbed[3] += 0.2;
+    let candidate = classifier(&perturbed);
+    let classifiers = vec!["probs".to_string()];
+    let p = pair(&chosen, &original, &original, &shapes);
+    let judged = |r: &Reference| {
+        evaluate::held_out_against(
+            &chosen,
+            &candidate,
+            Path::new("."),
+            &shapes,
+            r,
+            50,
+            &classifiers,
+        )
+        .unwrap()
+    };
+    // (skip, limit, budget): every sample; a limit; a budget that keeps 2
+    // (16 bytes of input and 24 of outputs a sample).
+    for (skip, limit, budget) in [(3, 50, usize::MAX), (0, 5, usize::MAX), (2, 50, 100)] {
+        let one = Reference::collect(&p, &mut Samples::new(12), skip, limit, budget).unwrap();
+        let shared = Reference::collect_side_by_side(
+            &p,
+            &mut Samples::new(12),
+            (skip, limit, budget),
+            &chosen,
+            3,
+        )
+        .unwrap();
+        assert_eq!(shared.len(), one.len(), "{skip} {limit} {budget}");
+        assert_eq!(shared.skipped, one.skipped);
+        for l in 1..=one.len() + 1 {
+            assert_eq!(shared.covers(l), one.covers(l), "covers({l})");
+        }
+        for (a, b) in shared.expected(50).iter().zip(one.expected(50)) {
+            assert_eq!(a[0].as_slice::<f32>(), b[0].as_slice::<f32>());
+        }
+        assert_eq!(
+            figures(&judged(&shared).held_out),
+            figures(&judged(&one).held_out)
+        );
+    }
+}

@@ -162,14 +162,16 @@ impl<'a> Judge<'a> {
             ),
         );
         let budget = reference_budget();
+        self.decide_side_by_side(self.cx.original)?;
+        let (runner, sessions) = self.sessions();
         let collect = |skip: usize| -> OpsResult<Reference> {
             let mut data = open_again(self.src, self.backend, self.cx, self.mid)?;
-            let r = Reference::collect(
+            let r = Reference::collect_side_by_side(
                 &self.pair(self.cx.original),
                 data.as_mut(),
-                skip,
-                self.limit,
-                budget,
+                (skip, self.limit, budget),
+                runner,
+                sessions,
             )?;
             self.costs
                 .add("original: sessions", r.loads, r.load_seconds);

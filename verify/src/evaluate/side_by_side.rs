@@ -11,11 +11,16 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use infopt_ir::Model;
-use infopt_runtime::{HostTensor, InputShapes};
+use infopt_runtime::{HostTensor, InputShapes, IoSpec};
 
-use super::{Judged, LoadedAt, Reference, Tally, held_out_against_keeping, run_sample};
+use super::{
+    Judged, LoadedAt, Pair, Reference, ReferenceSample, Tally, held_out_against_keeping,
+    run_sample, skip_samples, tensor_bytes,
+};
 use crate::backend::ChosenBackend;
+use crate::dataset::Dataset;
 use crate::error::Result;
+use crate::error::VerifyError;
 
 /// One sample's outputs from a worker, with the time its run took.
 type Ran = (usize, Result<(Vec<HostTensor>, f64)>);
@@ -50,32 +55,98 @@ pub fn held_out_against_side_by_side(
             keep,
         );
     }
-    // The next sample to run, whichever session is free first; a failure
-    // stops the others at their next sample.
-    let next = AtomicUsize::new(0);
-    let failed = AtomicBool::new(false);
-    let (ran, results) = mpsc::channel::<Ran>();
-    let mut loads = (0usize, 0.0f64);
+    let inputs: Vec<(&[HostTensor], &str)> = samples
+        .iter()
+        .map(|s| (s.inputs.as_slice(), s.origin.as_str()))
+        .collect();
     let mut tally = Tally::default();
-    let (mut run_seconds, mut compare_seconds) = (0.0, 0.0);
+    let mut compare_seconds = 0.0;
     let mut kept = Vec::new();
+    let costs = runs_in_order(
+        chosen,
+        sessions,
+        candidate,
+        dir,
+        shapes,
+        &reference.inputs,
+        &inputs,
+        &mut |i, actual| {
+            let s = samples[i];
+            let t = std::time::Instant::now();
+            tally.add(&s.expected, &actual, classifiers, &s.inputs);
+            compare_seconds += t.elapsed().as_secs_f64();
+            if keep {
+                kept.push(actual);
+            }
+            true
+        },
+    )?;
+    Ok(Judged {
+        held_out: tally.finish(
+            reference.skipped,
+            reference.dataset.clone(),
+            reference.meaningful,
+        ),
+        loads: costs.loads,
+        load_seconds: costs.load_seconds,
+        runs: tally.samples,
+        run_seconds: costs.run_seconds,
+        compare_seconds,
+        outputs: kept,
+    })
+}
+
+/// What [`runs_in_order`] spent: sessions loaded and their time, and the
+/// runs' summed time.
+#[derive(Default)]
+pub(super) struct RunCosts {
+    pub loads: usize,
+    pub load_seconds: f64,
+    pub run_seconds: f64,
+}
+
+/// Runs `model` on each sample of `samples` (its inputs, fitted to `specs`,
+/// and its origin for an error) in `sessions` sessions of `chosen` side by
+/// side, each session taking the next sample when it is free; `each` gets
+/// the outputs in sample order, and stops the runs when it returns false.
+/// The first failing sample's error, naming it, is the error.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn runs_in_order(
+    chosen: &ChosenBackend,
+    sessions: usize,
+    model: &Model,
+    dir: &Path,
+    shapes: &InputShapes,
+    specs: &[IoSpec],
+    samples: &[(&[HostTensor], &str)],
+    each: &mut dyn FnMut(usize, Vec<HostTensor>) -> bool,
+) -> Result<RunCosts> {
+    // The next sample to run, whichever session is free first; a failure,
+    // or `each` having seen enough, stops the others at their next sample.
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let (ran, results) = mpsc::channel::<Ran>();
+    let mut costs = RunCosts::default();
     let mut first_error = None;
+    let mut handed = 0;
+    let mut more = true;
     std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..sessions)
+        let workers: Vec<_> = (0..sessions.max(1))
             .map(|_| {
-                let (ran, next, failed, samples) = (ran.clone(), &next, &failed, &samples);
+                let (ran, next, stop) = (ran.clone(), &next, &stop);
                 scope.spawn(move || {
-                    let mut loaded = LoadedAt::new(chosen, candidate, dir, shapes);
-                    while !failed.load(Ordering::Relaxed) {
+                    let mut loaded = LoadedAt::new(chosen, model, dir, shapes);
+                    while !stop.load(Ordering::Relaxed) {
                         let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(s) = samples.get(i) else { break };
-                        let out = loaded.at(&s.inputs, &reference.inputs).and_then(|m| {
+                        let Some((inputs, origin)) = samples.get(i) else {
+                            break;
+                        };
+                        let out = loaded.at(inputs, specs).and_then(|m| {
                             let t = std::time::Instant::now();
-                            run_sample(m, &s.inputs, &s.origin)
-                                .map(|o| (o, t.elapsed().as_secs_f64()))
+                            run_sample(m, inputs, origin).map(|o| (o, t.elapsed().as_secs_f64()))
                         });
                         if out.is_err() {
-                            failed.store(true, Ordering::Relaxed);
+                            stop.store(true, Ordering::Relaxed);
                         }
                         if ran.send((i, out)).is_err() {
                             break;
@@ -86,13 +157,12 @@ pub fn held_out_against_side_by_side(
             })
             .collect();
         drop(ran);
-        // Outputs arrive in any order; they are compared in sample order.
+        // Outputs arrive in any order; `each` sees them in sample order.
         let mut waiting: std::collections::BTreeMap<usize, Vec<HostTensor>> = Default::default();
-        let mut compared = 0;
         for (i, r) in results.iter() {
             match r {
                 Ok((outputs, seconds)) => {
-                    run_seconds += seconds;
+                    costs.run_seconds += seconds;
                     waiting.insert(i, outputs);
                 }
                 Err(e) => {
@@ -101,38 +171,108 @@ pub fn held_out_against_side_by_side(
                     }
                 }
             }
-            while let Some(actual) = waiting.remove(&compared) {
-                let s = samples[compared];
-                let t = std::time::Instant::now();
-                tally.add(&s.expected, &actual, classifiers, &s.inputs);
-                compare_seconds += t.elapsed().as_secs_f64();
-                if keep {
-                    kept.push(actual);
+            while more && let Some(outputs) = waiting.remove(&handed) {
+                more = each(handed, outputs);
+                handed += 1;
+                if !more {
+                    stop.store(true, Ordering::Relaxed);
                 }
-                compared += 1;
             }
         }
         for w in workers {
             if let Ok((n, s)) = w.join() {
-                loads.0 += n;
-                loads.1 += s;
+                costs.loads += n;
+                costs.load_seconds += s;
             }
         }
     });
-    if let Some((_, e)) = first_error {
+    // A failure after `each` had seen enough is not its business.
+    if let Some((_, e)) = first_error
+        && more
+    {
         return Err(e);
     }
-    Ok(Judged {
-        held_out: tally.finish(
-            reference.skipped,
-            reference.dataset.clone(),
-            reference.meaningful,
-        ),
-        loads: loads.0,
-        load_seconds: loads.1,
-        runs: tally.samples,
-        run_seconds,
-        compare_seconds,
-        outputs: kept,
-    })
+    Ok(costs)
+}
+
+impl Reference {
+    /// [`Reference::collect`] with the original run in `sessions` sessions
+    /// of `runner` side by side (its threads shared among them): the
+    /// samples are read first (their inputs within `budget`), then run, the
+    /// outputs kept in sample order while samples and outputs fit in
+    /// `budget`.
+    pub fn collect_side_by_side(
+        pair: &Pair<'_>,
+        data: &mut dyn Dataset,
+        (skip, limit, budget): (usize, usize, usize),
+        runner: &ChosenBackend,
+        sessions: usize,
+    ) -> Result<Reference> {
+        if sessions <= 1 {
+            return Reference::collect(pair, data, skip, limit, budget);
+        }
+        let mut original = LoadedAt::new(pair.chosen, pair.original, pair.dir, pair.shapes);
+        let inputs = original.declared_inputs()?;
+        let skipped = skip_samples(data, &inputs, skip)?;
+        let mut read = Vec::new();
+        let mut bytes = 0usize;
+        let mut complete = true;
+        while read.len() < limit {
+            let Some(s) = data.next_sample(&inputs).map_err(VerifyError::usage)? else {
+                break;
+            };
+            let size: usize = s.tensors.iter().map(tensor_bytes).sum();
+            if !read.is_empty() && bytes.saturating_add(size) > budget {
+                complete = false;
+                break;
+            }
+            bytes += size;
+            read.push(s);
+        }
+        let runs: Vec<(&[HostTensor], &str)> = read
+            .iter()
+            .map(|s| (s.tensors.as_slice(), s.origin.as_str()))
+            .collect();
+        let mut expected = Vec::with_capacity(read.len());
+        let mut bytes = 0usize;
+        let costs = runs_in_order(
+            runner,
+            sessions,
+            pair.original,
+            pair.dir,
+            pair.shapes,
+            &inputs,
+            &runs,
+            &mut |i, outputs| {
+                let size: usize = runs[i].0.iter().chain(&outputs).map(tensor_bytes).sum();
+                if i > 0 && bytes.saturating_add(size) > budget {
+                    complete = false;
+                    return false;
+                }
+                bytes += size;
+                expected.push(outputs);
+                true
+            },
+        )?;
+        let samples = read
+            .into_iter()
+            .zip(expected)
+            .map(|(s, expected)| ReferenceSample {
+                origin: s.origin,
+                inputs: s.tensors,
+                expected,
+            })
+            .collect();
+        Ok(Reference {
+            skipped,
+            dataset: data.describe(),
+            meaningful: data.meaningful(),
+            inputs,
+            samples,
+            complete,
+            loads: original.loads + costs.loads,
+            load_seconds: original.load_seconds + costs.load_seconds,
+            run_seconds: costs.run_seconds,
+        })
+    }
 }
