@@ -108,11 +108,17 @@ pub(super) fn pick_placement(
     // the probe samples is within ACCURACY_SLACK of the target's compete.
     // Probed before the timing, which then only has to settle what the
     // eligible ones decide.
-    let mut loss = Vec::with_capacity(built.len());
-    for m in &built {
-        let h = judge.probe(m, super::fallback::PROBE_SAMPLES)?;
-        loss.push(super::fallback::relative_noise(&h));
-    }
+    // Side by side where the machine allows (see `judge/side_by_side.rs`).
+    let loss: Vec<f64> = judge
+        .probe_each(
+            built.len(),
+            &mut |i| Ok(built[i].clone()),
+            super::fallback::PROBE_SAMPLES,
+            &mut |_, _| {},
+        )?
+        .iter()
+        .map(super::fallback::relative_noise)
+        .collect();
     // NaN noise never competes.
     let competes: Vec<bool> = loss
         .iter()
