@@ -108,17 +108,7 @@ pub(super) fn pick_placement(
     // the probe samples is within ACCURACY_SLACK of the target's compete.
     // Probed before the timing, which then only has to settle what the
     // eligible ones decide.
-    // Side by side where the machine allows (see `judge/side_by_side.rs`).
-    let loss: Vec<f64> = judge
-        .probe_each(
-            built.len(),
-            &mut |i| Ok(built[i].clone()),
-            super::fallback::PROBE_SAMPLES,
-            &mut |_, _| {},
-        )?
-        .iter()
-        .map(super::fallback::relative_noise)
-        .collect();
+    let loss = noise_on_probes(judge, &built)?;
     // NaN noise never competes.
     let competes: Vec<bool> = loss
         .iter()
@@ -593,6 +583,21 @@ pub(super) fn alternatives(from: &PipelineConfig) -> Vec<Placement> {
             }
         }
     }
+}
+
+/// Each of `built`'s noise on the probe samples, probed side by side where
+/// the machine allows (see `judge/side_by_side.rs`).
+fn noise_on_probes(judge: &mut Judge<'_>, built: &[Model]) -> OpsResult<Vec<f64>> {
+    Ok(judge
+        .probe_each(
+            built.len(),
+            &mut |i| Ok(built[i].clone()),
+            super::fallback::PROBE_SAMPLES,
+            &mut |_, _| {},
+        )?
+        .iter()
+        .map(super::fallback::relative_noise)
+        .collect())
 }
 
 /// ONNX Runtime on the CPU at one thread, or why not.
