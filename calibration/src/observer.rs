@@ -236,6 +236,16 @@ impl RangeCollector {
         })
     }
 
+    /// A collector configured as this one (bins, histograms or not) with
+    /// nothing observed yet: one for each of several sessions, merged back.
+    pub fn emptied(&self) -> RangeCollector {
+        RangeCollector {
+            empty: self.empty.clone(),
+            histograms: self.histograms,
+            tensors: BTreeMap::new(),
+        }
+    }
+
     /// The statistics of `name`, created empty on first sight.
     fn stats_mut(&mut self, name: &str) -> &mut TensorStats {
         let empty = &self.empty;

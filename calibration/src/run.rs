@@ -175,54 +175,21 @@ pub fn collect(
         // Min-max reads the extremes only: no binning pass.
         collector = collector.without_histograms();
     }
-    let split = side_by_side_backend(chosen, model_bytes.len());
-    let count = match split {
-        Some((backend, sessions, threads_each)) => {
-            let sessions_of = side_by_side::Sessions {
-                backend: backend.as_ref(),
-                threads_each,
-                model,
-                dir,
-                shapes,
-                declared: &declared,
-                empty: &collector,
-            };
-            let fed = sessions_of.run(sessions, |side| {
-                dataset::batches(
-                    data.as_mut(),
-                    &batch_specs(&declared, options.batch),
-                    options.batch,
-                    limit,
-                    |tensors, samples| {
-                        side.send(tensors, samples[0].origin.clone(), samples.len())?;
-                        progress(side.done.load(std::sync::atomic::Ordering::Relaxed), total);
-                        Ok(())
-                    },
-                )
-            });
-            match fed {
-                Ok((count, merged)) => {
-                    let count = count.map_err(VerifyError::usage)?;
-                    collector = merged;
-                    progress(count, total);
-                    count
-                }
-                Err((_, e)) => return Err(e),
-            }
-        }
-        None => collect_one_session(
-            chosen,
+    let count = collect_sized(
+        chosen,
+        Sizing {
             model,
+            model_bytes: model_bytes.len(),
             dir,
             shapes,
-            &declared,
-            data.as_mut(),
-            options,
-            limit,
-            &mut collector,
-            &mut |done| progress(done, total),
-        )?,
-    };
+            declared: &declared,
+        },
+        data.as_mut(),
+        options,
+        limit,
+        &mut collector,
+        &mut |done| progress(done, total),
+    )?;
     Ok(Collected {
         collector,
         samples: count,
@@ -237,21 +204,19 @@ pub fn collect(
     })
 }
 
-/// The samples of `data` run in one session of `chosen`'s reference
-/// backend, one batch after another, into `collector`; returns the number
-/// of samples run.
+/// The samples of `data` run in one session of `backend`, one batch after
+/// another, into `collector`; returns the number of samples run, and adds
+/// the bytes of the tensors observed to `observed`.
 #[allow(clippy::too_many_arguments)]
 fn collect_one_session(
-    chosen: &ChosenBackend,
-    model: &Model,
-    dir: &Path,
-    shapes: &InputShapes,
-    declared: &[IoSpec],
+    backend: &dyn infopt_runtime::Backend,
+    m: &Sizing<'_>,
     data: &mut dyn dataset::Dataset,
     options: &CalibrateOptions,
     limit: Option<usize>,
     collector: &mut RangeCollector,
     progress: &mut dyn FnMut(usize),
+    observed: &mut usize,
 ) -> Result<usize, VerifyError> {
     // One loaded model per batch shape (the last batch may be smaller).
     let mut loaded: Option<LoadedFor> = None;
@@ -259,7 +224,7 @@ fn collect_one_session(
     let mut done = 0usize;
     dataset::batches(
         data,
-        &batch_specs(declared, options.batch),
+        &batch_specs(m.declared, options.batch),
         options.batch,
         limit,
         |tensors, samples| {
@@ -268,19 +233,19 @@ fn collect_one_session(
                 // The samples fix every input's shape; a symbol binding from
                 // elsewhere (the verifier's batch of 2, say) would contradict
                 // them.
-                let mut at = shapes.clone();
+                let mut at = m.shapes.clone();
                 at.symbols.clear();
-                for (t, spec) in tensors.iter().zip(declared) {
+                for (t, spec) in tensors.iter().zip(m.declared) {
                     at.shapes.insert(spec.name.clone(), t.shape().to_vec());
                 }
                 // The reference backend (ONNX Runtime at `disable`) runs the
                 // graph as written: the observed tensors are the model's own,
                 // not those of ORT's layout rewrites, and the session holds
                 // one copy of the weights instead of adding reordered ones.
-                let m = infopt_verify::observe::load_observing(
-                    chosen.reference_backend(),
-                    model,
-                    dir,
+                let loaded_now = infopt_verify::observe::load_observing(
+                    backend,
+                    m.model,
+                    m.dir,
                     &at,
                     &Observe::All,
                 )
@@ -289,9 +254,9 @@ fn collect_one_session(
                     failure = Some(e);
                     m
                 })?;
-                loaded = Some((key, m));
+                loaded = Some((key, loaded_now));
             }
-            let Some((_, m)) = loaded.as_ref() else {
+            let Some((_, session)) = loaded.as_ref() else {
                 return Err("no model loaded".into());
             };
             for t in &tensors {
@@ -299,11 +264,16 @@ fn collect_one_session(
             }
             // The intermediates are read where the backend put them, a run's
             // worth at a time, on every core (see `observe_views`).
-            m.run_observed_views(&tensors, &mut |views| {
-                collector.observe_views(views);
-                Ok(())
-            })
-            .map_err(|e| format!("{}: {e}", samples[0].origin))?;
+            session
+                .run_observed_views(&tensors, &mut |views| {
+                    *observed += views
+                        .iter()
+                        .map(|v| v.len() * v.dtype().size_of().max(1))
+                        .sum::<usize>();
+                    collector.observe_views(views);
+                    Ok(())
+                })
+                .map_err(|e| format!("{}: {e}", samples[0].origin))?;
             done += samples.len();
             progress(done);
             Ok(())
@@ -312,38 +282,121 @@ fn collect_one_session(
     .map_err(|m| failure.take().unwrap_or_else(|| VerifyError::usage(m)))
 }
 
-/// Where calibration runs side by side (see `side_by_side.rs`): the
-/// backend for each session (the reference backend with its share of the
-/// threads), the number of sessions and each one's threads; None for one
-/// session.
-fn side_by_side_backend(
-    chosen: &ChosenBackend,
+/// The model a calibration runs, and what sizes its sessions.
+struct Sizing<'a> {
+    model: &'a Model,
+    /// The model file's bytes (its weights, for most models).
     model_bytes: usize,
-) -> Option<(Box<dyn infopt_runtime::Backend>, usize, usize)> {
+    dir: &'a Path,
+    shapes: &'a InputShapes,
+    declared: &'a [IoSpec],
+}
+
+/// Runs the samples of `data` into `collector`: the first one in one
+/// session of the reference backend, whose observed tensors' bytes size the
+/// rest, then the rest side by side where the CPU has threads for it and
+/// the memory room (see `side_by_side.rs`); returns the samples run.
+#[allow(clippy::too_many_arguments)]
+fn collect_sized(
+    chosen: &ChosenBackend,
+    m: Sizing<'_>,
+    data: &mut dyn dataset::Dataset,
+    options: &CalibrateOptions,
+    limit: Option<usize>,
+    collector: &mut RangeCollector,
+    progress: &mut dyn FnMut(usize),
+) -> Result<usize, VerifyError> {
+    let reference = chosen.reference_backend();
+    let one = |backend: &dyn infopt_runtime::Backend,
+               data: &mut dyn dataset::Dataset,
+               limit: Option<usize>,
+               collector: &mut RangeCollector,
+               progress: &mut dyn FnMut(usize),
+               observed: &mut usize| {
+        collect_one_session(
+            backend, &m, data, options, limit, collector, progress, observed,
+        )
+    };
     let threads = chosen
         .info
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    if chosen.info.weights_mapped
-        || !chosen
-            .info
-            .execution_providers
-            .iter()
-            .all(|p| p == "CPUExecutionProvider")
-    {
-        return None;
+    let cpu = chosen
+        .info
+        .execution_providers
+        .iter()
+        .all(|p| p == "CPUExecutionProvider");
+    // Batches of several samples, weights mapped from a model larger than
+    // memory, or a device: one session, as always.
+    if options.batch != 1 || chosen.info.weights_mapped || !cpu {
+        return one(reference, data, limit, collector, progress, &mut 0);
+    }
+    let mut observed = 0usize;
+    let first = one(
+        reference,
+        data,
+        Some(limit.map_or(1, |l| l.min(1))),
+        collector,
+        progress,
+        &mut observed,
+    )?;
+    let rest = limit.map(|l| l.saturating_sub(first));
+    if first == 0 || rest == Some(0) {
+        return Ok(first);
     }
     let available = infopt_verify::memory::available_bytes().unwrap_or(0);
-    let sessions = side_by_side::sessions_for(threads, model_bytes, available);
-    if sessions < 2 {
-        return None;
-    }
-    // tract has no thread setting (it runs on one): one session.
+    let (sessions, arena) =
+        side_by_side::sessions_sized(threads, m.model_bytes, observed, available);
     let each = (threads / sessions).max(1);
-    chosen
-        .reference_backend()
-        .with_threads(each)
-        .map(|b| (b, sessions, each))
+    let mut after_first = |done: usize| progress(first + done);
+    // tract has no thread setting (it runs on one): the rest in one session.
+    let Some(backend) = reference.with_threads(each, arena) else {
+        return Ok(first + one(reference, data, rest, collector, &mut after_first, &mut 0)?);
+    };
+    if sessions < 2 {
+        return Ok(first
+            + one(
+                backend.as_ref(),
+                data,
+                rest,
+                collector,
+                &mut after_first,
+                &mut 0,
+            )?);
+    }
+    let sessions_of = side_by_side::Sessions {
+        backend: backend.as_ref(),
+        threads_each: each,
+        model: m.model,
+        dir: m.dir,
+        shapes: m.shapes,
+        declared: m.declared,
+        empty: &collector.emptied(),
+    };
+    let fed = sessions_of.run(sessions, |side| {
+        dataset::batches(
+            data,
+            &batch_specs(m.declared, 1),
+            1,
+            rest,
+            |tensors, samples| {
+                side.send(tensors, samples[0].origin.clone(), samples.len())?;
+                after_first(side.done.load(std::sync::atomic::Ordering::Relaxed));
+                Ok(())
+            },
+        )
+    });
+    match fed {
+        Ok((count, merged)) => {
+            let count = count.map_err(VerifyError::usage)?;
+            collector
+                .merge(merged)
+                .map_err(|e| VerifyError::new(infopt_verify::ErrorKind::Internal, e.to_string()))?;
+            after_first(count);
+            Ok(first + count)
+        }
+        Err((_, e)) => Err(e),
+    }
 }
 
 /// Input specs for batches of `batch` samples: the leading dim is free.

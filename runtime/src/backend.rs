@@ -302,10 +302,12 @@ pub trait Backend: Send + Sync {
 
     /// The same backend with its runs on `threads` threads, for callers
     /// that run several sessions side by side (each with its share of the
-    /// CPU); None where the backend has no such setting (tract runs on one
-    /// thread) or should not be split (a device's provider).
-    fn with_threads(&self, threads: usize) -> Option<Box<dyn Backend>> {
-        let _ = threads;
+    /// CPU), its observing sessions allocating from an arena where
+    /// `observe_in_arena` (see `OrtOptions::observe_in_arena`); None where
+    /// the backend has no such setting (tract runs on one thread) or should
+    /// not be split (a device's provider).
+    fn with_threads(&self, threads: usize, observe_in_arena: bool) -> Option<Box<dyn Backend>> {
+        let _ = (threads, observe_in_arena);
         None
     }
 

@@ -199,6 +199,8 @@ impl ChosenBackend {
                     ep_options: options.ep_options.clone(),
                     map_weights: options.map_weights,
                     no_spin: options.no_spin,
+                    // Set only by a caller that sized it (see `Backend::with_threads`).
+                    observe_in_arena: false,
                 };
                 let b = OrtBackend::new(ort_options(options.ort_opt_level))
                     .map_err(|e| VerifyError::runtime(e, ErrorKind::Usage))?;

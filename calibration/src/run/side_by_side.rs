@@ -24,16 +24,32 @@ pub(super) type LoadedFor = (Vec<Vec<usize>>, Box<dyn LoadedModel>);
 /// Sessions side by side at most.
 const MOST_SESSIONS: usize = 4;
 
-/// How many sessions of a model of `model_bytes` calibrate side by side with
-/// `threads` threads: one per thread, at most [`MOST_SESSIONS`], and as
-/// many as leave three quarters of `available` memory (each session holds
-/// the weights and a run's worth of every intermediate tensor).
-pub(super) fn sessions_for(threads: usize, model_bytes: usize, available: u64) -> usize {
-    let by_memory = (available / 4) / (4 * model_bytes.max(1) as u64);
-    threads
-        .min(MOST_SESSIONS)
-        .min(usize::try_from(by_memory).unwrap_or(usize::MAX))
-        .max(1)
+/// How many sessions calibrate side by side with `threads` threads, and
+/// whether their observing sessions allocate from the arena (see
+/// `OrtOptions::observe_in_arena`): a session holds the weights (twice,
+/// with ONNX Runtime's packed copy, and once more in the graph), a run's
+/// `observed` bytes, and up to twice those in the arena; the sessions take
+/// at most a quarter of the `available` memory. One per thread, at most
+/// [`MOST_SESSIONS`]; the arena where it allows as many sessions as plain
+/// allocations would (it saves every run its page faults), plain
+/// allocations where they allow more.
+pub(super) fn sessions_sized(
+    threads: usize,
+    model_bytes: usize,
+    observed: usize,
+    available: u64,
+) -> (usize, bool) {
+    let room = available / 4;
+    let (weights, observed) = (3 * model_bytes.max(1) as u64, observed as u64);
+    let fit = |each: u64| usize::try_from(room / each.max(1)).unwrap_or(usize::MAX);
+    let wanted = threads.clamp(1, MOST_SESSIONS);
+    let in_arena = fit(weights + 2 * observed).min(wanted);
+    let plain = fit(weights + observed).min(wanted);
+    if in_arena >= 1 && in_arena >= plain {
+        (in_arena, true)
+    } else {
+        (plain.max(1), false)
+    }
 }
 
 /// One batch of samples to run: its tensors, and the first sample's origin
@@ -211,11 +227,17 @@ mod tests {
     #[test]
     fn a_session_per_thread_at_most_four_within_memory() {
         const GB: u64 = 1 << 30;
-        assert_eq!(sessions_for(2, 20 << 20, 16 * GB), 2);
-        assert_eq!(sessions_for(1, 20 << 20, 16 * GB), 1);
-        assert_eq!(sessions_for(64, 20 << 20, 16 * GB), 4);
-        // 1 GB of weights: 4 GB a session, a quarter of 16 GB.
-        assert_eq!(sessions_for(8, 1 << 30, 16 * GB), 1);
-        assert_eq!(sessions_for(8, 1 << 20, 0), 1);
+        const MB: usize = 1 << 20;
+        // 20 MB of weights, 200 MB observed a run: 460 MB a session in the arena.
+        assert_eq!(sessions_sized(2, 20 * MB, 200 * MB, 16 * GB), (2, true));
+        assert_eq!(sessions_sized(1, 20 * MB, 200 * MB, 16 * GB), (1, true));
+        assert_eq!(sessions_sized(64, 20 * MB, 200 * MB, 16 * GB), (4, true));
+        // 1.5 GB observed a run: the arena's 3 GB fits once in 4 GB, plain
+        // allocations twice: two sessions without the arena.
+        assert_eq!(sessions_sized(8, MB, 1536 * MB, 16 * GB), (2, false));
+        // 3 GB observed: one session, plain (the arena's 6 GB does not fit).
+        assert_eq!(sessions_sized(8, MB, 3072 * MB, 16 * GB), (1, false));
+        // Memory unknown (0): one session, plain.
+        assert_eq!(sessions_sized(8, MB, MB, 0), (1, false));
     }
 }
