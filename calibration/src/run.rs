@@ -204,9 +204,10 @@ pub fn collect(
     })
 }
 
-/// The samples of `data` run in one session of `backend`, one batch after
-/// another, into `collector`; returns the number of samples run, and adds
-/// the bytes of the tensors observed to `observed`.
+/// The samples of `data` run in one session of `backend` (`loaded`, where
+/// it is loaded for the samples' shapes), one batch after another, into
+/// `collector`; returns the number of samples run, and adds the bytes of
+/// the tensors observed to `observed`.
 #[allow(clippy::too_many_arguments)]
 fn collect_one_session(
     backend: &dyn infopt_runtime::Backend,
@@ -217,9 +218,10 @@ fn collect_one_session(
     collector: &mut RangeCollector,
     progress: &mut dyn FnMut(usize),
     observed: &mut usize,
+    loaded: &mut Option<LoadedFor>,
 ) -> Result<usize, VerifyError> {
-    // One loaded model per batch shape (the last batch may be smaller).
-    let mut loaded: Option<LoadedFor> = None;
+    // One loaded model per batch shape (the last batch may be smaller),
+    // given in and left to the caller.
     let mut failure: Option<VerifyError> = None;
     let mut done = 0usize;
     dataset::batches(
@@ -254,7 +256,7 @@ fn collect_one_session(
                     failure = Some(e);
                     m
                 })?;
-                loaded = Some((key, loaded_now));
+                *loaded = Some((key, loaded_now));
             }
             let Some((_, session)) = loaded.as_ref() else {
                 return Err("no model loaded".into());
@@ -312,9 +314,10 @@ fn collect_sized(
                limit: Option<usize>,
                collector: &mut RangeCollector,
                progress: &mut dyn FnMut(usize),
-               observed: &mut usize| {
+               observed: &mut usize,
+               loaded: &mut Option<LoadedFor>| {
         collect_one_session(
-            backend, &m, data, options, limit, collector, progress, observed,
+            backend, &m, data, options, limit, collector, progress, observed, loaded,
         )
     };
     let threads = chosen
@@ -329,31 +332,61 @@ fn collect_sized(
     // Batches of several samples, weights mapped from a model larger than
     // memory, or a device: one session, as always.
     if options.batch != 1 || chosen.info.weights_mapped || !cpu {
-        return one(reference, data, limit, collector, progress, &mut 0);
+        return one(
+            reference, data, limit, collector, progress, &mut 0, &mut None,
+        );
     }
+    // The first sample runs in a session as the rest will most likely run
+    // (a thread each, one session per thread, the arena), kept for them: a
+    // session of PP-Structure's SLANet takes 1.5 s to prepare.
+    let available = infopt_verify::memory::available_bytes().unwrap_or(0);
+    let likely = threads.clamp(1, side_by_side::MOST_SESSIONS);
+    let likely_each = (threads / likely).max(1);
+    let first_backend = reference.with_threads(likely_each, available > 0);
+    let mut first_session: Option<LoadedFor> = None;
     let mut observed = 0usize;
     let first = one(
-        reference,
+        first_backend.as_deref().unwrap_or(reference),
         data,
         Some(limit.map_or(1, |l| l.min(1))),
         collector,
         progress,
         &mut observed,
+        &mut first_session,
     )?;
     let rest = limit.map(|l| l.saturating_sub(first));
     if first == 0 || rest == Some(0) {
         return Ok(first);
     }
-    let available = infopt_verify::memory::available_bytes().unwrap_or(0);
     let (sessions, arena) =
         side_by_side::sessions_sized(threads, m.model_bytes, observed, available);
     let each = (threads / sessions).max(1);
     let mut after_first = |done: usize| progress(first + done);
     // tract has no thread setting (it runs on one): the rest in one session.
-    let Some(backend) = reference.with_threads(each, arena) else {
-        return Ok(first + one(reference, data, rest, collector, &mut after_first, &mut 0)?);
+    let Some(first_backend) = first_backend else {
+        return Ok(first
+            + one(
+                reference,
+                data,
+                rest,
+                collector,
+                &mut after_first,
+                &mut 0,
+                &mut first_session,
+            )?);
+    };
+    // The first session serves the rest where it is as they need it.
+    let (backend, preloaded) = if each == likely_each && arena {
+        (first_backend, first_session.take())
+    } else {
+        drop(first_session.take());
+        match reference.with_threads(each, arena) {
+            Some(b) => (b, None),
+            None => (first_backend, None),
+        }
     };
     if sessions < 2 {
+        let mut loaded = preloaded;
         return Ok(first
             + one(
                 backend.as_ref(),
@@ -362,6 +395,7 @@ fn collect_sized(
                 collector,
                 &mut after_first,
                 &mut 0,
+                &mut loaded,
             )?);
     }
     let sessions_of = side_by_side::Sessions {
@@ -373,7 +407,7 @@ fn collect_sized(
         declared: m.declared,
         empty: &collector.emptied(),
     };
-    let fed = sessions_of.run(sessions, |side| {
+    let fed = sessions_of.run(sessions, preloaded, |side| {
         dataset::batches(
             data,
             &batch_specs(m.declared, 1),

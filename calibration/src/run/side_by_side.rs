@@ -22,7 +22,7 @@ use crate::RangeCollector;
 pub(super) type LoadedFor = (Vec<Vec<usize>>, Box<dyn LoadedModel>);
 
 /// Sessions side by side at most.
-const MOST_SESSIONS: usize = 4;
+pub(super) const MOST_SESSIONS: usize = 4;
 
 /// How many sessions calibrate side by side with `threads` threads, and
 /// whether their observing sessions allocate from the arena (see
@@ -84,10 +84,13 @@ impl Sessions<'_> {
     pub fn run<R>(
         &self,
         count: usize,
+        preloaded: Option<LoadedFor>,
         feed: impl FnOnce(&mut SideBySide) -> R,
     ) -> Result<(R, RangeCollector), (R, VerifyError)> {
         let (jobs, queue) = mpsc::sync_channel::<Job>(count * 2);
         let queue = Mutex::new(queue);
+        // A session already loaded goes to the first worker.
+        let preloaded = Mutex::new(preloaded);
         let failure: Mutex<Option<VerifyError>> = Mutex::new(None);
         let mut side = SideBySide {
             jobs: Some(jobs),
@@ -97,10 +100,11 @@ impl Sessions<'_> {
         let (fed, collectors) = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..count)
                 .map(|_| {
-                    let (queue, failure) = (&queue, &failure);
+                    let (queue, failure, preloaded) = (&queue, &failure, &preloaded);
                     let (done, failed) = (side.done.clone(), side.failed.clone());
                     scope.spawn(move || {
-                        let r = self.work(queue, &done);
+                        let loaded = preloaded.lock().ok().and_then(|mut p| p.take());
+                        let r = self.work(queue, &done, loaded);
                         if let Err(e) = r {
                             failed.store(true, Ordering::Relaxed);
                             if let Ok(mut f) = failure.lock() {
@@ -155,9 +159,9 @@ impl Sessions<'_> {
         &self,
         queue: &Mutex<mpsc::Receiver<Job>>,
         done: &AtomicUsize,
+        mut loaded: Option<LoadedFor>,
     ) -> Result<RangeCollector, VerifyError> {
         let mut collector = self.empty.clone();
-        let mut loaded: Option<LoadedFor> = None;
         loop {
             let job = match queue.lock() {
                 Ok(q) => q.recv(),
