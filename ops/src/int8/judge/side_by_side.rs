@@ -1,6 +1,7 @@
 //! Independent probes side by side. Ranking probes each candidate alone
-//! (PP-OCRv4 rec: 52 probes of 8 samples, each a build, a session, its runs
-//! and its comparisons), and none waits for another's verdict. One probe at
+//! (PP-OCRv4 rec: 38 of its 52 probes of 8 samples, each a build, a
+//! session, its runs and its comparisons), and none waits for another's
+//! verdict. One probe at
 //! a time on two threads spends most of its time where only one thread
 //! works (the session's graph optimization, the comparison, the next
 //! build), and ONNX Runtime's two threads on one batch-1 run are 1.5x one
@@ -123,15 +124,11 @@ impl Judge<'_> {
         } else {
             None
         };
-        let bytes = match &first {
-            Some(m) => m
-                .to_bytes_referencing_sources()
-                .map(|b| b.len())
-                .unwrap_or(usize::MAX),
-            None => usize::MAX,
-        };
-        let at_once = match first {
-            Some(_) => self.side_by_side(bytes)?.count,
+        let at_once = match &first {
+            Some(m) => {
+                self.decide_side_by_side(m)?;
+                self.sessions().1
+            }
             None => 1,
         };
         if at_once <= 1 {
