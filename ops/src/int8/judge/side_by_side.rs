@@ -79,14 +79,12 @@ impl Judge<'_> {
     }
 
     /// Decides how probes run side by side, if not yet, from the size of
-    /// `candidate`.
+    /// `candidate`'s weights (counted, not serialized: a model of a
+    /// gigabyte would be written out once just to be measured).
     pub(super) fn decide_side_by_side(&mut self, candidate: &Model) -> OpsResult<()> {
         if self.side_by_side.is_none() {
-            let bytes = candidate
-                .to_bytes_referencing_sources()
-                .map(|b| b.len())
-                .unwrap_or(usize::MAX);
-            self.side_by_side(bytes)?;
+            let weights = infopt_ir::stats::GraphStats::of_model(candidate).parameter_bytes;
+            self.side_by_side(usize::try_from(weights).unwrap_or(usize::MAX))?;
         }
         Ok(())
     }
