@@ -130,6 +130,7 @@ pub(super) fn runs_in_order(
     let mut first_error = None;
     let mut handed = 0;
     let mut more = true;
+    let mut lost = false;
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..sessions.max(1))
             .map(|_| {
@@ -180,12 +181,22 @@ pub(super) fn runs_in_order(
             }
         }
         for w in workers {
-            if let Ok((n, s)) = w.join() {
-                costs.loads += n;
-                costs.load_seconds += s;
+            match w.join() {
+                Ok((n, s)) => {
+                    costs.loads += n;
+                    costs.load_seconds += s;
+                }
+                // Its samples never came: the figures would be of fewer.
+                Err(_) => lost = true,
             }
         }
     });
+    if lost && more {
+        return Err(VerifyError::new(
+            crate::error::ErrorKind::Internal,
+            "a session running samples side by side stopped without its outputs",
+        ));
+    }
     // A failure after `each` had seen enough is not its business.
     if let Some((_, e)) = first_error
         && more
