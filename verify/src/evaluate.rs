@@ -20,7 +20,7 @@ use crate::top_class::margin_and_error;
 use crate::top_class::{argmax, margin_and_error_at};
 
 mod side_by_side;
-pub use side_by_side::held_out_against_side_by_side;
+pub use side_by_side::{held_out_against, held_out_against_keeping, held_out_against_side_by_side};
 
 /// The shape of every input of one sample.
 type SampleShapes = Vec<Vec<usize>>;
@@ -831,56 +831,6 @@ fn tensor_bytes(t: &HostTensor) -> usize {
 }
 
 impl Reference {
-    /// Runs the original of `pair` (its candidate is not run) on samples
-    /// `skip..skip+limit` of `data`, keeping the samples and the outputs
-    /// while they fit in `budget` bytes; the first sample is always kept.
-    pub fn collect(
-        pair: &Pair<'_>,
-        data: &mut dyn Dataset,
-        skip: usize,
-        limit: usize,
-        budget: usize,
-    ) -> Result<Reference> {
-        let mut original = LoadedAt::new(pair.chosen, pair.original, pair.dir, pair.shapes);
-        let inputs = original.declared_inputs()?;
-        let skipped = skip_samples(data, &inputs, skip)?;
-        let mut samples: Vec<ReferenceSample> = Vec::new();
-        let mut bytes = 0usize;
-        let mut complete = true;
-        let mut run_seconds = 0.0;
-        while samples.len() < limit {
-            let Some(s) = data.next_sample(&inputs).map_err(VerifyError::usage)? else {
-                break;
-            };
-            let m = original.at(&s.tensors, &inputs)?;
-            let t = std::time::Instant::now();
-            let expected = run_sample(m, &s.tensors, &s.origin)?;
-            run_seconds += t.elapsed().as_secs_f64();
-            let size: usize = s.tensors.iter().chain(&expected).map(tensor_bytes).sum();
-            if !samples.is_empty() && bytes.saturating_add(size) > budget {
-                complete = false;
-                break;
-            }
-            bytes += size;
-            samples.push(ReferenceSample {
-                origin: s.origin,
-                inputs: s.tensors,
-                expected,
-            });
-        }
-        Ok(Reference {
-            skipped,
-            dataset: data.describe(),
-            meaningful: data.meaningful(),
-            inputs,
-            samples,
-            complete,
-            loads: original.loads,
-            load_seconds: original.load_seconds,
-            run_seconds,
-        })
-    }
-
     /// Samples kept.
     pub fn len(&self) -> usize {
         self.samples.len()
@@ -919,74 +869,6 @@ pub struct Judged {
     /// The candidate's outputs per sample, when asked for (a caller's
     /// metric scores them); empty otherwise.
     pub outputs: Vec<Vec<HostTensor>>,
-}
-
-/// Runs `candidate` on the first `limit` samples of `reference` and
-/// compares its outputs with the original's kept there: the figures of
-/// [`held_out`] on the same samples.
-pub fn held_out_against(
-    chosen: &ChosenBackend,
-    candidate: &Model,
-    dir: &Path,
-    shapes: &InputShapes,
-    reference: &Reference,
-    limit: usize,
-    classifiers: &[String],
-) -> Result<Judged> {
-    held_out_against_keeping(
-        chosen,
-        candidate,
-        dir,
-        shapes,
-        reference,
-        limit,
-        classifiers,
-        false,
-    )
-}
-
-/// [`held_out_against`], keeping the candidate's outputs in
-/// [`Judged::outputs`] when `keep` is set.
-#[allow(clippy::too_many_arguments)]
-pub fn held_out_against_keeping(
-    chosen: &ChosenBackend,
-    candidate: &Model,
-    dir: &Path,
-    shapes: &InputShapes,
-    reference: &Reference,
-    limit: usize,
-    classifiers: &[String],
-    keep: bool,
-) -> Result<Judged> {
-    let mut kept = Vec::new();
-    let mut loaded = LoadedAt::new(chosen, candidate, dir, shapes);
-    let mut tally = Tally::default();
-    let (mut run_seconds, mut compare_seconds) = (0.0, 0.0);
-    for s in reference.samples.iter().take(limit) {
-        let m = loaded.at(&s.inputs, &reference.inputs)?;
-        let t = std::time::Instant::now();
-        let actual = run_sample(m, &s.inputs, &s.origin)?;
-        run_seconds += t.elapsed().as_secs_f64();
-        let t = std::time::Instant::now();
-        tally.add(&s.expected, &actual, classifiers, &s.inputs);
-        compare_seconds += t.elapsed().as_secs_f64();
-        if keep {
-            kept.push(actual);
-        }
-    }
-    Ok(Judged {
-        held_out: tally.finish(
-            reference.skipped,
-            reference.dataset.clone(),
-            reference.meaningful,
-        ),
-        loads: loaded.loads,
-        load_seconds: loaded.load_seconds,
-        runs: tally.samples,
-        run_seconds,
-        compare_seconds,
-        outputs: kept,
-    })
 }
 
 #[cfg(test)]

@@ -1,10 +1,11 @@
-//! A candidate judged against a [`Reference`] with its samples shared among
-//! several sessions of it, each on its own thread: a judgement on every
-//! sample (64 runs of PP-OCRv4 rec) is where the INT8 search waits longest
-//! between decisions, and ONNX Runtime's threads on one batch-1 run share
-//! its work far worse than two sessions share the samples. The outputs are
-//! compared here, in sample order, so the figures are those of
-//! [`held_out_against_keeping`] on one session.
+//! The original's reference outputs and a candidate judged against them,
+//! with the samples shared among one or several sessions, each on its own
+//! thread: a judgement on every sample (64 runs of PP-OCRv4 rec) is where
+//! the INT8 search waits longest between decisions, and ONNX Runtime's
+//! threads on one batch-1 run share its work far worse than two sessions
+//! share the samples. Outputs are compared in sample order, so the figures
+//! do not depend on the number of sessions; one session runs on the
+//! calling thread.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -14,8 +15,8 @@ use infopt_ir::Model;
 use infopt_runtime::{HostTensor, InputShapes, IoSpec};
 
 use super::{
-    Judged, LoadedAt, Pair, Reference, ReferenceSample, Tally, held_out_against_keeping,
-    run_sample, skip_samples, tensor_bytes,
+    Judged, LoadedAt, Pair, Reference, ReferenceSample, Tally, run_sample, skip_samples,
+    tensor_bytes,
 };
 use crate::backend::ChosenBackend;
 use crate::dataset::Dataset;
@@ -28,7 +29,7 @@ type Ran = (usize, Result<(Vec<HostTensor>, f64)>);
 /// [`held_out_against_keeping`] with the first `limit` samples of
 /// `reference` run by `sessions` sessions of `chosen` side by side (each
 /// loads `candidate` itself: their loads are counted, their runs' times
-/// summed). One session, or a single sample, is that function itself.
+/// summed); one session runs on the calling thread.
 #[allow(clippy::too_many_arguments)]
 pub fn held_out_against_side_by_side(
     chosen: &ChosenBackend,
@@ -42,19 +43,6 @@ pub fn held_out_against_side_by_side(
     keep: bool,
 ) -> Result<Judged> {
     let samples: Vec<_> = reference.samples.iter().take(limit).collect();
-    let sessions = sessions.min(samples.len());
-    if sessions <= 1 {
-        return held_out_against_keeping(
-            chosen,
-            candidate,
-            dir,
-            shapes,
-            reference,
-            limit,
-            classifiers,
-            keep,
-        );
-    }
     let inputs: Vec<(&[HostTensor], &str)> = samples
         .iter()
         .map(|s| (s.inputs.as_slice(), s.origin.as_str()))
@@ -96,6 +84,56 @@ pub fn held_out_against_side_by_side(
     })
 }
 
+/// Runs `candidate` on the first `limit` samples of `reference` and
+/// compares its outputs with the original's kept there: the figures of
+/// [`held_out`] on the same samples.
+pub fn held_out_against(
+    chosen: &ChosenBackend,
+    candidate: &Model,
+    dir: &Path,
+    shapes: &InputShapes,
+    reference: &Reference,
+    limit: usize,
+    classifiers: &[String],
+) -> Result<Judged> {
+    held_out_against_keeping(
+        chosen,
+        candidate,
+        dir,
+        shapes,
+        reference,
+        limit,
+        classifiers,
+        false,
+    )
+}
+
+/// [`held_out_against`], keeping the candidate's outputs in
+/// [`Judged::outputs`] when `keep` is set.
+#[allow(clippy::too_many_arguments)]
+pub fn held_out_against_keeping(
+    chosen: &ChosenBackend,
+    candidate: &Model,
+    dir: &Path,
+    shapes: &InputShapes,
+    reference: &Reference,
+    limit: usize,
+    classifiers: &[String],
+    keep: bool,
+) -> Result<Judged> {
+    held_out_against_side_by_side(
+        chosen,
+        1,
+        candidate,
+        dir,
+        shapes,
+        reference,
+        limit,
+        classifiers,
+        keep,
+    )
+}
+
 /// What [`runs_in_order`] spent: sessions loaded and their time, and the
 /// runs' summed time.
 #[derive(Default)]
@@ -121,6 +159,9 @@ pub(super) fn runs_in_order(
     samples: &[(&[HostTensor], &str)],
     each: &mut dyn FnMut(usize, Vec<HostTensor>) -> bool,
 ) -> Result<RunCosts> {
+    if sessions.min(samples.len()) <= 1 {
+        return runs_one_after_another(chosen, model, dir, shapes, specs, samples, each);
+    }
     // The next sample to run, whichever session is free first; a failure,
     // or `each` having seen enough, stops the others at their next sample.
     let next = AtomicUsize::new(0);
@@ -206,7 +247,48 @@ pub(super) fn runs_in_order(
     Ok(costs)
 }
 
+/// [`runs_in_order`] in one session, on the calling thread.
+fn runs_one_after_another(
+    chosen: &ChosenBackend,
+    model: &Model,
+    dir: &Path,
+    shapes: &InputShapes,
+    specs: &[IoSpec],
+    samples: &[(&[HostTensor], &str)],
+    each: &mut dyn FnMut(usize, Vec<HostTensor>) -> bool,
+) -> Result<RunCosts> {
+    let mut loaded = LoadedAt::new(chosen, model, dir, shapes);
+    let mut run_seconds = 0.0;
+    for (i, (inputs, origin)) in samples.iter().enumerate() {
+        let m = loaded.at(inputs, specs)?;
+        let t = std::time::Instant::now();
+        let outputs = run_sample(m, inputs, origin)?;
+        run_seconds += t.elapsed().as_secs_f64();
+        if !each(i, outputs) {
+            break;
+        }
+    }
+    Ok(RunCosts {
+        loads: loaded.loads,
+        load_seconds: loaded.load_seconds,
+        run_seconds,
+    })
+}
+
 impl Reference {
+    /// Runs the original of `pair` (its candidate is not run) on samples
+    /// `skip..skip+limit` of `data`, keeping the samples and the outputs
+    /// while they fit in `budget` bytes; the first sample is always kept.
+    pub fn collect(
+        pair: &Pair<'_>,
+        data: &mut dyn Dataset,
+        skip: usize,
+        limit: usize,
+        budget: usize,
+    ) -> Result<Reference> {
+        Reference::collect_side_by_side(pair, data, (skip, limit, budget), pair.chosen, 1)
+    }
+
     /// [`Reference::collect`] with the original run in `sessions` sessions
     /// of `runner` side by side (its threads shared among them): the
     /// samples are read first (their inputs within `budget`), then run, the
@@ -219,9 +301,6 @@ impl Reference {
         runner: &ChosenBackend,
         sessions: usize,
     ) -> Result<Reference> {
-        if sessions <= 1 {
-            return Reference::collect(pair, data, skip, limit, budget);
-        }
         let mut original = LoadedAt::new(pair.chosen, pair.original, pair.dir, pair.shapes);
         let inputs = original.declared_inputs()?;
         let skipped = skip_samples(data, &inputs, skip)?;
