@@ -61,7 +61,70 @@ pub fn time_interleaved_until(
     progress: &mut dyn FnMut(Progress),
     settled: &mut dyn FnMut(&[Vec<f64>]) -> bool,
 ) -> Result<Vec<Latency>> {
-    let runs = rounds.most.max(rounds.least);
+    let runs = Continued {
+        before: Vec::new(),
+        warmup,
+        rounds,
+    };
+    let samples = time_rounds(models, runs, transfer, progress, settled)?;
+    samples
+        .iter()
+        .map(|s| {
+            Latency::from_samples(warmup, s).map_err(|e| VerifyError::new(ErrorKind::Internal, e))
+        })
+        .collect()
+}
+
+/// Rounds of an interleaved timing that continue earlier ones.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Continued {
+    /// Milliseconds of the rounds already timed, one list per model (all
+    /// of one length; empty for a fresh timing). They count toward
+    /// `rounds`, and the order the models run in goes on from them.
+    pub before: Vec<Vec<f64>>,
+    /// Warm-up rounds before the first timed one: a fresh runner's first
+    /// run sets up its bindings and output buffers.
+    pub warmup: usize,
+    pub rounds: Rounds,
+}
+
+/// The milliseconds of every timed round per model (`runs.before` first),
+/// timed as [`time_interleaved_until`] times them. A caller that keeps
+/// timing the same models after looking at a first few rounds (which ones
+/// race on, how many rounds fit its time) continues from those rounds
+/// instead of throwing them away with their warm-up.
+pub fn time_rounds(
+    models: &[Timed],
+    runs: Continued,
+    transfer: Transfer,
+    progress: &mut dyn FnMut(Progress),
+    settled: &mut dyn FnMut(&[Vec<f64>]) -> bool,
+) -> Result<Vec<Vec<f64>>> {
+    let Continued {
+        before,
+        warmup,
+        rounds,
+    } = runs;
+    let total = rounds.most.max(rounds.least);
+    let mut samples = if before.is_empty() {
+        vec![Vec::with_capacity(total); models.len()]
+    } else {
+        before
+    };
+    let done = samples.first().map_or(0, Vec::len);
+    if samples.len() != models.len() || samples.iter().any(|s| s.len() != done) {
+        return Err(VerifyError::new(
+            ErrorKind::Internal,
+            format!(
+                "earlier rounds for {} model(s), of unequal lengths, continued with {}",
+                samples.len(),
+                models.len()
+            ),
+        ));
+    }
+    if done >= total {
+        return Ok(samples);
+    }
     let failed = |m: &Timed, e: infopt_runtime::RuntimeError| {
         let kind = if transfer == Transfer::DeviceResident
             && matches!(e, infopt_runtime::RuntimeError::InvalidArgument(_))
@@ -91,26 +154,20 @@ pub fn time_interleaved_until(
             progress(Progress::Round);
         }
     }
-    progress(Progress::Phase("timing", runs));
-    let mut samples = vec![Vec::with_capacity(runs); models.len()];
-    for round in 0..runs {
+    progress(Progress::Phase("timing", total - done));
+    for round in done..total {
         for i in order(round) {
             let started = Instant::now();
             run(i)?;
             samples[i].push(started.elapsed().as_secs_f64() * 1e3);
         }
         progress(Progress::Round);
-        if round + 1 >= rounds.least && round + 1 < runs && settled(&samples) {
+        if round + 1 >= rounds.least && round + 1 < total && settled(&samples) {
             break;
         }
     }
     progress(Progress::Done);
-    samples
-        .iter()
-        .map(|s| {
-            Latency::from_samples(warmup, s).map_err(|e| VerifyError::new(ErrorKind::Internal, e))
-        })
-        .collect()
+    Ok(samples)
 }
 
 /// Whether model `a` against model `b`, timed in the same rounds
@@ -141,7 +198,7 @@ pub fn settled(a: &[f64], b: &[f64], threshold: f64, gap: f64) -> bool {
     beyond || tie
 }
 
-fn median(xs: &mut [f64]) -> f64 {
+pub fn median(xs: &mut [f64]) -> f64 {
     xs.sort_by(f64::total_cmp);
     let n = xs.len();
     if n % 2 == 1 {

@@ -1,0 +1,135 @@
+//! An interleaved timing continued from earlier rounds keeps them, counts
+//! them toward its rounds, and runs only what is left.
+
+use std::path::Path;
+
+use infopt_ir::builder::{GraphBuilder, dims};
+use infopt_ir::{DataType, Model};
+use infopt_runtime::{HostTensor, InputShapes, Transfer};
+use infopt_verify::timing::{self, Continued, Rounds, Timed};
+use infopt_verify::{BackendKind, BackendOptions, ChosenBackend};
+
+/// `x [1, 4] -> Relu`.
+fn relu() -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "4"]));
+    let y = b.op("Relu", &[x], vec![]);
+    b.output(y, "y", DataType::Float, Some(dims(&["1", "4"])));
+    b.build(13)
+}
+
+fn timed(n: usize) -> Vec<Timed> {
+    let chosen = ChosenBackend::build(BackendKind::Tract, &BackendOptions::default()).unwrap();
+    let bytes = relu().to_bytes().unwrap();
+    let x = HostTensor::from_vec(vec![1, 4], vec![1.0f32, -2.0, 3.0, -4.0])
+        .unwrap()
+        .named("x");
+    (0..n)
+        .map(|i| Timed {
+            label: format!("model {i}"),
+            model: chosen
+                .backend
+                .load(&bytes, Some(Path::new(".")), &InputShapes::default())
+                .unwrap(),
+            inputs: vec![x.clone()],
+        })
+        .collect()
+}
+
+fn rounds(least: usize, most: usize) -> Rounds {
+    Rounds { least, most }
+}
+
+#[test]
+fn continued_rounds_keep_the_earlier_ones_and_run_the_rest() {
+    let models = timed(2);
+    let before = vec![vec![1e6, 2e6, 3e6], vec![4e6, 5e6, 6e6]];
+    let runs = Continued {
+        before: before.clone(),
+        warmup: 1,
+        rounds: rounds(5, 5),
+    };
+    let mut checks = Vec::new();
+    let out = timing::time_rounds(
+        &models,
+        runs,
+        Transfer::HostToHost,
+        &mut |_| {},
+        &mut |ms| {
+            checks.push(ms[0].len());
+            false
+        },
+    )
+    .unwrap();
+    // Two rounds were left: the earlier three stay first, unchanged.
+    assert_eq!(out[0].len(), 5);
+    assert_eq!(out[1].len(), 5);
+    assert_eq!(out[0][..3], before[0][..]);
+    assert_eq!(out[1][..3], before[1][..]);
+    assert!(out.iter().all(|m| m[3..].iter().all(|&x| x < 1e6)));
+    // Settled is asked after a round from `least` on, never after the last.
+    assert!(checks.is_empty(), "{checks:?}");
+}
+
+#[test]
+fn a_timing_settled_after_its_least_rounds_stops_there() {
+    let models = timed(2);
+    let runs = Continued {
+        before: vec![vec![1.0; 2], vec![1.0; 2]],
+        warmup: 0,
+        rounds: rounds(4, 50),
+    };
+    let mut asked = Vec::new();
+    let out = timing::time_rounds(
+        &models,
+        runs,
+        Transfer::HostToHost,
+        &mut |_| {},
+        &mut |ms| {
+            asked.push(ms[0].len());
+            true
+        },
+    )
+    .unwrap();
+    assert_eq!(asked, vec![4]);
+    assert_eq!(out[0].len(), 4);
+}
+
+#[test]
+fn rounds_already_done_run_nothing_and_unequal_ones_are_refused() {
+    let models = timed(2);
+    let done = vec![vec![7.0; 5], vec![8.0; 5]];
+    let runs = Continued {
+        before: done.clone(),
+        warmup: 2,
+        rounds: rounds(5, 5),
+    };
+    let out = timing::time_rounds(
+        &models,
+        runs,
+        Transfer::HostToHost,
+        &mut |_| {},
+        &mut |_| false,
+    )
+    .unwrap();
+    assert_eq!(out, done);
+
+    let unequal = Continued {
+        before: vec![vec![1.0; 2], vec![1.0; 3]],
+        warmup: 0,
+        rounds: rounds(5, 5),
+    };
+    let err = timing::time_rounds(
+        &models,
+        unequal,
+        Transfer::HostToHost,
+        &mut |_| {},
+        &mut |_| false,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("earlier rounds for 2 model(s), of unequal lengths"),
+        "{err}"
+    );
+}
