@@ -856,9 +856,11 @@ fn a_max_drop_without_a_metric_is_refused_naming_the_python_api() {
 
 /// When every layer in INT8 already runs no faster than float at one
 /// thread, the search cannot end faster: the float model is written at
-/// once, with the figures (the timing's answer comes from a debug-build
-/// hook: a test model's real timings decide nothing); a faster INT8 searches
-/// as before.
+/// once, with the figures, after calibrating on the first sample alone (the
+/// placements are timed before the calibration on every sample; the
+/// timing's answer comes from a debug-build hook: a test model's real
+/// timings decide nothing); a faster INT8 calibrates on every sample and
+/// searches as before.
 #[test]
 fn int8_no_faster_than_float_writes_the_float_model_without_searching() {
     let dir = tempfile::tempdir().unwrap();
@@ -891,6 +893,16 @@ fn int8_no_faster_than_float_writes_the_float_model_without_searching() {
     );
     assert!(out.exists() && !has_int8(&out));
     assert_eq!(cost_count(&r, "probed on a few samples"), 0, "no search");
+    assert_eq!(r["int8"]["calibration_samples"], 1, "{}", r["int8"]);
+    assert_eq!(cost_count(&r, "calibration: the first sample"), 1);
+    assert_eq!(
+        cost_count(&r, "calibration"),
+        0,
+        "no calibration on every sample"
+    );
+    // The float model was judged on the samples a calibration on every
+    // sample would have left out: 24 given, 12 calibrated.
+    assert_eq!(r["int8"]["held_out"]["samples"], 12, "{}", r["int8"]);
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
         .args(args)
         .env("INFOPT_TEST_INT8_TIMED", "1.20,1.71")
@@ -900,6 +912,44 @@ fn int8_no_faster_than_float_writes_the_float_model_without_searching() {
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON report");
     assert!(r["int8"]["float_written"].is_null(), "{}", r["int8"]);
     assert!(has_int8(&out));
+    assert_eq!(r["int8"]["calibration_samples"], 12, "{}", r["int8"]);
+    assert_eq!(cost_count(&r, "calibration"), 1);
+}
+
+/// No placement faster than float, but the float model itself misses the
+/// target (a cosine of 1 asked): the first sample's ranges do not stand in
+/// for the calibration, which then runs on every sample before the search.
+#[test]
+fn a_float_model_that_misses_the_target_gets_the_calibration_on_every_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 24, &[1, 3, 32, 32]);
+    let out = dir.path().join("q.onnx");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args([
+            "optimize",
+            s(&fixture("cnn_bn_relu.onnx")),
+            "-o",
+            s(&out),
+            "--int8",
+            "--calib-data",
+            s(&data),
+            "--calib-samples",
+            "12",
+            "--int8-min-cosine",
+            "1.0",
+            "--json",
+        ])
+        .env("INFOPT_TEST_INT8_TIMED", "2.06,1.71")
+        .output()
+        .expect("run infopt");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("calibrated 13 tensors on 1 samples (for the placement timing)")
+            && err.contains("calibrated 13 tensors on 12 samples in"),
+        "{err}"
+    );
+    assert!(err.contains("misses its accuracy target"), "{err}");
 }
 
 #[test]

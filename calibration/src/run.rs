@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use infopt_ir::Model;
-use infopt_runtime::{InputShapes, IoSpec, Observe};
+use infopt_runtime::{InputShapes, IoSpec, Observe, Observing};
 use infopt_verify::dataset;
 use infopt_verify::{ChosenBackend, ErrorKind, VerifyError};
 
@@ -342,7 +342,18 @@ fn collect_sized(
     let available = infopt_verify::memory::available_bytes().unwrap_or(0);
     let likely = threads.clamp(1, side_by_side::MOST_SESSIONS);
     let likely_each = (threads / likely).max(1);
-    let first_backend = reference.with_threads(likely_each, available > 0);
+    // Sized as the likely sessions would be (a quarter of the memory
+    // shared among them); the first run does not know what it observes.
+    let first_observing = Observing {
+        in_arena: available > 0,
+        budget_bytes: Some(side_by_side::observe_budget(
+            available / 4,
+            likely,
+            m.model_bytes,
+            true,
+        )),
+    };
+    let first_backend = reference.with_threads(likely_each, first_observing);
     let mut first_session: Option<LoadedFor> = None;
     let mut observed = 0usize;
     let first = one(
@@ -358,7 +369,7 @@ fn collect_sized(
     if first == 0 || rest == Some(0) {
         return Ok(first);
     }
-    let (sessions, arena) =
+    let (sessions, observing) =
         side_by_side::sessions_sized(threads, m.model_bytes, observed, available);
     let each = (threads / sessions).max(1);
     let mut after_first = |done: usize| progress(first + done);
@@ -376,11 +387,11 @@ fn collect_sized(
             )?);
     };
     // The first session serves the rest where it is as they need it.
-    let (backend, preloaded) = if each == likely_each && arena {
+    let (backend, preloaded) = if each == likely_each && observing == first_observing {
         (first_backend, first_session.take())
     } else {
         drop(first_session.take());
-        match reference.with_threads(each, arena) {
+        match reference.with_threads(each, observing) {
             Some(b) => (b, None),
             None => (first_backend, None),
         }

@@ -367,14 +367,24 @@ pub fn run(
         calibration_backend(cx, &mid, config.target, &mut notes)?
     };
     let backend = chosen.get();
-    let mut cal = match &ranges {
-        Some(path) => Calibrated {
+    let first = match &ranges {
+        None if cx.judge => speed_first(args, &step, cx, &mid, &from, backend, goal, &costs)?,
+        _ => None,
+    };
+    let (timed, first_cal) = match first {
+        Some(f) => (Some(f.ms), f.never_faster.then_some(f.cal)),
+        None => (None, None),
+    };
+    let mut cal = match (&ranges, first_cal) {
+        (Some(path), _) => Calibrated {
             amax: infopt_calibration::quantize::read_ranges(path).map_err(OpsError::usage)?,
             full_range: None,
             report: None,
             source: None,
+            first_sample_only: false,
         },
-        None => calibrate_mid(args, &step, cx, &mid, backend, goal, &costs)?,
+        (None, Some(first_only)) => first_only,
+        (None, None) => calibrate_mid(args, &step, cx, &mid, backend, goal, &costs, false)?,
     };
     // The step and what follows it, judged on the data; below the target,
     // the layers that do most harm on their own are kept in float.
@@ -383,56 +393,25 @@ pub fn run(
     // The placement that runs fastest where the model will run (see
     // `speed.rs`), before the search decides what to keep float in it.
     let mut from = from;
-    let mut decided = match cal.source.as_ref().filter(|_| cx.judge) {
+    let mut decided = match cal.source.clone().filter(|_| cx.judge) {
         None => {
             let (quantized, suffix_run) = quantize_rest(&mid, &from, &cal.amax, cx, &costs)?;
             Decided::unjudged(quantized, suffix_run)
         }
-        Some((src, calibrated)) => {
-            let mut judge = Judge::new(
-                src,
-                backend,
-                cx,
-                &mid,
-                &classifiers,
-                *calibrated,
-                limit,
-                &costs,
-            );
-            let sample = first_sample(src, backend, cx, &mid, 0)?;
-            let shapes = shapes_of_sample(&mid, cx.shapes, &sample);
-            let picked = costs.time("placement timing (one thread)", || {
-                speed::pick_placement(
-                    cx, &from, &mid, &cal.amax, &sample, &shapes, &costs, &mut judge,
-                )
-            })?;
-            let (timed_faster, timed) = (picked.int8_was_faster(), picked.timed);
-            if let Some((config, note)) = picked.switch {
-                from = config;
-                notes.push(note);
-            }
-            let j = Judging {
+        Some(source) => {
+            let on = OnData {
+                args,
+                step: &step,
                 cx,
                 mid: &mid,
-                from: &from,
                 goal,
                 costs: &costs,
                 target: config.target,
-                timed_faster,
                 backend,
-                src,
-                calibrated: *calibrated,
+                classifiers: &classifiers,
+                limit,
             };
-            match j.float_if_not_faster(&mut judge, timed, &mut notes)? {
-                Some(d) => d,
-                None => j.decide(
-                    &mut judge,
-                    cal.amax.clone(),
-                    cal.full_range.take(),
-                    &mut cal.report,
-                    &mut notes,
-                )?,
-            }
+            on.decide(&source, &mut from, timed.as_deref(), &mut cal, &mut notes)?
         }
     };
     if let Some(r) = cal.report.as_mut() {
@@ -450,6 +429,109 @@ pub fn run(
     *model = decided.quantized;
     run.notes.extend(notes);
     Ok((run, cal.report))
+}
+
+/// What deciding the INT8 model on the calibration data reads.
+struct OnData<'a> {
+    args: &'a Int8Settings,
+    step: &'a infopt_calibration::quantize::QuantizeOptions,
+    cx: &'a Context<'a>,
+    mid: &'a Model,
+    goal: Goal,
+    costs: &'a Costs,
+    target: infopt_passes::Target,
+    backend: &'a ChosenBackend,
+    classifiers: &'a [String],
+    limit: usize,
+}
+
+impl OnData<'_> {
+    /// The placement, then the float model where INT8 is no faster, else
+    /// the search. `timed`: the placements' figures from before calibration
+    /// (see [`speed_first`]); `cal` holds the first sample's ranges alone
+    /// when those figures showed no placement faster than float, and the
+    /// calibration on every sample replaces them should the float model
+    /// miss the target after all.
+    fn decide(
+        &self,
+        (src, calibrated): &(DataSource, usize),
+        from: &mut PipelineConfig,
+        timed: Option<&[f64]>,
+        cal: &mut Calibrated,
+        notes: &mut Vec<String>,
+    ) -> OpsResult<Decided> {
+        let (cx, mid, costs) = (self.cx, self.mid, self.costs);
+        let mut judge = Judge::new(
+            src,
+            self.backend,
+            cx,
+            mid,
+            self.classifiers,
+            *calibrated,
+            self.limit,
+            costs,
+        );
+        let picked = match (cal.first_sample_only, timed) {
+            // Nothing to pick: no placement ran faster than float.
+            (true, Some(t)) => speed::Picked {
+                switch: None,
+                timed: t.first().zip(t.last()).map(|(q, f)| (*q, *f)),
+            },
+            _ => costs.time("placement: accuracy probes", || {
+                speed::pick_placement(cx, from, mid, &cal.amax, timed, costs, &mut judge)
+            })?,
+        };
+        let (timed_faster, timed) = (picked.int8_was_faster(), picked.timed);
+        if let Some((config, note)) = picked.switch {
+            *from = config;
+            notes.push(note);
+        }
+        let j = Judging {
+            cx,
+            mid,
+            from,
+            goal: self.goal,
+            costs,
+            target: self.target,
+            timed_faster,
+            backend: self.backend,
+            src,
+            calibrated: *calibrated,
+        };
+        if let Some(d) = j.float_if_not_faster(&mut judge, timed, notes)? {
+            return Ok(d);
+        }
+        if cal.first_sample_only {
+            *cal = calibrate_mid(
+                self.args,
+                self.step,
+                cx,
+                mid,
+                self.backend,
+                self.goal,
+                costs,
+                false,
+            )?;
+        }
+        j.decide(
+            &mut judge,
+            cal.amax.clone(),
+            cal.full_range.take(),
+            &mut cal.report,
+            notes,
+        )
+    }
+}
+
+/// Whether the float model may be written in INT8's place: not when the
+/// user pinned a layer to INT8 (`--precision NAME=int8`), which float would
+/// silently drop.
+fn float_may_replace(from: &PipelineConfig) -> bool {
+    !from.precision.as_ref().is_some_and(|m| {
+        m.overrides
+            .iter()
+            .any(|o| o.why.is_none() && o.to == infopt_passes::Precision::Int8)
+    })
 }
 
 /// What filling the report at the end reads.
@@ -513,6 +595,61 @@ impl Finish<'_> {
     }
 }
 
+/// The placements' figures from before calibrating on every sample.
+struct SpeedFirst {
+    /// Milliseconds per placement with every layer in INT8, float's last.
+    ms: Vec<f64>,
+    /// No placement ran faster than float, and the float model may be
+    /// written: the first sample's ranges are all the command needs.
+    never_faster: bool,
+    /// Ranges of the first sample alone.
+    cal: Calibrated,
+}
+
+/// Whether INT8 can pay on this model, asked before calibrating on every
+/// sample: ranges from the first sample, and each placement with every
+/// layer in INT8 timed against float (see `speed::time_placements`). None
+/// where no placement is timed (another target than ONNX Runtime's
+/// placements, ONNX Runtime missing, a model too fast to time).
+#[allow(clippy::too_many_arguments)]
+fn speed_first(
+    args: &Int8Settings,
+    step: &infopt_calibration::quantize::QuantizeOptions,
+    cx: &Context<'_>,
+    mid: &Model,
+    from: &PipelineConfig,
+    backend: &ChosenBackend,
+    goal: Goal,
+    costs: &Costs,
+) -> OpsResult<Option<SpeedFirst>> {
+    if speed::alternatives(from).is_empty() {
+        return Ok(None);
+    }
+    let cal = calibrate_mid(args, step, cx, mid, backend, goal, costs, true)?;
+    let Some((src, _)) = cal.source.as_ref() else {
+        return Ok(None);
+    };
+    let sample = first_sample(src, backend, cx, mid, 0)?;
+    let shapes = shapes_of_sample(mid, cx.shapes, &sample);
+    let timed = costs.time("placement timing (one thread)", || {
+        speed::time_placements(cx, from, mid, &cal.amax, &sample, &shapes, costs)
+    })?;
+    let Some(ms) = timed.filter(|ms| ms.len() >= 2) else {
+        return Ok(None);
+    };
+    let float_ms = ms[ms.len() - 1];
+    let fastest = ms[..ms.len() - 1]
+        .iter()
+        .copied()
+        .fold(f64::INFINITY, f64::min);
+    let never_faster = fastest >= float_ms && float_may_replace(from);
+    Ok(Some(SpeedFirst {
+        ms,
+        never_faster,
+        cal,
+    }))
+}
+
 /// The ranges of the model at the quantize step, and what they came from.
 struct Calibrated {
     amax: Amax,
@@ -520,12 +657,17 @@ struct Calibrated {
     /// weighed on the data.
     full_range: Option<Amax>,
     report: Option<Int8Report>,
-    /// The data and how many of its samples calibrated (to judge on it).
+    /// The data and how many of its samples calibrated (to judge on it;
+    /// with `first_sample_only`, how many the options would calibrate on).
     source: Option<(DataSource, usize)>,
+    /// Calibrated on the first sample alone (see [`speed_first`]).
+    first_sample_only: bool,
 }
 
 /// Calibrates the model as it is at the quantize step on the data the
-/// options (or the step) name.
+/// options (or the step) name; with `first_only`, on the first sample
+/// alone (see [`speed_first`]).
+#[allow(clippy::too_many_arguments)]
 fn calibrate_mid(
     args: &Int8Settings,
     step: &infopt_calibration::quantize::QuantizeOptions,
@@ -534,6 +676,7 @@ fn calibrate_mid(
     backend: &ChosenBackend,
     goal: Goal,
     costs: &Costs,
+    first_only: bool,
 ) -> OpsResult<Calibrated> {
     let method_name = args
         .calib_method
@@ -564,7 +707,7 @@ fn calibrate_mid(
         &src,
         &CalibrateOptions {
             method,
-            samples: Some(samples),
+            samples: Some(if first_only { 1 } else { samples }),
             batch: 1,
             bins: DEFAULT_BINS,
         },
@@ -578,11 +721,18 @@ fn calibrate_mid(
     if let Some(s) = steps.as_mut() {
         s.finish();
     }
-    costs.add("calibration", 1, calibrated.seconds);
+    let (step_name, what) = match first_only {
+        true => (
+            "calibration: the first sample",
+            " (for the placement timing)",
+        ),
+        false => ("calibration", ""),
+    };
+    costs.add(step_name, 1, calibrated.seconds);
     crate::progress::note(
         "calibrate",
         format!(
-            "calibrated {} tensors on {} samples in {:.2} s ({}, {})",
+            "calibrated {} tensors on {} samples{what} in {:.2} s ({}, {})",
             calibrated.table.tensors.len(),
             calibrated.samples,
             calibrated.seconds,
@@ -617,7 +767,15 @@ fn calibrate_mid(
         amax,
         full_range,
         report: Some(report),
-        source: Some((src, calibrated.samples)),
+        source: Some((
+            src,
+            if first_only {
+                samples
+            } else {
+                calibrated.samples
+            },
+        )),
+        first_sample_only: first_only,
     })
 }
 
@@ -876,11 +1034,7 @@ impl Judging<'_> {
     /// user pinned a layer to INT8 (`--precision NAME=int8`), which float
     /// would silently drop.
     fn float_may_replace(&self) -> bool {
-        !self.from.precision.as_ref().is_some_and(|m| {
-            m.overrides
-                .iter()
-                .any(|o| o.why.is_none() && o.to == infopt_passes::Precision::Int8)
-        })
+        float_may_replace(self.from)
     }
 
     /// INT8 keeps this model's accuracy at the target only with no weighted

@@ -282,6 +282,18 @@ pub type TensorSink<'a> = dyn FnMut(&HostTensor) -> Result<()> + 'a;
 /// released when it returns.
 pub type ViewSink<'a> = dyn FnMut(&[TensorView<'_>]) -> Result<()> + 'a;
 
+/// How a caller that sized its sessions to the memory lets their observing
+/// runs use it (see `OrtOptions::observe_in_arena` and
+/// `OrtOptions::observe_budget_bytes`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Observing {
+    /// Observed outputs allocated from the CPU arena, reused run to run.
+    pub in_arena: bool,
+    /// Most bytes of observed tensors one run hands out (None: the
+    /// backend's default).
+    pub budget_bytes: Option<usize>,
+}
+
 /// An execution backend (tract, ONNX Runtime, TensorRT, ...).
 pub trait Backend: Send + Sync {
     /// Short identifier, e.g. `"tract"`.
@@ -302,12 +314,11 @@ pub trait Backend: Send + Sync {
 
     /// The same backend with its runs on `threads` threads, for callers
     /// that run several sessions side by side (each with its share of the
-    /// CPU), its observing sessions allocating from an arena where
-    /// `observe_in_arena` (see `OrtOptions::observe_in_arena`); None where
-    /// the backend has no such setting (tract runs on one thread) or should
-    /// not be split (a device's provider).
-    fn with_threads(&self, threads: usize, observe_in_arena: bool) -> Option<Box<dyn Backend>> {
-        let _ = (threads, observe_in_arena);
+    /// CPU), its observing sessions using memory as `observing` sizes it;
+    /// None where the backend has no such setting (tract runs on one
+    /// thread) or should not be split (a device's provider).
+    fn with_threads(&self, threads: usize, observing: Observing) -> Option<Box<dyn Backend>> {
+        let _ = (threads, observing);
         None
     }
 

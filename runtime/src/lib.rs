@@ -30,8 +30,8 @@ pub mod transfer;
 pub mod view;
 
 pub use backend::{
-    Backend, DefaultedDim, DimSpec, InputShapes, IoSpec, LoadedModel, Observe, ShapeResolution,
-    TensorSink, ViewSink,
+    Backend, DefaultedDim, DimSpec, InputShapes, IoSpec, LoadedModel, Observe, Observing,
+    ShapeResolution, TensorSink, ViewSink,
 };
 pub use compare::{OutputAgreement, Tolerance};
 pub use error::{Result, RuntimeError};

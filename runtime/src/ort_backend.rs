@@ -38,8 +38,8 @@ use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
 use serde::Serialize;
 
 use crate::backend::{
-    Backend, DimSpec, InputShapes, IoSpec, LoadedModel, Observe, ShapeResolution, TensorSink,
-    ViewSink, check_run_inputs, resolve_input_shapes,
+    Backend, DimSpec, InputShapes, IoSpec, LoadedModel, Observe, Observing, ShapeResolution,
+    TensorSink, ViewSink, check_run_inputs, resolve_input_shapes,
 };
 use crate::error::{Result, RuntimeError};
 use crate::tensor::{DType, HostTensor, TensorData};
@@ -158,6 +158,12 @@ pub struct OrtOptions {
     /// caller sets this only where that fits (see calibration's sizing
     /// from the first run).
     pub observe_in_arena: bool,
+    /// Most bytes of observed tensors one run of an observing session
+    /// hands out (None: [`OBSERVE_BUDGET_BYTES`]); more are observed in
+    /// further runs, each running the graph as far as its tensors. For a
+    /// caller that sized its sessions to the memory: DNSMOS observes 367 MB
+    /// a sample, so at 256 MB every sample ran one and a half times.
+    pub observe_budget_bytes: Option<usize>,
 }
 
 /// One provider option, `EP:KEY=VALUE` on the command line (`cuda:prefer_nhwc=1`).
@@ -1006,14 +1012,15 @@ fn one_line_text(s: &str) -> String {
 impl Backend for OrtBackend {
     /// CPU only; the threads sleep between runs (see `OrtOptions::no_spin`):
     /// sessions side by side would otherwise spin against each other.
-    fn with_threads(&self, threads: usize, observe_in_arena: bool) -> Option<Box<dyn Backend>> {
+    fn with_threads(&self, threads: usize, observing: Observing) -> Option<Box<dyn Backend>> {
         if !self.options.execution_providers.is_empty() {
             return None;
         }
         let mut options = self.options.clone();
         options.intra_threads = Some(threads.max(1));
         options.no_spin = true;
-        options.observe_in_arena = observe_in_arena;
+        options.observe_in_arena = observing.in_arena;
+        options.observe_budget_bytes = observing.budget_bytes;
         Some(Box::new(OrtBackend {
             lib: self.lib,
             options,
@@ -1042,7 +1049,8 @@ impl Backend for OrtBackend {
     /// ONNX Runtime hands out graph outputs only: the caller exposes the
     /// tensors to observe as extra graph outputs (infopt-verify does) and
     /// names them here. Each run then asks for them in groups that fit
-    /// [`OBSERVE_BUDGET_BYTES`], so no run holds more than that.
+    /// the budget (`OrtOptions::observe_budget_bytes`), so no run holds
+    /// more than that.
     fn load_observing(
         &self,
         model_bytes: &[u8],
@@ -1075,6 +1083,10 @@ impl Backend for OrtBackend {
         Ok(Box::new(OrtModel {
             outputs,
             observed,
+            observe_budget: self
+                .options
+                .observe_budget_bytes
+                .unwrap_or(OBSERVE_BUDGET_BYTES),
             ..loaded
         }))
     }
@@ -1110,12 +1122,14 @@ impl OrtBackend {
             resolution,
             observed: Vec::new(),
             observed_bytes: Mutex::new(HashMap::new()),
+            observe_budget: OBSERVE_BUDGET_BYTES,
             cuda_device: self.cuda_device()?,
         })
     }
 }
 
-/// Most bytes of observed tensors one ONNX Runtime run returns at once.
+/// Most bytes of observed tensors one ONNX Runtime run returns at once,
+/// unless the caller sized it (`OrtOptions::observe_budget_bytes`).
 pub const OBSERVE_BUDGET_BYTES: usize = 256 << 20;
 
 /// Splits `names` into groups whose known sizes fit `budget`; a tensor of
@@ -1154,6 +1168,8 @@ struct OrtModel {
     observed: Vec<String>,
     /// Byte size of each observed tensor, learnt from earlier runs.
     observed_bytes: Mutex<HashMap<String, usize>>,
+    /// Most bytes of observed tensors one run hands out.
+    observe_budget: usize,
     /// The CUDA device the session runs on, when the CUDA provider is
     /// registered: device-resident timing binds there.
     cuda_device: Option<i32>,
@@ -1358,7 +1374,7 @@ impl LoadedModel for OrtModel {
 
     /// Each group of observed tensors is one run; the sink reads the run's
     /// values where ONNX Runtime put them, and they are freed before the
-    /// next run, so no more than [`OBSERVE_BUDGET_BYTES`] is held at once.
+    /// next run, so no more than the budget is held at once.
     fn run_observed_views(
         &self,
         inputs: &[HostTensor],
@@ -1374,7 +1390,7 @@ impl LoadedModel for OrtModel {
                 .observed_bytes
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
-            observation_groups(&self.observed, &known, OBSERVE_BUDGET_BYTES)
+            observation_groups(&self.observed, &known, self.observe_budget)
         };
         // The model's outputs come with the last group: no extra run.
         let last = groups.len().saturating_sub(1);

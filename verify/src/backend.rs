@@ -201,6 +201,7 @@ impl ChosenBackend {
                     no_spin: options.no_spin,
                     // Set only by a caller that sized it (see `Backend::with_threads`).
                     observe_in_arena: false,
+                    observe_budget_bytes: None,
                 };
                 let b = OrtBackend::new(ort_options(options.ort_opt_level))
                     .map_err(|e| VerifyError::runtime(e, ErrorKind::Usage))?;

@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, mpsc};
 
 use infopt_ir::Model;
-use infopt_runtime::{Backend, HostTensor, InputShapes, IoSpec, LoadedModel, Observe};
+use infopt_runtime::ort_backend::OBSERVE_BUDGET_BYTES;
+use infopt_runtime::{Backend, HostTensor, InputShapes, IoSpec, LoadedModel, Observe, Observing};
 use infopt_verify::VerifyError;
 
 use crate::RangeCollector;
@@ -25,31 +26,49 @@ pub(super) type LoadedFor = (Vec<Vec<usize>>, Box<dyn LoadedModel>);
 pub(super) const MOST_SESSIONS: usize = 4;
 
 /// How many sessions calibrate side by side with `threads` threads, and
-/// whether their observing sessions allocate from the arena (see
-/// `OrtOptions::observe_in_arena`): a session holds the weights (twice,
+/// how their observing runs use memory: a session holds the weights (twice,
 /// with ONNX Runtime's packed copy, and once more in the graph), a run's
-/// `observed` bytes, and up to twice those in the arena; the sessions take
-/// at most a quarter of the `available` memory. One per thread, at most
-/// [`MOST_SESSIONS`]; the arena where it allows as many sessions as plain
-/// allocations would (it saves every run its page faults), plain
-/// allocations where they allow more.
+/// `observed` bytes, and up to twice those in the arena (see
+/// `OrtOptions::observe_in_arena`); the sessions take at most a quarter of
+/// the `available` memory. One per thread, at most [`MOST_SESSIONS`]; the
+/// arena where it allows as many sessions as plain allocations would (it
+/// saves every run its page faults), plain allocations where they allow
+/// more. Each session's runs hand out what its share of that quarter holds
+/// (see [`observe_budget`]).
 pub(super) fn sessions_sized(
     threads: usize,
     model_bytes: usize,
     observed: usize,
     available: u64,
-) -> (usize, bool) {
+) -> (usize, Observing) {
     let room = available / 4;
     let (weights, observed) = (3 * model_bytes.max(1) as u64, observed as u64);
     let fit = |each: u64| usize::try_from(room / each.max(1)).unwrap_or(usize::MAX);
     let wanted = threads.clamp(1, MOST_SESSIONS);
     let in_arena = fit(weights + 2 * observed).min(wanted);
     let plain = fit(weights + observed).min(wanted);
-    if in_arena >= 1 && in_arena >= plain {
+    let (sessions, arena) = if in_arena >= 1 && in_arena >= plain {
         (in_arena, true)
     } else {
         (plain.max(1), false)
-    }
+    };
+    let observing = Observing {
+        in_arena: arena,
+        budget_bytes: Some(observe_budget(room, sessions, model_bytes, arena)),
+    };
+    (sessions, observing)
+}
+
+/// Bytes of observed tensors one run of each of `sessions` sessions may
+/// hand out: its share of `room` less its weights, halved in the arena
+/// (which may keep twice a run's peak), and never below ONNX Runtime's
+/// default budget (what every observing run had before it was sized).
+pub(super) fn observe_budget(room: u64, sessions: usize, model_bytes: usize, arena: bool) -> usize {
+    let share = room / sessions.max(1) as u64;
+    let left = share.saturating_sub(3 * model_bytes as u64) / if arena { 2 } else { 1 };
+    usize::try_from(left)
+        .unwrap_or(usize::MAX)
+        .max(OBSERVE_BUDGET_BYTES)
 }
 
 /// One batch of samples to run: its tensors, and the first sample's origin
@@ -232,16 +251,48 @@ mod tests {
     fn a_session_per_thread_at_most_four_within_memory() {
         const GB: u64 = 1 << 30;
         const MB: usize = 1 << 20;
+        let sized = |threads, model, observed, available| {
+            let (n, o) = sessions_sized(threads, model, observed, available);
+            (n, o.in_arena)
+        };
         // 20 MB of weights, 200 MB observed a run: 460 MB a session in the arena.
-        assert_eq!(sessions_sized(2, 20 * MB, 200 * MB, 16 * GB), (2, true));
-        assert_eq!(sessions_sized(1, 20 * MB, 200 * MB, 16 * GB), (1, true));
-        assert_eq!(sessions_sized(64, 20 * MB, 200 * MB, 16 * GB), (4, true));
+        assert_eq!(sized(2, 20 * MB, 200 * MB, 16 * GB), (2, true));
+        assert_eq!(sized(1, 20 * MB, 200 * MB, 16 * GB), (1, true));
+        assert_eq!(sized(64, 20 * MB, 200 * MB, 16 * GB), (4, true));
         // 1.5 GB observed a run: the arena's 3 GB fits once in 4 GB, plain
         // allocations twice: two sessions without the arena.
-        assert_eq!(sessions_sized(8, MB, 1536 * MB, 16 * GB), (2, false));
+        assert_eq!(sized(8, MB, 1536 * MB, 16 * GB), (2, false));
         // 3 GB observed: one session, plain (the arena's 6 GB does not fit).
-        assert_eq!(sessions_sized(8, MB, 3072 * MB, 16 * GB), (1, false));
+        assert_eq!(sized(8, MB, 3072 * MB, 16 * GB), (1, false));
         // Memory unknown (0): one session, plain.
-        assert_eq!(sessions_sized(8, MB, MB, 0), (1, false));
+        assert_eq!(sized(8, MB, MB, 0), (1, false));
+    }
+
+    #[test]
+    fn each_run_hands_out_its_sessions_share_of_the_memory() {
+        const GB: u64 = 1 << 30;
+        const MB: usize = 1 << 20;
+        // DNSMOS: 1.5 MB of weights, 367 MB observed a sample, 22 GB free:
+        // two sessions in the arena, each run handing out everything at once
+        // (at the default 256 MB every sample ran one and a half times).
+        let (n, o) = sessions_sized(2, 3 * MB / 2, 367 * MB, 22 * GB);
+        assert_eq!((n, o.in_arena), (2, true));
+        let budget = o.budget_bytes.unwrap();
+        assert_eq!(
+            budget,
+            ((22 * GB / 4 / 2 - 3 * 3 * MB as u64 / 2) / 2) as usize
+        );
+        assert!(budget >= 367 * MB);
+        // Plain allocations keep the whole share.
+        assert_eq!(
+            observe_budget(4 * GB, 2, MB, false),
+            (2 * GB) as usize - 3 * MB
+        );
+        // Little memory: never below the default.
+        assert_eq!(observe_budget(GB, 4, 100 * MB, true), OBSERVE_BUDGET_BYTES);
+        assert_eq!(
+            sessions_sized(8, MB, MB, 0).1.budget_bytes,
+            Some(OBSERVE_BUDGET_BYTES)
+        );
     }
 }

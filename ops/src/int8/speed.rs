@@ -52,14 +52,17 @@ const FASTER: f64 = 0.97;
 /// the portable placement at 0.79x float's speed when this was 1 ms.
 const MIN_FLOAT_MS: f64 = 0.25;
 
-/// Before the search: the fully quantized model in each placement worth
-/// trying (`from`'s own first, then [`alternatives`]), timed with the float
-/// model at one thread; the search then runs in the fastest one. Returns
-/// the configuration and a note when another placement than `from`'s won by
-/// more than the timing noise; None to keep `from` (also when ONNX Runtime
-/// is missing or the model is too small to time).
+/// Before calibrating on every sample: the model with every layer in INT8
+/// in each placement worth trying (`from`'s own first, then
+/// [`alternatives`]), built with `amax` (ranges from the first sample: a
+/// model's speed does not depend on its scales), timed with the float model
+/// at one thread. Milliseconds per placement, the float model's last; None
+/// when not timed (no other placement, ONNX Runtime missing, a model too
+/// fast to time). No placement faster than float means no INT8 model can
+/// be (keeping layers in float only adds float work): DNSMOS spent 26 of
+/// its 47 s calibrating on all 64 samples to learn what this tells.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn pick_placement(
+pub(super) fn time_placements(
     cx: &Context<'_>,
     from: &PipelineConfig,
     mid: &Model,
@@ -67,33 +70,70 @@ pub(super) fn pick_placement(
     sample: &[HostTensor],
     shapes: &InputShapes,
     costs: &super::costs::Costs,
-    judge: &mut Judge<'_>,
-) -> OpsResult<Picked> {
-    #[cfg(debug_assertions)]
-    if let Some(timed) = test_timed() {
-        return Ok(Picked {
-            switch: None,
-            timed: Some(timed),
-        });
-    }
-    let none = Picked::default();
+) -> OpsResult<Option<Vec<f64>>> {
     let others = alternatives(from);
+    #[cfg(debug_assertions)]
+    if let Some((q, f)) = test_timed() {
+        let mut ms = vec![q; others.len() + 1];
+        ms.push(f);
+        return Ok(Some(ms));
+    }
     if others.is_empty() {
-        return Ok(none);
+        return Ok(None);
     }
     let Ok(backend) = one_thread_ort(cx)? else {
-        return Ok(none);
+        return Ok(None);
     };
     if too_fast_to_time(&backend, cx, shapes, mid, sample)? {
-        return Ok(none);
+        return Ok(None);
     }
     crate::progress::note(
         "int8",
         format!(
-            "int8: timing {} INT8 placement(s) against float (ONNX Runtime CPU, 1 thread)",
+            "int8: timing {} INT8 placement(s) against float before calibrating on every sample (ONNX Runtime CPU, 1 thread)",
             others.len() + 1
         ),
     );
+    let mut built = vec![super::context::quantize_rest(mid, from, amax, cx, costs)?.0];
+    for p in &others {
+        built.push(super::context::quantize_rest(mid, &p.config, amax, cx, costs)?.0);
+    }
+    let mut labels = vec!["the target's placement"];
+    labels.extend(others.iter().map(|p| p.label));
+    let placements = Placements {
+        labels: &labels,
+        built: &built,
+        competes: &vec![true; built.len()],
+    };
+    costs
+        .time(
+            "placement timing: the timed runs and their sessions",
+            || time_competing(&backend, cx, shapes, &placements, mid, sample),
+        )
+        .map(Some)
+}
+
+/// Before the search: the placement the search runs in, the fastest with
+/// every layer in INT8 of those whose noise on the probe samples competes
+/// with the target's, by `timed` (see [`time_placements`]). Returns the
+/// configuration and a note when another placement than `from`'s won by
+/// more than the timing noise; None to keep `from` (also when the
+/// placements were not timed).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn pick_placement(
+    cx: &Context<'_>,
+    from: &PipelineConfig,
+    mid: &Model,
+    amax: &Amax,
+    timed: Option<&[f64]>,
+    costs: &super::costs::Costs,
+    judge: &mut Judge<'_>,
+) -> OpsResult<Picked> {
+    let none = Picked::default();
+    let others = alternatives(from);
+    let Some(timed) = timed.filter(|t| t.len() == others.len() + 2) else {
+        return Ok(none);
+    };
     let mut built = vec![super::context::quantize_rest(mid, from, amax, cx, costs)?.0];
     for p in &others {
         built.push(super::context::quantize_rest(mid, &p.config, amax, cx, costs)?.0);
@@ -114,24 +154,24 @@ pub(super) fn pick_placement(
         .enumerate()
         .map(|(i, l)| i == 0 || *l <= loss[0] * ACCURACY_SLACK)
         .collect();
-    let ms = costs.time(
-        "placement timing: the timed runs and their sessions",
-        || {
-            let placements = Placements {
-                labels: &labels,
-                built: &built,
-                competes: &competes,
-            };
-            time_competing(&backend, cx, shapes, &placements, mid, sample)
-        },
-    )?;
+    // Only the placements that compete are taken; their figures were
+    // timed before calibration, beside the others'.
+    let ms: Vec<f64> = timed
+        .iter()
+        .enumerate()
+        .map(|(i, &m)| match competes.get(i) {
+            Some(false) => f64::NAN,
+            _ => m,
+        })
+        .collect();
     let float_ms = ms[ms.len() - 1];
     let line = labels
         .iter()
-        .zip(&ms)
-        .map(|(l, m)| match m.is_nan() {
-            true => format!("{l} not timed (noisier on the probe samples)"),
-            false => format!("{l} {m:.2} ms"),
+        .zip(timed)
+        .zip(&competes)
+        .map(|((l, m), c)| match c {
+            false => format!("{l} {m:.2} ms, not taken (noisier on the probe samples)"),
+            true => format!("{l} {m:.2} ms"),
         })
         .collect::<Vec<_>>()
         .join(", ");
