@@ -66,8 +66,53 @@ pub fn calibrate(
     options: &CalibrateOptions,
     progress: &mut ProgressFn<'_>,
 ) -> Result<Calibrated, VerifyError> {
+    calibrate_asking(
+        target,
+        chosen,
+        shapes,
+        source,
+        options,
+        progress,
+        &mut |_| Ok(true),
+    )
+}
+
+/// Asked with the ranges of the first sample, before the rest run: whether
+/// to go on (false: the calibration ends there, on one sample).
+pub type AfterFirst<'a> = dyn FnMut(&RangeTable) -> Result<bool, VerifyError> + 'a;
+
+/// [`calibrate`] that asks `after_first` with the first sample's ranges
+/// whether to calibrate on the rest. The sessions and the data stay open
+/// while it decides (INT8 times its placements there: a model's speed does
+/// not depend on its ranges), so going on costs what one calibration
+/// costs; its time is not counted in `seconds`.
+pub fn calibrate_asking(
+    target: &Target<'_>,
+    chosen: &ChosenBackend,
+    shapes: &InputShapes,
+    source: &DataSource,
+    options: &CalibrateOptions,
+    progress: &mut ProgressFn<'_>,
+    after_first: &mut AfterFirst<'_>,
+) -> Result<Calibrated, VerifyError> {
     let started = Instant::now();
-    let c = collect(target, chosen, shapes, source, options, None, progress)?;
+    let full_range: std::collections::BTreeMap<String, &'static str> =
+        crate::full_range::full_range_tensors(target.model)
+            .into_iter()
+            .collect();
+    let sha = crate::table::sha256_hex(target.file_bytes);
+    let mut asking = 0.0f64;
+    let mut ask = |collector: &RangeCollector| -> Result<bool, VerifyError> {
+        let t = Instant::now();
+        let table = table_of(collector, options.method, sha.clone(), &full_range, 1)
+            .map_err(VerifyError::usage)?;
+        let go_on = after_first(&table);
+        asking += t.elapsed().as_secs_f64();
+        go_on
+    };
+    let c = collect_asking(
+        target, chosen, shapes, source, options, None, progress, &mut ask,
+    )?;
     if c.samples == 0 {
         return Err(VerifyError::usage("the calibration data has no samples"));
     }
@@ -82,7 +127,7 @@ pub fn calibrate(
     Ok(Calibrated {
         table,
         samples: c.samples,
-        seconds: started.elapsed().as_secs_f64(),
+        seconds: (started.elapsed().as_secs_f64() - asking).max(0.0),
         dataset: c.dataset,
         meaningful: c.meaningful,
         backend: c.backend,
@@ -135,6 +180,33 @@ pub fn collect(
     options: &CalibrateOptions,
     slice: Option<&dyn Fn(usize) -> std::ops::Range<usize>>,
     progress: &mut ProgressFn<'_>,
+) -> Result<Collected, VerifyError> {
+    collect_asking(
+        target,
+        chosen,
+        shapes,
+        source,
+        options,
+        slice,
+        progress,
+        &mut |_| Ok(true),
+    )
+}
+
+/// Whether to go on after the first sample, asked with its statistics.
+type GoOn<'a> = dyn FnMut(&RangeCollector) -> Result<bool, VerifyError> + 'a;
+
+/// [`collect`] that asks `go_on` after the first sample.
+#[allow(clippy::too_many_arguments)]
+fn collect_asking(
+    target: &Target<'_>,
+    chosen: &ChosenBackend,
+    shapes: &InputShapes,
+    source: &DataSource,
+    options: &CalibrateOptions,
+    slice: Option<&dyn Fn(usize) -> std::ops::Range<usize>>,
+    progress: &mut ProgressFn<'_>,
+    go_on: &mut GoOn<'_>,
 ) -> Result<Collected, VerifyError> {
     let (model, model_bytes, dir) = (target.model, target.file_bytes, target.dir);
     // Random data needs the model loaded to make inputs; files do not (a
@@ -189,6 +261,7 @@ pub fn collect(
         limit,
         &mut collector,
         &mut |done| progress(done, total),
+        go_on,
     )?;
     Ok(Collected {
         collector,
@@ -307,6 +380,7 @@ fn collect_sized(
     limit: Option<usize>,
     collector: &mut RangeCollector,
     progress: &mut dyn FnMut(usize),
+    go_on: &mut GoOn<'_>,
 ) -> Result<usize, VerifyError> {
     let reference = chosen.reference_backend();
     let one = |backend: &dyn infopt_runtime::Backend,
@@ -366,7 +440,7 @@ fn collect_sized(
         &mut first_session,
     )?;
     let rest = limit.map(|l| l.saturating_sub(first));
-    if first == 0 || rest == Some(0) {
+    if first == 0 || rest == Some(0) || !go_on(collector)? {
         return Ok(first);
     }
     let (sessions, observing) =

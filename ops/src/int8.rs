@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use infopt_calibration::int8;
-use infopt_calibration::run::{CalibrateOptions, DataSource, Target, calibrate};
+use infopt_calibration::run::{CalibrateOptions, DataSource, Target, calibrate_asking};
 use infopt_calibration::{Amax, DEFAULT_BINS, Method};
 use infopt_ir::Model;
 use infopt_passes::{PipelineConfig, PipelineRun, SideData};
@@ -367,25 +367,21 @@ pub fn run(
         calibration_backend(cx, &mid, config.target, &mut notes)?
     };
     let backend = chosen.get();
-    let first = match &ranges {
-        None if cx.judge => speed_first(args, &step, cx, &mid, &from, backend, goal, &costs)?,
-        _ => None,
-    };
-    let (timed, first_cal) = match first {
-        Some(f) => (Some(f.ms), f.never_faster.then_some(f.cal)),
-        None => (None, None),
-    };
-    let mut cal = match (&ranges, first_cal) {
-        (Some(path), _) => Calibrated {
+    let mut cal = match &ranges {
+        Some(path) => Calibrated {
             amax: infopt_calibration::quantize::read_ranges(path).map_err(OpsError::usage)?,
             full_range: None,
             report: None,
             source: None,
+            timed: None,
             first_sample_only: false,
         },
-        (None, Some(first_only)) => first_only,
-        (None, None) => calibrate_mid(args, &step, cx, &mid, backend, goal, &costs, false)?,
+        None => {
+            let timing = cx.judge.then_some(&from);
+            calibrate_mid(args, &step, cx, &mid, backend, goal, &costs, timing)?
+        }
     };
+    let timed = cal.timed.take();
     // The step and what follows it, judged on the data; below the target,
     // the layers that do most harm on their own are kept in float.
     let classifiers = evaluate::classifier_outputs(cx.original);
@@ -510,7 +506,7 @@ impl OnData<'_> {
                 self.backend,
                 self.goal,
                 costs,
-                false,
+                None,
             )?;
         }
         j.decide(
@@ -595,61 +591,6 @@ impl Finish<'_> {
     }
 }
 
-/// The placements' figures from before calibrating on every sample.
-struct SpeedFirst {
-    /// Milliseconds per placement with every layer in INT8, float's last.
-    ms: Vec<f64>,
-    /// No placement ran faster than float, and the float model may be
-    /// written: the first sample's ranges are all the command needs.
-    never_faster: bool,
-    /// Ranges of the first sample alone.
-    cal: Calibrated,
-}
-
-/// Whether INT8 can pay on this model, asked before calibrating on every
-/// sample: ranges from the first sample, and each placement with every
-/// layer in INT8 timed against float (see `speed::time_placements`). None
-/// where no placement is timed (another target than ONNX Runtime's
-/// placements, ONNX Runtime missing, a model too fast to time).
-#[allow(clippy::too_many_arguments)]
-fn speed_first(
-    args: &Int8Settings,
-    step: &infopt_calibration::quantize::QuantizeOptions,
-    cx: &Context<'_>,
-    mid: &Model,
-    from: &PipelineConfig,
-    backend: &ChosenBackend,
-    goal: Goal,
-    costs: &Costs,
-) -> OpsResult<Option<SpeedFirst>> {
-    if speed::alternatives(from).is_empty() {
-        return Ok(None);
-    }
-    let cal = calibrate_mid(args, step, cx, mid, backend, goal, costs, true)?;
-    let Some((src, _)) = cal.source.as_ref() else {
-        return Ok(None);
-    };
-    let sample = first_sample(src, backend, cx, mid, 0)?;
-    let shapes = shapes_of_sample(mid, cx.shapes, &sample);
-    let timed = costs.time("placement timing (one thread)", || {
-        speed::time_placements(cx, from, mid, &cal.amax, &sample, &shapes, costs)
-    })?;
-    let Some(ms) = timed.filter(|ms| ms.len() >= 2) else {
-        return Ok(None);
-    };
-    let float_ms = ms[ms.len() - 1];
-    let fastest = ms[..ms.len() - 1]
-        .iter()
-        .copied()
-        .fold(f64::INFINITY, f64::min);
-    let never_faster = fastest >= float_ms && float_may_replace(from);
-    Ok(Some(SpeedFirst {
-        ms,
-        never_faster,
-        cal,
-    }))
-}
-
 /// The ranges of the model at the quantize step, and what they came from.
 struct Calibrated {
     amax: Amax,
@@ -660,13 +601,21 @@ struct Calibrated {
     /// The data and how many of its samples calibrated (to judge on it;
     /// with `first_sample_only`, how many the options would calibrate on).
     source: Option<(DataSource, usize)>,
-    /// Calibrated on the first sample alone (see [`speed_first`]).
+    /// Milliseconds of each placement with every layer in INT8, float's
+    /// last, timed after the first sample (see [`calibrate_mid`]).
+    timed: Option<Vec<f64>>,
+    /// Calibrated on the first sample alone: no placement ran faster than
+    /// float, and the float model may be written.
     first_sample_only: bool,
 }
 
 /// Calibrates the model as it is at the quantize step on the data the
-/// options (or the step) name; with `first_only`, on the first sample
-/// alone (see [`speed_first`]).
+/// options (or the step) name. With `timing` (the placement the search
+/// starts from), the placements are timed once the first sample has given
+/// ranges (see `speed::time_placements`), while the calibration waits with
+/// its sessions open; where none ran faster than float and the float model
+/// may be written, the calibration ends there: DNSMOS spent 26 of its 47 s
+/// calibrating on all 64 samples to learn what that timing tells.
 #[allow(clippy::too_many_arguments)]
 fn calibrate_mid(
     args: &Int8Settings,
@@ -676,7 +625,7 @@ fn calibrate_mid(
     backend: &ChosenBackend,
     goal: Goal,
     costs: &Costs,
-    first_only: bool,
+    timing: Option<&PipelineConfig>,
 ) -> OpsResult<Calibrated> {
     let method_name = args
         .calib_method
@@ -700,14 +649,20 @@ fn calibrate_mid(
         dir: cx.dir,
     };
     let mut steps: Option<crate::progress::Steps> = None;
-    let calibrated = calibrate(
+    let mut first = FirstSample {
+        timed: None,
+        asked: false,
+        stopped: false,
+        failed: None,
+    };
+    let outcome = calibrate_asking(
         &target,
         backend,
         cx.shapes,
         &src,
         &CalibrateOptions {
             method,
-            samples: Some(if first_only { 1 } else { samples }),
+            samples: Some(samples),
             batch: 1,
             bins: DEFAULT_BINS,
         },
@@ -717,14 +672,25 @@ fn calibrate_mid(
             });
             s.set(done, "samples");
         },
-    )?;
+        &mut |table| {
+            let Some(from) = timing else {
+                return Ok(true);
+            };
+            first.time(cx, from, mid, (&src, backend), method, table, costs)
+        },
+    );
+    if let Some(e) = first.failed.take() {
+        return Err(e);
+    }
+    let calibrated = outcome?;
     if let Some(s) = steps.as_mut() {
         s.finish();
     }
+    let first_only = first.stopped && calibrated.samples == 1;
     let (step_name, what) = match first_only {
         true => (
             "calibration: the first sample",
-            " (for the placement timing)",
+            " (no INT8 placement ran faster than float: the rest not calibrated)",
         ),
         false => ("calibration", ""),
     };
@@ -741,41 +707,128 @@ fn calibrate_mid(
         ),
     );
     let mut calibrated = calibrated;
-    let mut amax: Amax = calibrated.table.to_amax();
-    let mut full_range = None;
-    if method == infopt_calibration::Method::Auto {
-        // The full range of every tensor, to weigh against the
-        // per-tensor choice on the data (outliers that matter).
-        let mut full = Amax(
-            calibrated
-                .table
-                .tensors
-                .iter()
-                .map(|(n, r)| (n.clone(), r.min.abs().max(r.max.abs())))
-                .filter(|(_, a)| *a > 0.0)
-                .collect(),
-        );
-        let float = not_quantized(mid, &mut calibrated.table);
-        for t in &float {
-            amax.0.remove(t);
-            full.0.remove(t);
-        }
-        full_range = Some(full);
-    }
+    let (amax, full_range) = ranges_of(mid, &mut calibrated.table, method);
+    // Calibrations that never asked (one session: batches, mapped weights,
+    // a device) time the placements with the ranges of every sample.
+    let timed = match (timing, first.asked) {
+        (Some(from), false) => time_placements_with(cx, from, mid, (&src, backend), &amax, costs)?,
+        _ => first.timed,
+    };
     let report = calibration_report(&calibrated, method, backend, goal);
+    let judged_after = if first_only {
+        samples
+    } else {
+        calibrated.samples
+    };
     Ok(Calibrated {
         amax,
         full_range,
         report: Some(report),
-        source: Some((
-            src,
-            if first_only {
-                samples
-            } else {
-                calibrated.samples
-            },
-        )),
+        source: Some((src, judged_after)),
+        timed,
         first_sample_only: first_only,
+    })
+}
+
+/// The ranges of a calibrated `table` as the quantize step reads them,
+/// and under `auto` the full range of every tensor, the alternative
+/// weighed on the data (outliers that matter); tensors kept float are in
+/// neither.
+fn ranges_of(
+    mid: &Model,
+    table: &mut infopt_calibration::RangeTable,
+    method: Method,
+) -> (Amax, Option<Amax>) {
+    let mut amax: Amax = table.to_amax();
+    if method != infopt_calibration::Method::Auto {
+        return (amax, None);
+    }
+    let mut full = Amax(
+        table
+            .tensors
+            .iter()
+            .map(|(n, r)| (n.clone(), r.min.abs().max(r.max.abs())))
+            .filter(|(_, a)| *a > 0.0)
+            .collect(),
+    );
+    for t in &not_quantized(mid, table) {
+        amax.0.remove(t);
+        full.0.remove(t);
+    }
+    (amax, Some(full))
+}
+
+/// The placements timed after the calibration's first sample.
+struct FirstSample {
+    timed: Option<Vec<f64>>,
+    /// The calibration asked (it ran its first sample alone).
+    asked: bool,
+    /// No placement ran faster than float: the calibration stops there.
+    stopped: bool,
+    /// What failed while timing (the calibration stops with an error that
+    /// only points here).
+    failed: Option<OpsError>,
+}
+
+impl FirstSample {
+    /// Times the placements with the first sample's `table`; whether the
+    /// calibration goes on.
+    #[allow(clippy::too_many_arguments)]
+    fn time(
+        &mut self,
+        cx: &Context<'_>,
+        from: &PipelineConfig,
+        mid: &Model,
+        data: (&DataSource, &ChosenBackend),
+        method: Method,
+        table: &infopt_calibration::RangeTable,
+        costs: &Costs,
+    ) -> Result<bool, infopt_verify::VerifyError> {
+        self.asked = true;
+        let (amax, _) = ranges_of(mid, &mut table.clone(), method);
+        match time_placements_with(cx, from, mid, data, &amax, costs) {
+            Ok(timed) => {
+                self.stopped =
+                    timed.as_deref().is_some_and(never_faster) && float_may_replace(from);
+                self.timed = timed;
+                Ok(!self.stopped)
+            }
+            Err(e) => {
+                let message = e.message.clone();
+                self.failed = Some(e);
+                Err(infopt_verify::VerifyError::new(
+                    infopt_verify::ErrorKind::Internal,
+                    message,
+                ))
+            }
+        }
+    }
+}
+
+/// No placement (milliseconds per placement, float's last) ran faster than
+/// float: then no INT8 model can (keeping layers in float only adds float
+/// work).
+fn never_faster(ms: &[f64]) -> bool {
+    let Some((float_ms, placements)) = ms.split_last() else {
+        return false;
+    };
+    !placements.is_empty() && placements.iter().all(|m| *m >= *float_ms)
+}
+
+/// The placements with every layer in INT8 at `amax`, timed against float
+/// on the first sample of the data (see `speed::time_placements`).
+fn time_placements_with(
+    cx: &Context<'_>,
+    from: &PipelineConfig,
+    mid: &Model,
+    (src, backend): (&DataSource, &ChosenBackend),
+    amax: &Amax,
+    costs: &Costs,
+) -> OpsResult<Option<Vec<f64>>> {
+    let sample = first_sample(src, backend, cx, mid, 0)?;
+    let shapes = shapes_of_sample(mid, cx.shapes, &sample);
+    costs.time("placement timing (one thread)", || {
+        speed::time_placements(cx, from, mid, amax, &sample, &shapes, costs)
     })
 }
 
