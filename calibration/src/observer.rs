@@ -109,6 +109,9 @@ pub struct RangeCollector {
     empty: AbsHistogram,
     /// Whether values are binned (see [`RangeCollector::without_histograms`]).
     histograms: bool,
+    /// Tensors whose histogram nothing reads (see
+    /// [`RangeCollector::without_histograms_of`]).
+    unbinned: std::sync::Arc<std::collections::BTreeSet<String>>,
     tensors: BTreeMap<String, TensorStats>,
 }
 
@@ -117,6 +120,7 @@ impl Default for RangeCollector {
         RangeCollector {
             empty: AbsHistogram::new(DEFAULT_BINS).expect("the default bin count is valid"),
             histograms: true,
+            unbinned: Default::default(),
             tensors: BTreeMap::new(),
         }
     }
@@ -133,6 +137,7 @@ impl RangeCollector {
         Ok(RangeCollector {
             empty: AbsHistogram::new(bins)?,
             histograms: true,
+            unbinned: Default::default(),
             tensors: BTreeMap::new(),
         })
     }
@@ -147,9 +152,24 @@ impl RangeCollector {
         self
     }
 
+    /// The collector without the histograms of `names`: min, max and the
+    /// counts only for those. For tensors whose range is their full range
+    /// whatever their values ([`crate::Method::Auto`] on the bounded and
+    /// softmax-decided tensors of `crate::full_range`): their histograms
+    /// were binned and never read (magika: most of a calibration's time).
+    pub fn without_histograms_of(mut self, names: impl IntoIterator<Item = String>) -> Self {
+        self.unbinned = std::sync::Arc::new(names.into_iter().collect());
+        self
+    }
+
     /// Whether values are binned into histograms.
     pub fn keeps_histograms(&self) -> bool {
         self.histograms
+    }
+
+    /// Whether the values of `name` are binned into its histogram.
+    fn bins_values_of(&self, name: &str) -> bool {
+        self.histograms && !self.unbinned.contains(name)
     }
 
     pub fn bins(&self) -> usize {
@@ -201,10 +221,13 @@ impl RangeCollector {
                 (0..n.div_ceil(PIECE)).map(move |k| (i, k * PIECE..((k + 1) * PIECE).min(n)))
             })
             .collect();
-        let histograms = self.histograms;
+        let binned: Vec<bool> = floats
+            .iter()
+            .map(|v| self.bins_values_of(v.name()))
+            .collect();
         let partials = parallel_pieces(&pieces, threads, &|(i, range)| {
             let mut partial = TensorStats::new(self.empty.clone());
-            partial.add_data(slice_of(floats[*i].data(), range.clone()), histograms);
+            partial.add_data(slice_of(floats[*i].data(), range.clone()), binned[*i]);
             partial
         });
         for v in &floats {
@@ -232,6 +255,7 @@ impl RangeCollector {
         Ok(RangeCollector {
             empty,
             histograms,
+            unbinned: Default::default(),
             tensors,
         })
     }
@@ -242,6 +266,7 @@ impl RangeCollector {
         RangeCollector {
             empty: self.empty.clone(),
             histograms: self.histograms,
+            unbinned: self.unbinned.clone(),
             tensors: BTreeMap::new(),
         }
     }
@@ -258,7 +283,7 @@ impl RangeCollector {
         if !data.dtype().is_float() {
             return;
         }
-        let histograms = self.histograms;
+        let histograms = self.bins_values_of(name);
         let stats = self.stats_mut(name);
         stats.observations += 1;
         stats.add_data(data, histograms);
@@ -432,6 +457,38 @@ fn add_converted<T>(
 mod tests {
     use super::*;
     use half::{bf16, f16};
+
+    #[test]
+    fn tensors_without_histograms_keep_their_extremes_and_counts() {
+        let xs: Vec<f32> = (0..100_000)
+            .map(|i| ((i % 977) as f32 - 400.0) * 0.01)
+            .collect();
+        let t = |name: &str| {
+            HostTensor::from_vec(vec![xs.len()], xs.clone())
+                .unwrap()
+                .named(name)
+        };
+        let mut c = RangeCollector::new().without_histograms_of(["gate".to_string()]);
+        let mut plain = RangeCollector::new();
+        for _ in 0..2 {
+            for name in ["gate", "x"] {
+                c.observe_named(&t(name));
+                plain.observe_named(&t(name));
+            }
+        }
+        let (gate, x) = (c.get("gate").unwrap(), c.get("x").unwrap());
+        assert_eq!(gate.histogram.total(), 0, "the gate is not binned");
+        assert_eq!(x.histogram, plain.get("x").unwrap().histogram);
+        let p = plain.get("gate").unwrap();
+        assert_eq!(
+            (gate.min, gate.max, gate.elements, gate.observations),
+            (p.min, p.max, p.elements, p.observations)
+        );
+        // A collector for another session is configured the same.
+        let mut other = c.emptied();
+        other.observe_named(&t("gate"));
+        assert_eq!(other.get("gate").unwrap().histogram.total(), 0);
+    }
 
     #[test]
     fn observes_floats_of_every_width_and_ignores_integers() {

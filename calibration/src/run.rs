@@ -243,9 +243,16 @@ fn collect_asking(
     // The inputs as declared (names, dtypes, fixed dims).
     let declared: Vec<IoSpec> = crate::data_shapes::declared_specs(model);
     let mut collector = RangeCollector::with_bins(options.bins).map_err(VerifyError::usage)?;
-    if matches!(options.method, Method::MinMax) {
+    let full_range: std::collections::BTreeMap<String, &'static str> =
+        crate::full_range::full_range_tensors(model)
+            .into_iter()
+            .collect();
+    match options.method {
         // Min-max reads the extremes only: no binning pass.
-        collector = collector.without_histograms();
+        Method::MinMax => collector = collector.without_histograms(),
+        // Auto keeps these tensors' full range, whatever their histogram.
+        Method::Auto => collector = collector.without_histograms_of(full_range.keys().cloned()),
+        _ => {}
     }
     let count = collect_sized(
         chosen,
@@ -268,9 +275,7 @@ fn collect_asking(
         samples: count,
         total: whole.unwrap_or(count),
         model_sha256: crate::table::sha256_hex(model_bytes),
-        full_range: crate::full_range::full_range_tensors(model)
-            .into_iter()
-            .collect(),
+        full_range,
         dataset: description,
         meaningful: data.meaningful(),
         backend: chosen.info.at_reference().describe(),
