@@ -96,17 +96,10 @@ pub fn calibrate_asking(
     after_first: &mut AfterFirst<'_>,
 ) -> Result<Calibrated, VerifyError> {
     let started = Instant::now();
-    let full_range: std::collections::BTreeMap<String, &'static str> =
-        crate::full_range::full_range_tensors(target.model)
-            .into_iter()
-            .collect();
-    let sha = crate::table::sha256_hex(target.file_bytes);
     let mut asking = 0.0f64;
-    let mut ask = |collector: &RangeCollector| -> Result<bool, VerifyError> {
+    let mut ask = |table: &RangeTable| -> Result<bool, VerifyError> {
         let t = Instant::now();
-        let table = table_of(collector, options.method, sha.clone(), &full_range, 1)
-            .map_err(VerifyError::usage)?;
-        let go_on = after_first(&table);
+        let go_on = after_first(table);
         asking += t.elapsed().as_secs_f64();
         go_on
     };
@@ -196,7 +189,7 @@ pub fn collect(
 /// Whether to go on after the first sample, asked with its statistics.
 type GoOn<'a> = dyn FnMut(&RangeCollector) -> Result<bool, VerifyError> + 'a;
 
-/// [`collect`] that asks `go_on` after the first sample.
+/// [`collect`] that asks `after_first` with the first sample's ranges.
 #[allow(clippy::too_many_arguments)]
 fn collect_asking(
     target: &Target<'_>,
@@ -206,7 +199,7 @@ fn collect_asking(
     options: &CalibrateOptions,
     slice: Option<&dyn Fn(usize) -> std::ops::Range<usize>>,
     progress: &mut ProgressFn<'_>,
-    go_on: &mut GoOn<'_>,
+    after_first: &mut AfterFirst<'_>,
 ) -> Result<Collected, VerifyError> {
     let (model, model_bytes, dir) = (target.model, target.file_bytes, target.dir);
     // Random data needs the model loaded to make inputs; files do not (a
@@ -247,6 +240,7 @@ fn collect_asking(
         crate::full_range::full_range_tensors(model)
             .into_iter()
             .collect();
+    let sha = crate::table::sha256_hex(model_bytes);
     match options.method {
         // Min-max reads the extremes only: no binning pass.
         Method::MinMax => collector = collector.without_histograms(),
@@ -268,13 +262,17 @@ fn collect_asking(
         limit,
         &mut collector,
         &mut |done| progress(done, total),
-        go_on,
+        &mut |collector| {
+            let table = table_of(collector, options.method, sha.clone(), &full_range, 1)
+                .map_err(VerifyError::usage)?;
+            after_first(&table)
+        },
     )?;
     Ok(Collected {
         collector,
         samples: count,
         total: whole.unwrap_or(count),
-        model_sha256: crate::table::sha256_hex(model_bytes),
+        model_sha256: sha,
         full_range,
         dataset: description,
         meaningful: data.meaningful(),
