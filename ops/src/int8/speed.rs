@@ -248,7 +248,10 @@ fn time_competing(
         .map(|&i| (p.labels[i], &p.built[i]))
         .collect();
     models.push(("float", mid));
-    let decides = placement_decides(&vec![true; timed_ix.len()]);
+    let needed: Vec<Needed> = placement_decides(&vec![true; timed_ix.len()])
+        .into_iter()
+        .map(Needed::always)
+        .collect();
     let timed_ms = time_models_with(
         backend,
         cx,
@@ -256,7 +259,7 @@ fn time_competing(
         &models,
         sample,
         (PLACEMENT_SECONDS, Some(CLEARLY_SLOWER)),
-        &decides,
+        &needed,
     )?;
     let mut ms = vec![f64::NAN; p.built.len()];
     for (k, &i) in timed_ix.iter().enumerate() {
@@ -384,7 +387,28 @@ pub(super) fn check(
     // static graph can make it slower than the input, which ONNX Runtime
     // runs dynamic (all-MiniLM-L6-v2, TorchScript export: 17.2 ms as
     // exported, 19.6 ms at static [1, 128]).
-    let ms = time_models(
+    // What the check decides: INT8 faster than float by more than the
+    // noise. Where it is, the input against INT8 (the answer unless the
+    // input beats it); where it is not, whether INT8 is slower (then the
+    // other placements are tried) and the input against float.
+    let int8_faster = Some(((0, 1, FASTER), true));
+    let float_may_be_it = Some(((0, 1, FASTER), false));
+    let needed = [
+        Needed::always((0, 1, FASTER)),
+        Needed {
+            cmp: (2, 0, FASTER),
+            when: int8_faster,
+        },
+        Needed {
+            cmp: (0, 1, 1.0),
+            when: float_may_be_it,
+        },
+        Needed {
+            cmp: (2, 1, FASTER),
+            when: float_may_be_it,
+        },
+    ];
+    let ms = time_models_with(
         &backend,
         cx,
         shapes,
@@ -394,11 +418,8 @@ pub(super) fn check(
             ("input", cx.original),
         ],
         sample,
-        TIMING_SECONDS,
-        // What the check decides: faster than float by more than the
-        // noise, and (to try other placements) not slower; the input
-        // against both.
-        &[(0, 1, FASTER), (0, 1, 1.0), (2, 0, FASTER), (2, 1, FASTER)],
+        (TIMING_SECONDS, None),
+        &needed,
     )?;
     let int8_ms = ms[0];
     let float_ms = ms[1];
@@ -721,6 +742,7 @@ pub(super) fn time_models(
     seconds: f64,
     decides: &[Decides],
 ) -> OpsResult<Vec<f64>> {
+    let needed: Vec<Needed> = decides.iter().map(|&d| Needed::always(d)).collect();
     time_models_with(
         backend,
         cx,
@@ -728,8 +750,47 @@ pub(super) fn time_models(
         models,
         inputs,
         (seconds, None),
-        decides,
+        &needed,
     )
+}
+
+/// A comparison a timing has to settle, and when: always, or only while
+/// the median ratio of another pair lies on one side of its threshold
+/// (`(pair, true)`: below it). The speed check needs the input against
+/// float only where float may be the answer: with INT8 surely faster it is
+/// the input against INT8 that counts, and the input against float (a tie
+/// on most models, which no number of rounds settles) held every check
+/// for its whole time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Needed {
+    pub cmp: Decides,
+    pub when: Option<(Decides, bool)>,
+}
+
+impl Needed {
+    pub(super) fn always(cmp: Decides) -> Needed {
+        Needed { cmp, when: None }
+    }
+
+    /// Whether this comparison counts on the rounds `ms`.
+    fn counts(&self, ms: &[Vec<f64>]) -> bool {
+        let Some(((a, b, t), below)) = self.when else {
+            return true;
+        };
+        match (ms.get(a), ms.get(b)) {
+            (Some(x), Some(y)) => (median_ratio(x, y) < t) == below,
+            _ => true,
+        }
+    }
+}
+
+/// Median of the paired ratios `x[k] / y[k]`.
+fn median_ratio(x: &[f64], y: &[f64]) -> f64 {
+    let mut r: Vec<f64> = x.iter().zip(y).map(|(a, b)| a / b).collect();
+    if r.is_empty() {
+        return f64::NAN;
+    }
+    timing::median(&mut r)
 }
 
 /// A model more than this many times slower than the fastest after the
@@ -750,7 +811,7 @@ fn time_models_with(
     models: &[(&str, &Model)],
     inputs: &[HostTensor],
     (seconds, prune): (f64, Option<f64>),
-    decides: &[Decides],
+    needed: &[Needed],
 ) -> OpsResult<Vec<f64>> {
     let timed = load_timed(backend, cx, shapes, models, inputs)?;
     // One round first, to size the rest to the time allowed; three when
@@ -790,9 +851,17 @@ fn time_models_with(
         }
     }
     let position = |i: usize| kept.iter().position(|&k| k == i);
-    let decides: Vec<Decides> = decides
+    let moved = |(a, b, t): Decides| Some((position(a)?, position(b)?, t));
+    // A comparison with a model no longer timed is settled; one whose
+    // condition reads such a model always counts.
+    let needed: Vec<Needed> = needed
         .iter()
-        .filter_map(|&(a, b, t)| Some((position(a)?, position(b)?, t)))
+        .filter_map(|n| {
+            Some(Needed {
+                cmp: moved(n.cmp)?,
+                when: n.when.and_then(|(d, below)| Some((moved(d)?, below))),
+            })
+        })
         .collect();
     let round_ms: f64 = kept.iter().map(|&i| first_ms[i]).sum::<f64>().max(1e-3);
     let most = rounds(seconds, round_ms);
@@ -804,7 +873,7 @@ fn time_models_with(
             most,
         },
     };
-    let mut settled = |ms: &[Vec<f64>]| all_settled(ms, &decides);
+    let mut settled = |ms: &[Vec<f64>]| all_settled(ms, &needed);
     let timed_rounds = timing::time_rounds(
         &racing,
         runs,
@@ -900,16 +969,17 @@ fn still_racing(first: &[f64], prune: Option<f64>) -> Vec<usize> {
         .collect()
 }
 
-/// Every comparison of `decides` settled on the rounds `ms` (none: never,
-/// the timing fills its time).
-fn all_settled(ms: &[Vec<f64>], decides: &[Decides]) -> bool {
-    !decides.is_empty()
-        && decides
-            .iter()
-            .all(|&(a, b, t)| match (ms.get(a), ms.get(b)) {
+/// Every comparison of `needed` that counts settled on the rounds `ms`
+/// (none: never, the timing fills its time).
+fn all_settled(ms: &[Vec<f64>], needed: &[Needed]) -> bool {
+    !needed.is_empty()
+        && needed.iter().filter(|n| n.counts(ms)).all(|n| {
+            let (a, b, t) = n.cmp;
+            match (ms.get(a), ms.get(b)) {
                 (Some(x), Some(y)) => timing::settled(x, y, t, SETTLED_GAP),
                 _ => false,
-            })
+            }
+        })
 }
 
 /// Timed rounds for `seconds` when one round takes `round_ms`.
@@ -1040,14 +1110,48 @@ mod tests {
         // surely faster nor surely within 3% of it.
         let wobbly = vec![9.5, 8.6, 9.6, 8.5, 9.7, 8.4, 9.5, 8.6];
         let ms = vec![fast.clone(), slow.clone(), wobbly];
-        assert!(all_settled(&ms, &[(0, 1, FASTER)]));
+        let always = |d: &[Decides]| d.iter().map(|&c| Needed::always(c)).collect::<Vec<_>>();
+        assert!(all_settled(&ms, &always(&[(0, 1, FASTER)])));
         // 1 against 2 is not settled: the timing goes on.
-        assert!(!all_settled(&ms, &[(0, 1, FASTER), (1, 2, 1.0)]));
+        assert!(!all_settled(&ms, &always(&[(0, 1, FASTER), (1, 2, 1.0)])));
         // Two equal models are a tie, settled: it would not pay to time on.
         let tie = vec![fast.clone(), slow.clone(), slow.clone()];
-        assert!(all_settled(&tie, &[(0, 1, FASTER), (1, 2, 1.0)]));
+        assert!(all_settled(&tie, &always(&[(0, 1, FASTER), (1, 2, 1.0)])));
         // Nothing to decide: fill the time.
         assert!(!all_settled(&ms, &[]));
+    }
+
+    #[test]
+    fn a_comparison_needed_only_on_one_side_of_another_waits_for_nothing_else() {
+        let fast = vec![6.0, 6.1, 5.9, 6.0, 6.2, 6.0, 5.9, 6.1];
+        let slow = vec![9.0, 9.1, 8.9, 9.2, 9.0, 8.8, 9.0, 9.1];
+        let wobbly = vec![9.5, 8.6, 9.6, 8.5, 9.7, 8.4, 9.5, 8.6];
+        // INT8 (0) surely faster than float (1): the wobbly input (2)
+        // against float does not count, against INT8 it is settled.
+        let ms = vec![fast.clone(), slow.clone(), wobbly];
+        let check = [
+            Needed::always((0, 1, FASTER)),
+            Needed {
+                cmp: (2, 0, FASTER),
+                when: Some(((0, 1, FASTER), true)),
+            },
+            Needed {
+                cmp: (2, 1, FASTER),
+                when: Some(((0, 1, FASTER), false)),
+            },
+        ];
+        assert!(all_settled(&ms, &check));
+        // INT8 slower than float: now the input against float counts, and
+        // with the input a few percent either side of float it is not
+        // settled.
+        let near_fast = vec![6.3, 5.7, 6.4, 5.6, 6.5, 5.5, 6.3, 5.7];
+        let ms = vec![slow.clone(), fast.clone(), near_fast];
+        assert!(!all_settled(&ms, &check));
+        let ms = vec![slow.clone(), fast.clone(), slow];
+        assert!(
+            all_settled(&ms, &check),
+            "the input surely slower than float"
+        );
     }
 
     #[test]
