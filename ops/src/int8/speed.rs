@@ -103,12 +103,11 @@ pub(super) fn time_placements(
     let placements = Placements {
         labels: &labels,
         built: &built,
-        competes: &vec![true; built.len()],
     };
     costs
         .time(
             "placement timing: the timed runs and their sessions",
-            || time_competing(&backend, cx, shapes, &placements, mid, sample),
+            || time_every_placement(&backend, cx, shapes, &placements, mid, sample),
         )
         .map(Some)
 }
@@ -215,18 +214,14 @@ pub(super) fn pick_placement(
     })
 }
 
-/// The placements built with every layer in INT8, by label, and which
-/// compete on accuracy.
+/// The placements built with every layer in INT8, by label.
 struct Placements<'a> {
     labels: &'a [&'a str],
     built: &'a [Model],
-    competes: &'a [bool],
 }
 
-/// Milliseconds of each placement (NaN for one that does not compete: it
-/// cannot be taken, and each model timed costs a run per round) and of the
-/// float model `mid`, last.
-fn time_competing(
+/// Milliseconds of each placement and of the float model `mid`, last.
+fn time_every_placement(
     backend: &ChosenBackend,
     cx: &Context<'_>,
     shapes: &InputShapes,
@@ -241,7 +236,7 @@ fn time_competing(
     let prints: Vec<Option<u64>> = p.built.iter().map(super::judge::fingerprint).collect();
     let same_as = |i: usize| (0..i).find(|&j| prints[i].is_some() && prints[j] == prints[i]);
     let timed_ix: Vec<usize> = (0..p.built.len())
-        .filter(|&i| p.competes[i] && same_as(i).is_none())
+        .filter(|&i| same_as(i).is_none())
         .collect();
     let mut models: Vec<(&str, &Model)> = timed_ix
         .iter()
@@ -266,7 +261,7 @@ fn time_competing(
         ms[i] = timed_ms[k];
     }
     for i in 0..p.built.len() {
-        if let (true, Some(j)) = (p.competes[i], same_as(i)) {
+        if let Some(j) = same_as(i) {
             ms[i] = ms[j];
         }
     }
