@@ -382,27 +382,6 @@ pub(super) fn check(
     // static graph can make it slower than the input, which ONNX Runtime
     // runs dynamic (all-MiniLM-L6-v2, TorchScript export: 17.2 ms as
     // exported, 19.6 ms at static [1, 128]).
-    // What the check decides: INT8 faster than float by more than the
-    // noise. Where it is, the input against INT8 (the answer unless the
-    // input beats it); where it is not, whether INT8 is slower (then the
-    // other placements are tried) and the input against float.
-    let int8_faster = Some(((0, 1, FASTER), true));
-    let float_may_be_it = Some(((0, 1, FASTER), false));
-    let needed = [
-        Needed::always((0, 1, FASTER)),
-        Needed {
-            cmp: (2, 0, FASTER),
-            when: int8_faster,
-        },
-        Needed {
-            cmp: (0, 1, 1.0),
-            when: float_may_be_it,
-        },
-        Needed {
-            cmp: (2, 1, FASTER),
-            when: float_may_be_it,
-        },
-    ];
     let ms = time_models_with(
         &backend,
         cx,
@@ -414,7 +393,7 @@ pub(super) fn check(
         ],
         sample,
         (TIMING_SECONDS, None),
-        &needed,
+        &SPEED_CHECK_NEEDS,
     )?;
     let int8_ms = ms[0];
     let float_ms = ms[1];
@@ -479,6 +458,30 @@ pub(super) fn check(
     prefer_input(cx, judge, &mut checked, input_ms)?;
     Ok(Some(checked))
 }
+
+/// What the speed check (INT8, float, the input: models 0, 1, 2) decides:
+/// INT8 faster than float by more than the noise. Where it is, the input
+/// against INT8 (the answer unless the input beats it); where it is not,
+/// whether INT8 is slower (then the other placements are tried) and the
+/// input against float.
+const SPEED_CHECK_NEEDS: [Needed; 4] = [
+    Needed {
+        cmp: (0, 1, FASTER),
+        when: None,
+    },
+    Needed {
+        cmp: (2, 0, FASTER),
+        when: Some(((0, 1, FASTER), true)),
+    },
+    Needed {
+        cmp: (0, 1, 1.0),
+        when: Some(((0, 1, FASTER), false)),
+    },
+    Needed {
+        cmp: (2, 1, FASTER),
+        when: Some(((0, 1, FASTER), false)),
+    },
+];
 
 /// The input model is the answer when it ran faster than the chosen one by
 /// more than the noise (NaN never wins).
@@ -1124,17 +1127,7 @@ mod tests {
         // INT8 (0) surely faster than float (1): the wobbly input (2)
         // against float does not count, against INT8 it is settled.
         let ms = vec![fast.clone(), slow.clone(), wobbly];
-        let check = [
-            Needed::always((0, 1, FASTER)),
-            Needed {
-                cmp: (2, 0, FASTER),
-                when: Some(((0, 1, FASTER), true)),
-            },
-            Needed {
-                cmp: (2, 1, FASTER),
-                when: Some(((0, 1, FASTER), false)),
-            },
-        ];
+        let check = SPEED_CHECK_NEEDS;
         assert!(all_settled(&ms, &check));
         // INT8 slower than float: now the input against float counts, and
         // with the input a few percent either side of float it is not
