@@ -685,6 +685,9 @@ pub fn execute(args: BuildEngineOptions) -> OpsResult<Outcome<EngineReport>> {
         ..DriverOptions::default()
     };
     let int8_step = infopt_calibration::int8::find_step(&base_cfg);
+    if int8_step.is_some() {
+        check_profiles_early(&args, &job, &model_in)?;
+    }
     let mut graphs = run_base(&args, &job, &model_in, &base_cfg, &options, int8_step)?;
     let profiles = fix_profiles(&args, &mut job, &graphs.fp32)?;
     let mut verifier = match job.do_verify {
@@ -978,6 +981,35 @@ fn no_hooks() -> PassHooks<'static> {
         dump_dir: None,
         after_pass: None,
     }
+}
+
+/// The profiles' shapes checked on the input model, before the INT8
+/// calibration and search: a dynamic input with no shapes for TensorRT was
+/// a usage error that came after the whole search (magika: 9 s; the
+/// models of issue 32: 21-249 s). The pipeline's `inputs:` count as the
+/// fix-shapes pass will have applied them; the command line's win.
+fn check_profiles_early(args: &BuildEngineOptions, job: &Resolved, model: &Model) -> OpsResult {
+    let mut shape_args = args
+        .inputs
+        .input_shapes
+        .iter()
+        .map(|a| crate::shape_args::parse(a))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(OpsError::usage)?;
+    shape_args.extend(job.config.inputs.iter().map(|(input, dims)| {
+        infopt_verify::inputs::ShapeArg::Dims {
+            input: input.clone(),
+            dims: dims.clone(),
+        }
+    }));
+    profiles::profiles(
+        model,
+        &job.settings.shapes,
+        &shape_args,
+        &job.config.symbols,
+    )
+    .map(drop)
+    .map_err(OpsError::usage)
 }
 
 /// The profiles, from the graph TensorRT parses (its inputs are the float32
