@@ -88,6 +88,20 @@ pub struct Continued {
     pub rounds: Rounds,
 }
 
+impl Continued {
+    /// A fresh timing of exactly `rounds` rounds after `warmup` warm-up ones.
+    pub fn fresh(rounds: usize, warmup: usize) -> Continued {
+        Continued {
+            before: Vec::new(),
+            warmup,
+            rounds: Rounds {
+                least: rounds,
+                most: rounds,
+            },
+        }
+    }
+}
+
 /// The milliseconds of every timed round per model (`runs.before` first),
 /// timed as [`time_interleaved_until`] times them. A caller that keeps
 /// timing the same models after looking at a first few rounds (which ones

@@ -983,19 +983,23 @@ fn no_hooks() -> PassHooks<'static> {
     }
 }
 
+/// The command line's `--input-shape` arguments, parsed.
+fn cli_shape_args(args: &BuildEngineOptions) -> OpsResult<Vec<infopt_verify::inputs::ShapeArg>> {
+    args.inputs
+        .input_shapes
+        .iter()
+        .map(|a| crate::shape_args::parse(a))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(OpsError::usage)
+}
+
 /// The profiles' shapes checked on the input model, before the INT8
 /// calibration and search: a dynamic input with no shapes for TensorRT was
 /// a usage error that came after the whole search (magika: 9 s; the
 /// models of issue 32: 21-249 s). The pipeline's `inputs:` count as the
 /// fix-shapes pass will have applied them; the command line's win.
 fn check_profiles_early(args: &BuildEngineOptions, job: &Resolved, model: &Model) -> OpsResult {
-    let mut shape_args = args
-        .inputs
-        .input_shapes
-        .iter()
-        .map(|a| crate::shape_args::parse(a))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(OpsError::usage)?;
+    let mut shape_args = cli_shape_args(args)?;
     shape_args.extend(job.config.inputs.iter().map(|(input, dims)| {
         infopt_verify::inputs::ShapeArg::Dims {
             input: input.clone(),
@@ -1021,13 +1025,7 @@ fn fix_profiles(
     job: &mut Resolved,
     fp32: &Model,
 ) -> OpsResult<Vec<Profile>> {
-    let shape_args = args
-        .inputs
-        .input_shapes
-        .iter()
-        .map(|a| crate::shape_args::parse(a))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(OpsError::usage)?;
+    let shape_args = cli_shape_args(args)?;
     let profiles = profiles::profiles(fp32, &job.settings.shapes, &shape_args, &job.config.symbols)
         .map_err(OpsError::usage)?;
     for p in &profiles {

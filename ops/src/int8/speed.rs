@@ -682,18 +682,10 @@ fn too_fast_to_time(
     sample: &[HostTensor],
 ) -> OpsResult<bool> {
     let timed = load_timed(backend, cx, shapes, &[("float", float)], sample)?;
-    let once = |runs| timing::Continued {
-        before: Vec::new(),
-        warmup: 1,
-        rounds: timing::Rounds {
-            least: runs,
-            most: runs,
-        },
-    };
     let time = |runs| {
         timing::time_rounds(
             &timed,
-            once(runs),
+            timing::Continued::fresh(runs, 1),
             Transfer::HostToHost,
             &mut |_| {},
             &mut |_| false,
@@ -818,14 +810,9 @@ fn time_models_with(
     // runners: a float model of 160 ms (DNSMOS) spent 11 rounds on the
     // placement timing when the first rounds were thrown away, 7 now.
     let sizing = if prune.is_some() { 3 } else { 1 };
-    let fresh = |least, warmup| timing::Continued {
-        before: Vec::new(),
-        warmup,
-        rounds: timing::Rounds { least, most: least },
-    };
     let first = timing::time_rounds(
         &timed,
-        fresh(sizing, 1),
+        timing::Continued::fresh(sizing, 1),
         Transfer::HostToHost,
         &mut |_| {},
         &mut |_| false,
