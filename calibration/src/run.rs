@@ -66,15 +66,7 @@ pub fn calibrate(
     options: &CalibrateOptions,
     progress: &mut ProgressFn<'_>,
 ) -> Result<Calibrated, VerifyError> {
-    calibrate_asking(
-        target,
-        chosen,
-        shapes,
-        source,
-        options,
-        progress,
-        &mut |_| Ok(true),
-    )
+    calibrate_with(target, chosen, shapes, source, options, progress, None)
 }
 
 /// Asked with the ranges of the first sample, before the rest run: whether
@@ -95,17 +87,53 @@ pub fn calibrate_asking(
     progress: &mut ProgressFn<'_>,
     after_first: &mut AfterFirst<'_>,
 ) -> Result<Calibrated, VerifyError> {
+    calibrate_with(
+        target,
+        chosen,
+        shapes,
+        source,
+        options,
+        progress,
+        Some(after_first),
+    )
+}
+
+/// [`calibrate`], asking `after_first` where there is one.
+fn calibrate_with(
+    target: &Target<'_>,
+    chosen: &ChosenBackend,
+    shapes: &InputShapes,
+    source: &DataSource,
+    options: &CalibrateOptions,
+    progress: &mut ProgressFn<'_>,
+    after_first: Option<&mut AfterFirst<'_>>,
+) -> Result<Calibrated, VerifyError> {
     let started = Instant::now();
     let mut asking = 0.0f64;
-    let mut ask = |table: &RangeTable| -> Result<bool, VerifyError> {
-        let t = Instant::now();
-        let go_on = after_first(table);
-        asking += t.elapsed().as_secs_f64();
-        go_on
+    let c = match after_first {
+        Some(after_first) => {
+            let mut ask = |table: &RangeTable| -> Result<bool, VerifyError> {
+                let t = Instant::now();
+                let go_on = after_first(table);
+                asking += t.elapsed().as_secs_f64();
+                go_on
+            };
+            let ask: &mut AfterFirst<'_> = &mut ask;
+            collect_asking(
+                target,
+                chosen,
+                shapes,
+                source,
+                options,
+                None,
+                progress,
+                Some(ask),
+            )?
+        }
+        None => collect_asking(
+            target, chosen, shapes, source, options, None, progress, None,
+        )?,
     };
-    let c = collect_asking(
-        target, chosen, shapes, source, options, None, progress, &mut ask,
-    )?;
     if c.samples == 0 {
         return Err(VerifyError::usage("the calibration data has no samples"));
     }
@@ -175,21 +203,15 @@ pub fn collect(
     progress: &mut ProgressFn<'_>,
 ) -> Result<Collected, VerifyError> {
     collect_asking(
-        target,
-        chosen,
-        shapes,
-        source,
-        options,
-        slice,
-        progress,
-        &mut |_| Ok(true),
+        target, chosen, shapes, source, options, slice, progress, None,
     )
 }
 
 /// Whether to go on after the first sample, asked with its statistics.
 type GoOn<'a> = dyn FnMut(&RangeCollector) -> Result<bool, VerifyError> + 'a;
 
-/// [`collect`] that asks `after_first` with the first sample's ranges.
+/// [`collect`] that asks `after_first` with the first sample's ranges
+/// (built only for it: nobody asking, nothing is built).
 #[allow(clippy::too_many_arguments)]
 fn collect_asking(
     target: &Target<'_>,
@@ -199,7 +221,7 @@ fn collect_asking(
     options: &CalibrateOptions,
     slice: Option<&dyn Fn(usize) -> std::ops::Range<usize>>,
     progress: &mut ProgressFn<'_>,
-    after_first: &mut AfterFirst<'_>,
+    mut after_first: Option<&mut AfterFirst<'_>>,
 ) -> Result<Collected, VerifyError> {
     let (model, model_bytes, dir) = (target.model, target.file_bytes, target.dir);
     // Random data needs the model loaded to make inputs; files do not (a
@@ -263,6 +285,9 @@ fn collect_asking(
         &mut collector,
         &mut |done| progress(done, total),
         &mut |collector| {
+            let Some(after_first) = after_first.as_mut() else {
+                return Ok(true);
+            };
             let table = table_of(collector, options.method, sha.clone(), &full_range, 1)
                 .map_err(VerifyError::usage)?;
             after_first(&table)
