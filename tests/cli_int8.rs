@@ -916,6 +916,68 @@ fn int8_no_faster_than_float_writes_the_float_model_without_searching() {
     assert_eq!(cost_count(&r, "calibration"), 1);
 }
 
+/// The keep-set the search's probes settle on is timed before any finalist
+/// is judged on every sample: at a tie with float (the debug hook stands
+/// for the figures), no finalist, which keeps at least as much in float,
+/// could be faster, and the float model is written without them; where it
+/// is faster, the search judges its finalists as before.
+#[test]
+fn a_keep_set_no_faster_than_float_writes_float_before_the_finalists() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 20, &[1, 3, 32, 32]);
+    let out = dir.path().join("q.onnx");
+    let model = fixture("cnn_bn_relu.onnx");
+    let args = [
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--calib-samples",
+        "8",
+        // Every layer is probed alone, and finalists judged.
+        "--int8-min-cosine",
+        "0.99995",
+        "--json",
+    ];
+    let run = |answer: &str| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
+            .args(args)
+            .env("INFOPT_TEST_INT8_ANSWER", answer)
+            .output()
+            .expect("run infopt");
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON report");
+        (stderr(&o), r)
+    };
+    let (err, r) = run("9.8,10.0,10.0");
+    assert!(
+        err.contains("in float is no faster than float at one thread: keeping more in float would not make it faster, so no finalist is judged"),
+        "{err}"
+    );
+    assert!(
+        err.contains("INT8 ran 9.80 ms against float's 10.00 ms in ONNX Runtime CPU at one thread: no INT8 model here is faster than float, so the float model was written"),
+        "{err}"
+    );
+    assert_eq!(r["int8"]["speed"]["chosen"], "float", "{}", r["int8"]);
+    assert!(out.exists() && !has_int8(&out));
+    // Judged on every sample: the INT8 model before the search, and the
+    // float model written; no finalist.
+    assert_eq!(
+        cost_count(&r, "judged on every sample"),
+        2,
+        "{}",
+        r["int8"]["costs"]
+    );
+    assert!(!err.contains("finalist:"), "{err}");
+    let (err, r) = run("5.0,10.0,10.0");
+    assert!(err.contains("finalist:"), "{err}");
+    assert_eq!(r["int8"]["speed"]["chosen"], "int8", "{}", r["int8"]);
+    assert!(has_int8(&out));
+}
+
 /// No placement faster than float, but the float model itself misses the
 /// target (a cosine of 1 asked): the first sample's ranges do not stand in
 /// for the calibration, which then runs on every sample before the search.

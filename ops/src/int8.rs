@@ -947,6 +947,7 @@ impl Judging<'_> {
         let mut keep_set = Vec::new();
         let mut only_float_meets = false;
         let mut ranges_used = amax.clone();
+        let mut gate = None;
         if !missed.is_empty() {
             let search = fallback::Search {
                 mid: self.mid,
@@ -957,7 +958,13 @@ impl Judging<'_> {
                 goal: self.goal,
                 costs: self.costs,
             };
-            let found = search.run(judge, &d.quantized, &h, &missed)?;
+            gate = self.speed_gate(&h)?;
+            let pay_gate = gate.as_mut().map(|g| g as &mut dyn fallback::PayGate);
+            let found = search.run(judge, &d.quantized, &h, &missed, pay_gate)?;
+            if found.not_faster {
+                let answer = gate.as_mut().and_then(|g| g.figures_of(&found.keep));
+                return self.after_gate(judge, &search, found, answer, d, h, notes);
+            }
             if found.other_ranges
                 && let Some((a, _)) = other.as_ref()
             {
@@ -992,7 +999,53 @@ impl Judging<'_> {
         // Not slower than float where it runs (see `speed.rs`).
         let timed_already = self.timed_faster && keep_set.is_empty();
         if d.failure.is_none() && self.target != infopt_passes::Target::Tensorrt && !timed_already {
-            h = self.check_speed(judge, &keep_set, &ranges_used, &mut d, h, notes)?;
+            let answer = gate.as_mut().and_then(|g| g.figures_of(&keep_set));
+            h = self.check_speed(judge, &keep_set, &ranges_used, &mut d, h, notes, answer)?;
+        }
+        d.held = Some(h);
+        Ok(d)
+    }
+
+    /// The speed gate of the search (see `speed::Gate`), where the check
+    /// after the search would run and may write float instead: on the
+    /// first judged sample, as that check.
+    fn speed_gate(&self, h: &HeldOut) -> OpsResult<Option<speed::Gate<'_>>> {
+        if self.target == infopt_passes::Target::Tensorrt || !self.float_may_replace() {
+            return Ok(None);
+        }
+        let sample = first_sample(self.src, self.backend, self.cx, self.mid, h.skipped)?;
+        let shapes = shapes_of_sample(self.mid, self.cx.shapes, &sample);
+        Ok(Some(speed::Gate::new(
+            self.cx,
+            self.mid,
+            (sample, shapes),
+            self.costs,
+        )))
+    }
+
+    /// The search stopped at the speed gate: the keep-set the probes
+    /// settled on, checked on the gate's figures, gives way to the float
+    /// model or the input, judged on every sample as the check judges them.
+    #[allow(clippy::too_many_arguments)]
+    fn after_gate(
+        &self,
+        judge: &mut Judge<'_>,
+        search: &fallback::Search<'_>,
+        found: fallback::Found,
+        answer: Option<speed::Answer>,
+        mut d: Decided,
+        h: HeldOut,
+        notes: &mut Vec<String>,
+    ) -> OpsResult<Decided> {
+        (d.quantized, d.suffix_run) = search.build(&found.keep, search.amax)?;
+        d.kept = found.kept;
+        d.measured = found.candidates;
+        let h = self.check_speed(judge, &found.keep, search.amax, &mut d, h, notes, answer)?;
+        if d.speed.as_ref().is_none_or(|s| s.chosen == "int8") {
+            return Err(OpsError::new(
+                crate::error::ErrorKind::Internal,
+                "the speed gate stopped the search before its finalists, and the speed check then kept the INT8 model, which nothing judged on every sample",
+            ));
         }
         d.held = Some(h);
         Ok(d)
@@ -1119,6 +1172,7 @@ impl Judging<'_> {
         Ok(Some(h))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn check_speed(
         &self,
         judge: &mut Judge<'_>,
@@ -1127,6 +1181,7 @@ impl Judging<'_> {
         d: &mut Decided,
         mut h: HeldOut,
         notes: &mut Vec<String>,
+        answer: Option<speed::Answer>,
     ) -> OpsResult<HeldOut> {
         let search = fallback::Search {
             mid: self.mid,
@@ -1146,10 +1201,10 @@ impl Judging<'_> {
                 keep_set,
                 ranges_used,
                 judge,
-                &d.quantized,
-                self.mid,
+                (&d.quantized, self.mid),
                 &sample,
                 &shapes,
+                answer,
             )
         })?;
         if let Some(c) = checked {

@@ -162,6 +162,14 @@ pub(super) struct Search<'a> {
     pub costs: &'a Costs,
 }
 
+/// Asked before the search judges its finalists on every sample (see
+/// `search::Trials::may_pay`): whether a model with at least `keep` in
+/// float may still be the answer. The speed check answers it
+/// (`speed::Gate`).
+pub(super) trait PayGate {
+    fn may_pay(&mut self, search: &Search<'_>, keep: &[Candidate]) -> OpsResult<bool>;
+}
+
 /// What the search found.
 pub(super) struct Found {
     pub kept: Vec<KeptFloat>,
@@ -179,6 +187,10 @@ pub(super) struct Found {
     /// The target is met only with no weighted layer left in INT8: nothing
     /// INT8 keeps the accuracy, while float does (`failure` says so).
     pub only_float_meets: bool,
+    /// The speed gate stopped the search before its finalists: `keep` (on
+    /// the probes' word) was no faster than float, and nothing was judged
+    /// on every sample.
+    pub not_faster: bool,
 }
 
 /// `Σ 10^(-SNR/10)` over the outputs and their parts judged on their own
@@ -274,6 +286,7 @@ impl Search<'_> {
         quantized: &Model,
         first: &HeldOut,
         missed: &[String],
+        gate: Option<&mut dyn PayGate>,
     ) -> OpsResult<Found> {
         let all = self.offered(quantized);
         let before = min_cosine(first);
@@ -295,6 +308,7 @@ impl Search<'_> {
             search: self,
             judge,
             steps: crate::progress::Steps::new("int8", "int8 search", None, 0.0),
+            gate,
         };
         let out = layers_first(&mut trials, &all, layers)?;
         trials.steps.finish();
@@ -323,6 +337,8 @@ impl Search<'_> {
             None if no_layer_left => Some(Missed::OnlyAll),
             m => m,
         };
+        let not_faster = matches!(missed, Some(Missed::NotFaster));
+        let missed = missed.filter(|_| !not_faster);
         let only_float_meets = matches!(missed, Some(Missed::OnlyAll));
         let failure = missed.map(|m| {
             let still = misses(judged_h, self.goal);
@@ -342,6 +358,7 @@ impl Search<'_> {
                     out.kept.len(),
                     all.len()
                 ),
+                Missed::NotFaster => String::new(),
             };
             let names: Vec<String> = out.kept.iter().map(|c| c.name().to_string()).collect();
             failure_message(judged_h, &still, &why, &names, &worst)
@@ -354,6 +371,7 @@ impl Search<'_> {
             model,
             other_ranges,
             only_float_meets,
+            not_faster,
         })
     }
 }
@@ -447,13 +465,14 @@ fn records<B>(
 }
 
 /// The search's view of builds and judgements.
-struct FallbackTrials<'s, 'a, 'j, 'k> {
+struct FallbackTrials<'s, 'a, 'j, 'k, 'g> {
     search: &'s Search<'a>,
     judge: &'j mut Judge<'k>,
     steps: crate::progress::Steps,
+    gate: Option<&'g mut dyn PayGate>,
 }
 
-impl FallbackTrials<'_, '_, '_, '_> {
+impl FallbackTrials<'_, '_, '_, '_, '_> {
     /// The samples a probe for `why` looks at.
     fn samples(&self, why: Probe) -> usize {
         match why {
@@ -464,7 +483,7 @@ impl FallbackTrials<'_, '_, '_, '_> {
     }
 }
 
-impl Trials<Candidate> for FallbackTrials<'_, '_, '_, '_> {
+impl Trials<Candidate> for FallbackTrials<'_, '_, '_, '_, '_> {
     /// The model, its pass run, its judgement, and whether it has the other ranges.
     type Built = (Model, PipelineRun, HeldOut, bool);
 
@@ -520,6 +539,13 @@ impl Trials<Candidate> for FallbackTrials<'_, '_, '_, '_> {
             }
         }
         Ok((verdict(&h, s.goal), (q, r, h, false)))
+    }
+
+    fn may_pay(&mut self, keep: &[Candidate]) -> OpsResult<bool> {
+        match self.gate.as_mut() {
+            Some(gate) => gate.may_pay(self.search, keep),
+            None => Ok(true),
+        }
     }
 
     fn say(&mut self, line: String) {

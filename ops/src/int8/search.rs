@@ -80,6 +80,12 @@ pub trait Trials<C> {
     }
     /// The model with `keep` in float on every judged sample.
     fn judge(&mut self, keep: &[C]) -> OpsResult<(Verdict, Self::Built)>;
+    /// Whether a model with at least `keep` in float may still be the
+    /// answer (the speed check, asked before the finalists are judged on
+    /// every sample: keeping more in float never makes a model faster).
+    fn may_pay(&mut self, _keep: &[C]) -> OpsResult<bool> {
+        Ok(true)
+    }
     /// A progress line (one per step of the search).
     fn say(&mut self, _line: String) {}
 }
@@ -107,6 +113,9 @@ pub enum Missed {
     Unreachable(Verdict),
     /// Only every candidate in float meets it: nothing would stay quantized.
     OnlyAll,
+    /// The keep-set the probes settled on is no faster than float (see
+    /// [`Trials::may_pay`]): no finalist was judged.
+    NotFaster,
 }
 
 /// What the search found.
@@ -428,7 +437,7 @@ fn rank<C: Clone, T: Trials<C>>(
     Ok(rank_by_gain(measured))
 }
 
-/// Step 4, the finalists on every sample: a miss there grows by a quarter from `k`
+/// Step 5, the finalists on every sample: a miss there grows by a quarter from `k`
 /// and bisects, on every sample; every judgement that meets replaces
 /// `last_judged`, and the bisection's upper end only moves on one that
 /// meets, so the last one kept is the keep-set returned.
@@ -538,6 +547,21 @@ pub fn run<C: Clone, T: Trials<C>>(
         Some(hi) => fewest(lo, hi, &mut probe_met)?,
         None => 1,
     };
+    // 4. Only a keep-set that may still be faster than float is worth
+    // judging on every sample.
+    if k < n && !t.inner.may_pay(&order[..k])? {
+        t.inner.say(format!(
+            "best {k} of {n} in float is no faster than float at one thread: keeping more in float would not make it faster, so no finalist is judged"
+        ));
+        return Ok(Outcome {
+            ranking,
+            kept: order[..k].to_vec(),
+            judged: None,
+            missed: Some(Missed::NotFaster),
+            probes: t.probes,
+            judgements: t.judgements,
+        });
+    }
     let (k, last_judged) = finalists(&mut t, &order, k)?;
     let met = last_judged.as_ref().is_some_and(|(v, _)| v.met);
     let missed = if !met {
@@ -574,6 +598,10 @@ mod tests {
         floor: f64,
         probes: Vec<Vec<usize>>,
         judged: Vec<Vec<usize>>,
+        /// The speed gate: a keep-set of more than this many is no faster
+        /// than float.
+        pays_up_to: usize,
+        gated: Vec<Vec<usize>>,
     }
 
     impl Noise {
@@ -585,6 +613,8 @@ mod tests {
                 floor: 0.0,
                 probes: Vec::new(),
                 judged: Vec::new(),
+                pays_up_to: usize::MAX,
+                gated: Vec::new(),
             }
         }
         fn verdict(&self, keep: &[usize], scale: f64) -> Verdict {
@@ -615,6 +645,10 @@ mod tests {
         fn judge(&mut self, keep: &[usize]) -> OpsResult<(Verdict, Vec<usize>)> {
             self.judged.push(keep.to_vec());
             Ok((self.verdict(keep, 1.0), keep.to_vec()))
+        }
+        fn may_pay(&mut self, keep: &[usize]) -> OpsResult<bool> {
+            self.gated.push(keep.to_vec());
+            Ok(keep.len() <= self.pays_up_to)
         }
     }
 
@@ -714,6 +748,30 @@ mod tests {
         // The finalist judged first kept 1 (on the probes' word), then 2.
         assert_eq!(t.judged.first().unwrap().len(), 1);
         assert_eq!(o.judged.unwrap().1, vec![0, 1]);
+    }
+
+    #[test]
+    fn a_keep_set_no_faster_than_float_stops_the_search_before_any_finalist() {
+        // The probes settle on 1 in float; that model is no faster than
+        // float, so nothing is judged on every sample.
+        let mut t = Noise::new(&[0.4, 0.3, 0.05, 0.05], 0.12);
+        t.probe_scale = 0.25;
+        t.pays_up_to = 0;
+        let o = run(&mut t, &all(4), &|_| true, &label).unwrap();
+        assert_eq!(o.missed, Some(Missed::NotFaster));
+        assert_eq!(o.kept, vec![0]);
+        assert_eq!(t.gated, vec![vec![0]]);
+        assert!(t.judged.is_empty(), "{:?}", t.judged);
+        assert!(o.judged.is_none());
+        // Where it is faster, the search goes on as before: the gate is
+        // asked once, and the finalists grow past the keep-set it timed.
+        let mut t = Noise::new(&[0.4, 0.3, 0.05, 0.05], 0.12);
+        t.probe_scale = 0.25;
+        t.pays_up_to = 1;
+        let o = run(&mut t, &all(4), &|_| true, &label).unwrap();
+        assert_eq!(o.missed, None);
+        assert_eq!(o.kept, vec![0, 1]);
+        assert_eq!(t.gated, vec![vec![0]]);
     }
 
     #[test]

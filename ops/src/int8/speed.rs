@@ -340,23 +340,38 @@ pub(super) struct Checked {
     pub note: Option<String>,
 }
 
-/// The INT8 model `quantized` (with `keep` in float and ranges `amax`, as
-/// `search` builds it) timed against the float model `float`; when it is
-/// not faster, the other placements are built with the same keep-set,
-/// judged on every sample and timed, and the fastest that meets the target
-/// and beats float is the answer, else the float model.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn check(
+/// The speed check's figures: milliseconds at one thread of the INT8
+/// model, the float model and the input (in that order), and the backend
+/// they ran in (the other placements are timed there too).
+pub(super) struct Answer {
+    backend: ChosenBackend,
+    pub ms: [f64; 3],
+}
+
+/// The INT8 model `quantized` timed against the float model `float` and the
+/// input at one thread. None when not timed: ONNX Runtime missing, or a
+/// float model too fast to time.
+pub(super) fn time_answer(
     cx: &Context<'_>,
-    search: &Search<'_>,
-    keep: &[Candidate],
-    amax: &Amax,
-    judge: &mut Judge<'_>,
     quantized: &Model,
     float: &Model,
     sample: &[HostTensor],
     shapes: &InputShapes,
-) -> OpsResult<Option<Checked>> {
+) -> OpsResult<Option<Answer>> {
+    match answer_timer(cx, float, sample, shapes)? {
+        Some(backend) => time_answer_in(backend, cx, quantized, float, sample, shapes).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The backend the speed check times in: None when ONNX Runtime is missing
+/// or `float` is too fast to time.
+fn answer_timer(
+    cx: &Context<'_>,
+    float: &Model,
+    sample: &[HostTensor],
+    shapes: &InputShapes,
+) -> OpsResult<Option<ChosenBackend>> {
     let backend = match one_thread_ort(cx)? {
         Ok(b) => b,
         Err(why) => {
@@ -367,11 +382,31 @@ pub(super) fn check(
             return Ok(None);
         }
     };
+    #[cfg(debug_assertions)]
+    if test_answer().is_some() {
+        return Ok(Some(backend));
+    }
     // A model of well under a millisecond is timed mostly in per-op
     // overhead and the machine's noise: not checked (nor do the tests'
     // small fixtures spend seconds here).
     if too_fast_to_time(&backend, cx, shapes, float, sample)? {
         return Ok(None);
+    }
+    Ok(Some(backend))
+}
+
+/// [`time_answer`] in `backend` (see [`answer_timer`]).
+fn time_answer_in(
+    backend: ChosenBackend,
+    cx: &Context<'_>,
+    quantized: &Model,
+    float: &Model,
+    sample: &[HostTensor],
+    shapes: &InputShapes,
+) -> OpsResult<Answer> {
+    #[cfg(debug_assertions)]
+    if let Some(ms) = test_answer() {
+        return Ok(Answer { backend, ms });
     }
     crate::progress::note(
         "int8",
@@ -395,29 +430,181 @@ pub(super) fn check(
         (TIMING_SECONDS, None),
         &SPEED_CHECK_NEEDS,
     )?;
-    let int8_ms = ms[0];
-    let float_ms = ms[1];
-    let input_ms = ms[2];
+    crate::progress::note(
+        "int8",
+        format!(
+            "int8: {:.2} ms against float {:.2} ms at one thread ({:.2}x); the input {:.2} ms",
+            ms[0],
+            ms[1],
+            ms[1] / ms[0],
+            ms[2]
+        ),
+    );
+    Ok(Answer {
+        backend,
+        ms: [ms[0], ms[1], ms[2]],
+    })
+}
+
+/// Test hook (debug builds only): INFOPT_TEST_INT8_ANSWER=INT8,FLOAT,INPUT
+/// stands for the speed check's figures (the tests' models run too fast
+/// to time, and real timings of them decide nothing).
+#[cfg(debug_assertions)]
+fn test_answer() -> Option<[f64; 3]> {
+    let v = std::env::var("INFOPT_TEST_INT8_ANSWER").ok()?;
+    let ms: Vec<f64> = v.split(',').filter_map(|x| x.parse().ok()).collect();
+    (ms.len() == 3).then(|| [ms[0], ms[1], ms[2]])
+}
+
+/// The other placements (see [`alternatives`]) built with `keep` in float
+/// and ranges `amax`, less those that build `quantized` itself: magika has
+/// no Sigmoid/Mul nor depthwise Conv for the lean placement to leave out,
+/// and judging and timing the same model again can only tie.
+fn distinct_alternatives(
+    search: &Search<'_>,
+    keep: &[Candidate],
+    amax: &Amax,
+    quantized: &Model,
+) -> OpsResult<Vec<(Placement, Model, PipelineRun)>> {
+    let print = super::judge::fingerprint(quantized);
+    let mut out = Vec::new();
+    for p in alternatives(search.from) {
+        let alt = Search {
+            from: &p.config,
+            ..*search
+        };
+        let (m, r) = alt.build(keep, amax)?;
+        if print.is_none() || super::judge::fingerprint(&m) != print {
+            out.push((p, m, r));
+        }
+    }
+    Ok(out)
+}
+
+/// Whether the check on the figures `ms` could keep an INT8 model with at
+/// least as much in float as the one timed: keeping more in float only
+/// adds float work and breaks integer chains, so a model no faster than
+/// float stays so. Also true where the check would go on to the other
+/// placements (INT8 slower than float, and some to try), and where a
+/// figure is missing.
+pub(super) fn may_pay(ms: &[f64; 3], has_alternatives: bool) -> bool {
+    let [int8, float, input] = *ms;
+    if ms.iter().any(|m| !m.is_finite()) {
+        return true;
+    }
+    if int8 < float * FASTER {
+        return !input_wins(input, int8);
+    }
+    int8 >= float && has_alternatives
+}
+
+/// The speed check before the search judges its finalists on every sample
+/// (see `search::run`): the keep-set the probes settled on is timed, and
+/// when even it is no faster than float, no finalist, which keeps at least
+/// as much in float, can be the answer (magika: two judgements on every
+/// sample, 0.6 s, to reach a model that then ran at a tie with float).
+/// The figures are kept for the check after the search, which needs no
+/// timing of its own when the search ends on the same keep-set.
+pub(super) struct Gate<'a> {
+    pub cx: &'a Context<'a>,
+    pub float: &'a Model,
+    pub sample: Vec<HostTensor>,
+    pub shapes: InputShapes,
+    pub costs: &'a super::costs::Costs,
+    /// The keep-set timed, and its figures.
+    timed: Option<(Vec<Candidate>, Answer)>,
+    /// Whether the float model can be timed (asked once).
+    timeable: Option<bool>,
+}
+
+impl<'a> Gate<'a> {
+    pub fn new(
+        cx: &'a Context<'a>,
+        float: &'a Model,
+        (sample, shapes): (Vec<HostTensor>, InputShapes),
+        costs: &'a super::costs::Costs,
+    ) -> Self {
+        Gate {
+            cx,
+            float,
+            sample,
+            shapes,
+            costs,
+            timed: None,
+            timeable: None,
+        }
+    }
+
+    /// The figures of the keep-set `keep`, when that is the one timed.
+    pub fn figures_of(&mut self, keep: &[Candidate]) -> Option<Answer> {
+        match self.timed.take() {
+            Some((k, a)) if k == keep => Some(a),
+            _ => None,
+        }
+    }
+}
+
+impl super::fallback::PayGate for Gate<'_> {
+    /// Times the model `search` builds with `keep` in float; whether the
+    /// search should go on (see [`may_pay`]).
+    fn may_pay(&mut self, search: &Search<'_>, keep: &[Candidate]) -> OpsResult<bool> {
+        let (cx, float, sample, shapes) = (self.cx, self.float, &self.sample, &self.shapes);
+        let backend = match self.timeable {
+            Some(false) => return Ok(true),
+            _ => answer_timer(cx, float, sample, shapes)?,
+        };
+        self.timeable = Some(backend.is_some());
+        let Some(backend) = backend else {
+            return Ok(true);
+        };
+        let (quantized, _) = search.build(keep, search.amax)?;
+        let answer = self.costs.time("speed check (one thread)", || {
+            time_answer_in(backend, cx, &quantized, float, sample, shapes)
+        })?;
+        let [int8_ms, float_ms, _] = answer.ms;
+        let others = int8_ms >= float_ms
+            && !distinct_alternatives(search, keep, search.amax, &quantized)?.is_empty();
+        let pays = may_pay(&answer.ms, others);
+        self.timed = Some((keep.to_vec(), answer));
+        Ok(pays)
+    }
+}
+
+/// The INT8 model `quantized` (with `keep` in float and ranges `amax`, as
+/// `search` builds it) timed against the float model `float` (or the
+/// figures `timed` already measured for it); when it is not faster, the
+/// other placements are built with the same keep-set, judged on every
+/// sample and timed, and the fastest that meets the target and beats float
+/// is the answer, else the float model.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn check(
+    cx: &Context<'_>,
+    search: &Search<'_>,
+    keep: &[Candidate],
+    amax: &Amax,
+    judge: &mut Judge<'_>,
+    (quantized, float): (&Model, &Model),
+    sample: &[HostTensor],
+    shapes: &InputShapes,
+    timed: Option<Answer>,
+) -> OpsResult<Option<Checked>> {
+    let answer = match timed {
+        Some(a) => a,
+        None => match time_answer(cx, quantized, float, sample, shapes)? {
+            Some(a) => a,
+            None => return Ok(None),
+        },
+    };
+    let backend = answer.backend;
+    let [int8_ms, float_ms, input_ms] = answer.ms;
     let mut measured = vec![Measured {
         label: "int8".into(),
         ms: int8_ms,
         met: true,
     }];
-    crate::progress::note(
-        "int8",
-        format!(
-            "int8: {int8_ms:.2} ms against float {float_ms:.2} ms at one thread ({:.2}x); the input {input_ms:.2} ms",
-            float_ms / int8_ms
-        ),
-    );
     let mut built = Vec::new();
     if int8_ms >= float_ms {
-        for p in alternatives(search.from) {
-            let alt = Search {
-                from: &p.config,
-                ..*search
-            };
-            let (m, r) = alt.build(keep, amax)?;
+        for (p, m, r) in distinct_alternatives(search, keep, amax, quantized)? {
             let h = judge.judge(&m)?;
             let met = misses(&h, search.goal).is_empty();
             let t = time_models(
@@ -1025,6 +1212,27 @@ mod tests {
         assert!(!input_wins(18.5, 18.0));
         assert!(!input_wins(f64::NAN, 18.0));
         assert!(!input_wins(17.0, f64::NAN));
+    }
+
+    #[test]
+    fn the_gate_stops_the_search_only_where_the_check_would_write_float_or_the_input() {
+        // Faster than float beyond the noise, the input slower: go on.
+        assert!(may_pay(&[8.0, 10.0, 10.0], false));
+        // Faster than float, but the input faster still: the input wins
+        // whatever stays in INT8.
+        assert!(!may_pay(&[8.0, 10.0, 7.0], true));
+        // A tie with float (magika: 3.83 against 3.93 ms): float.
+        assert!(!may_pay(&[9.8, 10.0, 10.0], true));
+        // Slower: the check tries the other placements, if any.
+        assert!(may_pay(&[12.0, 10.0, 10.0], true));
+        assert!(!may_pay(&[12.0, 10.0, 10.0], false));
+        // A figure missing decides nothing.
+        assert!(may_pay(&[f64::NAN, 10.0, 10.0], false));
+        // The same rule as the check's choice.
+        for (int8, alt) in [(8.0, false), (9.8, false), (9.8, true), (12.0, false)] {
+            let kept = choose(&[m("int8", int8, true)], &m("float", 10.0, true)).is_none();
+            assert_eq!(may_pay(&[int8, 10.0, 10.0], alt), kept, "{int8} {alt}");
+        }
     }
 
     #[test]
