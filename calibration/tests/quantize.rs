@@ -335,6 +335,49 @@ fn rounding_is_half_to_even_and_saturates() {
     assert_eq!(w.values, vec![127, 127, 127, -127, 64, 0]);
 }
 
+/// The weights quantized in runs of a channel give what
+/// `QuantizeLinear` gives value by value: ties, both signs, values far out
+/// of range, NaN and infinities included.
+#[test]
+fn weight_rounding_matches_quantize_linear_value_by_value() {
+    let mut w: Vec<f32> = (-600..=600).map(|k| k as f32 * 0.25).collect();
+    w.extend([
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1e30,
+        -1e30,
+        1e-30,
+    ]);
+    let mut state = 0x2545_f491_u32;
+    for _ in 0..4000 {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        w.push((state as f32 / u32::MAX as f32 - 0.5) * 300.0);
+    }
+    // Three channels along axis 0; the first holds the extremes.
+    let n = w.len() - w.len() % 3;
+    let w = &w[..n];
+    let dims = [3, (n / 3) as i64];
+    let q = qdq::quantize_weight(w, &dims, 0);
+    for (i, (&v, &got)) in w.iter().zip(&q.values).enumerate() {
+        let want = qdq::quantize_value(v, q.scales[i / (n / 3)], 0, -127, 127);
+        assert_eq!(i32::from(got), want, "value {v} at {i}");
+    }
+    // Scale 1 exactly (largest 127): every half is a tie.
+    let halves: Vec<f32> = (-254..=254).map(|k| k as f32 * 0.5).collect();
+    let q = qdq::quantize_weight(&halves, &[1, halves.len() as i64], 0);
+    assert_eq!(q.scales, vec![1.0]);
+    for (&v, &got) in halves.iter().zip(&q.values) {
+        assert_eq!(
+            i32::from(got),
+            qdq::quantize_value(v, 1.0, 0, -127, 127),
+            "{v}"
+        );
+    }
+}
+
 #[test]
 fn onnxruntime_placement_quantizes_layer_outputs_and_biases() {
     let fp32 = net(13);

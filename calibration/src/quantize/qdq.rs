@@ -69,18 +69,27 @@ pub struct QuantizedWeight {
 }
 
 /// Quantizes `w` (dims `dims`) per channel along `axis`.
+///
+/// Every candidate model of the INT8 search quantizes every weight again
+/// (EfficientNet-B0: 5.3 M values, 37 builds a command): the values are
+/// walked in runs of one channel rather than finding each one's channel by
+/// a division.
 pub fn quantize_weight(w: &[f32], dims: &[i64], axis: usize) -> QuantizedWeight {
-    let channels = dims[axis].max(1) as usize;
-    let inner: usize = dims[axis + 1..]
+    let channels = dims.get(axis).map_or(1, |&d| d.max(1) as usize);
+    let inner: usize = dims
+        .get(axis + 1..)
+        .unwrap_or(&[])
         .iter()
         .map(|&d| d.max(0) as usize)
-        .product();
-    let channel_of = |i: usize| (i / inner.max(1)) % channels;
+        .product::<usize>()
+        .max(1);
     let mut amax = vec![0f32; channels];
-    for (i, &v) in w.iter().enumerate() {
-        let c = channel_of(i);
-        if v.is_finite() {
-            amax[c] = amax[c].max(v.abs());
+    for (k, run) in w.chunks(inner).enumerate() {
+        let c = k % channels;
+        for &v in run {
+            if v.is_finite() {
+                amax[c] = amax[c].max(v.abs());
+            }
         }
     }
     // An all-zero channel gets scale 1: every value quantizes to 0 either
@@ -89,11 +98,14 @@ pub fn quantize_weight(w: &[f32], dims: &[i64], axis: usize) -> QuantizedWeight 
         .iter()
         .map(|&a| if a > 0.0 { a / 127.0 } else { 1.0 })
         .collect();
-    let values = w
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| quantize_value(v, scales[channel_of(i)], 0, -127, 127) as i8)
-        .collect();
+    let mut values = Vec::with_capacity(w.len());
+    for (k, run) in w.chunks(inner).enumerate() {
+        let scale = scales[k % channels];
+        values.extend(
+            run.iter()
+                .map(|&v| quantize_value(v, scale, 0, -127, 127) as i8),
+        );
+    }
     QuantizedWeight { scales, values }
 }
 
@@ -199,12 +211,7 @@ pub fn add_weight_qdq(
 ) -> Option<Vec<f32>> {
     let tensor = g.constant(w)?;
     let dims = tensor.dims().to_vec();
-    let values: Vec<f32> = tensor
-        .to_f64_vec()
-        .ok()?
-        .iter()
-        .map(|&v| v as f32)
-        .collect();
+    let values = f32_values(tensor)?;
     let qw = quantize_weight(&values, &dims, axis);
     let name = g.value(w).name.clone();
     let channels = qw.scales.len() as i64;
@@ -219,10 +226,10 @@ pub fn add_weight_qdq(
     let axis = Some(axis as i64);
     let int8 = match storage {
         WeightStorage::Int8 => {
-            let ints: Vec<i32> = qw.values.iter().map(|&v| v as i32).collect();
+            let bytes: Vec<u8> = qw.values.iter().map(|&v| v as u8).collect();
             p.add_initializer(
                 &format!("{name}_quantized"),
-                int_tensor(DataType::Int8, dims.clone(), &ints),
+                Tensor::from_raw(DataType::Int8, dims.clone(), Bytes::from(bytes)),
             )
         }
         WeightStorage::Qdq => {
@@ -253,6 +260,27 @@ pub fn add_weight_qdq(
     );
     p.redirect_uses(w, uses, dq_out);
     Some(qw.scales)
+}
+
+/// A constant's values as f32: read straight from little-endian f32 bytes,
+/// other types through f64.
+fn f32_values(tensor: &Tensor) -> Option<Vec<f32>> {
+    if tensor.dtype() == DataType::Float {
+        let raw = tensor.raw_bytes().ok()?;
+        return Some(
+            raw.chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        );
+    }
+    Some(
+        tensor
+            .to_f64_vec()
+            .ok()?
+            .iter()
+            .map(|&v| v as f32)
+            .collect(),
+    )
 }
 
 /// INT32 bias + DequantizeLinear (axis 0) for ONNX Runtime's integer Conv /
