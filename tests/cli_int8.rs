@@ -892,7 +892,9 @@ fn int8_no_faster_than_float_writes_the_float_model_without_searching() {
         "INT8 does not pay on this model and runtime, so the float model was written (no INT8 in it): with every layer in INT8 it ran 2.06 ms against float's 1.71 ms in ONNX Runtime CPU at one thread, and keeping layers in float would not make it faster"
     );
     assert!(out.exists() && !has_int8(&out));
-    assert_eq!(cost_count(&r, "probed on a few samples"), 0, "no search");
+    // No search: the float model alone is judged, on the probe samples.
+    assert_eq!(cost_count(&r, "probed on a few samples"), 1, "no search");
+    assert_eq!(cost_count(&r, "judged on every sample"), 0);
     assert_eq!(r["int8"]["calibration_samples"], 1, "{}", r["int8"]);
     assert_eq!(cost_count(&r, "calibration: the first sample"), 1);
     assert_eq!(
@@ -901,8 +903,11 @@ fn int8_no_faster_than_float_writes_the_float_model_without_searching() {
         "no calibration on every sample"
     );
     // The float model was judged on the samples a calibration on every
-    // sample would have left out: 24 given, 12 calibrated.
-    assert_eq!(r["int8"]["held_out"]["samples"], 12, "{}", r["int8"]);
+    // sample would have left out (24 given, 12 calibrated): the first 8 of
+    // them, and the original ran on those alone.
+    assert_eq!(r["int8"]["held_out"]["samples"], 8, "{}", r["int8"]);
+    assert_eq!(r["int8"]["held_out"]["on_calibration_samples"], false);
+    assert_eq!(cost_count(&r, "original: runs"), 8);
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
         .args(args)
         .env("INFOPT_TEST_INT8_TIMED", "1.20,1.71")
@@ -976,6 +981,59 @@ fn a_keep_set_no_faster_than_float_writes_float_before_the_finalists() {
     assert!(err.contains("finalist:"), "{err}");
     assert_eq!(r["int8"]["speed"]["chosen"], "int8", "{}", r["int8"]);
     assert!(has_int8(&out));
+}
+
+/// Only placements other than the target's ran faster than float (the
+/// debug hook stands for the figures): their accuracy is probed right
+/// after the first sample, once. Where none of them keeps it, the
+/// calibration stops there and the float model is written, saying why;
+/// where one does, the calibration goes on and the search is not probed
+/// again for it.
+#[test]
+fn placements_faster_than_float_are_probed_for_accuracy_after_the_first_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 24, &[1, 3, 32, 32]);
+    let out = dir.path().join("q.onnx");
+    let model = fixture("cnn_bn_relu.onnx");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args([
+            "optimize",
+            s(&model),
+            "-o",
+            s(&out),
+            "--int8",
+            "--calib-data",
+            s(&data),
+            "--calib-samples",
+            "12",
+            "--json",
+        ])
+        .env("INFOPT_TEST_INT8_TIMED", "2.5,1.0,1.0,1.71")
+        .output()
+        .expect("run infopt");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON report");
+    assert_eq!(
+        cost_count(&r, "placement: accuracy probes"),
+        1,
+        "{}",
+        r["int8"]["costs"]
+    );
+    let first_only = r["int8"]["calibration_samples"] == 1;
+    if first_only {
+        assert!(
+            err.contains("no INT8 placement both runs faster than float (1.71 ms at one thread) and keeps the accuracy: the target's placement ran 2.50 ms; ONNX Runtime's placement (QLinearConv chains) ran 1.00 ms with every layer in INT8 but lost more accuracy"),
+            "{err}"
+        );
+        assert!(!has_int8(&out));
+        assert_eq!(cost_count(&r, "judged on every sample"), 0);
+        assert!(r["notes"].to_string().contains("no INT8 placement both runs faster"));
+    } else {
+        assert_eq!(r["int8"]["calibration_samples"], 12, "{}", r["int8"]);
+        let notes = r["notes"].to_string();
+        assert!(notes.contains("placement: ONNX Runtime's placement"), "{notes}");
+    }
 }
 
 /// No placement faster than float, but the float model itself misses the

@@ -845,6 +845,26 @@ impl Reference {
         self.complete || limit <= self.samples.len()
     }
 
+    /// Bytes the kept inputs and outputs take.
+    pub fn bytes(&self) -> usize {
+        self.samples
+            .iter()
+            .flat_map(|s| s.inputs.iter().chain(&s.expected))
+            .map(tensor_bytes)
+            .sum()
+    }
+
+    /// `more`, the samples that follow these (collected after skipping
+    /// `self.skipped + self.len()`), added after them: a reference read a
+    /// few samples at a time is the one read at once.
+    pub fn append(&mut self, more: Reference) {
+        self.samples.extend(more.samples);
+        self.complete = more.complete;
+        self.loads += more.loads;
+        self.load_seconds += more.load_seconds;
+        self.run_seconds += more.run_seconds;
+    }
+
     /// The original's outputs on the first `limit` samples kept.
     pub fn expected(&self, limit: usize) -> Vec<&[HostTensor]> {
         self.samples

@@ -41,6 +41,9 @@ pub(super) struct Judge<'a> {
     pub costs: &'a Costs,
     /// The judged samples and the original's outputs, once read.
     reference: Option<Reference>,
+    /// Samples the reference was asked for so far (it holds fewer only
+    /// where the data ended or the memory budget did).
+    reference_asked: usize,
     /// Whether the judged samples are the calibration ones.
     on_calibration: bool,
     /// With a caller's metric installed (see `metric.rs`): the float
@@ -105,6 +108,7 @@ impl<'a> Judge<'a> {
             limit,
             costs,
             reference: None,
+            reference_asked: 0,
             on_calibration: false,
             original_scores: std::collections::HashMap::new(),
             probed: std::collections::HashMap::new(),
@@ -147,29 +151,36 @@ impl<'a> Judge<'a> {
         }
     }
 
-    /// Reads the judged samples and runs the original on them, at the
-    /// first call: those after the calibration samples, or these when there
-    /// are none.
-    fn read_reference(&mut self) -> OpsResult<()> {
-        if self.reference.is_some() {
+    /// Reads the judged samples and runs the original on them: the first
+    /// `want` of those after the calibration samples, or of these when
+    /// there are none, and later more as they are wanted. Probes want a
+    /// few: a command that ends on probes (DNSMOS: the float model written
+    /// after the placements' probes) runs the original on those alone, not
+    /// on every judged sample (64 runs of 137 ms).
+    fn read_reference(&mut self, want: usize) -> OpsResult<()> {
+        let want = want.min(self.limit);
+        if let Some(r) = &self.reference
+            && (self.reference_asked >= want || r.len() < self.reference_asked)
+        {
             return Ok(());
         }
-        crate::progress::note(
-            "int8",
-            format!(
-                "int8: running the original on the judged samples (up to {}), kept for every candidate",
-                self.limit
-            ),
-        );
+        if self.reference.is_none() {
+            crate::progress::note(
+                "int8",
+                format!(
+                    "int8: running the original on the judged samples (up to {want}), kept for every candidate"
+                ),
+            );
+        }
         let budget = reference_budget();
         self.decide_side_by_side(self.cx.original)?;
         let (runner, sessions) = self.sessions();
-        let collect = |skip: usize| -> OpsResult<Reference> {
+        let collect = |skip: usize, limit: usize, budget: usize| -> OpsResult<Reference> {
             let mut data = open_again(self.src, self.backend, self.cx, self.mid)?;
             let r = Reference::collect_side_by_side(
                 &self.pair(self.cx.original),
                 data.as_mut(),
-                (skip, self.limit, budget),
+                (skip, limit, budget),
                 runner,
                 sessions,
             )?;
@@ -178,19 +189,35 @@ impl<'a> Judge<'a> {
             self.costs.add("original: runs", r.len(), r.run_seconds);
             Ok(r)
         };
-        let mut r = collect(self.calibrated)?;
-        let on_calibration = r.is_empty();
-        if on_calibration {
-            // No sample beyond the calibration ones: judge on those.
-            r = collect(0)?;
+        let kept = self
+            .reference
+            .as_ref()
+            .map(|r| (r.skipped + r.len(), r.len(), r.bytes()));
+        let (more, on_calibration) = match kept {
+            Some((skip, len, bytes)) => {
+                let room = budget.saturating_sub(bytes).max(1);
+                (collect(skip, want - len, room)?, self.on_calibration)
+            }
+            None => {
+                let r = collect(self.calibrated, want, budget)?;
+                match r.is_empty() {
+                    // No sample beyond the calibration ones: judge on those.
+                    true => (collect(0, want, budget)?, true),
+                    false => (r, false),
+                }
+            }
+        };
+        match self.reference.as_mut() {
+            Some(r) => r.append(more),
+            None => self.reference = Some(more),
         }
         self.on_calibration = on_calibration;
-        self.reference = Some(r);
+        self.reference_asked = want;
         Ok(())
     }
 
     fn judge_on(&mut self, candidate: &Model, limit: usize) -> OpsResult<HeldOut> {
-        self.read_reference()?;
+        self.read_reference(limit)?;
         self.decide_side_by_side(candidate)?;
         let Some(reference) = self.reference.as_ref() else {
             return Err(OpsError::new(

@@ -115,7 +115,7 @@ impl Judge<'_> {
         limit: usize,
         done: &mut dyn FnMut(usize, &HeldOut),
     ) -> OpsResult<Vec<HeldOut>> {
-        self.read_reference()?;
+        self.read_reference(limit)?;
         let covered = self.reference.as_ref().is_some_and(|r| r.covers(limit));
         let first = if count > 1 && covered {
             Some(build(0)?)
