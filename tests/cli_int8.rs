@@ -968,14 +968,15 @@ fn a_keep_set_no_faster_than_float_writes_float_before_the_finalists() {
     );
     assert_eq!(r["int8"]["speed"]["chosen"], "float", "{}", r["int8"]);
     assert!(out.exists() && !has_int8(&out));
-    // Judged on every sample: the INT8 model before the search, and the
-    // float model written; no finalist.
+    // Judged on every sample: the INT8 model before the search; no
+    // finalist, and the float model written on the probe samples.
     assert_eq!(
         cost_count(&r, "judged on every sample"),
-        2,
+        1,
         "{}",
         r["int8"]["costs"]
     );
+    assert_eq!(r["int8"]["held_out"]["samples"], 8, "{}", r["int8"]);
     assert!(!err.contains("finalist:"), "{err}");
     let (err, r) = run("5.0,10.0,10.0");
     assert!(err.contains("finalist:"), "{err}");
@@ -1028,11 +1029,18 @@ fn placements_faster_than_float_are_probed_for_accuracy_after_the_first_sample()
         );
         assert!(!has_int8(&out));
         assert_eq!(cost_count(&r, "judged on every sample"), 0);
-        assert!(r["notes"].to_string().contains("no INT8 placement both runs faster"));
+        assert!(
+            r["notes"]
+                .to_string()
+                .contains("no INT8 placement both runs faster")
+        );
     } else {
         assert_eq!(r["int8"]["calibration_samples"], 12, "{}", r["int8"]);
         let notes = r["notes"].to_string();
-        assert!(notes.contains("placement: ONNX Runtime's placement"), "{notes}");
+        assert!(
+            notes.contains("placement: ONNX Runtime's placement"),
+            "{notes}"
+        );
     }
 }
 

@@ -1270,7 +1270,9 @@ impl Judging<'_> {
         d: &mut Decided,
         notes: &mut Vec<String>,
     ) -> OpsResult<Option<HeldOut>> {
-        let h = judge.judge(self.mid)?;
+        // On the probe samples, as every float model written in INT8's
+        // place (see `float_if_not_faster`).
+        let h = judge.probe(self.mid, fallback::PROBE_SAMPLES)?;
         if !misses(&h, self.goal).is_empty() {
             return Ok(None);
         }

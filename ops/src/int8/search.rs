@@ -102,6 +102,9 @@ pub struct Ranked<C> {
     pub gain: f64,
     /// The lowest output cosine with only it quantized.
     pub cosine: f64,
+    /// A primary probed on its own: whether the target is met with only it
+    /// in INT8 among the primaries (None for secondaries and groups).
+    pub met: Option<bool>,
 }
 
 /// Why the search ended without meeting the target.
@@ -318,6 +321,7 @@ fn rank_in_groups<C: Clone, T: Trials<C>>(
                     loss: context.loss + share,
                     gain: share,
                     cosine: v.cosine,
+                    met: None,
                 });
             }
             continue;
@@ -432,6 +436,7 @@ fn rank<C: Clone, T: Trials<C>>(
             loss: v.loss,
             gain: gain_of(c, v).0,
             cosine: v.cosine,
+            met: primary(c).then_some(v.met),
         });
     }
     Ok(rank_by_gain(measured))
@@ -540,7 +545,19 @@ pub fn run<C: Clone, T: Trials<C>>(
         ));
         Ok(v.met)
     };
-    let (lo, hi) = doubling(0, n, &mut probe_met)?;
+    // Even the least harmful primary alone in INT8 missed in the ranking:
+    // when all but it in float miss here too (and all in float met here:
+    // the probes can tell), no fewer can meet, and only all of them are
+    // left for the finalists (DNSMOS on ONNX Runtime probed 1, 2, 4, 8, 10
+    // and 11 of its 12 layers to learn it).
+    let hopeless = n >= 2
+        && bound.met
+        && ranking.last().is_some_and(|r| r.met == Some(false))
+        && !probe_met(n - 1)?;
+    let (lo, hi) = match hopeless {
+        true => (n - 1, Some(n)),
+        false => doubling(0, n, &mut probe_met)?,
+    };
     // None only when the bound met on every sample but not on the probes
     // (harder samples): the probes cannot tell, every sample decides.
     let k = match hi {
@@ -602,6 +619,8 @@ mod tests {
         /// than float.
         pays_up_to: usize,
         gated: Vec<Vec<usize>>,
+        /// Sizes of the keep-sets probed to decide how many to keep.
+        decided: Vec<usize>,
     }
 
     impl Noise {
@@ -615,6 +634,7 @@ mod tests {
                 judged: Vec::new(),
                 pays_up_to: usize::MAX,
                 gated: Vec::new(),
+                decided: Vec::new(),
             }
         }
         fn verdict(&self, keep: &[usize], scale: f64) -> Verdict {
@@ -638,7 +658,10 @@ mod tests {
 
     impl Trials<usize> for Noise {
         type Built = Vec<usize>;
-        fn probe(&mut self, keep: &[usize], _why: Probe) -> OpsResult<Verdict> {
+        fn probe(&mut self, keep: &[usize], why: Probe) -> OpsResult<Verdict> {
+            if why == Probe::Decide {
+                self.decided.push(keep.len());
+            }
             self.probes.push(keep.to_vec());
             Ok(self.verdict(keep, self.probe_scale))
         }
@@ -730,10 +753,15 @@ mod tests {
 
     #[test]
     fn met_only_with_every_candidate_in_float_is_a_failure() {
-        let mut t = Noise::new(&[0.2, 0.2, 0.2], 0.1);
-        let o = run(&mut t, &all(3), &|_| true, &label).unwrap();
+        let mut t = Noise::new(&[0.2, 0.2, 0.2, 0.2, 0.2, 0.2], 0.1);
+        let o = run(&mut t, &all(6), &|_| true, &label).unwrap();
         assert_eq!(o.missed, Some(Missed::OnlyAll));
-        assert_eq!(o.kept.len(), 3);
+        assert_eq!(o.kept.len(), 6);
+        // Every layer alone in INT8 missed in the ranking, and so did all
+        // but the least harmful in float: no doubling (1, 2, 4 in float)
+        // and no bisection, only the bound and that probe.
+        assert_eq!(t.decided, vec![6, 5], "{:?}", t.probes);
+        assert_eq!(t.judged, vec![all(6)]);
     }
 
     #[test]
@@ -825,6 +853,7 @@ mod tests {
             loss: 0.0,
             gain,
             cosine: 1.0,
+            met: None,
         };
         let ranked = rank_by_gain(vec![r(0, 0.1), r(1, f64::NAN), r(2, 0.3), r(3, 0.1)]);
         let order: Vec<usize> = ranked.iter().map(|x| x.candidate).collect();
