@@ -1029,6 +1029,12 @@ fn placements_faster_than_float_are_probed_for_accuracy_after_the_first_sample()
         );
         assert!(!has_int8(&out));
         assert_eq!(cost_count(&r, "judged on every sample"), 0);
+        assert_eq!(
+            cost_count(&r, "original: runs"),
+            8,
+            "{}",
+            r["int8"]["costs"]
+        );
         assert!(
             r["notes"]
                 .to_string()
@@ -1036,6 +1042,14 @@ fn placements_faster_than_float_are_probed_for_accuracy_after_the_first_sample()
         );
     } else {
         assert_eq!(r["int8"]["calibration_samples"], 12, "{}", r["int8"]);
+        // The 8 samples the probes read are not run in the original again:
+        // the 12 held out, each once.
+        assert_eq!(
+            cost_count(&r, "original: runs"),
+            12,
+            "{}",
+            r["int8"]["costs"]
+        );
         let notes = r["notes"].to_string();
         assert!(
             notes.contains("placement: ONNX Runtime's placement"),

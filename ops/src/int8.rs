@@ -380,6 +380,7 @@ pub fn run(
             first_sample_only: false,
             noise: None,
             placement_note: None,
+            seed: None,
         },
         None => {
             let timing = cx.judge.then_some((&from, classifiers.as_slice()));
@@ -469,7 +470,8 @@ impl OnData<'_> {
             *calibrated,
             self.limit,
             costs,
-        );
+        )
+        .seeded(cal.seed.take())?;
         let picked = match (cal.first_sample_only, timed) {
             // Nothing to pick: no placement ran faster than float.
             (true, Some(t)) => speed::Picked {
@@ -621,6 +623,8 @@ struct Calibrated {
     noise: Option<Vec<f64>>,
     /// Why no placement pays, when the noise said so.
     placement_note: Option<String>,
+    /// The judged samples the placements' probes read then.
+    seed: Option<judge::Seed>,
 }
 
 /// Calibrates the model as it is at the quantize step on the data the
@@ -670,6 +674,7 @@ fn calibrate_mid(
         failed: None,
         noise: None,
         note: None,
+        seed: None,
     };
     let outcome = calibrate_asking(
         &target,
@@ -747,6 +752,7 @@ fn calibrate_mid(
         first_sample_only: first_only,
         noise: first.noise,
         placement_note: first.note.filter(|_| first_only),
+        seed: first.seed,
     })
 }
 
@@ -828,6 +834,8 @@ struct FirstSample {
     noise: Option<Vec<f64>>,
     /// Why no placement pays, when their noise stopped the calibration.
     note: Option<String>,
+    /// The judged samples those probes read, for the judge after.
+    seed: Option<judge::Seed>,
 }
 
 /// What judging a placement after the first sample needs.
@@ -908,6 +916,7 @@ impl FirstSample {
                 self.note = Some(why);
             }
             self.noise = Some(loss);
+            self.seed = judge.into_reference();
         }
         self.timed = timed;
         Ok(())

@@ -20,6 +20,14 @@ use crate::error::{ErrorKind, OpsError, OpsResult};
 
 mod side_by_side;
 
+/// The judged samples one judge read, handed to the next.
+pub(super) struct Seed {
+    reference: Reference,
+    asked: usize,
+    on_calibration: bool,
+    calibrated: usize,
+}
+
 /// Memory the kept samples and outputs may take at most: a quarter of what
 /// is available, and never more than this.
 const REFERENCE_BUDGET: u64 = 2 << 30;
@@ -117,6 +125,39 @@ impl<'a> Judge<'a> {
         }
     }
 
+    /// What this judge read of the judged samples, for another judge of the
+    /// same samples (see [`Judge::seeded`]).
+    pub fn into_reference(self) -> Option<Seed> {
+        let reference = self.reference?;
+        Some(Seed {
+            reference,
+            asked: self.reference_asked,
+            on_calibration: self.on_calibration,
+            calibrated: self.calibrated,
+        })
+    }
+
+    /// Starts from what another judge of the same data read (the placement
+    /// probes after the calibration's first sample), where it judged the
+    /// same samples: it skipped as many calibration samples, or both judge
+    /// on the calibration samples (that judge counted the samples the
+    /// calibration would run on, this one those it ran on).
+    pub fn seeded(mut self, seed: Option<Seed>) -> OpsResult<Self> {
+        let Some(s) = seed else {
+            return Ok(self);
+        };
+        let same = match s.on_calibration {
+            true => !self.has_held_out()?,
+            false => s.calibrated == self.calibrated,
+        };
+        if same {
+            self.reference = Some(s.reference);
+            self.reference_asked = s.asked.min(self.limit);
+            self.on_calibration = s.on_calibration;
+        }
+        Ok(self)
+    }
+
     /// `candidate` on every judged sample.
     pub fn judge(&mut self, candidate: &Model) -> OpsResult<HeldOut> {
         self.costs.count("judged on every sample", 1);
@@ -198,10 +239,11 @@ impl<'a> Judge<'a> {
                 let room = budget.saturating_sub(bytes).max(1);
                 (collect(skip, want - len, room)?, self.on_calibration)
             }
+            // No sample beyond the calibration ones: judge on those.
+            None if !self.has_held_out()? => (collect(0, want, budget)?, true),
             None => {
                 let r = collect(self.calibrated, want, budget)?;
                 match r.is_empty() {
-                    // No sample beyond the calibration ones: judge on those.
                     true => (collect(0, want, budget)?, true),
                     false => (r, false),
                 }
@@ -214,6 +256,14 @@ impl<'a> Judge<'a> {
         self.on_calibration = on_calibration;
         self.reference_asked = want;
         Ok(())
+    }
+
+    /// Whether the data may have samples after the calibration ones (false
+    /// only where it says how many it has): then the original is not
+    /// loaded only to find none.
+    fn has_held_out(&self) -> OpsResult<bool> {
+        let data = open_again(self.src, self.backend, self.cx, self.mid)?;
+        Ok(data.sample_count().is_none_or(|n| n > self.calibrated))
     }
 
     fn judge_on(&mut self, candidate: &Model, limit: usize) -> OpsResult<HeldOut> {
