@@ -1240,12 +1240,7 @@ impl Judging<'_> {
         if !self.float_may_replace() {
             return Ok(None);
         }
-        // The float model is the float passes' output, which `optimize`
-        // without --int8 verifies on one run of generated inputs: judged
-        // on the probe samples of the data it is verified on more, and the
-        // original does not run on every judged sample for a model that
-        // has no INT8 in it (DNSMOS: 10 s of its 23).
-        let h = judge.probe(self.mid, fallback::PROBE_SAMPLES)?;
+        let h = judge.judge_float(self.mid, fallback::PROBE_SAMPLES)?;
         if !misses(&h, self.goal).is_empty() {
             return Ok(None);
         }
@@ -1279,9 +1274,7 @@ impl Judging<'_> {
         d: &mut Decided,
         notes: &mut Vec<String>,
     ) -> OpsResult<Option<HeldOut>> {
-        // On the probe samples, as every float model written in INT8's
-        // place (see `float_if_not_faster`).
-        let h = judge.probe(self.mid, fallback::PROBE_SAMPLES)?;
+        let h = judge.judge_float(self.mid, fallback::PROBE_SAMPLES)?;
         if !misses(&h, self.goal).is_empty() {
             return Ok(None);
         }

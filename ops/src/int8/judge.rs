@@ -158,6 +158,20 @@ impl<'a> Judge<'a> {
         Ok(self)
     }
 
+    /// A float model written in INT8's place (or the input): on the first
+    /// `probe_samples`. It is the float passes' output, which `optimize` without
+    /// `--int8` verifies on one run of generated inputs, and judging it on
+    /// every sample ran the original on all of them for a model with no
+    /// INT8 in it (DNSMOS: 10 s of its 23). With a caller's metric, on
+    /// every sample: the report gives the caller's score of what was
+    /// written on all of their data.
+    pub fn judge_float(&mut self, float: &Model, probe_samples: usize) -> OpsResult<HeldOut> {
+        if super::metric::installed() {
+            return self.judge(float);
+        }
+        self.probe(float, probe_samples)
+    }
+
     /// `candidate` on every judged sample.
     pub fn judge(&mut self, candidate: &Model) -> OpsResult<HeldOut> {
         self.costs.count("judged on every sample", 1);

@@ -794,7 +794,7 @@ fn prefer_input(
     if !input_wins(input_ms, answer_ms) {
         return Ok(());
     }
-    let h = judge.probe(cx.original, super::fallback::PROBE_SAMPLES)?;
+    let h = judge.judge_float(cx.original, super::fallback::PROBE_SAMPLES)?;
     let note = format!(
         "the input model ran {input_ms:.2} ms against {answer_ms:.2} ms for the best answer found ({chosen}) in ONNX Runtime CPU at one thread: neither INT8 nor the optimized float graph (its shapes fixed to the calibration data's) is faster here, so the input was written unchanged"
     );
@@ -848,9 +848,7 @@ fn verdict(
             (built.into_iter().nth(i - 1), label, Some(note))
         }
         Some(_) => {
-            // On the probe samples, as every float model written in INT8's
-            // place (see `Judging::float_if_not_faster`).
-            let h = judge.probe(float, super::fallback::PROBE_SAMPLES)?;
+            let h = judge.judge_float(float, super::fallback::PROBE_SAMPLES)?;
             let note = format!(
                 "INT8 ran {int8_ms:.2} ms against float's {float_ms:.2} ms in ONNX Runtime CPU at one thread{}: no INT8 model here is faster than float, so the float model was written (INT8 does not pay on this model and runtime)",
                 if measured.len() > 1 {
