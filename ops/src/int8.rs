@@ -733,7 +733,7 @@ fn calibrate_mid(
     // a device) time the placements with the ranges of every sample.
     let timed = match (timing, first.asked) {
         (Some((from, _)), false) => {
-            time_placements_with(cx, from, mid, (&src, backend), &amax, costs)?
+            time_placements_with(cx, from, mid, (&src, backend), &amax, costs)?.map(|t| t.ms)
         }
         _ => first.timed,
     };
@@ -890,7 +890,11 @@ impl FirstSample {
         judged: &JudgedBy<'_>,
         costs: &Costs,
     ) -> OpsResult<()> {
-        let timed = time_placements_with(cx, from, mid, (src, backend), amax, costs)?;
+        let (timed, built) = match time_placements_with(cx, from, mid, (src, backend), amax, costs)?
+        {
+            Some(t) => (Some(t.ms), t.built),
+            None => (None, Vec::new()),
+        };
         let may_replace = float_may_replace(from);
         self.stopped = timed.as_deref().is_some_and(never_faster) && may_replace;
         if let Some(ms) = timed
@@ -907,8 +911,9 @@ impl FirstSample {
                 fallback::PROBE_SAMPLES,
                 costs,
             );
+            // The placements the timing built, with the same ranges.
             let loss = costs.time("placement: accuracy probes", || {
-                speed::placements_noise(cx, from, mid, amax, costs, &mut judge)
+                speed::placements_noise(cx, (from, mid, amax), built, costs, &mut judge)
             })?;
             if let Err(why) = speed::faster_one_competes(from, ms, &loss) {
                 crate::progress::note("int8", format!("int8: {why}"));
@@ -946,7 +951,7 @@ fn time_placements_with(
     (src, backend): (&DataSource, &ChosenBackend),
     amax: &Amax,
     costs: &Costs,
-) -> OpsResult<Option<Vec<f64>>> {
+) -> OpsResult<Option<speed::TimedPlacements>> {
     let sample = first_sample(src, backend, cx, mid, 0)?;
     let shapes = shapes_of_sample(mid, cx.shapes, &sample);
     costs.time("placement timing (one thread)", || {

@@ -70,11 +70,14 @@ pub(super) fn time_placements(
     sample: &[HostTensor],
     shapes: &InputShapes,
     costs: &super::costs::Costs,
-) -> OpsResult<Option<Vec<f64>>> {
+) -> OpsResult<Option<TimedPlacements>> {
     let others = alternatives(from);
     #[cfg(debug_assertions)]
     if let Some(ms) = test_timed(others.len() + 1) {
-        return Ok(Some(ms));
+        return Ok(Some(TimedPlacements {
+            ms,
+            built: Vec::new(),
+        }));
     }
     if others.is_empty() {
         return Ok(None);
@@ -102,12 +105,20 @@ pub(super) fn time_placements(
         labels: &labels,
         built: &built,
     };
-    costs
-        .time(
-            "placement timing: the timed runs and their sessions",
-            || time_every_placement(&backend, cx, shapes, &placements, mid, sample),
-        )
-        .map(Some)
+    let ms = costs.time(
+        "placement timing: the timed runs and their sessions",
+        || time_every_placement(&backend, cx, shapes, &placements, mid, sample),
+    )?;
+    Ok(Some(TimedPlacements { ms, built }))
+}
+
+/// What [`time_placements`] measured: milliseconds per placement, float's
+/// last, and the placements it built (the target's first; empty when the
+/// figures came from elsewhere), which the accuracy probe with the same
+/// ranges takes as they are (see [`placements_noise`]).
+pub(super) struct TimedPlacements {
+    pub ms: Vec<f64>,
+    pub built: Vec<Model>,
 }
 
 /// Before the search: the placement the search runs in, the fastest with
@@ -137,7 +148,7 @@ pub(super) fn pick_placement(
     labels.extend(others.iter().map(|p| p.label));
     let loss = match early.filter(|l| l.len() == others.len() + 1) {
         Some(l) => l.to_vec(),
-        None => placements_noise(cx, from, mid, amax, costs, judge)?,
+        None => placements_noise(cx, (from, mid, amax), Vec::new(), costs, judge)?,
     };
     let competes = competing(&loss);
     // Only the placements that compete are taken; their figures were
@@ -202,17 +213,22 @@ pub(super) fn pick_placement(
 }
 
 /// Each placement's noise on the probe samples with every layer in INT8
-/// at `amax` (the target's first, then [`alternatives`]).
+/// at `amax` (the target's first, then [`alternatives`]); `built`: those
+/// placements already built with `amax` (the placement timing's), else
+/// they are built here.
 pub(super) fn placements_noise(
     cx: &Context<'_>,
-    from: &PipelineConfig,
-    mid: &Model,
-    amax: &Amax,
+    (from, mid, amax): (&PipelineConfig, &Model, &Amax),
+    built: Vec<Model>,
     costs: &super::costs::Costs,
     judge: &mut Judge<'_>,
 ) -> OpsResult<Vec<f64>> {
+    let others = alternatives(from);
+    if built.len() == others.len() + 1 {
+        return noise_on_probes(judge, &built);
+    }
     let mut built = vec![super::context::quantize_rest(mid, from, amax, cx, costs)?.0];
-    for p in &alternatives(from) {
+    for p in &others {
         built.push(super::context::quantize_rest(mid, &p.config, amax, cx, costs)?.0);
     }
     noise_on_probes(judge, &built)
