@@ -13,6 +13,23 @@ fn run_json(args: &[&str]) -> (std::process::Output, serde_json::Value) {
     (o, v)
 }
 
+/// `infopt ARGS` with a debug-build timing hook (`INFOPT_TEST_INT8_TIMED`,
+/// `INFOPT_TEST_INT8_ANSWER`) standing for figures the tests' models are
+/// too small to give; the output and the JSON report (Null if none).
+fn run_hooked(
+    args: &[&str],
+    hook: &str,
+    figures: &str,
+) -> (std::process::Output, serde_json::Value) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args(args)
+        .env(hook, figures)
+        .output()
+        .expect("run infopt");
+    let v = serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null);
+    (o, v)
+}
+
 #[test]
 fn int8_with_random_calibration_reports_held_out_accuracy() {
     let dir = tempfile::tempdir().unwrap();
@@ -879,13 +896,8 @@ fn int8_no_faster_than_float_writes_the_float_model_without_searching() {
         "12",
         "--json",
     ];
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .args(args)
-        .env("INFOPT_TEST_INT8_TIMED", "2.06,1.71")
-        .output()
-        .expect("run infopt");
+    let (o, r) = run_hooked(&args, "INFOPT_TEST_INT8_TIMED", "2.06,1.71");
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON report");
     let why = r["int8"]["float_written"].as_str().expect("float_written");
     assert_eq!(
         why,
@@ -908,13 +920,8 @@ fn int8_no_faster_than_float_writes_the_float_model_without_searching() {
     assert_eq!(r["int8"]["held_out"]["samples"], 8, "{}", r["int8"]);
     assert_eq!(r["int8"]["held_out"]["on_calibration_samples"], false);
     assert_eq!(cost_count(&r, "original: runs"), 8);
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .args(args)
-        .env("INFOPT_TEST_INT8_TIMED", "1.20,1.71")
-        .output()
-        .expect("run infopt");
+    let (o, r) = run_hooked(&args, "INFOPT_TEST_INT8_TIMED", "1.20,1.71");
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON report");
     assert!(r["int8"]["float_written"].is_null(), "{}", r["int8"]);
     assert!(has_int8(&out));
     assert_eq!(r["int8"]["calibration_samples"], 12, "{}", r["int8"]);
@@ -948,13 +955,8 @@ fn a_keep_set_no_faster_than_float_writes_float_before_the_finalists() {
         "--json",
     ];
     let run = |answer: &str| {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
-            .args(args)
-            .env("INFOPT_TEST_INT8_ANSWER", answer)
-            .output()
-            .expect("run infopt");
+        let (o, r) = run_hooked(&args, "INFOPT_TEST_INT8_ANSWER", answer);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON report");
         (stderr(&o), r)
     };
     let (err, r) = run("9.8,10.0,10.0");
@@ -996,25 +998,21 @@ fn placements_faster_than_float_are_probed_for_accuracy_after_the_first_sample()
     let data = image_samples(dir.path(), 24, &[1, 3, 32, 32]);
     let out = dir.path().join("q.onnx");
     let model = fixture("cnn_bn_relu.onnx");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .args([
-            "optimize",
-            s(&model),
-            "-o",
-            s(&out),
-            "--int8",
-            "--calib-data",
-            s(&data),
-            "--calib-samples",
-            "12",
-            "--json",
-        ])
-        .env("INFOPT_TEST_INT8_TIMED", "2.5,1.0,1.0,1.71")
-        .output()
-        .expect("run infopt");
+    let args = [
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--calib-samples",
+        "12",
+        "--json",
+    ];
+    let (o, r) = run_hooked(&args, "INFOPT_TEST_INT8_TIMED", "2.5,1.0,1.0,1.71");
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
-    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON report");
     assert_eq!(
         cost_count(&r, "placement: accuracy probes"),
         1,
@@ -1066,24 +1064,22 @@ fn a_float_model_that_misses_the_target_gets_the_calibration_on_every_sample() {
     let dir = tempfile::tempdir().unwrap();
     let data = image_samples(dir.path(), 24, &[1, 3, 32, 32]);
     let out = dir.path().join("q.onnx");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .args([
-            "optimize",
-            s(&fixture("cnn_bn_relu.onnx")),
-            "-o",
-            s(&out),
-            "--int8",
-            "--calib-data",
-            s(&data),
-            "--calib-samples",
-            "12",
-            "--int8-min-cosine",
-            "1.0",
-            "--json",
-        ])
-        .env("INFOPT_TEST_INT8_TIMED", "2.06,1.71")
-        .output()
-        .expect("run infopt");
+    let model = fixture("cnn_bn_relu.onnx");
+    let args = [
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--calib-samples",
+        "12",
+        "--int8-min-cosine",
+        "1.0",
+        "--json",
+    ];
+    let (o, _) = run_hooked(&args, "INFOPT_TEST_INT8_TIMED", "2.06,1.71");
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(4), "{err}");
     assert!(

@@ -577,8 +577,7 @@ impl Finish<'_> {
             .nodes()
             .any(|(_, n)| n.op_type == "DequantizeLinear");
         if let (Some(h), Some((src, _)), true) = (&decided.held, self.source, quantized) {
-            let sample = first_sample(src, self.backend, self.cx, self.mid, h.skipped)?;
-            let shapes = shapes_of_sample(self.mid, self.cx.shapes, &sample);
+            let (sample, shapes) = judged_sample(src, self.backend, self.cx, self.mid, h.skipped)?;
             r.worst_layers = self
                 .costs
                 .time("per-layer comparison on one sample", || {
@@ -896,7 +895,7 @@ impl FirstSample {
             None => (None, Vec::new()),
         };
         let may_replace = float_may_replace(from);
-        self.stopped = timed.as_deref().is_some_and(never_faster) && may_replace;
+        self.stopped = timed.as_deref().is_some_and(speed::never_faster) && may_replace;
         if let Some(ms) = timed
             .as_deref()
             .filter(|ms| !self.stopped && may_replace && speed::only_others_faster(ms))
@@ -928,20 +927,6 @@ impl FirstSample {
     }
 }
 
-/// No placement (milliseconds per placement, float's last) ran faster than
-/// float: then no INT8 model can (keeping layers in float only adds float
-/// work).
-fn never_faster(ms: &[f64]) -> bool {
-    let Some((float_ms, placements)) = ms.split_last() else {
-        return false;
-    };
-    // Faster by more than the timing's noise, as the speed check after the
-    // search asks (SLANet: ONNX Runtime's placement 92.3 ms against
-    // float's 92.6 ms went on to calibrate, judge and search for 28-48 s,
-    // where the check would then write float anyway).
-    !placements.is_empty() && placements.iter().all(|m| *m >= *float_ms * speed::FASTER)
-}
-
 /// The placements with every layer in INT8 at `amax`, timed against float
 /// on the first sample of the data (see `speed::time_placements`).
 fn time_placements_with(
@@ -952,8 +937,7 @@ fn time_placements_with(
     amax: &Amax,
     costs: &Costs,
 ) -> OpsResult<Option<speed::TimedPlacements>> {
-    let sample = first_sample(src, backend, cx, mid, 0)?;
-    let shapes = shapes_of_sample(mid, cx.shapes, &sample);
+    let (sample, shapes) = judged_sample(src, backend, cx, mid, 0)?;
     costs.time("placement timing (one thread)", || {
         speed::time_placements(cx, from, mid, amax, &sample, &shapes, costs)
     })
@@ -1089,8 +1073,7 @@ impl Judging<'_> {
             let pay_gate = gate.as_mut().map(|g| g as &mut dyn fallback::PayGate);
             let found = search.run(judge, &d.quantized, &h, &missed, pay_gate)?;
             if found.not_faster {
-                let answer = gate.as_mut().and_then(|g| g.figures_of(&found.keep));
-                return self.after_gate(judge, &search, found, answer, d, h, notes);
+                return self.after_gate(judge, &search, found, gate.as_mut(), d, h, notes);
             }
             if found.other_ranges
                 && let Some((a, _)) = other.as_ref()
@@ -1126,8 +1109,8 @@ impl Judging<'_> {
         // Not slower than float where it runs (see `speed.rs`).
         let timed_already = self.timed_faster && keep_set.is_empty();
         if d.failure.is_none() && self.target != infopt_passes::Target::Tensorrt && !timed_already {
-            let answer = gate.as_mut().and_then(|g| g.figures_of(&keep_set));
-            h = self.check_speed(judge, &keep_set, &ranges_used, &mut d, h, notes, answer)?;
+            let checked = (&keep_set[..], &ranges_used);
+            h = self.check_speed(judge, checked, &mut d, h, notes, gate.as_mut())?;
         }
         d.held = Some(h);
         Ok(d)
@@ -1140,14 +1123,8 @@ impl Judging<'_> {
         if self.target == infopt_passes::Target::Tensorrt || !self.float_may_replace() {
             return Ok(None);
         }
-        let sample = first_sample(self.src, self.backend, self.cx, self.mid, h.skipped)?;
-        let shapes = shapes_of_sample(self.mid, self.cx.shapes, &sample);
-        Ok(Some(speed::Gate::new(
-            self.cx,
-            self.mid,
-            (sample, shapes),
-            self.costs,
-        )))
+        let at = judged_sample(self.src, self.backend, self.cx, self.mid, h.skipped)?;
+        Ok(Some(speed::Gate::new(self.cx, self.mid, at, self.costs)))
     }
 
     /// The search stopped at the speed gate: the keep-set the probes
@@ -1159,7 +1136,7 @@ impl Judging<'_> {
         judge: &mut Judge<'_>,
         search: &fallback::Search<'_>,
         found: fallback::Found,
-        answer: Option<speed::Answer>,
+        gate: Option<&mut speed::Gate<'_>>,
         mut d: Decided,
         h: HeldOut,
         notes: &mut Vec<String>,
@@ -1167,7 +1144,7 @@ impl Judging<'_> {
         (d.quantized, d.suffix_run) = search.build(&found.keep, search.amax)?;
         d.kept = found.kept;
         d.measured = found.candidates;
-        let h = self.check_speed(judge, &found.keep, search.amax, &mut d, h, notes, answer)?;
+        let h = self.check_speed(judge, (&found.keep, search.amax), &mut d, h, notes, gate)?;
         if d.speed.as_ref().is_none_or(|s| s.chosen == "int8") {
             return Err(OpsError::new(
                 crate::error::ErrorKind::Internal,
@@ -1299,16 +1276,14 @@ impl Judging<'_> {
     /// The speed check (see `speed.rs`): the INT8 model against float at
     /// one thread; a slower one gives way. Returns the judgement of the
     /// model kept.
-    #[allow(clippy::too_many_arguments)]
     fn check_speed(
         &self,
         judge: &mut Judge<'_>,
-        keep_set: &[fallback::Candidate],
-        ranges_used: &Amax,
+        (keep_set, ranges_used): (&[fallback::Candidate], &Amax),
         d: &mut Decided,
         mut h: HeldOut,
         notes: &mut Vec<String>,
-        answer: Option<speed::Answer>,
+        gate: Option<&mut speed::Gate<'_>>,
     ) -> OpsResult<HeldOut> {
         let search = fallback::Search {
             mid: self.mid,
@@ -1319,41 +1294,63 @@ impl Judging<'_> {
             goal: self.goal,
             costs: self.costs,
         };
-        let sample = first_sample(self.src, self.backend, self.cx, self.mid, h.skipped)?;
-        let shapes = shapes_of_sample(self.mid, self.cx.shapes, &sample);
-        let checked = self.costs.time("speed check (one thread)", || {
-            speed::check(
-                self.cx,
-                &search,
-                keep_set,
-                ranges_used,
-                judge,
-                (&d.quantized, self.mid),
-                &sample,
-                &shapes,
-                answer,
-            )
-        })?;
-        if let Some(c) = checked {
-            if let Some((q, r, h2)) = c.replace {
-                (d.quantized, d.suffix_run, h) = (q, r, h2);
+        let started = std::time::Instant::now();
+        // Where the search had a gate, it holds the sample, whether the
+        // float model can be timed, and the figures of the keep-set it
+        // timed; else they are found here.
+        let slower_matters = !speed::alternatives(self.from).is_empty();
+        let own;
+        let (answer, sample, shapes) = match gate {
+            Some(g) => {
+                let a = g.answer(keep_set, &d.quantized, slower_matters)?;
+                (a, &g.sample, &g.shapes)
             }
-            notes.extend(c.note);
-            d.speed = Some(c.report);
+            None => {
+                own = judged_sample(self.src, self.backend, self.cx, self.mid, h.skipped)?;
+                let at = (own.0.as_slice(), &own.1);
+                let models = (&d.quantized, self.mid);
+                let a = speed::time_answer(self.cx, models.0, models.1, at, slower_matters)?;
+                (a, &own.0, &own.1)
+            }
+        };
+        let Some(answer) = answer else {
+            return Ok(h);
+        };
+        let c = speed::check(
+            self.cx,
+            &search,
+            keep_set,
+            ranges_used,
+            judge,
+            (&d.quantized, self.mid),
+            (sample, shapes),
+            answer,
+        )?;
+        self.costs.add(
+            "speed check (one thread)",
+            1,
+            started.elapsed().as_secs_f64(),
+        );
+        if let Some((q, r, h2)) = c.replace {
+            (d.quantized, d.suffix_run, h) = (q, r, h2);
         }
+        notes.extend(c.note);
+        d.speed = Some(c.report);
         Ok(h)
     }
 }
 
-/// Sample `skip` of the data (the first judged one), as the model's inputs:
-/// the per-layer comparison runs on real data, not on random inputs.
-fn first_sample(
+/// Sample `skip` of the data (the first judged one), as the model's
+/// inputs, and the command's shapes bound to its dims (see
+/// [`shapes_of_sample`]): the placement timing, the speed check and the
+/// per-layer comparison run on real data, not on random inputs.
+fn judged_sample(
     src: &DataSource,
     backend: &ChosenBackend,
     cx: &Context<'_>,
     model: &Model,
     skip: usize,
-) -> OpsResult<Vec<infopt_runtime::HostTensor>> {
+) -> OpsResult<(Vec<infopt_runtime::HostTensor>, InputShapes)> {
     let specs = infopt_calibration::data_shapes::declared_specs(model);
     let mut data = open_again(src, backend, cx, model)?;
     let mut last = None;
@@ -1363,8 +1360,11 @@ fn first_sample(
             None => break,
         }
     }
-    last.map(|s| s.tensors)
-        .ok_or_else(|| OpsError::usage("the calibration data has no samples"))
+    let sample = last
+        .map(|s| s.tensors)
+        .ok_or_else(|| OpsError::usage("the calibration data has no samples"))?;
+    let shapes = shapes_of_sample(model, cx.shapes, &sample);
+    Ok((sample, shapes))
 }
 
 /// `shapes` with the model's inputs bound to the dims of `sample`: the
@@ -1580,16 +1580,6 @@ mod tests {
         h.top1_expected.insert("probs".into(), 1.0);
         h.top1_agreement.insert("probs".into(), 0.95);
         assert_eq!(top1_judged(&h, "probs"), Some(0.95));
-    }
-
-    #[test]
-    fn a_placement_at_a_tie_with_float_is_not_faster() {
-        // SLANet: ONNX Runtime's placement 92.26 ms, float 92.63 ms.
-        assert!(never_faster(&[128.22, 92.26, 94.42, 92.63]));
-        assert!(!never_faster(&[15.8, 5.6, 7.0, 6.2]));
-        // A placement not timed decides nothing.
-        assert!(!never_faster(&[f64::NAN, 92.63]));
-        assert!(!never_faster(&[92.63]));
     }
 
     #[test]

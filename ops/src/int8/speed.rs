@@ -248,6 +248,20 @@ fn competing(loss: &[f64]) -> Vec<bool> {
         .collect()
 }
 
+/// No placement (milliseconds per placement, float's last) ran faster than
+/// float: then no INT8 model can (keeping layers in float only adds float
+/// work).
+pub(super) fn never_faster(ms: &[f64]) -> bool {
+    let Some((float_ms, placements)) = ms.split_last() else {
+        return false;
+    };
+    // Faster by more than the timing's noise, as the speed check after the
+    // search asks (SLANet: ONNX Runtime's placement 92.3 ms against
+    // float's 92.6 ms went on to calibrate, judge and search for 28-48 s,
+    // where the check would then write float anyway).
+    !placements.is_empty() && placements.iter().all(|m| *m >= *float_ms * FASTER)
+}
+
 /// On the placement timing's figures `ms` (the target's placement first,
 /// float last): the target's placement is no faster than float, and some
 /// other one is. Only then does the accuracy of the others decide whether
@@ -632,12 +646,41 @@ impl<'a> Gate<'a> {
         }
     }
 
-    /// The figures of the keep-set `keep`, when that is the one timed.
-    pub fn figures_of(&mut self, keep: &[Candidate]) -> Option<Answer> {
-        match self.timed.take() {
-            Some((k, a)) if k == keep => Some(a),
-            _ => None,
+    /// The backend the gate times in; whether the float model can be timed
+    /// at all is asked once (a load and two runs).
+    fn timer(&mut self) -> OpsResult<Option<ChosenBackend>> {
+        match self.timeable {
+            Some(false) => Ok(None),
+            Some(true) => Ok(one_thread_ort(self.cx)?.ok()),
+            None => {
+                let b = answer_timer(self.cx, self.float, &self.sample, &self.shapes)?;
+                self.timeable = Some(b.is_some());
+                Ok(b)
+            }
         }
+    }
+
+    /// The speed check's figures for `quantized`, the model with `keep` in
+    /// float: those the gate measured when it timed that keep-set, else
+    /// timed now on the gate's sample. None: not timed (see
+    /// [`time_answer`]).
+    pub fn answer(
+        &mut self,
+        keep: &[Candidate],
+        quantized: &Model,
+        slower_matters: bool,
+    ) -> OpsResult<Option<Answer>> {
+        if let Some((k, a)) = self.timed.take()
+            && k == keep
+        {
+            return Ok(Some(a));
+        }
+        let Some(backend) = self.timer()? else {
+            return Ok(None);
+        };
+        let models = (quantized, self.float);
+        let at = (self.sample.as_slice(), &self.shapes);
+        time_answer_in(backend, self.cx, models, at, slower_matters).map(Some)
     }
 }
 
@@ -645,15 +688,10 @@ impl super::fallback::PayGate for Gate<'_> {
     /// Times the model `search` builds with `keep` in float; whether the
     /// search should go on (see [`may_pay`]).
     fn may_pay(&mut self, search: &Search<'_>, keep: &[Candidate]) -> OpsResult<bool> {
-        let (cx, float, sample, shapes) = (self.cx, self.float, &self.sample, &self.shapes);
-        let backend = match self.timeable {
-            Some(false) => return Ok(true),
-            _ => answer_timer(cx, float, sample, shapes)?,
-        };
-        self.timeable = Some(backend.is_some());
-        let Some(backend) = backend else {
+        let Some(backend) = self.timer()? else {
             return Ok(true);
         };
+        let (cx, float, sample, shapes) = (self.cx, self.float, &self.sample, &self.shapes);
         let (quantized, _) = search.build(keep, search.amax)?;
         let others = !distinct_alternatives(search, keep, search.amax, &quantized)?.is_empty();
         let answer = self.costs.time("speed check (one thread)", || {
@@ -667,11 +705,11 @@ impl super::fallback::PayGate for Gate<'_> {
 }
 
 /// The INT8 model `quantized` (with `keep` in float and ranges `amax`, as
-/// `search` builds it) timed against the float model `float` (or the
-/// figures `timed` already measured for it); when it is not faster, the
-/// other placements are built with the same keep-set, judged on every
-/// sample and timed, and the fastest that meets the target and beats float
-/// is the answer, else the float model.
+/// `search` builds it) against the float model `float`, on the figures
+/// `answer` (see [`time_answer`], [`Gate::answer`]); when it is not faster,
+/// the other placements are built with the same keep-set, judged on every
+/// sample and timed on `sample`, and the fastest that meets the target and
+/// beats float is the answer, else the float model.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn check(
     cx: &Context<'_>,
@@ -680,23 +718,9 @@ pub(super) fn check(
     amax: &Amax,
     judge: &mut Judge<'_>,
     (quantized, float): (&Model, &Model),
-    sample: &[HostTensor],
-    shapes: &InputShapes,
-    timed: Option<Answer>,
-) -> OpsResult<Option<Checked>> {
-    let answer = match timed {
-        Some(a) => a,
-        None => match time_answer(
-            cx,
-            quantized,
-            float,
-            (sample, shapes),
-            !alternatives(search.from).is_empty(),
-        )? {
-            Some(a) => a,
-            None => return Ok(None),
-        },
-    };
+    (sample, shapes): (&[HostTensor], &InputShapes),
+    answer: Answer,
+) -> OpsResult<Checked> {
     let backend = answer.backend;
     let [int8_ms, float_ms, input_ms] = answer.ms;
     let mut measured = vec![Measured {
@@ -745,7 +769,7 @@ pub(super) fn check(
     }
     let mut checked = verdict(judge, float, measured, built, int8_ms, float_ms)?;
     prefer_input(cx, judge, &mut checked, input_ms)?;
-    Ok(Some(checked))
+    Ok(checked)
 }
 
 /// What the speed check (INT8, float, the input: models 0, 1, 2) decides:
@@ -1348,6 +1372,16 @@ mod tests {
             let kept = choose(&[m("int8", int8, true)], &m("float", 10.0, true)).is_none();
             assert_eq!(may_pay(&[int8, 10.0, 10.0], alt), kept, "{int8} {alt}");
         }
+    }
+
+    #[test]
+    fn a_placement_at_a_tie_with_float_is_not_faster() {
+        // SLANet: ONNX Runtime's placement 92.26 ms, float 92.63 ms.
+        assert!(never_faster(&[128.22, 92.26, 94.42, 92.63]));
+        assert!(!never_faster(&[15.8, 5.6, 7.0, 6.2]));
+        // A placement not timed decides nothing.
+        assert!(!never_faster(&[f64::NAN, 92.63]));
+        assert!(!never_faster(&[92.63]));
     }
 
     #[test]
