@@ -1519,6 +1519,8 @@ mod tests {
             parts: Vec::new(),
             metric: None,
             neighbour_judged: Vec::new(),
+            correlation: BTreeMap::new(),
+            correlation_expected: BTreeMap::new(),
         }
     }
 

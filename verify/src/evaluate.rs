@@ -19,6 +19,7 @@ pub use crate::top_class::Value;
 use crate::top_class::margin_and_error;
 use crate::top_class::{argmax, margin_and_error_at};
 
+pub mod across;
 mod side_by_side;
 pub use side_by_side::{held_out_against, held_out_against_keeping, held_out_against_side_by_side};
 
@@ -62,6 +63,15 @@ pub struct HeldOut {
     /// agreements between the samples' vectors, not class agreements.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub neighbour_judged: Vec<String>,
+    /// Per output of a few values per sample (see [`across`]): the lowest
+    /// correlation across the samples of one of its values with the
+    /// original's, held to the cosine target.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub correlation: BTreeMap<String, f64>,
+    /// The same with every error times [`UNSEEN_ERROR_FACTOR`]: what to
+    /// expect on unseen samples when these are the calibration ones.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub correlation_expected: BTreeMap<String, f64>,
 }
 
 impl HeldOut {
@@ -375,6 +385,9 @@ struct Running {
     /// The parts judged on their own, found on the first sample (None
     /// before it).
     parts: Option<Vec<RunningPart>>,
+    /// An output of a few values per sample, not a classifier's: judged
+    /// across samples too (see [`across`]); decided on the first sample.
+    across: Option<Option<across::Across>>,
 }
 
 impl Running {
@@ -387,6 +400,14 @@ impl Running {
             return;
         }
         self.add_elements(a, b);
+        let few = classes.is_none() && b.len() <= across::MOST_VALUES;
+        if let Some(acc) = self
+            .across
+            .get_or_insert_with(|| few.then(across::Across::default))
+        {
+            let wide = |v: &[T]| v.iter().map(|x| x.wide()).collect::<Vec<f64>>();
+            acc.add(&wide(a), &wide(b), UNSEEN_ERROR_FACTOR);
+        }
         // A classifier's class scores are one quantity, judged by top-1
         // agreement (random logits put a class in [0, 1] by chance).
         let parts = self.parts.get_or_insert_with(|| {
@@ -703,6 +724,14 @@ impl Tally {
             .zip(running)
             .map(|(n, r)| r.finish(n))
             .collect();
+        let across: Vec<(String, (f64, f64))> = names
+            .iter()
+            .zip(running)
+            .filter_map(|(n, r)| {
+                let lowest = r.across.as_ref()?.as_ref()?.lowest()?;
+                Some((n.clone(), lowest))
+            })
+            .collect();
         let parts = names
             .iter()
             .zip(&self.ranks)
@@ -721,6 +750,8 @@ impl Tally {
             parts,
             metric: None,
             neighbour_judged,
+            correlation: across.iter().map(|(n, (r, _))| (n.clone(), *r)).collect(),
+            correlation_expected: across.into_iter().map(|(n, (_, u))| (n, u)).collect(),
         }
     }
 }

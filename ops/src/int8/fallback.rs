@@ -196,7 +196,9 @@ pub(super) struct Found {
 /// `Σ 10^(-SNR/10)` over the outputs and their parts judged on their own
 /// (a detector's scores weigh as much as its boxes; infinite for a NaN):
 /// errors of layers add up roughly in power, and unlike top-1 agreement on
-/// a few samples it does not come in steps.
+/// a few samples it does not come in steps. An output of a few values per
+/// sample adds its noise against their spread across samples (see
+/// `evaluate::across`), which the SNR over an offset hides.
 pub(super) fn relative_noise(h: &HeldOut) -> f64 {
     h.outputs
         .iter()
@@ -208,6 +210,11 @@ pub(super) fn relative_noise(h: &HeldOut) -> f64 {
                 10f64.powf(-o.snr_db / 10.0)
             }
         })
+        .chain(h.correlation.values().map(|&r| {
+            // Noise against the values' spread across samples: a
+            // correlation r leaves 1/r^2 - 1 of it.
+            if r > 0.0 { 1.0 / (r * r) - 1.0 } else { f64::INFINITY }
+        }))
         .sum()
 }
 

@@ -59,6 +59,22 @@ pub(super) fn scores_judged(h: &HeldOut, p: &evaluate::PartAgreement) -> Option<
     })
 }
 
+/// The correlation across samples of output `name`'s values with the
+/// original's (an output of a few values per sample: see
+/// `evaluate::across`), held to the cosine target: the one measured, or on
+/// the calibration samples the lower of it and the one expected with the
+/// error doubled.
+pub(super) fn correlation_judged(h: &HeldOut, name: &str) -> Option<f64> {
+    let measured = *h.correlation.get(name)?;
+    if !h.on_calibration_samples {
+        return Some(measured);
+    }
+    Some(match h.correlation_expected.get(name) {
+        Some(&e) if !(e >= measured) => e,
+        _ => measured,
+    })
+}
+
 /// What misses the goal: `output (cosine 0.95 < 0.99)`, ...; empty when met.
 pub(super) fn misses(h: &HeldOut, goal: Goal) -> Vec<String> {
     let mut out = Vec::new();
@@ -87,6 +103,14 @@ pub(super) fn misses(h: &HeldOut, goal: Goal) -> Vec<String> {
             out.push(format!(
                 "{} (cosine {:.5} < {})",
                 o.name, o.cosine, goal.cosine
+            ));
+        }
+        if let Some(r) = correlation_judged(h, &o.name)
+            && !(r >= goal.cosine)
+        {
+            out.push(format!(
+                "{} (correlation across samples {:.5} < {})",
+                o.name, r, goal.cosine
             ));
         }
         if let Some(t) = top1_judged(h, &o.name)
@@ -121,6 +145,9 @@ pub(super) fn score(h: &HeldOut, goal: Goal) -> f64 {
     let mut m = f64::INFINITY;
     for o in judged(h) {
         m = worst(m, o.cosine - goal.cosine);
+        if let Some(r) = correlation_judged(h, &o.name) {
+            m = worst(m, r - goal.cosine);
+        }
         if let Some(t) = top1_judged(h, &o.name) {
             m = worst(m, t - goal.top1);
         }

@@ -421,7 +421,7 @@ fn held_out(
         &[
             "output",
             "cosine",
-            "top-1 / neighbour / score agreement",
+            "top-1 / neighbour / score agreement / correlation",
             "max abs",
             "SNR dB",
         ],
@@ -441,7 +441,13 @@ fn held_out(
                         format!("{kind}{a:.4} (unseen: {e:.4} expected)")
                     }
                     (Some(a), _) => format!("{kind}{a:.4}"),
-                    _ => "-".into(),
+                    _ => match (h.correlation.get(&o.name), h.correlation_expected.get(&o.name)) {
+                        (Some(r), Some(e)) if h.on_calibration_samples => {
+                            format!("correlation {r:.5} (unseen: {e:.5} expected)")
+                        }
+                        (Some(r), _) => format!("correlation {r:.5}"),
+                        _ => "-".into(),
+                    },
                 }
             },
             format!("{:.3e}", o.max_abs),
