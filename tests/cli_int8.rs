@@ -1126,3 +1126,48 @@ fn an_embedding_output_is_judged_by_nearest_neighbour_agreement() {
     );
     assert!(out.exists());
 }
+
+#[test]
+fn a_score_output_is_judged_by_its_correlation_across_samples() {
+    // score_head's one value per sample sits near 4.0 with a small spread:
+    // with every layer in INT8 its cosine over the samples is above 0.999
+    // while the score follows float's across samples at a correlation
+    // below 0.99. The search must see that, and keep the layer whose
+    // rounding does it (fc2, which reads the cancelling pairs) in float.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q.onnx");
+    let (o, r) = run_json(&[
+        "optimize",
+        s(&fixture("score_head.onnx")),
+        "-o",
+        s(&out),
+        "--int8",
+        "--calib-data",
+        "random:24",
+        "--calib-samples",
+        "16",
+        "--held-out",
+        "8",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("score (correlation across samples 0.9")
+            && err.contains("< 0.99) below the target"),
+        "{err}"
+    );
+    let q = &r["int8"];
+    let h = &q["held_out"];
+    assert_eq!(h["samples"], 8);
+    let correlation = h["correlation"]["score"].as_f64().unwrap();
+    assert!(correlation >= 0.99, "{h}");
+    let kept: Vec<&str> = q["kept_float"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|k| k["layer"].as_str())
+        .collect();
+    assert_eq!(kept, ["fc2"], "{q}");
+    assert!(has_int8(&out));
+}

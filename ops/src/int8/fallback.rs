@@ -213,7 +213,11 @@ pub(super) fn relative_noise(h: &HeldOut) -> f64 {
         .chain(h.correlation.values().map(|&r| {
             // Noise against the values' spread across samples: a
             // correlation r leaves 1/r^2 - 1 of it.
-            if r > 0.0 { 1.0 / (r * r) - 1.0 } else { f64::INFINITY }
+            if r > 0.0 {
+                1.0 / (r * r) - 1.0
+            } else {
+                f64::INFINITY
+            }
         }))
         .sum()
 }

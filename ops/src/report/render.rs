@@ -441,7 +441,10 @@ fn held_out(
                         format!("{kind}{a:.4} (unseen: {e:.4} expected)")
                     }
                     (Some(a), _) => format!("{kind}{a:.4}"),
-                    _ => match (h.correlation.get(&o.name), h.correlation_expected.get(&o.name)) {
+                    _ => match (
+                        h.correlation.get(&o.name),
+                        h.correlation_expected.get(&o.name),
+                    ) {
                         (Some(r), Some(e)) if h.on_calibration_samples => {
                             format!("correlation {r:.5} (unseen: {e:.5} expected)")
                         }
