@@ -103,7 +103,10 @@ pub struct Ranked<C> {
     /// The lowest output cosine with only it quantized.
     pub cosine: f64,
     /// A primary probed on its own: whether the target is met with only it
-    /// in INT8 among the primaries (None for secondaries and groups).
+    /// in INT8 among the primaries. Ranked in a group (`rank_in_groups`):
+    /// false when the group it was last probed in missed alone in INT8, or
+    /// every first group did (a guess the search confirms before acting on
+    /// it), else None. None for secondaries.
     pub met: Option<bool>,
 }
 
@@ -300,18 +303,22 @@ fn rank_in_groups<C: Clone, T: Trials<C>>(
         )
     };
     let verdicts = t.probe_each(&keeps, Probe::Rank, &mut line)?;
-    let mut stack: Vec<(std::ops::Range<usize>, f64, Verdict)> = groups
+    let every_group_missed = verdicts.iter().all(|v| !v.met);
+    // Each range with its harm and a verdict: its own (probed alone), or
+    // for a second half, whose harm is by difference, the group's it was
+    // split from (whose miss may be the first half's doing: `own` false).
+    let mut stack: Vec<(std::ops::Range<usize>, f64, Verdict, bool)> = groups
         .iter()
         .zip(verdicts)
-        .map(|(r, v)| (r.clone(), harm_of(&v), v))
+        .map(|(r, v)| (r.clone(), harm_of(&v), v, true))
         .collect();
     let total: f64 = stack
         .iter()
-        .map(|(_, h, _)| if h.is_finite() { *h } else { 0.0 })
+        .map(|(_, h, _, _)| if h.is_finite() { *h } else { 0.0 })
         .sum();
     let floor = total * NEGLIGIBLE;
     let mut out = Vec::with_capacity(n);
-    while let Some((r, harm, v)) = stack.pop() {
+    while let Some((r, harm, v, own)) = stack.pop() {
         let single = r.len() == 1;
         if single || (harm.is_finite() && harm < floor) {
             let share = harm / r.len() as f64;
@@ -321,7 +328,11 @@ fn rank_in_groups<C: Clone, T: Trials<C>>(
                     loss: context.loss + share,
                     gain: share,
                     cosine: v.cosine,
-                    met: None,
+                    // A group that missed alone in INT8 says its members
+                    // may miss alone too (nudenet: every layer alone in
+                    // INT8 missed its scores' agreement, and the search
+                    // doubled up to all 64 in float to learn it).
+                    met: ((own && !v.met) || every_group_missed).then_some(false),
                 });
             }
             continue;
@@ -351,8 +362,8 @@ fn rank_in_groups<C: Clone, T: Trials<C>>(
                 String::new()
             }
         ));
-        stack.push((b, harm_b, v));
-        stack.push((a, harm_a, va));
+        stack.push((b, harm_b, v, false));
+        stack.push((a, harm_a, va, true));
     }
     Ok(out)
 }
@@ -545,8 +556,9 @@ pub fn run<C: Clone, T: Trials<C>>(
         ));
         Ok(v.met)
     };
-    // Even the least harmful primary alone in INT8 missed in the ranking:
-    // when all but it in float miss here too (and all in float met here:
+    // Even the least harmful primary alone in INT8 missed in the ranking
+    // (ranked in groups: the group it was last probed in missed): when all
+    // but it in float miss here too (and all in float met here:
     // the probes can tell), no fewer can meet, and only all of them are
     // left for the finalists (DNSMOS on ONNX Runtime probed 1, 2, 4, 8, 10
     // and 11 of its 12 layers to learn it).
@@ -762,6 +774,31 @@ mod tests {
         // and no bisection, only the bound and that probe.
         assert_eq!(t.decided, vec![6, 5], "{:?}", t.probes);
         assert_eq!(t.judged, vec![all(6)]);
+    }
+
+    #[test]
+    fn met_only_with_every_candidate_in_float_is_found_without_doubling_when_ranked_in_groups() {
+        // 80 layers, each enough alone in INT8 to miss: every group misses
+        // alone, so the least harmful is tried alone (all but it in float)
+        // before any doubling.
+        let mut t = Noise::new(&[0.2; 80], 0.1);
+        let o = run(&mut t, &all(80), &|_| true, &label).unwrap();
+        assert_eq!(o.missed, Some(Missed::OnlyAll));
+        assert_eq!(t.decided, vec![80, 79], "{:?}", t.decided);
+        assert_eq!(t.judged.len(), 1);
+        let mut judged = t.judged[0].clone();
+        judged.sort();
+        assert_eq!(judged, all(80));
+        // Where the groups meet alone, the ranking guesses nothing and the
+        // doubling runs as before.
+        let mut noise = vec![1e-4; 80];
+        noise[3] = 0.3;
+        let mut t = Noise::new(&noise, 0.1);
+        let o = run(&mut t, &all(80), &|_| true, &label).unwrap();
+        assert_eq!(o.missed, None);
+        assert_eq!(o.kept, vec![3]);
+        assert_eq!(t.decided.first(), Some(&80));
+        assert!(!t.decided.contains(&79), "{:?}", t.decided);
     }
 
     #[test]
