@@ -1013,9 +1013,12 @@ fn placements_faster_than_float_are_probed_for_accuracy_after_the_first_sample()
     let (o, r) = run_hooked(&args, "INFOPT_TEST_INT8_TIMED", "2.5,1.0,1.0,1.71");
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
+    // Once with the first sample's ranges, and again with ranges fitted on
+    // the probe samples only where those lost every faster placement.
+    let fitted = cost_count(&r, "placement: ranges fitted on the probe samples");
     assert_eq!(
         cost_count(&r, "placement: accuracy probes"),
-        1,
+        1 + fitted,
         "{}",
         r["int8"]["costs"]
     );
@@ -1170,4 +1173,54 @@ fn a_score_output_is_judged_by_its_correlation_across_samples() {
         .collect();
     assert_eq!(kept, ["fc2"], "{q}");
     assert!(has_int8(&out));
+}
+
+#[test]
+fn a_faster_placement_lost_on_the_first_samples_ranges_is_probed_again_with_fitted_ones() {
+    // The target's placement slower than float, ONNX Runtime's faster (the
+    // timing hook), and with the first sample's ranges the faster ones far
+    // from the target (the other hook: one sample of these clips too
+    // little to show it). Ranges fitted on the probe samples bring them
+    // near it, so the calibration goes on over every sample instead of
+    // writing float after one, and the faster placement is searched.
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 24, &[1, 3, 32, 32]);
+    let out = dir.path().join("q.onnx");
+    let model = fixture("cnn_bn_relu.onnx");
+    let args = [
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--calib-samples",
+        "12",
+        "--json",
+    ];
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .args(args)
+        .env("INFOPT_TEST_INT8_TIMED", "2.5,1.0,1.0,1.71")
+        .env("INFOPT_TEST_INT8_FIRST_SAMPLE_LOST", "1")
+        .output()
+        .expect("run infopt");
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("with ranges fitted on the probe samples: ONNX Runtime's placement (QLinearConv chains) ")
+            && err.contains("a faster placement comes near the target, calibrating on every sample"),
+        "{err}"
+    );
+    assert_eq!(
+        cost_count(&r, "placement: ranges fitted on the probe samples"),
+        1
+    );
+    assert_eq!(r["int8"]["calibration_samples"], 12, "{}", r["int8"]);
+    let notes = r["notes"].to_string();
+    assert!(
+        notes.contains("placement: ONNX Runtime's placement"),
+        "{notes}"
+    );
 }

@@ -27,6 +27,7 @@ use crate::stages::{self, PassHooks};
 mod context;
 mod costs;
 mod fallback;
+mod fitted;
 mod goal;
 mod judge;
 pub mod metric;
@@ -481,10 +482,12 @@ impl OnData<'_> {
             // Probed after the first sample already: nothing to time.
             _ if cal.noise.is_some() => {
                 let figures = (timed, cal.noise.as_deref());
-                speed::pick_placement(cx, from, mid, &cal.amax, figures, costs, &mut judge)?
+                let judging = (&mut judge, self.goal);
+                speed::pick_placement(cx, from, mid, &cal.amax, figures, costs, judging)?
             }
             _ => costs.time("placement: accuracy probes", || {
-                speed::pick_placement(cx, from, mid, &cal.amax, (timed, None), costs, &mut judge)
+                let judging = (&mut judge, self.goal);
+                speed::pick_placement(cx, from, mid, &cal.amax, (timed, None), costs, judging)
             })?,
         };
         let (timed_faster, timed) = (picked.int8_was_faster(), picked.timed);
@@ -619,7 +622,7 @@ struct Calibrated {
     first_sample_only: bool,
     /// Each placement's noise on the probe samples, measured after the
     /// first sample (see `speed::only_others_faster`).
-    noise: Option<Vec<f64>>,
+    noise: Option<Vec<speed::Noise>>,
     /// Why no placement pays, when the noise said so.
     placement_note: Option<String>,
     /// The judged samples the placements' probes read then.
@@ -666,15 +669,7 @@ fn calibrate_mid(
         dir: cx.dir,
     };
     let mut steps: Option<crate::progress::Steps> = None;
-    let mut first = FirstSample {
-        timed: None,
-        asked: false,
-        stopped: false,
-        failed: None,
-        noise: None,
-        note: None,
-        seed: None,
-    };
+    let mut first = FirstSample::default();
     let outcome = calibrate_asking(
         &target,
         backend,
@@ -698,6 +693,7 @@ fn calibrate_mid(
             };
             let judged = JudgedBy {
                 classifiers,
+                goal,
                 calibrating: samples,
             };
             first.time(
@@ -819,6 +815,7 @@ fn ranges_of(
 }
 
 /// The placements timed after the calibration's first sample.
+#[derive(Default)]
 struct FirstSample {
     timed: Option<Vec<f64>>,
     /// The calibration asked (it ran its first sample alone).
@@ -830,7 +827,7 @@ struct FirstSample {
     failed: Option<OpsError>,
     /// Each placement's noise on the probe samples with the first sample's
     /// ranges, where it decided (see `speed::only_others_faster`).
-    noise: Option<Vec<f64>>,
+    noise: Option<Vec<speed::Noise>>,
     /// Why no placement pays, when their noise stopped the calibration.
     note: Option<String>,
     /// The judged samples those probes read, for the judge after.
@@ -840,6 +837,7 @@ struct FirstSample {
 /// What judging a placement after the first sample needs.
 struct JudgedBy<'a> {
     classifiers: &'a [String],
+    goal: Goal,
     /// Samples the calibration runs on (the judged ones come after them).
     calibrating: usize,
 }
@@ -860,7 +858,7 @@ impl FirstSample {
     ) -> Result<bool, infopt_verify::VerifyError> {
         self.asked = true;
         let (amax, _) = ranges_of(mid, &mut table.clone(), method);
-        match self.decide(cx, from, mid, data, &amax, judged, costs) {
+        match self.decide(cx, from, mid, data, (&amax, method), judged, costs) {
             Ok(()) => Ok(!self.stopped),
             Err(e) => {
                 let message = e.message.clone();
@@ -885,7 +883,7 @@ impl FirstSample {
         from: &PipelineConfig,
         mid: &Model,
         (src, backend): (&DataSource, &ChosenBackend),
-        amax: &Amax,
+        (amax, method): (&Amax, Method),
         judged: &JudgedBy<'_>,
         costs: &Costs,
     ) -> OpsResult<()> {
@@ -911,15 +909,54 @@ impl FirstSample {
                 costs,
             );
             // The placements the timing built, with the same ranges.
-            let loss = costs.time("placement: accuracy probes", || {
-                speed::placements_noise(cx, (from, mid, amax), built, costs, &mut judge)
+            let goal = judged.goal;
+            #[allow(unused_mut)]
+            let mut loss = costs.time("placement: accuracy probes", || {
+                speed::placements_noise(cx, (from, mid, amax), built, costs, (&mut judge, goal))
             })?;
+            #[cfg(debug_assertions)]
+            fitted::test_first_sample_lost(&mut loss);
+            self.noise = Some(loss.clone());
             if let Err(why) = speed::faster_one_competes(from, ms, &loss) {
-                crate::progress::note("int8", format!("int8: {why}"));
-                self.stopped = true;
-                self.note = Some(why);
+                // The first sample's ranges may be what lost it: ranges
+                // fitted on the probe samples decide (see `fitted.rs`).
+                let fitted = match judge.samples_read() {
+                    Some(samples) => costs.time("placement: accuracy probes", || {
+                        let data = (src, backend);
+                        match fitted::on_samples(cx, mid, data, samples, costs)? {
+                            Some(mut table) => {
+                                let (a, _) = ranges_of(mid, &mut table, method);
+                                let judging = (&mut judge, goal);
+                                speed::faster_margins(cx, (from, mid, &a), ms, costs, judging)
+                                    .map(Some)
+                            }
+                            None => Ok(None),
+                        }
+                    })?,
+                    None => None,
+                };
+                if let Some(f) = fitted.filter(|f| speed::one_comes_near(f)) {
+                    // Judged again with every sample's ranges after the
+                    // calibration, not on either of these.
+                    self.noise = None;
+                    let line = f
+                        .iter()
+                        .map(|(l, m)| format!("{l} {m:.3}"))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    crate::progress::note(
+                        "int8",
+                        format!(
+                            "int8: margins to the accuracy target with every layer in INT8, with the first sample's ranges: {}; with ranges fitted on the probe samples: {line}: a faster placement comes near the target, calibrating on every sample",
+                            speed::margins_line(from, &loss),
+                        ),
+                    );
+                } else {
+                    crate::progress::note("int8", format!("int8: {why}"));
+                    self.stopped = true;
+                    self.note = Some(why);
+                }
             }
-            self.noise = Some(loss);
             self.seed = judge.into_reference();
         }
         self.timed = timed;

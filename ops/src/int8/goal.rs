@@ -70,7 +70,7 @@ pub(super) fn correlation_judged(h: &HeldOut, name: &str) -> Option<f64> {
         return Some(measured);
     }
     Some(match h.correlation_expected.get(name) {
-        Some(&e) if !(e >= measured) => e,
+        Some(&e) if e < measured || e.is_nan() => e,
         _ => measured,
     })
 }
@@ -106,7 +106,7 @@ pub(super) fn misses(h: &HeldOut, goal: Goal) -> Vec<String> {
             ));
         }
         if let Some(r) = correlation_judged(h, &o.name)
-            && !(r >= goal.cosine)
+            && !top1_meets(r, goal.cosine)
         {
             out.push(format!(
                 "{} (correlation across samples {:.5} < {})",

@@ -272,6 +272,13 @@ impl<'a> Judge<'a> {
         Ok(())
     }
 
+    /// The positions in the data of the samples read so far (the probe
+    /// samples once a probe ran); None before any.
+    pub fn samples_read(&self) -> Option<std::ops::Range<usize>> {
+        let r = self.reference.as_ref()?;
+        Some(r.skipped..r.skipped + r.len())
+    }
+
     /// Whether the data may have samples after the calibration ones (false
     /// only where it says how many it has): then the original is not
     /// loaded only to find none.
