@@ -684,6 +684,11 @@ impl Tally {
             if classes.is_none() && e.dtype().is_float() {
                 keep_rows(kept, o, e, tokens.as_ref());
             }
+            if !e.dtype().is_float() {
+                // Integer outputs (labels, indices, counts) are not values
+                // whose correlation across samples means anything.
+                r.across.get_or_insert(None);
+            }
             match (o.as_slice::<f32>(), e.as_slice::<f32>()) {
                 (Some(a), Some(b)) => r.add(a, b, e.shape(), classes),
                 _ => r.add(&o.to_f64_vec(), &e.to_f64_vec(), e.shape(), classes),
@@ -1151,6 +1156,36 @@ mod neighbour_tests {
                 .unwrap()
                 .named("emb"),
         ]
+    }
+
+    #[test]
+    fn a_float_score_is_judged_by_its_correlation_across_samples_and_a_label_is_not() {
+        // A score about 4.0 whose candidate is off by +-0.05 in turn, and an
+        // int64 label beside it that flips once.
+        let sample = |score: f32, label: i64| {
+            vec![
+                HostTensor::from_vec(vec![1, 1], vec![score])
+                    .unwrap()
+                    .named("score"),
+                HostTensor::from_vec(vec![1], vec![label])
+                    .unwrap()
+                    .named("label"),
+            ]
+        };
+        let mut tally = Tally::default();
+        for i in 0..8 {
+            let y = 4.0 + 0.2 * ((i as f32) * 1.3).sin();
+            let e = if i % 2 == 0 { 0.05 } else { -0.05 };
+            let label = (i % 3) as i64;
+            let flipped = if i == 3 { (label + 1) % 3 } else { label };
+            tally.add(&sample(y, label), &sample(y + e, flipped), &[], &[]);
+        }
+        let h = tally.finish(0, "test".into(), true);
+        assert!(h.outputs[0].cosine > 0.999, "{}", h.outputs[0].cosine);
+        let r = h.correlation["score"];
+        assert!(r < 0.99 && r > 0.8, "{r}");
+        assert!(h.correlation_expected["score"] < r);
+        assert!(!h.correlation.contains_key("label"), "{:?}", h.correlation);
     }
 
     #[test]
