@@ -21,9 +21,14 @@ fn run_hooked(
     hook: &str,
     figures: &str,
 ) -> (std::process::Output, serde_json::Value) {
+    run_hooks(args, &[(hook, figures)])
+}
+
+/// [`run_hooked`] with several hooks at once.
+fn run_hooks(args: &[&str], hooks: &[(&str, &str)]) -> (std::process::Output, serde_json::Value) {
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
         .args(args)
-        .env(hook, figures)
+        .envs(hooks.iter().copied())
         .output()
         .expect("run infopt");
     let v = serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null);
@@ -1094,18 +1099,14 @@ fn a_float_model_that_misses_the_target_gets_the_calibration_on_every_sample() {
     assert!(err.contains("misses its accuracy target"), "{err}");
 }
 
-#[test]
-fn an_embedding_output_is_judged_by_nearest_neighbour_agreement() {
-    // embedding_head ends in an L2 normalization (no classifier head): its
-    // vectors are judged by whether each sample keeps its nearest other
-    // sample, reported as that output's agreement.
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("q.onnx");
-    let (o, r) = run_json(&[
+/// `optimize MODEL --int8` on 24 random samples (16 calibrate, 8 judge),
+/// written to `out`, with the JSON report.
+fn int8_on_random(model: &Path, out: &Path) -> (std::process::Output, serde_json::Value) {
+    run_json(&[
         "optimize",
-        s(&fixture("embedding_head.onnx")),
+        s(model),
         "-o",
-        s(&out),
+        s(out),
         "--int8",
         "--calib-data",
         "random:24",
@@ -1114,7 +1115,17 @@ fn an_embedding_output_is_judged_by_nearest_neighbour_agreement() {
         "--held-out",
         "8",
         "--json",
-    ]);
+    ])
+}
+
+#[test]
+fn an_embedding_output_is_judged_by_nearest_neighbour_agreement() {
+    // embedding_head ends in an L2 normalization (no classifier head): its
+    // vectors are judged by whether each sample keeps its nearest other
+    // sample, reported as that output's agreement.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q.onnx");
+    let (o, r) = int8_on_random(&fixture("embedding_head.onnx"), &out);
     assert!(o.status.success(), "{}", stderr(&o));
     let h = &r["int8"]["held_out"];
     assert_eq!(h["samples"], 8);
@@ -1140,20 +1151,7 @@ fn a_score_output_is_judged_by_its_correlation_across_samples() {
     // rounding does it (fc2, which reads the cancelling pairs) in float.
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("q.onnx");
-    let (o, r) = run_json(&[
-        "optimize",
-        s(&fixture("score_head.onnx")),
-        "-o",
-        s(&out),
-        "--int8",
-        "--calib-data",
-        "random:24",
-        "--calib-samples",
-        "16",
-        "--held-out",
-        "8",
-        "--json",
-    ]);
+    let (o, r) = int8_on_random(&fixture("score_head.onnx"), &out);
     assert!(o.status.success(), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
@@ -1200,13 +1198,11 @@ fn a_faster_placement_lost_on_the_first_samples_ranges_is_probed_again_with_fitt
         "12",
         "--json",
     ];
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .args(args)
-        .env("INFOPT_TEST_INT8_TIMED", "2.5,1.0,1.0,1.71")
-        .env("INFOPT_TEST_INT8_FIRST_SAMPLE_LOST", "1")
-        .output()
-        .expect("run infopt");
-    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    let hooks = [
+        ("INFOPT_TEST_INT8_TIMED", "2.5,1.0,1.0,1.71"),
+        ("INFOPT_TEST_INT8_FIRST_SAMPLE_LOST", "1"),
+    ];
+    let (o, r) = run_hooks(&args, &hooks);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(

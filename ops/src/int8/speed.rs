@@ -113,12 +113,8 @@ pub(super) fn time_placements(
             others.len() + 1
         ),
     );
-    let mut built = vec![super::context::quantize_rest(mid, from, amax, cx, costs)?.0];
-    for p in &others {
-        built.push(super::context::quantize_rest(mid, &p.config, amax, cx, costs)?.0);
-    }
-    let mut labels = vec!["the target's placement"];
-    labels.extend(others.iter().map(|p| p.label));
+    let built = build_each(cx, mid, amax, with_target(from, &others), costs)?;
+    let labels = labels_of(&others);
     let placements = Placements {
         labels: &labels,
         built: &built,
@@ -162,8 +158,7 @@ pub(super) fn pick_placement(
     let Some(timed) = timed.filter(|t| t.len() == others.len() + 2) else {
         return Ok(none);
     };
-    let mut labels = vec!["the target's placement"];
-    labels.extend(others.iter().map(|p| p.label));
+    let labels = labels_of(&others);
     let loss = match early.filter(|l| l.len() == others.len() + 1) {
         Some(l) => l.to_vec(),
         None => placements_noise(cx, (from, mid, amax), Vec::new(), costs, (judge, goal))?,
@@ -245,11 +240,36 @@ pub(super) fn placements_noise(
     if built.len() == others.len() + 1 {
         return noise_on_probes(judge, &built, goal);
     }
-    let mut built = vec![super::context::quantize_rest(mid, from, amax, cx, costs)?.0];
-    for p in &others {
-        built.push(super::context::quantize_rest(mid, &p.config, amax, cx, costs)?.0);
-    }
+    let built = build_each(cx, mid, amax, with_target(from, &others), costs)?;
     noise_on_probes(judge, &built, goal)
+}
+
+/// The target's configuration `from`, then each of `others`'.
+fn with_target<'c>(
+    from: &'c PipelineConfig,
+    others: &'c [Placement],
+) -> impl Iterator<Item = &'c PipelineConfig> {
+    std::iter::once(from).chain(others.iter().map(|p| &p.config))
+}
+
+/// `mid` quantized at `amax` in each of `configs` (every layer in INT8).
+fn build_each<'c>(
+    cx: &Context<'_>,
+    mid: &Model,
+    amax: &Amax,
+    configs: impl Iterator<Item = &'c PipelineConfig>,
+    costs: &super::costs::Costs,
+) -> OpsResult<Vec<Model>> {
+    configs
+        .map(|c| Ok(super::context::quantize_rest(mid, c, amax, cx, costs)?.0))
+        .collect()
+}
+
+/// The placements' labels, the target's first, then `others`'.
+fn labels_of(others: &[Placement]) -> Vec<&'static str> {
+    let mut labels = vec!["the target's placement"];
+    labels.extend(others.iter().map(|p| p.label));
+    labels
 }
 
 /// Which placements compete, by their noise `loss` (the target's first):
@@ -292,14 +312,14 @@ pub(super) fn faster_margins(
     let Some(&float) = ms.last() else {
         return Ok(Vec::new());
     };
-    let mut labels = Vec::new();
-    let mut built = Vec::new();
-    for (i, p) in alternatives(from).into_iter().enumerate() {
-        if ms.get(i + 1).is_some_and(|&m| m < float * FASTER) && i + 2 < ms.len() {
-            built.push(super::context::quantize_rest(mid, &p.config, amax, cx, costs)?.0);
-            labels.push(p.label);
-        }
-    }
+    let faster: Vec<Placement> = alternatives(from)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| i + 2 < ms.len() && ms[i + 1] < float * FASTER)
+        .map(|(_, p)| p)
+        .collect();
+    let built = build_each(cx, mid, amax, faster.iter().map(|p| &p.config), costs)?;
+    let labels = faster.iter().map(|p| p.label);
     let noise = noise_on_probes(judge, &built, goal)?;
     Ok(labels
         .into_iter()
@@ -316,10 +336,7 @@ pub(super) fn one_comes_near(margins: &[(&'static str, f64)]) -> bool {
 /// Each placement's margin to the accuracy target on the probe samples
 /// (the target's first), for notes: `the target's placement -0.012, ...`.
 pub(super) fn margins_line(from: &PipelineConfig, noise: &[Noise]) -> String {
-    let others = alternatives(from);
-    let mut labels = vec!["the target's placement"];
-    labels.extend(others.iter().map(|p| p.label));
-    labels
+    labels_of(&alternatives(from))
         .iter()
         .zip(noise)
         .map(|(l, n)| format!("{l} {:.3}", n.margin))
