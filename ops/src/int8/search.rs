@@ -440,11 +440,12 @@ fn rank<C: Clone, T: Trials<C>>(
     let mut measured = Vec::with_capacity(n);
     let mut best: Option<(String, f64)> = None;
     let mut grouped = false;
-    if primaries.len() == n && n >= GROUPED_FROM {
-        if let Some(ranked) = rank_in_groups(t, candidates, &context, label)? {
-            measured = ranked;
-            grouped = true;
-        }
+    if primaries.len() == n
+        && n >= GROUPED_FROM
+        && let Some(ranked) = rank_in_groups(t, candidates, &context, label)?
+    {
+        measured = ranked;
+        grouped = true;
     }
     // Each candidate's probe: a weighted layer alone in INT8 among the
     // primaries, an activation in float with every primary.
