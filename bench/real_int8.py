@@ -643,9 +643,10 @@ def save_samples(path, samples):
 
 def load_samples(path):
     d = np.load(path)
-    names = [k[3:] for k in d.files if k.startswith("in_")]
+    # Each d[key] decompresses the whole array again: read each once.
+    arrays = {k[3:]: d[k] for k in d.files if k.startswith("in_")}
     truth = list(d["truth"])
-    return [({n: d["in_" + n][i] for n in names}, str(truth[i])) for i in range(len(truth))]
+    return [({n: a[i] for n, a in arrays.items()}, str(truth[i])) for i in range(len(truth))]
 
 
 def main():

@@ -42,6 +42,7 @@ pub mod methods;
 pub mod observer;
 pub mod quantize;
 pub mod run;
+pub mod score_branch;
 pub mod shard;
 pub mod table;
 

@@ -143,6 +143,10 @@ fn append_run(into: &mut PipelineRun, more: PipelineRun) {
 /// of files whose top two scores were closer than that (5 of 300 with only
 /// the last layer in INT8). The layer before them still runs in INT8 with
 /// a float output. Marked in `table`; returns the names.
+///
+/// And the branch of a score output (see `infopt_calibration::score_branch`):
+/// a sample past the calibration's largest logit would have its score
+/// capped there.
 fn not_quantized(mid: &Model, table: &mut infopt_calibration::RangeTable) -> Vec<String> {
     const WHY: &str = "float (its largest values decide a softmax or max)";
     let keep = infopt_calibration::full_range::full_range_tensors(mid);
@@ -152,6 +156,14 @@ fn not_quantized(mid: &Model, table: &mut infopt_calibration::RangeTable) -> Vec
             && let Some(r) = table.tensors.get_mut(&name)
         {
             r.method = WHY.into();
+            out.push(name);
+        }
+    }
+    for name in infopt_calibration::score_branch::score_branch_tensors(mid) {
+        if let Some(r) = table.tensors.get_mut(&name)
+            && !r.method.starts_with("float")
+        {
+            r.method = infopt_calibration::score_branch::SCORE_BRANCH.into();
             out.push(name);
         }
     }
