@@ -22,7 +22,8 @@ use std::collections::{HashMap, HashSet};
 use infopt_ir::{Dim, Model, NodeId, ValueId};
 
 /// Why a tensor is left in float (the method named in range tables).
-pub const SCORE_BRANCH: &str = "float (the branch of a score output: its largest values are the detections)";
+pub const SCORE_BRANCH: &str =
+    "float (the branch of a score output: its largest values are the detections)";
 
 /// Weighted layers back from a score output's logits that the branch may
 /// span (YOLOv8's and YOLOX's class heads are three convolutions deep).
@@ -107,7 +108,12 @@ fn axis_of(node: &infopt_ir::Node, rank: usize) -> Option<usize> {
 }
 
 /// Where output `slot` of Split `node` starts along its axis, and its size.
-fn split_extent(g: &infopt_ir::Graph, node: &infopt_ir::Node, slot: usize, dim: i64) -> Option<(i64, i64)> {
+fn split_extent(
+    g: &infopt_ir::Graph,
+    node: &infopt_ir::Node,
+    slot: usize,
+    dim: i64,
+) -> Option<(i64, i64)> {
     let sizes: Vec<i64> = match node.inputs.get(1).copied().flatten() {
         Some(s) => g.constant(s)?.to_i64_vec().ok()?,
         None => match node.attr_ints("split").ok().flatten() {
@@ -127,7 +133,13 @@ fn split_extent(g: &infopt_ir::Graph, node: &infopt_ir::Node, slot: usize, dim: 
 /// The inputs of data-movement `node` that `part` of its output `out`
 /// (output slot `slot`) comes from, with their parts. Where shapes are
 /// not known, every data input, whole.
-fn sources(g: &infopt_ir::Graph, node: &infopt_ir::Node, slot: usize, out: ValueId, part: Part) -> Vec<(ValueId, Part)> {
+fn sources(
+    g: &infopt_ir::Graph,
+    node: &infopt_ir::Node,
+    slot: usize,
+    out: ValueId,
+    part: Part,
+) -> Vec<(ValueId, Part)> {
     let data: Vec<ValueId> = match node.op_type.as_str() {
         "Concat" => node.inputs.iter().flatten().copied().collect(),
         _ => node.inputs.first().copied().flatten().into_iter().collect(),
@@ -159,7 +171,11 @@ fn sources(g: &infopt_ir::Graph, node: &infopt_ir::Node, slot: usize, out: Value
                 };
                 let (l, h) = (lo.max(start), hi.min(start + n));
                 if l < h {
-                    let sub = if l == start && h == start + n { None } else { Some((a, l - start, h - start)) };
+                    let sub = if l == start && h == start + n {
+                        None
+                    } else {
+                        Some((a, l - start, h - start))
+                    };
                     picked.push((x, sub));
                 }
                 start += n;
@@ -173,7 +189,8 @@ fn sources(g: &infopt_ir::Graph, node: &infopt_ir::Node, slot: usize, out: Value
             let Some(a) = axis_of(node, in_dims.len()) else {
                 return whole(data);
             };
-            let Some((start, size)) = split_extent(g, node, slot, dim(g, x0, a).unwrap_or(-1)) else {
+            let Some((start, size)) = split_extent(g, node, slot, dim(g, x0, a).unwrap_or(-1))
+            else {
                 return whole(data);
             };
             let (lo, hi) = match part {
@@ -290,4 +307,100 @@ pub fn score_branch_tensors(model: &Model) -> HashSet<String> {
         }
     }
     depth.keys().map(|v| g.value(*v).name.clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infopt_ir::builder::{GraphBuilder, dims};
+    use infopt_ir::{Attribute, DataType};
+
+    /// A 1x1 convolution with SiLU, `cin` -> `cout` channels.
+    fn conv_silu(
+        b: &mut GraphBuilder,
+        x: ValueId,
+        cin: usize,
+        cout: usize,
+        silu: bool,
+    ) -> (ValueId, ValueId) {
+        static WEIGHTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let k = WEIGHTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let w = b.f32(
+            &format!("w{k}"),
+            &[cout as i64, cin as i64, 1, 1],
+            &vec![0.1; cin * cout],
+        );
+        let c = b.op("Conv", &[x, w], vec![]);
+        if !silu {
+            return (c, c);
+        }
+        let s = b.op("Sigmoid", &[c], vec![]);
+        (c, b.op("Mul", &[c, s], vec![]))
+    }
+
+    #[test]
+    fn a_detectors_class_branch_is_found_and_its_box_branch_and_trunk_are_not() {
+        // A trunk, then per image: boxes (4 channels) and classes (3), each
+        // three 1x1 convs deep, concatenated, reshaped, split apart again,
+        // the classes through a Sigmoid, and concatenated into the output:
+        // YOLOv8's head in miniature.
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["batch", "8", "4", "4"]));
+        let (_, trunk) = conv_silu(&mut b, x, 8, 8, true);
+        let (_, b1) = conv_silu(&mut b, trunk, 8, 8, true);
+        let (_, b2) = conv_silu(&mut b, b1, 8, 8, true);
+        let (boxes, _) = conv_silu(&mut b, b2, 8, 4, false);
+        let (c1c, c1) = conv_silu(&mut b, trunk, 8, 8, true);
+        let (c2c, c2) = conv_silu(&mut b, c1, 8, 8, true);
+        let (logits, _) = conv_silu(&mut b, c2, 8, 3, false);
+        let both = b.op("Concat", &[boxes, logits], vec![Attribute::int("axis", 1)]);
+        let shape = b.i64("shape", &[3], &[0, 7, -1]);
+        let flat = b.op("Reshape", &[both, shape], vec![]);
+        let sizes = b.i64("sizes", &[2], &[4, 3]);
+        let parts = b.op_n("Split", &[flat, sizes], vec![Attribute::int("axis", 1)], 2);
+        let scores = b.op("Sigmoid", &[parts[1]], vec![]);
+        let out = b.op(
+            "Concat",
+            &[parts[0], scores],
+            vec![Attribute::int("axis", 1)],
+        );
+        b.output(out, "out", DataType::Float, None);
+        let m = b.build(13);
+        let name = |v: ValueId| m.graph.value(v).name.clone();
+        let branch = score_branch_tensors(&m);
+        for v in [logits, c2, c2c, c1, c1c, both, flat, parts[1]] {
+            assert!(branch.contains(&name(v)), "{} not in {branch:?}", name(v));
+        }
+        for v in [trunk, b1, b2, boxes, parts[0], scores, out, x] {
+            assert!(!branch.contains(&name(v)), "{} in the branch", name(v));
+        }
+    }
+
+    #[test]
+    fn a_chain_ends_three_layers_back_and_a_gate_is_no_score_output() {
+        // A chain of four layers ending in a Sigmoid output: the branch is
+        // the last three layers' outputs; the input of the third layer back
+        // stays quantized. A SiLU gate inside is no score output.
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["1", "4", "2", "2"]));
+        let (_, l1) = conv_silu(&mut b, x, 4, 4, true);
+        let (_, l2) = conv_silu(&mut b, l1, 4, 4, true);
+        let (_, l3) = conv_silu(&mut b, l2, 4, 4, true);
+        let (logit, _) = conv_silu(&mut b, l3, 4, 1, false);
+        let p = b.op("Sigmoid", &[logit], vec![]);
+        b.output(p, "p", DataType::Float, None);
+        let m = b.build(13);
+        let name = |v: ValueId| m.graph.value(v).name.clone();
+        let branch = score_branch_tensors(&m);
+        for v in [logit, l3, l2] {
+            assert!(branch.contains(&name(v)), "{} not in {branch:?}", name(v));
+        }
+        assert!(!branch.contains(&name(l1)), "{branch:?}");
+        // Without the output Sigmoid: nothing.
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["1", "4", "2", "2"]));
+        let (_, l1) = conv_silu(&mut b, x, 4, 4, true);
+        b.output(l1, "y", DataType::Float, None);
+        assert!(score_branch_tensors(&b.build(13)).is_empty());
+    }
 }
