@@ -31,6 +31,8 @@
 //!    (nothing left in INT8): met only there is a failure, said as such,
 //!    and where the probes already say so no finalist is judged.
 
+use std::ops::Range;
+
 use crate::error::OpsResult;
 
 /// A judgement of one keep-set.
@@ -295,30 +297,12 @@ fn rank_in_groups<C: Clone, T: Trials<C>>(
     label: &dyn Fn(&C) -> String,
 ) -> OpsResult<Option<Vec<Ranked<C>>>> {
     let n = candidates.len();
-    // Everything but `r` in float: `r` alone in INT8.
-    let alone = |t: &mut Counted<'_, T>, r: &std::ops::Range<usize>| -> OpsResult<Verdict> {
-        let others: Vec<C> = candidates
-            .iter()
-            .enumerate()
-            .filter(|(j, _)| !r.contains(j))
-            .map(|(_, c)| c.clone())
-            .collect();
-        t.probe(&others, Probe::Rank)
-    };
     let size = n.div_ceil(GROUPS);
     let groups: Vec<std::ops::Range<usize>> = (0..n)
         .step_by(size.max(1))
         .map(|start| start..(start + size).min(n))
         .collect();
-    let others = |r: &std::ops::Range<usize>| -> Vec<C> {
-        candidates
-            .iter()
-            .enumerate()
-            .filter(|(j, _)| !r.contains(j))
-            .map(|(_, c)| c.clone())
-            .collect()
-    };
-    let keeps: Vec<Vec<C>> = groups.iter().map(others).collect();
+    let keeps: Vec<Vec<C>> = groups.iter().map(|r| all_but(candidates, r)).collect();
     let harm_of = |v: &Verdict| (v.loss - context.loss).max(0.0);
     let mut line = |i: usize, v: &Verdict| {
         format!(
@@ -337,10 +321,7 @@ fn rank_in_groups<C: Clone, T: Trials<C>>(
         ));
         return Ok(None);
     }
-    // Each range with its harm and a verdict: its own (probed alone), or
-    // for a second half, whose harm is by difference, the group's it was
-    // split from (whose miss may be the first half's doing: `own` false).
-    let mut stack: Vec<(std::ops::Range<usize>, f64, Verdict, bool)> = groups
+    let mut stack: Vec<Split> = groups
         .iter()
         .zip(verdicts)
         .map(|(r, v)| (r.clone(), harm_of(&v), v, true))
@@ -372,51 +353,80 @@ fn rank_in_groups<C: Clone, T: Trials<C>>(
             }
             continue;
         }
-        let mid = r.start + r.len() / 2;
-        let (a, b) = (r.start..mid, mid..r.end);
-        let va = alone(t, &a)?;
-        let harm_a = (va.loss - context.loss).max(0.0);
-        let name = |r: &std::ops::Range<usize>| {
-            if r.len() == 1 {
-                label(&candidates[r.start])
-            } else {
-                format!("group {}..{}", r.start + 1, r.end)
-            }
-        };
-        // The first half alone doing at least the whole's harm says the
-        // harms did not add up here: the difference (nudenet: 0 for a layer
-        // whose own probe misses) says nothing, so the second half is
-        // probed too.
-        if harm.is_finite() && harm_a >= harm && harm > 0.0 {
-            let vb = alone(t, &b)?;
-            let harm_b = (vb.loss - context.loss).max(0.0);
-            t.inner.say(format!(
-                "ranking: {} alone in INT8: harm {harm_a:.3e}; {} alone (the halves' harms do not add up): {harm_b:.3e}",
-                name(&a),
-                name(&b)
-            ));
-            stack.push((b, harm_b, vb, true));
-            stack.push((a, harm_a, va, true));
-            continue;
-        }
-        let harm_b = if harm.is_finite() {
-            (harm - harm_a).max(0.0)
-        } else {
-            harm
-        };
-        t.inner.say(format!(
-            "ranking: {} alone in INT8: harm {harm_a:.3e}{}",
-            name(&a),
-            if b.len() == 1 {
-                format!("; {} by difference: {harm_b:.3e}", name(&b))
-            } else {
-                String::new()
-            }
-        ));
-        stack.push((b, harm_b, v, false));
-        stack.push((a, harm_a, va, true));
+        let [a, b] = split(t, candidates, context, label, r, harm, v)?;
+        stack.push(b);
+        stack.push(a);
     }
     Ok(Some(out))
+}
+
+/// Every candidate but those in `r`: `r` alone in INT8.
+fn all_but<C: Clone>(candidates: &[C], r: &Range<usize>) -> Vec<C> {
+    candidates
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| !r.contains(j))
+        .map(|(_, c)| c.clone())
+        .collect()
+}
+
+/// A range of the grouped ranking with its harm and a verdict: its own
+/// (probed alone, `own`), or for a second half, whose harm is by
+/// difference, the group's it was split from (whose miss may be the first
+/// half's doing).
+type Split = (Range<usize>, f64, Verdict, bool);
+
+/// Splits `r` (harm `harm`, verdict `v`) in two halves: the first probed
+/// alone in INT8, the second's harm by difference, or probed too where the
+/// difference says nothing.
+fn split<C: Clone, T: Trials<C>>(
+    t: &mut Counted<'_, T>,
+    candidates: &[C],
+    context: &Verdict,
+    label: &dyn Fn(&C) -> String,
+    r: Range<usize>,
+    harm: f64,
+    v: Verdict,
+) -> OpsResult<[Split; 2]> {
+    let mid = r.start + r.len() / 2;
+    let (a, b) = (r.start..mid, mid..r.end);
+    let va = t.probe(&all_but(candidates, &a), Probe::Rank)?;
+    let harm_a = (va.loss - context.loss).max(0.0);
+    let name = |r: &Range<usize>| {
+        if r.len() == 1 {
+            label(&candidates[r.start])
+        } else {
+            format!("group {}..{}", r.start + 1, r.end)
+        }
+    };
+    // The first half alone doing at least the whole's harm says the harms
+    // did not add up here: the difference (nudenet: 0 for a layer whose own
+    // probe misses) says nothing, so the second half is probed too.
+    if harm.is_finite() && harm_a >= harm && harm > 0.0 {
+        let vb = t.probe(&all_but(candidates, &b), Probe::Rank)?;
+        let harm_b = (vb.loss - context.loss).max(0.0);
+        t.inner.say(format!(
+            "ranking: {} alone in INT8: harm {harm_a:.3e}; {} alone (the halves' harms do not add up): {harm_b:.3e}",
+            name(&a),
+            name(&b)
+        ));
+        return Ok([(a, harm_a, va, true), (b, harm_b, vb, true)]);
+    }
+    let harm_b = if harm.is_finite() {
+        (harm - harm_a).max(0.0)
+    } else {
+        harm
+    };
+    t.inner.say(format!(
+        "ranking: {} alone in INT8: harm {harm_a:.3e}{}",
+        name(&a),
+        if b.len() == 1 {
+            format!("; {} by difference: {harm_b:.3e}", name(&b))
+        } else {
+            String::new()
+        }
+    ));
+    Ok([(a, harm_a, va, true), (b, harm_b, v, false)])
 }
 
 /// Step 2, the ranking: a primary candidate (a weighted layer) is probed alone in
