@@ -563,7 +563,9 @@ fn a_detector_output_is_judged_part_by_part_and_its_scores_are_kept() {
     // leaves the class logits a few steps, which destroys the scores, while
     // the cosine of the whole output (the boxes') stays near 1: judged
     // whole, this model exited 0 as it was. The onnxruntime target
-    // quantizes the Conv's output (QLinearConv), as the command is typed.
+    // quantizes the Conv's output (QLinearConv) with min-max ranges (the
+    // default, auto, leaves a score output's branch float from the start:
+    // see the next test).
     if !ort_available() {
         eprintln!("skipped: ONNX Runtime is not available");
         return;
@@ -584,6 +586,8 @@ fn a_detector_output_is_judged_part_by_part_and_its_scores_are_kept() {
         "8",
         "--held-out",
         "8",
+        "--calib-method",
+        "minmax",
         "--json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -617,6 +621,64 @@ fn a_detector_output_is_judged_part_by_part_and_its_scores_are_kept() {
         .map(|k| k["layer"].as_str().unwrap())
         .collect();
     assert!(kept.contains(&"head"), "{kept:?}");
+}
+
+#[test]
+fn a_score_outputs_branch_is_left_float_by_default_and_said_so() {
+    // detector_head's class logits share the head Conv's output with the
+    // boxes: under auto the Conv's output and the stem before it (the
+    // branch of the scores, up to three layers back) get no Q/DQ, so a
+    // sample past the calibration's largest logit keeps its score. The
+    // range table says why; the stem's weight is still INT8.
+    if !ort_available() {
+        eprintln!("skipped: ONNX Runtime is not available");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q.onnx");
+    let (o, r) = run_json(&[
+        "optimize",
+        s(&fixture("detector_head.onnx")),
+        "-o",
+        s(&out),
+        "--target",
+        "onnxruntime",
+        "--int8",
+        "--calib-data",
+        "random:16",
+        "--calib-samples",
+        "8",
+        "--held-out",
+        "8",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let why = "float (the branch of a score output: its largest values are the detections)";
+    let methods = &r["int8"]["tensor_methods"];
+    for t in ["head_out", "stem_act", "stem_out", "logits"] {
+        assert_eq!(methods[t], why, "{t}: {methods}");
+    }
+    let m = infopt_ir::Model::load(&out).unwrap();
+    let g = &m.graph;
+    let quantized: Vec<String> = g
+        .nodes()
+        .filter(|(_, n)| n.op_type == "QuantizeLinear")
+        .filter_map(|(_, n)| n.inputs.first().copied().flatten())
+        .map(|v| g.value(v).name.clone())
+        .collect();
+    assert!(
+        !quantized
+            .iter()
+            .any(|t| ["head_out", "stem_act", "stem_out"].contains(&t.as_str())),
+        "{quantized:?}"
+    );
+    let parts = r["int8"]["held_out"]["parts"].as_array().unwrap();
+    assert!(
+        parts
+            .iter()
+            .all(|p| p["agreement"]["cosine"].as_f64().unwrap() >= 0.99),
+        "{parts:?}"
+    );
 }
 
 #[test]
