@@ -121,12 +121,16 @@ fn split_extent(
             None if dim < 0 => return None,
             None => {
                 let n = node.outputs.len() as i64;
-                let each = (dim + n - 1) / n.max(1);
-                (0..n).map(|i| each.min(dim - i * each).max(0)).collect()
+                let each = dim.saturating_add(n - 1) / n.max(1);
+                (0..n).map(|i| each.min(dim.saturating_sub(i.saturating_mul(each))).max(0)).collect()
             }
         },
     };
-    let start: i64 = sizes.iter().take(slot).sum();
+    // Saturating: the sizes are the file's, whatever they hold.
+    let start = sizes
+        .iter()
+        .take(slot)
+        .fold(0i64, |a, b| a.saturating_add(*b));
     Some((start, *sizes.get(slot)?))
 }
 
@@ -169,16 +173,17 @@ fn sources(
                 let Some(n) = dim(g, x, a) else {
                     return node.inputs.iter().flatten().map(|x| (*x, None)).collect();
                 };
-                let (l, h) = (lo.max(start), hi.min(start + n));
+                let end = start.saturating_add(n);
+                let (l, h) = (lo.max(start), hi.min(end));
                 if l < h {
-                    let sub = if l == start && h == start + n {
+                    let sub = if l == start && h == end {
                         None
                     } else {
                         Some((a, l - start, h - start))
                     };
                     picked.push((x, sub));
                 }
-                start += n;
+                start = end;
             }
             picked
         }
@@ -194,8 +199,8 @@ fn sources(
                 return whole(data);
             };
             let (lo, hi) = match part {
-                Some((b, lo, hi)) if b == a => (start + lo, start + hi),
-                _ => (start, start + size),
+                Some((b, lo, hi)) if b == a => (start.saturating_add(lo), start.saturating_add(hi)),
+                _ => (start, start.saturating_add(size)),
             };
             vec![(x0, Some((a, lo, hi)))]
         }
