@@ -29,6 +29,14 @@ pub const SCORE_BRANCH: &str =
 /// span (YOLOv8's and YOLOX's class heads are three convolutions deep).
 pub const BRANCH_LAYERS: usize = 3;
 
+/// A score at or above this at the calibration's largest logit is
+/// saturated: a sample past it changes the score by less than 0.01.
+pub const SATURATED: f64 = 0.99;
+
+fn logistic(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
 /// Ops that move values without computing new ones.
 const DATA_MOVEMENT: &[&str] = &[
     "Concat",
@@ -122,7 +130,9 @@ fn split_extent(
             None => {
                 let n = node.outputs.len() as i64;
                 let each = dim.saturating_add(n - 1) / n.max(1);
-                (0..n).map(|i| each.min(dim.saturating_sub(i.saturating_mul(each))).max(0)).collect()
+                (0..n)
+                    .map(|i| each.min(dim.saturating_sub(i.saturating_mul(each))).max(0))
+                    .collect()
             }
         },
     };
@@ -167,7 +177,7 @@ fn sources(
             if b != a {
                 return data.into_iter().map(|x| (x, part)).collect();
             }
-            let mut start = 0;
+            let mut start = 0i64;
             let mut picked = Vec::new();
             for x in data {
                 let Some(n) = dim(g, x, a) else {
@@ -234,9 +244,10 @@ fn sources(
 /// The logits of every score output, with the tensors of data movement
 /// between them and the Sigmoid: back through Concat and Split only to the
 /// inputs the scores' channels come from (YOLOv8 concatenates each scale's
-/// boxes and classes, and splits them after).
-fn logits(g: &infopt_ir::Graph) -> HashSet<ValueId> {
-    let mut out = HashSet::new();
+/// boxes and classes, and splits them after). True where only a part of
+/// the tensor is scores (its range is not the logits').
+fn logits(g: &infopt_ir::Graph) -> HashMap<ValueId, bool> {
+    let mut out: HashMap<ValueId, bool> = HashMap::new();
     let mut stack: Vec<(ValueId, Part)> = Vec::new();
     for (_, n) in g.nodes() {
         if let Some(x) = score_sigmoid(g, n) {
@@ -248,7 +259,7 @@ fn logits(g: &infopt_ir::Graph) -> HashSet<ValueId> {
         if g.constant(v).is_some() || !seen.insert((v, part)) {
             continue;
         }
-        out.insert(v);
+        *out.entry(v).or_default() |= part.is_some();
         if let Some((p, slot)) = g.value(v).producer
             && is_op(g, p, DATA_MOVEMENT)
         {
@@ -260,7 +271,15 @@ fn logits(g: &infopt_ir::Graph) -> HashSet<ValueId> {
 }
 
 /// Every tensor of a score output's branch (see the module's comment).
-pub fn score_branch_tensors(model: &Model) -> HashSet<String> {
+///
+/// `max_of` gives a tensor's calibrated maximum: a logit whose maximum
+/// already scores [`SATURATED`] or more starts no branch (clipping it can
+/// move a score by less than 1 - SATURATED: PP-OCR det's text map, whose
+/// pixels saturate and whose decision is at 0.3).
+pub fn score_branch_tensors(
+    model: &Model,
+    max_of: &dyn Fn(&str) -> Option<f32>,
+) -> HashSet<String> {
     if !has_score_output(&model.graph) {
         return HashSet::new();
     }
@@ -268,12 +287,30 @@ pub fn score_branch_tensors(model: &Model) -> HashSet<String> {
     let mut inferred = model.clone();
     infopt_ir::infer::infer_shapes(&mut inferred);
     let g = &inferred.graph;
-    // Weighted layers between a branch tensor and the logits, the logits'
-    // own producer counted.
-    let mut depth: HashMap<ValueId, usize> = logits(g).into_iter().map(|v| (v, 0)).collect();
-    if depth.is_empty() {
+    let found = logits(g);
+    let computed = |v: &ValueId| {
+        g.value(*v)
+            .producer
+            .is_some_and(|(p, _)| !is_op(g, p, DATA_MOVEMENT))
+    };
+    // A tensor only part of which is logits (one Conv computing boxes and
+    // classes) has a range that says nothing of theirs.
+    let capped = |v: &ValueId, partly: bool| {
+        partly || max_of(&g.value(*v).name).is_none_or(|m| logistic(f64::from(m)) < SATURATED)
+    };
+    if !found
+        .iter()
+        .any(|(v, partly)| computed(v) && capped(v, *partly))
+    {
         return HashSet::new();
     }
+    // Weighted layers between a branch tensor and the logits, the logits'
+    // own producer counted.
+    let mut depth: HashMap<ValueId, usize> = found
+        .into_iter()
+        .filter(|(v, partly)| !computed(v) || capped(v, *partly))
+        .map(|(v, _)| (v, 0))
+        .collect();
     let order = g.topological_order().unwrap_or_default();
     // Back to front: a node's readers are decided before it.
     for &n in order.iter().rev() {
@@ -372,7 +409,7 @@ mod tests {
         b.output(out, "out", DataType::Float, None);
         let m = b.build(13);
         let name = |v: ValueId| m.graph.value(v).name.clone();
-        let branch = score_branch_tensors(&m);
+        let branch = score_branch_tensors(&m, &|_| None);
         for v in [logits, c2, c2c, c1, c1c, both, flat, parts[1]] {
             assert!(branch.contains(&name(v)), "{} not in {branch:?}", name(v));
         }
@@ -382,7 +419,38 @@ mod tests {
     }
 
     #[test]
-    fn a_chain_ends_three_layers_back_and_a_gate_is_no_score_output() {
+    fn a_conv_computing_boxes_and_logits_starts_a_branch_whatever_its_range() {
+        // One Conv's 7 channels: 4 box values (hundreds of pixels) and 3
+        // logits, split apart: its range (the boxes') says nothing of the
+        // logits', so a large maximum does not count as saturated.
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["1", "8", "4", "4"]));
+        let (_, stem) = conv_silu(&mut b, x, 8, 8, true);
+        let (head, _) = conv_silu(&mut b, stem, 8, 7, false);
+        let sizes = b.i64("sizes", &[2], &[4, 3]);
+        let parts = b.op_n("Split", &[head, sizes], vec![Attribute::int("axis", 1)], 2);
+        let scores = b.op("Sigmoid", &[parts[1]], vec![]);
+        let out = b.op(
+            "Concat",
+            &[parts[0], scores],
+            vec![Attribute::int("axis", 1)],
+        );
+        b.output(out, "out", DataType::Float, None);
+        let m = b.build(13);
+        let name = |v: ValueId| m.graph.value(v).name.clone();
+        let boxes_range = |_: &str| Some(300.0);
+        let branch = score_branch_tensors(&m, &boxes_range);
+        assert!(
+            branch.contains(&name(head)) && branch.contains(&name(stem)),
+            "{branch:?}"
+        );
+        // The boxes' part is not the branch.
+        assert!(!branch.contains(&name(parts[0])));
+    }
+
+    #[test]
+    fn a_chain_ends_three_layers_back_a_saturated_logit_starts_none_and_a_gate_is_no_score_output()
+    {
         // A chain of four layers ending in a Sigmoid output: the branch is
         // the last three layers' outputs; the input of the third layer back
         // stays quantized. A SiLU gate inside is no score output.
@@ -396,16 +464,23 @@ mod tests {
         b.output(p, "p", DataType::Float, None);
         let m = b.build(13);
         let name = |v: ValueId| m.graph.value(v).name.clone();
-        let branch = score_branch_tensors(&m);
+        let branch = score_branch_tensors(&m, &|_| None);
         for v in [logit, l3, l2] {
             assert!(branch.contains(&name(v)), "{} not in {branch:?}", name(v));
         }
         assert!(!branch.contains(&name(l1)), "{branch:?}");
+        // A logit whose calibrated maximum already scores 0.99 or more
+        // (5.0: 0.9933) starts no branch; one just under it (4.5) does.
+        let logit_name = name(logit);
+        let saturated = |t: &str| (t == logit_name).then_some(5.0);
+        assert!(score_branch_tensors(&m, &saturated).is_empty());
+        let under = |t: &str| (t == logit_name).then_some(4.5);
+        assert!(score_branch_tensors(&m, &under).contains(&name(l3)));
         // Without the output Sigmoid: nothing.
         let mut b = GraphBuilder::new();
         let x = b.input("x", DataType::Float, dims(&["1", "4", "2", "2"]));
         let (_, l1) = conv_silu(&mut b, x, 4, 4, true);
         b.output(l1, "y", DataType::Float, None);
-        assert!(score_branch_tensors(&b.build(13)).is_empty());
+        assert!(score_branch_tensors(&b.build(13), &|_| None).is_empty());
     }
 }

@@ -159,7 +159,9 @@ fn not_quantized(mid: &Model, table: &mut infopt_calibration::RangeTable) -> Vec
             out.push(name);
         }
     }
-    for name in infopt_calibration::score_branch::score_branch_tensors(mid) {
+    let max_of = |name: &str| table.tensors.get(name).map(|r| r.max);
+    let branch = infopt_calibration::score_branch::score_branch_tensors(mid, &max_of);
+    for name in branch {
         if let Some(r) = table.tensors.get_mut(&name)
             && !r.method.starts_with("float")
         {
