@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn run_json(args: &[&str]) -> (std::process::Output, serde_json::Value) {
     let o = infopt(args);
@@ -556,6 +556,35 @@ fn the_logits_a_softmax_reads_stay_float_under_auto() {
     );
 }
 
+/// `optimize detector_head.onnx --target onnxruntime --int8` on 8 random
+/// calibration and 8 held-out samples, with `extra` arguments, into `dir`.
+fn detector_head_int8(
+    dir: &Path,
+    extra: &[&str],
+) -> (std::process::Output, serde_json::Value, PathBuf) {
+    let out = dir.join("q.onnx");
+    let model = fixture("detector_head.onnx");
+    let mut args = vec![
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--target",
+        "onnxruntime",
+        "--int8",
+        "--calib-data",
+        "random:16",
+        "--calib-samples",
+        "8",
+        "--held-out",
+        "8",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let (o, r) = run_json(&args);
+    (o, r, out)
+}
+
 #[test]
 fn a_detector_output_is_judged_part_by_part_and_its_scores_are_kept() {
     // detector_head's output concatenates 4 box rows (hundreds of pixels)
@@ -571,25 +600,7 @@ fn a_detector_output_is_judged_part_by_part_and_its_scores_are_kept() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("q.onnx");
-    let (o, r) = run_json(&[
-        "optimize",
-        s(&fixture("detector_head.onnx")),
-        "-o",
-        s(&out),
-        "--target",
-        "onnxruntime",
-        "--int8",
-        "--calib-data",
-        "random:16",
-        "--calib-samples",
-        "8",
-        "--held-out",
-        "8",
-        "--calib-method",
-        "minmax",
-        "--json",
-    ]);
+    let (o, r, _) = detector_head_int8(dir.path(), &["--calib-method", "minmax"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let log = stderr(&o);
     // The first judgement missed on the scores alone.
@@ -635,23 +646,7 @@ fn a_score_outputs_branch_is_left_float_by_default_and_said_so() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("q.onnx");
-    let (o, r) = run_json(&[
-        "optimize",
-        s(&fixture("detector_head.onnx")),
-        "-o",
-        s(&out),
-        "--target",
-        "onnxruntime",
-        "--int8",
-        "--calib-data",
-        "random:16",
-        "--calib-samples",
-        "8",
-        "--held-out",
-        "8",
-        "--json",
-    ]);
+    let (o, r, out) = detector_head_int8(dir.path(), &[]);
     assert!(o.status.success(), "{}", stderr(&o));
     let why = "float (the branch of a score output: its largest values are the detections)";
     let methods = &r["int8"]["tensor_methods"];

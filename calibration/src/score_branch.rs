@@ -380,6 +380,19 @@ mod tests {
         (c, b.op("Mul", &[c, s], vec![]))
     }
 
+    /// `head`'s 7 channels split into 4 box values and 3 logits, the
+    /// logits through a Sigmoid, both concatenated into the output `out`:
+    /// the boxes, the logits, the scores and the output.
+    fn boxes_and_scores_out(b: &mut GraphBuilder, head: ValueId) -> [ValueId; 4] {
+        let sizes = b.i64("sizes", &[2], &[4, 3]);
+        let parts = b.op_n("Split", &[head, sizes], vec![Attribute::int("axis", 1)], 2);
+        let scores = b.op("Sigmoid", &[parts[1]], vec![]);
+        let axis = vec![Attribute::int("axis", 1)];
+        let out = b.op("Concat", &[parts[0], scores], axis);
+        b.output(out, "out", DataType::Float, None);
+        [parts[0], parts[1], scores, out]
+    }
+
     #[test]
     fn a_detectors_class_branch_is_found_and_its_box_branch_and_trunk_are_not() {
         // A trunk, then per image: boxes (4 channels) and classes (3), each
@@ -398,22 +411,14 @@ mod tests {
         let both = b.op("Concat", &[boxes, logits], vec![Attribute::int("axis", 1)]);
         let shape = b.i64("shape", &[3], &[0, 7, -1]);
         let flat = b.op("Reshape", &[both, shape], vec![]);
-        let sizes = b.i64("sizes", &[2], &[4, 3]);
-        let parts = b.op_n("Split", &[flat, sizes], vec![Attribute::int("axis", 1)], 2);
-        let scores = b.op("Sigmoid", &[parts[1]], vec![]);
-        let out = b.op(
-            "Concat",
-            &[parts[0], scores],
-            vec![Attribute::int("axis", 1)],
-        );
-        b.output(out, "out", DataType::Float, None);
+        let [parts0, parts1, scores, out] = boxes_and_scores_out(&mut b, flat);
         let m = b.build(13);
         let name = |v: ValueId| m.graph.value(v).name.clone();
         let branch = score_branch_tensors(&m, &|_| None);
-        for v in [logits, c2, c2c, c1, c1c, both, flat, parts[1]] {
+        for v in [logits, c2, c2c, c1, c1c, both, flat, parts1] {
             assert!(branch.contains(&name(v)), "{} not in {branch:?}", name(v));
         }
-        for v in [trunk, b1, b2, boxes, parts[0], scores, out, x] {
+        for v in [trunk, b1, b2, boxes, parts0, scores, out, x] {
             assert!(!branch.contains(&name(v)), "{} in the branch", name(v));
         }
     }
@@ -427,15 +432,7 @@ mod tests {
         let x = b.input("x", DataType::Float, dims(&["1", "8", "4", "4"]));
         let (_, stem) = conv_silu(&mut b, x, 8, 8, true);
         let (head, _) = conv_silu(&mut b, stem, 8, 7, false);
-        let sizes = b.i64("sizes", &[2], &[4, 3]);
-        let parts = b.op_n("Split", &[head, sizes], vec![Attribute::int("axis", 1)], 2);
-        let scores = b.op("Sigmoid", &[parts[1]], vec![]);
-        let out = b.op(
-            "Concat",
-            &[parts[0], scores],
-            vec![Attribute::int("axis", 1)],
-        );
-        b.output(out, "out", DataType::Float, None);
+        let [boxes, ..] = boxes_and_scores_out(&mut b, head);
         let m = b.build(13);
         let name = |v: ValueId| m.graph.value(v).name.clone();
         let boxes_range = |_: &str| Some(300.0);
@@ -445,7 +442,7 @@ mod tests {
             "{branch:?}"
         );
         // The boxes' part is not the branch.
-        assert!(!branch.contains(&name(parts[0])));
+        assert!(!branch.contains(&name(boxes)));
     }
 
     #[test]
