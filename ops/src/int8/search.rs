@@ -19,11 +19,15 @@
 //!    around quantized layers) is probed kept in float with every primary
 //!    in float; its harm is what that removes. Candidates are ranked by
 //!    harm (ties: the given order, so weighted layers come before the
-//!    activations that would float them too). From 64 candidates, all
-//!    primary, they are ranked in groups (`rank_in_groups`): a group probed
-//!    alone in INT8 is split only while its harm matters.
-//! 3. **Keep more.** The best 1, 2, 4, ... are kept until the probe samples
-//!    meet the target, then a bisection finds the fewest that do.
+//!    activations that would float them too), except that primaries whose
+//!    probe alone missed the target come first: no answer leaves one of them
+//!    in INT8. From 64 candidates, all primary, they are ranked in groups
+//!    (`rank_in_groups`): a group probed alone in INT8 is split only while
+//!    its harm matters or it missed; when most groups miss alone, each
+//!    candidate is probed alone after all.
+//! 3. **Keep more.** The best 1, 2, 4, ... (from the count of those that
+//!    missed alone, 2x, 4x, ...) are kept until the probe samples meet the
+//!    target, then a bisection finds the fewest that do.
 //! 4. **Finalists** are judged on every sample; one that misses there gives
 //!    way to growing the keep-set by a quarter at a time, on every sample,
 //!    from where it stood, then a bisection.
@@ -279,8 +283,8 @@ const NEGLIGIBLE: f64 = 1.0 / 64.0;
 /// each: groups of neighbours are probed alone in INT8 (the others float);
 /// a group whose harm matters is split in two, its first half probed and
 /// the second's harm taken as the rest (harm adds up in noise power), down
-/// to single candidates; a group whose harm is negligible shares it out
-/// among its members. Where a few layers do the harm (EfficientNet-B0: its
+/// to single candidates; a group whose harm is negligible and that met the
+/// target alone shares it out among its members. Where a few layers do the harm (EfficientNet-B0: its
 /// head and last convolutions) this costs a few probes per harmful layer
 /// instead of one per layer.
 ///
