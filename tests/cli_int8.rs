@@ -800,6 +800,45 @@ fn an_error_in_an_activation_q_dq_is_found_and_that_activation_alone_kept_float(
     assert!(log.contains("alone in INT8"), "{log}");
 }
 
+/// `optimize cnn_bn_relu.onnx --int8` on 24 image samples written into a
+/// folder of `dir` (12 calibrated, the rest held out), with `extra`
+/// arguments, into `out`.
+struct CnnInt8 {
+    args: Vec<String>,
+    data: PathBuf,
+    out: PathBuf,
+}
+
+impl CnnInt8 {
+    fn new(dir: &Path, extra: &[&str]) -> CnnInt8 {
+        let data = image_samples(dir, 24, &[1, 3, 32, 32]);
+        let out = dir.join("q.onnx");
+        let mut args: Vec<String> = [
+            "optimize",
+            s(&fixture("cnn_bn_relu.onnx")),
+            "-o",
+            s(&out),
+            "--int8",
+            "--calib-data",
+            s(&data),
+            "--calib-samples",
+            "12",
+            "--json",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        CnnInt8 { args, data, out }
+    }
+
+    /// The command with the debug `hooks` set.
+    fn run(&self, hooks: &[(&str, &str)]) -> (std::process::Output, serde_json::Value) {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        run_hooks(&args, hooks)
+    }
+}
+
 #[test]
 fn a_candidate_that_builds_a_model_already_probed_is_not_run_again() {
     // Every layer in float meets this target, so the search ranks the
@@ -807,21 +846,8 @@ fn a_candidate_that_builds_a_model_already_probed_is_not_run_again() {
     // not offered), and its bound, every layer in float, is the model
     // probed just before: answered from that probe.
     let dir = tempfile::tempdir().unwrap();
-    let data = image_samples(dir.path(), 24, &[1, 3, 32, 32]);
-    let (o, r) = run_json(&[
-        "optimize",
-        s(&fixture("cnn_bn_relu.onnx")),
-        "-o",
-        s(&dir.path().join("q.onnx")),
-        "--int8",
-        "--calib-data",
-        s(&data),
-        "--calib-samples",
-        "12",
-        "--int8-min-cosine",
-        "0.99995",
-        "--json",
-    ]);
+    let cnn = CnnInt8::new(dir.path(), &["--int8-min-cosine", "0.99995"]);
+    let (o, r) = cnn.run(&[]);
     assert!(matches!(o.status.code(), Some(0 | 4)), "{}", stderr(&o));
     let c = r["int8"]["candidates"]
         .as_array()
@@ -861,22 +887,8 @@ fn a_target_met_only_with_every_weighted_layer_in_float_writes_the_float_model()
     // nothing in INT8, so the clean float model is written instead, at exit
     // 0, with the reason in the report and on stderr.
     let dir = tempfile::tempdir().unwrap();
-    let data = image_samples(dir.path(), 24, &[1, 3, 32, 32]);
-    let out = dir.path().join("q.onnx");
-    let (o, r) = run_json(&[
-        "optimize",
-        s(&fixture("cnn_bn_relu.onnx")),
-        "-o",
-        s(&out),
-        "--int8",
-        "--calib-data",
-        s(&data),
-        "--calib-samples",
-        "12",
-        "--int8-min-cosine",
-        "0.99999",
-        "--json",
-    ]);
+    let cnn = CnnInt8::new(dir.path(), &["--int8-min-cosine", "0.99999"]);
+    let (o, r) = cnn.run(&[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let why = r["int8"]["float_written"].as_str().expect("float_written");
     assert!(
@@ -887,7 +899,7 @@ fn a_target_met_only_with_every_weighted_layer_in_float_writes_the_float_model()
     assert!(why.contains("try --fp16"), "{why}");
     assert!(stderr(&o).contains(why), "{}", stderr(&o));
     assert_eq!(r["int8"]["target_met"], true);
-    assert!(out.exists() && !has_int8(&out));
+    assert!(cnn.out.exists() && !has_int8(&cnn.out));
     // A layer the user pinned to INT8 is not dropped for float: then the
     // miss is the command's failure.
     let pinned = dir.path().join("pinned.onnx");
@@ -898,7 +910,7 @@ fn a_target_met_only_with_every_weighted_layer_in_float_writes_the_float_model()
         s(&pinned),
         "--int8",
         "--calib-data",
-        s(&data),
+        s(&cnn.data),
         "--calib-samples",
         "12",
         "--int8-min-cosine",
@@ -944,29 +956,15 @@ fn a_max_drop_without_a_metric_is_refused_naming_the_python_api() {
 #[test]
 fn int8_no_faster_than_float_writes_the_float_model_without_searching() {
     let dir = tempfile::tempdir().unwrap();
-    let data = image_samples(dir.path(), 24, &[1, 3, 32, 32]);
-    let out = dir.path().join("q.onnx");
-    let model = fixture("cnn_bn_relu.onnx");
-    let args = [
-        "optimize",
-        s(&model),
-        "-o",
-        s(&out),
-        "--int8",
-        "--calib-data",
-        s(&data),
-        "--calib-samples",
-        "12",
-        "--json",
-    ];
-    let (o, r) = run_hooked(&args, "INFOPT_TEST_INT8_TIMED", "2.06,1.71");
+    let cnn = CnnInt8::new(dir.path(), &[]);
+    let (o, r) = cnn.run(&[("INFOPT_TEST_INT8_TIMED", "2.06,1.71")]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let why = r["int8"]["float_written"].as_str().expect("float_written");
     assert_eq!(
         why,
         "INT8 does not pay on this model and runtime, so the float model was written (no INT8 in it): with every layer in INT8 it ran 2.06 ms against float's 1.71 ms in ONNX Runtime CPU at one thread, and keeping layers in float would not make it faster"
     );
-    assert!(out.exists() && !has_int8(&out));
+    assert!(cnn.out.exists() && !has_int8(&cnn.out));
     // No search: the float model alone is judged, on the probe samples.
     assert_eq!(cost_count(&r, "probed on a few samples"), 1, "no search");
     assert_eq!(cost_count(&r, "judged on every sample"), 0);
@@ -983,10 +981,10 @@ fn int8_no_faster_than_float_writes_the_float_model_without_searching() {
     assert_eq!(r["int8"]["held_out"]["samples"], 8, "{}", r["int8"]);
     assert_eq!(r["int8"]["held_out"]["on_calibration_samples"], false);
     assert_eq!(cost_count(&r, "original: runs"), 8);
-    let (o, r) = run_hooked(&args, "INFOPT_TEST_INT8_TIMED", "1.20,1.71");
+    let (o, r) = cnn.run(&[("INFOPT_TEST_INT8_TIMED", "1.20,1.71")]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(r["int8"]["float_written"].is_null(), "{}", r["int8"]);
-    assert!(has_int8(&out));
+    assert!(has_int8(&cnn.out));
     assert_eq!(r["int8"]["calibration_samples"], 12, "{}", r["int8"]);
     assert_eq!(cost_count(&r, "calibration"), 1);
 }
@@ -1058,22 +1056,8 @@ fn a_keep_set_no_faster_than_float_writes_float_before_the_finalists() {
 #[test]
 fn placements_faster_than_float_are_probed_for_accuracy_after_the_first_sample() {
     let dir = tempfile::tempdir().unwrap();
-    let data = image_samples(dir.path(), 24, &[1, 3, 32, 32]);
-    let out = dir.path().join("q.onnx");
-    let model = fixture("cnn_bn_relu.onnx");
-    let args = [
-        "optimize",
-        s(&model),
-        "-o",
-        s(&out),
-        "--int8",
-        "--calib-data",
-        s(&data),
-        "--calib-samples",
-        "12",
-        "--json",
-    ];
-    let (o, r) = run_hooked(&args, "INFOPT_TEST_INT8_TIMED", "2.5,1.0,1.0,1.71");
+    let cnn = CnnInt8::new(dir.path(), &[]);
+    let (o, r) = cnn.run(&[("INFOPT_TEST_INT8_TIMED", "2.5,1.0,1.0,1.71")]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
     // Once with the first sample's ranges, and again with ranges fitted on
@@ -1091,7 +1075,7 @@ fn placements_faster_than_float_are_probed_for_accuracy_after_the_first_sample()
             err.contains("no INT8 placement both runs faster than float (1.71 ms at one thread) and keeps the accuracy: the target's placement ran 2.50 ms; ONNX Runtime's placement (QLinearConv chains) ran 1.00 ms with every layer in INT8 but lost more accuracy"),
             "{err}"
         );
-        assert!(!has_int8(&out));
+        assert!(!has_int8(&cnn.out));
         assert_eq!(cost_count(&r, "judged on every sample"), 0);
         assert_eq!(
             cost_count(&r, "original: runs"),
@@ -1128,24 +1112,8 @@ fn placements_faster_than_float_are_probed_for_accuracy_after_the_first_sample()
 #[test]
 fn a_float_model_that_misses_the_target_gets_the_calibration_on_every_sample() {
     let dir = tempfile::tempdir().unwrap();
-    let data = image_samples(dir.path(), 24, &[1, 3, 32, 32]);
-    let out = dir.path().join("q.onnx");
-    let model = fixture("cnn_bn_relu.onnx");
-    let args = [
-        "optimize",
-        s(&model),
-        "-o",
-        s(&out),
-        "--int8",
-        "--calib-data",
-        s(&data),
-        "--calib-samples",
-        "12",
-        "--int8-min-cosine",
-        "1.0",
-        "--json",
-    ];
-    let (o, _) = run_hooked(&args, "INFOPT_TEST_INT8_TIMED", "2.06,1.71");
+    let cnn = CnnInt8::new(dir.path(), &["--int8-min-cosine", "1.0"]);
+    let (o, _) = cnn.run(&[("INFOPT_TEST_INT8_TIMED", "2.06,1.71")]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(4), "{err}");
     assert!(
@@ -1240,26 +1208,12 @@ fn a_faster_placement_lost_on_the_first_samples_ranges_is_probed_again_with_fitt
     // near it, so the calibration goes on over every sample instead of
     // writing float after one, and the faster placement is searched.
     let dir = tempfile::tempdir().unwrap();
-    let data = image_samples(dir.path(), 24, &[1, 3, 32, 32]);
-    let out = dir.path().join("q.onnx");
-    let model = fixture("cnn_bn_relu.onnx");
-    let args = [
-        "optimize",
-        s(&model),
-        "-o",
-        s(&out),
-        "--int8",
-        "--calib-data",
-        s(&data),
-        "--calib-samples",
-        "12",
-        "--json",
-    ];
+    let cnn = CnnInt8::new(dir.path(), &[]);
     let hooks = [
         ("INFOPT_TEST_INT8_TIMED", "2.5,1.0,1.0,1.71"),
         ("INFOPT_TEST_INT8_FIRST_SAMPLE_LOST", "1"),
     ];
-    let (o, r) = run_hooks(&args, &hooks);
+    let (o, r) = cnn.run(&hooks);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(
