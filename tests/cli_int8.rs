@@ -532,28 +532,13 @@ fn the_logits_a_softmax_reads_stay_float_under_auto() {
     let why = "float (its largest values decide a softmax or max)";
     assert_eq!(methods["logits"], why, "{methods}");
     // The MatMul's own output is the logits once its bias Add is fused.
-    let model = infopt_ir::Model::load(&out).unwrap();
-    let g = &model.graph;
-    let quantized: Vec<String> = g
-        .nodes()
-        .filter(|(_, n)| n.op_type == "QuantizeLinear")
-        .filter_map(|(_, n)| n.inputs.first().copied().flatten())
-        .map(|v| g.value(v).name.clone())
-        .collect();
+    let quantized = quantized_tensors(&out);
     assert!(
         !quantized.iter().any(|t| t == "logits" || t == "mm"),
         "{quantized:?}"
     );
     // The dense layer is still quantized (its weight is INT8).
-    assert!(
-        g.nodes().any(|(_, n)| n.op_type == "DequantizeLinear"
-            && n.inputs
-                .first()
-                .copied()
-                .flatten()
-                .is_some_and(|v| g.constant(v).is_some())),
-        "no INT8 weight"
-    );
+    assert!(has_int8_weight(&out), "no INT8 weight");
 }
 
 /// `optimize detector_head.onnx --target onnxruntime --int8` on 8 random
@@ -640,7 +625,8 @@ fn a_score_outputs_branch_is_left_float_by_default_and_said_so() {
     // boxes: under auto the Conv's output and the stem before it (the
     // branch of the scores, up to three layers back) get no Q/DQ, so a
     // sample past the calibration's largest logit keeps its score. The
-    // range table says why; the stem's weight is still INT8.
+    // range table says why. This two-layer head is all branch: nothing is
+    // left in INT8, and a note says so.
     if !ort_available() {
         eprintln!("skipped: ONNX Runtime is not available");
         return;
@@ -653,19 +639,17 @@ fn a_score_outputs_branch_is_left_float_by_default_and_said_so() {
     for t in ["head_out", "stem_act", "stem_out", "logits"] {
         assert_eq!(methods[t], why, "{t}: {methods}");
     }
-    let m = infopt_ir::Model::load(&out).unwrap();
-    let g = &m.graph;
-    let quantized: Vec<String> = g
-        .nodes()
-        .filter(|(_, n)| n.op_type == "QuantizeLinear")
-        .filter_map(|(_, n)| n.inputs.first().copied().flatten())
-        .map(|v| g.value(v).name.clone())
-        .collect();
+    let quantized = quantized_tensors(&out);
     assert!(
         !quantized
             .iter()
             .any(|t| ["head_out", "stem_act", "stem_out"].contains(&t.as_str())),
         "{quantized:?}"
+    );
+    assert!(!has_int8_weight(&out));
+    assert!(
+        r.to_string().contains("quantize-int8: nothing quantized"),
+        "{r}"
     );
     let parts = r["int8"]["held_out"]["parts"].as_array().unwrap();
     assert!(
@@ -868,6 +852,31 @@ fn a_candidate_that_builds_a_model_already_probed_is_not_run_again() {
         "{}",
         r["int8"]["costs"]
     );
+}
+
+/// Whether a written model dequantizes a constant (an INT8 weight).
+fn has_int8_weight(path: &Path) -> bool {
+    let m = infopt_ir::Model::load(path).expect("written model loads");
+    let g = &m.graph;
+    g.nodes().any(|(_, n)| {
+        n.op_type == "DequantizeLinear"
+            && n.inputs
+                .first()
+                .copied()
+                .flatten()
+                .is_some_and(|v| g.constant(v).is_some())
+    })
+}
+
+/// The tensors a QuantizeLinear reads in a written model.
+fn quantized_tensors(path: &Path) -> Vec<String> {
+    let m = infopt_ir::Model::load(path).expect("written model loads");
+    let g = &m.graph;
+    g.nodes()
+        .filter(|(_, n)| n.op_type == "QuantizeLinear")
+        .filter_map(|(_, n)| n.inputs.first().copied().flatten())
+        .map(|v| g.value(v).name.clone())
+        .collect()
 }
 
 /// Whether a written model holds any INT8 (a QuantizeLinear or an integer
