@@ -626,7 +626,8 @@ fn a_score_outputs_branch_is_left_float_by_default_and_said_so() {
     // branch of the scores, up to three layers back) get no Q/DQ, so a
     // sample past the calibration's largest logit keeps its score. The
     // range table says why. This two-layer head is all branch: nothing is
-    // left in INT8, and a note says so.
+    // left in INT8, and the report says the float model was written, naming
+    // each layer and why it declined.
     if !ort_available() {
         eprintln!("skipped: ONNX Runtime is not available");
         return;
@@ -650,6 +651,12 @@ fn a_score_outputs_branch_is_left_float_by_default_and_said_so() {
     assert!(
         r.to_string().contains("quantize-int8: nothing quantized"),
         "{r}"
+    );
+    let why = r["int8"]["float_written"].as_str().expect("float_written");
+    assert!(
+        why.starts_with("no layer of this model could be put in INT8 here, so the float model was written (no INT8 in it): Conv 'head': ")
+            && why.contains("Conv 'stem': "),
+        "{why}"
     );
     let parts = r["int8"]["held_out"]["parts"].as_array().unwrap();
     assert!(

@@ -429,6 +429,14 @@ pub fn run(
             on.decide(&source, &mut from, timed.as_deref(), &mut cal, &mut notes)?
         }
     };
+    if decided.failure.is_none()
+        && decided.float_written.is_none()
+        && let Some(note) = nothing_quantized(&decided)
+    {
+        crate::progress::note("int8", format!("int8: {note}"));
+        notes.push(note.clone());
+        decided.float_written = Some(note);
+    }
     if let Some(r) = cal.report.as_mut() {
         let fin = Finish {
             cx,
@@ -544,6 +552,33 @@ impl OnData<'_> {
             notes,
         )
     }
+}
+
+/// Why the float model was written, when the quantize step put no layer of
+/// it in INT8 (every layer declined: a two-layer detector head whose
+/// layers are all its class branch, see `infopt_calibration::score_branch`):
+/// `--int8` then succeeds with a float model, and says so as the other
+/// float-written answers do, naming the layers and why each declined.
+fn nothing_quantized(d: &Decided) -> Option<String> {
+    let g = &d.quantized.graph;
+    if g.nodes().any(|(_, n)| n.op_type == "DequantizeLinear") {
+        return None;
+    }
+    let why: Vec<String> = d
+        .suffix_run
+        .declined
+        .iter()
+        .filter(|x| x.pass == "quantize-int8")
+        .map(|x| format!("{}: {}", x.at, x.reason))
+        .collect();
+    let shown = why.iter().take(3).cloned().collect::<Vec<_>>().join("; ");
+    let more = match why.len() {
+        n if n > 3 => format!("; and {} more (the report's declined rewrites)", n - 3),
+        _ => String::new(),
+    };
+    Some(format!(
+        "no layer of this model could be put in INT8 here, so the float model was written (no INT8 in it): {shown}{more}"
+    ))
 }
 
 /// Whether the float model may be written in INT8's place: not when the
