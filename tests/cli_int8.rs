@@ -620,6 +620,37 @@ fn a_detector_output_is_judged_part_by_part_and_its_scores_are_kept() {
 }
 
 #[test]
+fn a_model_without_any_int8_layer_says_what_it_is_made_of() {
+    // if_subgraph's main graph is Relu, ReduceSum, Greater, If, Sigmoid: no
+    // weighted layer declines, so the float-written answer names its ops
+    // instead of ending at the colon (g2p-id's LSTM encoder did).
+    if !ort_available() {
+        eprintln!("skipped: ONNX Runtime is not available");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q.onnx");
+    let model = fixture("if_subgraph.onnx");
+    let (o, r) = run_json(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--int8",
+        "--calib-data",
+        "random:16",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let why = r["int8"]["float_written"].as_str().expect("float_written");
+    assert_eq!(
+        why,
+        "no layer of this model could be put in INT8 here, so the float model was written (no INT8 in it): its main graph has no Conv, ConvTranspose, MatMul or Gemm with constant weights, the layers INT8 covers (its ops: Greater x1, If x1, ReduceSum x1, Relu x1, Sigmoid x1)"
+    );
+    assert!(!has_int8_weight(&out));
+}
+
+#[test]
 fn a_score_outputs_branch_is_left_float_by_default_and_said_so() {
     // detector_head's class logits share the head Conv's output with the
     // boxes: under auto the Conv's output and the stem before it (the

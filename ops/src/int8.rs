@@ -571,6 +571,14 @@ fn nothing_quantized(d: &Decided) -> Option<String> {
         .filter(|x| x.pass == "quantize-int8")
         .map(|x| format!("{}: {}", x.at, x.reason))
         .collect();
+    if why.is_empty() {
+        // Nothing declined: the model has no layer INT8 covers at all (an
+        // LSTM seq2seq encoder: a Transpose and an LSTM).
+        return Some(format!(
+            "no layer of this model could be put in INT8 here, so the float model was written (no INT8 in it): its main graph has no Conv, ConvTranspose, MatMul or Gemm with constant weights, the layers INT8 covers (its ops: {})",
+            op_census(g)
+        ));
+    }
     let shown = why.iter().take(3).cloned().collect::<Vec<_>>().join("; ");
     let more = match why.len() {
         n if n > 3 => format!("; and {} more (the report's declined rewrites)", n - 3),
@@ -579,6 +587,29 @@ fn nothing_quantized(d: &Decided) -> Option<String> {
     Some(format!(
         "no layer of this model could be put in INT8 here, so the float model was written (no INT8 in it): {shown}{more}"
     ))
+}
+
+/// The op types of `g`'s top-level nodes with their counts, most first
+/// (at most six named): what a model without an INT8 layer is made of.
+fn op_census(g: &infopt_ir::Graph) -> String {
+    let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for (_, n) in g.nodes() {
+        *counts.entry(n.op_type.as_str()).or_default() += 1;
+    }
+    let mut by_count: Vec<(&str, usize)> = counts.into_iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut shown: Vec<String> = by_count
+        .iter()
+        .take(6)
+        .map(|(op, n)| format!("{op} x{n}"))
+        .collect();
+    if by_count.len() > 6 {
+        shown.push(format!("{} more op types", by_count.len() - 6));
+    }
+    match shown.is_empty() {
+        true => "none".to_string(),
+        false => shown.join(", "),
+    }
 }
 
 /// Whether the float model may be written in INT8's place: not when the

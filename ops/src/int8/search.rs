@@ -1094,7 +1094,7 @@ mod tests {
     }
 
     #[test]
-    fn after_a_finalist_misses_the_probes_next_keep_set_is_judged_when_its_margin_covers_the_shift() {
+    fn a_missed_finalist_is_followed_by_the_keep_set_its_probes_predict() {
         // Every sample adds 0.025 to the probes' noise: 11 in float meet on
         // the probes by 0.01 and miss on every sample by 0.015; the probes
         // met with 12 by 0.03, so 12 is predicted to meet by 0.005, and is
