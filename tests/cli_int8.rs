@@ -281,6 +281,61 @@ fn cost_count(r: &serde_json::Value, step: &str) -> u64 {
 const BUILT: &str = "candidate: built (the quantize step and the passes after it)";
 
 #[test]
+fn samples_of_different_shapes_share_one_session_per_candidate() {
+    // seq_linear takes x [batch, 30]: each sample here has its own batch
+    // size, as a sequence model's sentences have their own lengths. ONNX
+    // Runtime's session runs any of them, so a candidate is one session,
+    // not one per sample (khmersm's segmenter: 146 sessions, 2.1 s of 3 s).
+    if !ort_available() {
+        eprintln!("skipped: ONNX Runtime is not available");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("calib");
+    std::fs::create_dir_all(&data).unwrap();
+    for i in 0..9usize {
+        let rows = 1 + i % 5;
+        let values: Vec<f32> = (0..rows * 30)
+            .map(|k| ((k as f32) * 0.37 + i as f32).sin() * 2.0)
+            .collect();
+        let npy = npy_f32(&[rows, 30], &values);
+        std::fs::write(data.join(format!("{i:03}.npy")), npy).unwrap();
+    }
+    let (o, r) = run_json(&[
+        "optimize",
+        s(&fixture("seq_linear.onnx")),
+        "-o",
+        s(&dir.path().join("q.onnx")),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--calib-samples",
+        "4",
+        "--threads",
+        "1",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let judged = cost_count(&r, "judged on every sample");
+    let probed = cost_count(&r, "probed on a few samples");
+    assert!(judged + probed >= 1, "{}", r["int8"]["costs"]);
+    assert_eq!(cost_count(&r, "original: runs"), 5);
+    assert_eq!(
+        cost_count(&r, "candidate: sessions"),
+        judged + probed,
+        "{}",
+        r["int8"]["costs"]
+    );
+    // The original: a session for the probe samples and one when the rest
+    // are read, whatever their shapes (5 shapes among the 5 judged).
+    assert!(
+        cost_count(&r, "original: sessions") <= 2,
+        "{}",
+        r["int8"]["costs"]
+    );
+}
+
+#[test]
 fn the_original_runs_once_per_judged_sample_however_many_candidates_are_judged() {
     let dir = tempfile::tempdir().unwrap();
     let data = image_samples(dir.path(), 7, &[1, 3, 32, 32]);

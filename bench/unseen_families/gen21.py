@@ -10,9 +10,14 @@
 #   khmer:  khmersm 1.4.2's Khmer word segmenter (3-layer transformer encoder + CRF emissions,
 #           torch 2.10 exporter, opset 17, weights in model.onnx.data; khmersm/model.onnx), char ids
 #           of Khmer text built from real words and random syllables, x int64 [1,T], mask bool [1,T]
-# usage: python gen21.py OUT_DIR KHMERSM_CONFIG_JSON
-#   -> OUT_DIR/{layout,onet,khmer}/{calib/0000..0063,held/0000..0099}.npz
-# Needs numpy, pillow, opencv-python-headless.
+#   g2penc, g2pdec: g2p-id-py 0.4.2's Indonesian grapheme-to-phoneme LSTM seq2seq (Keras, tf2onnx
+#           1.9.3, opset 14, one LSTM op each; g2p_id/models/lstm/{encoder,decoder}_model.onnx):
+#           encoder input one-hot [1,24,28] of a word from the package's own lexicon_id.tsv (space-
+#           padded as lstm.py does); decoder inputs: one step of the FP32 greedy decode (one-hot prev
+#           phoneme [1,1,32], h and c [1,256]) at a random step of each word
+# usage: python gen21.py OUT_DIR KHMERSM_CONFIG_JSON [G2P_ID_PKG_DIR]
+#   -> OUT_DIR/{layout,onet,khmer,g2penc,g2pdec}/{calib/0000..0063,held/0000..0099}.npz
+# Needs numpy, pillow, opencv-python-headless (and onnxruntime for g2pdec).
 import json, os, sys
 import numpy as np
 import cv2
@@ -208,6 +213,39 @@ def khmer_input(rng, char2id):
     return {"x": x, "mask": np.ones_like(x, dtype=bool)}
 
 
+def g2p_words(pkg, rng, n):
+    cfg = json.load(open(f"{pkg}/models/lstm/config.json")); g2id = json.load(open(f"{pkg}/models/lstm/g2id.json"))
+    words = sorted({l.split("\t")[0].strip().lower() for l in open(f"{pkg}/resources/lexicon_id.tsv", encoding="utf-8")})
+    words = [w for w in words if 0 < len(w) <= cfg["max_encoder_seq_length"] and all(c in g2id for c in w)]
+    return [words[k] for k in rng.choice(len(words), n, replace=False)], cfg, g2id
+
+
+def g2p_onehot(w, cfg, g2id):
+    x = np.zeros((1, cfg["max_encoder_seq_length"], cfg["num_encoder_tokens"]), np.float32)
+    for i, c in enumerate(w):
+        x[0, i, g2id[c]] = 1.0
+    x[0, len(w):, g2id[cfg["pad_token"]]] = 1.0
+    return x
+
+
+def g2p_steps(pkg, x, cfg):
+    """The FP32 greedy decode of lstm.py; returns every decoder step's inputs."""
+    import onnxruntime as ort
+    enc = ort.InferenceSession(f"{pkg}/models/lstm/encoder_model.onnx", providers=["CPUExecutionProvider"])
+    dec = ort.InferenceSession(f"{pkg}/models/lstm/decoder_model.onnx", providers=["CPUExecutionProvider"])
+    p2id = json.load(open(f"{pkg}/models/lstm/p2id.json", encoding="utf-8"))
+    h, c = enc.run(None, {"input_1": x})
+    tok = p2id[cfg["bos_token"]]; steps = []
+    for _ in range(cfg["max_decoder_seq_length"] + 1):
+        t = np.zeros((1, 1, cfg["num_decoder_tokens"]), np.float32); t[0, 0, tok] = 1.0
+        steps.append({"input_2": t, "input_3": h, "input_4": c})
+        o, h, c = dec.run(None, steps[-1])
+        tok = int(np.argmax(o[0, -1]))
+        if tok == p2id[cfg["eos_token"]]:
+            break
+    return steps
+
+
 if __name__ == "__main__":
     char2id = json.load(open(khcfg, encoding="utf-8"))["char2id"]
     for part, n, seed in (("calib", 64, 2101), ("held", 100, 2199)):
@@ -220,4 +258,12 @@ if __name__ == "__main__":
         rng = np.random.default_rng(seed + 2)
         for i in range(n):
             save("khmer", part, i, **khmer_input(rng, char2id))
+        if len(sys.argv) > 3:
+            rng = np.random.default_rng(seed + 3)
+            words, cfg, g2id = g2p_words(sys.argv[3], rng, n)
+            for i, w in enumerate(words):
+                x = g2p_onehot(w, cfg, g2id)
+                save("g2penc", part, i, input_1=x)
+                steps = g2p_steps(sys.argv[3], x, cfg)
+                save("g2pdec", part, i, **steps[rng.integers(len(steps))])
     print("done", out)

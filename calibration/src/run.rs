@@ -351,19 +351,21 @@ fn collect_one_session(
                 // graph as written: the observed tensors are the model's own,
                 // not those of ORT's layout rewrites, and the session holds
                 // one copy of the weights instead of adding reordered ones.
-                let loaded_now = infopt_verify::observe::load_observing(
-                    backend,
-                    m.model,
-                    m.dir,
-                    &at,
-                    &Observe::All,
-                )
-                .map_err(|e| {
-                    let m = e.message.clone();
-                    failure = Some(e);
-                    m
-                })?;
-                *loaded = Some((key, loaded_now));
+                if !infopt_verify::evaluate::rebound(loaded, &key, &at) {
+                    let loaded_now = infopt_verify::observe::load_observing(
+                        backend,
+                        m.model,
+                        m.dir,
+                        &at,
+                        &Observe::All,
+                    )
+                    .map_err(|e| {
+                        let m = e.message.clone();
+                        failure = Some(e);
+                        m
+                    })?;
+                    *loaded = Some((key, loaded_now));
+                }
             }
             let Some((_, session)) = loaded.as_ref() else {
                 return Err("no model loaded".into());

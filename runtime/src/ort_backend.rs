@@ -1354,6 +1354,13 @@ impl LoadedModel for OrtModel {
         &self.resolution
     }
 
+    /// The session runs any shape: only the shapes runs are checked
+    /// against change.
+    fn rebind_shapes(&mut self, at: &InputShapes) -> Result<bool> {
+        self.resolution = resolve_input_shapes(&self.inputs, at)?;
+        Ok(true)
+    }
+
     fn run(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>> {
         let names: Vec<&str> = self.outputs.iter().map(|o| o.name.as_str()).collect();
         self.run_selected(inputs, &names)

@@ -250,6 +250,41 @@ fn input_shapes_resolve_and_are_checked() {
     assert!(e.contains("`x`") && e.contains("inputs: input"), "{e}");
 }
 
+#[test]
+fn a_session_rebinds_to_other_shapes_without_loading_again_and_tract_does_not() {
+    let Some(ort) = ort() else { return };
+    let (bytes, dir) = read("models/cnn_bn_relu.onnx");
+    let at = |batch| InputShapes::new().with_symbol("batch", batch);
+    let mut m = ort.load(&bytes, Some(&dir), &at(3)).unwrap();
+    let x3 = generate_for_model(m.as_ref(), &InputGen::default()).unwrap();
+    let y3 = m.run(&x3).unwrap();
+    assert!(m.rebind_shapes(&at(1)).unwrap());
+    assert_eq!(m.input_shapes(), vec![vec![1, 3, 32, 32]]);
+    // The first sample of the batch of 3, alone: the same logits row.
+    let first = match x3[0].data() {
+        TensorData::F32(v) => v[..3 * 32 * 32].to_vec(),
+        other => panic!("{other:?}"),
+    };
+    let x1 = HostTensor::from_vec(vec![1, 3, 32, 32], first)
+        .unwrap()
+        .named("input");
+    let y1 = m.run(std::slice::from_ref(&x1)).unwrap();
+    assert_eq!(y1[0].shape(), &[1, 10]);
+    let (TensorData::F32(a), TensorData::F32(b)) = (y1[0].data(), y3[0].data()) else {
+        panic!("float logits")
+    };
+    for (p, q) in a.iter().zip(&b[..10]) {
+        assert!((p - q).abs() <= 1e-4 * q.abs().max(1.0), "{p} vs {q}");
+    }
+    // The old shape is refused now, as any shape not rebound to.
+    let e = m.run(&x3).unwrap_err().to_string();
+    assert!(e.contains("loaded for shape [1, 3, 32, 32]"), "{e}");
+    // tract types the model for one set of shapes: it asks for a new load.
+    let mut t = TractBackend.load(&bytes, Some(&dir), &at(3)).unwrap();
+    assert!(!t.rebind_shapes(&at(1)).unwrap());
+    assert_eq!(t.input_shapes(), vec![vec![3, 3, 32, 32]]);
+}
+
 /// One `Identity` model per dtype: every host tensor dtype crosses the boundary both ways.
 #[test]
 fn every_host_dtype_round_trips() {

@@ -24,7 +24,7 @@ mod side_by_side;
 pub use side_by_side::{held_out_against, held_out_against_keeping, held_out_against_side_by_side};
 
 /// The shape of every input of one sample.
-type SampleShapes = Vec<Vec<usize>>;
+pub type SampleShapes = Vec<Vec<usize>>;
 
 /// What was evaluated.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -623,8 +623,10 @@ impl<'a> LoadedAt<'a> {
             for (t, spec) in tensors.iter().zip(specs) {
                 at.shapes.insert(spec.name.clone(), t.shape().to_vec());
             }
-            let loaded = self.load(&at)?;
-            self.loaded = Some((key, loaded));
+            if !rebound(&mut self.loaded, &key, &at) {
+                let loaded = self.load(&at)?;
+                self.loaded = Some((key, loaded));
+            }
         }
         match &self.loaded {
             Some((_, m)) => Ok(m.as_ref()),
@@ -634,6 +636,24 @@ impl<'a> LoadedAt<'a> {
             )),
         }
     }
+}
+
+/// Whether the model in `loaded` now runs at `at` (shapes `key`) without
+/// loading it again (see [`LoadedModel::rebind_shapes`]). A shape it
+/// refuses is left to a fresh load, whose error names it.
+pub fn rebound(
+    loaded: &mut Option<(SampleShapes, Box<dyn LoadedModel>)>,
+    key: &SampleShapes,
+    at: &InputShapes,
+) -> bool {
+    let Some((k, m)) = loaded.as_mut() else {
+        return false;
+    };
+    if !m.rebind_shapes(at).unwrap_or(false) {
+        return false;
+    }
+    *k = key.clone();
+    true
 }
 
 /// Runs `m` on one sample, the error naming the sample.

@@ -83,6 +83,10 @@ impl LoadedModel for HalfIo {
         self.inner.resolution()
     }
 
+    fn rebind_shapes(&mut self, at: &infopt_runtime::InputShapes) -> infopt_runtime::Result<bool> {
+        self.inner.rebind_shapes(at)
+    }
+
     fn run(&self, inputs: &[HostTensor]) -> infopt_runtime::Result<Vec<HostTensor>> {
         let fed = self.to_candidate(inputs)?;
         self.inner.run(&fed)?.into_iter().map(widen).collect()

