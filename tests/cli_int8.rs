@@ -281,6 +281,45 @@ fn cost_count(r: &serde_json::Value, step: &str) -> u64 {
 const BUILT: &str = "candidate: built (the quantize step and the passes after it)";
 
 #[test]
+fn judged_on_the_calibration_samples_the_original_runs_only_on_the_probe_samples() {
+    // 12 samples, all calibrated: the INT8 model is judged on them. The
+    // original runs on the 8 probe samples (read while the placements are
+    // timed, before calibration ends); the other 4 take the outputs the
+    // calibration computed on them, which agree with the original's on the
+    // 8 both ran.
+    if !ort_available() {
+        eprintln!("skipped: ONNX Runtime is not available");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 12, &[1, 3, 32, 32]);
+    let (o, r) = run_json(&[
+        "optimize",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "-o",
+        s(&dir.path().join("q.onnx")),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        // These drawn samples put some rows' top two classes close: a
+        // target INT8 meets, so that it is judged on every sample.
+        "--int8-min-top1",
+        "0.5",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(r["int8"]["held_out"]["on_calibration_samples"], true);
+    assert_eq!(r["int8"]["held_out"]["samples"], 12, "{}", stderr(&o));
+    let costs = &r["int8"]["costs"];
+    assert_eq!(cost_count(&r, "original: runs"), 8, "{costs}");
+    assert_eq!(
+        cost_count(&r, "original: outputs the calibration computed"),
+        4,
+        "{costs}"
+    );
+}
+
+#[test]
 fn samples_of_different_shapes_share_one_session_per_candidate() {
     // seq_linear takes x [batch, 30]: each sample here has its own batch
     // size, as a sequence model's sentences have their own lengths. ONNX

@@ -29,6 +29,9 @@ pub struct CalibrateOptions {
     pub batch: usize,
     /// Histogram bins (default 2048).
     pub bins: usize,
+    /// Bytes of samples and outputs to keep for a judge of the same
+    /// samples (see [`KeptRun`]); 0 keeps none. Batches of one only.
+    pub keep_runs: usize,
 }
 
 /// What a calibration produced.
@@ -40,6 +43,8 @@ pub struct Calibrated {
     /// False for random data.
     pub meaningful: bool,
     pub backend: String,
+    /// The runs kept (see [`CalibrateOptions::keep_runs`]), in data order.
+    pub kept: Vec<KeptRun>,
 }
 
 /// Progress: samples done, samples expected (when known).
@@ -54,7 +59,10 @@ pub struct Target<'a> {
     pub dir: &'a Path,
 }
 
+mod kept;
 mod side_by_side;
+use kept::Keeper;
+pub use kept::KeptRun;
 use side_by_side::LoadedFor;
 
 /// Calibrates the target on `source` in `chosen`'s backend.
@@ -153,6 +161,7 @@ fn calibrate_with(
         dataset: c.dataset,
         meaningful: c.meaningful,
         backend: c.backend,
+        kept: c.kept,
     })
 }
 
@@ -190,6 +199,8 @@ pub struct Collected {
     pub dataset: String,
     pub meaningful: bool,
     pub backend: String,
+    /// The runs kept (see [`CalibrateOptions::keep_runs`]), in data order.
+    pub kept: Vec<KeptRun>,
 }
 
 /// Runs the target over `source` (only samples `slice` of it, when given: the
@@ -271,6 +282,8 @@ fn collect_asking(
         Method::Auto => collector = collector.without_histograms_of(full_range.keys().cloned()),
         _ => {}
     }
+    let keeper =
+        (options.keep_runs > 0 && options.batch == 1).then(|| Keeper::new(options.keep_runs));
     let count = collect_sized(
         chosen,
         Sizing {
@@ -279,6 +292,7 @@ fn collect_asking(
             dir,
             shapes,
             declared: &declared,
+            keeper: keeper.as_ref(),
         },
         data.as_mut(),
         options,
@@ -308,13 +322,15 @@ fn collect_asking(
         dataset: description,
         meaningful: data.meaningful(),
         backend: chosen.info.at_reference().describe(),
+        kept: keeper.map(Keeper::into_runs).unwrap_or_default(),
     })
 }
 
 /// The samples of `data` run in one session of `backend` (`loaded`, where
 /// it is loaded for the samples' shapes), one batch after another, into
 /// `collector`; returns the number of samples run, and adds the bytes of
-/// the tensors observed to `observed`.
+/// the tensors observed to `observed`. `start`: the position in the data
+/// of the first sample run here.
 #[allow(clippy::too_many_arguments)]
 fn collect_one_session(
     backend: &dyn infopt_runtime::Backend,
@@ -326,6 +342,7 @@ fn collect_one_session(
     progress: &mut dyn FnMut(usize),
     observed: &mut usize,
     loaded: &mut Option<LoadedFor>,
+    start: usize,
 ) -> Result<usize, VerifyError> {
     // One loaded model per batch shape (the last batch may be smaller),
     // given in and left to the caller.
@@ -375,7 +392,7 @@ fn collect_one_session(
             }
             // The intermediates are read where the backend put them, a run's
             // worth at a time, on every core (see `observe_views`).
-            session
+            let outputs = session
                 .run_observed_views(&tensors, &mut |views| {
                     *observed += views
                         .iter()
@@ -385,6 +402,9 @@ fn collect_one_session(
                     Ok(())
                 })
                 .map_err(|e| format!("{}: {e}", samples[0].origin))?;
+            if let Some(k) = m.keeper {
+                k.keep(start + done, &samples[0].origin, &tensors, outputs);
+            }
             done += samples.len();
             progress(done);
             Ok(())
@@ -401,6 +421,8 @@ struct Sizing<'a> {
     dir: &'a Path,
     shapes: &'a InputShapes,
     declared: &'a [IoSpec],
+    /// Where the runs are kept, if anywhere (batches of one).
+    keeper: Option<&'a Keeper>,
 }
 
 /// Runs the samples of `data` into `collector`: the first one in one
@@ -425,9 +447,10 @@ fn collect_sized(
                collector: &mut RangeCollector,
                progress: &mut dyn FnMut(usize),
                observed: &mut usize,
-               loaded: &mut Option<LoadedFor>| {
+               loaded: &mut Option<LoadedFor>,
+               start: usize| {
         collect_one_session(
-            backend, &m, data, options, limit, collector, progress, observed, loaded,
+            backend, &m, data, options, limit, collector, progress, observed, loaded, start,
         )
     };
     let threads = chosen
@@ -443,7 +466,7 @@ fn collect_sized(
     // memory, or a device: one session, as always.
     if options.batch != 1 || chosen.info.weights_mapped || !cpu {
         return one(
-            reference, data, limit, collector, progress, &mut 0, &mut None,
+            reference, data, limit, collector, progress, &mut 0, &mut None, 0,
         );
     }
     // The first sample runs in a session as the rest will most likely run
@@ -474,6 +497,7 @@ fn collect_sized(
         progress,
         &mut observed,
         &mut first_session,
+        0,
     )?;
     let rest = limit.map(|l| l.saturating_sub(first));
     if first == 0 || rest == Some(0) || !go_on(collector)? {
@@ -494,6 +518,7 @@ fn collect_sized(
                 &mut after_first,
                 &mut 0,
                 &mut first_session,
+                first,
             )?);
     };
     // The first session serves the rest where it is as they need it.
@@ -517,6 +542,7 @@ fn collect_sized(
                 &mut after_first,
                 &mut 0,
                 &mut loaded,
+                first,
             )?);
     }
     let sessions_of = side_by_side::Sessions {
@@ -527,7 +553,9 @@ fn collect_sized(
         shapes: m.shapes,
         declared: m.declared,
         empty: &collector.emptied(),
+        keeper: m.keeper,
     };
+    let mut index = first;
     let fed = sessions_of.run(sessions, preloaded, |side| {
         dataset::batches(
             data,
@@ -535,7 +563,8 @@ fn collect_sized(
             1,
             rest,
             |tensors, samples| {
-                side.send(tensors, samples[0].origin.clone(), samples.len())?;
+                side.send(tensors, samples[0].origin.clone(), samples.len(), index)?;
+                index += samples.len();
                 after_first(side.done.load(std::sync::atomic::Ordering::Relaxed));
                 Ok(())
             },

@@ -38,6 +38,7 @@ fn run(samples: usize, asked: &mut Vec<usize>, go_on: bool) -> Calibrated {
         samples: Some(samples),
         batch: 1,
         bins: 2048,
+        keep_runs: 0,
     };
     calibrate_asking(
         &target,
@@ -94,6 +95,7 @@ fn going_on_gives_the_calibration_never_asked() {
             samples: Some(6),
             batch: 1,
             bins: 2048,
+            keep_runs: 0,
         },
         &mut |_, _| {},
     )

@@ -396,6 +396,7 @@ pub fn run(
             noise: None,
             placement_note: None,
             seed: None,
+            kept: Vec::new(),
         },
         None => {
             let timing = cx.judge.then_some((&from, classifiers.as_slice()));
@@ -494,7 +495,8 @@ impl OnData<'_> {
             self.limit,
             costs,
         )
-        .seeded(cal.seed.take())?;
+        .seeded(cal.seed.take())?
+        .with_calibration_runs(std::mem::take(&mut cal.kept));
         let picked = match (cal.first_sample_only, timed) {
             // Nothing to pick: no placement ran faster than float.
             (true, Some(t)) => speed::Picked {
@@ -707,6 +709,8 @@ struct Calibrated {
     placement_note: Option<String>,
     /// The judged samples the placements' probes read then.
     seed: Option<judge::Seed>,
+    /// The calibration's runs of its samples, for a judge of them.
+    kept: Vec<infopt_calibration::run::KeptRun>,
 }
 
 /// Calibrates the model as it is at the quantize step on the data the
@@ -760,6 +764,9 @@ fn calibrate_mid(
             samples: Some(samples),
             batch: 1,
             bins: DEFAULT_BINS,
+            // For a judge of the calibration samples (see
+            // `judge/from_calibration.rs`).
+            keep_runs: judge::reference_budget(),
         },
         &mut |done, total| {
             let s = steps.get_or_insert_with(|| {
@@ -828,6 +835,7 @@ fn calibrate_mid(
         noise: first.noise,
         placement_note: first.note.filter(|_| first_only),
         seed: first.seed,
+        kept: std::mem::take(&mut calibrated.kept),
     })
 }
 

@@ -921,6 +921,43 @@ impl Reference {
         self.run_seconds += more.run_seconds;
     }
 
+    /// The inputs and the original's outputs of kept sample `i`.
+    pub fn sample(&self, i: usize) -> Option<(&[HostTensor], &[HostTensor])> {
+        self.samples
+            .get(i)
+            .map(|s| (s.inputs.as_slice(), s.expected.as_slice()))
+    }
+
+    /// The samples that follow these, with outputs computed elsewhere (the
+    /// calibration's runs of the same samples, `(origin, inputs, outputs)`):
+    /// what [`Reference::collect`] after skipping `self.skipped +
+    /// self.len()` would read, to [`Reference::append`]. `complete` as
+    /// there: every sample asked for is in `samples`.
+    pub fn following(
+        &self,
+        samples: Vec<(String, Vec<HostTensor>, Vec<HostTensor>)>,
+        complete: bool,
+    ) -> Reference {
+        Reference {
+            skipped: self.skipped + self.samples.len(),
+            dataset: self.dataset.clone(),
+            meaningful: self.meaningful,
+            inputs: self.inputs.clone(),
+            samples: samples
+                .into_iter()
+                .map(|(origin, inputs, expected)| ReferenceSample {
+                    origin,
+                    inputs,
+                    expected,
+                })
+                .collect(),
+            complete,
+            loads: 0,
+            load_seconds: 0.0,
+            run_seconds: 0.0,
+        }
+    }
+
     /// The original's outputs on the first `limit` samples kept.
     pub fn expected(&self, limit: usize) -> Vec<&[HostTensor]> {
         self.samples

@@ -71,9 +71,10 @@ pub(super) fn observe_budget(room: u64, sessions: usize, model_bytes: usize, are
         .max(OBSERVE_BUDGET_BYTES)
 }
 
-/// One batch of samples to run: its tensors, and the first sample's origin
-/// (for an error) and how many samples it holds.
-type Job = (Vec<HostTensor>, String, usize);
+/// One batch of samples to run: its tensors, the first sample's origin
+/// (for an error), how many samples it holds, and the first one's position
+/// in the data.
+type Job = (Vec<HostTensor>, String, usize, usize);
 
 /// What the sessions share.
 pub(super) struct Sessions<'a> {
@@ -86,6 +87,8 @@ pub(super) struct Sessions<'a> {
     pub declared: &'a [IoSpec],
     /// An empty collector as configured (bins, histograms or not).
     pub empty: &'a RangeCollector,
+    /// Where the runs are kept, if anywhere.
+    pub keeper: Option<&'a super::Keeper>,
 }
 
 /// Batches sent to the sessions, and what came back.
@@ -186,7 +189,7 @@ impl Sessions<'_> {
                 Ok(q) => q.recv(),
                 Err(_) => break,
             };
-            let Ok((tensors, origin, samples)) = job else {
+            let Ok((tensors, origin, samples, index)) = job else {
                 break;
             };
             let key: Vec<Vec<usize>> = tensors.iter().map(|t| t.shape().to_vec()).collect();
@@ -213,11 +216,15 @@ impl Sessions<'_> {
             for t in &tensors {
                 collector.observe_named(t);
             }
-            m.run_observed_views(&tensors, &mut |views| {
-                collector.observe_views_on(views, self.threads_each);
-                Ok(())
-            })
-            .map_err(|e| VerifyError::usage(format!("{origin}: {e}")))?;
+            let outputs = m
+                .run_observed_views(&tensors, &mut |views| {
+                    collector.observe_views_on(views, self.threads_each);
+                    Ok(())
+                })
+                .map_err(|e| VerifyError::usage(format!("{origin}: {e}")))?;
+            if let Some(k) = self.keeper {
+                k.keep(index, &origin, &tensors, outputs);
+            }
             done.fetch_add(samples, Ordering::Relaxed);
         }
         Ok(collector)
@@ -232,13 +239,14 @@ impl SideBySide {
         tensors: Vec<HostTensor>,
         origin: String,
         samples: usize,
+        index: usize,
     ) -> Result<(), String> {
         if self.failed.load(Ordering::Relaxed) {
             return Err("a calibration session failed".into());
         }
         match &self.jobs {
             Some(j) => j
-                .send((tensors, origin, samples))
+                .send((tensors, origin, samples, index))
                 .map_err(|_| "the calibration sessions stopped".to_string()),
             None => Err("the calibration sessions stopped".into()),
         }

@@ -313,6 +313,7 @@ pub fn execute(args: &CalibrateOptions) -> OpsResult<CalibrateReport> {
         samples: args.samples,
         batch: args.batch,
         bins: DEFAULT_BINS,
+        keep_runs: 0,
     };
     let dir = stages::model_dir(model_path);
     let target = Target {

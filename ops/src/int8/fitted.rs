@@ -43,6 +43,7 @@ pub(super) fn on_samples(
         samples: None,
         batch: 1,
         bins: DEFAULT_BINS,
+        keep_runs: 0,
     };
     let slice = |n: usize| samples.start.min(n)..samples.end.min(n);
     let collected = match collect(

@@ -18,6 +18,7 @@ use super::context::{Context, open_again};
 use super::costs::Costs;
 use crate::error::{ErrorKind, OpsError, OpsResult};
 
+mod from_calibration;
 mod side_by_side;
 
 /// The judged samples one judge read, handed to the next.
@@ -68,6 +69,8 @@ pub(super) struct Judge<'a> {
     pub judges_neighbours: bool,
     /// How independent probes run side by side, once decided.
     side_by_side: Option<SideBySide>,
+    /// The calibration's runs of its samples (see `from_calibration.rs`).
+    calibration_runs: Vec<infopt_calibration::run::KeptRun>,
 }
 
 /// Independent probes run side by side: `count` at once, each in its own
@@ -89,7 +92,7 @@ pub(super) fn fingerprint(model: &Model) -> Option<u64> {
 }
 
 /// The budget for the kept samples (see [`REFERENCE_BUDGET`]).
-fn reference_budget() -> usize {
+pub(super) fn reference_budget() -> usize {
     let available = infopt_verify::memory::available_bytes().unwrap_or(REFERENCE_BUDGET * 4);
     usize::try_from((available / 4).min(REFERENCE_BUDGET)).unwrap_or(usize::MAX)
 }
@@ -122,6 +125,7 @@ impl<'a> Judge<'a> {
             probed: std::collections::HashMap::new(),
             judges_neighbours: false,
             side_by_side: None,
+            calibration_runs: Vec::new(),
         }
     }
 
@@ -251,7 +255,10 @@ impl<'a> Judge<'a> {
         let (more, on_calibration) = match kept {
             Some((skip, len, bytes)) => {
                 let room = budget.saturating_sub(bytes).max(1);
-                (collect(skip, want - len, room)?, self.on_calibration)
+                match self.from_calibration(want, room) {
+                    Some(more) => (more, true),
+                    None => (collect(skip, want - len, room)?, self.on_calibration),
+                }
             }
             // No sample beyond the calibration ones: judge on those.
             None if !self.has_held_out()? => (collect(0, want, budget)?, true),
