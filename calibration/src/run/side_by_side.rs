@@ -88,7 +88,7 @@ pub(super) struct Sessions<'a> {
     /// An empty collector as configured (bins, histograms or not).
     pub empty: &'a RangeCollector,
     /// Where the runs are kept, if anywhere.
-    pub keeper: Option<&'a super::Keeper>,
+    pub keeper: Option<&'a super::kept::Keeper>,
 }
 
 /// Batches sent to the sessions, and what came back.

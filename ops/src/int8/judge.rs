@@ -255,7 +255,7 @@ impl<'a> Judge<'a> {
         let (more, on_calibration) = match kept {
             Some((skip, len, bytes)) => {
                 let room = budget.saturating_sub(bytes).max(1);
-                match self.from_calibration(want, room) {
+                match self.calibration_outputs(want, room) {
                     Some(more) => (more, true),
                     None => (collect(skip, want - len, room)?, self.on_calibration),
                 }

@@ -31,7 +31,7 @@ impl Judge<'_> {
     /// `room` bytes) from the calibration's runs, following the reference
     /// kept so far; None where they are not all there, the judged samples
     /// are not the calibration's, or the samples both ran disagree.
-    pub(super) fn from_calibration(&self, want: usize, room: usize) -> Option<Reference> {
+    pub(super) fn calibration_outputs(&self, want: usize, room: usize) -> Option<Reference> {
         let r = self.reference.as_ref()?;
         let len = r.len();
         if !self.on_calibration || r.skipped != 0 || len == 0 {
