@@ -466,3 +466,65 @@ fn fp16_inputs_given_a_folder_of_npz_samples_is_refused_naming_one_file() {
     assert!(err.contains("0000.npz"), "{err}");
     assert!(!out.exists());
 }
+
+/// An LSTM's output read batch-first: `Transpose(perm=[1,0,2])`, then a
+/// Linear (MatMul with constant weights), as pyannote's segmentation does.
+fn batch_first_linear(path: &std::path::Path) {
+    use infopt_ir::builder::{GraphBuilder, dims};
+    use infopt_ir::{Attribute, DataType};
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["T", "B", "16"]));
+    let w1: Vec<f32> = (0..256)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.05)
+        .collect();
+    let w1 = b.f32("w1", &[16, 16], &w1);
+    let h = b.op("MatMul", &[x, w1], vec![]);
+    let t = b.op(
+        "Transpose",
+        &[h],
+        vec![Attribute::ints("perm", vec![1, 0, 2])],
+    );
+    let w2: Vec<f32> = (0..128)
+        .map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.1)
+        .collect();
+    let w2 = b.f32("w2", &[16, 8], &w2);
+    let y = b.op("MatMul", &[t, w2], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    std::fs::write(path, b.build(17).to_bytes().unwrap()).unwrap();
+}
+
+#[test]
+fn a_float16_form_onnx_runtime_crashes_on_stays_float32_and_the_command_exits_0() {
+    // A float16 Transpose moving the leading axis, read by a MatMul with
+    // constant weights, kills ONNX Runtime's CPU session (segmentation
+    // fault, 1.31 and 1.32) while it loads at ORT_ENABLE_ALL: infopt died
+    // verifying the converted model. Both stay float32; the first MatMul
+    // runs in float16.
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("bf.onnx");
+    batch_first_linear(&model);
+    let out = dir.path().join("bf16.onnx");
+    let o = infopt(&["optimize", s(&model), "-o", s(&out), "--fp16", "--json"]);
+    let r = json(&o);
+    assert_eq!(r["verification"]["passed"], true, "{}", r["verification"]);
+    let declined = r["declined"].to_string();
+    assert!(
+        declined.contains("ONNX Runtime's CPU session crashes"),
+        "{declined}"
+    );
+    let written = infopt_ir::Model::load(&out).unwrap();
+    let half_matmuls = written
+        .graph
+        .nodes()
+        .filter(|(_, n)| n.op_type == "MatMul")
+        .filter(|(_, n)| {
+            n.outputs[0].is_some_and(|v| {
+                written.graph.value_type(v).map(|t| t.dtype) == Some(infopt_ir::DataType::Float16)
+            })
+        })
+        .count();
+    assert_eq!(half_matmuls, 1);
+}

@@ -122,6 +122,7 @@ mod log_frontend;
 mod ops;
 mod plan;
 mod rewrite;
+mod runtime_faults;
 mod scopes;
 mod values;
 

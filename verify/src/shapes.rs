@@ -5,7 +5,8 @@
 //! that cannot run like that (a detector whose H and W must be multiples of
 //! 32, whose feature maps are concatenated) gets sizes that such models
 //! accept: spatial (or sequence) dims of 64, then 32, 128 and 512, batch 1;
-//! and last every unbound dim at 2. Every size the graph says something
+//! a signal's samples (the last axis of a rank-3 input) at 16000 and 4096,
+//! every other dim 1; and last every unbound dim at 2. Every size the graph says something
 //! about ([`crate::size_hints`]: stride chains, Resize scales, kernels, a
 //! fixed partner) is moved to the nearest size it admits, in the distinct
 //! choice too (distinct admissible sizes, H != W). Symbols the graph
@@ -78,6 +79,12 @@ pub struct Candidate {
 /// rank-1/2 input (the samples of an audio frame, the tokens of a sequence).
 fn spatial(d: &UnboundDim) -> bool {
     d.axis > 0 && (d.rank < 3 || d.axis >= d.rank - 2)
+}
+
+/// Whether a dim is the samples of a signal: the last axis of a rank-3
+/// input (audio as [batch, channels, time]).
+fn signal(d: &UnboundDim) -> bool {
+    d.rank == 3 && d.axis == 2
 }
 
 /// The sizes to try, in order (see the module doc). With nothing unbound,
@@ -183,6 +190,21 @@ pub fn candidates(model: &Model, base: &InputShapes) -> Vec<Candidate> {
                     } else {
                         fitted(d, 1, 1)
                     }
+                }),
+            );
+        }
+    }
+    // A signal: the last axis of a rank-3 input long, every other unbound
+    // dim 1. pyannote's segmentation takes audio as [B, C, T], all unbound:
+    // its InstanceNorm has one channel (C must be 1, which the spatial
+    // choices above make 64 too) and SincNet's strides need T past 1000.
+    // A second of 16 kHz audio first, then a quarter.
+    if unbound.iter().any(signal) {
+        for size in [16000usize, 4096] {
+            push(
+                format!("signal dims {size}, other unbound dims 1"),
+                with_sizes(model, base, &unbound, |d| {
+                    fitted(d, if signal(d) { size } else { 1 }, 1)
                 }),
             );
         }
@@ -348,6 +370,31 @@ mod tests {
     use super::*;
     use infopt_ir::builder::{GraphBuilder, dims};
     use infopt_ir::{Attribute, DataType};
+
+    #[test]
+    fn audio_of_unbound_batch_channels_and_time_is_tried_as_one_long_channel() {
+        let mut b = GraphBuilder::new();
+        let x = b.input("input", DataType::Float, dims(&["B", "C", "T"]));
+        let y = b.op("Relu", &[x], vec![]);
+        b.output(y, "y", DataType::Float, None);
+        let model = b.build(17);
+        let tries = candidates(&model, &InputShapes::new());
+        let signal: Vec<&Candidate> = tries
+            .iter()
+            .filter(|c| c.label.starts_with("signal dims"))
+            .collect();
+        assert_eq!(signal.len(), 2, "{tries:?}");
+        let at = |c: &Candidate, s: &str| c.shapes.symbols.get(s).copied();
+        assert_eq!(
+            (at(signal[0], "B"), at(signal[0], "C"), at(signal[0], "T")),
+            (Some(1), Some(1), Some(16000))
+        );
+        assert_eq!(at(signal[1], "T"), Some(4096));
+        // After the spatial choices, before every dim at 2.
+        let pos = |l: &str| tries.iter().position(|c| c.label.starts_with(l)).unwrap();
+        assert!(pos("spatial dims 512") < pos("signal dims 16000"));
+        assert!(pos("signal dims 4096") < pos("every unbound dim 2"));
+    }
 
     #[test]
     fn related_sizes_come_first_and_unrelated_ones_stay_as_fallbacks() {

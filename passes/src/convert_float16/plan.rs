@@ -154,6 +154,9 @@ impl ConvertFloat {
             for (id, why) in super::guards::guarded(g) {
                 sensitive.entry(id).or_insert(why);
             }
+            for (id, why) in super::runtime_faults::crashing(g) {
+                sensitive.entry(id).or_insert(why);
+            }
         }
         // Both half types round a filter bank's signal (see `log_frontend`).
         for (id, why) in super::log_frontend::front_ends(g, &plan.dtype) {
