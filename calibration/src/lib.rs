@@ -40,6 +40,7 @@ pub mod images;
 pub mod int8;
 pub mod methods;
 pub mod observer;
+pub mod quantizable;
 pub mod quantize;
 pub mod run;
 pub mod score_branch;

@@ -32,6 +32,11 @@ pub struct CalibrateOptions {
     /// Bytes of samples and outputs to keep for a judge of the same
     /// samples (see [`KeptRun`]); 0 keeps none. Batches of one only.
     pub keep_runs: usize,
+    /// The tensors a Q/DQ may read (see [`crate::quantizable`]): the
+    /// others are not binned and keep their full range. None: every
+    /// tensor's range is the method's (`infopt calibrate`, a TensorRT
+    /// cache).
+    pub quantizable: Option<std::collections::BTreeSet<String>>,
 }
 
 /// What a calibration produced.
@@ -270,10 +275,20 @@ fn collect_asking(
     // The inputs as declared (names, dtypes, fixed dims).
     let declared: Vec<IoSpec> = crate::data_shapes::declared_specs(model);
     let mut collector = RangeCollector::with_bins(options.bins).map_err(VerifyError::usage)?;
-    let full_range: std::collections::BTreeMap<String, &'static str> =
+    let mut full_range: std::collections::BTreeMap<String, &'static str> =
         crate::full_range::full_range_tensors(model)
             .into_iter()
             .collect();
+    if let Some(q) = &options.quantizable {
+        let computed = infopt_verify::observe::computed_tensors(model)?;
+        for (name, _, _) in computed {
+            if !q.contains(&name) {
+                full_range
+                    .entry(name)
+                    .or_insert(crate::quantizable::NOT_QUANTIZED);
+            }
+        }
+    }
     let sha = crate::table::sha256_hex(model_bytes);
     match options.method {
         // Min-max reads the extremes only: no binning pass.

@@ -39,6 +39,7 @@ fn run(samples: usize, asked: &mut Vec<usize>, go_on: bool) -> Calibrated {
         batch: 1,
         bins: 2048,
         keep_runs: 0,
+        quantizable: None,
     };
     calibrate_asking(
         &target,
@@ -96,6 +97,7 @@ fn going_on_gives_the_calibration_never_asked() {
             batch: 1,
             bins: 2048,
             keep_runs: 0,
+            quantizable: None,
         },
         &mut |_, _| {},
     )

@@ -767,6 +767,11 @@ fn calibrate_mid(
             // For a judge of the calibration samples (see
             // `judge/from_calibration.rs`).
             keep_runs: judge::reference_budget(),
+            // Only the tensors a Q/DQ may read are binned; a TensorRT
+            // build's calibration cache wants every tensor's range.
+            quantizable: timing
+                .filter(|(from, _)| from.target != infopt_passes::Target::Tensorrt)
+                .and_then(|_| infopt_calibration::quantizable::quantizable_tensors(mid)),
         },
         &mut |done, total| {
             let s = steps.get_or_insert_with(|| {

@@ -314,6 +314,7 @@ pub fn execute(args: &CalibrateOptions) -> OpsResult<CalibrateReport> {
         batch: args.batch,
         bins: DEFAULT_BINS,
         keep_runs: 0,
+        quantizable: None,
     };
     let dir = stages::model_dir(model_path);
     let target = Target {

@@ -44,6 +44,7 @@ pub(super) fn on_samples(
         batch: 1,
         bins: DEFAULT_BINS,
         keep_runs: 0,
+        quantizable: None,
     };
     let slice = |n: usize| samples.start.min(n)..samples.end.min(n);
     let collected = match collect(
