@@ -759,20 +759,7 @@ fn calibrate_mid(
         backend,
         cx.shapes,
         &src,
-        &CalibrateOptions {
-            method,
-            samples: Some(samples),
-            batch: 1,
-            bins: DEFAULT_BINS,
-            // For a judge of the calibration samples (see
-            // `judge/from_calibration.rs`).
-            keep_runs: judge::reference_budget(),
-            // Only the tensors a Q/DQ may read are binned; a TensorRT
-            // build's calibration cache wants every tensor's range.
-            quantizable: timing
-                .filter(|(from, _)| from.target != infopt_passes::Target::Tensorrt)
-                .and_then(|_| infopt_calibration::quantizable::quantizable_tensors(mid)),
-        },
+        &calibrate_options(method, samples, mid, timing.map(|(from, _)| from.target)),
         &mut |done, total| {
             let s = steps.get_or_insert_with(|| {
                 crate::progress::Steps::new("calibrate", "calibration", total, 1.0)
@@ -842,6 +829,29 @@ fn calibrate_mid(
         seed: first.seed,
         kept: std::mem::take(&mut calibrated.kept),
     })
+}
+
+/// How the quantize step calibrates: batches of one, the runs kept for a
+/// judge of the calibration samples (see `judge/from_calibration.rs`), and
+/// on a `target` the search judges for (not TensorRT, whose build's
+/// calibration cache wants every tensor's range) only the tensors a Q/DQ
+/// may read binned.
+fn calibrate_options(
+    method: Method,
+    samples: usize,
+    mid: &Model,
+    target: Option<infopt_passes::Target>,
+) -> CalibrateOptions {
+    CalibrateOptions {
+        method,
+        samples: Some(samples),
+        batch: 1,
+        bins: DEFAULT_BINS,
+        keep_runs: judge::reference_budget(),
+        quantizable: target
+            .filter(|t| *t != infopt_passes::Target::Tensorrt)
+            .and_then(|_| infopt_calibration::quantizable::quantizable_tensors(mid)),
+    }
 }
 
 /// The calibration's cost and its line on stderr; `(first_only, noisy)`:
