@@ -34,7 +34,11 @@
 //! the guard, the guarded op and the elementwise chain computing the
 //! argument, see `guards`), the front end of a log spectrum (from a graph
 //! input through a filter bank and a square to the Log, see
-//! `log_frontend`), everything off the allow-list (Range,
+//! `log_frontend`), in float16 a Transpose moving the leading axis read by
+//! a MatMul with constant weights, and that MatMul (ONNX Runtime 1.31/1.32's
+//! CPU session segfaults loading their float16 form, also with a Cast
+//! between them: pyannote's segmentation reads its LSTM so; see
+//! `runtime_faults`), everything off the allow-list (Range,
 //! comparisons, custom domains), and LayerNormalization/BatchNormalization
 //! whose statistics outputs are used. Last, an island without MatMul, Gemm, Conv,
 //! ConvTranspose, Einsum, LayerNormalization or a recurrent layer that would
