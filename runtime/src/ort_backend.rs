@@ -1355,9 +1355,27 @@ impl LoadedModel for OrtModel {
     }
 
     /// The session runs any shape: only the shapes runs are checked
-    /// against change.
+    /// against change. The observed tensors' sizes learnt at the old shapes
+    /// scale with the inputs' (a longer sample's tensors would outgrow the
+    /// groups they sized); forgetting them would split the next run into
+    /// groups of a 64th of the budget each. The run then learns them.
     fn rebind_shapes(&mut self, at: &InputShapes) -> Result<bool> {
+        let elements = |r: &ShapeResolution| -> usize {
+            r.input_shapes
+                .iter()
+                .map(|(_, d)| d.iter().product::<usize>())
+                .sum()
+        };
+        let before = elements(&self.resolution).max(1);
         self.resolution = resolve_input_shapes(&self.inputs, at)?;
+        let scale = elements(&self.resolution) as f64 / before as f64;
+        if scale != 1.0
+            && let Ok(mut sizes) = self.observed_bytes.lock()
+        {
+            for size in sizes.values_mut() {
+                *size = ((*size as f64) * scale).ceil() as usize;
+            }
+        }
         Ok(true)
     }
 
