@@ -20,6 +20,55 @@ fn restore_sigpipe() {
     }
 }
 
+/// A crash inside a native library (ONNX Runtime segfaulting on a graph
+/// it should have refused) ended the process with no word: exit 139 from
+/// the shell. The handler says in one line where it happened and what to
+/// try, and exits 1 (internal error). Only what a signal handler may do:
+/// static text written with write(2), then _exit.
+#[cfg(unix)]
+fn report_fatal_signals() {
+    extern "C" fn on_fatal(sig: libc::c_int) {
+        let name: &[u8] = match sig {
+            libc::SIGSEGV => b"a segmentation fault",
+            libc::SIGBUS => b"a bus error",
+            libc::SIGILL => b"an illegal instruction",
+            _ => b"a floating-point exception",
+        };
+        let stage = infopt_runtime::native_stage::describe().as_bytes();
+        let parts: [&[u8]; 5] = [
+            b"error: infopt crashed with ",
+            name,
+            if stage.is_empty() { b"" } else { b" " },
+            stage,
+            if stage.is_empty() {
+                b": a bug (or a stack overflow); please report it with the model (exit 1)\n"
+            } else {
+                b": a fault in that library on this model, not a verdict on it; rerun with --backend tract (or --no-verify), and please report it with the model (exit 1)\n"
+            },
+        ];
+        for p in parts {
+            // SAFETY: write(2) is async-signal-safe; the buffers are static.
+            unsafe {
+                libc::write(2, p.as_ptr().cast(), p.len());
+            }
+        }
+        // SAFETY: _exit is async-signal-safe and ends the process at once.
+        unsafe { libc::_exit(1) }
+    }
+    for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE] {
+        // SAFETY: installs a handler that only writes static text and
+        // exits; on the alternate stack where one is set (Rust's threads
+        // have one, for stack overflows).
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_fatal as *const () as usize;
+            action.sa_flags = libc::SA_ONSTACK;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
+    }
+}
+
 /// Registrations every front end needs once per process.
 pub fn init() {
     infopt_ops::guard::init();
@@ -47,6 +96,8 @@ where
 {
     #[cfg(unix)]
     restore_sigpipe();
+    #[cfg(unix)]
+    report_fatal_signals();
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
     let mut cli = match crate::commands::Cli::try_parse_from(&args) {
         Ok(cli) => cli,

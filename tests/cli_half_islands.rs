@@ -528,3 +528,57 @@ fn a_float16_form_onnx_runtime_crashes_on_stays_float32_and_the_command_exits_0(
         .count();
     assert_eq!(half_matmuls, 1);
 }
+
+#[test]
+fn a_crash_inside_onnx_runtime_is_one_line_naming_it_and_exit_1() {
+    // A float16 model of the form ONNX Runtime's CPU session segfaults on
+    // (a Transpose moving the leading axis, a Cast, a MatMul with constant
+    // weights): the user's own model, not one infopt made. Verifying it
+    // loads it at ORT_ENABLE_ALL. Where the library still crashes, the
+    // process says where and exits 1, not 139 with no word; a fixed
+    // library verifies it (exit 0).
+    use infopt_ir::builder::{GraphBuilder, dims};
+    use infopt_ir::{Attribute, DataType};
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("crash.onnx");
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float16, dims(&["a", "b", "16"]));
+    let t = b.op(
+        "Transpose",
+        &[x],
+        vec![Attribute::ints("perm", vec![1, 0, 2])],
+    );
+    let c = b.op("Cast", &[t], vec![Attribute::int("to", 1)]);
+    let w: Vec<f32> = (0..128)
+        .map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.1)
+        .collect();
+    let w = b.f32("w", &[16, 8], &w);
+    let y = b.op("MatMul", &[c, w], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    std::fs::write(&model, b.build(17).to_bytes().unwrap()).unwrap();
+    let out = dir.path().join("out.onnx");
+    let o = infopt(&["optimize", s(&model), "-o", s(&out)]);
+    let code = o.status.code();
+    assert!(
+        matches!(code, Some(0 | 1)),
+        "{:?}: {}",
+        o.status,
+        stderr(&o)
+    );
+    if code == Some(1) {
+        let err = stderr(&o);
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("error: infopt crashed"))
+            .unwrap_or_else(|| panic!("{err}"));
+        assert!(
+            line.starts_with("error: infopt crashed with a segmentation fault inside ONNX Runtime, creating a session"),
+            "{line}"
+        );
+        assert!(line.contains("rerun with --backend tract"), "{line}");
+        assert!(!out.exists());
+    }
+}

@@ -20,6 +20,7 @@ pub mod backend;
 pub mod compare;
 pub mod error;
 pub mod inputs;
+pub mod native_stage;
 pub mod ort_backend;
 mod python;
 pub mod tensor;

@@ -780,6 +780,7 @@ impl OrtBackend {
         if !typed.is_empty() {
             b = b.with_execution_providers(typed)?;
         }
+        let _stage = crate::native_stage::enter(crate::native_stage::Stage::OrtLoad);
         b.commit_from_memory(bytes)
     }
 }
@@ -1219,9 +1220,11 @@ impl OrtModel {
             .map_err(|e| run_error(&e))?
             .with_outputs(selector);
         let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        let stage = crate::native_stage::enter(crate::native_stage::Stage::OrtRun);
         let results = session
             .run_with_options(values, &options)
             .map_err(|e| run_error(&e))?;
+        drop(stage);
         read(&results)
     }
 }
