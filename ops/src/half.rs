@@ -293,7 +293,7 @@ fn unseen_islands(
         );
         picks.push((node, op, tensor, f64::NAN, reason));
     }
-    let scaled = unseen::scaled_inputs(&v.inputs, unseen::HEADROOM);
+    let scaled = unseen::scaled_inputs(&v.inputs, unseen::HEADROOM, &unseen::index_inputs(fp32));
     match tensor_ranges_on(v, fp32, &scaled, false) {
         Ok(big) => {
             for (node, op, tensor, max) in out_of_range(fp32, candidate, &big) {

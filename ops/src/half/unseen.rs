@@ -54,12 +54,55 @@ const ARGUMENT_CHAIN: &[&str] = &[
 /// How far upstream of a Log/Sqrt the chain is followed.
 const CHAIN_DEPTH: usize = 6;
 
+/// Float graph inputs that hold indices: read by a Cast to an integer type
+/// (tf2onnx's embeddings take float character ids and cast them for the
+/// Gather: DeepCut's, scaled by 16, indexed past the table and the model
+/// did not run, so only the op rules applied).
+pub(super) fn index_inputs(model: &Model) -> HashSet<String> {
+    let g = &model.graph;
+    let mut out = HashSet::new();
+    for io in &g.inputs {
+        let v = io.value;
+        let cast_to_int = g.input_uses(v).any(|(id, _)| {
+            let n = g.node(id);
+            n.domain().is_empty()
+                && n.op_type == "Cast"
+                && n.attr_int("to").ok().flatten().is_some_and(|to| {
+                    use infopt_ir::DataType as D;
+                    matches!(
+                        D::from_code(to as i32),
+                        D::Int8
+                            | D::Int16
+                            | D::Int32
+                            | D::Int64
+                            | D::Uint8
+                            | D::Uint16
+                            | D::Uint32
+                            | D::Uint64
+                    )
+                })
+        });
+        if cast_to_int {
+            out.insert(g.value(v).name.clone());
+        }
+    }
+    out
+}
+
 /// The inputs with their float values multiplied by `k` (integer inputs,
-/// token ids and masks, unchanged).
-pub(super) fn scaled_inputs(inputs: &[HostTensor], k: f32) -> Vec<HostTensor> {
+/// token ids and masks, and the float inputs named in `indices`,
+/// unchanged).
+pub(super) fn scaled_inputs(
+    inputs: &[HostTensor],
+    k: f32,
+    indices: &HashSet<String>,
+) -> Vec<HostTensor> {
     inputs
         .iter()
         .map(|t| {
+            if t.name().is_some_and(|n| indices.contains(n)) {
+                return t.clone();
+            }
             let data = match t.data() {
                 TensorData::F32(v) => TensorData::F32(v.iter().map(|x| x * k).collect()),
                 TensorData::F64(v) => TensorData::F64(v.iter().map(|x| x * f64::from(k)).collect()),
@@ -134,4 +177,33 @@ pub(super) fn risky_nodes(
             Some((name, n.op_type.clone(), tensor, reason))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infopt_ir::builder::{GraphBuilder, dims};
+    use infopt_ir::{Attribute, DataType};
+
+    #[test]
+    fn float_ids_cast_for_an_embedding_are_not_scaled() {
+        // ids (float, cast to int64 for a Gather) and a float signal.
+        let mut b = GraphBuilder::new();
+        let ids = b.input("ids", DataType::Float, dims(&["1", "3"]));
+        let x = b.input("x", DataType::Float, dims(&["1", "3", "2"]));
+        let i = b.op("Cast", &[ids], vec![Attribute::int("to", 7)]);
+        let table = b.f32("table", &[4, 2], &[0.5; 8]);
+        let e = b.op("Gather", &[table, i], vec![]);
+        let y = b.op("Add", &[e, x], vec![]);
+        b.output(y, "y", DataType::Float, None);
+        let model = b.build(13);
+        let indices = index_inputs(&model);
+        assert_eq!(indices, HashSet::from(["ids".to_string()]));
+        let t = |name: &str, v: Vec<f32>| {
+            HostTensor::new(Some(name.into()), vec![v.len()], TensorData::F32(v)).unwrap()
+        };
+        let scaled = scaled_inputs(&[t("ids", vec![3.0]), t("x", vec![0.5])], 16.0, &indices);
+        assert_eq!(scaled[0].data(), &TensorData::F32(vec![3.0]));
+        assert_eq!(scaled[1].data(), &TensorData::F32(vec![8.0]));
+    }
 }
