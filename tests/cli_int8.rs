@@ -1172,6 +1172,14 @@ fn a_keep_set_no_faster_than_float_writes_float_before_the_finalists() {
     );
     assert_eq!(r["int8"]["speed"]["chosen"], "float", "{}", r["int8"]);
     assert!(out.exists() && !has_int8(&out));
+    // Said as every float-written answer is, with the speed check's reason
+    // (not "no layer of this model could be put in INT8", which it is not).
+    let written = r["int8"]["float_written"].as_str().unwrap_or_default();
+    assert!(
+        written.starts_with("INT8 ran 9.80 ms against float's 10.00 ms"),
+        "{}",
+        r["int8"]
+    );
     // Judged on every sample: the INT8 model before the search; no
     // finalist, and the float model written on the probe samples.
     assert_eq!(

@@ -74,11 +74,14 @@ pub struct Candidate {
 }
 
 /// Whether a dim looks like a size rather than a batch: one of the last two
-/// axes of an image-like input (H and W of NCHW; W and C of NHWC, where a
-/// channel dim is rarely left unbound), or any axis but the first of a
-/// rank-1/2 input (the samples of an audio frame, the tokens of a sequence).
+/// axes of an image-like input (H and W of NCHW), any axis but the first of
+/// a rank-4 one (H and W of NHWC too: tf2onnx's fingerprint U-Net, LEADER,
+/// takes `[N, H, W, 1]` all unbound, and ran at none of the sizes tried
+/// while H stayed 1; a channel dim is rarely left unbound), or any axis
+/// but the first of a rank-1/2 input (the samples of an audio frame, the
+/// tokens of a sequence).
 fn spatial(d: &UnboundDim) -> bool {
-    d.axis > 0 && (d.rank < 3 || d.axis >= d.rank - 2)
+    d.axis > 0 && (d.rank < 3 || d.rank == 4 || d.axis >= d.rank - 2)
 }
 
 /// Whether a dim is the samples of a signal: the last axis of a rank-3
@@ -310,7 +313,9 @@ fn with_sizes(
 /// `--input-shape` arguments a user could pass, with symbols in capitals
 /// and `D0`, `D1`, ... (numbered across inputs, so that two unnamed dims
 /// never look alike) standing for the sizes to choose, followed by what the
-/// graph says about them (for the error when nothing runs).
+/// graph says about them and the same arguments with numbers in (batch 1,
+/// 256 moved to what the graph asks for elsewhere: a form to start from;
+/// for the error when nothing runs).
 pub fn suggestion(model: &Model, base: &InputShapes) -> Option<String> {
     let unbound = unbound_dims(model, base);
     if unbound.is_empty() {
@@ -318,6 +323,7 @@ pub fn suggestion(model: &Model, base: &InputShapes) -> Option<String> {
     }
     let hints = size_hints::hints(model, &unbound);
     let mut args = Vec::new();
+    let mut examples = Vec::new();
     let mut named: BTreeMap<String, SizeHint> = BTreeMap::new();
     let mut unnamed = 0;
     for (input, dims) in declared_inputs(model) {
@@ -325,12 +331,16 @@ pub fn suggestion(model: &Model, base: &InputShapes) -> Option<String> {
             continue;
         }
         let Some(dims) = dims else { continue };
+        let mut example = Vec::new();
         let text: Vec<String> = dims
             .iter()
             .enumerate()
             .map(|(axis, d)| {
                 let shown = match d {
-                    Dim::Known(v) if *v > 0 => return v.to_string(),
+                    Dim::Known(v) if *v > 0 => {
+                        example.push(v.to_string());
+                        return v.to_string();
+                    }
                     Dim::Sym(s) => s.to_uppercase(),
                     _ => {
                         unnamed += 1;
@@ -341,13 +351,22 @@ pub fn suggestion(model: &Model, base: &InputShapes) -> Option<String> {
                     .iter()
                     .find(|u| u.input == input && u.axis == axis)
                     .map(key_of);
-                if let Some(h) = key.and_then(|k| hints.get(&k)) {
+                let hint = key.and_then(|k| hints.get(&k));
+                if let Some(h) = hint {
                     named.insert(shown.clone(), h.clone());
                 }
+                // A batch of 1; a size of 256 (moved to what the graph
+                // asks for) elsewhere.
+                example.push(match (axis, hint) {
+                    (0, _) => "1".to_string(),
+                    (_, Some(h)) => h.fit(256).to_string(),
+                    (_, None) => "256".to_string(),
+                });
                 shown
             })
             .collect();
         args.push(format!("--input-shape {input}:{}", text.join("x")));
+        examples.push(format!("--input-shape {input}:{}", example.join("x")));
     }
     let mut described = describe_hints(&named);
     let rels = relations::relations(model, &symbols_of(&unbound)).describe();
@@ -358,10 +377,15 @@ pub fn suggestion(model: &Model, base: &InputShapes) -> Option<String> {
             format!("{described}; {rels}")
         };
     }
+    // The capitals are placeholders: a user typed one as it stood.
+    let example = format!(
+        ", a number for each capitalized name (e.g. {})",
+        examples.join(" ")
+    );
     Some(if described.is_empty() {
-        args.join(" ")
+        format!("{}{example}", args.join(" "))
     } else {
-        format!("{} (the graph wants {described})", args.join(" "))
+        format!("{} (the graph wants {described}){example}", args.join(" "))
     })
 }
 

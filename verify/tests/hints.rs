@@ -211,7 +211,12 @@ fn suggestion_names_unnamed_dims_apart_and_says_what_the_graph_wants() {
     b.output(z, "z", DataType::Float, None);
     let m = b.build(13);
     let s = shapes::suggestion(&m, &InputShapes::new()).unwrap();
-    assert_eq!(s, "--input-shape input:D0xD1 --input-shape state:2xD2x128");
+    // The capitals are placeholders, and a form with numbers follows (a
+    // user typed the placeholders as they stood).
+    assert_eq!(
+        s,
+        "--input-shape input:D0xD1 --input-shape state:2xD2x128, a number for each capitalized name (e.g. --input-shape input:1x256 --input-shape state:2x256x128)"
+    );
 }
 
 /// `If(Equal(sr, 16000))` as silero-vad has it, each branch an Identity of
