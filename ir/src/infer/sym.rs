@@ -264,8 +264,21 @@ fn atom_text(a: &Atom) -> String {
     }
 }
 
-fn monomial_text(m: &[Atom]) -> String {
-    m.iter().map(atom_text).collect::<Vec<_>>().join("*")
+/// The atoms of a monomial joined by `*`. In a product (more than one
+/// atom, or a coefficient), a floor division is put in parentheses: `*`
+/// and `//` read left to right, so `2*(h+1)//2` parses back as
+/// `(2*(h+1))//2 = h+1`, not `2*((h+1)//2)`. It did: a tf2onnx U-Net's
+/// upsampled height, printed so, came back one too large on odd sizes,
+/// and a dilated convolution's space-to-batch padding folded to a constant
+/// that held at no input size (LEADER: exit 4 on every size).
+fn monomial_text(m: &[Atom], in_product: bool) -> String {
+    m.iter()
+        .map(|a| match a {
+            Atom::FloorDiv(..) if in_product => format!("({})", atom_text(a)),
+            _ => atom_text(a),
+        })
+        .collect::<Vec<_>>()
+        .join("*")
 }
 
 impl fmt::Display for Expr {
@@ -276,7 +289,7 @@ impl fmt::Display for Expr {
         let mut terms: Vec<(usize, String, i64)> = self
             .terms
             .iter()
-            .map(|(m, c)| (m.len(), monomial_text(m), *c))
+            .map(|(m, c)| (m.len(), monomial_text(m, m.len() > 1 || c.abs() != 1), *c))
             .collect();
         // Descending degree, then text; the constant (degree 0) last.
         terms.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
@@ -539,6 +552,34 @@ mod tests {
         assert_eq!(canonical(&s("seq+1+batch*seq")), s("batch*seq+seq+1"));
         assert_eq!(mul(&Dim::Unknown, &Dim::Known(0)), Dim::Known(0));
         assert_eq!(mul(&Dim::Unknown, &s("a")), Dim::Unknown);
+    }
+
+    #[test]
+    fn a_floor_division_in_a_product_prints_so_that_it_parses_back_the_same() {
+        // 2*((h+1)//2): even, one less than h+1 for even h.
+        let half = floor_div(&s("h+1"), 2);
+        let twice = mul(&Dim::Known(2), &half);
+        assert_eq!(twice, s("2*((h+1)//2)"));
+        assert_eq!(canonical(&twice), twice);
+        let at = |d: &Dim, h: i64| substitute(d, &BTreeMap::from([("h".to_string(), h)]));
+        assert_eq!(at(&twice, 256), Dim::Known(256));
+        assert_eq!(at(&twice, 255), Dim::Known(256));
+        // A product of atoms: w*(h//2), not (w*h)//2.
+        let prod = mul(&s("w"), &floor_div(&s("h"), 2));
+        assert_eq!(canonical(&prod), prod);
+        let at2 = substitute(
+            &prod,
+            &BTreeMap::from([("h".to_string(), 3), ("w".to_string(), 3)]),
+        );
+        assert_eq!(at2, Dim::Known(3));
+        // Alone with coefficient 1, as before.
+        assert_eq!(half, s("(h+1)//2"));
+        // tf2onnx's floor-mod of a padded height by a dilation rate of 3,
+        // x - (x//3)*3, stays symbolic: it is 0 for no x but multiples of 3.
+        let x = add(&twice, &Dim::Known(6));
+        let rem = sub(&x, &mul(&floor_div(&x, 3), &Dim::Known(3)));
+        assert!(matches!(rem, Dim::Sym(_)), "{rem:?}");
+        assert_eq!(at(&rem, 256), Dim::Known(262 % 3));
     }
 
     #[test]
