@@ -1190,6 +1190,17 @@ fn a_keep_set_no_faster_than_float_writes_float_before_the_finalists() {
     );
     assert_eq!(r["int8"]["held_out"]["samples"], 8, "{}", r["int8"]);
     assert!(!err.contains("finalist:"), "{err}");
+    // The input faster still: it is written, and said as the float-written
+    // answer it replaces (no line claiming no layer could be in INT8).
+    let (err, r) = run("9.8,10.0,9.0");
+    assert_eq!(r["int8"]["speed"]["chosen"], "input", "{}", r["int8"]);
+    let written = r["int8"]["float_written"].as_str().unwrap_or_default();
+    assert!(
+        written.contains("so the input was written unchanged"),
+        "{}",
+        r["int8"]
+    );
+    assert!(!err.contains("no layer of this model"), "{err}");
     let (err, r) = run("5.0,10.0,10.0");
     assert!(err.contains("finalist:"), "{err}");
     assert_eq!(r["int8"]["speed"]["chosen"], "int8", "{}", r["int8"]);

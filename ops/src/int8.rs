@@ -1535,12 +1535,13 @@ impl Judging<'_> {
         if let Some((q, r, h2)) = c.replace {
             (d.quantized, d.suffix_run, h) = (q, r, h2);
         }
-        // The float model in INT8's place is said as the other answers
-        // that write it say it (`int8.float_written`), not left to a note;
+        // The float model (or the input, when it ran faster still) in
+        // INT8's place is said as the other answers that write it say it
+        // (`int8.float_written`), not left to a note;
         // where the search had kept every weighted layer in float, that is
         // the reason (captcha-whisperer's CRNN: its INT8 was 2x faster, but
         // only activations were left in INT8 to time).
-        if c.report.chosen == "float" {
+        if matches!(c.report.chosen.as_str(), "float" | "input") {
             d.float_written = match weights_in_int8 {
                 true => c.note.clone(),
                 false => Some(format!(
