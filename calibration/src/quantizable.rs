@@ -21,6 +21,8 @@ pub const NOT_QUANTIZED: &str = "minmax (no INT8 placement reads it)";
 /// weighted layer in INT8 (the portable/TensorRT placement, and ONNX
 /// Runtime's with depthwise convolutions and elementwise ops in INT8,
 /// which quantizes the most): a superset of what any keep-set quantizes.
+/// It runs the placement itself, so what it quantizes and this set cannot
+/// drift apart.
 /// None when the graph cannot be planned (every tensor is then binned).
 pub fn quantizable_tensors(model: &Model) -> Option<BTreeSet<String>> {
     let g = &model.graph;
@@ -33,20 +35,20 @@ pub fn quantizable_tensors(model: &Model) -> Option<BTreeSet<String>> {
             every.0.insert(name.clone(), 1.0);
         }
     }
+    // The activation type (UINT8 or INT8 on ONNX Runtime) sets the
+    // scales' type, not which tensors get them.
     let mut out = BTreeSet::new();
     for target in [Target::Portable, Target::Onnxruntime] {
-        for ort_activation in [DataType::Uint8, DataType::Int8] {
-            let settings = Settings {
-                target,
-                exclude: Vec::new(),
-                keep_first_last: false,
-                ort_activation,
-                ort_float_depthwise: false,
-                ort_float_elementwise: false,
-            };
-            let plan = placement::plan(g, &every, &settings).ok()?;
-            out.extend(plan.acts.keys().map(|&v| g.value(v).name.clone()));
-        }
+        let settings = Settings {
+            target,
+            exclude: Vec::new(),
+            keep_first_last: false,
+            ort_activation: DataType::Uint8,
+            ort_float_depthwise: false,
+            ort_float_elementwise: false,
+        };
+        let plan = placement::plan(g, &every, &settings).ok()?;
+        out.extend(plan.acts.keys().map(|&v| g.value(v).name.clone()));
     }
     Some(out)
 }

@@ -51,8 +51,6 @@ const DATA_MOVEMENT: &[&str] = &[
     "Identity",
 ];
 
-const WEIGHTED: &[&str] = &["Conv", "ConvTranspose", "Gemm", "MatMul"];
-
 fn is_op(g: &infopt_ir::Graph, n: NodeId, ops: &[&str]) -> bool {
     let node = g.node(n);
     node.domain().is_empty() && ops.contains(&node.op_type.as_str())
@@ -324,7 +322,7 @@ pub fn score_branch_tensors(
         if outs.is_empty() || !outs.iter().all(|o| depth.contains_key(o)) {
             continue;
         }
-        let weighted = usize::from(is_op(g, n, WEIGHTED));
+        let weighted = usize::from(is_op(g, n, crate::quantize::placement::WEIGHTED_OPS));
         let d = outs.iter().map(|o| depth[o]).max().unwrap_or(0) + weighted;
         // The input of the BRANCH_LAYERS-th layer back is the trunk's.
         if d >= BRANCH_LAYERS {

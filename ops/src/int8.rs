@@ -563,7 +563,7 @@ impl OnData<'_> {
 /// float-written answers do, naming the layers and why each declined.
 fn nothing_quantized(d: &Decided) -> Option<String> {
     let g = &d.quantized.graph;
-    if g.nodes().any(|(_, n)| n.op_type == "DequantizeLinear") {
+    if any_dequantize(g) {
         return None;
     }
     let why: Vec<String> = d
@@ -599,6 +599,11 @@ fn nothing_quantized(d: &Decided) -> Option<String> {
     ))
 }
 
+/// Whether `g` dequantizes anything (no INT8 in it otherwise).
+fn any_dequantize(g: &infopt_ir::Graph) -> bool {
+    g.nodes().any(|(_, n)| n.op_type == "DequantizeLinear")
+}
+
 /// Whether some weight of `g` is stored in INT8 (a DequantizeLinear of a
 /// constant).
 fn has_int8_weights(g: &infopt_ir::Graph) -> bool {
@@ -612,20 +617,17 @@ fn has_int8_weights(g: &infopt_ir::Graph) -> bool {
     })
 }
 
-/// Conv, ConvTranspose, MatMul and Gemm nodes of `g` with constant weights:
-/// the layers INT8 covers.
+/// Nodes of `g` INT8 covers as layers (see `placement::WEIGHTED_OPS`) with
+/// constant weights.
 fn weighted_layers(g: &infopt_ir::Graph) -> usize {
     g.nodes()
         .filter(|(_, n)| {
-            matches!(
-                n.op_type.as_str(),
-                "Conv" | "ConvTranspose" | "MatMul" | "Gemm"
-            ) && n
-                .inputs
-                .get(1)
-                .copied()
-                .flatten()
-                .is_some_and(|w| g.constant(w).is_some())
+            infopt_calibration::quantize::placement::is_weighted_op(&n.op_type)
+                && n.inputs
+                    .get(1)
+                    .copied()
+                    .flatten()
+                    .is_some_and(|w| g.constant(w).is_some())
         })
         .count()
 }
@@ -696,10 +698,7 @@ impl Finish<'_> {
             .unwrap_or_default();
         // The float model written (INT8 did not pay): no layer reads a
         // DequantizeLinear, so the comparison would find no layer to name.
-        let quantized = model
-            .graph
-            .nodes()
-            .any(|(_, n)| n.op_type == "DequantizeLinear");
+        let quantized = any_dequantize(&model.graph);
         if let (Some(h), Some((src, _)), true) = (&decided.held, self.source, quantized) {
             let (sample, shapes) = judged_sample(src, self.backend, self.cx, self.mid, h.skipped)?;
             r.worst_layers = self

@@ -157,13 +157,21 @@ fn float_const(g: &Graph, v: ValueId) -> bool {
 
 /// `Ok(None)`: not a weighted layer; `Err`: a weighted layer that cannot be
 /// quantized, with the reason.
+/// The ops INT8 quantizes as layers (weights and activation inputs).
+pub const WEIGHTED_OPS: &[&str] = &["Conv", "ConvTranspose", "Gemm", "MatMul"];
+
+/// Whether `op` is one of [`WEIGHTED_OPS`].
+pub fn is_weighted_op(op: &str) -> bool {
+    WEIGHTED_OPS.contains(&op)
+}
+
 fn weighted_layer(g: &Graph, id: NodeId) -> Result<Option<Layer>, String> {
     let n = g.node(id);
     if !n.domain().is_empty() || n.has_subgraphs() {
         return Ok(None);
     }
     let op = n.op_type.as_str();
-    if !matches!(op, "Conv" | "ConvTranspose" | "Gemm" | "MatMul") {
+    if !is_weighted_op(op) {
         return Ok(None);
     }
     let Some(x) = input(g, id, 0) else {

@@ -84,7 +84,7 @@ impl Candidate {
 }
 
 fn weighted(op: &str) -> bool {
-    matches!(op, "Conv" | "ConvTranspose" | "Gemm" | "MatMul")
+    infopt_calibration::quantize::placement::is_weighted_op(op)
 }
 
 /// The candidates of `quantized`: its quantized weighted layers (named
