@@ -47,6 +47,7 @@ use crate::transfer::{RunEachTime, TimedRun, Transfer};
 use crate::view::{DataView, TensorView};
 
 mod binding;
+mod maps;
 mod profiling;
 
 pub use profiling::PROFILE_DIR_VAR;
@@ -881,6 +882,9 @@ fn io_spec(kind: &'static str, name: &str, ty: &ValueType) -> Result<IoSpec> {
         name: name.to_string(),
         dtype,
     };
+    if kind == "output" && maps::is_map_sequence(ty) {
+        return Ok(maps::spec(name));
+    }
     let ValueType::Tensor {
         ty,
         shape,
@@ -1084,6 +1088,7 @@ impl Backend for OrtBackend {
         Ok(Box::new(OrtModel {
             outputs,
             observed,
+            observing: true,
             observe_budget: self
                 .options
                 .observe_budget_bytes
@@ -1122,6 +1127,7 @@ impl OrtBackend {
             outputs,
             resolution,
             observed: Vec::new(),
+            observing: false,
             observed_bytes: Mutex::new(HashMap::new()),
             observe_budget: OBSERVE_BUDGET_BYTES,
             cuda_device: self.cuda_device()?,
@@ -1167,6 +1173,10 @@ struct OrtModel {
     resolution: ShapeResolution,
     /// Session outputs that are observed intermediates (not model outputs).
     observed: Vec<String>,
+    /// Loaded by `load_observing`: a model asked to observe nothing (every
+    /// float tensor of a one-node tree ensemble is a graph output) just
+    /// runs, where a plain load asked to observe is the caller's mistake.
+    observing: bool,
     /// Byte size of each observed tensor, learnt from earlier runs.
     observed_bytes: Mutex<HashMap<String, usize>>,
     /// Most bytes of observed tensors one run hands out.
@@ -1264,6 +1274,9 @@ fn to_ort(t: &HostTensor) -> ort::Result<SessionInputValue<'_>> {
 
 /// Copies an output value into a named host tensor (its view, copied).
 fn from_ort(name: &str, v: &DynValue) -> Result<HostTensor> {
+    if maps::is_map_sequence(v.dtype()) {
+        return maps::to_host(name, v);
+    }
     view_of(name, v)?.to_host()
 }
 
@@ -1408,10 +1421,13 @@ impl LoadedModel for OrtModel {
         inputs: &[HostTensor],
         sink: &mut ViewSink<'_>,
     ) -> Result<Vec<HostTensor>> {
-        if self.observed.is_empty() {
+        if !self.observing {
             return Err(RuntimeError::InvalidArgument(
                 "this model was not loaded for observation (use Backend::load_observing)".into(),
             ));
+        }
+        if self.observed.is_empty() {
+            return self.run(inputs);
         }
         let groups = {
             let known = self

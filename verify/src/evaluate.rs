@@ -150,6 +150,10 @@ const PASS_THROUGH: &[&str] = &[
     "Cast",
 ];
 
+/// The domain of classical ML ops (scikit-learn models converted by
+/// skl2onnx, LightGBM and XGBoost by onnxmltools).
+const ML_DOMAIN: &str = "ai.onnx.ml";
+
 /// Outputs whose last axis holds class scores, judged by top-1 agreement:
 /// the output of a classifier head (Softmax, LogSoftmax, a softmax written
 /// out as `Exp / ...`, or a Gemm / MatMul with a constant weight, with or
@@ -161,11 +165,38 @@ pub fn classifier_outputs(model: &Model) -> Vec<String> {
         .iter()
         .filter(|io| {
             let mut v = io.value;
+            // The tensor whose last axis counts the classes: a ZipMap's
+            // sequence of maps has no shape, its input has.
+            let mut counted = io.value;
+            let mut zipped: Option<usize> = None;
             loop {
                 let Some((p, _)) = g.value(v).producer else {
                     return false;
                 };
                 let n = g.node(p);
+                if n.domain() == ML_DOMAIN {
+                    match n.op_type.as_str() {
+                        // Probabilities normalized, or zipped into maps
+                        // (read as a [rows, classes] tensor): the same order.
+                        "Normalizer" | "ZipMap" => match n.inputs.first().copied().flatten() {
+                            Some(x) => {
+                                if n.op_type == "ZipMap" {
+                                    counted = x;
+                                    zipped = zip_map_classes(n);
+                                }
+                                v = x;
+                                continue;
+                            }
+                            None => return false,
+                        },
+                        // A classical classifier's second output holds its
+                        // class scores (the first its labels).
+                        op => {
+                            return op.ends_with("Classifier")
+                                && n.outputs.get(1).copied().flatten() == Some(v);
+                        }
+                    }
+                }
                 if !n.domain().is_empty() {
                     return false;
                 }
@@ -203,19 +234,34 @@ pub fn classifier_outputs(model: &Model) -> Vec<String> {
                     _ => false,
                 };
                 let classes = g
-                    .value_type(io.value)
+                    .value_type(counted)
                     .and_then(|t| t.shape)
                     .and_then(|d| d.last().cloned());
-                let enough = match classes {
-                    Some(infopt_ir::Dim::Known(c)) => c >= 2,
-                    Some(_) => true,
-                    None => false,
+                let enough = match (zipped, classes) {
+                    (Some(c), _) => c >= 2,
+                    (None, classes) => enough_classes(classes),
                 };
                 return head && enough;
             }
         })
         .map(|io| g.value(io.value).name.clone())
         .collect()
+}
+
+/// The classes a ZipMap names (its labels, integers or strings).
+fn zip_map_classes(n: &infopt_ir::Node) -> Option<usize> {
+    let ints = n.attr("classlabels_int64s").map(|a| a.proto.ints.len());
+    let strings = n.attr("classlabels_strings").map(|a| a.proto.strings.len());
+    ints.or(strings)
+}
+
+/// Whether a last axis of `classes` (when the shape says) holds classes.
+fn enough_classes(classes: Option<infopt_ir::Dim>) -> bool {
+    match classes {
+        Some(infopt_ir::Dim::Known(c)) => c >= 2,
+        Some(_) => true,
+        None => false,
+    }
 }
 
 /// Sums of one comparison: `a` the candidate's values, `b` the original's.
@@ -706,8 +752,12 @@ impl Tally {
             }
             if !e.dtype().is_float() {
                 // Integer outputs (labels, indices, counts) are not values
-                // whose correlation across samples means anything.
+                // whose correlation across samples means anything, nor
+                // scores where they fall in [0, 1] (a classifier's labels
+                // 0 and 1 next to 2..9 were judged as a score map and
+                // failed an INT8 model that quantized nothing).
                 r.across.get_or_insert(None);
+                r.parts.get_or_insert_with(Vec::new);
             }
             match (o.as_slice::<f32>(), e.as_slice::<f32>()) {
                 (Some(a), Some(b)) => r.add(a, b, e.shape(), classes),

@@ -149,6 +149,12 @@ impl<'a> BoundRunner<'a> {
                 .bind_output(name.as_str(), v)
                 .map_err(|e| binding_error(&e))?;
         }
+        // One run into the rebound buffers, so that a model the binding
+        // cannot take fails here, where the caller can fall back to plain
+        // runs: ONNX Runtime checks a reused output against the shape the
+        // model declares (onnxmltools' LightGBM classifier declares its
+        // labels `[1]` and returns one per row).
+        runner.run_once()?;
         Ok(runner)
     }
 }

@@ -1,0 +1,195 @@
+"""Classifiers as skl2onnx and onnxmltools write them (ai.onnx.ml ops): class labels as
+an int64 output next to the probabilities, the probabilities zipped into a sequence of
+maps by ZipMap unless the converter was told `zipmap=False`, a tree ensemble as one node
+whose outputs are all graph outputs, a label output declared `[1]` that returns one label
+per row. Every default command (optimize, --fp16, --int8 on both targets) exits 0; the
+outputs load in ONNX Runtime and compute the original's labels and probabilities; the
+sequence of maps is compared, not skipped; INT8 quantizes the MLP's layers and writes the
+float model, saying so, where there is no layer to quantize."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import _interop
+
+CLASSES = 5
+FEATURES = 16
+OPSETS = [helper.make_opsetid("", 15), helper.make_opsetid("ai.onnx.ml", 3)]
+
+
+def _save(nodes, outputs, inits, path):
+    graph = helper.make_graph(
+        nodes, "classifier",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, FEATURES])],
+        outputs, inits,
+    )
+    model = helper.make_model(graph, opset_imports=OPSETS, ir_version=8)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(path))
+
+
+def _label_head(probabilities):
+    """ArgMax over the classes, then the class labels: skl2onnx's label output."""
+    return [
+        helper.make_node("ArgMax", [probabilities], ["argmax"], name="argmax", axis=1),
+        helper.make_node("ArrayFeatureExtractor", ["classes", "argmax"], ["picked"],
+                         name="extract", domain="ai.onnx.ml"),
+        helper.make_node("Reshape", ["picked", "flat"], ["label_raw"], name="reshape"),
+        helper.make_node("Cast", ["label_raw"], ["label"], name="cast_label", to=TensorProto.INT64),
+    ]
+
+
+def _label_inits():
+    return [
+        numpy_helper.from_array(np.arange(CLASSES, dtype=np.int64), "classes"),
+        numpy_helper.from_array(np.array([-1], np.int64), "flat"),
+    ]
+
+
+def _zipmap_or_tensor(zipmap: bool, probabilities: str):
+    if zipmap:
+        node = helper.make_node("ZipMap", [probabilities], ["output_probability"], name="zipmap",
+                                domain="ai.onnx.ml", classlabels_int64s=list(range(CLASSES)))
+        out = helper.make_value_info(
+            "output_probability",
+            helper.make_sequence_type_proto(helper.make_map_type_proto(
+                TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, None))))
+        return [node], out
+    node = helper.make_node("Identity", [probabilities], ["probabilities"], name="probs")
+    return [node], helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, [None, CLASSES])
+
+
+def mlp(path, zipmap: bool):
+    """Scaler, two dense layers, Softmax: scikit-learn's MLPClassifier."""
+    rng = np.random.default_rng(4)
+    inits = _label_inits() + [
+        numpy_helper.from_array(rng.normal(0, 0.5, (FEATURES, 32)).astype(np.float32), "w0"),
+        numpy_helper.from_array(rng.normal(0, 0.1, (32,)).astype(np.float32), "b0"),
+        numpy_helper.from_array(rng.normal(0, 3.0, (32, CLASSES)).astype(np.float32), "w1"),
+        numpy_helper.from_array(rng.normal(0, 0.1, (CLASSES,)).astype(np.float32), "b1"),
+    ]
+    nodes = [
+        helper.make_node("Scaler", ["X"], ["scaled"], name="scaler", domain="ai.onnx.ml",
+                         offset=[0.5] * FEATURES, scale=[2.0] * FEATURES),
+        helper.make_node("Cast", ["scaled"], ["cast_input"], name="cast", to=TensorProto.FLOAT),
+        helper.make_node("MatMul", ["cast_input", "w0"], ["m0"], name="matmul0"),
+        helper.make_node("Add", ["m0", "b0"], ["a0"], name="add0"),
+        helper.make_node("Relu", ["a0"], ["h0"], name="relu0"),
+        helper.make_node("MatMul", ["h0", "w1"], ["m1"], name="matmul1"),
+        helper.make_node("Add", ["m1", "b1"], ["a1"], name="add1"),
+        helper.make_node("Softmax", ["a1"], ["softmax"], name="softmax", axis=1),
+    ] + _label_head("softmax")
+    tail, prob_out = _zipmap_or_tensor(zipmap, "softmax")
+    label_out = helper.make_tensor_value_info("label", TensorProto.INT64, [None])
+    _save(nodes + tail, [label_out, prob_out], inits, path)
+
+
+def trees(path, zipmap: bool):
+    """One TreeEnsembleClassifier (a stump per class), then ZipMap or not: every float
+    tensor of the model is a graph output, so there is nothing to observe."""
+    ids = list(range(CLASSES))
+    attrs = dict(
+        nodes_treeids=[t for t in ids for _ in range(3)],
+        nodes_nodeids=[n for _ in ids for n in range(3)],
+        nodes_featureids=[t % FEATURES for t in ids for _ in range(3)],
+        nodes_values=[0.5 for _ in ids for _ in range(3)],
+        nodes_modes=[m for _ in ids for m in ("BRANCH_LEQ", "LEAF", "LEAF")],
+        nodes_truenodeids=[t for _ in ids for t in (1, 0, 0)],
+        nodes_falsenodeids=[f for _ in ids for f in (2, 0, 0)],
+        nodes_missing_value_tracks_true=[0] * (3 * CLASSES),
+        nodes_hitrates=[1.0] * (3 * CLASSES),
+        class_treeids=[t for t in ids for _ in range(2)],
+        class_nodeids=[n for _ in ids for n in (1, 2)],
+        class_ids=[t for t in ids for _ in range(2)],
+        class_weights=[w for _ in ids for w in (0.2, 0.8)],
+        classlabels_int64s=ids,
+        post_transform="NONE",
+    )
+    nodes = [helper.make_node("TreeEnsembleClassifier", ["X"], ["label", "scores"], name="trees",
+                              domain="ai.onnx.ml", **attrs)]
+    tail, prob_out = _zipmap_or_tensor(zipmap, "scores")
+    if not zipmap:
+        # skl2onnx with zipmap=False: the ensemble's outputs are the graph's.
+        tail = []
+        prob_out = helper.make_tensor_value_info("scores", TensorProto.FLOAT, [None, CLASSES])
+    # onnxmltools' LightGBM converter declares the labels `[1]`, one per row at run time.
+    label_out = helper.make_tensor_value_info("label", TensorProto.INT64, [1])
+    _save(nodes + tail, [label_out, prob_out], [], path)
+
+
+def _samples(folder, seed, n=16, rows=8):
+    folder.mkdir()
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        np.savez(folder / f"{i:04d}.npz", X=rng.uniform(0, 1, (rows, FEATURES)).astype(np.float32))
+
+
+def _rows(session, x):
+    """Each output as an array; a sequence of maps as [rows, classes] in key order."""
+    out = []
+    for o in session.run(None, {"X": x}):
+        if isinstance(o, list):
+            o = np.array([[m[k] for k in sorted(m)] for m in o], np.float32)
+        out.append(np.asarray(o))
+    return out
+
+
+MODELS = [("mlp", mlp, True), ("mlp", mlp, False), ("trees", trees, True), ("trees", trees, False)]
+
+
+@pytest.mark.parametrize("name,build,zipmap", MODELS,
+                         ids=[f"{n}-{'zipmap' if z else 'tensor'}" for n, _, z in MODELS])
+def test_every_default_command_keeps_a_classifier(infopt, tmp_path, name, build, zipmap):
+    import onnxruntime as ort
+
+    src = tmp_path / f"{name}.onnx"
+    build(src, zipmap)
+    calib = tmp_path / "calib"
+    _samples(calib, 1)
+    x = np.random.default_rng(7).uniform(0, 1, (32, FEATURES)).astype(np.float32)
+    original = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
+    expected = _rows(original, x)
+    runs = {
+        # --bench times both models with outputs bound once and reused: the labels
+        # declared `[1]` take plain runs instead.
+        "optimize": ["--bench"],
+        "fp16": ["--fp16"],
+        "int8": ["--int8", "--calib-data", calib],
+        "int8-ort": ["--int8", "--calib-data", calib, "--target", "onnxruntime"],
+    }
+    before = src.read_bytes()
+    for kind, extra in runs.items():
+        out = tmp_path / f"{kind}.onnx"
+        proc = _interop.run_cli("optimize", src, "-o", out, "--json", *extra)
+        assert proc.returncode == 0, f"{kind}: {_interop.describe(proc)}"
+        report = json.loads(proc.stdout)
+        onnx.checker.check_model(onnx.load(str(out)), full_check=True)
+        got = _rows(ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]), x)
+        labels, probabilities = got
+        if kind.startswith("int8") and name == "mlp":
+            # The layers are in INT8: the labels of nearly every row, and the probabilities
+            # near the original's.
+            assert any(n.op_type == "DequantizeLinear" for n in onnx.load(str(out)).graph.node), kind
+            assert (labels == expected[0]).mean() >= 0.9, kind
+            np.testing.assert_allclose(probabilities, expected[1], atol=0.1)
+            # The probabilities are judged as a classifier's (top-1), not as embeddings.
+            classifiers = report["int8"]["classifier_outputs"]
+            assert classifiers == ["output_probability" if zipmap else "probabilities"], classifiers
+        else:
+            # float16 logits move a probability by a few 1e-3; the labels stay.
+            tolerance = 1e-2 if kind == "fp16" else 1e-5
+            np.testing.assert_array_equal(labels, expected[0])
+            np.testing.assert_allclose(probabilities, expected[1], rtol=0, atol=tolerance)
+        if kind.startswith("int8") and name == "trees":
+            assert any("no layer of this model could be put in INT8" in n for n in report["notes"]), report["notes"]
+        if kind == "optimize" and name == "mlp":
+            # Compared output by output, the sequence of maps among them.
+            compared = [o["name"] for o in report["verification"]["outputs"]]
+            assert compared == ["label", "output_probability" if zipmap else "probabilities"], compared
+    assert src.read_bytes() == before
