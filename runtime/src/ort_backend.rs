@@ -49,6 +49,7 @@ use crate::view::{DataView, TensorView};
 mod binding;
 mod maps;
 mod profiling;
+mod strings;
 
 pub use profiling::PROFILE_DIR_VAR;
 // The backend's name in errors, in binding.rs (the file below this one).
@@ -885,6 +886,12 @@ fn io_spec(kind: &'static str, name: &str, ty: &ValueType) -> Result<IoSpec> {
     if kind == "output" && maps::is_map_sequence(ty) {
         return Ok(maps::spec(name));
     }
+    if let ValueType::Tensor { shape, .. } = ty
+        && kind == "output"
+        && strings::is_string_tensor(ty)
+    {
+        return Ok(strings::spec(name, shape));
+    }
     let ValueType::Tensor {
         ty,
         shape,
@@ -1078,7 +1085,12 @@ impl Backend for OrtBackend {
         let mut outputs = Vec::new();
         for o in loaded.outputs {
             if names.contains(&o.name) {
-                observed.push(o.name);
+                // A tensor the caller could not type (an ai.onnx.ml op's
+                // output) that is not float holds no range to observe:
+                // string labels, read as ids, are none.
+                if o.dtype.is_float() {
+                    observed.push(o.name);
+                }
             } else {
                 outputs.push(o);
             }
@@ -1276,6 +1288,9 @@ fn to_ort(t: &HostTensor) -> ort::Result<SessionInputValue<'_>> {
 fn from_ort(name: &str, v: &DynValue) -> Result<HostTensor> {
     if maps::is_map_sequence(v.dtype()) {
         return maps::to_host(name, v);
+    }
+    if strings::is_string_tensor(v.dtype()) {
+        return strings::to_host(name, v);
     }
     view_of(name, v)?.to_host()
 }

@@ -2,7 +2,7 @@
 an int64 output next to the probabilities, the probabilities zipped into a sequence of
 maps by ZipMap unless the converter was told `zipmap=False`, a tree ensemble as one node
 whose outputs are all graph outputs, a label output declared `[1]` that returns one label
-per row. Every default command (optimize, --fp16, --int8 on both targets) exits 0; the
+per row, labels that are strings. Every default command (optimize, --fp16, --int8 on both targets) exits 0; the
 outputs load in ONNX Runtime and compute the original's labels and probabilities; the
 sequence of maps is compared, not skipped; INT8 quantizes the MLP's layers and writes the
 float model, saying so, where there is no layer to quantize."""
@@ -34,22 +34,25 @@ def _save(nodes, outputs, inits, path):
     onnx.save(model, str(path))
 
 
-def _label_head(probabilities):
-    """ArgMax over the classes, then the class labels: skl2onnx's label output."""
+def _label_head(probabilities, strings=False):
+    """ArgMax over the classes, then the class labels: skl2onnx's label output (strings
+    for a classifier trained on class names)."""
+    last = (helper.make_node("Identity", ["label_raw"], ["label"], name="label") if strings else
+            helper.make_node("Cast", ["label_raw"], ["label"], name="cast_label", to=TensorProto.INT64))
     return [
         helper.make_node("ArgMax", [probabilities], ["argmax"], name="argmax", axis=1),
         helper.make_node("ArrayFeatureExtractor", ["classes", "argmax"], ["picked"],
                          name="extract", domain="ai.onnx.ml"),
         helper.make_node("Reshape", ["picked", "flat"], ["label_raw"], name="reshape"),
-        helper.make_node("Cast", ["label_raw"], ["label"], name="cast_label", to=TensorProto.INT64),
+        last,
     ]
 
 
-def _label_inits():
-    return [
-        numpy_helper.from_array(np.arange(CLASSES, dtype=np.int64), "classes"),
-        numpy_helper.from_array(np.array([-1], np.int64), "flat"),
-    ]
+def _label_inits(strings=False):
+    classes = (helper.make_tensor("classes", TensorProto.STRING, [CLASSES],
+                                  [f"class {c}".encode() for c in range(CLASSES)])
+               if strings else numpy_helper.from_array(np.arange(CLASSES, dtype=np.int64), "classes"))
+    return [classes, numpy_helper.from_array(np.array([-1], np.int64), "flat")]
 
 
 def _zipmap_or_tensor(zipmap: bool, probabilities: str):
@@ -65,10 +68,10 @@ def _zipmap_or_tensor(zipmap: bool, probabilities: str):
     return [node], helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, [None, CLASSES])
 
 
-def mlp(path, zipmap: bool):
+def mlp(path, zipmap: bool, strings=False):
     """Scaler, two dense layers, Softmax: scikit-learn's MLPClassifier."""
     rng = np.random.default_rng(4)
-    inits = _label_inits() + [
+    inits = _label_inits(strings) + [
         numpy_helper.from_array(rng.normal(0, 0.5, (FEATURES, 32)).astype(np.float32), "w0"),
         numpy_helper.from_array(rng.normal(0, 0.1, (32,)).astype(np.float32), "b0"),
         numpy_helper.from_array(rng.normal(0, 3.0, (32, CLASSES)).astype(np.float32), "w1"),
@@ -84,9 +87,10 @@ def mlp(path, zipmap: bool):
         helper.make_node("MatMul", ["h0", "w1"], ["m1"], name="matmul1"),
         helper.make_node("Add", ["m1", "b1"], ["a1"], name="add1"),
         helper.make_node("Softmax", ["a1"], ["softmax"], name="softmax", axis=1),
-    ] + _label_head("softmax")
+    ] + _label_head("softmax", strings)
     tail, prob_out = _zipmap_or_tensor(zipmap, "softmax")
-    label_out = helper.make_tensor_value_info("label", TensorProto.INT64, [None])
+    label_type = TensorProto.STRING if strings else TensorProto.INT64
+    label_out = helper.make_tensor_value_info("label", label_type, [None])
     _save(nodes + tail, [label_out, prob_out], inits, path)
 
 
@@ -140,11 +144,17 @@ def _rows(session, x):
     return out
 
 
-MODELS = [("mlp", mlp, True), ("mlp", mlp, False), ("trees", trees, True), ("trees", trees, False)]
+def mlp_named_classes(path, zipmap: bool):
+    """The MLP trained on class names: its labels are strings."""
+    mlp(path, zipmap, strings=True)
+
+
+MODELS = [("mlp", mlp, True), ("mlp", mlp, False), ("trees", trees, True), ("trees", trees, False),
+          ("mlp", mlp_named_classes, False)]
 
 
 @pytest.mark.parametrize("name,build,zipmap", MODELS,
-                         ids=[f"{n}-{'zipmap' if z else 'tensor'}" for n, _, z in MODELS])
+                         ids=[f"{b.__name__}-{'zipmap' if z else 'tensor'}" for _, b, z in MODELS])
 def test_every_default_command_keeps_a_classifier(infopt, tmp_path, name, build, zipmap):
     import onnxruntime as ort
 
