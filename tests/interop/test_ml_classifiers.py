@@ -144,13 +144,33 @@ def _rows(session, x):
     return out
 
 
+def tree_regressor(path, zipmap: bool):
+    """One TreeEnsembleRegressor with a `[rows, 1]` output: a row may fall in [0, 1] on one
+    sample and not on the next (judged as a score row before, and INT8 exited 4 on a model
+    it left float)."""
+    del zipmap
+    node = helper.make_node(
+        "TreeEnsembleRegressor", ["X"], ["variable"], name="trees", domain="ai.onnx.ml",
+        n_targets=1, nodes_treeids=[0, 0, 0], nodes_nodeids=[0, 1, 2], nodes_featureids=[0, 0, 0],
+        nodes_values=[0.5, 0, 0], nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF"],
+        nodes_truenodeids=[1, 0, 0], nodes_falsenodeids=[2, 0, 0],
+        nodes_missing_value_tracks_true=[0, 0, 0], nodes_hitrates=[1.0, 1.0, 1.0],
+        target_treeids=[0, 0], target_nodeids=[1, 2], target_ids=[0, 0], target_weights=[0.25, 7.5],
+        post_transform="NONE")
+    # A label-like first output keeps the test's (labels, values) reading.
+    cast = helper.make_node("Cast", ["variable"], ["label"], name="cast", to=TensorProto.INT64)
+    outputs = [helper.make_tensor_value_info("label", TensorProto.INT64, [None, 1]),
+               helper.make_tensor_value_info("variable", TensorProto.FLOAT, [None, 1])]
+    _save([node, cast], outputs, [], path)
+
+
 def mlp_named_classes(path, zipmap: bool):
     """The MLP trained on class names: its labels are strings."""
     mlp(path, zipmap, strings=True)
 
 
 MODELS = [("mlp", mlp, True), ("mlp", mlp, False), ("trees", trees, True), ("trees", trees, False),
-          ("mlp", mlp_named_classes, False)]
+          ("mlp", mlp_named_classes, False), ("trees", tree_regressor, False)]
 
 
 @pytest.mark.parametrize("name,build,zipmap", MODELS,
@@ -162,6 +182,11 @@ def test_every_default_command_keeps_a_classifier(infopt, tmp_path, name, build,
     build(src, zipmap)
     calib = tmp_path / "calib"
     _samples(calib, 1)
+    if build is tree_regressor:
+        # The first sample's first row in [0, 1], its other rows far above.
+        first = np.full((8, FEATURES), 0.9, np.float32)
+        first[0, 0] = 0.1
+        np.savez(calib / "0000.npz", X=first)
     x = np.random.default_rng(7).uniform(0, 1, (32, FEATURES)).astype(np.float32)
     original = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
     expected = _rows(original, x)

@@ -440,7 +440,13 @@ impl Running {
     /// `a` the candidate's values, `b` the original's, of `shape`;
     /// `classes` the length of the last axis when top-1 agreement is wanted
     /// (a classifier output, which is not judged as a map of scores).
-    fn add<T: Value>(&mut self, a: &[T], b: &[T], shape: &[usize], classes: Option<usize>) {
+    fn add<T: Value>(
+        &mut self,
+        a: &[T],
+        b: &[T],
+        shape: &[usize],
+        (classes, batch): (Option<usize>, Option<usize>),
+    ) {
         if a.len() != b.len() {
             self.shape_issue = Some(format!("{} elements against {}", a.len(), b.len()));
             return;
@@ -461,7 +467,7 @@ impl Running {
                 Some(_) => Vec::new(),
                 None => {
                     let wide: Vec<f64> = b.iter().map(|v| v.wide()).collect();
-                    parts::find_parts(shape, &wide, true)
+                    parts::find_parts(shape, &wide, true, batch)
                 }
             };
             found
@@ -496,7 +502,12 @@ impl Running {
                             };
                             p.diff += d;
                             p.max += m;
-                            let unseen = (y + UNSEEN_ERROR_FACTOR * (x - y)).clamp(0.0, 1.0);
+                            // Within [0, 1], or within the original's own
+                            // value where a later sample leaves it (the
+                            // parts are found on the first): equal outputs
+                            // share everything.
+                            let unseen =
+                                (y + UNSEEN_ERROR_FACTOR * (x - y)).clamp(y.min(0.0), y.max(1.0));
                             let (d, m) = if x.is_finite() {
                                 ((unseen - y).abs(), unseen.max(y))
                             } else {
@@ -730,6 +741,7 @@ impl Tally {
         inputs: &[HostTensor],
     ) {
         let tokens = neighbours::tokens(inputs);
+        let batch = parts::batch_of(inputs.iter().map(|t| t.shape()));
         if self.names.is_empty() {
             self.names = expected
                 .iter()
@@ -760,8 +772,13 @@ impl Tally {
                 r.parts.get_or_insert_with(Vec::new);
             }
             match (o.as_slice::<f32>(), e.as_slice::<f32>()) {
-                (Some(a), Some(b)) => r.add(a, b, e.shape(), classes),
-                _ => r.add(&o.to_f64_vec(), &e.to_f64_vec(), e.shape(), classes),
+                (Some(a), Some(b)) => r.add(a, b, e.shape(), (classes, batch)),
+                _ => r.add(
+                    &o.to_f64_vec(),
+                    &e.to_f64_vec(),
+                    e.shape(),
+                    (classes, batch),
+                ),
             }
         }
         self.samples += 1;
@@ -1123,9 +1140,9 @@ mod tests {
         let (aw, bw) = (wide(&a), wide(&b));
         let shape = [2, 5];
         let mut narrow = Running::default();
-        narrow.add(&a, &b, &shape, Some(5));
+        narrow.add(&a, &b, &shape, (Some(5), None));
         let mut widened = Running::default();
-        widened.add(&aw, &bw, &shape, Some(5));
+        widened.add(&aw, &bw, &shape, (Some(5), None));
         let (n, w) = (narrow.finish("y"), widened.finish("y"));
         assert_eq!(n.cosine.to_bits(), w.cosine.to_bits());
         assert_eq!(n.snr_db.to_bits(), w.snr_db.to_bits());
@@ -1209,7 +1226,7 @@ mod tests {
         let b = [100.0, 200.0, 0.6, 0.01, 0.9, 0.0];
         let a = [100.0, 200.0, 0.4, 0.03, 0.9, 0.0];
         let mut r = Running::default();
-        r.add(&a, &b, &shape, None);
+        r.add(&a, &b, &shape, (None, None));
         let whole = r.finish("y");
         assert!(whole.cosine > 0.99999, "{}", whole.cosine);
         let parts = r.finish_parts("y", 3);

@@ -103,6 +103,20 @@ pub const MAX_FIELDS: usize = 256;
 /// quantity.
 const SILENT: f64 = 1e-3;
 
+/// The rows of a sample: the length of its inputs' first axis, when every
+/// input has one and they agree.
+pub fn batch_of<'a>(shapes: impl Iterator<Item = &'a [usize]>) -> Option<usize> {
+    let mut batch = None;
+    for s in shapes {
+        let first = *s.first()?;
+        if batch.is_some_and(|b| b != first) {
+            return None;
+        }
+        batch = Some(first);
+    }
+    batch
+}
+
 /// Per index along one axis: smallest and largest value, largest magnitude.
 struct SliceStats {
     min: Vec<f64>,
@@ -244,11 +258,25 @@ fn scale_split(s: &SliceStats) -> Option<Vec<Part>> {
 /// is judged whole as before. `whole_scores`: an output bounded in [0, 1]
 /// as a whole is one part of scores (false for classifier outputs, which
 /// are judged by top-1 agreement).
-pub fn find_parts(shape: &[usize], values: &[f64], whole_scores: bool) -> Vec<Part> {
+///
+/// `batch`, the rows of the samples (the length of every input's first
+/// axis, when they share one): a first axis of that length holds the rows,
+/// one prediction each, not fields (a regressor's `[8, 1]` output, whose
+/// first row fell in [0, 1] on the first sample, was judged as a score row
+/// and failed an INT8 model that quantized nothing).
+pub fn find_parts(
+    shape: &[usize],
+    values: &[f64],
+    whole_scores: bool,
+    batch: Option<usize>,
+) -> Vec<Part> {
     if values.len() < 2 || shape.iter().product::<usize>() != values.len() {
         return Vec::new();
     }
-    let axes: Vec<usize> = (0..shape.len()).filter(|&a| shape[a] >= 2).collect();
+    let rows = |a: usize| a == 0 && batch.is_some_and(|b| b >= 2 && shape[0] == b);
+    let axes: Vec<usize> = (0..shape.len())
+        .filter(|&a| shape[a] >= 2 && !rows(a))
+        .collect();
     let stats: Vec<(usize, SliceStats)> = axes
         .iter()
         .map(|&a| (a, SliceStats::along(shape, values, a)))
@@ -307,7 +335,7 @@ mod tests {
     #[test]
     fn a_detector_output_splits_into_coordinates_and_scores() {
         let (shape, v) = detector(3, 50);
-        let parts = find_parts(&shape, &v, true);
+        let parts = find_parts(&shape, &v, true, None);
         assert_eq!(
             parts,
             vec![
@@ -335,7 +363,7 @@ mod tests {
         let v: Vec<f64> = (0..2 * n)
             .map(|e| if e < n { 0.5 } else { 300.0 })
             .collect();
-        assert!(find_parts(&[1, n, 2], &v, true).is_empty());
+        assert!(find_parts(&[1, n, 2], &v, true, None).is_empty());
     }
 
     #[test]
@@ -343,7 +371,7 @@ mod tests {
         // Rows in [0, 1] next to rows reaching 1.5: one quantity.
         let shape = vec![1, 4, 3];
         let v = [0.1, 0.5, 0.9, 0.2, 1.5, 0.3, 0.0, 0.4, 0.8, 1.2, 0.1, 0.7];
-        assert!(find_parts(&shape, &v, false).is_empty());
+        assert!(find_parts(&shape, &v, false, None).is_empty());
     }
 
     #[test]
@@ -353,7 +381,7 @@ mod tests {
         let v = [
             900.0, -1000.0, 950.0, 800.0, 1000.0, -700.0, 0.5, -3.0, 0.7, -0.9, 0.2, 2.0,
         ];
-        let parts = find_parts(&shape, &v, true);
+        let parts = find_parts(&shape, &v, true, None);
         assert_eq!(parts.len(), 2, "{parts:?}");
         assert_eq!(
             (parts[0].axis, parts[0].start, parts[0].end),
@@ -366,26 +394,43 @@ mod tests {
         let v: Vec<f64> = (0..16)
             .map(|e| if (e / 2) % 2 == 0 { 100.0 } else { 0.5 })
             .collect();
-        assert!(find_parts(&shape, &v, true).is_empty());
+        assert!(find_parts(&shape, &v, true, None).is_empty());
         // Scales within SCALE_GAP: one quantity.
         let v = [-1.0, 2.0, -10.0, 12.0];
-        assert!(find_parts(&[4], &v, false).is_empty());
+        assert!(find_parts(&[4], &v, false, None).is_empty());
         // A block of zeros next to a signal: one quantity.
         let v = [0.0, 0.0, -3.0, 5.0];
-        assert!(find_parts(&[4], &v, false).is_empty());
+        assert!(find_parts(&[4], &v, false, None).is_empty());
         // A long axis is positions, not fields.
         let mut v = vec![-1000.0; MAX_FIELDS + 1];
         v[0] = -10.0;
-        assert!(find_parts(&[MAX_FIELDS + 1], &v, false).is_empty());
+        assert!(find_parts(&[MAX_FIELDS + 1], &v, false, None).is_empty());
         v.truncate(MAX_FIELDS);
-        assert_eq!(find_parts(&[MAX_FIELDS], &v, false).len(), 2);
+        assert_eq!(find_parts(&[MAX_FIELDS], &v, false, None).len(), 2);
+    }
+
+    #[test]
+    fn the_rows_of_a_batch_are_predictions_not_fields() {
+        // A regressor's [8, 1] output: the first row in [0, 1], the others
+        // not; split along axis 0 unless that axis is the samples' rows.
+        let v = [0.5, 3.0, 7.0, 2.0, 9.0, 4.0, 6.0, 8.0];
+        assert_eq!(find_parts(&[8, 1], &v, true, None).len(), 2);
+        assert!(find_parts(&[8, 1], &v, true, Some(8)).is_empty());
+        // A detector's [84, N] output (batch squeezed) is still split along
+        // its first axis: its length is not the rows'.
+        let mut d = vec![0.5; 4 * 3];
+        d[..6].copy_from_slice(&[300.0, 10.0, 200.0, 40.0, 100.0, 80.0]);
+        assert_eq!(find_parts(&[4, 3], &d, true, Some(1)).len(), 2);
+        assert_eq!(batch_of([&[8usize, 64][..], &[8, 2]].into_iter()), Some(8));
+        assert_eq!(batch_of([&[8usize, 64][..], &[1, 2]].into_iter()), None);
+        assert_eq!(batch_of([&[][..]].into_iter()), None);
     }
 
     #[test]
     fn a_probability_map_is_scores_unless_it_is_a_classifier_output() {
         let shape = vec![1, 1, 2, 3];
         let v = [0.0, 0.1, 0.9, 1.0, 0.0, 0.3];
-        let whole = find_parts(&shape, &v, true);
+        let whole = find_parts(&shape, &v, true, None);
         assert_eq!(
             whole,
             vec![Part {
@@ -399,9 +444,9 @@ mod tests {
         let mut seen = Vec::new();
         whole[0].for_each_run(&shape, |r| seen.push(r));
         assert_eq!(seen, vec![0..6]);
-        assert!(find_parts(&shape, &v, false).is_empty());
+        assert!(find_parts(&shape, &v, false, None).is_empty());
         // Constant, or a shape that does not match the values: nothing.
-        assert!(find_parts(&[3], &[0.5, 0.5, 0.5], true).is_empty());
-        assert!(find_parts(&[4], &[0.5, 0.2, 0.1], true).is_empty());
+        assert!(find_parts(&[3], &[0.5, 0.5, 0.5], true, None).is_empty());
+        assert!(find_parts(&[4], &[0.5, 0.2, 0.1], true, None).is_empty());
     }
 }
