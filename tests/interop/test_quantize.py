@@ -181,3 +181,43 @@ def test_int8_override_keeps_the_layer_float_in_ort(command, target, tmp_path):
         assert ops["QLinearConv"] == quantized, ops
         # conv2 and the Conv fuse-conv-bn cannot fold stay float.
         assert ops["Conv"] + ops.get("FusedConv", 0) == 2, ops
+
+
+@pytest.mark.parametrize("target", ["portable", "onnxruntime"])
+def test_int8_on_a_model_already_quantized_says_so_and_keeps_it(target, tmp_path):
+    # ONNX Runtime's quantize_static output (QDQ, INT32 biases): nothing to calibrate.
+    # Judged against itself, the search compared ONNX Runtime's integer kernels with
+    # its own Q/DQ emulation and exited 4, or 0, by a timing's noise.
+    import onnxruntime as ort
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+    shape = (1, 3, 32, 32)
+    rng = np.random.default_rng(5)
+    feeds = [{"input": rng.uniform(-1, 1, shape).astype(np.float32)} for _ in range(8)]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(feeds)
+
+        def get_next(self):
+            return next(self.it, None)
+
+    src = _interop.MODELS / "cnn_bn_relu.onnx"
+    assert [i.name for i in onnx.load(str(src)).graph.input] == ["input"]
+    qdq = tmp_path / "qdq.onnx"
+    quantize_static(str(src), str(qdq), Reader(), quant_format=QuantFormat.QDQ)
+    data = _calibration_folder(tmp_path / "calib", shape, 8, 3)
+    out = tmp_path / "out.onnx"
+    proc = _interop.run_cli("optimize", qdq, "-o", out, "--int8", "--calib-data", data,
+                            "--target", target, "--json")
+    assert proc.returncode == 0, _interop.describe(proc)
+    report = json.loads(proc.stdout)
+    assert any("the model is already quantized" in n for n in report["notes"]), report["notes"]
+    assert "calibrat" not in proc.stderr.split("already quantized")[0].lower(), proc.stderr
+    before = Counter(n.op_type for n in onnx.load(str(qdq)).graph.node)
+    after = Counter(n.op_type for n in onnx.load(str(out)).graph.node)
+    assert after["DequantizeLinear"] == before["DequantizeLinear"], (before, after)
+    a = ort.InferenceSession(str(qdq), providers=["CPUExecutionProvider"])
+    b = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    for f in feeds[:3]:
+        np.testing.assert_allclose(b.run(None, f)[0], a.run(None, f)[0], rtol=1e-4, atol=1e-4)
