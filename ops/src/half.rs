@@ -41,6 +41,7 @@ use crate::error::{ErrorKind, OpsError, OpsResult};
 use crate::stages::{self, PassHooks};
 
 mod nodes;
+mod quantized;
 mod ranges;
 mod unseen;
 
@@ -356,6 +357,22 @@ pub fn convert_to_target(
         to,
         started,
     };
+    if let Some(note) = quantized::quantized_activations(fp32, s.ty) {
+        crate::progress::note("half", format!("note: {note}"));
+        let mut all_fp32 = steps.clone();
+        all_fp32
+            .precision
+            .get_or_insert_with(PrecisionMap::default)
+            .default = Some(Precision::Fp32);
+        let (model, mut run) = convert(fp32, &all_fp32, &[], cx.options)?;
+        run.notes.push(note);
+        return Ok(Outcome {
+            model,
+            run,
+            report: None,
+            judged: None,
+        });
+    }
     let (mut model, mut run) = convert(fp32, steps, &[], cx.options)?;
     let ranges = match cx.search {
         true => tensor_ranges(cx.verifier, fp32)?,
