@@ -47,8 +47,8 @@ use crate::transfer::{RunEachTime, TimedRun, Transfer};
 use crate::view::{DataView, TensorView};
 
 mod binding;
-mod maps;
 mod profiling;
+mod sequences;
 mod strings;
 
 pub use profiling::PROFILE_DIR_VAR;
@@ -883,8 +883,11 @@ fn io_spec(kind: &'static str, name: &str, ty: &ValueType) -> Result<IoSpec> {
         name: name.to_string(),
         dtype,
     };
-    if kind == "output" && maps::is_map_sequence(ty) {
-        return Ok(maps::spec(name));
+    if kind == "output" && sequences::is_map_sequence(ty) {
+        return Ok(sequences::spec(name));
+    }
+    if kind == "output" && sequences::is_tensor_sequence(ty) {
+        return Ok(sequences::flat_spec(name, ty));
     }
     if let ValueType::Tensor { shape, .. } = ty
         && kind == "output"
@@ -1286,8 +1289,11 @@ fn to_ort(t: &HostTensor) -> ort::Result<SessionInputValue<'_>> {
 
 /// Copies an output value into a named host tensor (its view, copied).
 fn from_ort(name: &str, v: &DynValue) -> Result<HostTensor> {
-    if maps::is_map_sequence(v.dtype()) {
-        return maps::to_host(name, v);
+    if sequences::is_map_sequence(v.dtype()) {
+        return sequences::to_host(name, v);
+    }
+    if sequences::is_tensor_sequence(v.dtype()) {
+        return sequences::flat_to_host(name, v, from_ort);
     }
     if strings::is_string_tensor(v.dtype()) {
         return strings::to_host(name, v);
