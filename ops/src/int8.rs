@@ -440,12 +440,10 @@ pub fn run(
             on.decide(&source, &mut from, timed.as_deref(), &mut cal, &mut notes)?
         }
     };
-    // A miss with nothing in INT8 is no INT8 error: what was judged is the
-    // float model, whose passes are verified on their own.
-    if decided.float_written.is_none()
+    if decided.failure.is_none()
+        && decided.float_written.is_none()
         && let Some(note) = nothing_quantized(&decided)
     {
-        decided.failure = None;
         crate::progress::note("int8", format!("int8: {note}"));
         notes.push(note.clone());
         decided.float_written = Some(note);
