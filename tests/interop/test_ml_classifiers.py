@@ -228,3 +228,31 @@ def test_every_default_command_keeps_a_classifier(infopt, tmp_path, name, build,
             compared = [o["name"] for o in report["verification"]["outputs"]]
             assert compared == ["label", "output_probability" if zipmap else "probabilities"], compared
     assert src.read_bytes() == before
+
+
+def test_a_string_input_says_what_cannot_be_fed(infopt, tmp_path):
+    # CategoryMapper reads strings (a categorical feature): no runtime here is fed one, so a
+    # rewrite cannot be verified; the message names the input and the way out, not sizes.
+    graph = helper.make_graph(
+        [helper.make_node("CategoryMapper", ["c"], ["i"], name="map", domain="ai.onnx.ml",
+                          cats_strings=["a", "b", "c"], cats_int64s=[0, 1, 2], default_int64=3),
+         helper.make_node("Cast", ["i"], ["f"], name="cast", to=TensorProto.FLOAT),
+         helper.make_node("Identity", ["f"], ["g"], name="same"),
+         helper.make_node("Mul", ["g", "k"], ["y"], name="scale")],
+        "categories",
+        [helper.make_tensor_value_info("c", TensorProto.STRING, ["N"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N"])],
+        [numpy_helper.from_array(np.array([2.0], np.float32), "k")],
+    )
+    src = tmp_path / "categories.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=OPSETS, ir_version=8), str(src))
+    out = tmp_path / "out.onnx"
+    proc = _interop.run_cli("optimize", src, "-o", out)
+    assert proc.returncode == 7, _interop.describe(proc)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == ("error: cannot verify: the model's input `c` holds strings, which infopt cannot "
+                    "feed to a runtime: pass --no-verify to write it unverified"), last
+    assert not out.exists()
+    proc = _interop.run_cli("optimize", src, "-o", out, "--no-verify")
+    assert proc.returncode == 0, _interop.describe(proc)
+    assert [n.op_type for n in onnx.load(str(out)).graph.node] == ["CategoryMapper", "Cast", "Mul"]

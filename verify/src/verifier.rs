@@ -305,6 +305,30 @@ impl Verifier {
         } else {
             ErrorKind::Unavailable
         };
+        // A string input is no matter of sizes: no runtime here is fed one.
+        let strings: Vec<String> = original
+            .graph
+            .inputs
+            .iter()
+            .filter(|io| {
+                original
+                    .graph
+                    .value_type(io.value)
+                    .is_some_and(|t| t.dtype == infopt_ir::DataType::String)
+            })
+            .map(|io| format!("`{}`", original.graph.value(io.value).name))
+            .collect();
+        if !strings.is_empty() {
+            return Err(VerifyError::new(
+                kind,
+                format!(
+                    "cannot verify: the model's input{} {} {} strings, which infopt cannot feed to a runtime: pass --no-verify to write it unverified",
+                    if strings.len() > 1 { "s" } else { "" },
+                    strings.join(", "),
+                    if strings.len() > 1 { "hold" } else { "holds" },
+                ),
+            ));
+        }
         let mut hint = match shapes::suggestion(original, &inputs.shapes) {
             Some(s) => format!("; fix the input sizes the model expects with {s}"),
             None => String::new(),
