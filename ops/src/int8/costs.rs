@@ -40,6 +40,13 @@ impl Costs {
         r
     }
 
+    /// Seconds per one of `step`, once some were timed.
+    pub fn mean_seconds(&self, step: &'static str) -> Option<f64> {
+        let steps = self.steps.borrow();
+        let c = steps.get(step)?;
+        (c.count > 0 && c.seconds > 0.0).then(|| c.seconds / c.count as f64)
+    }
+
     /// Every step so far, by name.
     pub fn steps(&self) -> BTreeMap<String, StepCost> {
         self.steps

