@@ -42,8 +42,16 @@ const TIE: f64 = 1e-6;
 /// Fewest values per row of an embedding.
 const LEAST_DIM: usize = 8;
 
+/// Most values per row of an embedding: the widest in use hold 4096 (VGG's
+/// features; text embeddings reach 3072). A longer row is a map over
+/// positions, a prediction per time step or sample (brainmaze's spindle
+/// detector: `[rows, 1, 7500]`, one logit per EEG sample, was judged by its
+/// rows' nearest neighbours, 0.87 with every layer in INT8, and the search
+/// kept 24 of 29 layers in float to write float).
+const MOST_DIM: usize = 4096;
+
 /// Whether an output of `shape` is judged as embeddings: one vector per
-/// row, `[rows, dim]` with at least 8 values per row, or the same with
+/// row, `[rows, dim]` with 8 to 4096 values per row, or the same with
 /// axes of 1 around `dim` (`[rows, 1, 1, dim]`: openwakeword's speech
 /// embedding; `[rows, dim, 1, 1]`: a CNN's pooled features), when it is not
 /// a classifier's output (whose last axis holds classes, judged by top-1).
@@ -52,7 +60,7 @@ pub fn is_embedding(shape: &[usize]) -> bool {
         return false;
     };
     let wide: Vec<usize> = per_row.iter().copied().filter(|&d| d != 1).collect();
-    matches!(wide.as_slice(), [dim] if *dim >= LEAST_DIM)
+    matches!(wide.as_slice(), [dim] if (LEAST_DIM..=MOST_DIM).contains(dim))
 }
 
 /// Values per row of an embedding output of `shape`.
@@ -328,6 +336,10 @@ mod tests {
         assert!(!is_embedding(&[4, 1, 1, 1]));
         assert!(!is_embedding(&[4, 16, 1, 96]));
         assert!(!is_embedding(&[96]));
+        // The widest embeddings in use, and a map over 7500 positions.
+        assert!(is_embedding(&[2, 4096]));
+        assert!(!is_embedding(&[2, 4097]));
+        assert!(!is_embedding(&[3, 1, 7500]));
         let values: Vec<f64> = (0..2 * 96).map(f64::from).collect();
         let r = super::rows(&[2, 1, 1, 96], &values, None).unwrap();
         assert_eq!((r.len(), r[1].len(), r[1][0]), (2, 96, 96.0));
