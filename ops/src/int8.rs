@@ -617,19 +617,7 @@ fn nothing_quantized(d: &Decided) -> Option<String> {
 /// exit 4 after a search of 80 candidates that changed nothing, or exit 0,
 /// by a timing's noise). None for a model without Q/DQ or integer ops.
 fn already_quantized(g: &infopt_ir::Graph) -> Option<String> {
-    const QUANTIZED_OPS: [&str; 7] = [
-        "QuantizeLinear",
-        "DequantizeLinear",
-        "QLinearConv",
-        "QLinearMatMul",
-        "MatMulInteger",
-        "ConvInteger",
-        "DynamicQuantizeLinear",
-    ];
-    let count = g
-        .nodes()
-        .filter(|(_, n)| QUANTIZED_OPS.contains(&n.op_type.as_str()))
-        .count();
+    let count = crate::quantized_input::quantized_nodes(g);
     (count > 0).then(|| {
         format!(
             "the model is already quantized ({count} Q/DQ or integer node(s)): --int8 has nothing to calibrate or add, so it was written with the float passes alone (to quantize it again, start from its float export)"

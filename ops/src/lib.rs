@@ -18,6 +18,7 @@ pub mod keywords;
 pub mod models;
 pub mod outcome;
 pub mod progress;
+pub mod quantized_input;
 pub mod report;
 pub mod save_args;
 pub mod shape_args;

@@ -10,23 +10,9 @@
 
 use infopt_ir::Model;
 
-/// Ops that round activations to integers.
-const QUANTIZING_OPS: [&str; 6] = [
-    "QuantizeLinear",
-    "DynamicQuantizeLinear",
-    "QLinearConv",
-    "QLinearMatMul",
-    "MatMulInteger",
-    "ConvInteger",
-];
-
 /// What `--fp16` says of a model whose activations are quantized, or None.
 pub(super) fn quantized_activations(model: &Model, ty: &str) -> Option<String> {
-    let count = model
-        .graph
-        .nodes()
-        .filter(|(_, n)| QUANTIZING_OPS.contains(&n.op_type.as_str()))
-        .count();
+    let count = crate::quantized_input::rounding_nodes(&model.graph);
     (count > 0).then(|| {
         format!(
             "the model's activations are already quantized ({count} node(s) round them to integers): {ty} before those roundings would move values across INT8 steps, so every node stayed float32 (convert its float export instead)"

@@ -40,12 +40,17 @@ pub(super) fn spec(name: &str) -> IoSpec {
     }
 }
 
-/// The sequence of maps `v` as a `[rows, classes]` tensor.
-pub(super) fn to_host(name: &str, v: &DynValue) -> Result<HostTensor> {
-    let failed = |message: String| RuntimeError::Run {
+/// A run error on output `name`.
+fn failed(name: &str, message: String) -> RuntimeError {
+    RuntimeError::Run {
         backend: BACKEND.into(),
         message: format!("output `{name}`: {message}"),
-    };
+    }
+}
+
+/// The sequence of maps `v` as a `[rows, classes]` tensor.
+pub(super) fn to_host(name: &str, v: &DynValue) -> Result<HostTensor> {
+    let failed = |message: String| failed(name, message);
     let maps = v
         .try_extract_sequence::<DynMapValueType>()
         .map_err(|e| failed(e.to_string()))?;
@@ -122,10 +127,7 @@ pub(super) fn flat_to_host(
     v: &DynValue,
     read: impl Fn(&str, &DynValue) -> Result<HostTensor>,
 ) -> Result<HostTensor> {
-    let failed = |message: String| RuntimeError::Run {
-        backend: BACKEND.into(),
-        message: format!("output `{name}`: {message}"),
-    };
+    let failed = |message: String| failed(name, message);
     let tensors = v
         .try_extract_sequence::<DynTensorValueType>()
         .map_err(|e| failed(e.to_string()))?;
