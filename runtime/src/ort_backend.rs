@@ -1084,14 +1084,23 @@ impl Backend for OrtBackend {
             input_shapes,
             SessionPurpose::Observe,
         )?;
+        // A tensor the caller could not type (an ai.onnx.ml op's output)
+        // may turn out to hold strings: no values to observe (integer ones
+        // are, for the first diverging tensor's search).
+        let strings: Vec<String> = {
+            let session = loaded.session.lock().unwrap_or_else(|p| p.into_inner());
+            session
+                .outputs()
+                .iter()
+                .filter(|o| strings::is_string_tensor(o.dtype()))
+                .map(|o| o.name().to_string())
+                .collect()
+        };
         let mut observed = Vec::new();
         let mut outputs = Vec::new();
         for o in loaded.outputs {
             if names.contains(&o.name) {
-                // A tensor the caller could not type (an ai.onnx.ml op's
-                // output) that is not float holds no range to observe:
-                // string labels, read as ids, are none.
-                if o.dtype.is_float() {
+                if !strings.contains(&o.name) {
                     observed.push(o.name);
                 }
             } else {
