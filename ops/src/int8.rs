@@ -1462,13 +1462,25 @@ impl Judging<'_> {
         if !self.float_may_replace() {
             return Ok(None);
         }
+        let note = format!(
+            "INT8 does not pay on this model and runtime, so the float model was written (no INT8 in it): with every layer in INT8 it ran {int8_ms:.2} ms against float's {float_ms:.2} ms in ONNX Runtime CPU at one thread, and keeping layers in float would not make it faster"
+        );
+        self.float_if_it_meets(judge, note, notes)
+    }
+
+    /// The float model, written without a search with `note` as the
+    /// reason, where it meets the target on the probe samples (`None`:
+    /// it misses too, and the search goes on).
+    fn float_if_it_meets(
+        &self,
+        judge: &mut Judge<'_>,
+        note: String,
+        notes: &mut Vec<String>,
+    ) -> OpsResult<Option<Decided>> {
         let h = judge.judge_float(self.mid, fallback::PROBE_SAMPLES)?;
         if !misses(&h, self.goal).is_empty() {
             return Ok(None);
         }
-        let note = format!(
-            "INT8 does not pay on this model and runtime, so the float model was written (no INT8 in it): with every layer in INT8 it ran {int8_ms:.2} ms against float's {float_ms:.2} ms in ONNX Runtime CPU at one thread, and keeping layers in float would not make it faster"
-        );
         crate::progress::note("int8", format!("int8: {note}"));
         notes.push(note.clone());
         let mut d = Decided::unjudged(self.mid.clone(), PipelineRun::default());
@@ -1498,20 +1510,11 @@ impl Judging<'_> {
         if self.target == infopt_passes::Target::Tensorrt || !self.float_may_replace() {
             return Ok(None);
         }
-        let h = judge.judge_float(self.mid, fallback::PROBE_SAMPLES)?;
-        if !misses(&h, self.goal).is_empty() {
-            return Ok(None);
-        }
         let note = format!(
             "INT8 would not pay on this model, so the float model was written (no INT8 in it): with every layer in INT8 it misses the target ({}) and runs only {ceiling:.2}x as fast as float in ONNX Runtime CPU at one thread, which the layers kept in float to meet the target would give back in part",
             missed.join(", ")
         );
-        crate::progress::note("int8", format!("int8: {note}"));
-        notes.push(note.clone());
-        let mut d = Decided::unjudged(self.mid.clone(), PipelineRun::default());
-        d.held = Some(h);
-        d.float_written = Some(note);
-        Ok(Some(d))
+        self.float_if_it_meets(judge, note, notes)
     }
 
     /// Whether the float model may be written in INT8's place: not when the
