@@ -1702,6 +1702,13 @@ fn layer_snrs(
     float: &Model,
     quantized: &Model,
 ) -> OpsResult<Vec<LayerSnr>> {
+    let layers = quantized_layers(quantized);
+    let wanted: std::collections::HashSet<&str> = layers
+        .iter()
+        .flat_map(|l| {
+            std::iter::once(l.output.as_str()).chain(l.sources.iter().map(String::as_str))
+        })
+        .collect();
     let side = |m| Side {
         model: m,
         dir: cx.dir.to_path_buf(),
@@ -1711,12 +1718,13 @@ fn layer_snrs(
         atol: 0.0,
         rtol: 0.0,
     };
-    let report = intermediates::compare(
+    let report = intermediates::compare_these(
         backend.backend.as_ref(),
         shapes,
         side(float),
         side(quantized),
         tol,
+        &|name| wanted.contains(name),
     )?;
     let snr: std::collections::HashMap<&str, (f64, f64)> = report
         .tensors
@@ -1724,22 +1732,60 @@ fn layer_snrs(
         .map(|t| (t.name.as_str(), (t.agreement.snr_db, t.agreement.cosine)))
         .collect();
     let noise = |snr_db: f64| 10f64.powf(-snr_db / 10.0);
+    let mut out = Vec::new();
+    for l in layers {
+        let Some(&(s, cos)) = snr.get(l.output.as_str()) else {
+            continue;
+        };
+        let noise_in = l
+            .sources
+            .iter()
+            .filter_map(|x| snr.get(x.as_str()))
+            .map(|&(s, _)| noise(s))
+            .fold(0f64, f64::max);
+        out.push((
+            LayerSnr {
+                layer: l.layer,
+                op: l.op,
+                tensor: l.output,
+                snr_db: s,
+                cosine: cos,
+            },
+            noise(s) - noise_in,
+        ));
+    }
+    out.sort_by(|a, b| b.1.total_cmp(&a.1));
+    Ok(out.into_iter().map(|(l, _)| l).collect())
+}
+
+/// A weighted layer reading a DequantizeLinear, as [`layer_snrs`] compares it.
+struct QuantizedLayer {
+    layer: String,
+    op: String,
+    /// Its first output.
+    output: String,
+    /// The float activations behind its DequantizeLinear inputs (those
+    /// that a QuantizeLinear reads).
+    sources: Vec<String>,
+}
+
+/// The weighted layers of `quantized` with a DequantizeLinear input. Only
+/// weighted layers: keeping one in float drops its weight and output
+/// quantization. An integer op (Add, GlobalAveragePool, ...) kept in float
+/// still reads and feeds quantized tensors, so its error barely changes
+/// (seen on PP-OCRv4 det: three rounds wasted).
+fn quantized_layers(quantized: &Model) -> Vec<QuantizedLayer> {
     let g = &quantized.graph;
     let mut out = Vec::new();
     for (_, node) in g.nodes() {
-        // Only weighted layers: keeping one in float drops its weight and
-        // output quantization. An integer op (Add, GlobalAveragePool, ...)
-        // kept in float still reads and feeds quantized tensors, so its
-        // error barely changes (seen on PP-OCRv4 det: three rounds wasted).
         if !matches!(
             node.op_type.as_str(),
             "Conv" | "ConvTranspose" | "Gemm" | "MatMul"
         ) {
             continue;
         }
-        // The float activations behind the DequantizeLinear inputs.
         let mut quantized_input = false;
-        let mut noise_in = 0f64;
+        let mut sources = Vec::new();
         for v in node.inputs.iter().flatten() {
             let Some(dq) = g.producer(*v).filter(|p| p.op_type == "DequantizeLinear") else {
                 continue;
@@ -1753,35 +1799,23 @@ fn layer_snrs(
                 .and_then(|q| g.producer(q))
                 .filter(|q| q.op_type == "QuantizeLinear")
                 .and_then(|q| q.inputs.first().copied().flatten());
-            if let Some(x) = source
-                && let Some(&(s, _)) = snr.get(g.value(x).name.as_str())
-            {
-                noise_in = noise_in.max(noise(s));
+            if let Some(x) = source {
+                sources.push(g.value(x).name.clone());
             }
-        }
-        if !quantized_input {
-            continue;
         }
         let Some(out_v) = node.outputs.first().copied().flatten() else {
             continue;
         };
-        let tensor = g.value(out_v).name.clone();
-        let Some(&(s, cos)) = snr.get(tensor.as_str()) else {
-            continue;
-        };
-        out.push((
-            LayerSnr {
+        if quantized_input {
+            out.push(QuantizedLayer {
                 layer: node.name_or_op().to_string(),
                 op: node.op_type.clone(),
-                tensor,
-                snr_db: s,
-                cosine: cos,
-            },
-            noise(s) - noise_in,
-        ));
+                output: g.value(out_v).name.clone(),
+                sources,
+            });
+        }
     }
-    out.sort_by(|a, b| b.1.total_cmp(&a.1));
-    Ok(out.into_iter().map(|(l, _)| l).collect())
+    out
 }
 
 #[cfg(test)]
