@@ -1330,3 +1330,49 @@ fn a_shape_concat_is_not_reported_as_declined() {
         assert!(concat.is_none(), "{:?}", run.declined);
     }
 }
+
+/// x[1,3,8,8] → conv_1 → Clip(0, 6) → conv_3 (depthwise) → Clip(-1, 1) →
+/// conv_5 → y: a ReLU6 as torch, Keras and TFLite export it (bounds as
+/// inputs since opset 11), and a Clip that lets negative values through.
+fn relu6_net() -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "8", "8"]));
+    let a = conv(&mut b, x, "conv_a", [8, 3, 3, 1], 31);
+    let zero = b.f32("zero", &[], &[0.0]);
+    let six = b.f32("six", &[], &[6.0]);
+    let r6 = b.op("Clip", &[a, zero, six], vec![]);
+    let d = conv(&mut b, r6, "conv_b", [8, 8, 3, 8], 32);
+    let lo = b.f32("lo", &[], &[-1.0]);
+    let hi = b.f32("hi", &[], &[1.0]);
+    let c = b.op("Clip", &[d, lo, hi], vec![]);
+    let y = conv(&mut b, c, "conv_c", [4, 8, 1, 1], 33);
+    b.output(y, "y", DataType::Float, Some(dims(&["1", "4", "8", "8"])));
+    b.build(13)
+}
+
+#[test]
+fn onnxruntime_placement_quantizes_a_relu6_output_not_the_conv_in_front_of_it() {
+    let fp32 = relu6_net();
+    let amax = minmax_ranges(&fp32, &[1, 2, 3]);
+    let mut m = fp32.clone();
+    let run = quantize_with(&mut m, Target::Onnxruntime, "", Some(amax.clone())).unwrap();
+    let g = &m.graph;
+    // The ReLU6 reads the Conv's float output and its own output is the
+    // quantized one: UINT8, zero point 0, scale amax/255 (ORT then drops
+    // the Clip in front of the Q and runs QLinearConv).
+    assert_eq!(reads(g, "clip_2", 0), "conv_1_out", "{:?}", run.notes);
+    assert_eq!(reads(g, "conv_3", 0), "clip_2_out_dq");
+    let r = amax.get("clip_2_out").unwrap();
+    assert!(r <= 6.0);
+    assert_eq!(
+        init_f32(g, "clip_2_out_scale")[0].to_bits(),
+        (r / 255.0).to_bits()
+    );
+    assert_eq!(init_i64(g, "clip_2_out_zero_point"), vec![0]);
+    // A Clip with a negative lower bound is no ReLU: the Conv's output is
+    // quantized, signed (zero point 128), and the Clip reads its DQ.
+    assert_eq!(reads(g, "clip_4", 0), "conv_3_out_dq");
+    assert_eq!(init_i64(g, "conv_3_out_zero_point"), vec![128]);
+    assert!(g.find_value("conv_1_out_scale").is_none());
+    assert_close_to_fp32(&fp32, &m);
+}

@@ -246,3 +246,71 @@ def test_fp16_on_a_model_with_quantized_activations_keeps_float32(tmp_path):
     halves = [t.name for t in m.graph.initializer if t.data_type == onnx.TensorProto.FLOAT16]
     casts = [n.name for n in m.graph.node if n.op_type == "Cast"]
     assert not halves and not casts, (halves, casts)
+
+
+def _relu6_block(path):
+    """x → Conv → Clip(0, 6) → depthwise Conv → Clip(0, 6) → Conv → Clip(0, 6)
+    → GlobalAveragePool → Flatten → Gemm: a MobileNetV2 block's ReLU6 as torch,
+    Keras and TFLite export it (bounds as inputs, opset 13)."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(5)
+    inits, nodes = [], []
+
+    def const(name, a):
+        inits.append(numpy_helper.from_array(np.asarray(a, np.float32), name))
+        return name
+
+    const("zero", 0.0)
+    const("six", 6.0)
+    x = "x"
+    for i, (cout, cin, k, group) in enumerate([(16, 3, 3, 1), (16, 16, 3, 16), (8, 16, 1, 1)]):
+        w = const(f"w{i}", rng.normal(0, (2.0 / (cin // group * k * k)) ** 0.5, (cout, cin // group, k, k)))
+        b = const(f"b{i}", rng.normal(0, 0.2, cout))
+        nodes.append(helper.make_node("Conv", [x, w, b], [f"c{i}"], name=f"conv{i}", group=group,
+                                      pads=[k // 2] * 4, kernel_shape=[k, k]))
+        nodes.append(helper.make_node("Clip", [f"c{i}", "zero", "six"], [f"r{i}"], name=f"relu6_{i}"))
+        x = f"r{i}"
+    nodes.append(helper.make_node("GlobalAveragePool", [x], ["p"], name="pool"))
+    nodes.append(helper.make_node("Flatten", ["p"], ["f"], name="flatten"))
+    const("wg", rng.normal(0, 0.3, (5, 8)))
+    const("bg", rng.normal(0, 0.1, 5))
+    nodes.append(helper.make_node("Gemm", ["f", "wg", "bg"], ["y"], name="head", transB=1))
+    g = helper.make_graph(nodes, "relu6", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])], initializer=inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(path))
+    return path
+
+
+def test_onnxruntime_int8_quantizes_after_relu6_so_ort_drops_the_clip(tmp_path):
+    # Before, the Conv output in front of each ReLU6 was quantized with its
+    # whole range (MediaPipe's hand landmarks: [-28, 35] where the ReLU6
+    # keeps 0..6, 20 dB after the first layer) and ORT ran every Clip in
+    # float between a DequantizeLinear and a QuantizeLinear.
+    fp32 = _relu6_block(tmp_path / "relu6.onnx")
+    data = _calibration_folder(tmp_path / "calib", (1, 3, 8, 8), 12, 4)
+    out = tmp_path / "q.onnx"
+    proc = _interop.run_cli("optimize", fp32, "-o", out, "--int8", "--calib-data", data,
+                            "--calib-samples", "8", "--target", "onnxruntime")
+    assert proc.returncode == 0, _interop.describe(proc)
+    onnx.checker.check_model(str(out), full_check=True)
+    m = onnx.load(str(out))
+    producers = {o: p for p in m.graph.node for o in p.output}
+    clips = [n for n in m.graph.node if n.op_type == "Clip"]
+    assert len(clips) == 3, Counter(n.op_type for n in m.graph.node)
+    for c in clips:
+        # The Clip reads the Conv itself; its output goes to a UINT8 Q with
+        # zero point 0 and a range within 0..6.
+        assert producers[c.input[0]].op_type == "Conv", c.name
+        (q,) = [n for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0] == c.output[0]]
+        inits = {i.name: onnx.numpy_helper.to_array(i) for i in m.graph.initializer}
+        assert inits[q.input[2]].dtype == np.uint8 and int(inits[q.input[2]]) == 0, c.name
+        assert 0 < float(inits[q.input[1]]) * 255 <= 6.0 + 1e-5, c.name
+    ops = ort_optimized_ops(out, tmp_path)
+    assert ops["QLinearConv"] == 3, ops
+    assert ops.get("Clip", 0) == 0, ops
+    f, q = _interop.ort_session(fp32), _interop.ort_session(out)
+    rng = np.random.default_rng(9)
+    for _ in range(4):
+        feeds = {"x": rng.uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32)}
+        want, got = _interop.run(f, feeds)["y"], _interop.run(q, feeds)["y"]
+        assert cosine(got, want) >= 0.99, cosine(got, want)

@@ -506,8 +506,9 @@ fn plan_trt(
     }
 }
 
-/// True when `v` cannot be negative: a Relu output, or a pooling /
-/// reshaping of such a value.
+/// True when `v` cannot be negative: a Relu output, a Clip's with a
+/// lower bound of at least 0 (ReLU6), or a pooling / reshaping of such a
+/// value.
 fn non_negative(g: &Graph, v: ValueId) -> bool {
     let Some((p, _)) = g.value(v).producer else {
         return false;
@@ -518,12 +519,41 @@ fn non_negative(g: &Graph, v: ValueId) -> bool {
     }
     match n.op_type.as_str() {
         "Relu" => true,
+        "Clip" => clip_floor(g, p).is_some_and(|m| m >= 0.0),
         "MaxPool" | "AveragePool" | "GlobalAveragePool" | "GlobalMaxPool" | "Flatten"
         | "Reshape" | "Transpose" | "Squeeze" | "Unsqueeze" => {
             input(g, p, 0).is_some_and(|x| non_negative(g, x))
         }
         _ => false,
     }
+}
+
+/// A Clip's constant lower bound: the `min` attribute before opset 11, its
+/// second input since. None when it has none or it is not a constant.
+fn clip_floor(g: &Graph, id: NodeId) -> Option<f64> {
+    let n = g.node(id);
+    if let Ok(Some(m)) = n.attr_float("min") {
+        return Some(f64::from(m));
+    }
+    let values = g.constant(input(g, id, 1)?)?.to_f64_vec().ok()?;
+    match values.as_slice() {
+        [m] => Some(*m),
+        _ => None,
+    }
+}
+
+/// An activation that ONNX Runtime drops in front of a QuantizeLinear whose
+/// range it covers: a Relu, or a Clip with a lower bound of at least 0 (a
+/// ReLU6, as torch, Keras and TFLite export it) once the Q's range is the
+/// Clip output's, within its bounds.
+fn absorbed_by_q(g: &Graph, id: NodeId) -> bool {
+    let n = g.node(id);
+    n.domain().is_empty()
+        && match n.op_type.as_str() {
+            "Relu" => true,
+            "Clip" => clip_floor(g, id).is_some_and(|m| m >= 0.0),
+            _ => false,
+        }
 }
 
 fn is_depthwise(g: &Graph, id: NodeId) -> bool {
@@ -538,8 +568,8 @@ fn is_depthwise(g: &Graph, id: NodeId) -> bool {
 /// ONNX Runtime's CPU placement: the Q/DQ groups its QDQ transformer turns
 /// into integer kernels. A Conv becomes QLinearConv only when every input
 /// (bias included, as INT32) is a DQ and its output goes to a Q, so layer
-/// outputs are quantized too (after a following Relu, with the lowest zero
-/// point so ORT drops the Relu); Add, Concat and pooling between quantized
+/// outputs are quantized too (after a following Relu or ReLU6 Clip, with
+/// the lowest zero point so ORT drops it); Add, Concat and pooling between quantized
 /// tensors become QLinearAdd / QLinearMul / QLinearConcat /
 /// QLinearGlobalAveragePool / QLinearSigmoid / QLinearLeakyRelu, and
 /// MaxPool / reshapes keep their input's parameters so ORT drops their Q/DQ.
@@ -575,7 +605,10 @@ fn plan_ort(
     // Quantized tensors whose every reader reads the DQ (layer outputs).
     let mut all_readers: BTreeMap<ValueId, ActParams> = BTreeMap::new();
     // The tensor that carries a node's quantized output: the output itself, or
-    // the output of its only reader when that is a Relu.
+    // the output of its only reader when that is a Relu or a ReLU6 Clip.
+    // Quantizing a Conv's output in front of a ReLU6 spent the INT8 steps
+    // on the negative side and beyond 6 (MediaPipe's hand landmarks:
+    // [-28, 35] where 0..6 was kept; 20 dB after the first layer).
     let quantized_output = |id: NodeId| -> Option<ValueId> {
         let out = g.node(id).outputs.first().copied().flatten()?;
         if g.is_graph_output(out) {
@@ -585,7 +618,7 @@ fn plan_ort(
         if readers.len() == 1 {
             let (r, _) = readers[0];
             let rn = g.node(r);
-            if rn.op_type == "Relu" && rn.domain().is_empty() && excluded_by(s, g, r).is_none() {
+            if absorbed_by_q(g, r) && excluded_by(s, g, r).is_none() {
                 let ro = rn.outputs.first().copied().flatten()?;
                 if !g.is_graph_output(ro) && range_of(g, amax, ro).is_some() {
                     return Some(ro);
