@@ -1778,10 +1778,7 @@ fn quantized_layers(quantized: &Model) -> Vec<QuantizedLayer> {
     let g = &quantized.graph;
     let mut out = Vec::new();
     for (_, node) in g.nodes() {
-        if !matches!(
-            node.op_type.as_str(),
-            "Conv" | "ConvTranspose" | "Gemm" | "MatMul"
-        ) {
+        if !infopt_calibration::quantize::placement::is_weighted_op(&node.op_type) {
             continue;
         }
         let mut quantized_input = false;

@@ -36,7 +36,7 @@ use infopt_ir::{Attribute, Graph, Model, Node, NodeId, PatchValue, ValueId};
 
 use crate::pass::{Pass, PassCx, PassError};
 use crate::rule::{Outcome, apply_rule};
-use crate::util::{input, output, replace_with_node};
+use crate::util::{clip_bounds, input, output, replace_with_node};
 use crate::{decline, require, require_some};
 
 pub struct FuseActivationPatterns;
@@ -81,17 +81,9 @@ fn divided_by_six(g: &Graph, id: NodeId) -> Option<ValueId> {
 }
 
 /// `Clip(x + 3, 0, 6)` producing `v`: returns (x, the Clip, the Add).
-fn relu6_of_x_plus_3(g: &Graph, v: ValueId, opset: i64) -> Option<(ValueId, NodeId, NodeId)> {
-    let (clip, clip_node) = producer(g, v, "Clip")?;
-    let (lo, hi) = if opset < 11 {
-        (
-            clip_node.attr_float("min").ok()?.map(f64::from),
-            clip_node.attr_float("max").ok()?.map(f64::from),
-        )
-    } else {
-        (scalar(g, input(g, clip, 1)), scalar(g, input(g, clip, 2)))
-    };
-    if lo != Some(0.0) || hi != Some(6.0) {
+fn relu6_of_x_plus_3(g: &Graph, v: ValueId) -> Option<(ValueId, NodeId, NodeId)> {
+    let (clip, _) = producer(g, v, "Clip")?;
+    if clip_bounds(g, clip).ok()? != (0.0, 6.0) {
         return None;
     }
     let added = input(g, clip, 0)?;
@@ -142,7 +134,7 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     let inner = require_some!(divided_by_six(g, id));
     let out = require_some!(output(g, id, 0));
     // Hard-sigmoid: the divided value is the Clip itself.
-    if let Some((x, clip, add)) = relu6_of_x_plus_3(g, inner, cx.opset) {
+    if let Some((x, clip, add)) = relu6_of_x_plus_3(g, inner) {
         if !private(g, inner) {
             decline!("the Clip output has other readers");
         }
@@ -157,7 +149,7 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     let (mul, _) = require_some!(producer(g, inner, "Mul"));
     let (a, b) = (require_some!(input(g, mul, 0)), require_some!(input(g, mul, 1)));
     let found = [(a, b), (b, a)].into_iter().find_map(|(x, c)| {
-        relu6_of_x_plus_3(g, c, cx.opset)
+        relu6_of_x_plus_3(g, c)
             .filter(|(cx_, _, _)| *cx_ == x)
             .map(|(_, clip, add)| (x, c, clip, add))
     });

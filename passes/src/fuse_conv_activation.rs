@@ -88,30 +88,12 @@ use crate::pass::{ExecutionProviders, InstalledProviders, Pass, PassCx, PassErro
 use crate::precision::{Precision, PrecisionMap};
 use crate::rule::{Outcome, apply_rule};
 use crate::util::replace_with_node;
-use crate::util::{input, output};
+use crate::util::{clip_bounds, input, output};
 use crate::{decline, require, require_some};
 
 pub struct FuseConvActivation;
 
 pub const MS_DOMAIN: &str = "com.microsoft";
-
-/// The float32 value of an optional Clip bound input (opset >= 11).
-fn clip_bound(g: &Graph, v: Option<ValueId>, default: f32, which: &str) -> Result<f32, String> {
-    let Some(v) = v else { return Ok(default) };
-    let Some(t) = g.constant(v) else {
-        return Err(format!(
-            "Clip {which} '{}' is not a constant",
-            g.value(v).name
-        ));
-    };
-    if t.numel() != Some(1) {
-        return Err(format!("Clip {which} is not a scalar"));
-    }
-    match t.to_f64_vec() {
-        Ok(vals) if t.dtype().is_float() => Ok(vals[0] as f32),
-        _ => Err(format!("Clip {which} has dtype {}", t.dtype())),
-    }
-}
 
 /// The element type of the conv, from its weight, input or output.
 fn conv_dtype(g: &Graph, conv: NodeId) -> Option<DataType> {
@@ -188,21 +170,10 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
                 act.attr_float_or("beta", 0.5).unwrap_or(0.5),
             ]
         }
-        "Clip" => {
-            if cx.opset < 11 {
-                vec![
-                    act.attr_float_or("min", f32::MIN).unwrap_or(f32::MIN),
-                    act.attr_float_or("max", f32::MAX).unwrap_or(f32::MAX),
-                ]
-            } else {
-                let lo = clip_bound(g, input(g, id, 1), f32::MIN, "min");
-                let hi = clip_bound(g, input(g, id, 2), f32::MAX, "max");
-                match (lo, hi) {
-                    (Ok(lo), Ok(hi)) => vec![lo, hi],
-                    (Err(e), _) | (_, Err(e)) => decline!("{e}"),
-                }
-            }
-        }
+        "Clip" => match clip_bounds(g, id) {
+            Ok((lo, hi)) => vec![lo, hi],
+            Err(e) => decline!("{e}"),
+        },
         _ => Vec::new(),
     };
     let conv_node = g.node(conv);

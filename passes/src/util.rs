@@ -33,6 +33,39 @@ pub fn output(g: &Graph, node: NodeId, slot: usize) -> Option<ValueId> {
     g.node(node).outputs.get(slot).copied().flatten()
 }
 
+/// A Clip's bounds, `(min, max)`: its attributes before opset 11, its
+/// optional scalar inputs since; a bound left out is the float range's end.
+/// Err, with the reason, for a bound input that is not a float scalar
+/// constant.
+pub fn clip_bounds(g: &Graph, clip: NodeId) -> Result<(f32, f32), String> {
+    let n = g.node(clip);
+    if n.attr("min").is_some() || n.attr("max").is_some() {
+        return Ok((
+            n.attr_float_or("min", f32::MIN).unwrap_or(f32::MIN),
+            n.attr_float_or("max", f32::MAX).unwrap_or(f32::MAX),
+        ));
+    }
+    let bound = |slot: usize, default: f32, which: &str| -> Result<f32, String> {
+        let Some(v) = input(g, clip, slot) else {
+            return Ok(default);
+        };
+        let Some(t) = g.constant(v) else {
+            return Err(format!(
+                "Clip {which} '{}' is not a constant",
+                g.value(v).name
+            ));
+        };
+        if t.numel() != Some(1) {
+            return Err(format!("Clip {which} is not a scalar"));
+        }
+        match t.to_f64_vec() {
+            Ok(vals) if t.dtype().is_float() => Ok(vals[0] as f32),
+            _ => Err(format!("Clip {which} has dtype {}", t.dtype())),
+        }
+    };
+    Ok((bound(1, f32::MIN, "min")?, bound(2, f32::MAX, "max")?))
+}
+
 /// The only reader of `v` (a node input), when `v` has exactly one reader and
 /// is not a graph output.
 pub fn single_reader(g: &Graph, v: ValueId) -> Option<(NodeId, u32)> {

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use infopt_ir::{DataType, Graph, NodeId, Slot, Use, ValueId};
+use infopt_passes::util::clip_bounds;
 use infopt_passes::{PrecisionMap, Target};
 
 use super::qdq::ActParams;
@@ -155,8 +156,6 @@ fn float_const(g: &Graph, v: ValueId) -> bool {
     g.constant(v).is_some_and(|t| t.dtype() == DataType::Float)
 }
 
-/// `Ok(None)`: not a weighted layer; `Err`: a weighted layer that cannot be
-/// quantized, with the reason.
 /// The ops INT8 quantizes as layers (weights and activation inputs).
 pub const WEIGHTED_OPS: &[&str] = &["Conv", "ConvTranspose", "Gemm", "MatMul"];
 
@@ -165,6 +164,8 @@ pub fn is_weighted_op(op: &str) -> bool {
     WEIGHTED_OPS.contains(&op)
 }
 
+/// `Ok(None)`: not a weighted layer; `Err`: a weighted layer that cannot be
+/// quantized, with the reason.
 fn weighted_layer(g: &Graph, id: NodeId) -> Result<Option<Layer>, String> {
     let n = g.node(id);
     if !n.domain().is_empty() || n.has_subgraphs() {
@@ -518,27 +519,12 @@ fn non_negative(g: &Graph, v: ValueId) -> bool {
         return false;
     }
     match n.op_type.as_str() {
-        "Relu" => true,
-        "Clip" => clip_floor(g, p).is_some_and(|m| m >= 0.0),
+        "Relu" | "Clip" => absorbed_by_q(g, p),
         "MaxPool" | "AveragePool" | "GlobalAveragePool" | "GlobalMaxPool" | "Flatten"
         | "Reshape" | "Transpose" | "Squeeze" | "Unsqueeze" => {
             input(g, p, 0).is_some_and(|x| non_negative(g, x))
         }
         _ => false,
-    }
-}
-
-/// A Clip's constant lower bound: the `min` attribute before opset 11, its
-/// second input since. None when it has none or it is not a constant.
-fn clip_floor(g: &Graph, id: NodeId) -> Option<f64> {
-    let n = g.node(id);
-    if let Ok(Some(m)) = n.attr_float("min") {
-        return Some(f64::from(m));
-    }
-    let values = g.constant(input(g, id, 1)?)?.to_f64_vec().ok()?;
-    match values.as_slice() {
-        [m] => Some(*m),
-        _ => None,
     }
 }
 
@@ -551,7 +537,7 @@ fn absorbed_by_q(g: &Graph, id: NodeId) -> bool {
     n.domain().is_empty()
         && match n.op_type.as_str() {
             "Relu" => true,
-            "Clip" => clip_floor(g, id).is_some_and(|m| m >= 0.0),
+            "Clip" => clip_bounds(g, id).is_ok_and(|(lo, _)| lo >= 0.0),
             _ => false,
         }
 }
