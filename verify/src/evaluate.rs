@@ -439,13 +439,15 @@ struct Running {
 impl Running {
     /// `a` the candidate's values, `b` the original's, of `shape`;
     /// `classes` the length of the last axis when top-1 agreement is wanted
-    /// (a classifier output, which is not judged as a map of scores).
+    /// (a classifier output, which is not judged as a map of scores);
+    /// `batch` the samples' rows (see `parts::find_parts`).
     fn add<T: Value>(
         &mut self,
         a: &[T],
         b: &[T],
         shape: &[usize],
-        (classes, batch): (Option<usize>, Option<usize>),
+        classes: Option<usize>,
+        batch: Option<usize>,
     ) {
         if a.len() != b.len() {
             self.shape_issue = Some(format!("{} elements against {}", a.len(), b.len()));
@@ -772,13 +774,8 @@ impl Tally {
                 r.parts.get_or_insert_with(Vec::new);
             }
             match (o.as_slice::<f32>(), e.as_slice::<f32>()) {
-                (Some(a), Some(b)) => r.add(a, b, e.shape(), (classes, batch)),
-                _ => r.add(
-                    &o.to_f64_vec(),
-                    &e.to_f64_vec(),
-                    e.shape(),
-                    (classes, batch),
-                ),
+                (Some(a), Some(b)) => r.add(a, b, e.shape(), classes, batch),
+                _ => r.add(&o.to_f64_vec(), &e.to_f64_vec(), e.shape(), classes, batch),
             }
         }
         self.samples += 1;
@@ -1140,9 +1137,9 @@ mod tests {
         let (aw, bw) = (wide(&a), wide(&b));
         let shape = [2, 5];
         let mut narrow = Running::default();
-        narrow.add(&a, &b, &shape, (Some(5), None));
+        narrow.add(&a, &b, &shape, Some(5), None);
         let mut widened = Running::default();
-        widened.add(&aw, &bw, &shape, (Some(5), None));
+        widened.add(&aw, &bw, &shape, Some(5), None);
         let (n, w) = (narrow.finish("y"), widened.finish("y"));
         assert_eq!(n.cosine.to_bits(), w.cosine.to_bits());
         assert_eq!(n.snr_db.to_bits(), w.snr_db.to_bits());
@@ -1226,7 +1223,7 @@ mod tests {
         let b = [100.0, 200.0, 0.6, 0.01, 0.9, 0.0];
         let a = [100.0, 200.0, 0.4, 0.03, 0.9, 0.0];
         let mut r = Running::default();
-        r.add(&a, &b, &shape, (None, None));
+        r.add(&a, &b, &shape, None, None);
         let whole = r.finish("y");
         assert!(whole.cosine > 0.99999, "{}", whole.cosine);
         let parts = r.finish_parts("y", 3);
