@@ -8,10 +8,17 @@
 #              input [1,3,64,64] in [0, 1]
 #   recrop:    holistic_landmark/hand_recrop.tflite (a hand crop's centre and size), input
 #              [1,3,256,256] in [0, 1]
+# and three more through tf2onnx 1.17 (TensorFlow 2.21, `--tflite ... --opset 17`, NHWC input
+# [1,H,W,3] in [0, 1]), which tflite2onnx could not convert:
+#   facemesh:  face_landmark/face_landmark.tflite (468 3-D points and a face flag), 192x192
+#   palm:      palm_detection/palm_detection_lite.tflite (BlazePalm, 2016 SSD anchors), 192x192
+#   pose:      pose_landmark/pose_landmark_full.tflite (BlazePose GHUM: 39 landmarks, a 256x256
+#              segmentation mask, heatmaps; 76 ReLU6), 256x256
 # Inputs are drawn here with PIL: faces (skin ellipse, eyes, brows, nose, mouth, hair) on textured
 # backgrounds, some frames without a face; hands (palm and five jointed fingers, random pose);
 # eye crops (sclera, iris, pupil, lids, brow).
-# usage: python gen25.py OUT_DIR    -> OUT_DIR/{face,hand,iris,recrop}/{calib/0000..0063,held/0000..0099}.npz
+# usage: python gen25.py OUT_DIR    -> OUT_DIR/{face,hand,iris,recrop,facemesh,palm,pose}/
+#   {calib/0000..0063,held/0000..0099}.npz
 # Models: for f in face_detection_short_range hand_landmark_lite hand_landmark_full iris_landmark
 #   hand_recrop; do tflite2onnx .../$f.tflite M/$f.onnx; done  (run25.sh names them)
 import math
@@ -132,6 +139,38 @@ def eye_image(rng, size=64):
     return finish(rng, im, size)
 
 
+def person_image(rng, size=256):
+    """A standing figure: head, torso, arms and legs at random angles."""
+    im = background(rng, size)
+    d = ImageDraw.Draw(im)
+    c = tuple(int(v) for v in skin(rng))
+    cloth = tuple(int(v) for v in rng.uniform(0, 255, 3))
+    s = rng.uniform(0.5, 0.9) * size
+    cx, top = rng.uniform(0.35, 0.65) * size, rng.uniform(0.05, 0.2) * size
+    head = 0.07 * s
+    d.ellipse([cx - head, top, cx + head, top + 2 * head], fill=c)
+    neck = (cx, top + 2 * head)
+    hip = (cx + rng.uniform(-0.05, 0.05) * s, top + 0.55 * s)
+    d.polygon([(neck[0] - 0.1 * s, neck[1]), (neck[0] + 0.1 * s, neck[1]), (hip[0] + 0.08 * s, hip[1]),
+               (hip[0] - 0.08 * s, hip[1])], fill=cloth)
+    w = max(2, int(0.04 * s))
+
+    def limb(start, length, ang, colour):
+        mid = (start[0] + length * math.sin(ang), start[1] + length * math.cos(ang))
+        ang2 = ang + rng.uniform(-0.8, 0.8)
+        end = (mid[0] + length * math.sin(ang2), mid[1] + length * math.cos(ang2))
+        d.line([start, mid, end], fill=colour, width=w, joint="curve")
+
+    for side in (-1, 1):
+        limb((neck[0] + side * 0.1 * s, neck[1] + 0.02 * s), 0.17 * s, side * rng.uniform(0.2, 2.5), c)
+        limb((hip[0] + side * 0.05 * s, hip[1]), 0.22 * s, side * rng.uniform(0.0, 0.5), cloth)
+    return finish(rng, im, size)
+
+
+def nhwc(x):
+    return np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+
+
 def main():
     for i in range(N):
         rng = np.random.default_rng(2500 + i)
@@ -139,6 +178,9 @@ def main():
         save("hand", i, "input_1", hand_image(rng).astype(np.float32))
         save("iris", i, "input_1", eye_image(rng).astype(np.float32))
         save("recrop", i, "input_1", hand_image(rng, 256).astype(np.float32))
+        save("facemesh", i, "input_1", nhwc((face_image(rng, 192) + 1) / 2).astype(np.float32))
+        save("palm", i, "input_1", nhwc(hand_image(rng, 192)).astype(np.float32))
+        save("pose", i, "input_1", nhwc(person_image(rng)).astype(np.float32))
 
 
 main()

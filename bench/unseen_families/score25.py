@@ -9,6 +9,11 @@
 #             side) of FP32's; handedness decision (> 0.5) agreement; presence |dp|
 #   iris:     71 contour + 5 iris points (64-px input): share within 0.64 px (1% of the side)
 #   recrop:   the 4 crop values: share within 2.56 (1% of 256) of FP32's
+#   facemesh: 468 points (192-px input): share within 1.92 px; face-flag decision (logit > 0)
+#   palm:     BlazePalm decoded like face (2016 anchors: 24x24x2 at stride 8, 12x12x6 at 16;
+#             boxes / 192): FP32 detections found again with IoU >= 0.5
+#   pose:     the 33 body landmarks (x, y of 39x5, 256-px input): share within 2.56 px; the
+#             segmentation mask's pixels (logit > 0) agreeing; presence |dp|
 # Plus the worst-sample cosine of every output, and latency: FP32 and every candidate interleaved
 # in ONNX Runtime CPU at one thread, 15 rounds on the first held-out sample, median ms.
 import glob
@@ -35,17 +40,17 @@ def cos(a, b):
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
 
 
-def anchors():
+def anchors(side=128):
     out = []
     for stride, per in ((8, 2), (16, 6)):
-        n = 128 // stride
+        n = side // stride
         for y in range(n):
             for x in range(n):
                 out += [((x + 0.5) / n, (y + 0.5) / n)] * per
     return np.array(out)
 
 
-ANCHORS = anchors()
+ANCHORS = {128: anchors(128), 192: anchors(192)}
 
 
 def iou(a, b):
@@ -57,10 +62,10 @@ def iou(a, b):
     return inter / (a[2] * a[3] + b[2] * b[3] - inter + 1e-12)
 
 
-def faces(outs):
+def faces(outs, side=128):
     reg, cls = outs[0][0], outs[1][0, :, 0]
     p = 1 / (1 + np.exp(-np.clip(cls, -80, 80)))
-    boxes = np.concatenate([ANCHORS + reg[:, :2] / 128, reg[:, 2:4] / 128], 1)
+    boxes = np.concatenate([ANCHORS[side] + reg[:, :2] / side, reg[:, 2:4] / side], 1)
     keep = []
     for i in np.argsort(-p):
         if p[i] <= 0.5:
@@ -72,10 +77,11 @@ def faces(outs):
 
 def score(ref, got):
     """(task score in %, a note) of one candidate's outputs against FP32's, over the samples."""
-    if name == "face":
+    if name in ("face", "palm"):
+        side = 128 if name == "face" else 192
         found = total = extra = 0
         for r, g in zip(ref, got):
-            a, b = faces(r), faces(g)
+            a, b = faces(r, side), faces(g, side)
             total += len(a)
             found += sum(any(iou(x, y) >= 0.5 for y in b) for x in a)
             extra += sum(not any(iou(x, y) >= 0.5 for y in a) for x in b)
@@ -93,6 +99,15 @@ def score(ref, got):
     if name == "recrop":
         d = np.concatenate([np.abs(r[0] - g[0]).ravel() for r, g in zip(ref, got)])
         return 100.0 * np.mean(d <= 2.56), f"mean |d| {d.mean():.3f}"
+    if name == "facemesh":
+        d = [np.hypot(*(r[0].reshape(468, 3)[:, :2] - g[0].reshape(468, 3)[:, :2]).T) for r, g in zip(ref, got)]
+        flag = np.mean([(r[1].ravel()[0] > 0) == (g[1].ravel()[0] > 0) for r, g in zip(ref, got)])
+        return 100.0 * np.mean(np.concatenate(d) <= 1.92), f"mean error {np.mean(np.concatenate(d)):.3f} px, face flag {100 * flag:.1f}%"
+    if name == "pose":
+        d = [np.hypot(*(r[0].reshape(39, 5)[:33, :2] - g[0].reshape(39, 5)[:33, :2]).T) for r, g in zip(ref, got)]
+        mask = np.mean([np.mean((r[2] > 0) == (g[2] > 0)) for r, g in zip(ref, got)])
+        dp = np.mean([abs(float(r[1].ravel()[0]) - float(g[1].ravel()[0])) for r, g in zip(ref, got)])
+        return 100.0 * np.mean(np.concatenate(d) <= 2.56), f"mean error {np.mean(np.concatenate(d)):.3f} px, mask {100 * mask:.2f}%, presence |dp| {dp:.4f}"
     raise SystemExit(f"unknown model {name}")
 
 
