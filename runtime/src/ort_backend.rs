@@ -927,6 +927,12 @@ fn io_spec(kind: &'static str, name: &str, ty: &ValueType) -> Result<IoSpec> {
 
 fn load_error(e: &ort::Error) -> RuntimeError {
     let message = one_line_text(&e.to_string());
+    if let Some(message) = ir_version_too_new(&message) {
+        return RuntimeError::Load {
+            backend: BACKEND.into(),
+            message,
+        };
+    }
     match model_error(e.code(), &message) {
         Some(message) => RuntimeError::InvalidModel {
             backend: BACKEND.into(),
@@ -937,6 +943,28 @@ fn load_error(e: &ort::Error) -> RuntimeError {
             message,
         },
     }
+}
+
+/// ONNX Runtime refusing a model whose IR version is newer than it reads,
+/// in one line with the two ways out; None for any other message. onnx
+/// 1.23's `helper.make_model` writes IR 14 by default, and ONNX Runtime
+/// 1.31 reads up to 13: its own text is a C++ source location and a
+/// signature before the numbers.
+fn ir_version_too_new(message: &str) -> Option<String> {
+    let number_after = |key: &str| -> Option<u64> {
+        let rest = &message[message.find(key)? + key.len()..];
+        let digits: String = rest
+            .trim_start()
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    };
+    let model = number_after("Unsupported model IR version:")?;
+    let most = number_after("max supported IR version:")?;
+    Some(format!(
+        "the model's IR version {model} is newer than this ONNX Runtime reads (at most {most}): install a newer onnxruntime, or save the model with ir_version {most} (in Python: `m.ir_version = {most}; onnx.save(m, path)`) if it uses nothing newer"
+    ))
 }
 
 /// What ONNX Runtime says about the model itself when it resolves the graph
@@ -1544,6 +1572,24 @@ mod tests {
         let kernel = "Could not find an implementation for Foo(1) node with name 'n'";
         assert_eq!(model_error(C::NotImplemented, kernel), None);
         assert_eq!(model_error(C::RuntimeException, shape), None);
+    }
+
+    /// ONNX Runtime 1.31's words for a model saved by onnx 1.23's
+    /// `helper.make_model` (IR 14).
+    #[test]
+    fn a_model_newer_than_onnx_runtime_reads_gets_one_line_with_the_way_out() {
+        let text = "/onnxruntime_src/onnxruntime/core/graph/model.cc:256 onnxruntime::Model::Model(onnx::ModelProto&&, const onnxruntime::PathString&, const onnxruntime::IOnnxRuntimeOpSchemaRegistryList*, const onnxruntime::logging::Logger&, const onnxruntime::ModelOptions&) Unsupported model IR version: 14, max supported IR version: 13";
+        assert_eq!(
+            ir_version_too_new(text).as_deref(),
+            Some(
+                "the model's IR version 14 is newer than this ONNX Runtime reads (at most 13): install a newer onnxruntime, or save the model with ir_version 13 (in Python: `m.ir_version = 13; onnx.save(m, path)`) if it uses nothing newer"
+            )
+        );
+        assert_eq!(ir_version_too_new("Unsupported model IR version: 14"), None);
+        assert_eq!(
+            ir_version_too_new("Could not find an implementation for Foo(1)"),
+            None
+        );
     }
 
     #[test]
