@@ -323,34 +323,47 @@ struct Lanes {
 
 impl Lanes {
     /// `x` the candidate's value, `y` the original's, in lane `k`.
+    /// Selects, never branches: every figure is computed for every element
+    /// and kept by comparison, so the lanes stay in step and the compiler
+    /// keeps them in registers (with an early return for NaN and the
+    /// quotient computed only where it could be the largest, PP-OCRv6
+    /// small rec's 748k-element output took 2.3 ms a comparison, 1.2 ms
+    /// without them). The figures are those of the branching form: a NaN
+    /// pair and equal values (equal infinities included) differ by zero.
     #[inline(always)]
     fn add(&mut self, k: usize, x: f64, y: f64) {
-        // Selects rather than branches: the lanes stay in step.
-        let finite = x.is_finite() && y.is_finite();
-        let (fx, fy) = if finite { (x, y) } else { (0.0, 0.0) };
+        let finite = x.is_finite() & y.is_finite();
+        let fx = if finite { x } else { 0.0 };
+        let fy = if finite { y } else { 0.0 };
         self.dot[k] += fx * fy;
         self.na[k] += fx * fx;
         self.nb[k] += fy * fy;
         self.noise[k] += (fx - fy) * (fx - fy);
-        if y.is_finite() {
-            self.scale[k] = self.scale[k].max(y.abs());
-        }
+        let ay = y.abs();
+        let finite_y = if ay < f64::INFINITY { ay } else { 0.0 };
+        self.scale[k] = larger(self.scale[k], finite_y);
         let (xn, yn) = (x.is_nan(), y.is_nan());
         self.nan_mismatches[k] += usize::from(xn != yn);
-        if xn || yn {
-            return;
-        }
-        // Equal values (equal infinities included) differ by zero.
-        let diff = if x == y { 0.0 } else { (x - y).abs() };
-        self.max_abs[k] = self.max_abs[k].max(diff);
-        // The quotient only where it may be the largest (a division per
-        // element was a fifth of a comparison): the test's margin of 1e-9
-        // is far above its rounding, so no larger quotient is skipped.
-        let denom = y.abs().max(compare::REL_FLOOR);
-        if diff != 0.0 && diff > self.max_rel[k] * denom * (1.0 - 1e-9) {
-            self.max_rel[k] = self.max_rel[k].max(diff / denom);
-        }
+        let diff = if xn | yn | (x == y) {
+            0.0
+        } else {
+            (x - y).abs()
+        };
+        self.max_abs[k] = larger(self.max_abs[k], diff);
+        let denom = if ay > compare::REL_FLOOR {
+            ay
+        } else {
+            compare::REL_FLOOR
+        };
+        self.max_rel[k] = larger(self.max_rel[k], diff / denom);
     }
+}
+
+/// The larger of `kept` and `x`, neither NaN, as a select (`f64::max`'s
+/// NaN handling keeps the compiler from it).
+#[inline(always)]
+fn larger(kept: f64, x: f64) -> f64 {
+    if x > kept { x } else { kept }
 }
 
 /// An empty agreement named `name`, for figures filled in here.
@@ -544,6 +557,10 @@ impl Running {
     /// output, compared once per sample of every candidate). The largest
     /// values are those of one pass (a maximum does not depend on the
     /// order); the sums differ from one pass only in rounding.
+    // Not inlined: inside `Tally::add` the lanes lived on the stack, each
+    // figure stored and reloaded per element (one `divsd` then `maxsd`
+    // through memory on the critical path).
+    #[inline(never)]
     fn add_elements<T: Value>(&mut self, a: &[T], b: &[T]) {
         let mut lanes = Lanes::default();
         let mut chunks = a.chunks_exact(LANES).zip(b.chunks_exact(LANES));
@@ -1108,7 +1125,8 @@ mod tests {
     #[test]
     fn one_pass_over_f32_gives_the_figures_of_widened_copies_to_the_bit() {
         // Values of every kind: ordinary, tiny, equal infinities, a NaN on
-        // one side and on both, a class row whose top class moves.
+        // one side and on both, a class row whose top class moves, an
+        // infinity against a finite value on either side.
         let b: Vec<f32> = vec![
             0.5,
             -1.25,
@@ -1120,6 +1138,11 @@ mod tests {
             0.1,
             0.3,
             0.2,
+            f32::INFINITY,
+            3.0,
+            2.0,
+            -0.0,
+            1.0e-30,
         ];
         let a: Vec<f32> = vec![
             0.49,
@@ -1132,10 +1155,15 @@ mod tests {
             0.25,
             0.2,
             0.2,
+            1.0,
+            3.0,
+            f32::INFINITY,
+            0.0,
+            0.0,
         ];
         let wide = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
         let (aw, bw) = (wide(&a), wide(&b));
-        let shape = [2, 5];
+        let shape = [3, 5];
         let mut narrow = Running::default();
         narrow.add(&a, &b, &shape, Some(5), None);
         let mut widened = Running::default();

