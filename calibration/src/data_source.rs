@@ -159,11 +159,30 @@ pub fn open_dataset(
     }
 }
 
+/// The message for a folder of images given as arrays (no `--preprocess`),
+/// where opening it found no samples: the most common calibration data, and
+/// without this the error spoke only of .npz and .npy files.
+fn images_without_preprocess(dir: &Path) -> Option<String> {
+    let read = std::fs::read_dir(dir).ok()?;
+    let images = read
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| crate::images::is_image_file(p))
+        .count();
+    (images > 0).then(|| {
+        format!(
+            "{}: the folder holds {images} images and no .npz/.npy samples: give --preprocess FILE.yaml saying how an image becomes the model's input (input name, size, scale, mean/std, layout: docs/quantization.md \"Calibration data\")",
+            dir.display()
+        )
+    })
+}
+
 /// Opens a dataset of files (arrays or images); `None` for random data,
 /// which needs the model loaded (see [`open_dataset`]).
 pub fn open_files(source: &DataSource) -> Result<Option<Box<dyn Dataset>>, String> {
     match source {
-        DataSource::Arrays(p) => dataset::open(p).map(Some),
+        DataSource::Arrays(p) => dataset::open(p)
+            .map(Some)
+            .map_err(|e| images_without_preprocess(p).unwrap_or(e)),
         DataSource::Images { dir: images, spec } => {
             let text = std::fs::read_to_string(spec)
                 .map_err(|e| format!("--preprocess {}: {e}", spec.display()))?;

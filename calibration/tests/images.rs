@@ -109,3 +109,26 @@ fn broken_and_missing_inputs_are_named() {
         .to_string();
     assert!(err.contains("nope"), "{err}");
 }
+
+#[test]
+fn an_image_folder_without_preprocess_is_told_to_give_it() {
+    use infopt_calibration::data_source::{DataSource, open_files};
+    let dir = folder();
+    let path = dir.path().to_str().unwrap();
+    let source = DataSource::parse(path, None).unwrap();
+    let err = open_files(&source).err().unwrap();
+    assert_eq!(
+        err,
+        format!(
+            "{path}: the folder holds 4 images and no .npz/.npy samples: give --preprocess FILE.yaml saying how an image becomes the model's input (input name, size, scale, mean/std, layout: docs/quantization.md \"Calibration data\")"
+        )
+    );
+    // A folder of neither keeps the arrays' message.
+    let empty = tempfile::tempdir().unwrap();
+    let source = DataSource::parse(empty.path().to_str().unwrap(), None).unwrap();
+    let err = open_files(&source).err().unwrap();
+    assert!(
+        err.ends_with("the folder has no .npz, .npy or sample sub-folders"),
+        "{err}"
+    );
+}

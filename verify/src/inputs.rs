@@ -602,7 +602,7 @@ pub fn fit_inputs(
         .collect();
     if !extra.is_empty() {
         return Err(format!(
-            "{source} has arrays that are not model inputs: {} (inputs: {})",
+            "{source} has arrays that are not model inputs: {} (inputs: {}): save only the model's inputs in each file, named as the model names them (labels and other arrays in files of their own)",
             extra.join(", "),
             specs
                 .iter()
@@ -617,7 +617,17 @@ pub fn fit_inputs(
             let t = arrays
                 .iter()
                 .find(|t| t.name() == Some(spec.name.as_str()))
-                .ok_or_else(|| format!("{source} has no array for input `{}`", spec.name))?;
+                .ok_or_else(|| {
+                    format!(
+                        "{source} has no array for input `{}` (its arrays: {}): name each array after the model input it feeds",
+                        spec.name,
+                        arrays
+                            .iter()
+                            .map(|t| t.name().unwrap_or("?"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })?;
             convert(t, spec.dtype).map_err(|e| format!("{source}, array `{}`: {e}", spec.name))
         })
         .collect()
@@ -748,11 +758,14 @@ pub(crate) mod tests {
             .named("z");
         let e =
             fit_inputs(&[spec("a"), spec("b")], std::slice::from_ref(&a), "in.npz").unwrap_err();
-        assert_eq!(e, "in.npz has no array for input `b`");
+        assert_eq!(
+            e,
+            "in.npz has no array for input `b` (its arrays: a): name each array after the model input it feeds"
+        );
         let e = fit_inputs(&[spec("a")], &[a.clone(), z], "in.npz").unwrap_err();
-        assert!(
-            e.starts_with("in.npz has arrays that are not model inputs: z"),
-            "{e}"
+        assert_eq!(
+            e,
+            "in.npz has arrays that are not model inputs: z (inputs: a): save only the model's inputs in each file, named as the model names them (labels and other arrays in files of their own)"
         );
         assert_eq!(fit_inputs(&[spec("a")], &[a], "f").unwrap().len(), 1);
     }

@@ -12,6 +12,15 @@ use crate::error::{CalibError, Result};
 /// Extensions read from the folder (compared case-insensitively); others are skipped.
 pub const IMAGE_EXTENSIONS: [&str; 5] = ["png", "jpg", "jpeg", "bmp", "webp"];
 
+/// Whether `path` is a file with one of [`IMAGE_EXTENSIONS`] (any case).
+pub fn is_image_file(path: &Path) -> bool {
+    let image = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| IMAGE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()));
+    image && path.is_file()
+}
+
 /// The images of one folder (not recursive), in sorted file-name order.
 #[derive(Debug, Clone)]
 pub struct ImageFolder {
@@ -30,11 +39,7 @@ impl ImageFolder {
         let mut files = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(read_err)? {
             let path = entry.map_err(read_err)?.path();
-            let is_image = path
-                .extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| IMAGE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()));
-            if is_image && path.is_file() {
+            if is_image_file(&path) {
                 files.push(path);
             }
         }

@@ -29,6 +29,6 @@ mod folder;
 mod preprocess;
 mod spec;
 
-pub use folder::ImageFolder;
+pub use folder::{ImageFolder, is_image_file};
 pub use preprocess::preprocess;
 pub use spec::{Channels, ImageDType, ImageSpec, Interpolation, Layout, ResizeMode};
