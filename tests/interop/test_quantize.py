@@ -314,3 +314,29 @@ def test_onnxruntime_int8_quantizes_after_relu6_so_ort_drops_the_clip(tmp_path):
         feeds = {"x": rng.uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32)}
         want, got = _interop.run(f, feeds)["y"], _interop.run(q, feeds)["y"]
         assert cosine(got, want) >= 0.99, cosine(got, want)
+
+
+@pytest.mark.parametrize("layout", ["stacked_npy", "positional_npz"])
+def test_a_one_input_model_takes_an_unnamed_array_as_its_input(layout, tmp_path):
+    # A model of one input: `np.save("calib.npy", stacked)` names its array
+    # after the file, `np.savez(f, x)` calls it arr_0. Nothing else could be
+    # meant, so both calibrate (they were refused as "not model inputs").
+    fixture = _interop.MODELS / "cnn_bn_relu.onnx"
+    rng = np.random.default_rng(5)
+    # Stacked: the leading axis counts the samples, each one row of the batch.
+    stacked = rng.uniform(-1, 1, (8, 3, 32, 32)).astype(np.float32)
+    if layout == "stacked_npy":
+        data = tmp_path / "calib.npy"
+        np.save(data, stacked)
+    else:
+        data = tmp_path / "calib"
+        data.mkdir()
+        for i, x in enumerate(stacked):
+            np.savez(data / f"{i:03d}.npz", x[None])
+    out = tmp_path / "q.onnx"
+    proc = _interop.run_cli("optimize", fixture, "-o", out, "--int8", "--calib-data", data,
+                            "--calib-samples", "6")
+    assert proc.returncode == 0, _interop.describe(proc)
+    assert "calibrated" in proc.stderr, _interop.describe(proc)
+    m = onnx.load(str(out))
+    assert any(n.op_type == "DequantizeLinear" for n in m.graph.node)

@@ -588,12 +588,20 @@ pub fn convert(t: &HostTensor, to: DType) -> Result<HostTensor, String> {
 }
 
 /// The file's arrays in model input order, converted to the input dtypes. Every input
-/// needs an array and every array must be an input.
+/// needs an array and every array must be an input; a model of one input takes a file's
+/// one array whatever its name (a `.npy` is named by its file, `np.savez(f, x)` calls
+/// its array `arr_0`: nothing else could be meant).
 pub fn fit_inputs(
     specs: &[IoSpec],
     arrays: &[HostTensor],
     source: &str,
 ) -> Result<Vec<HostTensor>, String> {
+    if let ([spec], [only]) = (specs, arrays)
+        && only.name() != Some(spec.name.as_str())
+    {
+        let renamed = only.clone().named(&spec.name);
+        return fit_inputs(specs, std::slice::from_ref(&renamed), source);
+    }
     let wanted: BTreeSet<&str> = specs.iter().map(|s| s.name.as_str()).collect();
     let extra: Vec<&str> = arrays
         .iter()
@@ -768,6 +776,13 @@ pub(crate) mod tests {
             "in.npz has arrays that are not model inputs: z (inputs: a): save only the model's inputs in each file, named as the model names them (labels and other arrays in files of their own)"
         );
         assert_eq!(fit_inputs(&[spec("a")], &[a], "f").unwrap().len(), 1);
+        // One input, one array: the array is the input, whatever its name.
+        let z = HostTensor::from_vec(vec![1], vec![2.0f32])
+            .unwrap()
+            .named("arr_0");
+        let fitted = fit_inputs(&[spec("a")], &[z], "f").unwrap();
+        assert_eq!(fitted[0].name(), Some("a"));
+        assert_eq!(fitted[0].as_slice::<f32>(), Some(&[2.0f32][..]));
     }
 
     #[test]
