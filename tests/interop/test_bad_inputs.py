@@ -41,3 +41,30 @@ def test_an_ir_version_newer_than_onnx_runtime_reads_is_said_with_the_way_out(in
     assert "the model's IR version 99 is newer than this ONNX Runtime reads (at most " in lines[0], lines[0]
     assert "install a newer onnxruntime, or save the model with ir_version" in lines[0], lines[0]
     assert "model.cc" not in lines[0], lines[0]
+
+
+def test_a_calibration_sample_whose_nan_reaches_the_outputs_is_named(infopt, tmp_path):
+    # A NaN in an image reaches every output of a CNN: the float model's
+    # outputs are no reference there, and the search used to end at exit 4
+    # ("out of reach of this model's float arithmetic") after trying every
+    # keep-set. Now a usage error names the sample, the input and the fix.
+    import numpy as np
+    data = tmp_path / "calib"
+    data.mkdir()
+    rng = np.random.default_rng(7)
+    for i in range(8):
+        x = rng.uniform(-1, 1, (1, 3, 32, 32)).astype(np.float32)
+        if i == 3:
+            x[0, 0, 0, :5] = np.nan
+        np.savez(data / f"{i:04d}.npz", input=x)
+    out = tmp_path / "q.onnx"
+    proc = H.run_cli("optimize", H.MODELS / "cnn_bn_relu.onnx", "-o", out, "--int8",
+                     "--calib-data", data)
+    assert proc.returncode == 2, H.describe(proc)
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
+    assert errors == [
+        f"error: {data / '0003.npz'}: input `input` holds 5 NaN or infinite value(s), and the float "
+        "model's output `logits` is not finite there, so no quantized model can be judged against "
+        "it: clean or drop that sample"
+    ], H.describe(proc)
+    assert not out.exists()

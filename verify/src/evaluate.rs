@@ -1002,6 +1002,36 @@ impl Reference {
         self.run_seconds += more.run_seconds;
     }
 
+    /// Why no candidate can be judged on a kept sample, if one gives a
+    /// reason: an input holding NaN or infinite values that reach the
+    /// original's outputs. Its outputs are then no reference (a quantized
+    /// model turns NaN into some integer, and top-1 or cosine against NaN
+    /// says nothing), and a search on them ends at exit 4 blaming the
+    /// model. Non-finite inputs the original handles (an imputer's NaN for
+    /// a missing value) leave finite outputs and are judged as they are.
+    pub fn non_finite_sample(&self) -> Option<String> {
+        let non_finite = |t: &HostTensor| {
+            if !t.dtype().is_float() {
+                return 0;
+            }
+            t.to_f64_vec().iter().filter(|v| !v.is_finite()).count()
+        };
+        self.samples.iter().find_map(|s| {
+            let (input, count) = s
+                .inputs
+                .iter()
+                .map(|t| (t, non_finite(t)))
+                .find(|(_, n)| *n > 0)?;
+            let output = s.expected.iter().find(|t| non_finite(t) > 0)?;
+            Some(format!(
+                "{}: input `{}` holds {count} NaN or infinite value(s), and the float model's output `{}` is not finite there, so no quantized model can be judged against it: clean or drop that sample",
+                s.origin,
+                input.name().unwrap_or("?"),
+                output.name().unwrap_or("?"),
+            ))
+        })
+    }
+
     /// The inputs and the original's outputs of kept sample `i`.
     pub fn sample(&self, i: usize) -> Option<(&[HostTensor], &[HostTensor])> {
         self.samples
@@ -1120,6 +1150,45 @@ mod tests {
         }
         let all_nan = vec![f64::NAN; 19];
         assert_eq!(argmax(&all_nan), 18);
+    }
+
+    #[test]
+    fn a_sample_is_refused_only_where_its_non_finite_input_reaches_the_outputs() {
+        let t =
+            |name: &str, v: Vec<f32>| HostTensor::from_vec(vec![v.len()], v).unwrap().named(name);
+        let empty = Reference {
+            skipped: 0,
+            dataset: String::new(),
+            meaningful: true,
+            inputs: Vec::new(),
+            samples: Vec::new(),
+            complete: true,
+            loads: 0,
+            load_seconds: 0.0,
+            run_seconds: 0.0,
+        };
+        let sample = |origin: &str, x: Vec<f32>, y: Vec<f32>| {
+            (origin.to_string(), vec![t("x", x)], vec![t("y", y)])
+        };
+        // An imputer's NaN (a missing value) leaves its outputs finite.
+        let imputed = empty.following(vec![sample("a.npz", vec![f32::NAN, 1.0], vec![0.5])], true);
+        assert_eq!(imputed.non_finite_sample(), None);
+        // An output that is not finite on a finite input is the model's own.
+        let own = empty.following(vec![sample("b.npz", vec![1.0], vec![f32::INFINITY])], true);
+        assert_eq!(own.non_finite_sample(), None);
+        let bad = empty.following(
+            vec![
+                sample("c.npz", vec![1.0], vec![1.0]),
+                sample("d.npz", vec![f32::NAN, f32::INFINITY, 2.0], vec![f32::NAN]),
+            ],
+            true,
+        );
+        assert_eq!(
+            bad.non_finite_sample().as_deref(),
+            Some(
+                "d.npz: input `x` holds 2 NaN or infinite value(s), and the float model's output `y` is not finite there, so no quantized model can be judged against it: clean or drop that sample"
+            )
+        );
     }
 
     #[test]

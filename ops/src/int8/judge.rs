@@ -270,6 +270,9 @@ impl<'a> Judge<'a> {
                 }
             }
         };
+        if let Some(why) = more.non_finite_sample() {
+            return Err(OpsError::usage(why));
+        }
         match self.reference.as_mut() {
             Some(r) => r.append(more),
             None => self.reference = Some(more),
