@@ -25,6 +25,9 @@ import time
 import numpy as np
 import onnxruntime as ort
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from real_int8 import box_iou  # noqa: E402
+
 name, fp32, data = sys.argv[1:4]
 cands = sys.argv[4:]
 
@@ -90,16 +93,6 @@ def slider_detections(o, conf=0.25, iou=0.7):
         rest = order[1:]
         order = rest[box_iou(xyxy[i], xyxy[rest]) < iou]
     return xyxy[kept], coefs[kept]
-
-
-def box_iou(a, bs):
-    if len(bs) == 0:
-        return np.zeros(0)
-    x1, y1 = np.maximum(a[0], bs[:, 0]), np.maximum(a[1], bs[:, 1])
-    x2, y2 = np.minimum(a[2], bs[:, 2]), np.minimum(a[3], bs[:, 3])
-    inter = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
-    area = lambda b: (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])
-    return inter / (area(a) + area(bs) - inter + 1e-9)
 
 
 def slider_mask(o, box, coef):
