@@ -354,3 +354,66 @@ fn optimize_int8_takes_the_merged_ranges_without_calibrating() {
     );
     assert!(out.exists());
 }
+
+/// A range table quantizes every layer with no search and no data to judge
+/// on: a model that then misses its target is said so, with the fixes that
+/// apply (the data the ranges came from, --precision), not the verifier's
+/// pass-by-pass hint; the note says what it was judged on.
+#[test]
+fn optimize_int8_from_ranges_that_miss_says_what_would_fix_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = sample_folder(dir.path(), 4);
+    let table = dir.path().join("ranges.json");
+    let model = fixture("cnn_bn_relu.onnx");
+    run_ok(&[
+        "calibrate",
+        s(&model),
+        "--data",
+        s(&data),
+        "--method",
+        "minmax",
+        "-o",
+        s(&table),
+    ]);
+    // Ranges a hundred times too narrow: every activation clips.
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&table).unwrap()).unwrap();
+    for (_, t) in json["tensors"].as_object_mut().unwrap() {
+        let amax = t["amax"].as_f64().unwrap();
+        t["amax"] = serde_json::json!(amax / 100.0);
+    }
+    std::fs::write(&table, serde_json::to_string(&json).unwrap()).unwrap();
+    let out = dir.path().join("m.int8.onnx");
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "--int8",
+        "--ranges",
+        s(&table),
+        "-o",
+        s(&out),
+    ]);
+    let said = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let all_err = stderr(&o);
+    let err: Vec<&str> = all_err
+        .lines()
+        .filter(|l| l.starts_with("error:"))
+        .collect();
+    assert_eq!(err.len(), 1, "{}", stderr(&o));
+    assert!(
+        err[0].starts_with("error: the INT8 model misses its accuracy target (cosine >= 0.99"),
+        "{}",
+        err[0]
+    );
+    assert!(
+        err[0].ends_with("output not written: with --ranges every layer is quantized and no search keeps the harmful ones in float: give --calib-data (the data the ranges came from) instead, keep layers in float with --precision NAME_OR_OP=fp32, or --no-verify to write it anyway"),
+        "{}",
+        err[0]
+    );
+    assert!(
+        said.contains("note: verification of the INT8 model uses its accuracy target (cosine >= 0.99 per output) on generated inputs: with --ranges there are no calibration samples to judge it on"),
+        "{said}"
+    );
+    assert!(!out.exists());
+}
