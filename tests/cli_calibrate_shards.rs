@@ -416,4 +416,29 @@ fn optimize_int8_from_ranges_that_miss_says_what_would_fix_it() {
         "{said}"
     );
     assert!(!out.exists());
+    // build-engine says the same fixes.
+    let onnx = dir.path().join("e.onnx");
+    let o = infopt(&[
+        "build-engine",
+        s(&model),
+        "--int8",
+        "--ranges",
+        s(&table),
+        "--input-shape",
+        "input:1x3x32x32",
+        "--emit-onnx",
+        s(&onnx),
+    ]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let all_err = stderr(&o);
+    let err: Vec<&str> = all_err
+        .lines()
+        .filter(|l| l.starts_with("error:"))
+        .collect();
+    assert_eq!(err.len(), 1, "{all_err}");
+    assert!(
+        err[0].ends_with("no engine built (with --ranges every layer is quantized and no search keeps the harmful ones in float: give --calib-data (the data the ranges came from) instead, keep layers in float with --precision NAME_OR_OP=fp32, or --no-verify)"),
+        "{}",
+        err[0]
+    );
 }

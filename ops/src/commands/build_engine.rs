@@ -688,6 +688,11 @@ pub fn execute(args: BuildEngineOptions) -> OpsResult<Outcome<EngineReport>> {
         ..DriverOptions::default()
     };
     let int8_step = infopt_calibration::int8::find_step(&base_cfg);
+    // INT8 from a range table: no data, no search (see `failure`).
+    let from_ranges = int8_step.is_some_and(|i| {
+        args.int8.ranges.is_some()
+            || infopt_calibration::int8::options(&base_cfg, i).is_some_and(|o| o.ranges.is_some())
+    });
     if int8_step.is_some() {
         shapes_from_calibration_data(&args, &mut job, &model_in)?;
         check_profiles_early(&args, &job, &model_in)?;
@@ -788,7 +793,7 @@ pub fn execute(args: BuildEngineOptions) -> OpsResult<Outcome<EngineReport>> {
         warnings,
         total_time_ms: started.elapsed().as_secs_f64() * 1e3,
     };
-    let failure = failure(&report, verified, job.max_mismatches);
+    let failure = failure(&report, verified, job.max_mismatches, from_ranges);
     Ok(Outcome { report, failure })
 }
 
@@ -1385,10 +1390,13 @@ fn engine_latency(
 
 /// Why the command fails, if it does: the precision gate on a verified
 /// build, else the verification (no engine built).
+/// `from_ranges`: the INT8 step quantized every layer from a range table,
+/// with no search, so the fix is the search's data or a kept layer.
 fn failure(
     report: &EngineReport,
     verified: bool,
     max_mismatches: Option<usize>,
+    from_ranges: bool,
 ) -> Option<OpsError> {
     if verified {
         return match (max_mismatches, &report.engine) {
@@ -1415,10 +1423,15 @@ fn failure(
         .as_ref()
         .map(|v| v.criterion.describe())
         .unwrap_or_default();
+    let fix = if from_ranges {
+        "with --ranges every layer is quantized and no search keeps the harmful ones in float: give --calib-data (the data the ranges came from) instead, keep layers in float with --precision NAME_OR_OP=fp32, or --no-verify"
+    } else {
+        "keep a layer in fp32 with --precision NAME_OR_OP=fp32, or --no-verify"
+    };
     Some(OpsError::new(
         ErrorKind::Verify,
         format!(
-            "the rewritten ONNX does not match the original ({criterion}): {}; no engine built (keep a layer in fp32 with --precision NAME_OR_OP=fp32, or --no-verify)",
+            "the rewritten ONNX does not match the original ({criterion}): {}; no engine built ({fix})",
             failing.join(", ")
         ),
     ))
