@@ -312,6 +312,16 @@ pub fn judged_on_data(v: &mut infopt_verify::Verification, q: &Int8Report) {
     v.passed = q.target_met && v.outputs.iter().all(|o| o.within_tolerance);
 }
 
+/// Whether the INT8 step at `step` quantizes from a range table
+/// (`--ranges`, or `ranges:` in the step) rather than calibrating: no
+/// data, so no search keeps a harmful layer in float and nothing judges
+/// the model on samples.
+pub fn from_ranges(args: &Int8Settings, config: &PipelineConfig, step: Option<usize>) -> bool {
+    step.is_some_and(|i| {
+        args.ranges.is_some() || int8::options(config, i).is_some_and(|o| o.ranges.is_some())
+    })
+}
+
 /// Binds the model's input sizes to those of the calibration data (see
 /// `infopt_calibration::data_shapes`), before anything runs the model, so
 /// calibration and verification run at the sizes of the data. Returns a

@@ -688,11 +688,7 @@ pub fn execute(args: BuildEngineOptions) -> OpsResult<Outcome<EngineReport>> {
         ..DriverOptions::default()
     };
     let int8_step = infopt_calibration::int8::find_step(&base_cfg);
-    // INT8 from a range table: no data, no search (see `failure`).
-    let from_ranges = int8_step.is_some_and(|i| {
-        args.int8.ranges.is_some()
-            || infopt_calibration::int8::options(&base_cfg, i).is_some_and(|o| o.ranges.is_some())
-    });
+    let from_ranges = crate::int8::from_ranges(&args.int8, &base_cfg, int8_step);
     if int8_step.is_some() {
         shapes_from_calibration_data(&args, &mut job, &model_in)?;
         check_profiles_early(&args, &job, &model_in)?;

@@ -880,15 +880,10 @@ fn failure(
     }
 }
 
-/// Whether the INT8 step quantizes from a range table (`--ranges`, or
-/// `ranges:` in the step) rather than calibrating: no data, so no search
-/// keeps a harmful layer in float and nothing judges the model on samples.
+/// Whether the INT8 step quantizes from a range table (see
+/// [`crate::int8::from_ranges`]).
 fn int8_from_ranges(plan: &Plan, args: &OptimizeOptions) -> bool {
-    plan.int8_step.is_some_and(|i| {
-        args.int8.ranges.is_some()
-            || infopt_calibration::int8::options(&plan.config, i)
-                .is_some_and(|o| o.ranges.is_some())
-    })
+    crate::int8::from_ranges(&args.int8, &plan.config, plan.int8_step)
 }
 
 /// The one-line error of an INT8 model from a range table that misses the
