@@ -6,18 +6,10 @@ mod common;
 
 use std::process::Output;
 
-use common::{fixture, infopt, s, stderr};
+use common::{error_lines, fixture, infopt, s, stderr};
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn error_lines(o: &Output) -> Vec<String> {
-    stderr(o)
-        .lines()
-        .filter(|l| l.starts_with("error"))
-        .map(str::to_string)
-        .collect()
 }
 
 /// A fresh environment without the shim or TensorRT pointers of the caller's, and a

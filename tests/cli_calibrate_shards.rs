@@ -395,11 +395,7 @@ fn optimize_int8_from_ranges_that_miss_says_what_would_fix_it() {
     ]);
     let said = String::from_utf8_lossy(&o.stdout).to_string();
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
-    let all_err = stderr(&o);
-    let err: Vec<&str> = all_err
-        .lines()
-        .filter(|l| l.starts_with("error:"))
-        .collect();
+    let err = error_lines(&o);
     assert_eq!(err.len(), 1, "{}", stderr(&o));
     assert!(
         err[0].starts_with("error: the INT8 model misses its accuracy target (cosine >= 0.99"),
@@ -430,12 +426,8 @@ fn optimize_int8_from_ranges_that_miss_says_what_would_fix_it() {
         s(&onnx),
     ]);
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
-    let all_err = stderr(&o);
-    let err: Vec<&str> = all_err
-        .lines()
-        .filter(|l| l.starts_with("error:"))
-        .collect();
-    assert_eq!(err.len(), 1, "{all_err}");
+    let err = error_lines(&o);
+    assert_eq!(err.len(), 1, "{}", stderr(&o));
     assert!(
         err[0].ends_with("no engine built (with --ranges every layer is quantized and no search keeps the harmful ones in float: give --calib-data (the data the ranges came from) instead, keep layers in float with --precision NAME_OR_OP=fp32, or --no-verify)"),
         "{}",

@@ -22,6 +22,15 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// The lines of stderr that are errors.
+pub fn error_lines(o: &Output) -> Vec<String> {
+    stderr(o)
+        .lines()
+        .filter(|l| l.starts_with("error"))
+        .map(str::to_string)
+        .collect()
+}
+
 pub fn s(p: &Path) -> &str {
     p.to_str().expect("UTF-8 test path")
 }

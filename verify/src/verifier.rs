@@ -48,6 +48,19 @@ pub struct Verification {
     pub passed: bool,
 }
 
+impl Verification {
+    /// The outputs outside their tolerance, each as an error message reads
+    /// it ([`Criterion::failure_summary`]), joined by commas.
+    pub fn failing_outputs(&self) -> String {
+        self.outputs
+            .iter()
+            .filter(|o| !o.within_tolerance)
+            .map(Criterion::failure_summary)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 #[derive(Serialize, Debug, Clone)]
 pub struct LatencyComparison {
     pub backend: BackendInfo,

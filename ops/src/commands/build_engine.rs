@@ -1045,17 +1045,17 @@ fn shapes_from_calibration_data(
     let source =
         infopt_calibration::data_source::DataSource::parse(data, args.int8.preprocess.as_deref())
             .map_err(OpsError::usage)?;
-    // Inputs with sizes of their own keep them: bound here only to be
-    // skipped by the binding.
-    let mut bound = infopt_runtime::InputShapes::default();
-    let given: Vec<String> = shapes
+    // Inputs with sizes of their own (`--input-shape`, `inputs:`) keep
+    // them: entered before the binding, which skips what is entered (and
+    // leaves them out of its note), and left out after it.
+    let given: Vec<String> = shape_args
         .iter()
-        .map(|p| p.input.clone())
-        .chain(shape_args.iter().map(|a| match a {
+        .map(|a| match a {
             infopt_verify::inputs::ShapeArg::Dims { input, .. }
             | infopt_verify::inputs::ShapeArg::Symbols { input, .. } => input.clone(),
-        }))
+        })
         .collect();
+    let mut bound = infopt_runtime::InputShapes::default();
     for name in &given {
         bound.shapes.insert(name.clone(), Vec::new());
     }
@@ -1407,13 +1407,11 @@ fn failure(
             e.message.replace("output not written", "no engine built"),
         ));
     }
-    let failing: Vec<String> = report
+    let failing = report
         .verification
-        .iter()
-        .flat_map(|v| v.outputs.iter())
-        .filter(|o| !o.within_tolerance)
-        .map(infopt_verify::Criterion::failure_summary)
-        .collect();
+        .as_ref()
+        .map(|v| v.failing_outputs())
+        .unwrap_or_default();
     let criterion = report
         .verification
         .as_ref()
@@ -1427,8 +1425,7 @@ fn failure(
     Some(OpsError::new(
         ErrorKind::Verify,
         format!(
-            "the rewritten ONNX does not match the original ({criterion}): {}; no engine built ({fix})",
-            failing.join(", ")
+            "the rewritten ONNX does not match the original ({criterion}): {failing}; no engine built ({fix})"
         ),
     ))
 }

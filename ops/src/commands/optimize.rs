@@ -896,19 +896,13 @@ fn ranges_failure(report: &Report) -> OpsError {
     let Some(v) = report.verification.as_ref() else {
         return OpsError::new(ErrorKind::Internal, "verification failed without a verdict");
     };
-    let failing: Vec<String> = v
-        .outputs
-        .iter()
-        .filter(|o| !o.within_tolerance)
-        .map(infopt_verify::Criterion::failure_summary)
-        .collect();
     OpsError::new(
         ErrorKind::Verify,
         format!(
             "the INT8 model misses its accuracy target ({}) on {}: {}; output not written: with --ranges every layer is quantized and no search keeps the harmful ones in float: give --calib-data (the data the ranges came from) instead, keep layers in float with --precision NAME_OR_OP=fp32, or --no-verify to write it anyway",
             v.criterion.describe(),
             v.inputs,
-            failing.join(", ")
+            v.failing_outputs()
         ),
     )
 }
@@ -937,18 +931,12 @@ fn verification_failure(report: &Report, bisect: Option<&Bisect>) -> OpsError {
     if let Some(h) = &report.half_precision {
         return crate::half::missed_target(h, &v.outputs);
     }
-    let failing: Vec<String> = v
-        .outputs
-        .iter()
-        .filter(|o| !o.within_tolerance)
-        .map(infopt_verify::Criterion::failure_summary)
-        .collect();
     OpsError::new(
         ErrorKind::Verify,
         format!(
             "the optimized model does not match the original ({}): {}; output not written (use --verify-each-pass to find the pass, or --no-verify to write it anyway)",
             v.criterion.describe(),
-            failing.join(", ")
+            v.failing_outputs()
         ),
     )
 }
