@@ -23,20 +23,17 @@ import sys
 import time
 
 import numpy as np
-import onnxruntime as ort
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from real_int8 import box_iou  # noqa: E402
+from real_int8 import box_iou, ctc_decode  # noqa: E402
+from real_int8 import session as ort_session  # noqa: E402
 
 name, fp32, data = sys.argv[1:4]
 cands = sys.argv[4:]
 
 
 def session(path):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 3
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    return ort_session(path, 1)
 
 
 def cos(a, b):
@@ -46,13 +43,8 @@ def cos(a, b):
 
 
 def reading(probs, chars):
-    ids = probs[0].argmax(-1)
-    out, prev = [], 0
-    for i in ids:
-        if i != prev and i != 0:
-            out.append(chars[i] if i < len(chars) else "")
-        prev = i
-    return "".join(out).replace(" ", "")
+    # Spaces are compared out: their width is a rendering choice.
+    return ctc_decode(probs, chars).replace(" ", "")
 
 
 held = sorted(glob.glob(f"{data}/d/{name}/held/*.npz"))
