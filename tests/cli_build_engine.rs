@@ -467,5 +467,15 @@ fn int8_with_calibration_files_takes_their_sizes_and_is_judged_on_them() {
         inputs.starts_with("8 calibration (no held-out samples) sample(s) of "),
         "{inputs}"
     );
+    // The profile the engine is built with is the data's sizes.
+    let commands = r["trtexec"].as_array().unwrap();
+    assert!(!commands.is_empty());
+    for c in commands {
+        let c = c["command"].as_str().unwrap();
+        assert!(
+            c.contains("--minShapes=input:1x3x32x32 --optShapes=input:1x3x32x32 --maxShapes=input:1x3x32x32"),
+            "{c}"
+        );
+    }
     assert!(out.exists());
 }
