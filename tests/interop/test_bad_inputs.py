@@ -68,3 +68,23 @@ def test_a_calibration_sample_whose_nan_reaches_the_outputs_is_named(infopt, tmp
         "it: clean or drop that sample"
     ], H.describe(proc)
     assert not out.exists()
+
+
+def test_a_folder_of_images_without_preprocess_is_refused_with_the_way_out(infopt, tmp_path):
+    # The most common calibration data: the message used to speak only of
+    # .npz and .npy files. (Only the names are read before --preprocess.)
+    data = tmp_path / "images"
+    data.mkdir()
+    for name in ("a.png", "b.jpg", "c.JPEG"):
+        (data / name).write_bytes(b"not decoded")
+    out = tmp_path / "q.onnx"
+    proc = H.run_cli("optimize", H.MODELS / "cnn_bn_relu.onnx", "-o", out, "--int8",
+                     "--calib-data", data)
+    assert proc.returncode == 2, H.describe(proc)
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
+    assert errors == [
+        f"error: {data}: the folder holds 3 images and no .npz/.npy samples: give --preprocess "
+        "FILE.yaml saying how an image becomes the model's input (input name, size, scale, "
+        "mean/std, layout: docs/quantization.md \"Calibration data\")"
+    ], H.describe(proc)
+    assert not out.exists()
