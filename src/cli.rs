@@ -42,6 +42,11 @@ fn report_fatal_signals() {
             stage,
             if stage.is_empty() {
                 b": a bug (or a stack overflow); please report it with the model (exit 1)\n"
+            } else if infopt_runtime::native_stage::running() {
+                // Sizes the graph cannot take (onnx-asr's wespeaker front
+                // end at 3 samples, less than its window) end ONNX Runtime
+                // this way as well as a fault of its own.
+                b": a fault in that library on this model or on the input sizes it was given, not a verdict on it; rerun with the model's real input sizes (--input-shape NAME:DIMS, or --inputs FILE.npz), with --backend tract, or with --no-verify, and please report it with the model (exit 1)\n"
             } else {
                 b": a fault in that library on this model, not a verdict on it; rerun with --backend tract (or --no-verify), and please report it with the model (exit 1)\n"
             },

@@ -25,7 +25,7 @@
 //! graph inputs and outputs stay float32 with one Cast each; with `false`
 //! they are declared float16. Kept in float32 automatically, each with its
 //! reason in the report: Softmax/LogSoftmax, summing reductions
-//! (ReduceSum/L1/L2/SumSquare/LogSum/LogSumExp/Prod), InstanceNormalization,
+//! (ReduceSum/L1/L2/SumSquare/LogSum/LogSumExp/Prod) and CumSum, InstanceNormalization,
 //! decomposed LayerNorm/RMSNorm/softmax statistics (the reduction, the
 //! squaring/exp before it and the Add(eps)/Sqrt/Reciprocal/Div after it),
 //! shape arithmetic (small float tensors computing Resize scales, Range
@@ -34,7 +34,8 @@
 //! the guard, the guarded op and the elementwise chain computing the
 //! argument, see `guards`), the front end of a log spectrum (from a graph
 //! input through a filter bank and a square to the Log, see
-//! `log_frontend`), in float16 a Transpose moving the leading axis read by
+//! `log_frontend`), Sin/Cos and the chain computing their argument (a
+//! phase needs absolute precision, see `periodic`), in float16 a Transpose moving the leading axis read by
 //! a MatMul with constant weights, and that MatMul (ONNX Runtime 1.31/1.32's
 //! CPU session segfaults loading their float16 form, also with a Cast
 //! between them: pyannote's segmentation reads its LSTM so; see
@@ -124,6 +125,7 @@ mod guards;
 mod half_type;
 mod log_frontend;
 mod ops;
+mod periodic;
 mod plan;
 mod rewrite;
 mod runtime_faults;

@@ -1326,3 +1326,167 @@ fn a_log_spectrum_front_end_stays_float32_and_its_head_converts() {
         ops_in(&m, DataType::Float)
     );
 }
+
+/// A Kaldi/GigaAM-style front end: DC removal, a filter bank over the
+/// frames, the squares summed by a `ReduceSumSquare`, a Transpose, a mel
+/// bank, `Log(Clip(x, 1e-10))`, and a learned head.
+fn fbank_block() -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("audio", DataType::Float, dims(&["1", "64"]));
+    let mean = b.op(
+        "ReduceMean",
+        &[x],
+        vec![
+            Attribute::ints("axes", vec![-1]),
+            Attribute::int("keepdims", 1),
+        ],
+    );
+    let centred = b.op("Sub", &[x, mean], vec![]);
+    let bank: Vec<f32> = (0..64 * 16)
+        .map(|i| ((i / 16) as f32 * (1 + i % 8) as f32 * 0.1).cos())
+        .collect();
+    let bank = b.f32("bank", &[64, 16], &bank);
+    let spec = b.op("MatMul", &[centred, bank], vec![]);
+    let shape = b.i64("re_im", &[3], &[1, 8, 2]);
+    let spec = b.op("Reshape", &[spec, shape], vec![]);
+    let power = b.op(
+        "ReduceSumSquare",
+        &[spec],
+        vec![
+            Attribute::ints("axes", vec![-1]),
+            Attribute::int("keepdims", 0),
+        ],
+    );
+    let mel: Vec<f32> = (0..8 * 4).map(|i| ((i % 5) as f32) * 0.1).collect();
+    let mel = b.f32("mel", &[8, 4], &mel);
+    let mel = b.op("MatMul", &[power, mel], vec![]);
+    let eps = b.f32("eps", &[], &[1e-10]);
+    let guarded = b.op("Clip", &[mel, eps], vec![]);
+    let log = b.op("Log", &[guarded], vec![]);
+    let head: Vec<f32> = (0..8).map(|i| (i as f32 - 3.5) * 0.1).collect();
+    let head = b.f32("head", &[4, 2], &head);
+    let y = b.op("MatMul", &[log, head], vec![]);
+    b.output(y, "y", DataType::Float, Some(dims(&["1", "2"])));
+    b.build(17)
+}
+
+#[test]
+fn a_front_end_squared_by_a_reduction_stays_float32_from_its_input() {
+    // onnx-asr's Kaldi fbank (DC removal and pre-emphasis in float16, a
+    // ReduceSumSquare as the square) reached cosine 0.9979 on audio; the
+    // square was not seen as one, and the signal's rounding at the input
+    // was beyond what keeping nodes one by one could repair.
+    for pass in ["convert-float16", "convert-bfloat16"] {
+        let mut m = fbank_block();
+        let run = run_yaml(
+            &mut m,
+            &format!("version: 1\npasses: [{pass}]\n"),
+            SideData::default(),
+        );
+        let float = ops_in(&m, DataType::Float);
+        for op in ["ReduceMean", "Sub", "Reshape", "Log"] {
+            assert_eq!(float.get(op), Some(&1), "{pass}: {op} in {float:?}");
+        }
+        assert_eq!(float.get("MatMul"), Some(&2), "{pass}: {float:?}");
+        let half = if pass == "convert-float16" {
+            DataType::Float16
+        } else {
+            DataType::Bfloat16
+        };
+        assert_eq!(ops_in(&m, half).get("MatMul"), Some(&1), "{pass}");
+        for node in ["reducemean_1", "sub_2", "matmul_3", "reshape_4"] {
+            assert!(
+                declined_reason(&run, node).contains("log spectrum front end"),
+                "{pass}: {node}: {:?}",
+                run.declined
+            );
+        }
+    }
+}
+
+/// `y = head(sin(x * freq + phase))`: a sinusoidal feature of a computed
+/// phase.
+fn periodic_block() -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("t", DataType::Float, dims(&["1", "8"]));
+    let freq: Vec<f32> = (0..8).map(|i| 3.0 + i as f32).collect();
+    let freq = b.f32("freq", &[8], &freq);
+    let arg = b.op("Mul", &[x, freq], vec![]);
+    let phase = b.f32("phase", &[], &[0.25]);
+    let arg = b.op("Add", &[arg, phase], vec![]);
+    let s = b.op("Sin", &[arg], vec![]);
+    let c = b.op("Cos", &[arg], vec![]);
+    let both = b.op("Concat", &[s, c], vec![Attribute::int("axis", 1)]);
+    let head: Vec<f32> = (0..32)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.05)
+        .collect();
+    let head = b.f32("head", &[16, 2], &head);
+    let y = b.op("MatMul", &[both, head], vec![]);
+    b.output(y, "y", DataType::Float, Some(dims(&["1", "2"])));
+    b.build(17)
+}
+
+#[test]
+fn sin_cos_and_the_chain_of_their_argument_stay_float32() {
+    // onnx-asr's resampler computes a windowed-sinc kernel in the graph:
+    // with its phase (up to 6 pi) in float16, cosine 0.9961 on audio.
+    for (pass, half) in [
+        ("convert-float16", DataType::Float16),
+        ("convert-bfloat16", DataType::Bfloat16),
+    ] {
+        let mut m = periodic_block();
+        let run = run_yaml(
+            &mut m,
+            &format!("version: 1\npasses: [{pass}]\n"),
+            SideData::default(),
+        );
+        let float = ops_in(&m, DataType::Float);
+        for op in ["Mul", "Add", "Sin", "Cos"] {
+            assert_eq!(float.get(op), Some(&1), "{pass}: {op} in {float:?}");
+        }
+        assert_eq!(ops_in(&m, half).get("MatMul"), Some(&1), "{pass}");
+        for node in ["mul_1", "add_2"] {
+            assert!(
+                declined_reason(&run, node).contains("periodic"),
+                "{pass}: {node}: {:?}",
+                run.declined
+            );
+        }
+    }
+}
+
+#[test]
+fn a_running_phase_stays_float32_and_its_sine_too() {
+    // A neural vocoder's sine source: phase = cumsum(f0 / sr), sin(2 pi
+    // phase). The running sum passes 2048 and float16 then holds no cycle.
+    let mut b = GraphBuilder::new();
+    let f0 = b.input("f0", DataType::Float, dims(&["1", "64"]));
+    let axis = b.i64("axis", &[], &[1]);
+    let phase = b.op("CumSum", &[f0, axis], vec![]);
+    let two_pi = b.f32("two_pi", &[], &[std::f32::consts::TAU]);
+    let arg = b.op("Mul", &[phase, two_pi], vec![]);
+    let s = b.op("Sin", &[arg], vec![]);
+    let head: Vec<f32> = (0..64 * 4)
+        .map(|i| ((i * 3 % 7) as f32 - 3.0) * 0.05)
+        .collect();
+    let head = b.f32("head", &[64, 4], &head);
+    let y = b.op("MatMul", &[s, head], vec![]);
+    b.output(y, "y", DataType::Float, Some(dims(&["1", "4"])));
+    let mut m = b.build(17);
+    let run = fp16(&mut m);
+    let float = ops_in(&m, DataType::Float);
+    for op in ["CumSum", "Mul", "Sin"] {
+        assert_eq!(float.get(op), Some(&1), "{op} in {float:?}");
+    }
+    assert_eq!(ops_in(&m, DataType::Float16).get("MatMul"), Some(&1));
+    assert!(
+        declined_reason(&run, "cumsum_1").contains("summing"),
+        "{:?}",
+        run.declined
+    );
+    assert!(
+        declined_reason(&run, "mul_2").contains("periodic"),
+        "{:?}",
+        run.declined
+    );
+}

@@ -45,6 +45,12 @@ pub fn describe() -> &'static str {
     }
 }
 
+/// Whether the process is running a model in ONNX Runtime (where input
+/// sizes the graph cannot take end it too), for the crash line.
+pub fn running() -> bool {
+    STAGE.load(Ordering::Relaxed) == Stage::OrtRun as u8
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,9 +61,11 @@ mod tests {
         {
             let _load = enter(Stage::OrtLoad);
             assert!(describe().contains("creating a session"));
+            assert!(!running());
             {
                 let _run = enter(Stage::OrtRun);
                 assert!(describe().contains("running a model"));
+                assert!(running());
             }
             assert!(describe().contains("creating a session"));
         }

@@ -127,6 +127,9 @@ struct Walk<'a> {
     g: &'a Graph,
     /// Axis facts of the values reached so far.
     axes: HashMap<ValueId, Vec<Ax>>,
+    /// Integer values that hold sizes (see [`Walk::size_values`]): per
+    /// element, what it follows.
+    sizes: HashMap<ValueId, Vec<Ax>>,
     hints: Vec<SizeHint>,
 }
 
@@ -143,6 +146,7 @@ pub fn hints(model: &Model, unbound: &[UnboundDim]) -> BTreeMap<String, SizeHint
     let mut walk = Walk {
         g,
         axes: HashMap::new(),
+        sizes: HashMap::new(),
         hints: vec![SizeHint::new(); keys.len()],
     };
     for io in &g.inputs {
@@ -239,7 +243,11 @@ impl Walk<'_> {
     }
 
     fn node(&mut self, node: &Node) {
-        if !node.domain().is_empty() || !self.reached(node) {
+        if !node.domain().is_empty() {
+            return;
+        }
+        self.size_values(node);
+        if !self.reached(node) {
             return;
         }
         let op = node.op_type.as_str();
@@ -326,6 +334,91 @@ impl Walk<'_> {
             | "Where" | "Equal" | "Less" | "Greater" | "LessOrEqual" | "GreaterOrEqual" | "And"
             | "Or" | "Xor" | "Mod" => self.broadcast(node),
             _ => {}
+        }
+    }
+
+    /// Sizes read as values: `Shape(x)` holds `x`'s axes; a Gather or
+    /// Slice of constant positions picks some of them, and Squeeze,
+    /// Unsqueeze, Cast, Reshape and Identity keep one. A size less a
+    /// constant (`Sub(samples, 400)`: an audio front end's frames from its
+    /// samples less its window) says the size is at least that constant:
+    /// below it the count is negative, and ONNX Runtime met onnx-asr's
+    /// wespeaker front end at 3 samples with a floating-point exception
+    /// that ended the process.
+    fn size_values(&mut self, node: &Node) {
+        let input = |slot: usize| node.inputs.get(slot).copied().flatten();
+        let held = |v: Option<ValueId>| v.and_then(|v| self.sizes.get(&v)).cloned();
+        let picked: Option<Vec<Ax>> = match node.op_type.as_str() {
+            "Shape" => input(0).and_then(|x| self.facts(x)).map(|axes| {
+                let rank = axes.len() as i64;
+                let at = |i: i64| (if i < 0 { i + rank } else { i }).clamp(0, rank) as usize;
+                let start = at(node.attr_int_or("start", 0).unwrap_or(0));
+                let end = at(node.attr_int("end").ok().flatten().unwrap_or(rank));
+                axes.get(start..end.max(start))
+                    .map(<[Ax]>::to_vec)
+                    .unwrap_or_default()
+            }),
+            "Gather" if node.attr_int_or("axis", 0).unwrap_or(0) == 0 => {
+                let all = held(input(0));
+                let at = self
+                    .constant(node.inputs.get(1))
+                    .and_then(|t| t.to_i64_vec().ok());
+                match (all, at) {
+                    (Some(all), Some(at)) => at
+                        .iter()
+                        .map(|&i| {
+                            let i = if i < 0 { i + all.len() as i64 } else { i };
+                            usize::try_from(i).ok().and_then(|i| all.get(i).copied())
+                        })
+                        .collect(),
+                    _ => None,
+                }
+            }
+            "Slice" => {
+                let all = held(input(0));
+                let bound = |slot: usize| {
+                    self.constant(node.inputs.get(slot))
+                        .and_then(|t| t.to_i64_vec().ok())
+                        .and_then(|v| (v.len() == 1).then(|| v[0]))
+                };
+                let axis_zero = match self.constant(node.inputs.get(3)) {
+                    Some(t) => t.to_i64_vec().is_ok_and(|a| a == [0]),
+                    None => input(3).is_none(),
+                };
+                let plain_step = input(4).is_none();
+                match (all, bound(1), bound(2)) {
+                    (Some(all), Some(a), Some(b)) if axis_zero && plain_step => {
+                        let n = all.len() as i64;
+                        let at = |i: i64| (if i < 0 { i + n } else { i }).clamp(0, n) as usize;
+                        all.get(at(a)..at(b).max(at(a))).map(<[Ax]>::to_vec)
+                    }
+                    _ => None,
+                }
+            }
+            "Squeeze" | "Unsqueeze" | "Cast" | "Reshape" | "Identity" => {
+                held(input(0)).filter(|v| v.len() == 1)
+            }
+            "Sub" => {
+                if let (Some([Ax::Follows(l)]), Some(c)) = (
+                    held(input(0)).as_deref(),
+                    self.constant(node.inputs.get(1))
+                        .and_then(|t| t.to_i64_vec().ok())
+                        .filter(|v| v.len() == 1)
+                        .map(|v| v[0]),
+                ) && c > 1
+                {
+                    let min = (c as u64 * l.den).div_ceil(l.num);
+                    let h = &mut self.hints[l.key];
+                    if min <= MAX_SIZE {
+                        h.min = h.min.max(min);
+                    }
+                }
+                None
+            }
+            _ => None,
+        };
+        if let (Some(v), Some(Some(out))) = (picked, node.outputs.first()) {
+            self.sizes.insert(*out, v);
         }
     }
 

@@ -320,3 +320,41 @@ fn outputs_of_bounded_ops_are_judged_against_their_range() {
         vec![("prob".to_string(), 1.0), ("tanh".to_string(), 1.0)]
     );
 }
+
+/// onnx-asr's wespeaker front end: `frames = (samples - 400) % 160`, the
+/// samples read by `Shape(waveforms, start=1, end=2)` (or a Gather of the
+/// whole shape) and squeezed to a scalar.
+fn frame_count(gather: bool) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("waveforms", DataType::Float, dims(&["batch", "N"]));
+    let samples = if gather {
+        let shape = b.op("Shape", &[x], vec![]);
+        let one = b.i64("one", &[], &[1]);
+        b.op("Gather", &[shape, one], vec![Attribute::int("axis", 0)])
+    } else {
+        let shape = b.op(
+            "Shape",
+            &[x],
+            vec![Attribute::int("start", 1), Attribute::int("end", 2)],
+        );
+        b.op("Squeeze", &[shape], vec![])
+    };
+    let window = b.i64("window", &[], &[400]);
+    let rest = b.op("Sub", &[samples, window], vec![]);
+    let hop = b.i64("hop", &[], &[160]);
+    let frames = b.op("Div", &[rest, hop], vec![]);
+    b.output(frames, "frames", DataType::Int64, None);
+    b.build(17)
+}
+
+#[test]
+fn a_size_less_a_window_gives_the_window_as_the_minimum() {
+    for gather in [false, true] {
+        let m = frame_count(gather);
+        assert_eq!(hint_of(&m, "N").min, 400, "gather: {gather}");
+        assert_eq!(hint_of(&m, "batch").min, 1, "gather: {gather}");
+        // The first sizes tried give the samples a whole window.
+        let first = &shapes::candidates(&m, &InputShapes::new())[0];
+        assert_eq!(first.shapes.symbols.get("N"), Some(&400), "{}", first.label);
+    }
+}

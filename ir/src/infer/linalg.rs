@@ -1,4 +1,4 @@
-//! MatMul, Gemm, Einsum.
+//! MatMul, Gemm, Einsum, and the Fourier transforms (DFT, STFT).
 
 use std::collections::BTreeMap;
 
@@ -15,8 +15,58 @@ pub(crate) fn infer(cx: &RuleCx) -> Option<Vec<Fact>> {
         "MatMulInteger" => Fact::new(DataType::Int32, matmul_shape(cx.shape(0), cx.shape(1))),
         "Gemm" => gemm(cx),
         "Einsum" => einsum(cx),
+        // Their element type is the signal's: what the float16 rules for a
+        // log spectrum's front end follow from the square back to the input.
+        "STFT" => Fact::new(cx.dtype(0), stft_shape(cx)),
+        "DFT" => Fact::new(cx.dtype(0), dft_shape(cx)),
         _ => return None,
     }])
+}
+
+/// STFT's `[batch, frames, bins, 2]` from a `[batch, samples, 1|2]` signal,
+/// its frame step, and its window (or frame length): the frames and bins
+/// where those are known.
+fn stft_shape(cx: &RuleCx) -> Option<Vec<Dim>> {
+    let signal = cx.shape(0)?;
+    let batch = signal.first()?.clone();
+    let length = match cx.shape(2).and_then(|w| w.first().cloned()) {
+        Some(Dim::Known(n)) => Some(n),
+        _ => cx.ints(3).and_then(|v| v.first().copied()),
+    };
+    let step = cx.ints(1).and_then(|v| v.first().copied());
+    let onesided = cx.node.attr_int_or("onesided", 1).ok()? != 0;
+    let frames = match (signal.get(1), length, step) {
+        (Some(Dim::Known(n)), Some(l), Some(s)) if s > 0 && *n >= l => Dim::Known((n - l) / s + 1),
+        _ => Dim::Unknown,
+    };
+    let bins = match length {
+        Some(l) if onesided => Dim::Known(l / 2 + 1),
+        Some(l) => Dim::Known(l),
+        None => Dim::Unknown,
+    };
+    Some(vec![batch, frames, bins, Dim::Known(2)])
+}
+
+/// DFT's output: the input's dims with a last axis of 2 (complex), the
+/// transformed axis unknown where a length or a one-sided output changes it.
+fn dft_shape(cx: &RuleCx) -> Option<Vec<Dim>> {
+    let mut dims = cx.shape(0)?.to_vec();
+    let rank = dims.len();
+    if rank < 2 {
+        return None;
+    }
+    dims[rank - 1] = Dim::Known(2);
+    let axis = if cx.opset() >= 20 {
+        cx.ints(2).and_then(|v| v.first().copied()).unwrap_or(-2)
+    } else {
+        cx.node.attr_int_or("axis", 1).ok()?
+    };
+    let axis = if axis < 0 { axis + rank as i64 } else { axis };
+    let resized = cx.has_input(1) || cx.node.attr_int_or("onesided", 0).ok()? != 0;
+    if resized && let Some(d) = usize::try_from(axis).ok().and_then(|a| dims.get_mut(a)) {
+        *d = Dim::Unknown;
+    }
+    Some(dims)
 }
 
 /// numpy matmul: batch dims broadcast; rank-1 operands are promoted and the
@@ -245,6 +295,37 @@ mod tests {
             1,
         );
         assert_eq!(shape_of(&f[0]), "[b,10]");
+    }
+
+    #[test]
+    fn stft_and_dft_keep_the_signal_type_and_count_frames_and_bins() {
+        let window = Input::C(Box::new(crate::Tensor::from_f32(vec![400], &[1.0; 400])));
+        let f = run(
+            "STFT",
+            17,
+            &[f32s(&["1", "8001", "1"]), i64s(160), window],
+            vec![Attribute::int("onesided", 1)],
+            1,
+        );
+        assert_eq!(f[0].ty.dtype, crate::dtype::DataType::Float);
+        assert_eq!(shape_of(&f[0]), "[1,48,201,2]");
+        let f = run(
+            "STFT",
+            17,
+            &[f32s(&["b", "n", "1"]), i64s(160), Input::None, i64s(512)],
+            vec![],
+            1,
+        );
+        assert_eq!(shape_of(&f[0]), "[b,?,257,2]");
+        let f = run(
+            "DFT",
+            17,
+            &[f32s(&["2", "512", "1"])],
+            vec![Attribute::int("onesided", 1)],
+            1,
+        );
+        assert_eq!(f[0].ty.dtype, crate::dtype::DataType::Float);
+        assert_eq!(shape_of(&f[0]), "[2,?,2]");
     }
 
     #[test]

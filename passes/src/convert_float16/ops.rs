@@ -185,8 +185,11 @@ pub fn reads_any_float(node: &Node, slot: u32) -> bool {
         && matches!(node.op_type.as_str(), "Shape" | "Size" | "Cast")
 }
 
-/// Reductions whose sum can leave float16's range or lose its precision.
+/// Reductions whose sum can leave float16's range or lose its precision,
+/// and the running sum (a vocoder's phase, `cumsum(f0 / sr)`, passes 2048
+/// within a fraction of a second, where float16 no longer holds a cycle).
 const SUMMING: &[&str] = &[
+    "CumSum",
     "ReduceSum",
     "ReduceSumSquare",
     "ReduceL1",

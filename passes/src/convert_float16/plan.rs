@@ -158,8 +158,12 @@ impl ConvertFloat {
                 sensitive.entry(id).or_insert(why);
             }
         }
-        // Both half types round a filter bank's signal (see `log_frontend`).
+        // Both half types round a filter bank's signal (see `log_frontend`)
+        // and a periodic function's argument (see `periodic`).
         for (id, why) in super::log_frontend::front_ends(g, &plan.dtype) {
+            sensitive.entry(id).or_insert(why);
+        }
+        for (id, why) in super::periodic::periodic(g) {
             sensitive.entry(id).or_insert(why);
         }
         let target = self.to.precision();
