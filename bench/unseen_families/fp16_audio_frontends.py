@@ -1,8 +1,9 @@
 """Audio front ends exported to ONNX (onnx-asr's preprocessors: Kaldi fbank,
 NeMo, GigaAM, Whisper and wespeaker log-mel, polyphase resamplers), run
 through `infopt optimize` as typed, plain and `--fp16` with and without
-`--inputs`, and judged on audio a user has: a tone, a pause, faint noise,
-harmonic syllables, at levels from -6 to -60 dBFS.
+`--inputs`, and judged on audio a user has: harmonic syllables with pauses
+at levels from -6 to -70 dBFS over a room's noise, and a tone, digital
+silence and faint noise at full scale and at -60 dB.
 
     python bench/unseen_families/fp16_audio_frontends.py INFOPT_BIN MODEL_DIR [--work DIR]
 
@@ -33,9 +34,17 @@ def clip(rng, seconds=1.0):
     envelope = (np.sin(2 * np.pi * rng.uniform(1, 4) * t) > rng.uniform(-0.3, 0.6)).astype(float)
     x = voiced * envelope
     x[int(0.6 * t.size):int(0.8 * t.size)] = 0.0  # a pause
-    x = x / (np.abs(x).max() + 1e-9) * 10 ** rng.uniform(-3, -0.3)  # -60 .. -6 dBFS
-    x = x + 10 ** rng.uniform(-5, -3.5) * rng.standard_normal(t.size)  # the room
+    x = x / (np.abs(x).max() + 1e-9) * 10 ** rng.uniform(-3.5, -0.3)  # -70 .. -6 dBFS
+    x = x + 10 ** rng.uniform(-6, -3.5) * rng.standard_normal(t.size)  # the room
     return x.astype(np.float32)
+
+
+def tone(rng, level, seconds=2.0):
+    """A 220 Hz tone, a pause of digital silence, then faint noise."""
+    t = np.arange(int(SR * seconds)) / SR
+    x = 0.3 * np.sin(2 * np.pi * 220 * t) * (t < 0.7) + 0.01 * rng.standard_normal(t.size) * (t > 1.0)
+    x[int(0.7 * SR):int(1.0 * SR)] = 0.0
+    return (x * level).astype(np.float32)
 
 
 def feeds(x):
@@ -67,7 +76,7 @@ def main():
     rng = np.random.default_rng(27)
     user = os.path.join(args.work, "user.npz")
     np.savez(user, **feeds(clip(rng)))
-    held_out = [clip(rng) for _ in range(args.clips)]
+    held_out = [clip(rng) for _ in range(args.clips)] + [tone(rng, 1.0), tone(rng, 1e-3)]
     print("| model | optimize | --fp16 (generated inputs) | --fp16 --inputs | lowest cosine: plain / fp16 / fp16 with inputs |")
     print("|---|---|---|---|---|")
     for model in sorted(glob.glob(os.path.join(args.models, "*.onnx"))):
