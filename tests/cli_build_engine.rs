@@ -479,3 +479,44 @@ fn int8_with_calibration_files_takes_their_sizes_and_is_judged_on_them() {
     }
     assert!(out.exists());
 }
+
+#[test]
+fn inputs_sharing_dim_names_with_a_given_profile_take_its_ranges() {
+    // BERT's three inputs are all [batch, seq]: --shapes for input_ids alone
+    // used to stop at "input `attention_mask` has dynamic dims ... give --shapes".
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bert.trt.onnx");
+    let o = infopt(&[
+        "build-engine",
+        s(&fixture("exported/bert_tiny.onnx")),
+        "--emit-onnx",
+        s(&out),
+        "--shapes",
+        "input_ids:1x8/2x32/4x64",
+        "-o",
+        s(&dir.path().join("bert.engine")),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = json(&o);
+    let notes = r["notes"].to_string();
+    for input in ["attention_mask", "token_type_ids"] {
+        assert!(
+            notes.contains(&format!(
+                "input `{input}` takes the profile 1x8/2x32/4x64 from the dim names it shares with --shapes (batch, seq)"
+            )),
+            "{notes}"
+        );
+    }
+    for (major, c) in commands(&r) {
+        for input in ["input_ids", "attention_mask", "token_type_ids"] {
+            for needle in [
+                format!("{input}:1x8"),
+                format!("{input}:2x32"),
+                format!("{input}:4x64"),
+            ] {
+                assert!(c.contains(&needle), "TensorRT {major}: {needle} in {c}");
+            }
+        }
+    }
+}

@@ -1106,8 +1106,10 @@ fn fix_profiles(
 ) -> OpsResult<Vec<Profile>> {
     let mut shape_args = cli_shape_args(args)?;
     shape_args.extend(job.data_shapes.iter().cloned());
-    let profiles = profiles::profiles(fp32, &job.settings.shapes, &shape_args, &job.config.symbols)
-        .map_err(OpsError::usage)?;
+    let (profiles, notes) =
+        profiles::profiles_with_notes(fp32, &job.settings.shapes, &shape_args, &job.config.symbols)
+            .map_err(OpsError::usage)?;
+    job.notes.extend(notes);
     for p in &profiles {
         if !job.inputs.shapes.shapes.contains_key(&p.input) {
             let dims = p.opt.iter().map(|&d| d.max(0) as usize).collect();

@@ -63,7 +63,47 @@ pub fn profiles(
     input_shapes: &[ShapeArg],
     symbols: &BTreeMap<String, i64>,
 ) -> Result<Vec<Profile>, String> {
+    profiles_with_notes(model, shapes, input_shapes, symbols).map(|(p, _)| p)
+}
+
+/// The ranges `--shapes` gives each symbolic dim name, from the inputs it
+/// names (the first input to give a name decides; `check_shared_symbols`
+/// refuses the others when they differ).
+fn symbol_ranges(inputs: &[GraphInput], shapes: &[Profile]) -> BTreeMap<String, [i64; 3]> {
+    let mut out = BTreeMap::new();
+    for p in shapes {
+        let Some(dims) = inputs
+            .iter()
+            .find(|i| i.name == p.input)
+            .and_then(|i| i.dims.as_ref())
+        else {
+            continue;
+        };
+        for (axis, d) in dims.iter().enumerate() {
+            if let (Dim::Sym(s), Some(min), Some(opt), Some(max)) =
+                (d, p.min.get(axis), p.opt.get(axis), p.max.get(axis))
+            {
+                out.entry(s.clone()).or_insert([*min, *opt, *max]);
+            }
+        }
+    }
+    out
+}
+
+/// [`profiles`], with a note for each input whose profile came from the
+/// symbols it shares with inputs `--shapes` named: BERT's `attention_mask`
+/// and `token_type_ids` are `[batch, seq]` like its `input_ids`, and a
+/// build that asked for three identical `--shapes` made the user repeat
+/// what the model already says.
+pub fn profiles_with_notes(
+    model: &Model,
+    shapes: &[Profile],
+    input_shapes: &[ShapeArg],
+    symbols: &BTreeMap<String, i64>,
+) -> Result<(Vec<Profile>, Vec<String>), String> {
     let inputs = graph_inputs(model);
+    let ranges = symbol_ranges(&inputs, shapes);
+    let mut notes = Vec::new();
     let names: Vec<&str> = inputs.iter().map(|i| i.name.as_str()).collect();
     for p in shapes {
         if !names.contains(&p.input.as_str()) {
@@ -113,6 +153,27 @@ pub fn profiles(
                 })
                 .collect(),
         };
+        if given.is_none()
+            && resolved.is_none()
+            && let Some(p) = shared_profile(&input.name, dims, &bound, &ranges)
+        {
+            notes.push(format!(
+                "input `{}` takes the profile {}/{}/{} from the dim names it shares with --shapes ({})",
+                input.name,
+                join_dims(&p.min),
+                join_dims(&p.opt),
+                join_dims(&p.max),
+                dims.iter()
+                    .filter_map(|d| match d {
+                        Dim::Sym(s) if ranges.contains_key(s) => Some(s.as_str()),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            out.push(p);
+            continue;
+        }
         let Some(fixed) = resolved else {
             return Err(format!(
                 "input `{}` has dynamic dims {} and no shapes for TensorRT: give --shapes {}:MIN/OPT/MAX (each like 1x3x224x224) or --input-shape {}:DIMS",
@@ -127,7 +188,42 @@ pub fn profiles(
         out.push(p);
     }
     check_shared_symbols(&inputs, &out)?;
-    Ok(out)
+    Ok((out, notes))
+}
+
+/// A profile for `dims` from fixed symbols and the ranges `--shapes` gave
+/// the others; None when a dim has neither (or when no dim takes a range:
+/// then the fixed symbols alone make the profile, as before).
+fn shared_profile(
+    name: &str,
+    dims: &[Dim],
+    bound: &BTreeMap<String, i64>,
+    ranges: &BTreeMap<String, [i64; 3]>,
+) -> Option<Profile> {
+    let mut p = Profile::fixed(name, Vec::new());
+    let mut ranged = false;
+    for d in dims {
+        let [min, opt, max] = match d {
+            Dim::Known(v) => [*v; 3],
+            Dim::Sym(s) => match (bound.get(s), ranges.get(s)) {
+                (Some(v), _) => [*v; 3],
+                (None, Some(r)) => {
+                    ranged = true;
+                    *r
+                }
+                (None, None) => return None,
+            },
+            Dim::Unknown => return None,
+        };
+        p.min.push(min);
+        p.opt.push(opt);
+        p.max.push(max);
+    }
+    ranged.then_some(p)
+}
+
+fn join_dims(d: &[i64]) -> String {
+    d.iter().map(i64::to_string).collect::<Vec<_>>().join("x")
 }
 
 /// TensorRT's ONNX parser takes dims with the same symbolic name (`batch` on two inputs,
@@ -225,6 +321,57 @@ mod tests {
         let symbols = BTreeMap::from([("batch".to_string(), 5)]);
         let got = profiles(&model(), &[], &[], &symbols).unwrap();
         assert_eq!(got, vec![Profile::fixed("x", vec![5, 3, 8])]);
+    }
+
+    #[test]
+    fn an_input_sharing_the_dim_names_of_a_given_profile_takes_its_ranges() {
+        let mut b = GraphBuilder::new();
+        let ids = b.input("input_ids", DataType::Int64, dims(&["batch", "seq"]));
+        let mask = b.input("attention_mask", DataType::Int64, dims(&["batch", "seq"]));
+        let lens = b.input("lens", DataType::Int64, dims(&["batch"]));
+        let other = b.input("other", DataType::Int64, dims(&["batch", "n"]));
+        let y = b.op("Add", &[ids, mask], vec![]);
+        let z = b.op("Add", &[lens, other], vec![]);
+        b.output(y, "y", DataType::Int64, None);
+        b.output(z, "z", DataType::Int64, None);
+        let m = b.build(17);
+        let parse = infopt_runtime::tensorrt::args::parse_shape_spec;
+        let given = parse("input_ids:1x8/1x64/1x128").unwrap();
+        // `other`'s `n` is nobody's: still the usual message, naming it.
+        let e = profiles(&m, std::slice::from_ref(&given), &[], &BTreeMap::new()).unwrap_err();
+        assert!(
+            e.contains("input `other` has dynamic dims [batch, n]"),
+            "{e}"
+        );
+        let n = BTreeMap::from([("n".to_string(), 4)]);
+        let (got, notes) = profiles_with_notes(&m, std::slice::from_ref(&given), &[], &n).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                given.clone(),
+                Profile {
+                    input: "attention_mask".into(),
+                    ..given.clone()
+                },
+                Profile {
+                    input: "lens".into(),
+                    min: vec![1],
+                    opt: vec![1],
+                    max: vec![1],
+                },
+                Profile {
+                    input: "other".into(),
+                    min: vec![1, 4],
+                    opt: vec![1, 4],
+                    max: vec![1, 4],
+                },
+            ]
+        );
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert_eq!(
+            notes[0],
+            "input `attention_mask` takes the profile 1x8/1x64/1x128 from the dim names it shares with --shapes (batch, seq)"
+        );
     }
 
     #[test]
