@@ -407,9 +407,9 @@ impl Walk<'_> {
                         .map(|v| v[0]),
                 ) && c > 1
                 {
-                    let min = (c as u64 * l.den).div_ceil(l.num);
+                    let min = (c as u64).checked_mul(l.den).map(|n| n.div_ceil(l.num));
                     let h = &mut self.hints[l.key];
-                    if min <= MAX_SIZE {
+                    if let Some(min) = min.filter(|&m| m <= MAX_SIZE) {
                         h.min = h.min.max(min);
                     }
                 }

@@ -32,7 +32,8 @@ fn stft_shape(cx: &RuleCx) -> Option<Vec<Dim>> {
     let length = match cx.shape(2).and_then(|w| w.first().cloned()) {
         Some(Dim::Known(n)) => Some(n),
         _ => cx.ints(3).and_then(|v| v.first().copied()),
-    };
+    }
+    .filter(|&l| l > 0);
     let step = cx.ints(1).and_then(|v| v.first().copied());
     let onesided = cx.node.attr_int_or("onesided", 1).ok()? != 0;
     let frames = match (signal.get(1), length, step) {
@@ -317,6 +318,15 @@ mod tests {
             1,
         );
         assert_eq!(shape_of(&f[0]), "[b,?,257,2]");
+        // A frame length that is no length sizes nothing.
+        let f = run(
+            "STFT",
+            17,
+            &[f32s(&["1", "800", "1"]), i64s(160), Input::None, i64s(-4)],
+            vec![],
+            1,
+        );
+        assert_eq!(shape_of(&f[0]), "[1,?,?,2]");
         let f = run(
             "DFT",
             17,
