@@ -112,23 +112,46 @@ def test_fp16_emit_is_strongly_typed_and_close(infopt, tmp_path):
     assert f"--onnx={fp32}" in cmds[10] and "--fp16" in cmds[10]
 
 
-def test_dims_sharing_a_name_get_one_profile_size(tmp_path):
-    """Paddle exports name every dynamic dim `?`; TensorRT's parser takes equal names for
-    one dimension, so H != W in a profile is refused up front, naming input and axes."""
+def _relu_model(path, dims):
     from onnx import helper
 
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "?", "?"])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, "?", "?"])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g", [x], [y])
-    model = tmp_path / "qmark.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def test_dims_sharing_a_name_get_one_profile_size(tmp_path):
+    """TensorRT's parser takes equal dim names for one dimension, so H != W in a profile
+    over dims both named `S` is refused up front, naming input and axes."""
+    model = tmp_path / "shared.onnx"
+    _relu_model(model, ["N", 3, "S", "S"])
     proc = _interop.run_cli("build-engine", model, "--emit-onnx", tmp_path / "out.onnx", "--no-verify",
                             "--shapes", "x:1x3x48x192/2x3x48x192/4x3x48x192")
     assert proc.returncode == 2, _interop.describe(proc)
     errors = [l for l in proc.stderr.splitlines() if l.startswith("error")]
     assert len(errors) == 1, proc.stderr
-    assert "`x` dim 3 and `x` dim 2 share the symbolic name `?`" in errors[0], errors[0]
+    assert "`x` dim 3 and `x` dim 2 share the symbolic name `S`" in errors[0], errors[0]
     # Equal sizes are fine.
     proc = _interop.run_cli("build-engine", model, "--emit-onnx", tmp_path / "out.onnx", "--no-verify",
                             "--shapes", "x:1x3x48x48/2x3x64x64/4x3x96x96")
     assert proc.returncode == 0, _interop.describe(proc)
+
+
+def test_paddle_question_mark_dims_are_left_unnamed_for_tensorrt(tmp_path):
+    """Paddle's exporter names every dynamic dim `?` (PP-OCRv2's recognizer: `x` of
+    `[-1, 3, ?, ?]`), meaning unknown: the graph written for TensorRT leaves them unnamed,
+    so a 32x320 text line's profile builds instead of being refused."""
+    model = tmp_path / "qmark.onnx"
+    _relu_model(model, ["N", 3, "?", "?"])
+    out = tmp_path / "out.onnx"
+    proc = _interop.run_cli("build-engine", model, "--emit-onnx", out, "--no-verify", "--json",
+                            "--shapes", "x:1x3x32x100/2x3x32x320/4x3x32x1000")
+    assert proc.returncode == 0, _interop.describe(proc)
+    report = json.loads(proc.stdout)
+    assert any("named `?`" in n for n in report["notes"]), report["notes"]
+    written = onnx.load(str(out))
+    for io in list(written.graph.input) + list(written.graph.output):
+        params = [d.dim_param for d in io.type.tensor_type.shape.dim]
+        assert params == ["N", "", "", ""], (io.name, params)
+    onnx.checker.check_model(written, full_check=True)

@@ -694,6 +694,7 @@ pub fn execute(args: BuildEngineOptions) -> OpsResult<Outcome<EngineReport>> {
         check_profiles_early(&args, &job, &model_in)?;
     }
     let mut graphs = run_base(&args, &job, &model_in, &base_cfg, &options, int8_step)?;
+    unname_unknown_dims(&mut graphs, &mut job);
     let profiles = fix_profiles(&args, &mut job, &graphs.fp32)?;
     let mut verifier = match job.do_verify {
         true => Some(start_verifier(
@@ -1093,6 +1094,20 @@ fn check_profiles_early(args: &BuildEngineOptions, job: &Resolved, model: &Model
     )
     .map(drop)
     .map_err(OpsError::usage)
+}
+
+/// The graphs TensorRT parses without Paddle's `?` dim names (see
+/// `profiles::unname_unknown_dims`), said in a note.
+fn unname_unknown_dims(graphs: &mut Graphs, job: &mut Resolved) {
+    let mut changed = profiles::unname_unknown_dims(&mut graphs.fp32);
+    if let Some(typed) = graphs.typed.as_mut() {
+        changed = changed.max(profiles::unname_unknown_dims(typed));
+    }
+    if changed > 0 {
+        job.notes.push(format!(
+            "{changed} input/output dim(s) named `?` (Paddle's name for any dynamic dim) are left unnamed in the graph TensorRT parses, which would take equal names for one dimension"
+        ));
+    }
 }
 
 /// The profiles, from the graph TensorRT parses (its inputs are the float32

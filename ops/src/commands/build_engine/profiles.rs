@@ -41,7 +41,11 @@ fn declared_params(info: &infopt_ir::proto::ValueInfoProto) -> Vec<Option<String
                 s.dim
                     .iter()
                     .map(|d| match &d.value {
-                        Some(DimValue::DimParam(p)) if !p.is_empty() => Some(p.clone()),
+                        // `?` is no name in the graph TensorRT parses (see
+                        // `unname_unknown_dims`).
+                        Some(DimValue::DimParam(p)) if !p.is_empty() && p != UNKNOWN => {
+                            Some(p.clone())
+                        }
                         _ => None,
                     })
                     .collect()
@@ -49,6 +53,36 @@ fn declared_params(info: &infopt_ir::proto::ValueInfoProto) -> Vec<Option<String
             .unwrap_or_default(),
         _ => Vec::new(),
     }
+}
+
+/// The dim name Paddle's exporter gives every dynamic dim.
+const UNKNOWN: &str = "?";
+
+/// Removes the name `?` from the dims of `model`'s graph inputs and
+/// outputs, leaving them dynamic and unnamed; returns how many dims it
+/// changed. Paddle's exporter names every dynamic dim `?` (PP-OCR's
+/// recognizers: `x` of `[-1, 3, ?, ?]`), meaning "unknown"; TensorRT's
+/// parser takes equal names for one dimension and refused the text line's
+/// 32x320 ("API Usage Error (?: Input dimension ...)"), so no PP-OCR
+/// recognizer or direction classifier could be built at its own size. infopt
+/// reads `?` as unknown as well.
+pub fn unname_unknown_dims(model: &mut Model) -> usize {
+    use infopt_ir::proto::{tensor_shape::DimValue, type_proto::Value};
+    let g = &mut model.graph;
+    let mut changed = 0;
+    for io in g.inputs.iter_mut().chain(g.outputs.iter_mut()) {
+        let Some(Value::TensorType(t)) = io.info.r#type.as_mut().and_then(|t| t.value.as_mut())
+        else {
+            continue;
+        };
+        for d in t.shape.iter_mut().flat_map(|s| s.dim.iter_mut()) {
+            if matches!(&d.value, Some(DimValue::DimParam(p)) if p == UNKNOWN) {
+                d.value = None;
+                changed += 1;
+            }
+        }
+    }
+    changed
 }
 
 fn show(dims: &[Dim]) -> String {
@@ -372,6 +406,54 @@ mod tests {
             notes[0],
             "input `attention_mask` takes the profile 1x8/1x64/1x128 from the dim names it shares with --shapes (batch, seq)"
         );
+    }
+
+    #[test]
+    fn question_mark_dims_are_no_names_and_are_left_unnamed() {
+        use infopt_ir::proto::tensor_shape::DimValue;
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["batch", "3", "8", "8"]));
+        let y = b.op("Relu", &[x], vec![]);
+        b.output(y, "y", DataType::Float, None);
+        let mut m = b.build(17);
+        // As Paddle declares it: `[batch, 3, ?, ?]`.
+        let set = |m: &mut Model| {
+            let io = &mut m.graph.inputs[0].info;
+            let Some(infopt_ir::proto::type_proto::Value::TensorType(t)) =
+                io.r#type.as_mut().and_then(|t| t.value.as_mut())
+            else {
+                panic!("a tensor input")
+            };
+            let s = t.shape.as_mut().expect("a shape");
+            for d in &mut s.dim[2..] {
+                d.value = Some(DimValue::DimParam("?".into()));
+            }
+        };
+        set(&mut m);
+        let inputs = graph_inputs(&m);
+        assert_eq!(
+            inputs[0].params,
+            vec![Some("batch".into()), None, None, None]
+        );
+        assert_eq!(unname_unknown_dims(&mut m), 2);
+        let io = &m.graph.inputs[0].info;
+        let Some(infopt_ir::proto::type_proto::Value::TensorType(t)) =
+            io.r#type.as_ref().and_then(|t| t.value.as_ref())
+        else {
+            panic!("a tensor input")
+        };
+        let values: Vec<_> = t
+            .shape
+            .as_ref()
+            .unwrap()
+            .dim
+            .iter()
+            .map(|d| d.value.clone())
+            .collect();
+        assert_eq!(values[0], Some(DimValue::DimParam("batch".into())));
+        assert_eq!(values[2], None);
+        assert_eq!(values[3], None);
+        assert_eq!(unname_unknown_dims(&mut m), 0);
     }
 
     #[test]
