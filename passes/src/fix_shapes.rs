@@ -12,6 +12,11 @@
 //! `eliminate-dead` afterwards (in a fixed point) to collapse the shape
 //! scaffolding the fixed dims made constant. Run it once, before folding.
 //!
+//! On the `tensorrt` target, dims named `?` (Paddle's name for any dynamic
+//! dim: PP-OCR's `x` of `[-1, 3, ?, ?]`) are left unnamed in the graph's
+//! inputs and outputs: TensorRT takes equal dim names for one dimension and
+//! refuses a 32x320 text line.
+//!
 //! ## When it declines
 //! It does not decline: a shape that does not fit the model is an error, with
 //! a one-line message naming the input: an unknown input name (the message
@@ -498,6 +503,18 @@ impl Pass for FixShapes {
             }
         }
         changed += substitute_graph(g, &bindings, false);
+        // For TensorRT, Paddle's `?` dims (its name for any dynamic dim)
+        // are left unnamed: TensorRT's parser would take them for one
+        // dimension (see `infopt_ir::unknown_dims`).
+        if cx.target == crate::pass::Target::Tensorrt {
+            let unnamed = infopt_ir::unknown_dims::unname_unknown_dims(model);
+            if unnamed > 0 {
+                cx.note(format!(
+                    "fix-shapes: {unnamed} input/output dim(s) named `?` (Paddle's name for any dynamic dim) left unnamed: TensorRT takes equal dim names for one dimension"
+                ));
+                changed += 1;
+            }
+        }
         let report = infer_shapes(model);
         for c in &report.conflicts {
             cx.note(format!("fix-shapes: {c}"));

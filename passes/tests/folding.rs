@@ -1272,3 +1272,75 @@ fn resize_to_sizes_that_keep_the_input_dims_has_a_known_shape() {
     assert_eq!(output_shape(&m, 0), dims(&["batch", "4"]));
     assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
 }
+
+#[test]
+fn fix_shapes_leaves_paddles_question_mark_dims_unnamed_for_tensorrt() {
+    use infopt_ir::proto::{tensor_shape::DimValue, type_proto::Value};
+    // `x: [batch, 3, ?, ?]` as Paddle declares it; `?` means unknown.
+    let mut b = infopt_ir::builder::GraphBuilder::new();
+    let x = b.input(
+        "x",
+        infopt_ir::DataType::Float,
+        dims(&["batch", "3", "8", "8"]),
+    );
+    let y = b.op("Relu", &[x], vec![]);
+    b.output(y, "y", infopt_ir::DataType::Float, None);
+    let mut m = b.build(17);
+    let params = |m: &infopt_ir::Model| -> Vec<Option<DimValue>> {
+        let Some(Value::TensorType(t)) = m.graph.inputs[0]
+            .info
+            .r#type
+            .as_ref()
+            .and_then(|t| t.value.as_ref())
+        else {
+            panic!("a tensor input")
+        };
+        t.shape
+            .as_ref()
+            .unwrap()
+            .dim
+            .iter()
+            .map(|d| d.value.clone())
+            .collect()
+    };
+    {
+        let Some(Value::TensorType(t)) = m.graph.inputs[0]
+            .info
+            .r#type
+            .as_mut()
+            .and_then(|t| t.value.as_mut())
+        else {
+            panic!("a tensor input")
+        };
+        for d in &mut t.shape.as_mut().unwrap().dim[2..] {
+            d.value = Some(DimValue::DimParam("?".into()));
+        }
+    }
+    for (target, unnamed) in [("portable", false), ("tensorrt", true)] {
+        let mut model = m.clone();
+        let cfg = PipelineConfig::from_yaml(
+            &format!("version: 1\ntarget: {target}\npasses:\n  - fix-shapes: {{}}\n"),
+            "t.yaml",
+        )
+        .unwrap();
+        let run = run_config(&mut model, &cfg).unwrap();
+        let p = params(&model);
+        assert_eq!(p[0], Some(DimValue::DimParam("batch".into())), "{target}");
+        let expected = if unnamed {
+            None
+        } else {
+            Some(DimValue::DimParam("?".into()))
+        };
+        assert_eq!(
+            (p[2].clone(), p[3].clone()),
+            (expected.clone(), expected),
+            "{target}"
+        );
+        assert_eq!(
+            run.notes.iter().any(|n| n.contains("named `?`")),
+            unnamed,
+            "{target}: {:?}",
+            run.notes
+        );
+    }
+}

@@ -55,35 +55,10 @@ fn declared_params(info: &infopt_ir::proto::ValueInfoProto) -> Vec<Option<String
     }
 }
 
-/// The dim name Paddle's exporter gives every dynamic dim.
-const UNKNOWN: &str = "?";
+/// Paddle's name for any dynamic dim (see `infopt_ir::unknown_dims`).
+const UNKNOWN: &str = infopt_ir::unknown_dims::UNKNOWN_DIM_NAME;
 
-/// Removes the name `?` from the dims of `model`'s graph inputs and
-/// outputs, leaving them dynamic and unnamed; returns how many dims it
-/// changed. Paddle's exporter names every dynamic dim `?` (PP-OCR's
-/// recognizers: `x` of `[-1, 3, ?, ?]`), meaning "unknown"; TensorRT's
-/// parser takes equal names for one dimension and refused the text line's
-/// 32x320 ("API Usage Error (?: Input dimension ...)"), so no PP-OCR
-/// recognizer or direction classifier could be built at its own size. infopt
-/// reads `?` as unknown as well.
-pub fn unname_unknown_dims(model: &mut Model) -> usize {
-    use infopt_ir::proto::{tensor_shape::DimValue, type_proto::Value};
-    let g = &mut model.graph;
-    let mut changed = 0;
-    for io in g.inputs.iter_mut().chain(g.outputs.iter_mut()) {
-        let Some(Value::TensorType(t)) = io.info.r#type.as_mut().and_then(|t| t.value.as_mut())
-        else {
-            continue;
-        };
-        for d in t.shape.iter_mut().flat_map(|s| s.dim.iter_mut()) {
-            if matches!(&d.value, Some(DimValue::DimParam(p)) if p == UNKNOWN) {
-                d.value = None;
-                changed += 1;
-            }
-        }
-    }
-    changed
-}
+pub use infopt_ir::unknown_dims::unname_unknown_dims;
 
 fn show(dims: &[Dim]) -> String {
     let parts: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
