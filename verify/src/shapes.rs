@@ -95,6 +95,7 @@ fn signal(d: &UnboundDim) -> bool {
 /// multiple of its stride chain, at least its kernels, or the one size a
 /// fixed partner admits.
 pub fn candidates(model: &Model, base: &InputShapes) -> Vec<Candidate> {
+    let base = &with_implied_symbols(model, base);
     let unbound = unbound_dims(model, base);
     if unbound.is_empty() {
         return vec![Candidate {
@@ -218,6 +219,30 @@ pub fn candidates(model: &Model, base: &InputShapes) -> Vec<Candidate> {
     for c in unrelated {
         if !out.iter().any(|o| o.shapes == c.shapes) {
             out.push(c);
+        }
+    }
+    out
+}
+
+/// `base` with the symbols its whole input shapes fix: `--input-shape
+/// waveforms:1x16000` on `[batch_size, N]` makes `batch_size` 1 for
+/// `waveforms_lens` (`[batch_size]`) too. The first sizes tried gave it a
+/// distinct 2, which the symbol binding then refused against the user's 1,
+/// and verification said it had fallen back to "every unbound dim 2" while
+/// running at the user's sizes.
+fn with_implied_symbols(model: &Model, base: &InputShapes) -> InputShapes {
+    let mut out = base.clone();
+    for (input, declared) in declared_inputs(model) {
+        let (Some(declared), Some(given)) = (declared, base.shapes.get(&input)) else {
+            continue;
+        };
+        if declared.len() != given.len() {
+            continue;
+        }
+        for (d, &v) in declared.iter().zip(given) {
+            if let Dim::Sym(s) = d {
+                out.symbols.entry(s.clone()).or_insert(v);
+            }
         }
     }
     out
@@ -418,6 +443,25 @@ mod tests {
         let pos = |l: &str| tries.iter().position(|c| c.label.starts_with(l)).unwrap();
         assert!(pos("spatial dims 512") < pos("signal dims 16000"));
         assert!(pos("signal dims 4096") < pos("every unbound dim 2"));
+    }
+
+    #[test]
+    fn a_symbol_an_input_shape_fixes_is_kept_for_the_inputs_sharing_it() {
+        // --input-shape waveforms:1x16000 on [batch_size, N]: the lengths
+        // input [batch_size] takes batch_size 1 in every choice.
+        let mut b = GraphBuilder::new();
+        let w = b.input("waveforms", DataType::Float, dims(&["batch_size", "N"]));
+        let l = b.input("lens", DataType::Float, dims(&["batch_size"]));
+        let s = b.op("ReduceSum", &[w], vec![Attribute::ints("axes", vec![1])]);
+        let y = b.op("Add", &[s, l], vec![]);
+        b.output(y, "y", DataType::Float, None);
+        let model = b.build(13);
+        let mut base = InputShapes::new();
+        base.shapes.insert("waveforms".into(), vec![1, 16000]);
+        let tries = candidates(&model, &base);
+        assert_eq!(tries.len(), 1, "{tries:?}");
+        assert_eq!(tries[0].shapes.symbols.get("batch_size"), Some(&1));
+        assert_eq!(tries[0].label, "as given");
     }
 
     #[test]
