@@ -199,13 +199,40 @@ fn trt_error(e: RuntimeError) -> OpsError {
         | RuntimeError::UnknownName(_) => OpsError::usage(e),
         RuntimeError::Load { message, .. } => OpsError::new(
             ErrorKind::Load,
-            format!("TensorRT could not build the engine: {message}"),
+            format!(
+                "TensorRT could not build the engine: {message}{}",
+                unsupported_op_hint(&message)
+            ),
         ),
         RuntimeError::Decode(_) => OpsError::new(
             ErrorKind::Load,
             format!("TensorRT could not build the engine: {e}"),
         ),
         other => OpsError::new(ErrorKind::Internal, other),
+    }
+}
+
+/// What the parser's "Plugin not found" means, when it says it of a node:
+/// TensorRT has no importer for that op and looked for a plugin of its
+/// name. onnx-asr's wespeaker front end (a DFT) read only as "creator &&
+/// \"Plugin not found, are the plugin name, version, and namespace
+/// correct?\"".
+fn unsupported_op_hint(message: &str) -> String {
+    if !message.contains("Plugin not found") {
+        return String::new();
+    }
+    // `node `n21` (DFT): ...`
+    let op = message
+        .split_once("node `")
+        .and_then(|(_, rest)| rest.split_once("` ("))
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(op, _)| op);
+    match op {
+        Some(op) => format!(
+            " (this TensorRT's ONNX parser has no {op} layer and found no plugin of that name: run the {op} part outside the engine, e.g. in ONNX Runtime, or replace it)"
+        ),
+        None => " (an op this TensorRT's ONNX parser has no layer for, and no plugin of its name)"
+            .into(),
     }
 }
 

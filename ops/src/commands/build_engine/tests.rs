@@ -282,3 +282,30 @@ fn qdq_graphs_turn_on_int8_for_tensorrt_10() {
     let (p, _) = trt10_precision(&model(), None, false);
     assert!(!p.is_set());
 }
+
+#[test]
+fn a_missing_layer_is_said_as_such_with_the_way_out() {
+    let e = trt_error(RuntimeError::Load {
+        backend: "TensorRT".into(),
+        message: "the TensorRT ONNX parser rejected the model: node `n21` (DFT): creator && \"Plugin not found, are the plugin name, version, and namespace correct?\"".into(),
+    });
+    let m = e.message;
+    assert!(
+        m.starts_with("TensorRT could not build the engine: "),
+        "{m}"
+    );
+    assert!(
+        m.ends_with("(this TensorRT's ONNX parser has no DFT layer and found no plugin of that name: run the DFT part outside the engine, e.g. in ONNX Runtime, or replace it)"),
+        "{m}"
+    );
+    // Other parser errors are left as they are.
+    let e = trt_error(RuntimeError::Load {
+        backend: "TensorRT".into(),
+        message: "the TensorRT ONNX parser rejected the model: node `/conv` (Conv): kernel shape mismatch".into(),
+    });
+    assert!(
+        e.message.ends_with("kernel shape mismatch"),
+        "{}",
+        e.message
+    );
+}
