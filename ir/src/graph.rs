@@ -750,6 +750,10 @@ impl Graph {
     }
 }
 
+/// The dim name Paddle's exporter gives every dynamic dim, read as an
+/// unknown dim, not one shared symbol (see `crate::unknown_dims`).
+pub const UNKNOWN_DIM_NAME: &str = "?";
+
 impl TensorType {
     /// Reads a tensor type from a TypeProto (None for sequences, maps, ...).
     pub fn from_proto(tp: &TypeProto) -> Option<TensorType> {
@@ -765,7 +769,7 @@ impl TensorType {
                             Some(tensor_shape::DimValue::DimValue(_)) => Dim::Unknown,
                             // Paddle names every unknown dim "?": not one shared symbol.
                             Some(tensor_shape::DimValue::DimParam(p))
-                                if p != "?" && !p.is_empty() =>
+                                if p != UNKNOWN_DIM_NAME && !p.is_empty() =>
                             {
                                 Dim::Sym(p.clone())
                             }

@@ -1275,7 +1275,8 @@ fn resize_to_sizes_that_keep_the_input_dims_has_a_known_shape() {
 
 #[test]
 fn fix_shapes_leaves_paddles_question_mark_dims_unnamed_for_tensorrt() {
-    use infopt_ir::proto::{tensor_shape::DimValue, type_proto::Value};
+    use infopt_ir::proto::tensor_shape::DimValue;
+    use infopt_ir::unknown_dims::{declared_dims, declared_dims_mut};
     // `x: [batch, 3, ?, ?]` as Paddle declares it; `?` means unknown.
     let mut b = infopt_ir::builder::GraphBuilder::new();
     let x = b.input(
@@ -1287,34 +1288,14 @@ fn fix_shapes_leaves_paddles_question_mark_dims_unnamed_for_tensorrt() {
     b.output(y, "y", infopt_ir::DataType::Float, None);
     let mut m = b.build(17);
     let params = |m: &infopt_ir::Model| -> Vec<Option<DimValue>> {
-        let Some(Value::TensorType(t)) = m.graph.inputs[0]
-            .info
-            .r#type
-            .as_ref()
-            .and_then(|t| t.value.as_ref())
-        else {
-            panic!("a tensor input")
-        };
-        t.shape
-            .as_ref()
-            .unwrap()
-            .dim
+        declared_dims(&m.graph.inputs[0].info)
+            .expect("a shape")
             .iter()
             .map(|d| d.value.clone())
             .collect()
     };
-    {
-        let Some(Value::TensorType(t)) = m.graph.inputs[0]
-            .info
-            .r#type
-            .as_mut()
-            .and_then(|t| t.value.as_mut())
-        else {
-            panic!("a tensor input")
-        };
-        for d in &mut t.shape.as_mut().unwrap().dim[2..] {
-            d.value = Some(DimValue::DimParam("?".into()));
-        }
+    for d in &mut declared_dims_mut(&mut m.graph.inputs[0].info).expect("a shape")[2..] {
+        d.value = Some(DimValue::DimParam("?".into()));
     }
     for (target, unnamed) in [("portable", false), ("tensorrt", true)] {
         let mut model = m.clone();

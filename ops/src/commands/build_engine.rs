@@ -1124,7 +1124,10 @@ fn check_profiles_early(args: &BuildEngineOptions, job: &Resolved, model: &Model
 }
 
 /// The graphs TensorRT parses without Paddle's `?` dim names (see
-/// `profiles::unname_unknown_dims`), said in a note.
+/// `infopt_ir::unknown_dims`), said in a note. The default pipeline's
+/// `fix-shapes` has already done it on the `tensorrt` target; this is for a
+/// `-c` pipeline without that step, which would otherwise hand TensorRT the
+/// names the profile check no longer counts.
 fn unname_unknown_dims(graphs: &mut Graphs, job: &mut Resolved) {
     let mut changed = profiles::unname_unknown_dims(&mut graphs.fp32);
     if let Some(typed) = graphs.typed.as_mut() {

@@ -54,18 +54,31 @@ pub fn guarded(g: &Graph) -> HashMap<NodeId, String> {
         );
         out.insert(id, why.clone());
         out.insert(guard, why.clone());
-        infopt_ir::walk::walk_producers(g, guard, DEPTH, |p| {
-            let pn = g.node(p);
-            let take = pn.domain().is_empty()
-                && ARGUMENT.contains(&pn.op_type.as_str())
-                && !out.contains_key(&p);
-            if take {
-                out.insert(p, why.clone());
-            }
-            take
-        });
+        keep_argument_chain(g, guard, DEPTH, ARGUMENT, &why, &mut out);
     }
     out
+}
+
+/// Keeps with `why` the nodes of `ops` that compute `start`'s inputs, up to
+/// `depth` steps up, stopping at another op or at a node already kept (a
+/// guard's argument here, a Sin/Cos argument in `periodic`).
+pub(super) fn keep_argument_chain(
+    g: &Graph,
+    start: NodeId,
+    depth: usize,
+    ops: &[&str],
+    why: &str,
+    out: &mut HashMap<NodeId, String>,
+) {
+    infopt_ir::walk::walk_producers(g, start, depth, |p| {
+        let pn = g.node(p);
+        let take =
+            pn.domain().is_empty() && ops.contains(&pn.op_type.as_str()) && !out.contains_key(&p);
+        if take {
+            out.insert(p, why.to_string());
+        }
+        take
+    });
 }
 
 /// The node producing `arg` when it is a guard (Add/Max/Clip with a constant

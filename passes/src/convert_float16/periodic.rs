@@ -40,16 +40,7 @@ pub fn periodic(g: &Graph) -> HashMap<NodeId, String> {
             n.op_type
         );
         out.insert(id, why.clone());
-        infopt_ir::walk::walk_producers(g, id, DEPTH, |p| {
-            let pn = g.node(p);
-            let take = pn.domain().is_empty()
-                && ARGUMENT.contains(&pn.op_type.as_str())
-                && !out.contains_key(&p);
-            if take {
-                out.insert(p, why.clone());
-            }
-            take
-        });
+        super::guards::keep_argument_chain(g, id, DEPTH, ARGUMENT, &why, &mut out);
     }
     out
 }

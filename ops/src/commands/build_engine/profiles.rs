@@ -9,13 +9,13 @@ use infopt_ir::{Dim, Model};
 use infopt_runtime::tensorrt::Profile;
 use infopt_verify::ShapeArg;
 
-/// An input of the graph TensorRT parses (initializers excluded), with its dims.
+/// An input of the graph TensorRT parses (initializers excluded), with its dims: a
+/// `Dim::Sym` is a name TensorRT's parser takes for one dimension wherever it stands,
+/// Paddle's `?` is none (infopt reads it as unknown, and the graph TensorRT parses
+/// leaves it unnamed: see `unname_unknown_dims`).
 struct GraphInput {
     name: String,
     dims: Option<Vec<Dim>>,
-    /// The `dim_param` of each axis as declared, `?` included (infopt reads `?` as an
-    /// unknown dim, TensorRT's parser as a name like any other).
-    params: Vec<Option<String>>,
 }
 
 fn graph_inputs(model: &Model) -> Vec<GraphInput> {
@@ -26,37 +26,9 @@ fn graph_inputs(model: &Model) -> Vec<GraphInput> {
         .map(|io| GraphInput {
             name: g.value(io.value).name.clone(),
             dims: g.value_type(io.value).and_then(|t| t.shape),
-            params: declared_params(&io.info),
         })
         .collect()
 }
-
-fn declared_params(info: &infopt_ir::proto::ValueInfoProto) -> Vec<Option<String>> {
-    use infopt_ir::proto::{tensor_shape::DimValue, type_proto::Value};
-    match info.r#type.as_ref().and_then(|t| t.value.as_ref()) {
-        Some(Value::TensorType(t)) => t
-            .shape
-            .as_ref()
-            .map(|s| {
-                s.dim
-                    .iter()
-                    .map(|d| match &d.value {
-                        // `?` is no name in the graph TensorRT parses (see
-                        // `unname_unknown_dims`).
-                        Some(DimValue::DimParam(p)) if !p.is_empty() && p != UNKNOWN => {
-                            Some(p.clone())
-                        }
-                        _ => None,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
-        _ => Vec::new(),
-    }
-}
-
-/// Paddle's name for any dynamic dim (see `infopt_ir::unknown_dims`).
-const UNKNOWN: &str = infopt_ir::unknown_dims::UNKNOWN_DIM_NAME;
 
 pub use infopt_ir::unknown_dims::unname_unknown_dims;
 
@@ -236,7 +208,7 @@ fn join_dims(d: &[i64]) -> String {
 }
 
 /// TensorRT's ONNX parser takes dims with the same symbolic name (`batch` on two inputs,
-/// or `?` on both H and W) to be one dimension, and rejects a profile that gives them
+/// `S` on both H and W) to be one dimension, and rejects a profile that gives them
 /// different sizes with a message naming neither. Say which input, axes and name.
 fn check_shared_symbols(inputs: &[GraphInput], profiles: &[Profile]) -> Result<(), String> {
     let mut seen: BTreeMap<&str, (&str, usize, [i64; 3])> = BTreeMap::new();
@@ -244,8 +216,8 @@ fn check_shared_symbols(inputs: &[GraphInput], profiles: &[Profile]) -> Result<(
         let Some(input) = inputs.iter().find(|i| i.name == p.input) else {
             continue;
         };
-        for (axis, param) in input.params.iter().enumerate() {
-            let Some(sym) = param else { continue };
+        for (axis, dim) in input.dims.iter().flatten().enumerate() {
+            let Dim::Sym(sym) = dim else { continue };
             if axis >= p.min.len() {
                 continue;
             }
@@ -386,42 +358,29 @@ mod tests {
     #[test]
     fn question_mark_dims_are_no_names_and_are_left_unnamed() {
         use infopt_ir::proto::tensor_shape::DimValue;
+        use infopt_ir::unknown_dims::{declared_dims, declared_dims_mut};
         let mut b = GraphBuilder::new();
         let x = b.input("x", DataType::Float, dims(&["batch", "3", "8", "8"]));
         let y = b.op("Relu", &[x], vec![]);
         b.output(y, "y", DataType::Float, None);
         let mut m = b.build(17);
         // As Paddle declares it: `[batch, 3, ?, ?]`.
-        let set = |m: &mut Model| {
-            let io = &mut m.graph.inputs[0].info;
-            let Some(infopt_ir::proto::type_proto::Value::TensorType(t)) =
-                io.r#type.as_mut().and_then(|t| t.value.as_mut())
-            else {
-                panic!("a tensor input")
-            };
-            let s = t.shape.as_mut().expect("a shape");
-            for d in &mut s.dim[2..] {
-                d.value = Some(DimValue::DimParam("?".into()));
-            }
-        };
-        set(&mut m);
+        for d in &mut declared_dims_mut(&mut m.graph.inputs[0].info).expect("a shape")[2..] {
+            d.value = Some(DimValue::DimParam("?".into()));
+        }
         let inputs = graph_inputs(&m);
         assert_eq!(
-            inputs[0].params,
-            vec![Some("batch".into()), None, None, None]
+            inputs[0].dims,
+            Some(vec![
+                Dim::Sym("batch".into()),
+                Dim::Known(3),
+                Dim::Unknown,
+                Dim::Unknown
+            ])
         );
         assert_eq!(unname_unknown_dims(&mut m), 2);
-        let io = &m.graph.inputs[0].info;
-        let Some(infopt_ir::proto::type_proto::Value::TensorType(t)) =
-            io.r#type.as_ref().and_then(|t| t.value.as_ref())
-        else {
-            panic!("a tensor input")
-        };
-        let values: Vec<_> = t
-            .shape
-            .as_ref()
-            .unwrap()
-            .dim
+        let values: Vec<_> = declared_dims(&m.graph.inputs[0].info)
+            .expect("a shape")
             .iter()
             .map(|d| d.value.clone())
             .collect();
