@@ -509,15 +509,18 @@ def run_all(path, samples, kind):
 
 
 def latency(paths, feeds, threads, runs):
+    """Median ms per model, runs interleaved across the models; `feeds` is
+    one input dict, or a list of them taken in turn (one per round)."""
+    rounds = feeds if isinstance(feeds, list) else [feeds]
     sessions = {k: session(p, threads) for k, p in paths.items()}
     for s in sessions.values():
         for _ in range(3):
-            s.run(None, feeds)
+            s.run(None, rounds[0])
     times = {k: [] for k in sessions}
-    for _ in range(runs):
+    for r in range(runs):
         for k, s in sessions.items():
             t = time.perf_counter()
-            s.run(None, feeds)
+            s.run(None, rounds[r % len(rounds)])
             times[k].append(time.perf_counter() - t)
     return {k: float(np.median(v)) * 1e3 for k, v in times.items()}
 

