@@ -534,3 +534,47 @@ fn unverifiable_without_ort_names_the_install_line_with_ort() {
     );
     assert!(!out.path().join("m.onnx").exists());
 }
+
+#[test]
+fn an_input_shape_fixes_the_symbol_for_the_inputs_sharing_it() {
+    // onnx-asr's front ends: `waveforms [batch_size, N]` and `waveforms_lens
+    // [batch_size]`. With --input-shape waveforms:1x16, the first sizes tried
+    // gave the lengths a distinct batch of 2; that was refused, and the note
+    // said verification had fallen back to "every unbound dim 2".
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = GraphBuilder::new();
+    let w = b.input("waveforms", DataType::Float, dims(&["batch_size", "N"]));
+    let l = b.input("waveforms_lens", DataType::Float, dims(&["batch_size"]));
+    let sum = b.op(
+        "ReduceSum",
+        &[w],
+        vec![
+            Attribute::ints("axes", vec![1]),
+            Attribute::int("keepdims", 0),
+        ],
+    );
+    let y = b.op("Add", &[sum, l], vec![]);
+    let y = b.op("Identity", &[y], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(11);
+    let model = dir.path().join("frontend.onnx");
+    m.save(&model, &infopt_ir::SaveOptions::default()).unwrap();
+    let out = dir.path().join("out.onnx");
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--input-shape",
+        "waveforms:1x16",
+        "--backend",
+        "tract",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let notes = report["notes"].to_string();
+    assert!(!notes.contains("verification sizes"), "{notes}");
+    let shapes = report["verification"]["input_shapes"].to_string();
+    assert!(shapes.contains("[\"waveforms_lens\",[1]]"), "{shapes}");
+}
