@@ -16,6 +16,7 @@ fn stdout(o: &Output) -> String {
 /// TensorRT-RTX folder that does not exist (the test venv may hold the real libraries).
 fn infopt_no_trt(args: &[&str]) -> Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
         .args(args)
         .env_remove("INFOPT_TRT_SHIM")
         .env_remove("TENSORRT_LIB")
@@ -405,6 +406,7 @@ fn a_rewrite_that_breaks_the_model_is_not_emitted() {
     .unwrap();
     let out = dir.path().join("m.onnx");
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
         .args([
             "build-engine",
             s(&fixture("cnn_bn_relu.onnx")),

@@ -21,6 +21,7 @@ fn save(m: &mut Model, dir: &Path, name: &str) -> PathBuf {
 /// `infopt optimize MODEL -o OUT [extra]` with at most 1 GiB to plan for.
 fn optimize(model: &Path, out: &Path, extra: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
         .args(["optimize", s(model), "-o", s(out)])
         .args(extra)
         .env("INFOPT_MEMORY_AVAILABLE", "1G")
@@ -266,6 +267,7 @@ fn a_perm_out_of_range_and_a_zero_slice_step_are_model_errors() {
 /// `infopt optimize` as [`optimize`] does, planning for `memory` bytes.
 fn optimize_with_memory(model: &Path, out: &Path, memory: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
         .args(["optimize", s(model), "-o", s(out)])
         .env("INFOPT_MEMORY_AVAILABLE", memory)
         .output()
@@ -689,6 +691,7 @@ fn a_panic_inside_tracts_load_thread_prints_no_panic_text() {
         b.op("Relu", &[x], vec![])
     });
     let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
         .args(["optimize", s(&model), "-o", s(&dir.path().join("out.onnx"))])
         .args(["--backend", "tract"])
         .env("INFOPT_INJECT_PANIC", "tract-load")
@@ -718,6 +721,7 @@ fn a_tract_load_that_does_not_end_is_given_up_at_its_deadline() {
     });
     let started = std::time::Instant::now();
     let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
         .args(["optimize", s(&model), "-o", s(&dir.path().join("out.onnx"))])
         .args(["--backend", "tract"])
         .env("INFOPT_INJECT_PANIC", "tract-load-stuck")
@@ -751,6 +755,7 @@ fn with_onnx_runtime_to_hand_a_stuck_tract_load_is_never_started() {
         b.op("Relu", &[x], vec![])
     });
     let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
         .args(["optimize", s(&model), "-o", s(&dir.path().join("out.onnx"))])
         .args(["--json"])
         .env("INFOPT_INJECT_PANIC", "tract-load-stuck")

@@ -11,6 +11,7 @@ use common::{fixture, infopt, s, stderr};
 
 fn run_env(args: &[&str], env: &[(&str, &Path)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_infopt"));
+    c.env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1);
     c.args(args);
     for (k, v) in env {
         c.env(k, v);

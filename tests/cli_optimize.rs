@@ -99,6 +99,7 @@ fn a_planted_numerical_bug_fails_verification_and_writes_nothing() {
     let out = tmp.path().join("bad.onnx");
     let model = fixture("cnn_bn_relu.onnx");
     let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
         .args([
             "optimize",
             s(&model),
@@ -131,6 +132,7 @@ fn a_planted_numerical_bug_fails_verification_and_writes_nothing() {
     assert!(stderr(&o).contains("unknown pass 'perturb-weight'"));
     // --no-verify writes it anyway, and says so.
     let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
         .args([
             "optimize",
             s(&model),
@@ -235,6 +237,7 @@ fn verify_each_pass_names_the_pass_and_the_first_diverging_tensor() {
     let out = tmp.path().join("o.onnx");
     let model = fixture("cnn_bn_relu.onnx");
     let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
         .args([
             "optimize",
             s(&model),
@@ -373,6 +376,7 @@ fn upgrade_opset_flag() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/opset11_changed.onnx");
     let out = dir.path().join("up.onnx");
     let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
         .args(["optimize", "--upgrade-opset", "23", "-o"])
         .arg(&out)
         .arg(&src)
@@ -386,6 +390,7 @@ fn upgrade_opset_flag() {
     assert_eq!(ops.get("Gelu"), Some(&1), "{ops:?}");
 
     let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
         .args(["optimize", "--upgrade-opset", "30", "-o"])
         .arg(dir.path().join("x.onnx"))
         .arg(&src)
@@ -402,6 +407,7 @@ fn upgrade_opset_flag() {
     let cnn = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/cnn_bn_relu.onnx");
     let out = dir.path().join("y.onnx");
     let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
         .args(["optimize", "--upgrade-opset", "13", "-o"])
         .arg(&out)
         .arg(&cnn)

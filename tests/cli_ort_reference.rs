@@ -46,6 +46,7 @@ fn layer_norm_with_swapped_pow(dir: &Path) -> PathBuf {
 
 fn optimize_in_ort(model: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
         .args([
             "optimize",
             s(model),
@@ -175,6 +176,7 @@ fn small_model(
 
 fn optimize_default(model: &Path, out: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
         .args(["optimize", s(model), "-o", s(out), "--json"])
         .output()
         .expect("run infopt")
@@ -353,6 +355,7 @@ fn a_wrong_fold_is_caught_by_onnx_runtime_and_declined() {
     });
     let out = dir.path().join("out.onnx");
     let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
         .args(["optimize", s(&model), "-o", s(&out), "--json"])
         .env("INFOPT_TEST_WRONG_FOLD", "Add")
         .output()

@@ -210,6 +210,7 @@ fn real_breakage_is_refused_by_the_scaled_default() {
     let dir = tempfile::tempdir().unwrap();
     let model = conv_bn(dir.path());
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
         .env("INFOPT_TEST_PASSES", "1")
         .args([
             "optimize",
@@ -444,6 +445,7 @@ fn optimize_with_memory(model: &Path, cap: &str, extra: &[&str]) -> std::process
     let mut args = vec!["optimize", s(model), "-o", s(&out), "--json"];
     args.extend_from_slice(extra);
     std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
         .args(&args)
         .env("INFOPT_MEMORY_AVAILABLE", cap)
         .output()
@@ -512,6 +514,7 @@ fn weights_that_cannot_fit_even_mapped_are_refused_before_loading_with_the_way_o
 fn unverifiable_without_ort_names_the_install_line_with_ort() {
     let out = tempfile::tempdir().unwrap();
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
+        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
         .arg("optimize")
         .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/gpt2_mlp.onnx"))
         .arg("--fp16")

@@ -18,7 +18,7 @@ use infopt_ir::Model;
 use infopt_passes::{PipelineConfig, PipelineRun, SideData};
 use infopt_runtime::InputShapes;
 use infopt_verify::ChosenBackend;
-use infopt_verify::evaluate::{self, HeldOut};
+use infopt_verify::evaluate::{self, Heads, HeldOut};
 use infopt_verify::intermediates::{self, Side};
 
 use crate::error::{OpsError, OpsResult};
@@ -404,7 +404,7 @@ pub fn run(
     let backend = chosen.get();
     // The step and what follows it, judged on the data; below the target,
     // the layers that do most harm on their own are kept in float.
-    let classifiers = evaluate::classifier_outputs(cx.original);
+    let heads = evaluate::output_heads(cx.original);
     let mut cal = match &ranges {
         Some(path) => Calibrated {
             amax: infopt_calibration::quantize::read_ranges(path).map_err(OpsError::usage)?,
@@ -419,7 +419,7 @@ pub fn run(
             kept: Vec::new(),
         },
         None => {
-            let timing = cx.judge.then_some((&from, classifiers.as_slice()));
+            let timing = cx.judge.then_some((&from, &heads));
             calibrate_mid(args, &step, cx, &mid, backend, goal, &costs, timing)?
         }
     };
@@ -444,7 +444,7 @@ pub fn run(
                 costs: &costs,
                 target: config.target,
                 backend,
-                classifiers: &classifiers,
+                heads: &heads,
                 limit,
             };
             on.decide(&source, &mut from, timed.as_deref(), &mut cal, &mut notes)?
@@ -467,7 +467,7 @@ pub fn run(
             source: cal.source.as_ref(),
             costs: &costs,
         };
-        fin.fill(r, &mut decided, classifiers)?;
+        fin.fill(r, &mut decided, heads)?;
     }
     append_run(&mut run, decided.suffix_run);
     *model = decided.quantized;
@@ -485,7 +485,7 @@ struct OnData<'a> {
     costs: &'a Costs,
     target: infopt_passes::Target,
     backend: &'a ChosenBackend,
-    classifiers: &'a [String],
+    heads: &'a Heads,
     limit: usize,
 }
 
@@ -510,7 +510,7 @@ impl OnData<'_> {
             self.backend,
             cx,
             mid,
-            self.classifiers,
+            self.heads,
             *calibrated,
             self.limit,
             costs,
@@ -715,14 +715,10 @@ struct Finish<'a> {
 impl Finish<'_> {
     /// The report's judgement, what was kept and why, the worst layers of
     /// the model returned on one sample, and where the time went.
-    fn fill(
-        &self,
-        r: &mut Int8Report,
-        decided: &mut Decided,
-        classifiers: Vec<String>,
-    ) -> OpsResult {
+    fn fill(&self, r: &mut Int8Report, decided: &mut Decided, heads: Heads) -> OpsResult {
         let model = &decided.quantized;
-        r.classifier_outputs = classifiers;
+        r.classifier_outputs = heads.classifiers;
+        r.regression_outputs = heads.regressions;
         r.target_met = decided.failure.is_none();
         r.failure = decided.failure.take();
         r.float_written = decided.float_written.take();
@@ -803,7 +799,7 @@ fn calibrate_mid(
     backend: &ChosenBackend,
     goal: Goal,
     costs: &Costs,
-    timing: Option<(&PipelineConfig, &[String])>,
+    timing: Option<(&PipelineConfig, &Heads)>,
 ) -> OpsResult<Calibrated> {
     let method_name = args
         .calib_method
@@ -841,11 +837,11 @@ fn calibrate_mid(
             s.set(done, "samples");
         },
         &mut |table| {
-            let Some((from, classifiers)) = timing else {
+            let Some((from, heads)) = timing else {
                 return Ok(true);
             };
             let judged = JudgedBy {
-                classifiers,
+                heads,
                 goal,
                 calibrating: samples,
             };
@@ -1019,7 +1015,7 @@ struct FirstSample {
 
 /// What judging a placement after the first sample needs.
 struct JudgedBy<'a> {
-    classifiers: &'a [String],
+    heads: &'a Heads,
     goal: Goal,
     /// Samples the calibration runs on (the judged ones come after them).
     calibrating: usize,
@@ -1086,7 +1082,7 @@ impl FirstSample {
                 backend,
                 cx,
                 mid,
-                judged.classifiers,
+                judged.heads,
                 judged.calibrating,
                 fallback::PROBE_SAMPLES,
                 costs,
@@ -1190,6 +1186,7 @@ fn calibration_report(
         target_top1: Some(goal.top1),
         max_drop: metric::installed().then_some(goal.max_drop),
         classifier_outputs: Vec::new(),
+        regression_outputs: Vec::new(),
         target_met: true,
         failure: None,
         methods_chosen,

@@ -340,3 +340,62 @@ def test_a_one_input_model_takes_an_unnamed_array_as_its_input(layout, tmp_path)
     assert "calibrated" in proc.stderr, _interop.describe(proc)
     m = onnx.load(str(out))
     assert any(n.op_type == "DequantizeLinear" for n in m.graph.node)
+
+
+def _multi_task_head(path):
+    """x → Gemm → Relu, then three dense heads as MTCNN's O-Net has them
+    (keras2onnx names): box offsets `dense_5` [N, 4], landmarks `dense_6`
+    [N, 10] and a face probability `softmax_2` [N, 2]."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(11)
+    inits = []
+
+    def const(name, a):
+        inits.append(numpy_helper.from_array(np.asarray(a, np.float32), name))
+        return name
+
+    nodes = [
+        helper.make_node("Gemm", ["x", const("w0", rng.normal(0, 0.3, (16, 32))), const("b0", rng.normal(0, 0.1, 32))],
+                         ["h0"], name="dense_3"),
+        helper.make_node("Relu", ["h0"], ["h"], name="relu"),
+    ]
+    outputs = []
+    for name, k in [("dense_5", 4), ("dense_6", 10), ("dense_4", 2)]:
+        w, b = const(f"{name}_w", rng.normal(0, 0.3, (32, k))), const(f"{name}_b", rng.normal(0.5, 0.1, k))
+        nodes.append(helper.make_node("Gemm", ["h", w, b], [name], name=name))
+    nodes.append(helper.make_node("Softmax", ["dense_4"], ["softmax_2"], name="softmax_2", axis=1))
+    for name, k in [("dense_5", 4), ("dense_6", 10), ("softmax_2", 2)]:
+        outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, ["N", k]))
+    g = helper.make_graph(nodes, "heads", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
+                          outputs, initializer=inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(path))
+    return path
+
+
+def test_int8_judges_box_and_landmark_heads_across_samples_not_as_classes(tmp_path):
+    # Before, the dense box and landmark outputs beside the face probability
+    # were judged as classifiers (top-1 of 4 offsets, of 10 coordinates).
+    fp32 = _multi_task_head(tmp_path / "heads.onnx")
+    data = _calibration_folder(tmp_path / "calib", (1, 16), 40, 6)
+    out = tmp_path / "q.onnx"
+    report = tmp_path / "r.json"
+    proc = _interop.run_cli("optimize", fp32, "-o", out, "--int8", "--calib-data", data, "--calib-samples", "24",
+                            "--report", report)
+    assert proc.returncode == 0, _interop.describe(proc)
+    onnx.checker.check_model(str(out), full_check=True)
+    q = json.loads(report.read_text())["int8"]
+    assert q["classifier_outputs"] == ["softmax_2"], q["classifier_outputs"]
+    assert q["regression_outputs"] == ["dense_5", "dense_6"], q.get("regression_outputs")
+    held = q["held_out"]
+    assert held["samples"] == 16 and not held["on_calibration_samples"], held["samples"]
+    assert sorted(held["top1_agreement"]) == ["softmax_2"], held["top1_agreement"]
+    assert sorted(held["correlation"]) == ["dense_5", "dense_6"], held["correlation"]
+    assert "neighbour_judged" not in held and held["parts"] == [], held.get("neighbour_judged")
+    said = "correlation across samples >= 0.99 for each value of the regression outputs (dense_5, dense_6)"
+    assert said in proc.stdout, proc.stdout
+    # The written model keeps the landmarks: each coordinate follows FP32's.
+    f, i8 = _interop.ort_session(fp32), _interop.ort_session(out)
+    x = np.random.default_rng(8).uniform(-1, 1, (32, 16)).astype(np.float32)
+    want, got = _interop.run(f, {"x": x})["dense_6"], _interop.run(i8, {"x": x})["dense_6"]
+    for k in range(10):
+        assert np.corrcoef(got[:, k], want[:, k])[0, 1] >= 0.99, k

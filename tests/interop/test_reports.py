@@ -35,7 +35,7 @@ def _optimize(tmp_path, *args, env=None):
         [str(_interop.infopt_bin()), "optimize", str(CNN), "-o", str(out),
          "--report", str(rj), "--report", str(rx), "--report", str(rm), *map(str, args)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        timeout=_interop.CLI_TIMEOUT_S, cwd=_interop.REPO, env={**os.environ, **(env or {})},
+        timeout=_interop.CLI_TIMEOUT_S, cwd=_interop.REPO, env={**os.environ, **_interop.TEST_ENV, **(env or {})},
     )
     return proc, rj, rx, rm
 

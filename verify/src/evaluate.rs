@@ -20,7 +20,9 @@ use crate::top_class::margin_and_error;
 use crate::top_class::{argmax, margin_and_error_at};
 
 pub mod across;
+mod heads;
 mod side_by_side;
+pub use heads::{Heads, MOST_REGRESSED, classifier_outputs, output_heads, regression_outputs};
 pub use side_by_side::{held_out_against, held_out_against_keeping, held_out_against_side_by_side};
 
 /// The shape of every input of one sample.
@@ -137,131 +139,6 @@ pub struct Pair<'a> {
     /// Folder external data is resolved against.
     pub dir: &'a Path,
     pub shapes: &'a InputShapes,
-}
-
-/// Ops through which a classifier's scores reach the output unchanged in
-/// order along the last axis.
-const PASS_THROUGH: &[&str] = &[
-    "Identity",
-    "Reshape",
-    "Flatten",
-    "Squeeze",
-    "Unsqueeze",
-    "Cast",
-];
-
-/// The domain of classical ML ops (scikit-learn models converted by
-/// skl2onnx, LightGBM and XGBoost by onnxmltools).
-const ML_DOMAIN: &str = "ai.onnx.ml";
-
-/// Outputs whose last axis holds class scores, judged by top-1 agreement:
-/// the output of a classifier head (Softmax, LogSoftmax, a softmax written
-/// out as `Exp / ...`, or a Gemm / MatMul with a constant weight, with or
-/// without a bias Add), through reshapes, with a last axis of at least 2
-/// classes when the shape says.
-pub fn classifier_outputs(model: &Model) -> Vec<String> {
-    let g = &model.graph;
-    g.outputs
-        .iter()
-        .filter(|io| {
-            let mut v = io.value;
-            // The tensor whose last axis counts the classes: a ZipMap's
-            // sequence of maps has no shape, its input has.
-            let mut counted = io.value;
-            let mut zipped: Option<usize> = None;
-            loop {
-                let Some((p, _)) = g.value(v).producer else {
-                    return false;
-                };
-                let n = g.node(p);
-                if n.domain() == ML_DOMAIN {
-                    match n.op_type.as_str() {
-                        // Probabilities normalized, or zipped into maps
-                        // (read as a [rows, classes] tensor): the same order.
-                        "Normalizer" | "ZipMap" => match n.inputs.first().copied().flatten() {
-                            Some(x) => {
-                                if n.op_type == "ZipMap" {
-                                    counted = x;
-                                    zipped = zip_map_classes(n);
-                                }
-                                v = x;
-                                continue;
-                            }
-                            None => return false,
-                        },
-                        // A classical classifier's second output holds its
-                        // class scores (the first its labels).
-                        op => {
-                            return op.ends_with("Classifier")
-                                && n.outputs.get(1).copied().flatten() == Some(v);
-                        }
-                    }
-                }
-                if !n.domain().is_empty() {
-                    return false;
-                }
-                let op = n.op_type.as_str();
-                if PASS_THROUGH.contains(&op) {
-                    match n.inputs.first().copied().flatten() {
-                        Some(x) => v = x,
-                        None => return false,
-                    }
-                    continue;
-                }
-                let input_op = |i: usize| {
-                    n.inputs
-                        .get(i)
-                        .copied()
-                        .flatten()
-                        .and_then(|x| g.value(x).producer)
-                        .map(|(p, _)| g.node(p))
-                };
-                let dense = |m: &infopt_ir::Node| {
-                    matches!(m.op_type.as_str(), "Gemm" | "MatMul")
-                        && m.inputs
-                            .get(1)
-                            .copied()
-                            .flatten()
-                            .is_some_and(|w| g.constant(w).is_some())
-                };
-                let head = match op {
-                    "Softmax" | "LogSoftmax" => true,
-                    "Gemm" | "MatMul" => dense(n),
-                    // A softmax written out: exp(x - max) / sum.
-                    "Div" => input_op(0).is_some_and(|p| p.op_type == "Exp"),
-                    // A dense head with its bias as an Add.
-                    "Add" => input_op(0).is_some_and(dense) || input_op(1).is_some_and(dense),
-                    _ => false,
-                };
-                let classes = g
-                    .value_type(counted)
-                    .and_then(|t| t.shape)
-                    .and_then(|d| d.last().cloned());
-                let enough = match (zipped, classes) {
-                    (Some(c), _) => c >= 2,
-                    (None, classes) => enough_classes(classes),
-                };
-                return head && enough;
-            }
-        })
-        .map(|io| g.value(io.value).name.clone())
-        .collect()
-}
-
-/// The classes a ZipMap names (its labels, integers or strings).
-fn zip_map_classes(n: &infopt_ir::Node) -> Option<usize> {
-    let ints = n.attr("classlabels_int64s").map(|a| a.proto.ints.len());
-    let strings = n.attr("classlabels_strings").map(|a| a.proto.strings.len());
-    ints.or(strings)
-}
-
-/// Whether a last axis of `classes` (when the shape says) holds classes.
-fn enough_classes(classes: Option<infopt_ir::Dim>) -> bool {
-    match classes {
-        Some(infopt_ir::Dim::Known(c)) => c >= 2,
-        Some(_) => true,
-        None => false,
-    }
 }
 
 /// Sums of one comparison: `a` the candidate's values, `b` the original's.
@@ -756,7 +633,7 @@ impl Tally {
         &mut self,
         expected: &[HostTensor],
         actual: &[HostTensor],
-        classifiers: &[String],
+        heads: &Heads,
         inputs: &[HostTensor],
     ) {
         let tokens = neighbours::tokens(inputs);
@@ -773,13 +650,23 @@ impl Tally {
         let outputs = expected.iter().zip(actual).zip(self.running.iter_mut());
         for (((e, o), r), kept) in outputs.zip(self.embeddings.iter_mut()) {
             let name = e.name().unwrap_or("");
-            let classes = classifiers
-                .iter()
-                .any(|c| c == name)
+            let classes = heads
+                .is_classifier(name)
                 .then(|| e.shape().last().copied())
                 .flatten();
-            if classes.is_none() && e.dtype().is_float() {
+            let regression = heads.is_regression(name);
+            if classes.is_none() && !regression && e.dtype().is_float() {
                 keep_rows(kept, o, e, tokens.as_ref());
+            }
+            if regression {
+                // Coordinates and offsets: how each value follows the
+                // original's across samples, up to a face mesh's; never a
+                // map of scores (landmarks in [0, 1] look like one).
+                let values = e.len();
+                r.across.get_or_insert_with(|| {
+                    (values <= MOST_REGRESSED).then(across::Across::regression)
+                });
+                r.parts.get_or_insert_with(Vec::new);
             }
             if !e.dtype().is_float() {
                 // Integer outputs (labels, indices, counts) are not values
@@ -905,7 +792,8 @@ fn skip_samples(data: &mut dyn Dataset, inputs: &[IoSpec], skip: usize) -> Resul
 }
 
 /// Runs both models of `pair` on samples `skip..skip+limit` of `data`;
-/// `classifiers` names the outputs judged by top-1 agreement too. When the
+/// `heads` names the outputs judged by top-1 agreement or across samples
+/// too. When the
 /// data has no sample after the first `skip`, `samples` is 0: the caller
 /// decides what to judge on instead. Nothing is kept: for many candidates
 /// judged on the same samples, [`Reference`] runs the original once.
@@ -914,7 +802,7 @@ pub fn held_out(
     data: &mut dyn Dataset,
     skip: usize,
     limit: usize,
-    classifiers: &[String],
+    heads: &Heads,
 ) -> Result<HeldOut> {
     let mut original = LoadedAt::new(pair.chosen, pair.original, pair.dir, pair.shapes);
     let mut candidate = LoadedAt::new(pair.chosen, pair.candidate, pair.dir, pair.shapes);
@@ -927,7 +815,7 @@ pub fn held_out(
         };
         let expected = run_sample(original.at(&s.tensors, &inputs)?, &s.tensors, &s.origin)?;
         let actual = run_sample(candidate.at(&s.tensors, &inputs)?, &s.tensors, &s.origin)?;
-        tally.add(&expected, &actual, classifiers, &s.tensors);
+        tally.add(&expected, &actual, heads, &s.tensors);
     }
     Ok(tally.finish(skipped, data.describe(), data.meaningful()))
 }
@@ -1396,7 +1284,12 @@ mod neighbour_tests {
             let e = if i % 2 == 0 { 0.05 } else { -0.05 };
             let label = (i % 3) as i64;
             let flipped = if i == 3 { (label + 1) % 3 } else { label };
-            tally.add(&sample(y, label), &sample(y + e, flipped), &[], &[]);
+            tally.add(
+                &sample(y, label),
+                &sample(y + e, flipped),
+                &Heads::default(),
+                &[],
+            );
         }
         let h = tally.finish(0, "test".into(), true);
         assert!(h.outputs[0].cosine > 0.999, "{}", h.outputs[0].cosine);
@@ -1421,7 +1314,7 @@ mod neighbour_tests {
         candidate[0][1] = 0.42;
         let mut tally = Tally::default();
         for (a, b) in candidate.iter().zip(&original) {
-            tally.add(&row(*b), &row(*a), &[], &[]);
+            tally.add(&row(*b), &row(*a), &Heads::default(), &[]);
         }
         let h = tally.finish(0, "test".into(), true);
         assert_eq!(h.neighbour_judged, ["emb"]);
@@ -1431,10 +1324,50 @@ mod neighbour_tests {
         // A classifier output of the same shape is judged by its classes.
         let mut tally = Tally::default();
         for (a, b) in candidate.iter().zip(&original) {
-            tally.add(&row(*b), &row(*a), &["emb".to_string()], &[]);
+            tally.add(
+                &row(*b),
+                &row(*a),
+                &Heads::classifiers(vec!["emb".to_string()]),
+                &[],
+            );
         }
         let h = tally.finish(0, "test".into(), true);
         assert!(h.neighbour_judged.is_empty());
         assert_eq!(h.agreement_kind("emb"), "top-1 agreement");
+    }
+
+    #[test]
+    fn a_regression_output_is_judged_across_samples_not_as_classes_neighbours_or_scores() {
+        // Ten landmark coordinates in [0, 1] per face crop (O-Net's shape),
+        // each moved by 0.004 in the candidate: a point that stays put.
+        let sample = |i: usize, moved: f32| {
+            let v: Vec<f32> = (0..10)
+                .map(|k| 0.2 + 0.06 * k as f32 + 0.05 * ((i * 7 + k) as f32).sin() + moved)
+                .collect();
+            vec![HostTensor::from_vec(vec![1, 10], v).unwrap().named("lm")]
+        };
+        let heads = Heads {
+            classifiers: Vec::new(),
+            regressions: vec!["lm".to_string()],
+        };
+        let judge = |heads: &Heads| {
+            let mut tally = Tally::default();
+            for i in 0..16 {
+                let moved = if i % 2 == 0 { 0.004 } else { -0.004 };
+                tally.add(&sample(i, 0.0), &sample(i, moved), heads, &[]);
+            }
+            tally.finish(0, "test".into(), true)
+        };
+        let h = judge(&heads);
+        assert!(h.top1_agreement.is_empty(), "{:?}", h.top1_agreement);
+        assert!(h.neighbour_judged.is_empty());
+        assert!(h.parts.is_empty(), "{:?}", h.parts.len());
+        let r = h.correlation["lm"];
+        assert!(r > 0.99 && r < 1.0, "{r}");
+        // Without the head known, the same output is an embedding and a
+        // map of scores.
+        let h = judge(&Heads::default());
+        assert_eq!(h.neighbour_judged, ["lm"]);
+        assert!(!h.parts.is_empty());
     }
 }

@@ -2,7 +2,7 @@
 
 use infopt_ir::builder::{GraphBuilder, dims};
 use infopt_ir::{Attribute, DataType, Model};
-use infopt_verify::evaluate::classifier_outputs;
+use infopt_verify::evaluate::{classifier_outputs, output_heads};
 
 /// `features -> MatMul(W) -> Add(b)`, then the head `head` makes of the logits.
 fn model(head: &str) -> Model {
@@ -46,4 +46,64 @@ fn classifier_heads_are_judged_by_top1() {
 fn other_outputs_are_not() {
     // A sigmoid map (multi-label, or a detection map) has no single top class.
     assert!(classifier_outputs(&model("sigmoid")).is_empty());
+}
+
+/// MTCNN O-Net's heads: `features -> Gemm` three times, into box offsets
+/// `[N, 4]`, landmarks `[N, 10]` and a face Softmax `[N, 2]` (keras2onnx
+/// names them `dense_5`, `dense_6`, `softmax_2`). With `logits_too`, the
+/// Softmax's own logits are an output as well.
+fn multi_task(logits_too: bool) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["N", "6"]));
+    let dense = |b: &mut GraphBuilder, name: &str, k: i64| {
+        let w = b.f32(&format!("{name}_w"), &[6, k], &vec![0.1; 6 * k as usize]);
+        let bias = b.f32(&format!("{name}_b"), &[k], &vec![0.0; k as usize]);
+        b.op("Gemm", &[x, w, bias], vec![])
+    };
+    let boxes = dense(&mut b, "dense_5", 4);
+    let points = dense(&mut b, "dense_6", 10);
+    let logits = dense(&mut b, "dense_4", 2);
+    let probs = b.op("Softmax", &[logits], vec![Attribute::int("axis", 1)]);
+    b.output(boxes, "dense_5", DataType::Float, Some(dims(&["N", "4"])));
+    b.output(points, "dense_6", DataType::Float, Some(dims(&["N", "10"])));
+    b.output(probs, "softmax_2", DataType::Float, Some(dims(&["N", "2"])));
+    if logits_too {
+        b.output(logits, "dense_4", DataType::Float, Some(dims(&["N", "2"])));
+    }
+    b.build(13)
+}
+
+#[test]
+fn dense_outputs_beside_a_probability_are_regressions_not_classifiers() {
+    let heads = output_heads(&multi_task(false));
+    assert_eq!(heads.classifiers, ["softmax_2"]);
+    assert_eq!(heads.regressions, ["dense_5", "dense_6"]);
+    // The probability's own logits stay a classifier's.
+    let heads = output_heads(&multi_task(true));
+    assert_eq!(heads.classifiers, ["softmax_2", "dense_4"]);
+    assert_eq!(heads.regressions, ["dense_5", "dense_6"]);
+}
+
+/// One dense head `[batch, 3]` named `name`, alone.
+fn named_head(name: &str) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["batch", "4"]));
+    let w = b.f32("w", &[4, 3], &[0.1; 12]);
+    let y = b.op("MatMul", &[x, w], vec![]);
+    b.output(y, name, DataType::Float, Some(dims(&["batch", "3"])));
+    b.build(13)
+}
+
+#[test]
+fn a_lone_dense_head_is_a_regression_only_when_its_name_says_so() {
+    for name in ["bbox_pred", "landmarks", "face_kpts"] {
+        let heads = output_heads(&named_head(name));
+        assert_eq!(heads.regressions, [name], "{name}");
+        assert!(heads.classifiers.is_empty(), "{name}");
+    }
+    for name in ["logits", "block_out", "y"] {
+        let heads = output_heads(&named_head(name));
+        assert!(heads.regressions.is_empty(), "{name}");
+        assert_eq!(heads.classifiers, [name], "{name}");
+    }
 }

@@ -107,7 +107,7 @@ fn a_candidate_judged_against_the_kept_reference_gets_the_figures_of_running_bot
         *w += 0.08 * ((i as f32) * 1.3).sin();
     }
     let candidate = classifier(&perturbed);
-    let classifiers = vec!["probs".to_string()];
+    let classifiers = evaluate::Heads::classifiers(vec!["probs".to_string()]);
     let p = pair(&chosen, &original, &candidate, &shapes);
     // 3 samples skipped (the calibration ones), 9 judged.
     let streamed = evaluate::held_out(&p, &mut Samples::new(12), 3, 20, &classifiers).unwrap();
@@ -177,7 +177,7 @@ fn samples_shared_among_sessions_give_the_figures_and_outputs_of_one_session() {
         *w -= 0.05 * ((i as f32) * 0.7).cos();
     }
     let candidate = classifier(&perturbed);
-    let classifiers = vec!["probs".to_string()];
+    let classifiers = evaluate::Heads::classifiers(vec!["probs".to_string()]);
     let p = pair(&chosen, &original, &candidate, &shapes);
     let reference = Reference::collect(&p, &mut Samples::new(40), 0, 40, usize::MAX).unwrap();
     let judge = |sessions: usize, limit: usize| {
@@ -232,7 +232,7 @@ fn the_original_run_side_by_side_keeps_the_reference_of_one_session() {
     let mut perturbed = W;
     perturbed[3] += 0.2;
     let candidate = classifier(&perturbed);
-    let classifiers = vec!["probs".to_string()];
+    let classifiers = evaluate::Heads::classifiers(vec!["probs".to_string()]);
     let p = pair(&chosen, &original, &original, &shapes);
     let judged = |r: &Reference| {
         evaluate::held_out_against(

@@ -576,7 +576,7 @@ fn start_verifier(
             )
         } else {
             format!(
-                "verification of the INT8 model uses its accuracy target (cosine >= {min_cosine} per output, top-1 agreement >= {} for classifier outputs, nearest-neighbour agreement for embeddings) on samples of the calibration data, not the float tolerance on one random input",
+                "verification of the INT8 model uses its accuracy target (cosine >= {min_cosine} per output, top-1 agreement >= {} for classifier outputs, nearest-neighbour agreement for embeddings, correlation across samples for regression outputs such as boxes and landmarks) on samples of the calibration data, not the float tolerance on one random input",
                 args.int8
                     .int8_min_top1
                     .unwrap_or(crate::int8::DEFAULT_MIN_TOP1)

@@ -12,7 +12,7 @@
 use infopt_calibration::run::DataSource;
 use infopt_ir::Model;
 use infopt_verify::ChosenBackend;
-use infopt_verify::evaluate::{self, HeldOut, Reference};
+use infopt_verify::evaluate::{self, Heads, HeldOut, Reference};
 
 use super::context::{Context, open_again};
 use super::costs::Costs;
@@ -42,7 +42,7 @@ pub(super) struct Judge<'a> {
     pub cx: &'a Context<'a>,
     /// The model at the quantize step (the data is opened for its inputs).
     pub mid: &'a Model,
-    pub classifiers: &'a [String],
+    pub heads: &'a Heads,
     /// Samples calibration used.
     pub calibrated: usize,
     /// Samples judged at most.
@@ -104,7 +104,7 @@ impl<'a> Judge<'a> {
         backend: &'a ChosenBackend,
         cx: &'a Context<'a>,
         mid: &'a Model,
-        classifiers: &'a [String],
+        heads: &'a Heads,
         calibrated: usize,
         limit: usize,
         costs: &'a Costs,
@@ -114,7 +114,7 @@ impl<'a> Judge<'a> {
             backend,
             cx,
             mid,
-            classifiers,
+            heads,
             calibrated,
             limit,
             costs,
@@ -317,7 +317,7 @@ impl<'a> Judge<'a> {
                 self.cx.shapes,
                 reference,
                 limit,
-                self.classifiers,
+                self.heads,
                 scored,
             )?;
             let metric = if scored {
@@ -367,7 +367,7 @@ impl<'a> Judge<'a> {
                 data.as_mut(),
                 reference.skipped,
                 limit,
-                self.classifiers,
+                self.heads,
             )?;
             self.costs.add(
                 "streamed judgements (both models)",

@@ -64,11 +64,28 @@ const PLACEMENT_SECONDS: f64 = 1.5;
 pub(super) const FASTER: f64 = 0.97;
 
 /// Float models faster than this at one thread are not checked: their
-/// timing is mostly per-op overhead (the tests' fixtures run in tens of
-/// microseconds). Real models below a millisecond are checked: the
+/// timing is mostly per-op overhead (most of the tests' fixtures run in 4
+/// to 30 microseconds). Real models below a millisecond are checked: the
 /// wake-word embedding CNN of openwakeword (0.79 ms float) was written in
-/// the portable placement at 0.79x float's speed when this was 1 ms.
-const MIN_FLOAT_MS: f64 = 0.25;
+/// the portable placement at 0.79x float's speed when this was 1 ms;
+/// MTCNN's O-Net (0.24-0.27 ms float, run once per face crop) at 0.29x
+/// and silero-vad 16k (0.07 ms a chunk) at 0.98x when it was 0.25 ms.
+const MIN_FLOAT_MS: f64 = 0.05;
+
+/// [`MIN_FLOAT_MS`], or in a debug build `INFOPT_TEST_MIN_FLOAT_MS`: the
+/// test suite sets 0.25 ms, so that its fixtures (4 to 60 microseconds
+/// alone, several times that beside the other tests) are never timed and
+/// their INT8 never gives way to float on the noise of a loaded machine.
+fn min_float_ms() -> f64 {
+    #[cfg(debug_assertions)]
+    if let Some(ms) = std::env::var("INFOPT_TEST_MIN_FLOAT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return ms;
+    }
+    MIN_FLOAT_MS
+}
 
 /// Before calibrating on every sample: the model with every layer in INT8
 /// in each placement worth trying (`from`'s own first, then
@@ -1102,7 +1119,7 @@ fn noise_on_probes(judge: &mut Judge<'_>, built: &[Model], goal: Goal) -> OpsRes
         .collect())
 }
 
-/// Whether `float` runs in under [`MIN_FLOAT_MS`] at one thread: one run
+/// Whether `float` runs in under [`min_float_ms`] at one thread: one run
 /// after a warm-up tells a model far above it (a 160 ms model spent seven
 /// runs here when every answer took a full timing), the fastest of five the
 /// ones near it. The fastest, not the median: on a loaded machine (the test
@@ -1129,10 +1146,11 @@ fn too_fast_to_time(
         .map_err(OpsError::from)
     };
     let first = time(1)?;
-    if first >= 40.0 * MIN_FLOAT_MS {
+    let least = min_float_ms();
+    if first >= 40.0 * least {
         return Ok(false);
     }
-    Ok(time(5)? < MIN_FLOAT_MS)
+    Ok(time(5)? < least)
 }
 
 /// ONNX Runtime on the CPU at one thread, or why not.

@@ -111,6 +111,11 @@ pub struct Int8Report {
     pub max_drop: Option<f64>,
     /// Outputs judged by top-1 agreement too.
     pub classifier_outputs: Vec<String>,
+    /// Outputs holding regressed values (boxes, landmarks): judged by the
+    /// correlation of each value across samples too, never by top-1 or
+    /// nearest neighbours.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub regression_outputs: Vec<String>,
     /// Whether the held-out accuracy meets the target (true when not judged).
     pub target_met: bool,
     /// What misses the target, one line, when it is missed.

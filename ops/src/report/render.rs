@@ -491,7 +491,14 @@ fn held_out(
             if q.target_met { "met" } else { "MISSED" }
         ),
         (Some(c), Some(t1), _, _) => format!(
-            "; target cosine >= {c}, top-1 agreement >= {t1} for classifier outputs (nearest-neighbour agreement for embeddings): {}",
+            "; target cosine >= {c}, top-1 agreement >= {t1} for classifier outputs (nearest-neighbour agreement for embeddings){}: {}",
+            match q.regression_outputs.is_empty() {
+                true => String::new(),
+                false => format!(
+                    ", correlation across samples >= {c} for each value of the regression outputs ({})",
+                    q.regression_outputs.join(", ")
+                ),
+            },
             if q.target_met { "met" } else { "MISSED" }
         ),
         _ => String::new(),

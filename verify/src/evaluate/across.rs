@@ -39,6 +39,14 @@ struct Moments {
     not_finite: bool,
 }
 
+/// Positions of a regression output (see [`Across::regression`]) whose
+/// spread across samples is below this share of the median position's are
+/// left to the cosine: MediaPipe pose's 195 values hold the depth and
+/// visibility of auxiliary points that vary by 0.03 where the coordinates
+/// vary by 13 px, and their correlation is that of noise (-1.0 on 8
+/// samples with every layer in INT8).
+const FLAT_SHARE: f64 = 0.01;
+
 /// The per-position sums of one output over the samples seen.
 #[derive(Default, Clone)]
 pub struct Across {
@@ -46,6 +54,9 @@ pub struct Across {
     samples: usize,
     /// The output's size changed between samples: not judged this way.
     mixed: bool,
+    /// Positions varying less than this share of the median position are
+    /// not judged (0: every position that varies at all).
+    flat_share: f64,
 }
 
 /// Pearson correlation from shifted sums over `n` samples (the original's
@@ -61,6 +72,16 @@ fn correlation(n: f64, (x, xx): (f64, f64), (y, yy): (f64, f64), xy: f64) -> f64
 }
 
 impl Across {
+    /// For a regression output of many values (coordinates beside depths
+    /// and visibilities): positions nearly constant against the others
+    /// are left to the cosine (see [`FLAT_SHARE`]).
+    pub fn regression() -> Across {
+        Across {
+            flat_share: FLAT_SHARE,
+            ..Across::default()
+        }
+    }
+
     /// One sample: the candidate's values `a`, the original's `b`; `factor`
     /// the error's multiple for the unseen estimate.
     pub fn add(&mut self, a: &[f64], b: &[f64], factor: f64) {
@@ -110,14 +131,21 @@ impl Across {
             return None;
         }
         let n = self.samples as f64;
+        let spread_of = |m: &Moments| (n * m.yy - m.y * m.y).max(0.0).sqrt() / n;
+        let flat = if self.flat_share > 0.0 {
+            let mut spreads: Vec<f64> = self.per.iter().map(spread_of).collect();
+            spreads.sort_by(f64::total_cmp);
+            self.flat_share * spreads.get(spreads.len() / 2).copied().unwrap_or(0.0)
+        } else {
+            0.0
+        };
         let mut out: Option<(f64, f64)> = None;
         for m in &self.per {
             if m.not_finite {
                 return Some((f64::NAN, f64::NAN));
             }
-            let vy = (n * m.yy - m.y * m.y).max(0.0);
-            let spread = vy.sqrt() / n;
-            if spread <= LEAST_SPREAD * (m.level / n) || vy == 0.0 {
+            let spread = spread_of(m);
+            if spread <= LEAST_SPREAD * (m.level / n) || spread == 0.0 || spread < flat {
                 continue;
             }
             let r = correlation(n, (m.x, m.xx), (m.y, m.yy), m.xy);
@@ -182,6 +210,27 @@ mod tests {
         let mut a = fill(&[(1.0, 1.0), (2.0, 2.0), (3.0, 3.0), (4.0, 4.0)]);
         a.add(&[1.0, 2.0], &[1.0, 2.0], 2.0);
         assert_eq!(a.lowest(), None);
+    }
+
+    #[test]
+    fn a_regression_leaves_its_nearly_constant_positions_to_the_cosine() {
+        // Two coordinates varying by about 10, and a value varying by 0.03
+        // that the candidate gets backwards.
+        let mut plain = Across::default();
+        let mut regression = Across::regression();
+        for i in 0..8 {
+            let t = i as f64;
+            let b = [
+                10.0 * (t * 0.9).sin(),
+                20.0 + 10.0 * (t * 0.7).cos(),
+                0.03 * (t % 2.0),
+            ];
+            let a = [b[0] + 0.01, b[1] - 0.01, 0.03 - b[2]];
+            plain.add(&a, &b, 2.0);
+            regression.add(&a, &b, 2.0);
+        }
+        assert!(plain.lowest().unwrap().0 < -0.99);
+        assert!(regression.lowest().unwrap().0 > 0.999);
     }
 
     #[test]

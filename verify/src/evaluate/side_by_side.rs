@@ -15,7 +15,7 @@ use infopt_ir::Model;
 use infopt_runtime::{HostTensor, InputShapes, IoSpec};
 
 use super::{
-    Judged, LoadedAt, Pair, Reference, ReferenceSample, Tally, run_sample, skip_samples,
+    Heads, Judged, LoadedAt, Pair, Reference, ReferenceSample, Tally, run_sample, skip_samples,
     tensor_bytes,
 };
 use crate::backend::ChosenBackend;
@@ -39,7 +39,7 @@ pub fn held_out_against_side_by_side(
     shapes: &InputShapes,
     reference: &Reference,
     limit: usize,
-    classifiers: &[String],
+    heads: &Heads,
     keep: bool,
 ) -> Result<Judged> {
     let samples: Vec<_> = reference.samples.iter().take(limit).collect();
@@ -61,7 +61,7 @@ pub fn held_out_against_side_by_side(
         &mut |i, actual| {
             let s = samples[i];
             let t = std::time::Instant::now();
-            tally.add(&s.expected, &actual, classifiers, &s.inputs);
+            tally.add(&s.expected, &actual, heads, &s.inputs);
             compare_seconds += t.elapsed().as_secs_f64();
             if keep {
                 kept.push(actual);
@@ -94,17 +94,10 @@ pub fn held_out_against(
     shapes: &InputShapes,
     reference: &Reference,
     limit: usize,
-    classifiers: &[String],
+    heads: &Heads,
 ) -> Result<Judged> {
     held_out_against_keeping(
-        chosen,
-        candidate,
-        dir,
-        shapes,
-        reference,
-        limit,
-        classifiers,
-        false,
+        chosen, candidate, dir, shapes, reference, limit, heads, false,
     )
 }
 
@@ -118,19 +111,11 @@ pub fn held_out_against_keeping(
     shapes: &InputShapes,
     reference: &Reference,
     limit: usize,
-    classifiers: &[String],
+    heads: &Heads,
     keep: bool,
 ) -> Result<Judged> {
     held_out_against_side_by_side(
-        chosen,
-        1,
-        candidate,
-        dir,
-        shapes,
-        reference,
-        limit,
-        classifiers,
-        keep,
+        chosen, 1, candidate, dir, shapes, reference, limit, heads, keep,
     )
 }
 

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use std::sync::mpsc;
 
 use infopt_ir::Model;
-use infopt_verify::evaluate::{self, HeldOut, Judged};
+use infopt_verify::evaluate::{self, Heads, HeldOut, Judged};
 use infopt_verify::{BackendKind, ChosenBackend};
 
 use super::{Judge, MOST_SIDE_BY_SIDE, SideBySide, fingerprint};
@@ -173,7 +173,7 @@ impl Judge<'_> {
             reference,
             backend,
             cx,
-            classifiers,
+            heads,
             costs,
             on_calibration,
             probed,
@@ -188,7 +188,7 @@ impl Judge<'_> {
         };
         let backend: &ChosenBackend = side.backend.as_ref().unwrap_or(backend);
         let workers = side.count;
-        let (dir, shapes, classifiers) = (cx.dir, cx.shapes, *classifiers);
+        let (dir, shapes, heads) = (cx.dir, cx.shapes, *heads);
         let mut books = Books {
             costs,
             probed,
@@ -210,7 +210,7 @@ impl Judge<'_> {
             shapes,
             reference,
             limit,
-            classifiers,
+            heads,
         };
         std::thread::scope(|scope| {
             for _ in 0..workers {
@@ -267,7 +267,7 @@ struct Runs<'r> {
     shapes: &'r infopt_runtime::InputShapes,
     reference: &'r evaluate::Reference,
     limit: usize,
-    classifiers: &'r [String],
+    heads: &'r Heads,
 }
 
 impl Runs<'_> {
@@ -287,7 +287,7 @@ impl Runs<'_> {
                 self.shapes,
                 self.reference,
                 self.limit,
-                self.classifiers,
+                self.heads,
                 false,
             )
             .map_err(OpsError::from);
