@@ -68,3 +68,71 @@ def test_verified_optimize_succeeds(infopt, tmp_path, fixture):
     assert proc.returncode == 0, _interop.describe(proc)
     report = json.loads(proc.stdout)
     assert report["verification"]["passed"] is True
+
+
+def _detector_with_nms(path):
+    """A detection head with its NonMaxSuppression, as torchvision and ultralytics'
+    `nms=True` export them: x [1, 8, 16] → Conv (1x1) → [1, 6, 16] → boxes (4 rows,
+    transposed to [1, 16, 4]) and Sigmoid scores (2 classes), then NMS at a score
+    threshold of 0.9 and the kept boxes, scores and labels. On generated inputs the
+    scores stay near 0.5: nothing is kept."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(a, n) for n, a in [
+        ("w", rng.normal(0, 0.2, (6, 8, 1)).astype(np.float32)),
+        ("b", np.array([8, 8, 4, 4, -1, -1], np.float32)),
+        ("s0", np.array([0], np.int64)), ("e0", np.array([4], np.int64)),
+        ("s1", np.array([4], np.int64)), ("e1", np.array([6], np.int64)), ("ax", np.array([1], np.int64)),
+        ("most", np.array([10], np.int64)), ("iou", np.array([0.5], np.float32)),
+        ("thr", np.array([0.9], np.float32)), ("two", np.array(2, np.int64)), ("one", np.array(1, np.int64)),
+        ("ax0", np.array([0], np.int64)),
+    ]]
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["head"], name="head"),
+        helper.make_node("Slice", ["head", "s0", "e0", "ax"], ["box_rows"], name="box_rows"),
+        helper.make_node("Transpose", ["box_rows"], ["nms_boxes"], perm=[0, 2, 1], name="to_boxes"),
+        helper.make_node("Slice", ["head", "s1", "e1", "ax"], ["logits"], name="class_rows"),
+        helper.make_node("Sigmoid", ["logits"], ["nms_scores"], name="sigmoid"),
+        helper.make_node("NonMaxSuppression", ["nms_boxes", "nms_scores", "most", "iou", "thr"], ["sel"],
+                         center_point_box=1, name="nms"),
+        helper.make_node("Gather", ["sel", "two"], ["box_idx"], axis=1, name="box_idx"),
+        helper.make_node("Gather", ["sel", "one"], ["labels"], axis=1, name="labels"),
+        helper.make_node("Squeeze", ["nms_boxes", "ax0"], ["boxes0"], name="squeeze"),
+        helper.make_node("Gather", ["boxes0", "box_idx"], ["boxes"], axis=0, name="kept_boxes"),
+        helper.make_node("GatherND", ["nms_scores", "sel"], ["scores"], name="kept_scores"),
+    ]
+    g = helper.make_graph(
+        nodes, "nms", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16])],
+        [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, ["K", 4]),
+         helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["K"]),
+         helper.make_tensor_value_info("labels", TensorProto.INT64, ["K"])],
+        initializer=inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(path))
+    return path
+
+
+@pytest.mark.parametrize("flags", [[], ["--fp16"]], ids=["float32", "fp16"])
+def test_verification_compares_what_a_selection_reads_when_it_keeps_nothing(tmp_path, flags):
+    # Before, a detector with its NMS verified "PASSED" on 0 of 0 values: the outputs
+    # held only what the NMS kept, nothing on generated inputs, so what feeds it was
+    # never compared, in float32 or in float16.
+    src = _detector_with_nms(tmp_path / "det.onnx")
+    out, report = tmp_path / "out.onnx", tmp_path / "r.json"
+    proc = _interop.run_cli("optimize", src, "-o", out, "--report", report, *flags)
+    assert proc.returncode == 0, _interop.describe(proc)
+    onnx.checker.check_model(str(out), full_check=True)
+    r = json.loads(report.read_text())
+    v = r["verification"]
+    compared = {o["name"]: o["elements"] for o in v["outputs"]}
+    assert compared == {"boxes": 0, "scores": 0, "labels": 0, "nms_boxes": 64, "nms_scores": 32}, compared
+    assert v["passed"] is True
+    said = ("what the model's data-dependent selections (NonMaxSuppression, TopK, NonZero, Compress) read: "
+            "nms_boxes, nms_scores")
+    assert any(said in n for n in r["notes"]), r["notes"]
+    # The written model computes the same boxes and scores in ONNX Runtime.
+    sess = _interop.ort_session
+    x = {"x": np.random.default_rng(1).normal(0, 4, (1, 8, 16)).astype(np.float32)}
+    want, got = _interop.run(sess(src), x), _interop.run(sess(out), x)
+    assert want["labels"].size > 0
+    np.testing.assert_array_equal(want["labels"], got["labels"])
+    np.testing.assert_allclose(got["scores"], want["scores"], atol=2e-3 if flags else 1e-5)

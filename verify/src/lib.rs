@@ -22,6 +22,7 @@ pub mod observe;
 mod padding;
 pub mod parts;
 pub mod relations;
+pub mod selection;
 pub mod sensitivity;
 pub mod shapes;
 pub mod size_hints;

@@ -107,6 +107,10 @@ pub struct Verifier {
     pub notes: Vec<String>,
     /// Warnings for the report (a difference only tract saw).
     pub warnings: Vec<String>,
+    /// Tensors compared beside the outputs: what a data-dependent selection
+    /// reads (see [`crate::selection`]), exposed as outputs of every model
+    /// run here.
+    watched: Vec<String>,
 }
 
 impl Verifier {
@@ -144,6 +148,16 @@ impl Verifier {
         let bytes = original
             .to_bytes_referencing_sources()
             .map_err(|e| VerifyError::new(ErrorKind::Load, e))?;
+        let watched = crate::selection::selection_inputs(original);
+        let exposed = match watched.is_empty() {
+            true => None,
+            false => Some(
+                crate::selection::exposing(original, &watched)
+                    .to_bytes_referencing_sources()
+                    .map_err(|e| VerifyError::new(ErrorKind::Load, e))?,
+            ),
+        };
+        let run_bytes = exposed.as_deref().unwrap_or(&bytes);
         // Mode-switch inputs (a sample rate compared with 16000) get the
         // value the graph compares them with, not a random one.
         let mut value_notes = Vec::new();
@@ -237,7 +251,7 @@ impl Verifier {
                 let mut timed_out = false;
                 match Self::run_original(
                     &chosen,
-                    &bytes,
+                    run_bytes,
                     &dir,
                     inputs,
                     &t.shapes,
@@ -261,6 +275,12 @@ impl Verifier {
                                 t.label
                             ));
                         }
+                        if !watched.is_empty() {
+                            notes.push(format!(
+                                "verification also compares what the model's data-dependent selections (NonMaxSuppression, TopK, NonZero, Compress) read: {}; the outputs hold only what they keep, which on generated inputs may be nothing",
+                                watched.join(", ")
+                            ));
+                        }
                         return Ok(Verifier {
                             inputs_description: crate::inputs::describe(&tensors),
                             shapes: t.shapes.clone(),
@@ -269,8 +289,12 @@ impl Verifier {
                             // Timing runs the original as the user will: the
                             // reference, loaded without graph optimization,
                             // is not that model.
-                            original: (policy.keep_original && chosen.reference.is_none())
-                                .then_some(loaded),
+                            // The model run here has the watched tensors
+                            // as outputs too: timing loads the original.
+                            original: (policy.keep_original
+                                && chosen.reference.is_none()
+                                && watched.is_empty())
+                            .then_some(loaded),
                             original_bytes: bytes,
                             range_scales: range_scales(original),
                             inputs: tensors,
@@ -279,6 +303,7 @@ impl Verifier {
                             policy,
                             notes,
                             warnings: Vec::new(),
+                            watched,
                         });
                     }
                     Err(e) if e.kind == ErrorKind::Usage => return Err(e),
@@ -446,8 +471,29 @@ impl Verifier {
         &self.chosen.info
     }
 
-    /// Loads a candidate model in the verifier's backend.
+    /// `loaded` (a candidate loaded by [`Verifier::load`]) as timing should
+    /// run it: loaded again without the watched tensors as outputs when
+    /// there are any, so that it is timed as the original is.
+    pub fn for_timing(
+        &self,
+        loaded: Box<dyn LoadedModel>,
+        model: &Model,
+    ) -> Result<Box<dyn LoadedModel>> {
+        if self.watched.is_empty() {
+            return Ok(loaded);
+        }
+        drop(loaded);
+        self.load_exposing(model, &[])
+    }
+
+    /// Loads a candidate model in the verifier's backend (with the watched
+    /// tensors as outputs too).
     pub fn load(&self, model: &Model) -> Result<Box<dyn LoadedModel>> {
+        self.load_exposing(model, &self.watched)
+    }
+
+    /// [`Verifier::load`] with the tensors `watched` as outputs too.
+    fn load_exposing(&self, model: &Model, watched: &[String]) -> Result<Box<dyn LoadedModel>> {
         if self.policy.options.map_weights {
             // Tensors the passes rewrote are no longer in the source files:
             // they travel inline, on the heap.
@@ -459,6 +505,14 @@ impl Verifier {
                 return Err(VerifyError::new(ErrorKind::CannotVerify, why));
             }
         }
+        let exposed;
+        let model = match watched.is_empty() {
+            true => model,
+            false => {
+                exposed = crate::selection::exposing(model, watched);
+                &exposed
+            }
+        };
         let bytes = model
             .to_bytes_referencing_sources()
             .map_err(|e| VerifyError::new(ErrorKind::Load, e))?;
@@ -491,10 +545,31 @@ impl Verifier {
             )
         })?;
         let tol = self.policy.criterion.elementwise(self.policy.tolerance);
-        let mut outputs = compare::compare_outputs(&actual, &self.expected, tol);
+        // A watched tensor the candidate no longer holds by that name (a
+        // rewrite replaced it) is not compared; the outputs always are.
+        let held = |t: &HostTensor| {
+            let name = t.name().unwrap_or("");
+            !self.watched.iter().any(|w| w == name) || actual.iter().any(|a| a.name() == Some(name))
+        };
+        let kept: Vec<HostTensor>;
+        let expected = match self.expected.iter().all(held) {
+            true => &self.expected,
+            false => {
+                kept = self.expected.iter().filter(|t| held(t)).cloned().collect();
+                &kept
+            }
+        };
+        let actual = self.watched_as_expected(actual, expected);
+        let mut outputs = compare::compare_outputs(&actual, expected, tol);
         for o in &mut outputs {
-            match self.range_scales.iter().find(|(n, _)| *n == o.name) {
-                Some((_, r)) => {
+            let range = self
+                .range_scales
+                .iter()
+                .find(|(n, _)| *n == o.name)
+                .map(|(_, r)| *r)
+                .or_else(|| self.watched_range(&o.name, expected));
+            match range.as_ref() {
+                Some(r) => {
                     let reference_max = o.scale;
                     o.scale = o.scale.max(*r);
                     self.policy.criterion.judge_bounded(o, reference_max, *r);
@@ -504,6 +579,55 @@ impl Verifier {
         }
         let passed = compare::all_within_tolerance(&outputs);
         Ok((outputs, passed))
+    }
+
+    /// The candidate's outputs with each watched tensor in the reference's
+    /// float type: a precision pass leaves a tensor before a selection in
+    /// float16 (the Cast back to float32 is the selection's), and its values
+    /// are what is compared, not its type. The model's outputs keep theirs.
+    fn watched_as_expected(
+        &self,
+        actual: Vec<HostTensor>,
+        expected: &[HostTensor],
+    ) -> Vec<HostTensor> {
+        if self.watched.is_empty() {
+            return actual;
+        }
+        actual
+            .into_iter()
+            .map(|a| {
+                let name = a.name().unwrap_or("").to_string();
+                let reference = expected.iter().find(|e| e.name() == Some(name.as_str()));
+                match reference {
+                    Some(e)
+                        if self.watched.contains(&name)
+                            && e.dtype() == infopt_runtime::DType::F32
+                            && a.dtype().is_float()
+                            && a.dtype() != e.dtype() =>
+                    {
+                        let values: Vec<f32> = a.to_f64_vec().iter().map(|&x| x as f32).collect();
+                        HostTensor::from_vec(a.shape().to_vec(), values)
+                            .map(|t| t.named(name))
+                            .unwrap_or(a)
+                    }
+                    _ => a,
+                }
+            })
+            .collect()
+    }
+
+    /// The range a watched tensor is judged against, as a bounded output's
+    /// (see [`Criterion::judge_bounded`]): 1 when the reference's values all
+    /// lie in [0, 1] (the scores a NonMaxSuppression thresholds, about 1e-3
+    /// on generated inputs, whose float rounding is then 1e-4 of their own
+    /// largest value); None otherwise and for the model's outputs.
+    fn watched_range(&self, name: &str, expected: &[HostTensor]) -> Option<f64> {
+        if !self.watched.iter().any(|w| w == name) {
+            return None;
+        }
+        let e = expected.iter().find(|e| e.name() == Some(name))?;
+        let values = e.to_f64_vec();
+        (e.dtype().is_float() && values.iter().all(|v| (0.0..=1.0).contains(v))).then_some(1.0)
     }
 
     /// A candidate that disagrees with the reference when ONNX Runtime runs

@@ -816,6 +816,10 @@ fn verify_and_time(
         out.verification = Some(checked);
     }
     let verified = out.verification.as_ref().is_none_or(|x| x.passed);
+    let loaded = match (plan.latency_gate || args.bench) && verified {
+        true => v.for_timing(loaded, &input.model)?,
+        false => loaded,
+    };
     if plan.latency_gate && verified {
         let (comparison, evidence) =
             crate::gates::optimize_latency(v, loaded, &plan.gates, args.warmup, args.runs)?;
