@@ -23,6 +23,7 @@ pub mod inputs;
 pub mod native_stage;
 pub mod ort_backend;
 mod python;
+pub mod string_ids;
 pub mod tensor;
 pub mod tensorrt;
 pub mod timing;

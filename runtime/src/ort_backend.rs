@@ -890,7 +890,6 @@ fn io_spec(kind: &'static str, name: &str, ty: &ValueType) -> Result<IoSpec> {
         return Ok(sequences::flat_spec(name, ty));
     }
     if let ValueType::Tensor { shape, .. } = ty
-        && kind == "output"
         && strings::is_string_tensor(ty)
     {
         return Ok(strings::spec(name, shape));
@@ -1167,6 +1166,11 @@ impl OrtBackend {
             .iter()
             .map(|o| io_spec("input", o.name(), o.dtype()))
             .collect::<Result<Vec<_>>>()?;
+        let string_inputs = session
+            .inputs()
+            .iter()
+            .map(|o| strings::is_string_tensor(o.dtype()))
+            .collect();
         let outputs = session
             .outputs()
             .iter()
@@ -1176,6 +1180,7 @@ impl OrtBackend {
         Ok(OrtModel {
             session: Mutex::new(session),
             inputs,
+            string_inputs,
             outputs,
             resolution,
             observed: Vec::new(),
@@ -1221,6 +1226,8 @@ struct OrtModel {
     /// `Session::run` takes `&mut self`.
     session: Mutex<Session>,
     inputs: Vec<IoSpec>,
+    /// Per input: a string tensor, fed from int64 ids (see `strings`).
+    string_inputs: Vec<bool>,
     outputs: Vec<IoSpec>,
     resolution: ShapeResolution,
     /// Session outputs that are observed intermediates (not model outputs).
@@ -1245,11 +1252,14 @@ impl OrtModel {
     ) -> Result<Vec<(&'a str, SessionInputValue<'a>)>> {
         check_run_inputs(&self.inputs, &self.resolution, inputs)?;
         let mut values: Vec<(&str, SessionInputValue<'_>)> = Vec::with_capacity(inputs.len());
-        for (spec, t) in self.inputs.iter().zip(inputs) {
-            let v = to_ort(t).map_err(|e| RuntimeError::InputMismatch {
-                input: spec.name.clone(),
-                message: one_line_text(&e.to_string()),
-            })?;
+        for ((spec, t), &string) in self.inputs.iter().zip(inputs).zip(&self.string_inputs) {
+            let v = match string {
+                true => strings::to_ort_strings(t)?,
+                false => to_ort(t).map_err(|e| RuntimeError::InputMismatch {
+                    input: spec.name.clone(),
+                    message: one_line_text(&e.to_string()),
+                })?,
+            };
             values.push((spec.name.as_str(), v));
         }
         Ok(values)
@@ -1401,6 +1411,10 @@ impl LoadedModel for OrtModel {
         transfer: Transfer,
     ) -> Result<Box<dyn TimedRun + 'a>> {
         check_run_inputs(&self.inputs, &self.resolution, inputs)?;
+        // String inputs are made from ids at each run: nothing to bind once.
+        if transfer == Transfer::HostToHost && self.string_inputs.contains(&true) {
+            return Ok(Box::new(RunEachTime(move || self.run(inputs).map(drop))));
+        }
         let bound = binding::BoundRunner::new(
             &self.session,
             &self.inputs,

@@ -10,6 +10,8 @@ float model, saying so, where there is no layer to quantize."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
 import numpy as np
 import onnx
@@ -230,9 +232,10 @@ def test_every_default_command_keeps_a_classifier(infopt, tmp_path, name, build,
     assert src.read_bytes() == before
 
 
-def test_a_string_input_says_what_cannot_be_fed(infopt, tmp_path):
-    # CategoryMapper reads strings (a categorical feature): no runtime here is fed one, so a
-    # rewrite cannot be verified; the message names the input and the way out, not sizes.
+def test_a_string_input_is_fed_strings_its_readers_know(infopt, tmp_path):
+    # CategoryMapper reads strings (a categorical feature). Before, no runtime here was fed
+    # one, so a rewrite could not be verified (exit 7, "holds strings"). Now ONNX Runtime is
+    # fed the categories the mapper lists (generated), or the user's own str_ array.
     graph = helper.make_graph(
         [helper.make_node("CategoryMapper", ["c"], ["i"], name="map", domain="ai.onnx.ml",
                           cats_strings=["a", "b", "c"], cats_int64s=[0, 1, 2], default_int64=3),
@@ -246,13 +249,31 @@ def test_a_string_input_says_what_cannot_be_fed(infopt, tmp_path):
     )
     src = tmp_path / "categories.onnx"
     onnx.save(helper.make_model(graph, opset_imports=OPSETS, ir_version=8), str(src))
-    out = tmp_path / "out.onnx"
-    proc = _interop.run_cli("optimize", src, "-o", out)
+    out, report = tmp_path / "out.onnx", tmp_path / "r.json"
+    proc = _interop.run_cli("optimize", src, "-o", out, "--report", report)
+    assert proc.returncode == 0, _interop.describe(proc)
+    r = json.loads(report.read_text())
+    assert r["verification"]["passed"] is True
+    (y,) = r["verification"]["outputs"]
+    assert y["name"] == "y" and y["elements"] >= 2, y
+    assert "input `c` holds strings: generated from 3 string(s) that the ops reading it list" in r["notes"], r["notes"]
+    assert [n.op_type for n in onnx.load(str(out)).graph.node] == ["CategoryMapper", "Cast", "Mul"]
+    # The user's strings, as numpy writes them (str_ and bytes_ arrays).
+    for i, words in enumerate([np.array(["b", "zz", "a", "c"]), np.array([b"c", b"a"])]):
+        data = tmp_path / f"words{i}.npz"
+        np.savez(data, c=words)
+        proc = _interop.run_cli("optimize", src, "-o", tmp_path / f"w{i}.onnx", "--inputs", data, "--report", report)
+        assert proc.returncode == 0, _interop.describe(proc)
+        v = json.loads(report.read_text())["verification"]
+        assert v["passed"] is True and v["outputs"][0]["elements"] == len(words), v
+    # Without ONNX Runtime nothing here is fed strings: the message says so and the way out.
+    env = {**os.environ, **_interop.TEST_ENV, "ORT_DYLIB_PATH": str(tmp_path / "no-onnxruntime.so")}
+    lone = tmp_path / "lone.onnx"
+    proc = subprocess.run([str(_interop.infopt_bin()), "optimize", str(src), "-o", str(lone)],
+                          capture_output=True, text=True, env=env, timeout=_interop.CLI_TIMEOUT_S)
     assert proc.returncode == 7, _interop.describe(proc)
     last = proc.stderr.strip().splitlines()[-1]
-    assert last == ("error: cannot verify: the model's input `c` holds strings, which infopt cannot "
-                    "feed to a runtime: pass --no-verify to write it unverified"), last
-    assert not out.exists()
-    proc = _interop.run_cli("optimize", src, "-o", out, "--no-verify")
-    assert proc.returncode == 0, _interop.describe(proc)
-    assert [n.op_type for n in onnx.load(str(out)).graph.node] == ["CategoryMapper", "Cast", "Mul"]
+    assert last == ("error: cannot verify: the model's input `c` holds strings, which only ONNX Runtime is "
+                    "fed here and it is not available: install it (pip install onnxruntime), or pass "
+                    "--no-verify to write the model unverified"), last
+    assert not lone.exists()

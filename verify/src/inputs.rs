@@ -60,6 +60,9 @@ pub struct Inputs {
     /// input name): mode switches such as a sample rate, see
     /// [`crate::value_hints`]. Arrays from a file are never replaced.
     pub values: BTreeMap<String, f64>,
+    /// Strings to draw a generated string input's values from (by input
+    /// name; see [`crate::string_inputs`]): the runtime takes them as ids.
+    pub strings: BTreeMap<String, Vec<String>>,
 }
 
 impl Inputs {
@@ -91,6 +94,7 @@ impl Inputs {
             source,
             vocab,
             values: BTreeMap::new(),
+            strings: BTreeMap::new(),
         })
     }
 
@@ -110,6 +114,7 @@ impl Inputs {
             source: InputSource::File { path: origin },
             vocab,
             values: BTreeMap::new(),
+            strings: BTreeMap::new(),
         })
     }
 
@@ -124,6 +129,16 @@ impl Inputs {
                 for t in &mut tensors {
                     if let Some(&v) = t.name().and_then(|n| self.values.get(n)) {
                         *t = filled(t, v)?;
+                    }
+                    if let Some(choices) = t.name().and_then(|n| self.strings.get(n)) {
+                        let drawn = crate::string_inputs::drawn(choices, t.len(), *seed);
+                        let ids = infopt_runtime::string_ids::ids_of(drawn);
+                        *t = HostTensor::new(
+                            t.name().map(str::to_string),
+                            t.shape().to_vec(),
+                            infopt_runtime::TensorData::I64(ids),
+                        )
+                        .map_err(|e| e.to_string())?;
                     }
                 }
                 Ok(tensors)
@@ -435,14 +450,22 @@ impl NpyLayout {
         } else {
             ("=", descr.as_str())
         };
+        // Strings: `U<n>` holds n UTF-32 code units per element, `S<n>` n
+        // bytes (numpy's str_ and bytes_ arrays).
+        let chars = |prefix: &str| {
+            code.strip_prefix(prefix)
+                .and_then(|n| n.parse::<usize>().ok())
+        };
         let width = match code {
             "f8" | "i8" | "u8" => 8,
             "f4" | "i4" | "u4" => 4,
             "f2" | "e" | "i2" | "u2" => 2,
             "i1" | "b" | "u1" | "B" | "b1" | "?" => 1,
+            _ if chars("U").is_some_and(|n| n > 0) => 4 * chars("U").unwrap_or(1),
+            _ if chars("S").is_some_and(|n| n > 0) => chars("S").unwrap_or(1),
             _ => {
                 return Err(format!(
-                    "unsupported dtype {descr} (supported: float16/32/64, int8-64, uint8-64, bool)"
+                    "unsupported dtype {descr} (supported: float16/32/64, int8-64, uint8-64, bool, strings as str_ or bytes_)"
                 ));
             }
         };
@@ -457,6 +480,30 @@ impl NpyLayout {
     /// Bytes per element.
     pub(crate) fn width(&self) -> usize {
         self.width
+    }
+
+    /// One element of a string array: UTF-32 code units (`U`) or bytes
+    /// (`S`), up to the first NUL (numpy pads with them).
+    fn string_of(&self, element: &[u8]) -> String {
+        if self.code.starts_with('S') {
+            let end = element
+                .iter()
+                .position(|&b| b == 0)
+                .unwrap_or(element.len());
+            return String::from_utf8_lossy(&element[..end]).into_owned();
+        }
+        element
+            .chunks_exact(4)
+            .map(|c| {
+                let a = [c[0], c[1], c[2], c[3]];
+                match self.big_endian {
+                    true => u32::from_be_bytes(a),
+                    false => u32::from_le_bytes(a),
+                }
+            })
+            .take_while(|&u| u != 0)
+            .map(|u| char::from_u32(u).unwrap_or(char::REPLACEMENT_CHARACTER))
+            .collect()
     }
 
     /// The tensor of `shape` whose elements are `data`.
@@ -498,6 +545,21 @@ impl NpyLayout {
             }};
         }
         let data = match self.code.as_str() {
+            c if c.starts_with('U') || c.starts_with('S') => {
+                if data.len() != n * self.width {
+                    return Err(format!(
+                        "shape {:?} of {descr} needs {} data bytes, the file has {}",
+                        shape,
+                        n * self.width,
+                        data.len()
+                    ));
+                }
+                let strings = data
+                    .chunks_exact(self.width)
+                    .map(|e| self.string_of(e))
+                    .collect::<Vec<String>>();
+                TensorData::I64(infopt_runtime::string_ids::ids_of(strings))
+            }
             "f4" => num!(f32, F32),
             "f8" => num!(f64, F64),
             "f2" | "e" => num!(f16, F16),
@@ -678,6 +740,27 @@ pub(crate) mod tests {
         out.extend_from_slice(header.as_bytes());
         out.extend_from_slice(data);
         out
+    }
+
+    #[test]
+    fn decodes_string_arrays_as_ids_of_their_strings() {
+        // numpy's str_ ("<U2": UTF-32, NUL-padded) and bytes_ ("|S2").
+        let mut wide = Vec::new();
+        for c in ['a', 'b', 'é', '\0'] {
+            wide.extend_from_slice(&(c as u32).to_le_bytes());
+        }
+        let t = decode_npy("w", &npy("<U2", "(2,)", &wide)).unwrap();
+        let TensorData::I64(ids) = t.data() else {
+            panic!("{:?}", t.dtype())
+        };
+        assert_eq!(infopt_runtime::string_ids::strings_of(ids), ["ab", "é"]);
+        let t = decode_npy("s", &npy("|S2", "(2,)", b"ab\0\0")).unwrap();
+        let TensorData::I64(ids) = t.data() else {
+            panic!("{:?}", t.dtype())
+        };
+        assert_eq!(infopt_runtime::string_ids::strings_of(ids), ["ab", ""]);
+        let e = decode_npy("s", &npy("|S2", "(3,)", b"ab")).unwrap_err();
+        assert!(e.contains("needs 6 data bytes, the file has 2"), "{e}");
     }
 
     #[test]

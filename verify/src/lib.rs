@@ -27,6 +27,7 @@ pub mod sensitivity;
 pub mod shapes;
 pub mod size_hints;
 pub mod stacked;
+pub mod string_inputs;
 pub mod timing;
 mod top_class;
 pub mod tract_limits;

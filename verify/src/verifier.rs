@@ -168,6 +168,18 @@ impl Verifier {
                 with_values.values.insert(h.input, h.value);
                 value_notes.push(h.why);
             }
+            for c in crate::string_inputs::string_choices(original) {
+                value_notes.push(format!(
+                    "input `{}` holds strings: generated from {} string(s) {}",
+                    c.input,
+                    c.strings.len(),
+                    match c.listed {
+                        true => "that the ops reading it list",
+                        false => "of infopt's own (no op reading it lists any)",
+                    }
+                ));
+                with_values.strings.insert(c.input, c.strings);
+            }
             &with_values
         } else {
             inputs
@@ -216,6 +228,9 @@ impl Verifier {
         }
         let mut errors: Vec<String> = Vec::new();
         let mut any_backend = false;
+        // Whether ONNX Runtime ran the original (or failed to): the only
+        // runtime here fed strings.
+        let mut ort_ran = false;
         // A runtime refusing the original as invalid: the error when no
         // other backend runs it either.
         let mut invalid: Option<VerifyError> = None;
@@ -245,6 +260,7 @@ impl Verifier {
                 }
             };
             any_backend = true;
+            ort_ran |= kind == BackendKind::Ort;
             let mut last = String::new();
             for (ti, t) in tries.iter().enumerate() {
                 let mut fallback_note = None;
@@ -343,7 +359,7 @@ impl Verifier {
         } else {
             ErrorKind::Unavailable
         };
-        // A string input is no matter of sizes: no runtime here is fed one.
+        // A string input is no matter of sizes: only ONNX Runtime is fed one.
         let strings: Vec<String> = original
             .graph
             .inputs
@@ -356,11 +372,11 @@ impl Verifier {
             })
             .map(|io| format!("`{}`", original.graph.value(io.value).name))
             .collect();
-        if !strings.is_empty() {
+        if !strings.is_empty() && !ort_ran {
             return Err(VerifyError::new(
                 kind,
                 format!(
-                    "cannot verify: the model's input{} {} {} strings, which infopt cannot feed to a runtime: pass --no-verify to write it unverified",
+                    "cannot verify: the model's input{} {} {} strings, which only ONNX Runtime is fed here and it is not available: install it (pip install onnxruntime), or pass --no-verify to write the model unverified",
                     if strings.len() > 1 { "s" } else { "" },
                     strings.join(", "),
                     if strings.len() > 1 { "hold" } else { "holds" },

@@ -1,23 +1,19 @@
-//! String outputs (a classifier trained on class names: skl2onnx writes its
-//! labels as strings) read as int64 ids, one per distinct string, in the
-//! order the process first meets them. Equal strings get equal ids in every
-//! model and run of the process, so a comparison sees each changed label as
-//! a changed integer, as it sees an int64 label output; the host tensors
-//! have no string type. Without this every command on such a model stopped
-//! at "cannot run the original model".
+//! String tensors as int64 ids (see [`crate::string_ids`]): outputs (a
+//! classifier trained on class names: skl2onnx writes its labels as
+//! strings) are read as ids, so a comparison sees each changed label as a
+//! changed integer, as it sees an int64 label output; inputs (a categorical
+//! feature, a phoneme) are fed from ids, turned back into their strings.
+//! Without this every command on such a model stopped at "cannot run the
+//! original model", or at "holds strings" for an input.
 
-use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
-
+use ort::session::SessionInputValue;
 use ort::value::{DynValue, TensorElementType, ValueType};
 
 use super::binding::BACKEND;
 use crate::backend::{DimSpec, IoSpec};
 use crate::error::{Result, RuntimeError};
+use crate::string_ids;
 use crate::tensor::{DType, HostTensor, TensorData};
-
-/// Every distinct string met so far, with its id.
-static IDS: LazyLock<Mutex<HashMap<String, i64>>> = LazyLock::new(Default::default);
 
 /// Whether `ty` is a string tensor.
 pub(super) fn is_string_tensor(ty: &ValueType) -> bool {
@@ -30,7 +26,7 @@ pub(super) fn is_string_tensor(ty: &ValueType) -> bool {
     )
 }
 
-/// The output's spec: int64 ids of the declared shape.
+/// The spec of a string input or output: int64 ids of the declared shape.
 pub(super) fn spec(name: &str, shape: &[i64]) -> IoSpec {
     let dims = shape
         .iter()
@@ -53,15 +49,22 @@ pub(super) fn to_host(name: &str, v: &DynValue) -> Result<HostTensor> {
         message: format!("output `{name}`: {e}"),
     })?;
     let shape: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
-    let mut known = IDS.lock().unwrap_or_else(|p| p.into_inner());
-    let ids: Vec<i64> = strings
-        .into_iter()
-        .map(|s| {
-            let next = known.len() as i64;
-            *known.entry(s).or_insert(next)
-        })
-        .collect();
+    let ids = string_ids::ids_of(strings);
     HostTensor::new(Some(name.to_string()), shape, TensorData::I64(ids))
+}
+
+/// The string tensor a string input is fed: `t`'s ids as their strings.
+pub(super) fn to_ort_strings(t: &HostTensor) -> Result<SessionInputValue<'static>> {
+    let TensorData::I64(ids) = t.data() else {
+        return Err(RuntimeError::InvalidArgument(format!(
+            "a string input is fed as int64 ids, not {:?}",
+            t.dtype()
+        )));
+    };
+    let strings = string_ids::strings_of(ids);
+    let value = ort::value::Tensor::from_string_array((t.shape().to_vec(), &strings[..]))
+        .map_err(|e| RuntimeError::InvalidArgument(e.to_string()))?;
+    Ok(SessionInputValue::from(value.into_dyn()))
 }
 
 #[cfg(test)]
