@@ -705,13 +705,24 @@ pub fn fit_inputs(
 
 /// `name dtype [dims]` for each tensor, comma-separated.
 pub fn describe(tensors: &[HostTensor]) -> String {
+    describe_with_strings(tensors, &[])
+}
+
+/// [`describe`], the inputs named in `strings` (string inputs, held as
+/// ids) said as `str`.
+pub fn describe_with_strings(tensors: &[HostTensor], strings: &[String]) -> String {
     tensors
         .iter()
         .map(|t| {
+            let name = t.name().unwrap_or("?");
+            let dtype = match strings.iter().any(|s| s == name) {
+                true => "str".to_string(),
+                false => t.dtype().to_string(),
+            };
             format!(
                 "{} {} [{}]",
-                t.name().unwrap_or("?"),
-                t.dtype(),
+                name,
+                dtype,
                 t.shape()
                     .iter()
                     .map(|d| d.to_string())

@@ -161,6 +161,10 @@ impl Verifier {
         // Mode-switch inputs (a sample rate compared with 16000) get the
         // value the graph compares them with, not a random one.
         let mut value_notes = Vec::new();
+        let string_inputs: Vec<String> = crate::string_inputs::string_choices(original)
+            .into_iter()
+            .map(|c| c.input)
+            .collect();
         let mut with_values;
         let inputs = if inputs.file.is_none() {
             with_values = inputs.clone();
@@ -298,7 +302,10 @@ impl Verifier {
                             ));
                         }
                         return Ok(Verifier {
-                            inputs_description: crate::inputs::describe(&tensors),
+                            inputs_description: crate::inputs::describe_with_strings(
+                                &tensors,
+                                &string_inputs,
+                            ),
                             shapes: t.shapes.clone(),
                             dir,
                             resolution: loaded.resolution().clone(),
