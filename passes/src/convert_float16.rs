@@ -272,6 +272,13 @@ impl Pass for ConvertFloat {
             stats.bytes_before,
             stats.bytes_after,
         ));
+        // The half values before the outputs' Casts back were left without
+        // a shape (`rewrite.rs::add_cast`): they take the one inference
+        // proves, as a second conversion's first inference would give them
+        // (converting again changes nothing).
+        if stats.casts > 0 {
+            let _ = infer_shapes(model);
+        }
         Ok(totals.converted + stats.casts + totals.removed)
     }
 }

@@ -452,9 +452,12 @@ impl NpyLayout {
         };
         // Strings: `U<n>` holds n UTF-32 code units per element, `S<n>` n
         // bytes (numpy's str_ and bytes_ arrays).
+        // At most 1 MiB an element: a hostile header's `<U99999999999` must
+        // not overflow the sizes computed from it.
         let chars = |prefix: &str| {
             code.strip_prefix(prefix)
                 .and_then(|n| n.parse::<usize>().ok())
+                .filter(|&n| n <= 1 << 18)
         };
         let width = match code {
             "f8" | "i8" | "u8" => 8,
@@ -546,11 +549,11 @@ impl NpyLayout {
         }
         let data = match self.code.as_str() {
             c if c.starts_with('U') || c.starts_with('S') => {
-                if data.len() != n * self.width {
+                let needed = n.checked_mul(self.width).ok_or("the shape overflows")?;
+                if data.len() != needed {
                     return Err(format!(
-                        "shape {:?} of {descr} needs {} data bytes, the file has {}",
+                        "shape {:?} of {descr} needs {needed} data bytes, the file has {}",
                         shape,
-                        n * self.width,
                         data.len()
                     ));
                 }
@@ -772,6 +775,11 @@ pub(crate) mod tests {
         assert_eq!(infopt_runtime::string_ids::strings_of(ids), ["ab", ""]);
         let e = decode_npy("s", &npy("|S2", "(3,)", b"ab")).unwrap_err();
         assert!(e.contains("needs 6 data bytes, the file has 2"), "{e}");
+        // A width no file holds is refused, not multiplied.
+        let e = decode_npy("s", &npy("<U99999999999999999", "(3,)", b"ab")).unwrap_err();
+        assert!(e.contains("unsupported dtype <U99999999999999999"), "{e}");
+        let e = decode_npy("s", &npy("<U0", "(1,)", b"")).unwrap_err();
+        assert!(e.contains("unsupported dtype <U0"), "{e}");
     }
 
     #[test]

@@ -315,7 +315,8 @@ impl ConvertFloat {
             // `po` model declares `[N]`, the inputs' length, for a Concat one
             // longer). ONNX Runtime plans buffers by an intermediate's
             // declared shape ("Shape mismatch attempting to re-use buffer"),
-            // not by a graph output's: the element type alone is kept.
+            // not by a graph output's: the element type alone is kept here,
+            // and the pass infers the shape it can prove at its end.
             if let Some(t) = g.value_type(v) {
                 g.set_value_type(
                     v,
