@@ -168,3 +168,27 @@ def test_a_model_in_memory_still_goes_through_one_temporary_file(fixture_path, m
     assert made == []
     infopt.inspect(fixture_path("cnn_bn_relu.onnx").read_bytes())
     assert made
+
+
+def test_a_string_input_takes_numpy_strings(tmp_path):
+    # A categorical feature (CategoryMapper): the dict's str_ array is fed as strings.
+    from onnx import TensorProto, helper, numpy_helper
+    graph = helper.make_graph(
+        [helper.make_node("CategoryMapper", ["c"], ["i"], domain="ai.onnx.ml",
+                          cats_strings=["a", "b", "c"], cats_int64s=[0, 1, 2], default_int64=3),
+         helper.make_node("Cast", ["i"], ["f"], to=TensorProto.FLOAT),
+         helper.make_node("Identity", ["f"], ["g"]),
+         helper.make_node("Mul", ["g", "k"], ["y"])],
+        "categories",
+        [helper.make_tensor_value_info("c", TensorProto.STRING, ["N"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N"])],
+        [numpy_helper.from_array(np.array([2.0], np.float32), "k")],
+    )
+    model = helper.make_model(graph, ir_version=8, opset_imports=[
+        helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 2)])
+    words = np.array(["b", "zz", "a", "c", "a"])
+    _, report = infopt.optimize(model, tmp_path / "out.onnx", inputs={"c": words})
+    v = report.to_dict()["verification"]
+    assert v["passed"] is True
+    assert v["inputs"].startswith("c str [5]"), v["inputs"]
+    assert v["outputs"][0]["elements"] == 5
