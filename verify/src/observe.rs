@@ -35,6 +35,18 @@ pub fn computed_tensors(model: &Model) -> Result<Vec<(String, String, String)>> 
     Ok(out)
 }
 
+/// Adds value `v` (named `name`) to `g`'s outputs, untyped: the runtime
+/// types it from the graph.
+pub(crate) fn add_output(g: &mut infopt_ir::Graph, v: infopt_ir::ValueId, name: &str) {
+    g.outputs.push(GraphIo {
+        value: v,
+        info: infopt_ir::proto::ValueInfoProto {
+            name: Some(name.to_string()),
+            ..Default::default()
+        },
+    });
+}
+
 /// Loads `model` in `backend` so that `run_observed` hands out `observe`.
 pub fn load_observing(
     backend: &dyn Backend,
@@ -55,16 +67,9 @@ pub fn load_observing(
         };
         let mut copy = model.clone();
         for name in &names {
-            let Some(v) = copy.graph.find_value(name) else {
-                continue;
-            };
-            copy.graph.outputs.push(GraphIo {
-                value: v,
-                info: infopt_ir::proto::ValueInfoProto {
-                    name: Some(name.clone()),
-                    ..Default::default()
-                },
-            });
+            if let Some(v) = copy.graph.find_value(name) {
+                add_output(&mut copy.graph, v, name);
+            }
         }
         let bytes = copy
             .to_bytes_referencing_sources()

@@ -9,7 +9,7 @@
 //! nothing before the NMS was checked, in float32 or float16. Its inputs
 //! always hold values.
 
-use infopt_ir::{DataType, GraphIo, Model};
+use infopt_ir::{DataType, Model};
 
 /// Ops whose output sizes depend on the values of the inputs listed.
 const SELECTING: &[(&str, &[usize])] = &[
@@ -66,13 +66,7 @@ pub fn exposing(model: &Model, names: &[String]) -> Model {
         if copy.graph.value(v).producer.is_none() || copy.graph.is_graph_output(v) {
             continue;
         }
-        copy.graph.outputs.push(GraphIo {
-            value: v,
-            info: infopt_ir::proto::ValueInfoProto {
-                name: Some(name.clone()),
-                ..Default::default()
-            },
-        });
+        crate::observe::add_output(&mut copy.graph, v, name);
     }
     copy
 }
