@@ -161,10 +161,8 @@ impl Verifier {
         // Mode-switch inputs (a sample rate compared with 16000) get the
         // value the graph compares them with, not a random one.
         let mut value_notes = Vec::new();
-        let string_inputs: Vec<String> = crate::string_inputs::string_choices(original)
-            .into_iter()
-            .map(|c| c.input)
-            .collect();
+        let string_choices = crate::string_inputs::string_choices(original);
+        let string_inputs: Vec<String> = string_choices.iter().map(|c| c.input.clone()).collect();
         let mut with_values;
         let inputs = if inputs.file.is_none() {
             with_values = inputs.clone();
@@ -172,7 +170,7 @@ impl Verifier {
                 with_values.values.insert(h.input, h.value);
                 value_notes.push(h.why);
             }
-            for c in crate::string_inputs::string_choices(original) {
+            for c in string_choices {
                 value_notes.push(format!(
                     "input `{}` holds strings: generated from {} string(s) {}",
                     c.input,
@@ -367,18 +365,7 @@ impl Verifier {
             ErrorKind::Unavailable
         };
         // A string input is no matter of sizes: only ONNX Runtime is fed one.
-        let strings: Vec<String> = original
-            .graph
-            .inputs
-            .iter()
-            .filter(|io| {
-                original
-                    .graph
-                    .value_type(io.value)
-                    .is_some_and(|t| t.dtype == infopt_ir::DataType::String)
-            })
-            .map(|io| format!("`{}`", original.graph.value(io.value).name))
-            .collect();
+        let strings: Vec<String> = string_inputs.iter().map(|n| format!("`{n}`")).collect();
         if !strings.is_empty() && !ort_ran {
             return Err(VerifyError::new(
                 kind,
