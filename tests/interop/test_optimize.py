@@ -136,3 +136,32 @@ def test_verification_compares_what_a_selection_reads_when_it_keeps_nothing(tmp_
     assert want["labels"].size > 0
     np.testing.assert_array_equal(want["labels"], got["labels"])
     np.testing.assert_allclose(got["scores"], want["scores"], atol=2e-3 if flags else 1e-5)
+
+
+def test_a_watched_tensor_the_pipeline_folds_away_is_said_not_compared(tmp_path):
+    # The boxes an NMS reads are computed from constants only: folding makes them a
+    # weight of the optimized model, which computes no tensor of that name any more.
+    from onnx import TensorProto, helper, numpy_helper
+    inits = [numpy_helper.from_array(a, n) for n, a in [
+        ("anchors", np.array([[[0.2, 0.2, 0.1, 0.1], [0.6, 0.6, 0.2, 0.2]]], np.float32)),
+        ("shift", np.array([0.01], np.float32)), ("most", np.array([5], np.int64)),
+        ("iou", np.array([0.5], np.float32)), ("thr", np.array([0.5], np.float32))]]
+    nodes = [
+        helper.make_node("Add", ["anchors", "shift"], ["nms_boxes"], name="boxes"),
+        helper.make_node("Sigmoid", ["x"], ["nms_scores"], name="scores"),
+        helper.make_node("NonMaxSuppression", ["nms_boxes", "nms_scores", "most", "iou", "thr"], ["sel"],
+                         center_point_box=1, name="nms"),
+    ]
+    g = helper.make_graph(nodes, "folded", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2])],
+                          [helper.make_tensor_value_info("sel", TensorProto.INT64, ["K", 3])], initializer=inits)
+    src = tmp_path / "folded.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(src))
+    out, report = tmp_path / "out.onnx", tmp_path / "r.json"
+    proc = _interop.run_cli("optimize", src, "-o", out, "--report", report)
+    assert proc.returncode == 0, _interop.describe(proc)
+    r = json.loads(report.read_text())
+    compared = [o["name"] for o in r["verification"]["outputs"]]
+    assert compared == ["sel", "nms_scores"], compared
+    said = ("verification did not compare nms_boxes: read by a data-dependent selection in the original, "
+            "but the optimized model computes no tensor of that name")
+    assert any(n.startswith(said) for n in r["notes"]), r["notes"]

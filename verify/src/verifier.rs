@@ -591,6 +591,28 @@ impl Verifier {
         Ok((outputs, passed))
     }
 
+    /// A note naming the watched tensors a candidate no longer computes by
+    /// name (a rewrite replaced them, or folded them to a constant): they
+    /// were not compared.
+    fn say_unwatched(&mut self, compared: &[OutputAgreement]) {
+        let missing: Vec<&str> = self
+            .watched
+            .iter()
+            .filter(|w| !compared.iter().any(|o| &o.name == *w))
+            .map(String::as_str)
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        let note = format!(
+            "verification did not compare {}: read by a data-dependent selection in the original, but the optimized model computes no tensor of that name (a rewrite replaced it, or folded it to a constant); the outputs were compared",
+            missing.join(", ")
+        );
+        if !self.notes.contains(&note) {
+            self.notes.push(note);
+        }
+    }
+
     /// The candidate's outputs with each watched tensor in the reference's
     /// float type: a precision pass leaves a tensor before a selection in
     /// float16 (the Cast back to float32 is the selection's), and its values
@@ -796,6 +818,7 @@ impl Verifier {
             None => (outputs, passed),
         };
         let verification = self.verification(outputs, passed);
+        self.say_unwatched(&verification.outputs);
         if passed || !fallback {
             return Ok((verification, loaded));
         }
