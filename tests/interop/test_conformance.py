@@ -55,8 +55,11 @@ def test_case(results, case, variant):
     listed = _SKIPS.get(f"{case}#{variant}") or _SKIPS.get(case)
     passing = C.passing(r)
     if listed:
-        assert not passing, (
-            f"{case} ({variant}) now passes ({r.status}: {r.detail}): "
-            f"remove it from conformance_skips.txt (listed: {listed})")
+        # A random op's output can match the reference's by chance (a clean-clone CI run saw
+        # node/test_bernoulli_double "pass" once): that says nothing about the listing.
+        if not listed.startswith("random op"):
+            assert not passing, (
+                f"{case} ({variant}) now passes ({r.status}: {r.detail}): "
+                f"remove it from conformance_skips.txt (listed: {listed})")
         pytest.skip(f"listed: {listed}")
     assert passing, f"{case} ({variant}): {r.status}: {r.detail}"
