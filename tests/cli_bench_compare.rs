@@ -446,8 +446,7 @@ fn missing_ort_library_is_a_usage_error_that_says_how_to_fix_it() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("libonnxruntime.so.1.99.0");
     let model = fixture("cnn_bn_relu.onnx");
-    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         .args(["bench", s(&model), "--backend", "ort"])
         .env("ORT_DYLIB_PATH", &missing)
         .output()
@@ -463,8 +462,7 @@ fn missing_ort_library_is_a_usage_error_that_says_how_to_fix_it() {
     // --ort-dylib wins over the variable; a file that is not ONNX Runtime is refused.
     let fake = dir.path().join("libonnxruntime.so");
     std::fs::write(&fake, b"not a shared library").unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         .args([
             "compare",
             s(&model),
@@ -595,8 +593,7 @@ fn ort_profile_dir_gets_one_profile_per_session_with_node_events() {
     }
     let dir = tempfile::tempdir().expect("temp dir");
     let profiles = dir.path().join("profiles");
-    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         .args([
             "bench",
             s(&fixture("cnn_bn_relu.onnx")),

@@ -15,8 +15,7 @@ fn stdout(o: &Output) -> String {
 /// A fresh environment without the shim or TensorRT pointers of the caller's, and a
 /// TensorRT-RTX folder that does not exist (the test venv may hold the real libraries).
 fn infopt_no_trt(args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    common::infopt_command()
         .args(args)
         .env_remove("INFOPT_TRT_SHIM")
         .env_remove("TENSORRT_LIB")
@@ -405,8 +404,7 @@ fn a_rewrite_that_breaks_the_model_is_not_emitted() {
     )
     .unwrap();
     let out = dir.path().join("m.onnx");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         .args([
             "build-engine",
             s(&fixture("cnn_bn_relu.onnx")),

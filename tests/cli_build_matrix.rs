@@ -197,8 +197,7 @@ fn an_entry_command_builds_its_artifact() {
         .split_whitespace()
         .collect();
     assert_eq!(&words[..2], ["infopt", "build-engine"]);
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         .args(&words[1..])
         .env("TENSORRT_RTX_LIB", &lib)
         .env_remove("INFOPT_TRT_SHIM")

@@ -6,7 +6,7 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::{s, stderr};
 
@@ -18,8 +18,7 @@ fn crafted(name: &str) -> PathBuf {
 
 /// `infopt ARGS` with backtraces asked for, so a printed one would show.
 fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_infopt"));
-    c.env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1);
+    let mut c = common::infopt_command();
     c.args(args).env("RUST_BACKTRACE", "1");
     for (k, v) in env {
         c.env(k, v);

@@ -5,14 +5,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::{fixture, s};
 
 /// Runs optimize from `cwd` with `threads` for every thread pool we know of.
 fn optimize(model: &Path, out: &Path, cwd: &Path, threads: &str) -> Vec<u8> {
-    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         // Verification does not change the output; skipping it lets models tract
         // cannot run (Loop, custom ops) take part without ONNX Runtime.
         .args(["optimize", s(model), "-o", s(out), "--no-verify"])

@@ -6,7 +6,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::{ort_available, s, stderr};
 use infopt_ir::builder::{GraphBuilder, dims};
@@ -20,8 +20,7 @@ fn save(m: &mut Model, dir: &Path, name: &str) -> PathBuf {
 
 /// `infopt optimize MODEL -o OUT [extra]` with at most 1 GiB to plan for.
 fn optimize(model: &Path, out: &Path, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    common::infopt_command()
         .args(["optimize", s(model), "-o", s(out)])
         .args(extra)
         .env("INFOPT_MEMORY_AVAILABLE", "1G")
@@ -266,8 +265,7 @@ fn a_perm_out_of_range_and_a_zero_slice_step_are_model_errors() {
 
 /// `infopt optimize` as [`optimize`] does, planning for `memory` bytes.
 fn optimize_with_memory(model: &Path, out: &Path, memory: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    common::infopt_command()
         .args(["optimize", s(model), "-o", s(out)])
         .env("INFOPT_MEMORY_AVAILABLE", memory)
         .output()
@@ -690,8 +688,7 @@ fn a_panic_inside_tracts_load_thread_prints_no_panic_text() {
     let model = sized_model(dir.path(), "Relu", &["2", "3"], &|b, x| {
         b.op("Relu", &[x], vec![])
     });
-    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         .args(["optimize", s(&model), "-o", s(&dir.path().join("out.onnx"))])
         .args(["--backend", "tract"])
         .env("INFOPT_INJECT_PANIC", "tract-load")
@@ -720,8 +717,7 @@ fn a_tract_load_that_does_not_end_is_given_up_at_its_deadline() {
         b.op("Relu", &[x], vec![])
     });
     let started = std::time::Instant::now();
-    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         .args(["optimize", s(&model), "-o", s(&dir.path().join("out.onnx"))])
         .args(["--backend", "tract"])
         .env("INFOPT_INJECT_PANIC", "tract-load-stuck")
@@ -754,8 +750,7 @@ fn with_onnx_runtime_to_hand_a_stuck_tract_load_is_never_started() {
     let model = sized_model(dir.path(), "Relu", &["N", "3", "H", "W"], &|b, x| {
         b.op("Relu", &[x], vec![])
     });
-    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         .args(["optimize", s(&model), "-o", s(&dir.path().join("out.onnx"))])
         .args(["--json"])
         .env("INFOPT_INJECT_PANIC", "tract-load-stuck")

@@ -5,13 +5,12 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::{fixture, infopt, s, stderr};
 
 fn run_env(args: &[&str], env: &[(&str, &Path)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_infopt"));
-    c.env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1);
+    let mut c = common::infopt_command();
     c.args(args);
     for (k, v) in env {
         c.env(k, v);

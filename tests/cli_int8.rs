@@ -26,8 +26,7 @@ fn run_hooked(
 
 /// [`run_hooked`] with several hooks at once.
 fn run_hooks(args: &[&str], hooks: &[(&str, &str)]) -> (std::process::Output, serde_json::Value) {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         .args(args)
         .envs(hooks.iter().copied())
         .output()

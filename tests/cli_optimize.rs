@@ -3,7 +3,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::{fixture, infopt, json, s, stderr};
 
@@ -98,8 +97,7 @@ fn a_planted_numerical_bug_fails_verification_and_writes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("bad.onnx");
     let model = fixture("cnn_bn_relu.onnx");
-    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         .args([
             "optimize",
             s(&model),
@@ -131,8 +129,7 @@ fn a_planted_numerical_bug_fails_verification_and_writes_nothing() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("unknown pass 'perturb-weight'"));
     // --no-verify writes it anyway, and says so.
-    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         .args([
             "optimize",
             s(&model),
@@ -236,8 +233,7 @@ fn verify_each_pass_names_the_pass_and_the_first_diverging_tensor() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("o.onnx");
     let model = fixture("cnn_bn_relu.onnx");
-    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         .args([
             "optimize",
             s(&model),
@@ -375,8 +371,7 @@ fn upgrade_opset_flag() {
     let dir = tempfile::tempdir().unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/opset11_changed.onnx");
     let out = dir.path().join("up.onnx");
-    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         .args(["optimize", "--upgrade-opset", "23", "-o"])
         .arg(&out)
         .arg(&src)
@@ -389,8 +384,7 @@ fn upgrade_opset_flag() {
     assert_eq!(ops.get("LayerNormalization"), Some(&1), "{ops:?}");
     assert_eq!(ops.get("Gelu"), Some(&1), "{ops:?}");
 
-    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         .args(["optimize", "--upgrade-opset", "30", "-o"])
         .arg(dir.path().join("x.onnx"))
         .arg(&src)
@@ -406,8 +400,7 @@ fn upgrade_opset_flag() {
     // A model already at opset 17 is left at 17 (a note, not an error).
     let cnn = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/cnn_bn_relu.onnx");
     let out = dir.path().join("y.onnx");
-    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         .args(["optimize", "--upgrade-opset", "13", "-o"])
         .arg(&out)
         .arg(&cnn)

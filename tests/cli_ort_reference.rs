@@ -6,7 +6,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::{ort_available, s, stderr};
 use infopt_ir::builder::{GraphBuilder, dims};
@@ -45,8 +44,7 @@ fn layer_norm_with_swapped_pow(dir: &Path) -> PathBuf {
 }
 
 fn optimize_in_ort(model: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    common::infopt_command()
         .args([
             "optimize",
             s(model),
@@ -175,8 +173,7 @@ fn small_model(
 }
 
 fn optimize_default(model: &Path, out: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    common::infopt_command()
         .args(["optimize", s(model), "-o", s(out), "--json"])
         .output()
         .expect("run infopt")
@@ -354,8 +351,7 @@ fn a_wrong_fold_is_caught_by_onnx_runtime_and_declined() {
         b.op("Mul", &[r, c], vec![])
     });
     let out = dir.path().join("out.onnx");
-    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         .args(["optimize", s(&model), "-o", s(&out), "--json"])
         .env("INFOPT_TEST_WRONG_FOLD", "Add")
         .output()

@@ -209,8 +209,7 @@ fn correct_bn_fold_passes_the_default_and_elementwise_is_still_available() {
 fn real_breakage_is_refused_by_the_scaled_default() {
     let dir = tempfile::tempdir().unwrap();
     let model = conv_bn(dir.path());
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         .env("INFOPT_TEST_PASSES", "1")
         .args([
             "optimize",
@@ -444,8 +443,7 @@ fn optimize_with_memory(model: &Path, cap: &str, extra: &[&str]) -> std::process
     let out = model.with_extension("opt.onnx");
     let mut args = vec!["optimize", s(model), "-o", s(&out), "--json"];
     args.extend_from_slice(extra);
-    std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    common::infopt_command()
         .args(&args)
         .env("INFOPT_MEMORY_AVAILABLE", cap)
         .output()
@@ -513,8 +511,7 @@ fn weights_that_cannot_fit_even_mapped_are_refused_before_loading_with_the_way_o
 #[test]
 fn unverifiable_without_ort_names_the_install_line_with_ort() {
     let out = tempfile::tempdir().unwrap();
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         .arg("optimize")
         .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/gpt2_mlp.onnx"))
         .arg("--fp16")

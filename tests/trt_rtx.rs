@@ -11,7 +11,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::{fixture, s, stderr};
 
@@ -54,8 +54,7 @@ fn rtx() -> Option<PathBuf> {
 }
 
 fn build(lib: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    common::infopt_command()
         .arg("build-engine")
         .args(args)
         .args(["--no-verify", "--runs", "0", "--json"])
@@ -425,8 +424,7 @@ fn refusals_are_one_line_and_leave_no_engine() {
 #[test]
 fn doctor_lists_tensorrt_rtx_with_its_version_and_targets() {
     let Some(lib) = rtx() else { return };
-    let o = Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .env(common::TEST_MIN_FLOAT_MS.0, common::TEST_MIN_FLOAT_MS.1)
+    let o = common::infopt_command()
         .args(["doctor", "--json"])
         .env("TENSORRT_RTX_LIB", &lib)
         .env_remove("INFOPT_TRT_SHIM")

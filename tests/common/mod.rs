@@ -10,18 +10,19 @@ pub fn fixture(rel: &str) -> PathBuf {
         .join(rel)
 }
 
-/// The speed check's bound below which a float model is not timed, for
-/// the binary under test (see `ops/src/int8/speed.rs::min_float_ms`): the
-/// fixtures' INT8 must not give way to float on a loaded machine's noise.
-pub const TEST_MIN_FLOAT_MS: (&str, &str) = ("INFOPT_TEST_MIN_FLOAT_MS", "0.25");
+/// The infopt binary under test, with the speed check's bound below which
+/// a float model is not timed set for it (see
+/// `ops/src/int8/speed.rs::min_float_ms`): the fixtures' INT8 must not give
+/// way to float on a loaded machine's noise.
+pub fn infopt_command() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_infopt"));
+    c.env("INFOPT_TEST_MIN_FLOAT_MS", "0.25");
+    c
+}
 
 /// Runs the infopt binary under test.
 pub fn infopt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_infopt"))
-        .args(args)
-        .env(TEST_MIN_FLOAT_MS.0, TEST_MIN_FLOAT_MS.1)
-        .output()
-        .expect("run infopt")
+    infopt_command().args(args).output().expect("run infopt")
 }
 
 pub fn stderr(o: &Output) -> String {
