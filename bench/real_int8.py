@@ -501,6 +501,18 @@ def session(path, threads):
     return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
 
+def variant_sessions(fp32, variants, threads=1):
+    """The score scripts' models, FP32 first then each `NAME=PATH` of the command line,
+    and a session of each at `threads`."""
+    models = {"fp32": fp32, **dict(v.split("=", 1) for v in variants)}
+    return models, {k: session(p, threads) for k, p in models.items()}
+
+
+def held_npz(folder):
+    """Every `.npz` sample of `folder`, in name order, as dicts of arrays."""
+    return [dict(np.load(f)) for f in sorted(glob.glob(f"{folder}/*.npz"))]
+
+
 def run_all(path, samples, kind):
     s = session(path, 2)
     if kind == "silero":

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from real_int8 import ctc_decode, latency, session  # noqa: E402
+from real_int8 import ctc_decode, latency, variant_sessions  # noqa: E402
 
 
 def main():
@@ -21,8 +21,7 @@ def main():
     dictionary = ["blank"] + open(keys).read().splitlines() + [" "]
     held = [np.load(f) for f in sorted(glob.glob(f"{data}/held/*.npy"))]
     truth = open(f"{data}/truth.txt").read().splitlines()
-    models = {"fp32": fp32, **dict(v.split("=", 1) for v in variants)}
-    sessions = {k: session(p, 1) for k, p in models.items()}
+    models, sessions = variant_sessions(fp32, variants)
     read = {k: [ctc_decode(s.run(None, {"x": x})[0], dictionary) for x in held] for k, s in sessions.items()}
     ms = latency(models, [{"x": x} for x in held[:15]], 1, 15)
     print("| variant | exact vs truth | same reading as FP32 | ms, 1 thread |")

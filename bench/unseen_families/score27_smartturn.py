@@ -5,21 +5,19 @@ interleaved rounds).
 
     python bench/unseen_families/score27_smartturn.py HELD_DIR FP32.onnx NAME=VARIANT.onnx...
 """
-import glob
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from real_int8 import latency, session  # noqa: E402
+from real_int8 import held_npz, latency, variant_sessions  # noqa: E402
 
 
 def main():
     held_dir, fp32, *variants = sys.argv[1:]
-    held = [dict(np.load(f)) for f in sorted(glob.glob(f"{held_dir}/*.npz"))]
-    models = {"fp32": fp32, **dict(v.split("=", 1) for v in variants)}
-    sessions = {k: session(p, 1) for k, p in models.items()}
+    held = held_npz(held_dir)
+    models, sessions = variant_sessions(fp32, variants)
     probs = {k: np.array([s.run(None, h)[0].item() for h in held]) for k, s in sessions.items()}
     ms = latency(models, held[:10], 1, 10)
     print("| variant | turn decision (p > 0.5) = FP32 | mean abs dp | max abs dp | ms, 1 thread |")

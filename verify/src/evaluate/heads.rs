@@ -281,19 +281,31 @@ fn vector_width(g: &Graph, v: ValueId) -> Option<i64> {
     width
 }
 
-/// The node that makes `v` through reshapes and transposes, and the value
-/// it makes.
-fn head(g: &Graph, mut v: ValueId) -> Option<(&Node, ValueId)> {
-    loop {
-        let (p, _) = g.value(v).producer?;
+/// `v` and the values it is made from through reshapes and transposes, the
+/// last one made by another op (or by none: an input or a weight).
+fn through_reshapes(g: &Graph, mut v: ValueId) -> Vec<ValueId> {
+    let mut chain = vec![v];
+    while let Some((p, _)) = g.value(v).producer {
         let n = g.node(p);
         let through = n.domain().is_empty()
             && (PASS_THROUGH.contains(&n.op_type.as_str()) || n.op_type == "Transpose");
         match n.inputs.first().copied().flatten() {
-            Some(x) if through => v = x,
-            _ => return Some((n, v)),
+            Some(x) if through => {
+                v = x;
+                chain.push(x);
+            }
+            _ => break,
         }
     }
+    chain
+}
+
+/// The node that makes `v` through reshapes and transposes, and the value
+/// it makes.
+fn head(g: &Graph, v: ValueId) -> Option<(&Node, ValueId)> {
+    let made = *through_reshapes(g, v).last()?;
+    let (p, _) = g.value(made).producer?;
+    Some((g.node(p), made))
 }
 
 /// A probability: Softmax, LogSoftmax, Sigmoid or a softmax written out.
@@ -339,24 +351,11 @@ fn computed_from(g: &Graph, p: ValueId, v: ValueId) -> bool {
     let Some((n, _)) = head(g, p) else {
         return false;
     };
-    let Some(mut x) = n.inputs.first().copied().flatten() else {
-        return false;
-    };
-    loop {
-        if x == v {
-            return true;
-        }
-        let Some((q, _)) = g.value(x).producer else {
-            return false;
-        };
-        let m = g.node(q);
-        let through = m.domain().is_empty()
-            && (PASS_THROUGH.contains(&m.op_type.as_str()) || m.op_type == "Transpose");
-        match m.inputs.first().copied().flatten() {
-            Some(y) if through => x = y,
-            _ => return false,
-        }
-    }
+    n.inputs
+        .first()
+        .copied()
+        .flatten()
+        .is_some_and(|x| through_reshapes(g, x).contains(&v))
 }
 
 /// Whether an output's name says it holds regressed values: one of
