@@ -102,7 +102,33 @@ pub struct Graph {
     pub meta: GraphProto,
 }
 
+/// Ops whose result differs between runs; never merged, shared or folded.
+pub fn is_nondeterministic(op: &str) -> bool {
+    matches!(
+        op,
+        "RandomNormal"
+            | "RandomUniform"
+            | "RandomNormalLike"
+            | "RandomUniformLike"
+            | "Multinomial"
+            | "Bernoulli"
+    )
+}
+
 impl Node {
+    /// The attributes, each encoded, in a sorted order: two nodes whose
+    /// lists are equal have the same attributes whatever their order.
+    pub fn encoded_attributes(&self) -> Vec<Vec<u8>> {
+        use prost::Message;
+        let mut attrs: Vec<Vec<u8>> = self
+            .attributes
+            .iter()
+            .map(|a| a.proto.encode_to_vec())
+            .collect();
+        attrs.sort();
+        attrs
+    }
+
     pub fn new(op_type: &str) -> Node {
         Node {
             op_type: op_type.to_string(),

@@ -24,6 +24,7 @@ pub mod save;
 pub mod shape;
 pub mod stats;
 pub mod tensor;
+pub mod union;
 pub mod unknown_dims;
 mod validate;
 pub mod walk;

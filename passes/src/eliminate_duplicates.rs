@@ -33,7 +33,6 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use infopt_ir::{Graph, Model, NodeId, ValueId};
-use prost::Message;
 
 use crate::pass::{Pass, PassCx, PassError};
 use crate::rule::for_each_graph_mut;
@@ -107,17 +106,11 @@ fn node_key(g: &Graph, id: NodeId) -> Option<NodeKey> {
     if n.has_subgraphs() || is_nondeterministic(&n.op_type) || !is_known_domain(n.domain()) {
         return None;
     }
-    let mut attrs: Vec<Vec<u8>> = n
-        .attributes
-        .iter()
-        .map(|a| a.proto.encode_to_vec())
-        .collect();
-    attrs.sort();
     Some((
         n.op_type.clone(),
         n.domain().to_string(),
         n.inputs.clone(),
-        attrs,
+        n.encoded_attributes(),
         n.outputs.len(),
     ))
 }

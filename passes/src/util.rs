@@ -75,18 +75,7 @@ pub fn single_reader(g: &Graph, v: ValueId) -> Option<(NodeId, u32)> {
     g.input_uses(v).next()
 }
 
-/// Ops whose result differs between runs; never merged or folded.
-pub fn is_nondeterministic(op: &str) -> bool {
-    matches!(
-        op,
-        "RandomNormal"
-            | "RandomUniform"
-            | "RandomNormalLike"
-            | "RandomUniformLike"
-            | "Multinomial"
-            | "Bernoulli"
-    )
-}
+pub use infopt_ir::graph::is_nondeterministic;
 
 /// True for ops of the default domain or `com.microsoft` (known semantics, no side effects).
 pub fn is_known_domain(domain: &str) -> bool {

@@ -22,8 +22,10 @@ use crate::top_class::{argmax, margin_and_error_at};
 pub mod across;
 mod heads;
 mod side_by_side;
+mod together;
 pub use heads::{Heads, MOST_REGRESSED, classifier_outputs, output_heads, regression_outputs};
 pub use side_by_side::{held_out_against, held_out_against_keeping, held_out_against_side_by_side};
+pub use together::held_out_together;
 
 /// The shape of every input of one sample.
 pub type SampleShapes = Vec<Vec<usize>>;

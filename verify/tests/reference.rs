@@ -6,9 +6,12 @@ use std::path::Path;
 
 use infopt_ir::builder::{GraphBuilder, dims};
 use infopt_ir::{Attribute, DataType, Model};
-use infopt_runtime::{HostTensor, InputShapes, IoSpec};
+use infopt_runtime::InputShapes;
 use infopt_verify::evaluate::{self, Pair, Reference};
-use infopt_verify::{BackendKind, BackendOptions, ChosenBackend, Dataset, Sample};
+use infopt_verify::{BackendKind, BackendOptions, ChosenBackend};
+
+mod common;
+use common::Samples;
 
 /// `x [1, 4] -> MatMul(w) -> Add(b) -> Softmax`: a classifier head, and a
 /// second output of the logits (judged by cosine only).
@@ -28,50 +31,6 @@ fn classifier(w: &[f32]) -> Model {
 const W: [f32; 12] = [
     0.5, -0.3, 0.2, 0.1, 0.4, -0.6, -0.2, 0.3, 0.7, 0.6, -0.1, 0.05,
 ];
-
-/// Samples held in memory, in order (a dataset that counts what is read).
-struct Samples {
-    all: Vec<Vec<f32>>,
-    next: usize,
-}
-
-impl Samples {
-    fn new(n: usize) -> Samples {
-        let all = (0..n)
-            .map(|i| {
-                let t = i as f32;
-                vec![(t * 0.37).sin(), (t * 0.91).cos(), t * 0.05 - 0.4, 0.3]
-            })
-            .collect();
-        Samples { all, next: 0 }
-    }
-}
-
-impl Dataset for Samples {
-    fn describe(&self) -> String {
-        format!("{} test samples", self.all.len())
-    }
-    fn meaningful(&self) -> bool {
-        true
-    }
-    fn sample_count(&self) -> Option<usize> {
-        Some(self.all.len())
-    }
-    fn next_sample(&mut self, _inputs: &[IoSpec]) -> Result<Option<Sample>, String> {
-        let Some(v) = self.all.get(self.next) else {
-            return Ok(None);
-        };
-        let t = HostTensor::from_vec(vec![1, 4], v.clone())
-            .map_err(|e| e.to_string())?
-            .named("x");
-        self.next += 1;
-        Ok(Some(Sample {
-            index: self.next - 1,
-            origin: format!("sample {}", self.next - 1),
-            tensors: vec![t],
-        }))
-    }
-}
 
 fn tract() -> ChosenBackend {
     ChosenBackend::build(BackendKind::Tract, &BackendOptions::default()).unwrap()

@@ -20,6 +20,7 @@ use crate::error::{ErrorKind, OpsError, OpsResult};
 
 mod from_calibration;
 mod side_by_side;
+mod together;
 
 /// The judged samples one judge read, handed to the next.
 pub(super) struct Seed {

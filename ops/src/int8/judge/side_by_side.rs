@@ -129,6 +129,21 @@ impl Judge<'_> {
             }
             None => 1,
         };
+        if first.is_some() && self.probes_go_together(count) {
+            let t = std::time::Instant::now();
+            let mut first = first;
+            let mut build_at = |i: usize| match first.take() {
+                Some(m) => Ok(m),
+                None => build(i),
+            };
+            let out = self.probe_together(count, &mut build_at, limit, done);
+            self.costs.add(
+                "candidate: probes together (wall time; their sessions and runs count each group's)",
+                1,
+                t.elapsed().as_secs_f64(),
+            );
+            return out;
+        }
         if at_once <= 1 {
             let mut first = first;
             let mut out = Vec::with_capacity(count);
@@ -166,52 +181,14 @@ impl Judge<'_> {
         limit: usize,
         done: &mut dyn FnMut(usize, &HeldOut),
     ) -> OpsResult<Vec<HeldOut>> {
-        // Fields apart: the workers borrow the samples and the backend while
-        // the probes' books are kept here.
-        let Judge {
-            side_by_side,
-            reference,
-            backend,
-            cx,
-            heads,
-            costs,
-            on_calibration,
-            probed,
-            judges_neighbours,
-            ..
-        } = self;
-        let Some(side) = side_by_side.as_ref() else {
-            return Err(internal("side-by-side probes were not decided"));
-        };
-        let Some(reference) = reference.as_ref() else {
-            return Err(internal("the judged samples were not read"));
-        };
-        let backend: &ChosenBackend = side.backend.as_ref().unwrap_or(backend);
-        let workers = side.count;
-        let (dir, shapes, heads) = (cx.dir, cx.shapes, *heads);
-        let mut books = Books {
-            costs,
-            probed,
-            on_calibration: *on_calibration,
-            judges_neighbours,
-            limit,
-            keys: vec![None; count],
-            results: vec![None; count],
-            same_as: vec![None; count],
-            in_batch: Default::default(),
-            first_error: None,
-        };
+        let Workers {
+            mut books,
+            run,
+            workers,
+        } = self.workers(count, limit)?;
         let (jobs, queue) = mpsc::sync_channel::<(usize, Model)>(workers);
         let queue = Mutex::new(queue);
         let (answer, answers) = mpsc::channel::<Answer>();
-        let run = Runs {
-            backend,
-            dir,
-            shapes,
-            reference,
-            limit,
-            heads,
-        };
         std::thread::scope(|scope| {
             for _ in 0..workers {
                 let (queue, answer, run) = (&queue, answer.clone(), &run);
@@ -246,14 +223,64 @@ impl Judge<'_> {
             }
             emit(next_done, &books.results, done);
         });
-        if let Some(e) = books.first_error {
-            return Err(e);
-        }
-        books
-            .results
-            .into_iter()
-            .map(|h| h.ok_or_else(|| internal("a probe side by side gave no judgement")))
-            .collect()
+        books.finish("a probe side by side gave no judgement")
+    }
+}
+
+/// What probes on worker threads take of the judge: the books kept on the
+/// calling thread, and what the workers read.
+pub(super) struct Workers<'j> {
+    pub(super) books: Books<'j, 'j>,
+    pub(super) run: Runs<'j>,
+    pub(super) workers: usize,
+}
+
+impl Judge<'_> {
+    /// The judge's fields apart for `count` probes on `limit` samples on
+    /// worker threads: the workers borrow the samples and the backend while
+    /// the probes' books are kept here.
+    pub(super) fn workers(&mut self, count: usize, limit: usize) -> OpsResult<Workers<'_>> {
+        let Judge {
+            side_by_side,
+            reference,
+            backend,
+            cx,
+            heads,
+            costs,
+            on_calibration,
+            probed,
+            judges_neighbours,
+            ..
+        } = self;
+        let Some(side) = side_by_side.as_ref() else {
+            return Err(internal("side-by-side probes were not decided"));
+        };
+        let Some(reference) = reference.as_ref() else {
+            return Err(internal("the judged samples were not read"));
+        };
+        Ok(Workers {
+            books: Books {
+                costs,
+                probed,
+                on_calibration: *on_calibration,
+                judges_neighbours,
+                limit,
+                keys: vec![None; count],
+                results: vec![None; count],
+                same_as: vec![None; count],
+                in_batch: Default::default(),
+                first_error: None,
+            },
+            run: Runs {
+                backend: side.backend.as_ref().unwrap_or(backend),
+                dir: cx.dir,
+                shapes: cx.shapes,
+                reference,
+                limit,
+                heads,
+            },
+            workers: side.count.max(1),
+        })
     }
 }
 
@@ -261,16 +288,31 @@ impl Judge<'_> {
 type Answer = (usize, Result<Judged, OpsError>);
 
 /// What a worker needs to probe a candidate.
-struct Runs<'r> {
-    backend: &'r ChosenBackend,
-    dir: &'r std::path::Path,
-    shapes: &'r infopt_runtime::InputShapes,
-    reference: &'r evaluate::Reference,
-    limit: usize,
-    heads: &'r Heads,
+pub(super) struct Runs<'r> {
+    pub(super) backend: &'r ChosenBackend,
+    pub(super) dir: &'r std::path::Path,
+    pub(super) shapes: &'r infopt_runtime::InputShapes,
+    pub(super) reference: &'r evaluate::Reference,
+    pub(super) limit: usize,
+    pub(super) heads: &'r Heads,
 }
 
 impl Runs<'_> {
+    /// `model` judged on its own.
+    pub(super) fn alone(&self, model: &Model) -> Result<Judged, OpsError> {
+        evaluate::held_out_against_keeping(
+            self.backend,
+            model,
+            self.dir,
+            self.shapes,
+            self.reference,
+            self.limit,
+            self.heads,
+            false,
+        )
+        .map_err(OpsError::from)
+    }
+
     /// Probes the candidates of `queue` until it closes, answering each.
     fn work(&self, queue: &Mutex<mpsc::Receiver<(usize, Model)>>, answer: mpsc::Sender<Answer>) {
         loop {
@@ -280,17 +322,7 @@ impl Runs<'_> {
                 Err(_) => break,
             };
             let Ok((i, model)) = job else { break };
-            let r = evaluate::held_out_against_keeping(
-                self.backend,
-                &model,
-                self.dir,
-                self.shapes,
-                self.reference,
-                self.limit,
-                self.heads,
-                false,
-            )
-            .map_err(OpsError::from);
+            let r = self.alone(&model);
             if answer.send((i, r)).is_err() {
                 break;
             }
@@ -299,26 +331,26 @@ impl Runs<'_> {
 }
 
 /// The judge's books that probes side by side keep, and the batch's.
-struct Books<'b, 'c> {
-    costs: &'c super::Costs,
-    probed: &'b mut std::collections::HashMap<(u64, usize), HeldOut>,
-    on_calibration: bool,
-    judges_neighbours: &'b mut bool,
-    limit: usize,
+pub(super) struct Books<'b, 'c> {
+    pub(super) costs: &'c super::Costs,
+    pub(super) probed: &'b mut std::collections::HashMap<(u64, usize), HeldOut>,
+    pub(super) on_calibration: bool,
+    pub(super) judges_neighbours: &'b mut bool,
+    pub(super) limit: usize,
     /// Each candidate's fingerprint and sample count.
-    keys: Vec<Option<(u64, usize)>>,
-    results: Vec<Option<HeldOut>>,
+    pub(super) keys: Vec<Option<(u64, usize)>>,
+    pub(super) results: Vec<Option<HeldOut>>,
     /// A candidate built the same as an earlier one of the batch waits for
     /// that one's judgement.
-    same_as: Vec<Option<usize>>,
-    in_batch: std::collections::HashMap<(u64, usize), usize>,
-    first_error: Option<OpsError>,
+    pub(super) same_as: Vec<Option<usize>>,
+    pub(super) in_batch: std::collections::HashMap<(u64, usize), usize>,
+    pub(super) first_error: Option<OpsError>,
 }
 
 impl Books<'_, '_> {
     /// Candidate `i`, built: answered from an identical model probed
     /// before (None), or to be run (Some).
-    fn offer(&mut self, i: usize, model: Model) -> Option<Model> {
+    pub(super) fn offer(&mut self, i: usize, model: Model) -> Option<Model> {
         let key = fingerprint(&model).map(|f| (f, self.limit));
         self.keys[i] = key;
         if let Some(h) = key.and_then(|k| self.probed.get(&k)) {
@@ -341,7 +373,7 @@ impl Books<'_, '_> {
 
     /// Books a worker's answer: its costs, the cache of probes, and the
     /// candidates built the same as it.
-    fn take(&mut self, (i, r): Answer) {
+    pub(super) fn take(&mut self, (i, r): Answer) {
         let j = match r {
             Ok(j) => j,
             Err(e) => {
@@ -364,6 +396,17 @@ impl Books<'_, '_> {
         self.answer_the_same();
     }
 
+    /// Every probe's judgement in order, or the first error.
+    pub(super) fn finish(self, missing: &str) -> OpsResult<Vec<HeldOut>> {
+        if let Some(e) = self.first_error {
+            return Err(e);
+        }
+        self.results
+            .into_iter()
+            .map(|h| h.ok_or_else(|| internal(missing)))
+            .collect()
+    }
+
     fn answer_the_same(&mut self) {
         for (i, j) in self.same_as.iter().enumerate() {
             if let Some(j) = *j
@@ -378,7 +421,11 @@ impl Books<'_, '_> {
 
 /// Calls `done` for the judgements in `results` from `next` on that are in
 /// with every one before them; returns the next one to wait for.
-fn emit<T>(mut next: usize, results: &[Option<T>], done: &mut dyn FnMut(usize, &T)) -> usize {
+pub(super) fn emit<T>(
+    mut next: usize,
+    results: &[Option<T>],
+    done: &mut dyn FnMut(usize, &T),
+) -> usize {
     while let Some(Some(h)) = results.get(next) {
         done(next, h);
         next += 1;
@@ -386,7 +433,7 @@ fn emit<T>(mut next: usize, results: &[Option<T>], done: &mut dyn FnMut(usize, &
     next
 }
 
-fn internal(what: &str) -> OpsError {
+pub(super) fn internal(what: &str) -> OpsError {
     OpsError::new(crate::error::ErrorKind::Internal, what)
 }
 
