@@ -211,16 +211,20 @@ impl Verifier {
         // arithmetic would take minutes. When all are such, that is why
         // verification cannot run.
         let available = crate::memory::available_bytes();
+        // One candidate: no dim was left to choose (see shapes::candidates).
+        let fixed = tries.len() == 1;
         let mut too_big = None;
         let tries: Vec<shapes::Candidate> = tries
             .into_iter()
-            .filter(|t| match refusal_at(original, &t.shapes, available) {
-                Some(why) => {
-                    too_big.get_or_insert(why);
-                    false
-                }
-                None => true,
-            })
+            .filter(
+                |t| match refusal_at(original, &t.shapes, available, fixed) {
+                    Some(why) => {
+                        too_big.get_or_insert(why);
+                        false
+                    }
+                    None => true,
+                },
+            )
             .collect();
         if let (true, Some(why)) = (tries.is_empty(), too_big) {
             return Err(VerifyError::new(
@@ -899,12 +903,20 @@ impl Verifier {
 }
 
 /// Why verification cannot run `model` at `shapes`: an activation past
-/// half of `available` bytes, or more arithmetic than the work budget.
-fn refusal_at(model: &Model, shapes: &InputShapes, available: Option<u64>) -> Option<String> {
+/// half of `available` bytes, or more arithmetic than the work budget for
+/// sizes it chose or for sizes fixed (`fixed`: by the model's declarations,
+/// the caller's `--input-shape`, or the input arrays).
+fn refusal_at(
+    model: &Model,
+    shapes: &InputShapes,
+    available: Option<u64>,
+    fixed: bool,
+) -> Option<String> {
     let inferred = crate::activations::infer_at(model, shapes)?;
+    let budget = crate::work::Budget::for_sizes(fixed);
     available
         .and_then(|bytes| crate::activations::refusal_in(&inferred, bytes))
-        .or_else(|| crate::work::refusal_in(&inferred, crate::work::WORK_BUDGET))
+        .or_else(|| crate::work::refusal_in(&inferred, budget))
 }
 
 /// Graph outputs whose values lie in a range fixed by the op that makes them

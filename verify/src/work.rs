@@ -93,28 +93,108 @@ pub fn work_at(model: &Model, shapes: &InputShapes) -> Option<Work> {
     Some(work_in(&infer_at(model, shapes)?))
 }
 
+/// The most verification runs a model for at sizes the model or the caller
+/// fixes (no dim left for verification to choose), where no node takes
+/// more than [`WORK_BUDGET`]: the model's own cost, which its author chose
+/// and its users pay on every input. imgly's ISNet (background removal,
+/// 1x3x1024x1024, 88 MB): 2.0e11 over 119 Convs, the heaviest 2.1e10; ONNX
+/// Runtime runs it in 1.9 s on one core. A hostile file's blow-up sits in
+/// one node (a Conv padded by 100000 rows: 2.7e11 of the model's 2.9e11;
+/// an Einsum of three vectors to a scalar: 1.0e12), and is refused by
+/// that node's cost.
+pub const FIXED_SIZES_WORK_BUDGET: u128 = 1_000_000_000_000;
+
+/// What verification runs a model for: the whole model's multiply-adds at
+/// most, and where set, each node's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    pub model: u128,
+    pub node: Option<u128>,
+}
+
+impl Budget {
+    /// For sizes verification chooses: [`WORK_BUDGET`] for the model.
+    pub const CHOSEN_SIZES: Budget = Budget {
+        model: WORK_BUDGET,
+        node: None,
+    };
+    /// For sizes the model or the caller fixes: [`FIXED_SIZES_WORK_BUDGET`]
+    /// for the model, [`WORK_BUDGET`] for a node.
+    pub const FIXED_SIZES: Budget = Budget {
+        model: FIXED_SIZES_WORK_BUDGET,
+        node: Some(WORK_BUDGET),
+    };
+}
+
+impl Budget {
+    /// The budget for sizes fixed or chosen. A debug build reads
+    /// `INFOPT_TEST_WORK_BUDGET` in place of [`WORK_BUDGET`] (a fixed size's
+    /// model budget stays ten times it): the CLI tests reach both budgets
+    /// with models that run in milliseconds. A release build never reads it.
+    pub fn for_sizes(fixed: bool) -> Budget {
+        let base = test_work_budget().unwrap_or(WORK_BUDGET);
+        let scale = FIXED_SIZES_WORK_BUDGET / WORK_BUDGET;
+        match fixed {
+            true => Budget {
+                model: base.saturating_mul(scale),
+                node: Some(base),
+            },
+            false => Budget {
+                model: base,
+                node: None,
+            },
+        }
+    }
+}
+
+fn test_work_budget() -> Option<u128> {
+    #[cfg(debug_assertions)]
+    if let Some(b) = std::env::var("INFOPT_TEST_WORK_BUDGET")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return Some(b);
+    }
+    None
+}
+
 /// Why verification cannot run the model inferred at its sizes within
-/// `budget` multiply-adds.
-pub fn refusal_in(inferred: &Inferred, budget: u128) -> Option<String> {
+/// `budget`.
+pub fn refusal_in(inferred: &Inferred, budget: Budget) -> Option<String> {
     let work = work_in(inferred);
-    if work.total <= budget {
+    let heaviest = work.heaviest?;
+    let node_over = budget.node.is_some_and(|n| heaviest.work > n);
+    if work.total <= budget.model && !node_over {
         return None;
     }
-    let heaviest = work.heaviest?;
+    let what = match (node_over, budget.node) {
+        (true, Some(n)) => format!(
+            "more than the {} verification runs one node for",
+            count_text(n)
+        ),
+        _ if budget.node.is_some() => format!(
+            "more than the {} verification runs a model for at the sizes it fixes",
+            count_text(budget.model)
+        ),
+        _ => format!(
+            "more than the {} verification runs a model for",
+            count_text(budget.model)
+        ),
+    };
     Some(format!(
-        "node '{}' ({}) costs {} at the verification sizes ({}), the whole model {}, more than the {} verification runs a model for (multiply-adds, and {ELEMENT_COST} for each element a node writes); give smaller sizes with --input-shape, or skip verification with --no-verify",
+        "node '{}' ({}) costs {} at the verification sizes ({}), the whole model {}, {what} (multiply-adds, and {ELEMENT_COST} for each element a node writes); give smaller sizes with --input-shape, or skip verification with --no-verify",
         heaviest.node,
         heaviest.op,
         count_text(heaviest.work),
         inferred.sizes_text(),
         count_text(work.total),
-        count_text(budget),
     ))
 }
 
-/// [`refusal_in`] with [`WORK_BUDGET`], inferring the model at `shapes`.
+/// [`refusal_in`] with the budget for chosen sizes, inferring the model at
+/// `shapes`.
 pub fn refusal(model: &Model, shapes: &InputShapes) -> Option<String> {
-    refusal_in(&infer_at(model, shapes)?, WORK_BUDGET)
+    refusal_in(&infer_at(model, shapes)?, Budget::CHOSEN_SIZES)
 }
 
 /// `2.0e11`: counts this large read best in scientific notation.
@@ -510,16 +590,72 @@ mod tests {
         // outputs (100 MB: it fits) of 9 products each, and a Relu.
         let m = conv_model(8, 8, [100_000, 1, 1, 1]);
         let inferred = infer_at(&m, &sizes(1, 32, 32)).expect("inferred");
+        let chosen = |model| Budget { model, node: None };
         assert_eq!(
-            refusal_in(&inferred, 1_000_000_000).as_deref(),
+            refusal_in(&inferred, chosen(1_000_000_000)).as_deref(),
             Some(
                 "node 'conv_1' (Conv) costs 2.3e9 at the verification sizes (x [1,8,32,32]), the whole model 3.4e9, more than the 1.0e9 verification runs a model for (multiply-adds, and 40 for each element a node writes); give smaller sizes with --input-shape, or skip verification with --no-verify"
             )
         );
-        assert_eq!(refusal_in(&inferred, WORK_BUDGET), None);
+        assert_eq!(refusal_in(&inferred, Budget::CHOSEN_SIZES), None);
+        // At fixed sizes the model may cost more, no node more than a node's
+        // budget: the padded Conv is the node refused.
+        let fixed = Budget {
+            model: 10_000_000_000,
+            node: Some(1_000_000_000),
+        };
+        assert_eq!(
+            refusal_in(&inferred, fixed).as_deref(),
+            Some(
+                "node 'conv_1' (Conv) costs 2.3e9 at the verification sizes (x [1,8,32,32]), the whole model 3.4e9, more than the 1.0e9 verification runs one node for (multiply-adds, and 40 for each element a node writes); give smaller sizes with --input-shape, or skip verification with --no-verify"
+            )
+        );
         // Without the padding the same model is far under the budget.
         let plain = infer_at(&conv_model(8, 8, [1, 1, 1, 1]), &sizes(1, 32, 32)).expect("inferred");
-        assert_eq!(refusal_in(&plain, 1_000_000_000), None);
+        assert_eq!(refusal_in(&plain, chosen(1_000_000_000)), None);
+    }
+
+    #[test]
+    fn at_fixed_sizes_a_model_spread_over_its_layers_may_cost_more() {
+        // Eight 3x3 Convs of 64 channels at 256x256: 2.8e9 each with what they
+        // write, 2.2e10 in all.
+        let mut b = GraphBuilder::new();
+        let mut x = b.input("x", DataType::Float, dims(&["1", "64", "256", "256"]));
+        for i in 0..8 {
+            let w = b.f32(&format!("w{i}"), &[64, 64, 3, 3], &vec![0.01; 64 * 64 * 9]);
+            x = b.op(
+                "Conv",
+                &[x, w],
+                vec![Attribute::ints("pads", vec![1, 1, 1, 1])],
+            );
+        }
+        b.output(x, "y", DataType::Float, None);
+        let m = b.build(13);
+        let inferred = infer_at(&m, &InputShapes::default()).expect("inferred");
+        let (model, node) = (10_000_000_000, 3_000_000_000);
+        assert!(refusal_in(&inferred, Budget { model, node: None }).is_some());
+        assert_eq!(
+            refusal_in(
+                &inferred,
+                Budget {
+                    model: 10 * model,
+                    node: Some(node)
+                }
+            ),
+            None
+        );
+        let over = refusal_in(
+            &inferred,
+            Budget {
+                model,
+                node: Some(node),
+            },
+        )
+        .expect("over the model's budget");
+        assert!(
+            over.contains("the whole model 2.2e10, more than the 1.0e10 verification runs a model for at the sizes it fixes"),
+            "{over}"
+        );
     }
 
     #[test]
