@@ -1470,7 +1470,9 @@ impl Judging<'_> {
             return Ok(None);
         }
         let note = format!(
-            "INT8 does not pay on this model and runtime, so the float model was written (no INT8 in it): with every layer in INT8 it ran {int8_ms:.2} ms against float's {float_ms:.2} ms in ONNX Runtime CPU at one thread, and keeping layers in float would not make it faster"
+            "INT8 does not pay on this model and runtime, so the float model was written (no INT8 in it): with every layer in INT8 it ran {} ms against float's {} ms in ONNX Runtime CPU at one thread, and keeping layers in float would not make it faster",
+            speed::ms_text(int8_ms),
+            speed::ms_text(float_ms)
         );
         self.float_if_it_meets(judge, note, notes)
     }

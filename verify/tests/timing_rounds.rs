@@ -48,6 +48,7 @@ fn continued_rounds_keep_the_earlier_ones_and_run_the_rest() {
         before: before.clone(),
         warmup: 1,
         rounds: rounds(5, 5),
+        repeat: 1,
     };
     let mut checks = Vec::new();
     let out = timing::time_rounds(
@@ -78,6 +79,7 @@ fn a_timing_settled_after_its_least_rounds_stops_there() {
         before: vec![vec![1.0; 2], vec![1.0; 2]],
         warmup: 0,
         rounds: rounds(4, 50),
+        repeat: 1,
     };
     let mut asked = Vec::new();
     let out = timing::time_rounds(
@@ -103,6 +105,7 @@ fn rounds_already_done_run_nothing_and_unequal_ones_are_refused() {
         before: done.clone(),
         warmup: 2,
         rounds: rounds(5, 5),
+        repeat: 1,
     };
     let out = timing::time_rounds(
         &models,
@@ -118,6 +121,7 @@ fn rounds_already_done_run_nothing_and_unequal_ones_are_refused() {
         before: vec![vec![1.0; 2], vec![1.0; 3]],
         warmup: 0,
         rounds: rounds(5, 5),
+        repeat: 1,
     };
     let err = timing::time_rounds(
         &models,
@@ -132,4 +136,58 @@ fn rounds_already_done_run_nothing_and_unequal_ones_are_refused() {
             .contains("earlier rounds for 2 model(s), of unequal lengths"),
         "{err}"
     );
+}
+
+/// A model that counts its runs (and does nothing else).
+struct Counting {
+    runs: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    resolution: infopt_runtime::ShapeResolution,
+}
+
+impl infopt_runtime::LoadedModel for Counting {
+    fn inputs(&self) -> &[infopt_runtime::IoSpec] {
+        &[]
+    }
+    fn outputs(&self) -> &[infopt_runtime::IoSpec] {
+        &[]
+    }
+    fn resolution(&self) -> &infopt_runtime::ShapeResolution {
+        &self.resolution
+    }
+    fn run(&self, _inputs: &[HostTensor]) -> infopt_runtime::Result<Vec<HostTensor>> {
+        self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Vec::new())
+    }
+}
+
+#[test]
+fn a_round_runs_each_model_repeat_times_and_records_their_mean() {
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let models: Vec<Timed> = (0..2)
+        .map(|i| Timed {
+            label: format!("model {i}"),
+            model: Box::new(Counting {
+                runs: runs.clone(),
+                resolution: Default::default(),
+            }),
+            inputs: Vec::new(),
+        })
+        .collect();
+    let out = timing::time_rounds(
+        &models,
+        Continued {
+            before: Vec::new(),
+            warmup: 1,
+            rounds: rounds(3, 3),
+            repeat: 13,
+        },
+        Transfer::HostToHost,
+        &mut |_| {},
+        &mut |_| false,
+    )
+    .unwrap();
+    // One warm-up run each, then 3 rounds of 13 runs each: one figure per
+    // round.
+    assert_eq!(runs.load(std::sync::atomic::Ordering::Relaxed), 2 * (1 + 3 * 13));
+    assert_eq!((out[0].len(), out[1].len()), (3, 3));
 }

@@ -69,8 +69,34 @@ pub(super) const FASTER: f64 = 0.97;
 /// wake-word embedding CNN of openwakeword (0.79 ms float) was written in
 /// the portable placement at 0.79x float's speed when this was 1 ms;
 /// MTCNN's O-Net (0.24-0.27 ms float, run once per face crop) at 0.29x
-/// and silero-vad 16k (0.07 ms a chunk) at 0.98x when it was 0.25 ms.
-const MIN_FLOAT_MS: f64 = 0.05;
+/// and silero-vad 16k (0.07 ms a chunk) at 0.98x when it was 0.25 ms;
+/// MTCNN's R-Net (0.038 ms) on the onnxruntime target at 0.98x (one Gemm
+/// of six in INT8) when it was 0.05 ms. Below 5 microseconds a run is
+/// ONNX Runtime's call overhead, whatever the model holds.
+const MIN_FLOAT_MS: f64 = 0.005;
+
+/// A timed round runs each model back to back for at least this long (see
+/// `timing::Continued::repeat`), at most [`MOST_RUNS_PER_ROUND`] times.
+const ROUND_RUN_MS: f64 = 0.5;
+const MOST_RUNS_PER_ROUND: usize = 100;
+
+/// Milliseconds to three significant figures at least (two decimals from
+/// 1 ms up): a model of 38 microseconds reads 0.0380, not 0.04.
+pub(super) fn ms_text(ms: f64) -> String {
+    match ms.abs() {
+        m if m >= 1.0 || m == 0.0 || !m.is_finite() => format!("{ms:.2}"),
+        m if m >= 0.1 => format!("{ms:.3}"),
+        _ => format!("{ms:.4}"),
+    }
+}
+
+/// Runs of each model per timed round when the fastest runs in `run_ms`.
+fn runs_per_round(run_ms: f64) -> usize {
+    if run_ms.is_nan() || run_ms <= 0.0 {
+        return 1;
+    }
+    ((ROUND_RUN_MS / run_ms).ceil() as usize).clamp(1, MOST_RUNS_PER_ROUND)
+}
 
 /// [`MIN_FLOAT_MS`], or in a debug build `INFOPT_TEST_MIN_FLOAT_MS`: the
 /// test suite sets 0.25 ms, so that its fixtures (4 to 60 microseconds
@@ -197,14 +223,20 @@ pub(super) fn pick_placement(
         .zip(timed)
         .zip(&competes)
         .map(|((l, m), c)| match c {
-            false => format!("{l} {m:.2} ms, not taken (noisier on the probe samples)"),
-            true => format!("{l} {m:.2} ms"),
+            false => format!(
+                "{l} {} ms, not taken (noisier on the probe samples)",
+                ms_text(*m)
+            ),
+            true => format!("{l} {} ms", ms_text(*m)),
         })
         .collect::<Vec<_>>()
         .join(", ");
     crate::progress::note(
         "int8",
-        format!("int8: every layer in INT8: {line}; float {float_ms:.2} ms"),
+        format!(
+            "int8: every layer in INT8: {line}; float {} ms",
+            ms_text(float_ms)
+        ),
     );
     let mut eligible = ms[..labels.len()].to_vec();
     for (e, c) in eligible.iter_mut().zip(&competes) {
@@ -231,8 +263,9 @@ pub(super) fn pick_placement(
         (
             p.config,
             format!(
-                "placement: {}, the fastest with every layer in INT8 in ONNX Runtime CPU at one thread ({line}; float {float_ms:.2} ms)",
-                p.label
+                "placement: {}, the fastest with every layer in INT8 in ONNX Runtime CPU at one thread ({line}; float {} ms)",
+                p.label,
+                ms_text(float_ms)
             ),
         )
     });
@@ -667,11 +700,11 @@ fn time_answer_in(
     crate::progress::note(
         "int8",
         format!(
-            "int8: {:.2} ms against float {:.2} ms at one thread ({:.2}x); the input {:.2} ms",
-            ms[0],
-            ms[1],
+            "int8: {} ms against float {} ms at one thread ({:.2}x); the input {} ms",
+            ms_text(ms[0]),
+            ms_text(ms[1]),
             ms[1] / ms[0],
-            ms[2]
+            ms_text(ms[2])
         ),
     );
     Ok(Answer {
@@ -871,10 +904,10 @@ pub(super) fn check(
             crate::progress::note(
                 "int8",
                 format!(
-                    "int8: tried {}: {:.2} ms against float {:.2} ms ({})",
+                    "int8: tried {}: {} ms against float {} ms ({})",
                     p.label,
-                    t[0],
-                    t[1],
+                    ms_text(t[0]),
+                    ms_text(t[1]),
                     if met {
                         "meets the target"
                     } else {
@@ -1005,21 +1038,25 @@ fn verdict(
         Some(i) if i >= 1 && i <= built.len() => {
             let label = measured[i].label.clone();
             let note = format!(
-                "INT8 with the search's placement ran {int8_ms:.2} ms against float's {float_ms:.2} ms in ONNX Runtime CPU at one thread: slower, so the faster placement was written: {label} ({:.2} ms, meets the target)",
-                measured[i].ms
+                "INT8 with the search's placement ran {} ms against float's {} ms in ONNX Runtime CPU at one thread: slower, so the faster placement was written: {label} ({} ms, meets the target)",
+                ms_text(int8_ms),
+                ms_text(float_ms),
+                ms_text(measured[i].ms)
             );
             (built.into_iter().nth(i - 1), label, Some(note))
         }
         Some(_) => {
             let h = judge.judge_float(float, super::fallback::PROBE_SAMPLES)?;
             let note = format!(
-                "INT8 ran {int8_ms:.2} ms against float's {float_ms:.2} ms in ONNX Runtime CPU at one thread{}: no INT8 model here is faster than float, so the float model was written (INT8 does not pay on this model and runtime)",
+                "INT8 ran {} ms against float's {} ms in ONNX Runtime CPU at one thread{}: no INT8 model here is faster than float, so the float model was written (INT8 does not pay on this model and runtime)",
+                ms_text(int8_ms),
+                ms_text(float_ms),
                 if measured.len() > 1 {
                     format!(
                         ", and the other placements tried ({}) were not faster or missed the target",
                         measured[1..]
                             .iter()
-                            .map(|m| format!("{}: {:.2} ms", m.label, m.ms))
+                            .map(|m| format!("{}: {} ms", m.label, ms_text(m.ms)))
                             .collect::<Vec<_>>()
                             .join("; ")
                     )
@@ -1301,8 +1338,13 @@ fn time_models_with(
             })
         })
         .collect();
-    let round_ms: f64 = kept.iter().map(|&i| first_ms[i]).sum::<f64>().max(1e-3);
-    let most = rounds(seconds, round_ms);
+    let fastest = kept
+        .iter()
+        .map(|&i| first_ms[i])
+        .fold(f64::INFINITY, f64::min);
+    let repeat = runs_per_round(fastest);
+    let round_ms: f64 = kept.iter().map(|&i| first_ms[i]).sum::<f64>() * repeat as f64;
+    let most = rounds(seconds, round_ms.max(1e-3));
     let runs = timing::Continued {
         before,
         warmup: 1,
@@ -1310,6 +1352,7 @@ fn time_models_with(
             least: LEAST_ROUNDS.min(most),
             most,
         },
+        repeat,
     };
     let mut settled = |ms: &[Vec<f64>]| all_settled(ms, &needed);
     let timed_rounds = timing::time_rounds(
@@ -1675,6 +1718,17 @@ mod tests {
             still_racing(&[8.4, 6.0, 7.0], Some(CLEARLY_SLOWER)),
             vec![0, 1, 2]
         );
+    }
+
+    #[test]
+    fn a_fast_model_runs_back_to_back_for_half_a_millisecond_a_round() {
+        // R-Net's 38 microseconds: 14 runs a round.
+        assert_eq!(runs_per_round(0.038), 14);
+        assert_eq!(runs_per_round(0.5), 1);
+        assert_eq!(runs_per_round(12.0), 1);
+        assert_eq!(runs_per_round(0.001), 100);
+        assert_eq!(runs_per_round(f64::NAN), 1);
+        assert_eq!(runs_per_round(0.0), 1);
     }
 
     #[test]
