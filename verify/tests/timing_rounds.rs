@@ -188,6 +188,9 @@ fn a_round_runs_each_model_repeat_times_and_records_their_mean() {
     .unwrap();
     // One warm-up run each, then 3 rounds of 13 runs each: one figure per
     // round.
-    assert_eq!(runs.load(std::sync::atomic::Ordering::Relaxed), 2 * (1 + 3 * 13));
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::Relaxed),
+        2 * (1 + 3 * 13)
+    );
     assert_eq!((out[0].len(), out[1].len()), (3, 3));
 }
