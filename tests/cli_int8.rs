@@ -440,6 +440,35 @@ fn the_original_runs_once_per_judged_sample_however_many_candidates_are_judged()
     assert!(line.contains("int8: where the time went: "), "{line}");
 }
 
+/// Eight 3x3 Conv + Relu layers of 8 channels on `[1, 3, 32, 32]`, with
+/// weights of a few scales: a chain whose later layers' candidates share
+/// a long float prefix (the unions of `ops/src/int8/judge/together.rs`).
+fn conv_chain(dir: &Path) -> PathBuf {
+    use infopt_ir::builder::{GraphBuilder, dims};
+    use infopt_ir::{Attribute, DataType};
+    let mut b = GraphBuilder::new();
+    let mut x = b.input("x", DataType::Float, dims(&["1", "3", "32", "32"]));
+    for layer in 0..8 {
+        let cin = if layer == 0 { 3 } else { 8 };
+        let w: Vec<f32> = (0..8 * cin * 9)
+            .map(|k| ((k * 7 + layer * 13) as f32 * 0.37).sin() * (0.3 + 0.1 * layer as f32))
+            .collect();
+        let w = b.f32(&format!("w{layer}"), &[8, cin as i64, 3, 3], &w);
+        let c = b.op(
+            "Conv",
+            &[x, w],
+            vec![Attribute::ints("pads", vec![1, 1, 1, 1])],
+        );
+        x = b.op("Relu", &[c], vec![]);
+    }
+    b.output(x, "y", DataType::Float, None);
+    let path = dir.join("conv_chain.onnx");
+    b.build(13)
+        .save(&path, &infopt_ir::SaveOptions::default())
+        .unwrap();
+    path
+}
+
 /// Two threads run the search's probes side by side (each in its own
 /// session) and share a judgement's samples among two sessions: the same
 /// decisions, the same figures and the same model as one thread. On ONNX
@@ -449,11 +478,12 @@ fn the_original_runs_once_per_judged_sample_however_many_candidates_are_judged()
 fn probes_side_by_side_decide_as_one_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
     let data = image_samples(dir.path(), 20, &[1, 3, 32, 32]);
+    let model = conv_chain(dir.path());
     let run = |threads: &str, backend: &str| {
         let out = dir.path().join(format!("q{threads}{backend}.onnx"));
         let (o, r) = run_json(&[
             "optimize",
-            s(&fixture("cnn_bn_relu.onnx")),
+            s(&model),
             "-o",
             s(&out),
             "--int8",

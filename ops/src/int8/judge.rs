@@ -72,6 +72,9 @@ pub(super) struct Judge<'a> {
     side_by_side: Option<SideBySide>,
     /// The calibration's runs of its samples (see `from_calibration.rs`).
     calibration_runs: Vec<infopt_calibration::run::KeptRun>,
+    /// Whether a union of probes loads in no more time than its members'
+    /// sessions apart, once one has loaded (see `together.rs`).
+    unions_pay: Option<bool>,
 }
 
 /// Independent probes run side by side: `count` at once, each in its own
@@ -127,6 +130,7 @@ impl<'a> Judge<'a> {
             judges_neighbours: false,
             side_by_side: None,
             calibration_runs: Vec::new(),
+            unions_pay: None,
         }
     }
 

@@ -6,11 +6,16 @@
 //! group. YOLOv8n's 55 layers probed alone on 8 samples: 64 sessions and
 //! 512 runs before, about a sixth of the sessions and half the work now.
 //!
-//! A union's session costs more than its nodes: ONNX Runtime 1.31 loads a
-//! graph in time growing with the square of its nodes (YOLOv8n's union of
-//! 10 candidates, 2523 nodes: 1.9 s, where 1.32 takes 0.12 s). Each group
-//! therefore grows only to a node budget, which each loaded union adjusts
-//! to what this runtime's loads cost (see [`NodeBudget`]).
+//! A union's session can cost more than its members' apart: ONNX Runtime
+//! 1.31 loads a graph in time growing faster than its nodes (YOLOv8n's
+//! union of 10 candidates, 2523 nodes: 1.9 s, where 1.32 takes 0.12 s; a
+//! CRNN captcha reader's 16, 3531 nodes: 7.5 s against 16 sessions of
+//! 0.1 s). So the first union holds a few candidates, and unions go on only
+//! while each loads in no more time than its members' sessions would
+//! have; once one does not, the rest of the command probes apart (see
+//! [`Unions`]). A candidate joins a union only where it shares at least a
+//! third of its nodes with it: the placements' probes, three models that
+//! share nothing, gain nothing together.
 //!
 //! Groups go to the side-by-side sessions (see `side_by_side.rs`) as
 //! single probes did: the next group is built while the others run, and
@@ -49,91 +54,73 @@ pub(super) fn group_size(count: usize, sessions: usize) -> usize {
         .clamp(2, MOST_PER_GROUP)
 }
 
-/// Candidates in the first union, whose load measures what the runtime's
-/// loads cost before any other union is sized.
+/// Candidates in the first union, whose load tells whether this runtime's
+/// unions pay.
 const FIRST_UNION: usize = 4;
 
-/// Whether a union is worth its load. A load is taken to cost `a` per node
-/// plus `b` per node squared: `a` is a candidate's session apart over its
-/// nodes, `b` what the unions loaded so far took beyond that (the largest
-/// seen; 0 on ONNX Runtime 1.32, 2.6e-7 s on 1.31). A union must load in
-/// no more time than its members' sessions apart. Early layers' candidates
-/// share little (each recomputes most of the model) and go one by one on
-/// 1.31; the later layers' share a long prefix and go together on any
-/// version.
-pub(super) struct NodeBudget {
-    /// A candidate's session apart, in seconds, and per node.
+/// A candidate joins a union only where this share of its nodes at most
+/// is new to it.
+const MOST_NEW_SHARE: f64 = 2.0 / 3.0;
+
+/// Whether unions pay on this runtime, as the loaded ones told.
+pub(super) struct Unions {
+    /// A candidate's session apart, in seconds.
     session: f64,
-    per_node: Option<f64>,
-    /// Seconds per node squared beyond `per_node`, once a union loaded.
-    squared: Option<f64>,
+    /// None until a union loaded; false for good once one loaded slower
+    /// than its members' sessions apart.
+    pay: Option<bool>,
 }
 
-impl NodeBudget {
-    pub(super) fn new(session: f64) -> Self {
-        NodeBudget {
-            session,
-            per_node: None,
-            squared: None,
-        }
-    }
-
-    /// A candidate of `nodes` nodes was built (the first sets `per_node`).
-    pub(super) fn candidate(&mut self, nodes: usize) {
-        if self.per_node.is_none() && nodes > 0 {
-            self.per_node = Some(self.session / nodes as f64);
-        }
+impl Unions {
+    pub(super) fn new(session: f64, pay: Option<bool>) -> Self {
+        Unions { session, pay }
     }
 
     /// Whether no union has been loaded yet.
     pub(super) fn unmeasured(&self) -> bool {
-        self.squared.is_none()
+        self.pay.is_none()
     }
 
-    /// Whether a union of `nodes` for `members` candidates is worth its load.
-    pub(super) fn fits(&self, nodes: usize, members: usize) -> bool {
-        let n = nodes as f64;
-        match self.squared {
+    /// Whether a union may hold `members` candidates, the last adding
+    /// `added` nodes of its `own`.
+    pub(super) fn admits(&self, members: usize, added: usize, own: usize) -> bool {
+        let shares = (added as f64) <= MOST_NEW_SHARE * own as f64;
+        let size = match self.pay {
             None => members <= FIRST_UNION,
-            Some(b) => {
-                self.per_node.unwrap_or(0.0) * n + b * n * n <= members as f64 * self.session
-            }
-        }
+            Some(pay) => pay,
+        };
+        shares && size
     }
 
-    /// A union of `nodes` loaded in `seconds`.
-    pub(super) fn loaded(&mut self, nodes: usize, seconds: f64) {
-        if nodes == 0 {
-            return;
-        }
-        let n = nodes as f64;
-        let b = (seconds - self.per_node.unwrap_or(0.0) * n).max(0.0) / (n * n);
-        self.squared = Some(self.squared.map_or(b, |old| old.max(b)));
+    /// A union of `members` candidates loaded in `seconds`.
+    pub(super) fn loaded(&mut self, members: usize, seconds: f64) {
+        let pays = seconds <= members as f64 * self.session;
+        self.pay = Some(self.pay.unwrap_or(true) && pays);
     }
 }
 
 /// The group being gathered, the groups sent, and the unions among them
 /// still out.
 struct Pacing {
-    budget: NodeBudget,
+    unions: Unions,
     per_group: usize,
     gathering: Gathering,
     unions_in_flight: usize,
     groups: usize,
     together: usize,
-    unions: usize,
+    unions_sent: usize,
 }
 
 impl Pacing {
-    fn new(session_seconds: f64, per_group: usize) -> Self {
+    fn new(unions: Unions, per_group: usize) -> Self {
         Pacing {
-            budget: NodeBudget::new(session_seconds),
+            unions,
             per_group,
             gathering: Gathering::default(),
             unions_in_flight: 0,
             groups: 0,
             together: 0,
-            unions: 0,
+            unions_sent: 0,
         }
     }
 
@@ -141,12 +128,13 @@ impl Pacing {
     /// goes first).
     fn joins(&mut self, model: &Model) -> bool {
         let g = &mut self.gathering;
-        g.members.is_empty()
-            || (g.members.len() < self.per_group
-                && !g.apart
-                && self
-                    .budget
-                    .fits(g.nodes() + g.added_by(model), g.members.len() + 1))
+        if g.members.is_empty() {
+            return true;
+        }
+        let (added, own) = (g.added_by(model), model.graph.node_count());
+        g.members.len() < self.per_group
+            && !g.apart
+            && self.unions.admits(g.members.len() + 1, added, own)
     }
 
     /// The group gathered, counted as sent.
@@ -155,7 +143,7 @@ impl Pacing {
         self.groups += 1;
         if group.union.is_some() {
             self.together += group.members.len();
-            self.unions += 1;
+            self.unions_sent += 1;
             self.unions_in_flight += 1;
         }
         group
@@ -163,8 +151,8 @@ impl Pacing {
 
     /// Books a group's answers, and what its union's load cost.
     fn took(&mut self, a: Answers, books: &mut Books) {
-        if let Some((nodes, seconds)) = a.union_load {
-            self.budget.loaded(nodes, seconds);
+        if let Some((members, seconds)) = a.union_load {
+            self.unions.loaded(members, seconds);
         }
         if a.had_union {
             self.unions_in_flight = self.unions_in_flight.saturating_sub(1);
@@ -212,10 +200,6 @@ impl Gathering {
             self.apart |= self.union.is_none();
         }
         self.members.push((i, model));
-    }
-
-    fn nodes(&self) -> usize {
-        self.union.as_ref().map_or(0, UnionBuilder::nodes)
     }
 
     /// The nodes `model` would add to the union (all of its own where it
@@ -268,6 +252,7 @@ impl Judge<'_> {
             .mean_seconds("candidate: sessions")
             .or_else(|| self.costs.mean_seconds("original: sessions"))
             .unwrap_or(0.0);
+        let mut unions_pay = self.unions_pay;
         let Workers {
             mut books,
             run,
@@ -285,7 +270,7 @@ impl Judge<'_> {
             }
             drop(answer);
             let mut next_done = 0;
-            let mut pace = Pacing::new(session_seconds, per_group);
+            let mut pace = Pacing::new(Unions::new(session_seconds, unions_pay), per_group);
             for i in 0..count {
                 if books.first_error.is_some() {
                     break;
@@ -298,9 +283,8 @@ impl Judge<'_> {
                     }
                 };
                 if let Some(model) = model {
-                    pace.budget.candidate(model.graph.node_count());
-                    // The first union's load sizes the next ones.
-                    while pace.budget.unmeasured() && pace.unions_in_flight > 0 {
+                    // The first union's load tells whether more pay.
+                    while pace.unions.unmeasured() && pace.unions_in_flight > 0 {
                         match answers.recv() {
                             Ok(a) => pace.took(a, &mut books),
                             Err(_) => break,
@@ -325,14 +309,17 @@ impl Judge<'_> {
                 next_done = emit(next_done, &books.results, done);
             }
             emit(next_done, &books.results, done);
-            (groups, together, unions) = (pace.groups, pace.together, pace.unions);
+            (groups, together, unions) = (pace.groups, pace.together, pace.unions_sent);
+            unions_pay = pace.unions.pay;
         });
         books.costs.count("probes judged together", together);
         books.costs.count("groups of probes", groups);
         books
             .costs
             .count("unions of probes judged together (a session each)", unions);
-        books.finish("a probe judged together gave no judgement")
+        let judged = books.finish("a probe judged together gave no judgement");
+        self.unions_pay = unions_pay;
+        judged
     }
 }
 
@@ -377,7 +364,7 @@ impl Runs<'_> {
                         .map(|(i, _)| *i)
                         .zip(js.into_iter().map(Ok))
                         .collect(),
-                    union_load: Some((union.nodes, load)),
+                    union_load: Some((union.models, load)),
                 };
             }
         }
@@ -396,7 +383,7 @@ impl Runs<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{NodeBudget, group_size};
+    use super::{Unions, group_size};
 
     #[test]
     fn groups_keep_every_session_busy_and_stay_small() {
@@ -410,24 +397,25 @@ mod tests {
     }
 
     #[test]
-    fn a_union_must_load_no_slower_than_its_members_apart() {
-        // Candidates of 337 nodes whose sessions take 37 ms apart (YOLOv8n).
-        let mut b = NodeBudget::new(0.037);
-        b.candidate(337);
-        // Before any union loaded: the first holds 4 at most.
-        assert!(b.unmeasured() && b.fits(10_000, 4) && !b.fits(100, 5));
-        // ONNX Runtime 1.31: 2523 nodes in 1.9 s. Ten late candidates
-        // sharing a 330-node prefix fit; two early ones of 600 do not.
-        b.loaded(2523, 1.9);
-        assert!(b.fits(630, 10));
-        assert!(!b.fits(600, 2));
-        // A faster load later does not loosen it.
-        b.loaded(2523, 0.12);
-        assert!(!b.fits(600, 2));
-        // ONNX Runtime 1.32: 2523 nodes in 0.12 s, no more than apart.
-        let mut b = NodeBudget::new(0.037);
-        b.candidate(337);
-        b.loaded(2523, 0.12);
-        assert!(b.fits(5000, 16) && b.fits(600, 2));
+    fn unions_go_on_while_they_load_faster_than_their_members_apart() {
+        // Candidates' sessions of 37 ms apart (YOLOv8n), 337 nodes each.
+        let mut u = Unions::new(0.037, None);
+        // Before any union loaded: the first holds 4 at most, each member
+        // sharing a third of its nodes.
+        assert!(u.unmeasured() && u.admits(4, 30, 337) && !u.admits(5, 30, 337));
+        assert!(
+            !u.admits(2, 300, 337),
+            "a candidate sharing nothing stays apart"
+        );
+        // ONNX Runtime 1.32: 10 candidates in 0.12 s, less than 10 sessions.
+        u.loaded(10, 0.12);
+        assert!(u.admits(16, 30, 337));
+        // ONNX Runtime 1.31: 4 candidates in 0.5 s: unions stop for good.
+        u.loaded(4, 0.5);
+        assert!(!u.admits(2, 30, 337));
+        u.loaded(10, 0.12);
+        assert!(!u.admits(2, 30, 337));
+        // A judge that learnt it earlier starts apart.
+        assert!(!Unions::new(0.037, Some(false)).admits(2, 0, 337));
     }
 }
