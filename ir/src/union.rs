@@ -127,9 +127,10 @@ impl Merging<'_> {
         v
     }
 
-    /// Adds `model`'s graph (number `k`); returns its outputs' values in the
-    /// union and the nodes it added, or None when the model cannot join
-    /// (see the module comment). `dry`: changes nothing, and counts the
+    /// Adds `model`'s graph (number `k`), which [`shareable`] and the
+    /// interface checks passed; returns its outputs' values in the union
+    /// and the nodes it added, or None where a value is read before it is
+    /// made. `dry`: changes nothing, and counts the
     /// nodes it would add (values it would make get ids past the union's).
     fn add(
         &mut self,
@@ -151,9 +152,6 @@ impl Merging<'_> {
             map.insert(io.value, *inputs.get(name)?);
         }
         for (v, t) in g.initializers() {
-            if map.contains_key(&v) {
-                return None;
-            }
             let name = g.value(v).name.clone();
             let u = match dry {
                 true => self.same_initializer(&name, t).unwrap_or_else(&mut fresh),
@@ -161,14 +159,8 @@ impl Merging<'_> {
             };
             map.insert(v, u);
         }
-        if g.sparse_initializers().next().is_some() {
-            return None;
-        }
         for id in g.topological_order().ok()? {
             let n = g.node(id);
-            if n.has_subgraphs() || is_nondeterministic(&n.op_type) {
-                return None;
-            }
             let inputs: Vec<Option<ValueId>> = n
                 .inputs
                 .iter()
@@ -231,19 +223,12 @@ impl Merging<'_> {
     }
 }
 
-/// Whether `model` can join a union whose first model is `first`: the same
-/// inputs by name, output count and opsets, and nothing the union cannot
-/// share or rename (see the module comment).
-fn can_join(first: &Model, model: &Model) -> bool {
-    let (f, g) = (&first.graph, &model.graph);
-    g.outputs.len() == f.outputs.len()
-        && g.inputs.len() == f.inputs.len()
-        && g.inputs
-            .iter()
-            .zip(&f.inputs)
-            .all(|(a, b)| g.value(a.value).name == f.value(b.value).name && a.info == b.info)
-        && model.meta.opset_import == first.meta.opset_import
-        && model.meta.functions.is_empty()
+/// Whether `model` holds nothing a union cannot share or rename (see the
+/// module comment): no local functions, sparse initializers, inputs with
+/// default initializers, subgraphs or random ops.
+fn shareable(model: &Model) -> bool {
+    let g = &model.graph;
+    model.meta.functions.is_empty()
         && g.sparse_initializers().next().is_none()
         && g.inputs
             .iter()
@@ -271,7 +256,7 @@ pub struct UnionBuilder {
 impl UnionBuilder {
     /// A union of `first` alone (None where it cannot be in a union).
     pub fn new(first: &Model) -> Option<UnionBuilder> {
-        if !can_join(first, first) {
+        if !shareable(first) {
             return None;
         }
         let mut graph = Graph::new(first.graph.name());
@@ -316,7 +301,7 @@ impl UnionBuilder {
         let inputs = std::mem::take(&mut self.inputs);
         let added = self.merging().add(model, k, &inputs, false);
         self.inputs = inputs;
-        // can_join checked what could refuse; a value read before it is
+        // `joins` checked what could refuse; a value read before it is
         // made (a graph out of order) is the one refusal left, and it
         // leaves only nodes no output reads.
         let Some((outs, _)) = added else {
@@ -349,7 +334,7 @@ impl UnionBuilder {
                 g.value(a.value).name == self.graph.value(b.value).name && a.info == b.info
             })
             && model.meta.opset_import == self.first.meta.opset_import
-            && can_join(model, model)
+            && shareable(model)
     }
 
     /// The nodes `model` would add (None where it cannot join).

@@ -113,20 +113,6 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// For sizes verification chooses: [`WORK_BUDGET`] for the model.
-    pub const CHOSEN_SIZES: Budget = Budget {
-        model: WORK_BUDGET,
-        node: None,
-    };
-    /// For sizes the model or the caller fixes: [`FIXED_SIZES_WORK_BUDGET`]
-    /// for the model, [`WORK_BUDGET`] for a node.
-    pub const FIXED_SIZES: Budget = Budget {
-        model: FIXED_SIZES_WORK_BUDGET,
-        node: Some(WORK_BUDGET),
-    };
-}
-
-impl Budget {
     /// The budget for sizes fixed or chosen. A debug build reads
     /// `INFOPT_TEST_WORK_BUDGET` in place of [`WORK_BUDGET`] (a fixed size's
     /// model budget stays ten times it): the CLI tests reach both budgets
@@ -194,7 +180,7 @@ pub fn refusal_in(inferred: &Inferred, budget: Budget) -> Option<String> {
 /// [`refusal_in`] with the budget for chosen sizes, inferring the model at
 /// `shapes`.
 pub fn refusal(model: &Model, shapes: &InputShapes) -> Option<String> {
-    refusal_in(&infer_at(model, shapes)?, Budget::CHOSEN_SIZES)
+    refusal_in(&infer_at(model, shapes)?, Budget::for_sizes(false))
 }
 
 /// `2.0e11`: counts this large read best in scientific notation.
@@ -597,7 +583,7 @@ mod tests {
                 "node 'conv_1' (Conv) costs 2.3e9 at the verification sizes (x [1,8,32,32]), the whole model 3.4e9, more than the 1.0e9 verification runs a model for (multiply-adds, and 40 for each element a node writes); give smaller sizes with --input-shape, or skip verification with --no-verify"
             )
         );
-        assert_eq!(refusal_in(&inferred, Budget::CHOSEN_SIZES), None);
+        assert_eq!(refusal_in(&inferred, Budget::for_sizes(false)), None);
         // At fixed sizes the model may cost more, no node more than a node's
         // budget: the padded Conv is the node refused.
         let fixed = Budget {

@@ -4,33 +4,13 @@
 
 use std::path::Path;
 
-use infopt_ir::builder::{GraphBuilder, dims};
-use infopt_ir::{Attribute, DataType, Model};
+use infopt_ir::Model;
 use infopt_runtime::InputShapes;
 use infopt_verify::evaluate::{self, Pair, Reference};
 use infopt_verify::{BackendKind, BackendOptions, ChosenBackend};
 
 mod common;
-use common::Samples;
-
-/// `x [1, 4] -> MatMul(w) -> Add(b) -> Softmax`: a classifier head, and a
-/// second output of the logits (judged by cosine only).
-fn classifier(w: &[f32]) -> Model {
-    let mut b = GraphBuilder::new();
-    let x = b.input("x", DataType::Float, dims(&["1", "4"]));
-    let w = b.f32("w", &[4, 3], w);
-    let bias = b.f32("b", &[3], &[0.1, -0.2, 0.05]);
-    let mm = b.op("MatMul", &[x, w], vec![]);
-    let logits = b.op("Add", &[mm, bias], vec![]);
-    let p = b.op("Softmax", &[logits], vec![Attribute::int("axis", -1)]);
-    b.output(p, "probs", DataType::Float, Some(dims(&["1", "3"])));
-    b.output(logits, "logits", DataType::Float, Some(dims(&["1", "3"])));
-    b.build(13)
-}
-
-const W: [f32; 12] = [
-    0.5, -0.3, 0.2, 0.1, 0.4, -0.6, -0.2, 0.3, 0.7, 0.6, -0.1, 0.05,
-];
+use common::{Samples, W, classifier};
 
 fn tract() -> ChosenBackend {
     ChosenBackend::build(BackendKind::Tract, &BackendOptions::default()).unwrap()
@@ -60,12 +40,12 @@ fn figures(h: &evaluate::HeldOut) -> serde_json::Value {
 fn a_candidate_judged_against_the_kept_reference_gets_the_figures_of_running_both() {
     let chosen = tract();
     let shapes = InputShapes::default();
-    let original = classifier(&W);
+    let original = classifier(&W, false);
     let mut perturbed = W;
     for (i, w) in perturbed.iter_mut().enumerate() {
         *w += 0.08 * ((i as f32) * 1.3).sin();
     }
-    let candidate = classifier(&perturbed);
+    let candidate = classifier(&perturbed, false);
     let classifiers = evaluate::Heads::classifiers(vec!["probs".to_string()]);
     let p = pair(&chosen, &original, &candidate, &shapes);
     // 3 samples skipped (the calibration ones), 9 judged.
@@ -110,7 +90,7 @@ fn a_candidate_judged_against_the_kept_reference_gets_the_figures_of_running_bot
 fn the_memory_budget_keeps_a_prefix_and_says_what_it_covers() {
     let chosen = tract();
     let shapes = InputShapes::default();
-    let original = classifier(&W);
+    let original = classifier(&W, false);
     let p = pair(&chosen, &original, &original, &shapes);
     // Each sample takes 16 bytes of input and 24 of outputs: 100 bytes keep 2.
     let r = Reference::collect(&p, &mut Samples::new(10), 0, 8, 100).unwrap();
@@ -130,12 +110,12 @@ fn the_memory_budget_keeps_a_prefix_and_says_what_it_covers() {
 fn samples_shared_among_sessions_give_the_figures_and_outputs_of_one_session() {
     let chosen = tract();
     let shapes = InputShapes::default();
-    let original = classifier(&W);
+    let original = classifier(&W, false);
     let mut perturbed = W;
     for (i, w) in perturbed.iter_mut().enumerate() {
         *w -= 0.05 * ((i as f32) * 0.7).cos();
     }
-    let candidate = classifier(&perturbed);
+    let candidate = classifier(&perturbed, false);
     let classifiers = evaluate::Heads::classifiers(vec!["probs".to_string()]);
     let p = pair(&chosen, &original, &candidate, &shapes);
     let reference = Reference::collect(&p, &mut Samples::new(40), 0, 40, usize::MAX).unwrap();
@@ -187,10 +167,10 @@ fn samples_shared_among_sessions_give_the_figures_and_outputs_of_one_session() {
 fn the_original_run_side_by_side_keeps_the_reference_of_one_session() {
     let chosen = tract();
     let shapes = InputShapes::default();
-    let original = classifier(&W);
+    let original = classifier(&W, false);
     let mut perturbed = W;
     perturbed[3] += 0.2;
-    let candidate = classifier(&perturbed);
+    let candidate = classifier(&perturbed, false);
     let classifiers = evaluate::Heads::classifiers(vec!["probs".to_string()]);
     let p = pair(&chosen, &original, &original, &shapes);
     let judged = |r: &Reference| {

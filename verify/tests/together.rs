@@ -4,34 +4,13 @@
 
 use std::path::Path;
 
-use infopt_ir::builder::{GraphBuilder, dims};
 use infopt_ir::union::{UnionBuilder, union_of};
-use infopt_ir::{Attribute, DataType, Model};
 use infopt_runtime::InputShapes;
 use infopt_verify::evaluate::{self, Pair, Reference};
 use infopt_verify::{BackendKind, BackendOptions, ChosenBackend};
 
 mod common;
-use common::Samples;
-
-/// `x [1, 4] -> Relu -> MatMul(w) -> Add(b) -> Softmax`, and the logits.
-fn classifier(w: &[f32]) -> Model {
-    let mut b = GraphBuilder::new();
-    let x = b.input("x", DataType::Float, dims(&["1", "4"]));
-    let r = b.op("Relu", &[x], vec![]);
-    let w = b.f32("w", &[4, 3], w);
-    let bias = b.f32("b", &[3], &[0.1, -0.2, 0.05]);
-    let mm = b.op("MatMul", &[r, w], vec![]);
-    let logits = b.op("Add", &[mm, bias], vec![]);
-    let p = b.op("Softmax", &[logits], vec![Attribute::int("axis", -1)]);
-    b.output(p, "probs", DataType::Float, Some(dims(&["1", "3"])));
-    b.output(logits, "logits", DataType::Float, Some(dims(&["1", "3"])));
-    b.build(13)
-}
-
-const W: [f32; 12] = [
-    0.5, -0.3, 0.2, 0.1, 0.4, -0.6, -0.2, 0.3, 0.7, 0.6, -0.1, 0.05,
-];
+use common::{Samples, W, classifier};
 
 fn perturbed(scale: f32) -> [f32; 12] {
     let mut w = W;
@@ -45,8 +24,11 @@ fn perturbed(scale: f32) -> [f32; 12] {
 fn candidates_judged_together_get_the_figures_each_gets_alone() {
     let chosen = ChosenBackend::build(BackendKind::Tract, &BackendOptions::default()).unwrap();
     let shapes = InputShapes::default();
-    let original = classifier(&W);
-    let (a, b) = (classifier(&perturbed(0.08)), classifier(&perturbed(-0.05)));
+    let original = classifier(&W, true);
+    let (a, b) = (
+        classifier(&perturbed(0.08), true),
+        classifier(&perturbed(-0.05), true),
+    );
     // The same model twice: its outputs are the same values in the union.
     let candidates = [&a, &b, &a];
     let heads = evaluate::Heads::classifiers(vec!["probs".to_string()]);
@@ -103,7 +85,10 @@ fn candidates_judged_together_get_the_figures_each_gets_alone() {
 
 #[test]
 fn a_union_counts_what_a_model_would_add_before_it_joins() {
-    let (a, b) = (classifier(&perturbed(0.08)), classifier(&perturbed(-0.05)));
+    let (a, b) = (
+        classifier(&perturbed(0.08), true),
+        classifier(&perturbed(-0.05), true),
+    );
     let mut union = UnionBuilder::new(&a).unwrap();
     assert_eq!(union.nodes(), 4);
     assert_eq!(union.nodes_added_by(&a), Some(0));

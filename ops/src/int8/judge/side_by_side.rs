@@ -186,15 +186,8 @@ impl Judge<'_> {
             run,
             workers,
         } = self.workers(count, limit)?;
-        let (jobs, queue) = mpsc::sync_channel::<(usize, Model)>(workers);
-        let queue = Mutex::new(queue);
-        let (answer, answers) = mpsc::channel::<Answer>();
-        std::thread::scope(|scope| {
-            for _ in 0..workers {
-                let (queue, answer, run) = (&queue, answer.clone(), &run);
-                scope.spawn(move || run.work(queue, answer));
-            }
-            drop(answer);
+        let work = |(i, model): (usize, Model)| (i, run.alone(&model));
+        with_workers(workers, &work, |jobs, answers| {
             let mut next_done = 0;
             for i in 0..count {
                 if books.first_error.is_some() {
@@ -284,6 +277,39 @@ impl Judge<'_> {
     }
 }
 
+/// Runs `body` beside `workers` threads, each taking the jobs `body` sends
+/// and answering each with `work(job)` on the channel `body` reads. The
+/// threads end once `body` has dropped its sender and read the answers.
+pub(super) fn with_workers<J: Send, A: Send, R>(
+    workers: usize,
+    work: &(dyn Fn(J) -> A + Sync),
+    body: impl FnOnce(mpsc::SyncSender<J>, mpsc::Receiver<A>) -> R,
+) -> R {
+    let (jobs, queue) = mpsc::sync_channel::<J>(workers);
+    let queue = Mutex::new(queue);
+    let (answer, answers) = mpsc::channel::<A>();
+    std::thread::scope(|scope| {
+        for _ in 0..workers.max(1) {
+            let (queue, answer) = (&queue, answer.clone());
+            scope.spawn(move || {
+                loop {
+                    // The lock is held only while waiting for the next job.
+                    let job = match queue.lock() {
+                        Ok(q) => q.recv(),
+                        Err(_) => break,
+                    };
+                    let Ok(job) = job else { break };
+                    if answer.send(work(job)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(answer);
+        body(jobs, answers)
+    })
+}
+
 /// A probe's judgement from a worker, by the candidate's index.
 type Answer = (usize, Result<Judged, OpsError>);
 
@@ -311,22 +337,6 @@ impl Runs<'_> {
             false,
         )
         .map_err(OpsError::from)
-    }
-
-    /// Probes the candidates of `queue` until it closes, answering each.
-    fn work(&self, queue: &Mutex<mpsc::Receiver<(usize, Model)>>, answer: mpsc::Sender<Answer>) {
-        loop {
-            // The lock is held only while waiting for the next job.
-            let job = match queue.lock() {
-                Ok(q) => q.recv(),
-                Err(_) => break,
-            };
-            let Ok((i, model)) = job else { break };
-            let r = self.alone(&model);
-            if answer.send((i, r)).is_err() {
-                break;
-            }
-        }
     }
 }
 

@@ -23,16 +23,13 @@
 //! be one model, or whose union fails to run, is judged one by one, so a
 //! candidate's own error is still the error said.
 
-use std::sync::Mutex;
-use std::sync::mpsc;
-
 use infopt_ir::Model;
 use infopt_ir::union::{Union, UnionBuilder};
 use infopt_verify::BackendKind;
 use infopt_verify::evaluate::{self, HeldOut, Judged};
 
 use super::Judge;
-use super::side_by_side::{Books, Runs, Workers, emit};
+use super::side_by_side::{Books, Runs, Workers, emit, with_workers};
 use crate::error::{OpsError, OpsResult};
 
 /// A run of the original at most this long lets probes go together: the
@@ -268,16 +265,9 @@ impl Judge<'_> {
             workers,
         } = self.workers(count, limit)?;
         let per_group = group_size(count, workers);
-        let (jobs, queue) = mpsc::sync_channel::<Group>(workers);
-        let queue = Mutex::new(queue);
-        let (answer, answers) = mpsc::channel::<Answers>();
         let (mut groups, mut together, mut unions) = (0usize, 0usize, 0usize);
-        std::thread::scope(|scope| {
-            for _ in 0..workers {
-                let (queue, answer, run) = (&queue, answer.clone(), &run);
-                scope.spawn(move || run.work_groups(queue, answer));
-            }
-            drop(answer);
+        let work = |group: Group| run.judge_group(&group);
+        with_workers(workers, &work, |jobs, answers| {
             let mut next_done = 0;
             let mut pace = Pacing::new(Unions::new(session_seconds, unions_pay), per_group);
             for i in 0..count {
@@ -333,21 +323,6 @@ impl Judge<'_> {
 }
 
 impl Runs<'_> {
-    /// Judges the groups of `queue` until it closes, answering each.
-    fn work_groups(&self, queue: &Mutex<mpsc::Receiver<Group>>, answer: mpsc::Sender<Answers>) {
-        loop {
-            // The lock is held only while waiting for the next group.
-            let job = match queue.lock() {
-                Ok(q) => q.recv(),
-                Err(_) => break,
-            };
-            let Ok(group) = job else { break };
-            if answer.send(self.judge_group(&group)).is_err() {
-                break;
-            }
-        }
-    }
-
     /// The group's judgements: together, or one by one where there is no
     /// union or it does not run.
     fn judge_group(&self, group: &Group) -> Answers {
