@@ -572,6 +572,67 @@ fn onnxruntime_placement_with_float_elementwise_leaves_silu_and_squeeze_excite_f
     assert_close_to_fp32(&fp32, &m);
 }
 
+/// [`mbconv`] with the depthwise convolution's activation an op ONNX
+/// Runtime runs in float (its fused SiLU, QuickGelu, is one; Tanh stands
+/// for it here), read by the squeeze-excite's pool and Mul only.
+fn mbconv_float_activation() -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "8", "6", "6"]));
+    let e = conv(&mut b, x, "expand", [16, 8, 1, 1], 21);
+    let e = silu(&mut b, e);
+    let d = conv(&mut b, e, "dw", [16, 16, 3, 16], 22);
+    let d = b.op("Tanh", &[d], vec![]);
+    let g = b.op("GlobalAveragePool", &[d], vec![]);
+    let s1 = conv(&mut b, g, "se1", [4, 16, 1, 1], 23);
+    let s1 = b.op("Relu", &[s1], vec![]);
+    let s2 = conv(&mut b, s1, "se2", [16, 4, 1, 1], 24);
+    let s2 = b.op("Sigmoid", &[s2], vec![]);
+    let m = b.op("Mul", &[d, s2], vec![]);
+    let p = conv(&mut b, m, "project", [8, 16, 1, 1], 25);
+    let y = b.op("Add", &[p, x], vec![]);
+    b.output(y, "y", DataType::Float, Some(dims(&["1", "8", "6", "6"])));
+    b.build(13)
+}
+
+#[test]
+fn onnxruntime_placement_quantizes_a_float_activation_that_only_integer_ops_read() {
+    let fp32 = mbconv_float_activation();
+    let amax = minmax_ranges(&fp32, &[1, 2, 3]);
+    let mut m = fp32.clone();
+    quantize_with(&mut m, Target::Onnxruntime, "", Some(amax.clone())).unwrap();
+    let g = &m.graph;
+    // The Tanh runs in float, but its output gets a pair: with it the pool
+    // and the Mul read quantized inputs only and write tensors a layer
+    // reads quantized, so ONNX Runtime runs them as
+    // QLinearGlobalAveragePool and QLinearMul.
+    assert_eq!(reads(g, "tanh_5", 0), "conv_4_out_dq");
+    assert_eq!(reads(g, "globalaveragepool_6", 0), "tanh_5_out_dq");
+    assert_eq!(reads(g, "mul_11", 0), "tanh_5_out_dq");
+    assert_eq!(reads(g, "mul_11", 1), "sigmoid_10_out_dq");
+    assert_eq!(reads(g, "conv_12", 0), "mul_11_out_dq");
+    // x, expand, its Sigmoid and Mul, dw, the Tanh, the pool, se1 (after
+    // its Relu), se2, its Sigmoid, the Mul, project: the residual Add
+    // writes the graph output and stays float.
+    assert_eq!(ops(&m, "QuantizeLinear"), 12);
+    assert_close_to_fp32(&fp32, &m);
+
+    // Where the Mul stays float (float_elementwise), quantizing the Tanh's
+    // output would turn only the pool integer: it stays float, and the
+    // pool and the Mul read it as it is.
+    let mut m = fp32.clone();
+    quantize_with(
+        &mut m,
+        Target::Onnxruntime,
+        "float_elementwise: true",
+        Some(amax),
+    )
+    .unwrap();
+    let g = &m.graph;
+    assert_eq!(reads(g, "globalaveragepool_6", 0), "tanh_5_out");
+    assert_eq!(reads(g, "mul_11", 0), "tanh_5_out");
+    assert_close_to_fp32(&fp32, &m);
+}
+
 #[test]
 fn exclusions_and_keep_first_last() {
     let fp32 = net(13);
