@@ -616,20 +616,41 @@ fn onnxruntime_placement_quantizes_a_float_activation_that_only_integer_ops_read
     assert_eq!(ops(&m, "QuantizeLinear"), 12);
     assert_close_to_fp32(&fp32, &m);
 
-    // Where the Mul stays float (float_elementwise), quantizing the Tanh's
-    // output would turn only the pool integer: it stays float, and the
-    // pool and the Mul read it as it is.
+    // Where the Mul stays float (excluded), quantizing the Tanh's output
+    // would turn only the pool integer: it stays float, and the pool and
+    // the Mul read it as it is.
     let mut m = fp32.clone();
     quantize_with(
         &mut m,
         Target::Onnxruntime,
-        "float_elementwise: true",
+        "exclude: [{name: mul_11}]",
         Some(amax),
     )
     .unwrap();
     let g = &m.graph;
     assert_eq!(reads(g, "globalaveragepool_6", 0), "tanh_5_out");
     assert_eq!(reads(g, "mul_11", 0), "tanh_5_out");
+    assert_close_to_fp32(&fp32, &m);
+}
+
+#[test]
+fn onnxruntime_placement_never_quantizes_the_output_of_a_layer_kept_float() {
+    // se2 kept float: its output feeds the squeeze-excite's Sigmoid, which
+    // would run integer with a pair on it; but a float Conv between a DQ
+    // and a Q is one ONNX Runtime quantizes itself, weights included.
+    let fp32 = mbconv();
+    let amax = minmax_ranges(&fp32, &[1, 2, 3]);
+    let mut m = fp32.clone();
+    quantize_with(
+        &mut m,
+        Target::Onnxruntime,
+        "exclude: [{name: conv_11}]",
+        Some(amax),
+    )
+    .unwrap();
+    let g = &m.graph;
+    assert_eq!(reads(g, "conv_11", 1), "se2.w");
+    assert_eq!(reads(g, "sigmoid_12", 0), "conv_11_out");
     assert_close_to_fp32(&fp32, &m);
 }
 

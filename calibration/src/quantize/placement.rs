@@ -66,8 +66,8 @@ pub struct Settings {
     pub ort_activation: DataType,
     /// ONNX Runtime: depthwise convolutions stay float.
     pub ort_float_depthwise: bool,
-    /// ONNX Runtime: Sigmoid, LeakyRelu and Mul stay float between quantized
-    /// layers (no QLinearSigmoid / QLinearLeakyRelu / QLinearMul).
+    /// ONNX Runtime: SiLU's Sigmoid and Mul and LeakyRelu stay float
+    /// between quantized layers (see `float_elementwise_op`).
     pub ort_float_elementwise: bool,
 }
 
@@ -800,6 +800,9 @@ impl Ort<'_> {
         let g = self.g;
         let mut out = Vec::new();
         for &id in order {
+            if !self.may_source(id) {
+                continue;
+            }
             for v in g.node(id).outputs.iter().flatten().copied() {
                 if is_quantized(plan, all_readers, v) || g.is_graph_output(v) {
                     continue;
@@ -823,6 +826,28 @@ impl Ort<'_> {
             }
         }
         out
+    }
+}
+
+impl Ort<'_> {
+    /// Whether node `id`'s output may get a pair of its own (see
+    /// [`Ort::integer_sources`]): not a weighted layer's, nor a node the
+    /// search or the user keeps float, nor an op that must stay float. A
+    /// float layer between a DQ and a Q is one ONNX Runtime quantizes
+    /// itself, weights included (`--precision conv2/Conv=fp32` ran as a
+    /// QLinearConv), and a Softmax becomes QLinearSoftmax.
+    fn may_source(&self, id: NodeId) -> bool {
+        let g = self.g;
+        let op = g.node(id).op_type.as_str();
+        let kept =
+            |n: NodeId| is_weighted_op(&g.node(n).op_type) || excluded_by(self.s, g, n).is_some();
+        // A Relu or ReLU6 after a layer is the layer's output to ONNX
+        // Runtime (it fuses Conv + Relu between a DQ and a Q).
+        let after_layer = absorbed_by_q(g, id)
+            && input(g, id, 0)
+                .and_then(|x| g.value(x).producer)
+                .is_some_and(|(p, _)| kept(p));
+        !kept(id) && !FLOAT_OPS.contains(&op) && !after_layer
     }
 }
 
