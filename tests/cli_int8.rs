@@ -1311,6 +1311,72 @@ fn a_keep_set_no_faster_than_float_writes_float_before_the_finalists() {
     assert!(has_int8(&out));
 }
 
+/// The keep-set the probes settle on runs slower than float (the debug
+/// hooks stand for the figures): the other placements, built with the same
+/// keep-set, are timed at once. Where none is faster than float, no
+/// finalist, nor any of them, is judged on every sample, and float is
+/// written; where one is, the finalists are judged, then it, and it is
+/// written.
+#[test]
+fn a_keep_set_slower_than_float_times_the_other_placements_before_the_finalists() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = image_samples(dir.path(), 20, &[1, 3, 32, 32]);
+    let out = dir.path().join("q.onnx");
+    let model = fixture("cnn_bn_relu.onnx");
+    let args = [
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--calib-samples",
+        "8",
+        "--int8-min-cosine",
+        "0.99995",
+        "--json",
+    ];
+    let run = |others: &str| {
+        let hooks = [
+            ("INFOPT_TEST_INT8_ANSWER", "12.0,10.0,10.0"),
+            ("INFOPT_TEST_INT8_OTHERS", others),
+        ];
+        let (o, r) = run_hooks(&args, &hooks);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        (stderr(&o), r)
+    };
+    let (err, r) = run("9.9,10.0");
+    assert!(err.contains("so no finalist is judged"), "{err}");
+    assert!(
+        err.contains(
+            "(QLinearConv chains): 9.90 ms against float 10.00 ms (not faster, so not judged)"
+        ),
+        "{err}"
+    );
+    assert_eq!(r["int8"]["speed"]["chosen"], "float", "{}", r["int8"]);
+    assert!(!has_int8(&out));
+    // Judged on every sample: the INT8 model before the search only.
+    assert_eq!(
+        cost_count(&r, "judged on every sample"),
+        1,
+        "{}",
+        r["int8"]["costs"]
+    );
+    let (err, r) = run("5.0,10.0");
+    assert!(err.contains("finalist:"), "{err}");
+    assert!(
+        err.contains("(QLinearConv chains): 5.00 ms against float 10.00 ms (meets the target)"),
+        "{err}"
+    );
+    assert_eq!(
+        r["int8"]["speed"]["chosen"], "ONNX Runtime's placement (QLinearConv chains)",
+        "{}",
+        r["int8"]
+    );
+    assert!(has_int8(&out));
+}
+
 /// Only placements other than the target's ran faster than float (the
 /// debug hook stands for the figures): their accuracy is probed right
 /// after the first sample, once. Where none of them keeps it, the
