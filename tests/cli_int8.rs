@@ -1234,16 +1234,12 @@ fn int8_no_faster_than_float_writes_the_float_model_without_searching() {
     assert_eq!(cost_count(&r, "calibration"), 1);
 }
 
-/// The keep-set the search's probes settle on is timed before any finalist
-/// is judged on every sample: at a tie with float (the debug hook stands
-/// for the figures), no finalist, which keeps at least as much in float,
-/// could be faster, and the float model is written without them; where it
-/// is faster, the search judges its finalists as before.
-#[test]
-fn a_keep_set_no_faster_than_float_writes_float_before_the_finalists() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = image_samples(dir.path(), 20, &[1, 3, 32, 32]);
-    let out = dir.path().join("q.onnx");
+/// The command the speed gate's tests run on the CNN fixture: the output
+/// path and the arguments. Its cosine target has every layer probed alone
+/// and finalists judged.
+fn gate_command(dir: &Path) -> (PathBuf, Vec<String>) {
+    let data = image_samples(dir, 20, &[1, 3, 32, 32]);
+    let out = dir.join("q.onnx");
     let model = fixture("cnn_bn_relu.onnx");
     let args = [
         "optimize",
@@ -1255,11 +1251,25 @@ fn a_keep_set_no_faster_than_float_writes_float_before_the_finalists() {
         s(&data),
         "--calib-samples",
         "8",
-        // Every layer is probed alone, and finalists judged.
         "--int8-min-cosine",
         "0.99995",
         "--json",
-    ];
+    ]
+    .map(String::from)
+    .to_vec();
+    (out, args)
+}
+
+/// The keep-set the search's probes settle on is timed before any finalist
+/// is judged on every sample: at a tie with float (the debug hook stands
+/// for the figures), no finalist, which keeps at least as much in float,
+/// could be faster, and the float model is written without them; where it
+/// is faster, the search judges its finalists as before.
+#[test]
+fn a_keep_set_no_faster_than_float_writes_float_before_the_finalists() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, args) = gate_command(dir.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let run = |answer: &str| {
         let (o, r) = run_hooked(&args, "INFOPT_TEST_INT8_ANSWER", answer);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -1320,23 +1330,8 @@ fn a_keep_set_no_faster_than_float_writes_float_before_the_finalists() {
 #[test]
 fn a_keep_set_slower_than_float_times_the_other_placements_before_the_finalists() {
     let dir = tempfile::tempdir().unwrap();
-    let data = image_samples(dir.path(), 20, &[1, 3, 32, 32]);
-    let out = dir.path().join("q.onnx");
-    let model = fixture("cnn_bn_relu.onnx");
-    let args = [
-        "optimize",
-        s(&model),
-        "-o",
-        s(&out),
-        "--int8",
-        "--calib-data",
-        s(&data),
-        "--calib-samples",
-        "8",
-        "--int8-min-cosine",
-        "0.99995",
-        "--json",
-    ];
+    let (out, args) = gate_command(dir.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let run = |others: &str| {
         let hooks = [
             ("INFOPT_TEST_INT8_ANSWER", "12.0,10.0,10.0"),

@@ -471,15 +471,24 @@ fn silu(b: &mut GraphBuilder, x: ValueId) -> ValueId {
 /// squeeze-excite (GlobalAveragePool, 1x1 + SiLU, 1x1 + Sigmoid, Mul),
 /// 1x1 project, residual Add.
 fn mbconv() -> Model {
+    mbconv_with(silu, silu)
+}
+
+/// [`mbconv`] with `dw_act` after the depthwise convolution and `se_act`
+/// after the squeeze-excite's first 1x1.
+fn mbconv_with(
+    dw_act: fn(&mut GraphBuilder, ValueId) -> ValueId,
+    se_act: fn(&mut GraphBuilder, ValueId) -> ValueId,
+) -> Model {
     let mut b = GraphBuilder::new();
     let x = b.input("x", DataType::Float, dims(&["1", "8", "6", "6"]));
     let e = conv(&mut b, x, "expand", [16, 8, 1, 1], 21);
     let e = silu(&mut b, e);
     let d = conv(&mut b, e, "dw", [16, 16, 3, 16], 22);
-    let d = silu(&mut b, d);
+    let d = dw_act(&mut b, d);
     let g = b.op("GlobalAveragePool", &[d], vec![]);
     let s1 = conv(&mut b, g, "se1", [4, 16, 1, 1], 23);
-    let s1 = silu(&mut b, s1);
+    let s1 = se_act(&mut b, s1);
     let s2 = conv(&mut b, s1, "se2", [16, 4, 1, 1], 24);
     let s2 = b.op("Sigmoid", &[s2], vec![]);
     let m = b.op("Mul", &[d, s2], vec![]);
@@ -576,30 +585,25 @@ fn onnxruntime_placement_with_float_elementwise_leaves_silu_and_squeeze_excite_f
 /// Runtime runs in float (its fused SiLU, QuickGelu, is one; Tanh stands
 /// for it here), read by the squeeze-excite's pool and Mul only.
 fn mbconv_float_activation() -> Model {
-    let mut b = GraphBuilder::new();
-    let x = b.input("x", DataType::Float, dims(&["1", "8", "6", "6"]));
-    let e = conv(&mut b, x, "expand", [16, 8, 1, 1], 21);
-    let e = silu(&mut b, e);
-    let d = conv(&mut b, e, "dw", [16, 16, 3, 16], 22);
-    let d = b.op("Tanh", &[d], vec![]);
-    let g = b.op("GlobalAveragePool", &[d], vec![]);
-    let s1 = conv(&mut b, g, "se1", [4, 16, 1, 1], 23);
-    let s1 = b.op("Relu", &[s1], vec![]);
-    let s2 = conv(&mut b, s1, "se2", [16, 4, 1, 1], 24);
-    let s2 = b.op("Sigmoid", &[s2], vec![]);
-    let m = b.op("Mul", &[d, s2], vec![]);
-    let p = conv(&mut b, m, "project", [8, 16, 1, 1], 25);
-    let y = b.op("Add", &[p, x], vec![]);
-    b.output(y, "y", DataType::Float, Some(dims(&["1", "8", "6", "6"])));
-    b.build(13)
+    mbconv_with(
+        |b, x| b.op("Tanh", &[x], vec![]),
+        |b, x| b.op("Relu", &[x], vec![]),
+    )
+}
+
+/// `fp32` quantized for ONNX Runtime with the quantize step's `options`, on
+/// min-max ranges of three inputs.
+fn quantized_for_ort(fp32: &Model, options: &str) -> Model {
+    let amax = minmax_ranges(fp32, &[1, 2, 3]);
+    let mut m = fp32.clone();
+    quantize_with(&mut m, Target::Onnxruntime, options, Some(amax)).unwrap();
+    m
 }
 
 #[test]
 fn onnxruntime_placement_quantizes_a_float_activation_that_only_integer_ops_read() {
     let fp32 = mbconv_float_activation();
-    let amax = minmax_ranges(&fp32, &[1, 2, 3]);
-    let mut m = fp32.clone();
-    quantize_with(&mut m, Target::Onnxruntime, "", Some(amax.clone())).unwrap();
+    let m = quantized_for_ort(&fp32, "");
     let g = &m.graph;
     // The Tanh runs in float, but its output gets a pair: with it the pool
     // and the Mul read quantized inputs only and write tensors a layer
@@ -619,14 +623,7 @@ fn onnxruntime_placement_quantizes_a_float_activation_that_only_integer_ops_read
     // Where the Mul stays float (excluded), quantizing the Tanh's output
     // would turn only the pool integer: it stays float, and the pool and
     // the Mul read it as it is.
-    let mut m = fp32.clone();
-    quantize_with(
-        &mut m,
-        Target::Onnxruntime,
-        "exclude: [{name: mul_11}]",
-        Some(amax),
-    )
-    .unwrap();
+    let m = quantized_for_ort(&fp32, "exclude: [{name: mul_11}]");
     let g = &m.graph;
     assert_eq!(reads(g, "globalaveragepool_6", 0), "tanh_5_out");
     assert_eq!(reads(g, "mul_11", 0), "tanh_5_out");
@@ -639,15 +636,7 @@ fn onnxruntime_placement_never_quantizes_the_output_of_a_layer_kept_float() {
     // would run integer with a pair on it; but a float Conv between a DQ
     // and a Q is one ONNX Runtime quantizes itself, weights included.
     let fp32 = mbconv();
-    let amax = minmax_ranges(&fp32, &[1, 2, 3]);
-    let mut m = fp32.clone();
-    quantize_with(
-        &mut m,
-        Target::Onnxruntime,
-        "exclude: [{name: conv_11}]",
-        Some(amax),
-    )
-    .unwrap();
+    let m = quantized_for_ort(&fp32, "exclude: [{name: conv_11}]");
     let g = &m.graph;
     assert_eq!(reads(g, "conv_11", 1), "se2.w");
     assert_eq!(reads(g, "sigmoid_12", 0), "conv_11_out");
