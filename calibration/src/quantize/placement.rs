@@ -827,9 +827,7 @@ impl Ort<'_> {
         }
         out
     }
-}
 
-impl Ort<'_> {
     /// Whether node `id`'s output may get a pair of its own (see
     /// [`Ort::integer_sources`]): not a weighted layer's, nor a node the
     /// search or the user keeps float, nor an op that must stay float. A
