@@ -64,6 +64,7 @@ builtin_passes! {
     fuse_parallel_matmul,
     fuse_slices_to_split,
     fuse_space_to_depth,
+    lower_prelu,
     fuse_matmul_add,
     fuse_conv_activation,
     eliminate_dead,

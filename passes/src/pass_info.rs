@@ -132,6 +132,9 @@ pub enum PassKind {
     Shape,
     /// Moves data between representations without changing the computation.
     Canonicalize,
+    /// Rewrites an op as other standard ops the runtime runs faster, the
+    /// same function.
+    Lower,
 }
 
 impl PassKind {
@@ -142,6 +145,7 @@ impl PassKind {
             PassKind::Fold => "fold",
             PassKind::Shape => "shape",
             PassKind::Canonicalize => "canonicalize",
+            PassKind::Lower => "lower",
         }
     }
 }
