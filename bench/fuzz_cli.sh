@@ -69,7 +69,10 @@ for ((start = from; start < cases; start += 50)); do
         if [ "$rc" -ge 128 ] || [ "$rc" -eq 124 ]; then what="killed by signal $((rc - 128)) (crash, kill or timeout)"
         elif [ "$rc" -eq 1 ] || [ "$rc" -eq 101 ]; then what="internal error (exit $rc): $(tail -1 "$err")"
         elif [ "$rc" -ne 0 ] && [ "$last_errors" -ne 1 ]; then what="$last_errors error lines"
-        elif [ "$rc" -ne 0 ] && grep -q 'panicked\|RUST_BACKTRACE' "$err"; then what="panic text"
+        # The panic hook's text ("thread '...' panicked at FILE:LINE", a
+        # backtrace note); a one-line error naming a caught panic of tract's
+        # ("tract panicked: ...") is the message a user should get.
+        elif [ "$rc" -ne 0 ] && grep -q 'panicked at\|RUST_BACKTRACE' "$err"; then what="panic text"
         fi
         first=$(grep -m1 '^error:' "$err" | cut -c1-400)
         printf '%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t%s\n' "$mode" "${file%.onnx}" "$model" "$mutations" "$rc" "$secs" "$rss" "$first" >> "$log"

@@ -776,6 +776,35 @@ fn a_panic_inside_tracts_load_thread_prints_no_panic_text() {
     assert!(!e.contains("stack backtrace"), "{e}");
 }
 
+/// Fuzz seed 3031 case 571 (MediaPipe's palm detector with an Add turned
+/// into a GatherElements): ONNX Runtime refused the model, verification
+/// ran the original in tract, and tract panicked indexing past the end;
+/// the panic was caught and the error was one line, but the process's
+/// panic hook had printed the panic and its backtrace above it. A run's
+/// panic is silent now as a load's is. (The panic is injected.)
+#[test]
+fn a_panic_inside_a_tract_run_prints_no_panic_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = sized_model(dir.path(), "Relu", &["2", "3"], &|b, x| {
+        b.op("Relu", &[x], vec![])
+    });
+    let o = common::infopt_command()
+        .args(["optimize", s(&model), "-o", s(&dir.path().join("out.onnx"))])
+        .args(["--backend", "tract"])
+        .env("INFOPT_INJECT_PANIC", "tract-run")
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_ne!(o.status.code(), Some(0), "{e}");
+    assert!(
+        error_line(&o).contains("tract panicked: injected panic in a run"),
+        "{e}"
+    );
+    assert!(!e.contains("panicked at"), "{e}");
+    assert!(!e.contains("stack backtrace"), "{e}");
+}
+
 /// Fuzz seed 5151 case 918 (a PP-OCR classifier with a Mul rewired to
 /// broadcast a `[C]` constant along the width): tract's symbolic analysis
 /// grew for minutes, past the campaign's 120 s. tract's load has a
