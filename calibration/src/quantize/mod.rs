@@ -33,10 +33,10 @@
 //!   (`float_depthwise: true` keeps depthwise convolutions float,
 //!   `float_elementwise: true` keeps Sigmoid / LeakyRelu / Mul float).
 //!   The output of an op ORT runs in float (a fused SiLU, HardSwish) gets a
-//!   pair too where no layer reads it but every reader would then run
-//!   integer into a tensor already quantized (a squeeze-excite block's
-//!   pool and Mul): left float, they ran in float behind two Transposes
-//!   each, ORT laying QLinearConv out NHWC.
+//!   pair too where no layer but a pool reads it and every reader would
+//!   then run integer into a tensor already quantized (a squeeze-excite
+//!   block's pool and Mul): left float, they ran in float behind two
+//!   Transposes each, ORT laying QLinearConv out NHWC.
 //!
 //! Each activation gets one Q→DQ pair shared by all its quantized readers.
 //! Names: `{tensor}_q`, `{tensor}_dq`, `{tensor}_scale`, `{tensor}_zero_point`,

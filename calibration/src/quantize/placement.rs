@@ -782,10 +782,14 @@ impl Ort<'_> {
     }
 
     /// Float tensors (the output of an op ONNX Runtime runs in float, such
-    /// as a fused SiLU) that no quantized layer reads, but whose every
-    /// reader would run as an integer op if they were quantized, into a
-    /// tensor that is quantized already: one Q on each lets those readers
-    /// run integer and adds no other pair. EfficientNet-B0's squeeze-excite
+    /// as a fused SiLU) that no quantized layer reads but a pooling op does,
+    /// and whose every reader would run as an integer op if they were
+    /// quantized, into a tensor that is quantized already: one Q on each
+    /// lets those readers run integer and adds no other pair. Only where a
+    /// pool reads it: a float pool needs the whole activation transposed out
+    /// of ONNX Runtime's NHWC layout; elsewhere (PP-OCRv6 tiny rec's
+    /// HardSigmoid gates into their Mul) the pair saved no time and its
+    /// noise had the search keep 23 layers float, not 15. EfficientNet-B0's squeeze-excite
     /// blocks read the SiLU after the depthwise Conv with a
     /// GlobalAveragePool and a Mul; left float, both ran in float behind
     /// two Transposes each (ONNX Runtime lays QLinearConv out NHWC), and
@@ -820,7 +824,9 @@ impl Ort<'_> {
                         .quantized_output(r)
                         .is_some_and(|o| is_quantized(plan, all_readers, o))
                 };
-                if !readers.is_empty() && readers.iter().all(|&r| turns_integer(r)) {
+                if readers.iter().any(|&r| is_pooling(g, r))
+                    && readers.iter().all(|&r| turns_integer(r))
+                {
                     out.push((v, self.params_for(v, a)));
                 }
             }
@@ -847,6 +853,16 @@ impl Ort<'_> {
                 .is_some_and(|(p, _)| kept(p));
         !kept(id) && !FLOAT_OPS.contains(&op) && !after_layer
     }
+}
+
+/// Whether node `id` pools (reads a whole activation into a smaller one).
+fn is_pooling(g: &Graph, id: NodeId) -> bool {
+    let n = g.node(id);
+    n.domain().is_empty()
+        && matches!(
+            n.op_type.as_str(),
+            "GlobalAveragePool" | "AveragePool" | "MaxPool" | "GlobalMaxPool"
+        )
 }
 
 /// Whether `v` is quantized: a layer reads it through a DQ, or every
