@@ -747,6 +747,28 @@ fn an_unsqueeze_axis_past_the_output_rank_is_a_model_error() {
     );
 }
 
+/// `optimize` on a small Relu model in tract with a panic injected at
+/// `point` (`INFOPT_INJECT_PANIC`, a debug build's hook) and backtraces
+/// asked for: the output, after asserting that no panic text (the hook's
+/// `panicked at`, a backtrace) reached stderr.
+fn with_injected_tract_panic(point: &str) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let model = sized_model(dir.path(), "Relu", &["2", "3"], &|b, x| {
+        b.op("Relu", &[x], vec![])
+    });
+    let o = common::infopt_command()
+        .args(["optimize", s(&model), "-o", s(&dir.path().join("out.onnx"))])
+        .args(["--backend", "tract"])
+        .env("INFOPT_INJECT_PANIC", point)
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert!(!e.contains("panicked at"), "{e}");
+    assert!(!e.contains("stack backtrace"), "{e}");
+    o
+}
+
 /// Fuzz seed 8080 cases 224 and 384 (tract panicking on a Conv whose
 /// weight slot was empty, and inside an If at an opset its ReduceMean did
 /// not fit): tract's load runs on a thread of its own (it has a deadline),
@@ -755,25 +777,12 @@ fn an_unsqueeze_axis_past_the_output_rank_is_a_model_error() {
 /// errors at load by now; the panic is injected.)
 #[test]
 fn a_panic_inside_tracts_load_thread_prints_no_panic_text() {
-    let dir = tempfile::tempdir().unwrap();
-    let model = sized_model(dir.path(), "Relu", &["2", "3"], &|b, x| {
-        b.op("Relu", &[x], vec![])
-    });
-    let o = common::infopt_command()
-        .args(["optimize", s(&model), "-o", s(&dir.path().join("out.onnx"))])
-        .args(["--backend", "tract"])
-        .env("INFOPT_INJECT_PANIC", "tract-load")
-        .env("RUST_BACKTRACE", "1")
-        .output()
-        .unwrap();
-    let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(7), "{e}");
+    let o = with_injected_tract_panic("tract-load");
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
     assert_eq!(
         error_line(&o),
         "error: cannot verify: cannot run the original model in tract: tract cannot load the model: tract panicked: injected panic second line (or install onnxruntime, pass --backend, or --no-verify)"
     );
-    assert!(!e.contains("panicked at"), "{e}");
-    assert!(!e.contains("stack backtrace"), "{e}");
 }
 
 /// Fuzz seed 3031 case 571 (MediaPipe's palm detector with an Add turned
@@ -784,25 +793,13 @@ fn a_panic_inside_tracts_load_thread_prints_no_panic_text() {
 /// panic is silent now as a load's is. (The panic is injected.)
 #[test]
 fn a_panic_inside_a_tract_run_prints_no_panic_text() {
-    let dir = tempfile::tempdir().unwrap();
-    let model = sized_model(dir.path(), "Relu", &["2", "3"], &|b, x| {
-        b.op("Relu", &[x], vec![])
-    });
-    let o = common::infopt_command()
-        .args(["optimize", s(&model), "-o", s(&dir.path().join("out.onnx"))])
-        .args(["--backend", "tract"])
-        .env("INFOPT_INJECT_PANIC", "tract-run")
-        .env("RUST_BACKTRACE", "1")
-        .output()
-        .unwrap();
-    let e = stderr(&o);
-    assert_ne!(o.status.code(), Some(0), "{e}");
+    let o = with_injected_tract_panic("tract-run");
+    assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(
         error_line(&o).contains("tract panicked: injected panic in a run"),
-        "{e}"
+        "{}",
+        stderr(&o)
     );
-    assert!(!e.contains("panicked at"), "{e}");
-    assert!(!e.contains("stack backtrace"), "{e}");
 }
 
 /// Fuzz seed 5151 case 918 (a PP-OCR classifier with a Mul rewired to

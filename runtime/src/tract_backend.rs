@@ -375,7 +375,7 @@ fn guarded_load(
         .spawn(move || {
             quiet_panics_on_this_thread();
             let loaded = guard(|| {
-                inject_panic();
+                inject_panic(Stage::Load);
                 load_model(&bytes, dir.as_deref(), &shapes, optimize, watched.as_ref())
             });
             let _ = done.send(loaded);
@@ -400,27 +400,35 @@ fn guarded_load(
     }
 }
 
+/// Where a test may inject a fault into tract (see [`inject_panic`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Load,
+    Run,
+}
+
 /// Debug builds only: `INFOPT_INJECT_PANIC=tract-load` panics on the load
-/// thread, as tract does on some malformed models, and `tract-load-stuck`
-/// never returns, for the tests that check such a panic prints nothing and
-/// such a load is given up at the deadline (the CLI tests' models that made tract panic
-/// are model errors at load by now).
+/// thread, as tract does on some malformed models, `tract-load-stuck`
+/// never returns, and `tract-run` panics in a run, for the tests that check
+/// such a panic prints nothing and such a load is given up at the deadline
+/// (the CLI tests' models that made tract panic are model errors by now).
 #[cfg(debug_assertions)]
-fn inject_panic() {
-    match std::env::var("INFOPT_INJECT_PANIC").as_deref() {
-        Ok("tract-load") => panic!("injected panic\nsecond line"),
+fn inject_panic(stage: Stage) {
+    match (stage, std::env::var("INFOPT_INJECT_PANIC").as_deref()) {
+        (Stage::Load, Ok("tract-load")) => panic!("injected panic\nsecond line"),
         // An analysis that does not end (within any test's patience); the
         // line lets a test count how many loads were started.
-        Ok("tract-load-stuck") => {
+        (Stage::Load, Ok("tract-load-stuck")) => {
             eprintln!("injected: a tract load that does not end");
             std::thread::sleep(std::time::Duration::from_secs(600))
         }
+        (Stage::Run, Ok("tract-run")) => panic!("injected panic in a run"),
         _ => {}
     }
 }
 
 #[cfg(not(debug_assertions))]
-fn inject_panic() {}
+fn inject_panic(_: Stage) {}
 
 thread_local! {
     static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -714,10 +722,7 @@ impl LoadedModel for TractModel {
     fn run(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>> {
         let values = self.values(inputs)?;
         let results = guard(|| {
-            #[cfg(debug_assertions)]
-            if std::env::var("INFOPT_INJECT_PANIC").as_deref() == Ok("tract-run") {
-                panic!("injected panic in a run");
-            }
+            inject_panic(Stage::Run);
             self.plan.run(values)
         })
         .map_err(|panic| RuntimeError::Run {

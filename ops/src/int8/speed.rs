@@ -820,10 +820,10 @@ fn test_others() -> Option<[f64; 2]> {
 /// Whether the check on the figures `ms` could keep an INT8 model with at
 /// least as much in float as the one timed: keeping more in float only
 /// adds float work and breaks integer chains, so a model no faster than
-/// float stays so. Also true where the check would go on to the other
-/// placements (INT8 slower than float, and some to try), and where a
-/// figure is missing.
-pub(super) fn may_pay(ms: &[f64; 3], has_alternatives: bool) -> bool {
+/// float stays so. Also true where INT8 is slower than float and one of
+/// the other placements, timed with the same keep-set (`others`), is
+/// faster than float, and where a figure is missing.
+fn may_pay(ms: &[f64; 3], others: &[OtherTimed]) -> bool {
     let [int8, float, input] = *ms;
     if ms.iter().any(|m| !m.is_finite()) {
         return true;
@@ -831,7 +831,7 @@ pub(super) fn may_pay(ms: &[f64; 3], has_alternatives: bool) -> bool {
     if int8 < float * FASTER {
         return !input_wins(input, int8);
     }
-    int8 >= float && has_alternatives
+    int8 >= float && others.iter().any(OtherTimed::faster)
 }
 
 /// The speed check before the search judges its finalists on every sample
@@ -924,7 +924,7 @@ impl super::fallback::PayGate for Gate<'_> {
             time_answer_in(backend, cx, (&quantized, float), (sample, shapes), others)
         })?;
         let [int8_ms, float_ms, _] = answer.ms;
-        let pays = if others && int8_ms >= float_ms {
+        if others && int8_ms >= float_ms {
             // Slower than float: only another placement can be the answer,
             // so they are timed here, and the finalists are judged on every
             // sample only where one of them is faster (MediaPipe's hand
@@ -934,10 +934,8 @@ impl super::fallback::PayGate for Gate<'_> {
             answer.others = self.costs.time("speed check (one thread)", || {
                 time_others(&answer.backend, cx, &alternatives, float, at)
             })?;
-            answer.others.iter().any(OtherTimed::faster)
-        } else {
-            may_pay(&answer.ms, false)
-        };
+        }
+        let pays = may_pay(&answer.ms, &answer.others);
         self.timed = Some((keep.to_vec(), answer));
         Ok(pays)
     }
@@ -1630,21 +1628,29 @@ mod tests {
     #[test]
     fn the_gate_stops_the_search_only_where_the_check_would_write_float_or_the_input() {
         // Faster than float beyond the noise, the input slower: go on.
-        assert!(may_pay(&[8.0, 10.0, 10.0], false));
+        // Another placement timed faster than float with the same keep-set,
+        // or none.
+        let one_faster = [OtherTimed {
+            label: "other",
+            ms: [5.0, 10.0],
+        }];
+        let none: [OtherTimed; 0] = [];
+        assert!(may_pay(&[8.0, 10.0, 10.0], &none));
         // Faster than float, but the input faster still: the input wins
         // whatever stays in INT8.
-        assert!(!may_pay(&[8.0, 10.0, 7.0], true));
+        assert!(!may_pay(&[8.0, 10.0, 7.0], &one_faster));
         // A tie with float (magika: 3.83 against 3.93 ms): float.
-        assert!(!may_pay(&[9.8, 10.0, 10.0], true));
+        assert!(!may_pay(&[9.8, 10.0, 10.0], &one_faster));
         // Slower: the check tries the other placements, if any.
-        assert!(may_pay(&[12.0, 10.0, 10.0], true));
-        assert!(!may_pay(&[12.0, 10.0, 10.0], false));
+        assert!(may_pay(&[12.0, 10.0, 10.0], &one_faster));
+        assert!(!may_pay(&[12.0, 10.0, 10.0], &none));
         // A figure missing decides nothing.
-        assert!(may_pay(&[f64::NAN, 10.0, 10.0], false));
+        assert!(may_pay(&[f64::NAN, 10.0, 10.0], &none));
         // The same rule as the check's choice.
         for (int8, alt) in [(8.0, false), (9.8, false), (9.8, true), (12.0, false)] {
             let kept = choose(&[m("int8", int8, true)], &m("float", 10.0, true)).is_none();
-            assert_eq!(may_pay(&[int8, 10.0, 10.0], alt), kept, "{int8} {alt}");
+            let others: &[OtherTimed] = if alt { &one_faster } else { &none };
+            assert_eq!(may_pay(&[int8, 10.0, 10.0], others), kept, "{int8} {alt}");
         }
     }
 
