@@ -65,6 +65,7 @@ builtin_passes! {
     fuse_slices_to_split,
     fuse_space_to_depth,
     lower_prelu,
+    lower_mish,
     fuse_matmul_add,
     fuse_conv_activation,
     eliminate_dead,

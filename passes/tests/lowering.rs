@@ -131,3 +131,158 @@ fn prelu_is_left_to_tensorrt() {
     run_passes_for(&mut m, &["lower-prelu"], Target::Onnxruntime);
     assert_eq!(ops(&m).get("PRelu"), None);
 }
+
+/// `y = Mul(x, Tanh(Softplus(x)))` over `x: [N, 4, 5, 6]` (the element type
+/// `dtype`) at `opset`, the Mul reading `x` first or second.
+fn mish_by_parts(dtype: DataType, opset: i64, x_first: bool) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", dtype, dims(&["N", "4", "5", "6"]));
+    let s = b.op("Softplus", &[x], vec![]);
+    let t = b.op("Tanh", &[s], vec![]);
+    let inputs = if x_first { [x, t] } else { [t, x] };
+    let y = b.op("Mul", &inputs, vec![]);
+    b.output(y, "y", dtype, Some(dims(&["N", "4", "5", "6"])));
+    b.build(opset)
+}
+
+/// The six ops every Mish becomes, named after `root`.
+fn assert_lowered_mish(m: &Model, root: &str) {
+    assert_eq!(
+        ops(m),
+        histogram(&[("Add", 2), ("Div", 2), ("Exp", 1), ("Mul", 1)])
+    );
+    let name = |suffix: &str| format!("{root}{suffix}");
+    let out = |suffix: &str| format!("{root}{suffix}_out");
+    assert_eq!(reads(m, &name(".exp")), ["x"]);
+    assert_eq!(reads(m, &name(".shifted")), [out(".exp"), name(".two")]);
+    assert_eq!(reads(m, &name(".product")), [out(".exp"), out(".shifted")]);
+    assert_eq!(reads(m, &name(".ratio")), [name(".two"), out(".product")]);
+    assert_eq!(
+        reads(m, &name(".denominator")),
+        [out(".ratio"), name(".one")]
+    );
+    assert_eq!(reads(m, root), ["x".to_string(), out(".denominator")]);
+    // The last Div takes the root's name, and the output keeps its name.
+    let div = node(m, root);
+    assert!(div.is("Div"));
+    assert_eq!(m.graph.value(div.outputs[0].unwrap()).name, "y");
+    for (suffix, value) in [(".one", 1.0), (".two", 2.0)] {
+        let v = m.graph.find_value(&name(suffix)).unwrap();
+        let t = m.graph.constant(v).unwrap();
+        assert_eq!(t.dims(), &[] as &[i64]);
+        assert_eq!(t.to_f64_vec().unwrap(), [value]);
+    }
+}
+
+#[test]
+fn tanh_of_softplus_times_x_becomes_exp_and_two_divisions() {
+    for x_first in [true, false] {
+        let original = mish_by_parts(DataType::Float, 13, x_first);
+        let mut m = original.clone();
+        let run = run_passes(&mut m, &["lower-mish"]);
+        assert_eq!(run.records[0].rewrites, 1, "x first: {x_first}");
+        assert_lowered_mish(&m, "mul_3");
+        // A few units in the last place of float32.
+        assert_equivalent(&original, &m, &default_shapes(), 1e-6, 1e-5);
+    }
+}
+
+#[test]
+fn the_mish_op_becomes_the_same_six_ops() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["N", "4", "5", "6"]));
+    let y = b.op("Mish", &[x], vec![]);
+    b.output(y, "y", DataType::Float, Some(dims(&["N", "4", "5", "6"])));
+    let original = b.build(18);
+    let mut m = original.clone();
+    let run = run_passes(&mut m, &["lower-mish"]);
+    assert_eq!(run.records[0].rewrites, 1);
+    assert_lowered_mish(&m, "mish_1");
+    // tract has no Mish: the same function as Softplus, Tanh and Mul
+    // (tests/interop/test_lower_mish.py runs the Mish op in ONNX Runtime).
+    let by_parts = mish_by_parts(DataType::Float, 18, true);
+    assert_equivalent(&by_parts, &m, &default_shapes(), 1e-6, 1e-5);
+}
+
+#[test]
+fn mish_stays_where_its_parts_are_read_elsewhere_or_cannot_be_rewritten() {
+    // The Softplus also feeds a second output.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["N", "4"]));
+    let s = b.op("Softplus", &[x], vec![]);
+    let t = b.op("Tanh", &[s], vec![]);
+    let y = b.op("Mul", &[x, t], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    b.output(s, "s", DataType::Float, None);
+    let shared_softplus = b.build(13);
+    // The Tanh is read by a second node.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["N", "4"]));
+    let s = b.op("Softplus", &[x], vec![]);
+    let t = b.op("Tanh", &[s], vec![]);
+    let y = b.op("Mul", &[x, t], vec![]);
+    let z = b.op("Neg", &[t], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    b.output(z, "z", DataType::Float, None);
+    let shared_tanh = b.build(13);
+    let cases = [
+        (
+            shared_softplus,
+            "the Softplus output has readers outside x·tanh(softplus(x))",
+        ),
+        (
+            shared_tanh,
+            "the Tanh output has readers outside x·tanh(softplus(x))",
+        ),
+        (
+            mish_by_parts(DataType::Double, 13, true),
+            "element type float64: only float32 is rewritten",
+        ),
+        (
+            mish_by_parts(DataType::Float, 6, true),
+            "opset 6: scalar constants broadcast from opset 7",
+        ),
+    ];
+    for (mut m, reason) in cases {
+        let before = ops(&m);
+        let run = run_passes(&mut m, &["lower-mish"]);
+        assert_eq!(run.records[0].rewrites, 0, "{reason}");
+        assert_eq!(ops(&m), before, "{reason}");
+        assert!(
+            reasons(&run).iter().any(|r| r == reason),
+            "{reason}: {:?}",
+            reasons(&run)
+        );
+    }
+    // x · tanh(softplus(z)) with z not x is another function: not matched.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["N", "4"]));
+    let z = b.input("z", DataType::Float, dims(&["N", "4"]));
+    let s = b.op("Softplus", &[z], vec![]);
+    let t = b.op("Tanh", &[s], vec![]);
+    let y = b.op("Mul", &[x, t], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let mut m = b.build(13);
+    let run = run_passes(&mut m, &["lower-mish"]);
+    assert_eq!(run.records[0].rewrites, 0);
+    assert!(run.declined.is_empty(), "{:?}", reasons(&run));
+}
+
+#[test]
+fn mish_is_left_to_tensorrt() {
+    let mut m = mish_by_parts(DataType::Float, 13, true);
+    let run = run_passes_for(&mut m, &["lower-mish"], Target::Tensorrt);
+    assert_eq!(
+        ops(&m),
+        histogram(&[("Mul", 1), ("Softplus", 1), ("Tanh", 1)])
+    );
+    let said: Vec<&String> = run.notes.iter().chain(&run.details).collect();
+    assert!(
+        said.iter()
+            .any(|n| n.contains("TensorRT runs Mish as an activation of its own")),
+        "{said:?}"
+    );
+    let mut m = mish_by_parts(DataType::Float, 13, true);
+    run_passes_for(&mut m, &["lower-mish"], Target::Onnxruntime);
+    assert_eq!(ops(&m).get("Softplus"), None);
+}
