@@ -20,7 +20,10 @@
 //! When the element type is not float32 or unknown; below opset 7 (the
 //! scalar constants broadcast from opset 7); in the `Mul` form, when the
 //! Softplus or Tanh output is read by another node or is a graph output
-//! (they would have to stay).
+//! (they would have to stay); when the pipeline's precision map puts the
+//! node in float16 or bfloat16 (`--fp16`, `--bf16`): there the exponential
+//! would stay a float32 island with Casts around it, where the Mish or its
+//! parts convert as they are.
 //!
 //! ## Numerics
 //! Within a few units in the last place of float32 (largest relative
@@ -32,7 +35,7 @@
 //! NaN for `-inf · 0`, NaN). No intermediate cancels: for very negative `x`
 //! the ratio is `n / 2`, not `1 - something`. The same form stays finite in
 //! float16, should `convert-float16` run after it (`eˣ` overflows to inf
-//! at 11 and gives `y = x`).
+//! at 11 and gives `y = x`), though it declines there (above).
 //!
 //! ## Example
 //! `y = Mul(c, Tanh(Softplus(c)))` becomes `e = Exp(c)`, `s = Add(e, 2)`,
@@ -49,6 +52,7 @@ crate::register_pass! {
 use infopt_ir::{DataType, Graph, Model, Node, NodeId, Patch, PatchValue, Tensor, ValueId};
 
 use crate::pass::{Pass, PassCx, PassError, Target};
+use crate::precision::{Precision, PrecisionMap};
 use crate::rule::{Outcome, apply_rule};
 use crate::util::{dtype_of, input, node_label, output};
 use crate::{decline, require_some};
@@ -127,6 +131,18 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     let y = require_some!(output(g, id, 0));
     if cx.opset < 7 {
         decline!("opset {}: scalar constants broadcast from opset 7", cx.opset);
+    }
+    // In float16 the six ops would be an island of float32 around every
+    // Mish (an exponential, which the conversion keeps in float32 unless
+    // real inputs show it fits), with Casts in and out, where the Mish
+    // itself converts: the rewrite is for float32 kernels.
+    if let Some(map) = cx.side.get::<PrecisionMap>() {
+        let p = map.precision_of(g.node(id));
+        if matches!(p, Precision::Fp16 | Precision::Bf16) {
+            decline!(
+                "the Mish is to run in {p}: its exponential would stay a float32 island there; the rewrite is for float32"
+            );
+        }
     }
     match dtype_of(g, x) {
         Some(DataType::Float) => {}

@@ -286,3 +286,31 @@ fn mish_is_left_to_tensorrt() {
     run_passes_for(&mut m, &["lower-mish"], Target::Onnxruntime);
     assert_eq!(ops(&m).get("Softplus"), None);
 }
+
+#[test]
+fn mish_stays_where_it_is_to_run_in_half_precision() {
+    use infopt_passes::{
+        DriverOptions, Flow, PipelineConfig, Precision, PrecisionMap, run_pipeline,
+    };
+    for half in [Precision::Fp16, Precision::Bf16] {
+        let mut m = mish_by_parts(DataType::Float, 13, true);
+        let mut config =
+            PipelineConfig::from_pass_names(&["lower-mish".to_string()], Target::Portable).unwrap();
+        config.precision = Some(PrecisionMap {
+            default: Some(half),
+            overrides: vec![],
+        });
+        let options = DriverOptions {
+            validate: true,
+            ..Default::default()
+        };
+        let run = run_pipeline(&mut m, &config, &options, &mut |_, _| Ok(Flow::Continue)).unwrap();
+        assert_eq!(run.records[0].rewrites, 0, "{half}");
+        assert_eq!(
+            reasons(&run),
+            [format!(
+                "the Mish is to run in {half}: its exponential would stay a float32 island there; the rewrite is for float32"
+            )]
+        );
+    }
+}
