@@ -1447,3 +1447,121 @@ fn onnxruntime_placement_quantizes_a_relu6_output_not_the_conv_in_front_of_it() 
     assert!(g.find_value("conv_1_out_scale").is_none());
     assert_close_to_fp32(&fp32, &m);
 }
+
+/// [`mbconv`] whose squeeze-excite pools with `ReduceMean` over `axes`
+/// (timm's `x.mean((2, 3), keepdim=True)`), the axes an attribute below
+/// opset 18 and a constant input from it.
+fn mbconv_reduce_mean(axes: &[i64], opset: i64) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "8", "6", "6"]));
+    let e = conv(&mut b, x, "expand", [16, 8, 1, 1], 21);
+    let e = silu(&mut b, e);
+    let d = conv(&mut b, e, "dw", [16, 16, 3, 16], 22);
+    let d = silu(&mut b, d);
+    let keep = Attribute::int("keepdims", 1);
+    let pooled = if opset >= 18 {
+        let a = b.i64("se.axes", &[axes.len() as i64], axes);
+        b.op("ReduceMean", &[d, a], vec![keep])
+    } else {
+        b.op(
+            "ReduceMean",
+            &[d],
+            vec![Attribute::ints("axes", axes.to_vec()), keep],
+        )
+    };
+    // A mean over the channels has one channel: se1 reads 1 of them.
+    let c = if axes.contains(&1) { 1 } else { 16 };
+    let s1 = conv(&mut b, pooled, "se1", [4, c, 1, 1], 23);
+    let s1 = b.op("Relu", &[s1], vec![]);
+    let s2 = conv(&mut b, s1, "se2", [16, 4, 1, 1], 24);
+    let s2 = b.op("Sigmoid", &[s2], vec![]);
+    let m = b.op("Mul", &[d, s2], vec![]);
+    let p = conv(&mut b, m, "project", [8, 16, 1, 1], 25);
+    let y = b.op("Add", &[p, x], vec![]);
+    b.output(y, "y", DataType::Float, Some(dims(&["1", "8", "6", "6"])));
+    b.build(opset)
+}
+
+/// The node that pools in [`mbconv_reduce_mean`] (it keeps its name).
+const SE_POOL: &str = "reducemean_7";
+
+#[test]
+fn onnxruntime_placement_runs_a_spatial_reduce_mean_as_a_quantized_global_average_pool() {
+    for (axes, opset) in [(vec![2, 3], 13), (vec![-1, -2], 13), (vec![2, 3], 18)] {
+        let fp32 = mbconv_reduce_mean(&axes, opset);
+        let amax = minmax_ranges(&fp32, &[1, 2, 3]);
+        let mut m = fp32.clone();
+        let run = quantize_with(&mut m, Target::Onnxruntime, "", Some(amax)).unwrap();
+        let g = &m.graph;
+        let pool = node(g, SE_POOL);
+        assert_eq!(
+            pool.op_type, "GlobalAveragePool",
+            "axes {axes:?} opset {opset}"
+        );
+        assert!(pool.attributes.is_empty());
+        assert_eq!(pool.inputs.len(), 1);
+        // Between a DQ and a Q: ONNX Runtime's QLinearGlobalAveragePool.
+        assert_eq!(reads(g, SE_POOL, 0), "mul_6_out_dq");
+        assert_eq!(reads(g, "conv_8", 0), "reducemean_7_out_dq");
+        assert_eq!(ops(&m, "ReduceMean"), 0);
+        assert!(g.find_value("se.axes").is_none(), "the axes went with it");
+        assert!(
+            run.notes
+                .iter()
+                .any(|n| n
+                    .contains("1 ReduceMean(s) over the spatial axes run as GlobalAveragePool")),
+            "{:?}",
+            run.notes
+        );
+        assert_close_to_fp32(&fp32, &m);
+    }
+}
+
+#[test]
+fn a_reduce_mean_that_is_no_global_pool_or_meets_tensorrt_stays() {
+    // Over the channels: no GlobalAveragePool computes it.
+    let fp32 = mbconv_reduce_mean(&[1], 13);
+    let amax = minmax_ranges(&fp32, &[1, 2, 3]);
+    let mut m = fp32.clone();
+    quantize_with(&mut m, Target::Onnxruntime, "", Some(amax)).unwrap();
+    assert_eq!(node(&m.graph, SE_POOL).op_type, "ReduceMean");
+    assert_close_to_fp32(&fp32, &m);
+    // TensorRT's placement quantizes layer inputs, and TensorRT reduces
+    // in its own layer: the model keeps its ReduceMean.
+    let fp32 = mbconv_reduce_mean(&[2, 3], 13);
+    let amax = minmax_ranges(&fp32, &[1, 2, 3]);
+    let mut m = fp32.clone();
+    quantize_with(&mut m, Target::Tensorrt, "", Some(amax)).unwrap();
+    assert_eq!(node(&m.graph, SE_POOL).op_type, "ReduceMean");
+}
+
+#[test]
+fn a_layer_norm_mean_over_the_hidden_axis_stays_float() {
+    // `[batch, sequence, hidden]`, the mean over the hidden axis (a
+    // LayerNorm written out): a GlobalAveragePool would compute it too,
+    // but it is no pool, and its output stays unquantized.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "4", "8"]));
+    let w = b.f32("w", &[8, 8], &values(64, 5, 0.3));
+    let h = b.op("MatMul", &[x, w], vec![]);
+    let mean = b.op(
+        "ReduceMean",
+        &[h],
+        vec![
+            Attribute::ints("axes", vec![-1]),
+            Attribute::int("keepdims", 1),
+        ],
+    );
+    let centred = b.op("Sub", &[h, mean], vec![]);
+    let w2 = b.f32("w2", &[8, 8], &values(64, 6, 0.3));
+    let y = b.op("MatMul", &[centred, w2], vec![]);
+    b.output(y, "y", DataType::Float, Some(dims(&["1", "4", "8"])));
+    let fp32 = b.build(13);
+    let amax = minmax_ranges(&fp32, &[1, 2, 3]);
+    let mut m = fp32.clone();
+    quantize_with(&mut m, Target::Onnxruntime, "", Some(amax)).unwrap();
+    let g = &m.graph;
+    assert_eq!(node(g, "reducemean_2").op_type, "ReduceMean");
+    // Its output reaches the Sub as it is.
+    assert_eq!(reads(g, "sub_3", 1), "reducemean_2_out");
+}

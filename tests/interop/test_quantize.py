@@ -399,3 +399,76 @@ def test_int8_judges_box_and_landmark_heads_across_samples_not_as_classes(tmp_pa
     want, got = _interop.run(f, {"x": x})["dense_6"], _interop.run(i8, {"x": x})["dense_6"]
     for k in range(10):
         assert np.corrcoef(got[:, k], want[:, k])[0, 1] >= 0.99, k
+
+
+def _mbconv_reduce_mean(path, opset):
+    """An MBConv block whose squeeze-excite pools as timm writes it, `x.mean((2, 3),
+    keepdim=True)`: ReduceMean with axes as an attribute (opset 13) or an input (18)."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(11)
+    inits, nodes = [], []
+
+    def conv(x, name, cout, cin, k=1, group=1):
+        inits.append(numpy_helper.from_array(
+            (rng.standard_normal((cout, cin // group, k, k)) / np.sqrt(cin // group * k * k)).astype(np.float32),
+            f"{name}.w"))
+        inits.append(numpy_helper.from_array((rng.standard_normal(cout) * 0.1).astype(np.float32), f"{name}.b"))
+        nodes.append(helper.make_node("Conv", [x, f"{name}.w", f"{name}.b"], [name], name=name,
+                                      kernel_shape=[k, k], pads=[k // 2] * 4, group=group))
+        return name
+
+    def silu(x):
+        nodes.append(helper.make_node("Sigmoid", [x], [x + ".sig"], name=x + ".sigmoid"))
+        nodes.append(helper.make_node("Mul", [x, x + ".sig"], [x + ".silu"], name=x + ".mul"))
+        return x + ".silu"
+
+    e = silu(conv("x", "expand", 32, 8))
+    d = silu(conv(e, "dw", 32, 32, k=3, group=32))
+    if opset >= 18:
+        inits.append(numpy_helper.from_array(np.array([2, 3], np.int64), "se.axes"))
+        nodes.append(helper.make_node("ReduceMean", [d, "se.axes"], ["se.mean"], name="se.mean", keepdims=1))
+    else:
+        nodes.append(helper.make_node("ReduceMean", [d], ["se.mean"], name="se.mean", axes=[2, 3], keepdims=1))
+    s = conv("se.mean", "se1", 8, 32)
+    nodes.append(helper.make_node("Relu", [s], ["se1.relu"], name="se1.relu"))
+    s = conv("se1.relu", "se2", 32, 8)
+    nodes.append(helper.make_node("Sigmoid", [s], ["se.gate"], name="se.gate"))
+    nodes.append(helper.make_node("Mul", [d, "se.gate"], ["se.out"], name="se.scale"))
+    p = conv("se.out", "project", 8, 32)
+    nodes.append(helper.make_node("Add", [p, "x"], ["y"], name="residual"))
+    graph = helper.make_graph(
+        nodes, "mbconv_reduce_mean",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 12, 12])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 12, 12])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(path))
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_a_spatial_reduce_mean_runs_as_a_quantized_global_average_pool(opset, tmp_path):
+    # The default command on target onnxruntime: the squeeze-excite's ReduceMean becomes a
+    # GlobalAveragePool between a DQ and a Q, which ONNX Runtime runs as
+    # QLinearGlobalAveragePool; as a ReduceMean it had no integer kernel.
+    src, out = tmp_path / "timm_mbconv.onnx", tmp_path / "q.onnx"
+    _mbconv_reduce_mean(src, opset)
+    data = _calibration_folder(tmp_path / "calib", (1, 8, 12, 12), 8, 3)
+    proc = _interop.run_cli("optimize", src, "-o", out, "--int8", "--calib-data", data,
+                            "--calib-samples", "6", "--target", "onnxruntime")
+    assert proc.returncode == 0, _interop.describe(proc)
+    onnx.checker.check_model(str(out), full_check=True)
+    m = onnx.load(str(out))
+    pool = next(n for n in m.graph.node if n.name == "se.mean")
+    assert pool.op_type == "GlobalAveragePool" and len(pool.input) == 1, pool
+    producers = {o: p for p in m.graph.node for o in p.output}
+    assert producers[pool.input[0]].op_type == "DequantizeLinear"
+    assert all(n.op_type != "ReduceMean" for n in m.graph.node)
+    ops = ort_optimized_ops(out, tmp_path)
+    assert ops["QLinearGlobalAveragePool"] == 1, ops
+    assert ops.get("GlobalAveragePool", 0) == 0 and ops.get("ReduceMean", 0) == 0, ops
+    q, f = _interop.ort_session(out), _interop.ort_session(src)
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        feeds = {"x": rng.uniform(-1, 1, (1, 8, 12, 12)).astype(np.float32)}
+        want, got = _interop.run(f, feeds)["y"], _interop.run(q, feeds)["y"]
+        assert cosine(got, want) >= 0.99, cosine(got, want)
