@@ -40,17 +40,12 @@ use infopt_ir::{Attribute, DataType, Graph, Model, Node, NodeId, PatchValue, Val
 
 use crate::pass::{Pass, PassCx, PassError};
 use crate::rule::Outcome;
-use crate::util::{MS_DOMAIN, dtype_of, input, node_label, output, replace_with_node};
+use crate::util::{
+    MS_DOMAIN, dtype_of, input, node_label, only_read_by, output, producer_is, replace_with_node,
+};
 use crate::{decline, require, require_some};
 
 pub struct FuseQuickGelu;
-
-/// The producer of `v` if it is `op` of the default domain.
-fn producer_is(g: &Graph, v: ValueId, op: &str) -> Option<NodeId> {
-    let (id, _) = g.value(v).producer?;
-    let n = g.node(id);
-    (n.is(op) && n.domain().is_empty()).then_some(id)
-}
 
 /// The value of a constant float scalar (any rank, one element).
 fn scalar(g: &Graph, v: ValueId) -> Option<f32> {
@@ -59,11 +54,6 @@ fn scalar(g: &Graph, v: ValueId) -> Option<f32> {
         return None;
     }
     t.to_f64_vec().ok()?.first().map(|&x| x as f32)
-}
-
-/// Whether `v` is read only by `reader` and is no graph output.
-fn only_read_by(g: &Graph, v: ValueId, reader: NodeId) -> bool {
-    !g.is_graph_output(v) && g.value(v).uses.iter().all(|u| u.node == reader)
 }
 
 /// `Sigmoid(x)` or `Sigmoid(Mul(x, α))` at `s`, given `x`: α and the nodes.

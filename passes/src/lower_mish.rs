@@ -49,27 +49,17 @@ crate::register_pass! {
     build: |_| LowerMish,
 }
 
-use infopt_ir::{DataType, Graph, Model, Node, NodeId, Patch, PatchValue, Tensor, ValueId};
+use infopt_ir::{DataType, Graph, Model, NodeId, Patch, PatchValue, Tensor, ValueId};
 
 use crate::pass::{Pass, PassCx, PassError, Target};
 use crate::precision::{Precision, PrecisionMap};
 use crate::rule::{Outcome, apply_rule};
-use crate::util::{dtype_of, input, node_label, output};
+use crate::util::{
+    add_named_step, dtype_of, input, node_label, only_read_by, output, producer_is,
+};
 use crate::{decline, require_some};
 
 pub struct LowerMish;
-
-/// The producer of `v` if it is `op` of the default domain.
-fn producer_is(g: &Graph, v: ValueId, op: &str) -> Option<NodeId> {
-    let (id, _) = g.value(v).producer?;
-    let n = g.node(id);
-    (n.is(op) && n.domain().is_empty()).then_some(id)
-}
-
-/// Whether `v` is read only by `reader` and is no graph output.
-fn only_read_by(g: &Graph, v: ValueId, reader: NodeId) -> bool {
-    !g.is_graph_output(v) && g.value(v).uses.iter().all(|u| u.node == reader)
-}
 
 /// `t = Tanh(Softplus(x))`, given `x`: the Softplus and the Tanh, or why
 /// the Mul form cannot be rewritten; None where `t` is not of that form.
@@ -153,20 +143,9 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     let mut p = Patch::new();
     let one = p.add_initializer(&format!("{name}.one"), Tensor::from_f32(vec![], &[1.0]));
     let two = p.add_initializer(&format!("{name}.two"), Tensor::from_f32(vec![], &[2.0]));
-    // Each new node named after the root; its output `<node>_out`, but the
-    // last Div's, which takes over `y` (and its name).
+    // Each new node named after the root; the last Div takes over `y`.
     let mut step = |op: &str, suffix: &str, inputs: Vec<PatchValue>| {
-        let mut node = Node::new(op);
-        node.name = Some(format!("{name}{suffix}"));
-        let out = match suffix {
-            "" => String::new(),
-            _ => format!("{name}{suffix}_out"),
-        };
-        let added = p.add_node(node, inputs.into_iter().map(Some).collect(), vec![out]);
-        PatchValue::NewNode {
-            node: added,
-            output: 0,
-        }
+        add_named_step(&mut p, &name, op, suffix, inputs)
     };
     let exp = step("Exp", ".exp", vec![PatchValue::Existing(x)]);
     let shifted = step("Add", ".shifted", vec![exp, two]);

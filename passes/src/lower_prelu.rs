@@ -39,11 +39,11 @@ crate::register_pass! {
     build: |_| LowerPrelu,
 }
 
-use infopt_ir::{DataType, Graph, Model, Node, NodeId, Patch, PatchValue, Tensor};
+use infopt_ir::{DataType, Graph, Model, NodeId, Patch, PatchValue, Tensor};
 
 use crate::pass::{Pass, PassCx, PassError, Target};
 use crate::rule::{Outcome, apply_rule};
-use crate::util::{dtype_of, input, node_label, output};
+use crate::util::{add_named_step, dtype_of, input, node_label, output};
 use crate::{decline, require, require_some};
 
 pub struct LowerPrelu;
@@ -74,20 +74,9 @@ fn rule(g: &Graph, id: NodeId, cx: &mut PassCx) -> Outcome {
     let name = node_label(g, id);
     let mut p = Patch::new();
     let zero = p.add_initializer(&format!("{name}.zero"), Tensor::from_f32(vec![], &[0.0]));
-    // Each new node named after the PRelu; its output `<node>_out`, but the
-    // Add's, which takes over `y` (and its name).
+    // Each new node named after the PRelu; the Add takes over `y`.
     let mut step = |op: &str, suffix: &str, inputs: Vec<PatchValue>| {
-        let mut node = Node::new(op);
-        node.name = Some(format!("{name}{suffix}"));
-        let out = match suffix {
-            "" => String::new(),
-            _ => format!("{name}{suffix}_out"),
-        };
-        let added = p.add_node(node, inputs.into_iter().map(Some).collect(), vec![out]);
-        PatchValue::NewNode {
-            node: added,
-            output: 0,
-        }
+        add_named_step(&mut p, &name, op, suffix, inputs)
     };
     let relu = step("Relu", ".relu", vec![PatchValue::Existing(x)]);
     let negative = step("Min", ".negative", vec![PatchValue::Existing(x), zero]);

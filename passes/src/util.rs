@@ -189,6 +189,43 @@ pub fn replace_with_node(
     p
 }
 
+/// Adds one node of a lowering to `p`: `op` reading `inputs`, named
+/// `{name}{suffix}` (after the node it replaces) with its output
+/// `{name}{suffix}_out`; with an empty suffix the node takes `name` itself
+/// and its output is left unnamed, for the value it takes over (see
+/// `Patch::replace`) to keep its name.
+pub fn add_named_step(
+    p: &mut infopt_ir::Patch,
+    name: &str,
+    op: &str,
+    suffix: &str,
+    inputs: Vec<infopt_ir::PatchValue>,
+) -> infopt_ir::PatchValue {
+    let mut node = infopt_ir::Node::new(op);
+    node.name = Some(format!("{name}{suffix}"));
+    let out = match suffix {
+        "" => String::new(),
+        _ => format!("{name}{suffix}_out"),
+    };
+    let added = p.add_node(node, inputs.into_iter().map(Some).collect(), vec![out]);
+    infopt_ir::PatchValue::NewNode {
+        node: added,
+        output: 0,
+    }
+}
+
+/// The producer of `v` if it is `op` of the default domain.
+pub fn producer_is(g: &Graph, v: ValueId, op: &str) -> Option<NodeId> {
+    let (id, _) = g.value(v).producer?;
+    let n = g.node(id);
+    (n.is(op) && n.domain().is_empty()).then_some(id)
+}
+
+/// Whether `v` is read only by `reader` and is no graph output.
+pub fn only_read_by(g: &Graph, v: ValueId, reader: NodeId) -> bool {
+    !g.is_graph_output(v) && g.value(v).uses.iter().all(|u| u.node == reader)
+}
+
 /// Dims rendered as `[1,16,1,1]` for messages.
 pub fn dims_string(dims: &[i64]) -> String {
     let parts: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
