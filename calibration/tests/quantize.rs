@@ -480,14 +480,27 @@ fn mbconv_with(
     dw_act: fn(&mut GraphBuilder, ValueId) -> ValueId,
     se_act: fn(&mut GraphBuilder, ValueId) -> ValueId,
 ) -> Model {
+    let pool = |b: &mut GraphBuilder, d: ValueId| b.op("GlobalAveragePool", &[d], vec![]);
+    mbconv_pooled(dw_act, se_act, &pool, 16, 13)
+}
+
+/// [`mbconv_with`] whose squeeze-excite pools with `pool` into
+/// `pooled_channels` channels, at `opset`.
+fn mbconv_pooled(
+    dw_act: fn(&mut GraphBuilder, ValueId) -> ValueId,
+    se_act: fn(&mut GraphBuilder, ValueId) -> ValueId,
+    pool: &dyn Fn(&mut GraphBuilder, ValueId) -> ValueId,
+    pooled_channels: i64,
+    opset: i64,
+) -> Model {
     let mut b = GraphBuilder::new();
     let x = b.input("x", DataType::Float, dims(&["1", "8", "6", "6"]));
     let e = conv(&mut b, x, "expand", [16, 8, 1, 1], 21);
     let e = silu(&mut b, e);
     let d = conv(&mut b, e, "dw", [16, 16, 3, 16], 22);
     let d = dw_act(&mut b, d);
-    let g = b.op("GlobalAveragePool", &[d], vec![]);
-    let s1 = conv(&mut b, g, "se1", [4, 16, 1, 1], 23);
+    let g = pool(&mut b, d);
+    let s1 = conv(&mut b, g, "se1", [4, pooled_channels, 1, 1], 23);
     let s1 = se_act(&mut b, s1);
     let s2 = conv(&mut b, s1, "se2", [16, 4, 1, 1], 24);
     let s2 = b.op("Sigmoid", &[s2], vec![]);
@@ -495,7 +508,7 @@ fn mbconv_with(
     let p = conv(&mut b, m, "project", [8, 16, 1, 1], 25);
     let y = b.op("Add", &[p, x], vec![]);
     b.output(y, "y", DataType::Float, Some(dims(&["1", "8", "6", "6"])));
-    b.build(13)
+    b.build(opset)
 }
 
 #[test]
@@ -1452,34 +1465,21 @@ fn onnxruntime_placement_quantizes_a_relu6_output_not_the_conv_in_front_of_it() 
 /// (timm's `x.mean((2, 3), keepdim=True)`), the axes an attribute below
 /// opset 18 and a constant input from it.
 fn mbconv_reduce_mean(axes: &[i64], opset: i64) -> Model {
-    let mut b = GraphBuilder::new();
-    let x = b.input("x", DataType::Float, dims(&["1", "8", "6", "6"]));
-    let e = conv(&mut b, x, "expand", [16, 8, 1, 1], 21);
-    let e = silu(&mut b, e);
-    let d = conv(&mut b, e, "dw", [16, 16, 3, 16], 22);
-    let d = silu(&mut b, d);
-    let keep = Attribute::int("keepdims", 1);
-    let pooled = if opset >= 18 {
-        let a = b.i64("se.axes", &[axes.len() as i64], axes);
-        b.op("ReduceMean", &[d, a], vec![keep])
-    } else {
-        b.op(
-            "ReduceMean",
-            &[d],
-            vec![Attribute::ints("axes", axes.to_vec()), keep],
-        )
+    // A mean over the channels leaves one channel for se1 to read.
+    let channels = if axes.contains(&1) { 1 } else { 16 };
+    let axes = axes.to_vec();
+    let pool = move |b: &mut GraphBuilder, d: ValueId| {
+        let keep = Attribute::int("keepdims", 1);
+        if opset >= 18 {
+            let a = b.i64("se.axes", &[axes.len() as i64], &axes);
+            b.op("ReduceMean", &[d, a], vec![keep])
+        } else {
+            let attrs = vec![Attribute::ints("axes", axes.clone()), keep];
+            b.op("ReduceMean", &[d], attrs)
+        }
     };
-    // A mean over the channels has one channel: se1 reads 1 of them.
-    let c = if axes.contains(&1) { 1 } else { 16 };
-    let s1 = conv(&mut b, pooled, "se1", [4, c, 1, 1], 23);
-    let s1 = b.op("Relu", &[s1], vec![]);
-    let s2 = conv(&mut b, s1, "se2", [16, 4, 1, 1], 24);
-    let s2 = b.op("Sigmoid", &[s2], vec![]);
-    let m = b.op("Mul", &[d, s2], vec![]);
-    let p = conv(&mut b, m, "project", [8, 16, 1, 1], 25);
-    let y = b.op("Add", &[p, x], vec![]);
-    b.output(y, "y", DataType::Float, Some(dims(&["1", "8", "6", "6"])));
-    b.build(opset)
+    let relu = |b: &mut GraphBuilder, x: ValueId| b.op("Relu", &[x], vec![]);
+    mbconv_pooled(silu, relu, &pool, channels, opset)
 }
 
 /// The node that pools in [`mbconv_reduce_mean`] (it keeps its name).
