@@ -1565,3 +1565,38 @@ fn a_layer_norm_mean_over_the_hidden_axis_stays_float() {
     // Its output reaches the Sub as it is.
     assert_eq!(reads(g, "sub_3", 1), "reducemean_2_out");
 }
+
+#[test]
+fn a_spatial_reduce_mean_whose_output_stays_float_stays_a_reduce_mean() {
+    // The conv's output is quantized for the second conv; the ReduceMean
+    // reads it through the same DQ but writes a graph output, which is not
+    // quantized: a float pool, where ONNX Runtime's ReduceMean is faster.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "8", "6", "6"]));
+    let a = conv(&mut b, x, "a", [8, 8, 3, 1], 31);
+    let c = conv(&mut b, a, "c", [8, 8, 3, 1], 32);
+    let mean = b.op(
+        "ReduceMean",
+        &[a],
+        vec![
+            Attribute::ints("axes", vec![2, 3]),
+            Attribute::int("keepdims", 1),
+        ],
+    );
+    b.output(c, "y", DataType::Float, Some(dims(&["1", "8", "6", "6"])));
+    b.output(
+        mean,
+        "m",
+        DataType::Float,
+        Some(dims(&["1", "8", "1", "1"])),
+    );
+    let fp32 = b.build(13);
+    let amax = minmax_ranges(&fp32, &[1, 2, 3]);
+    let mut m = fp32.clone();
+    quantize_with(&mut m, Target::Onnxruntime, "", Some(amax)).unwrap();
+    let g = &m.graph;
+    assert_eq!(reads(g, "conv_2", 0), "conv_1_out_dq");
+    let mean = g.find_node("reducemean_3").unwrap();
+    assert_eq!(g.node(mean).op_type, "ReduceMean");
+    assert_close_to_fp32(&fp32, &m);
+}
