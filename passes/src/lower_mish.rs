@@ -51,11 +51,11 @@ crate::register_pass! {
 
 use infopt_ir::{DataType, Graph, Model, NodeId, Patch, PatchValue, Tensor, ValueId};
 
-use crate::pass::{Pass, PassCx, PassError, Target};
+use crate::pass::{Pass, PassCx, PassError};
 use crate::precision::{Precision, PrecisionMap};
-use crate::rule::{Outcome, apply_rule};
+use crate::rule::Outcome;
 use crate::util::{
-    add_named_step, dtype_of, input, node_label, only_read_by, output, producer_is,
+    add_named_step, run_lowering, dtype_of, input, node_label, only_read_by, output, producer_is,
 };
 use crate::{decline, require_some};
 
@@ -166,13 +166,11 @@ impl Pass for LowerMish {
     }
 
     fn run(&self, model: &mut Model, cx: &mut PassCx) -> Result<usize, PassError> {
-        if cx.target == Target::Tensorrt {
-            cx.not_applied(
-                "lower-mish does nothing for target tensorrt: TensorRT runs Mish as an activation of its own".to_string(),
-            );
-            return Ok(0);
-        }
-        infopt_ir::infer::infer_shapes(model);
-        apply_rule(model, cx, &rule)
+        run_lowering(
+            model,
+            cx,
+            "lower-mish does nothing for target tensorrt: TensorRT runs Mish as an activation of its own",
+            &rule,
+        )
     }
 }

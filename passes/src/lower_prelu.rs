@@ -41,9 +41,9 @@ crate::register_pass! {
 
 use infopt_ir::{DataType, Graph, Model, NodeId, Patch, PatchValue, Tensor};
 
-use crate::pass::{Pass, PassCx, PassError, Target};
-use crate::rule::{Outcome, apply_rule};
-use crate::util::{add_named_step, dtype_of, input, node_label, output};
+use crate::pass::{Pass, PassCx, PassError};
+use crate::rule::Outcome;
+use crate::util::{add_named_step, dtype_of, input, node_label, output, run_lowering};
 use crate::{decline, require, require_some};
 
 pub struct LowerPrelu;
@@ -93,13 +93,11 @@ impl Pass for LowerPrelu {
     }
 
     fn run(&self, model: &mut Model, cx: &mut PassCx) -> Result<usize, PassError> {
-        if cx.target == Target::Tensorrt {
-            cx.not_applied(
-                "lower-prelu does nothing for target tensorrt: TensorRT runs PRelu as a layer of its own".to_string(),
-            );
-            return Ok(0);
-        }
-        infopt_ir::infer::infer_shapes(model);
-        apply_rule(model, cx, &rule)
+        run_lowering(
+            model,
+            cx,
+            "lower-prelu does nothing for target tensorrt: TensorRT runs PRelu as a layer of its own",
+            &rule,
+        )
     }
 }

@@ -214,6 +214,23 @@ pub fn add_named_step(
     }
 }
 
+/// Runs a lowering's `rule` over `model`, typed first, unless the target is
+/// TensorRT, which runs the lowered op as a layer of its own: then nothing
+/// changes and `tensorrt_note` says why.
+pub fn run_lowering(
+    model: &mut infopt_ir::Model,
+    cx: &mut crate::pass::PassCx,
+    tensorrt_note: &str,
+    rule: &dyn Fn(&Graph, NodeId, &mut crate::pass::PassCx) -> crate::rule::Outcome,
+) -> Result<usize, crate::pass::PassError> {
+    if cx.target == crate::pass::Target::Tensorrt {
+        cx.not_applied(tensorrt_note.to_string());
+        return Ok(0);
+    }
+    infopt_ir::infer::infer_shapes(model);
+    crate::rule::apply_rule(model, cx, rule)
+}
+
 /// The producer of `v` if it is `op` of the default domain.
 pub fn producer_is(g: &Graph, v: ValueId, op: &str) -> Option<NodeId> {
     let (id, _) = g.value(v).producer?;
