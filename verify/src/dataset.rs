@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use infopt_runtime::{HostTensor, IoSpec, LoadedModel};
 
-use crate::inputs::{fit_inputs, generate, read_inputs};
+use crate::inputs::{fit_inputs, generate, read_arrays};
 use crate::stacked::StackedArrays;
 
 /// One input sample: a tensor per model input, in model input order.
@@ -204,7 +204,7 @@ impl Dataset for FileSamples {
         let index = self.next;
         self.next += 1;
         let origin = path.display().to_string();
-        let mut arrays = read_inputs(path)?;
+        let mut arrays = read_arrays(path)?;
         if let ItemKind::SingleNpy = self.kind {
             if inputs.len() != 1 {
                 return Err(format!(

@@ -4,7 +4,8 @@
 //! Files: the `.npy` header is parsed by `ndarray-npy`, the data decoded here, so that any
 //! dtype a model input can have is read in one pass (`<f2` included). `.npz` archives may
 //! be stored or deflate-compressed (`np.savez` / `np.savez_compressed`); inflating uses
-//! `zip` with the pure-Rust zlib-rs backend. Fortran-ordered arrays are refused.
+//! `zip` with the pure-Rust zlib-rs backend. Fortran-ordered arrays (`np.save(a.T)`) are read
+//! in C order, as numpy reads them.
 //!
 //! An array whose dtype differs from the input's is converted when nothing is lost in
 //! kind: float to float (rounded), integer to integer (every value must fit), integer to
@@ -314,12 +315,21 @@ fn filled(t: &HostTensor, v: f64) -> Result<HostTensor, String> {
 }
 
 /// Reads named arrays from an `.npz`, a single `.npy` (named after the file stem) or a
-/// folder of `.npy` files (each named after its stem).
+/// folder of `.npy` files (each named after its stem): what `--inputs` gives.
 pub fn read_inputs(path: &Path) -> Result<Vec<HostTensor>, String> {
+    read_arrays(path).map_err(|e| match e.starts_with("--inputs ") {
+        true => e,
+        false => format!("--inputs {e}"),
+    })
+}
+
+/// [`read_inputs`] for one sample of a dataset: errors start with the path,
+/// not with `--inputs` (the user gave `--calib-data` or `--data`).
+pub fn read_arrays(path: &Path) -> Result<Vec<HostTensor>, String> {
     let shown = path.display();
     if path.is_dir() {
         let mut entries: Vec<_> = std::fs::read_dir(path)
-            .map_err(|e| format!("--inputs {shown}: {e}"))?
+            .map_err(|e| format!("{shown}: {e}"))?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.is_file())
             .collect();
@@ -336,16 +346,14 @@ pub fn read_inputs(path: &Path) -> Result<Vec<HostTensor>, String> {
         }
         return files.iter().map(|f| read_npy_file(f)).collect();
     }
-    let bytes = std::fs::read(path).map_err(|e| format!("--inputs {shown}: {e}"))?;
+    let bytes = std::fs::read(path).map_err(|e| format!("{shown}: {e}"))?;
     if bytes.starts_with(b"PK") {
-        return read_npz(&bytes).map_err(|e| format!("--inputs {shown}: {e}"));
+        return read_npz(&bytes).map_err(|e| format!("{shown}: {e}"));
     }
     if bytes.starts_with(b"\x93NUMPY") {
         return read_npy_file(path).map(|t| vec![t]);
     }
-    Err(format!(
-        "--inputs {shown}: neither an .npz (zip) nor an .npy file"
-    ))
+    Err(format!("{shown}: neither an .npz (zip) nor an .npy file"))
 }
 
 /// Why a folder without `.npy` files is not inputs; a folder of `.npz`
@@ -425,21 +433,28 @@ pub(crate) struct NpyLayout {
     big_endian: bool,
     /// Bytes per element.
     width: usize,
+    /// Stored first axis fastest: [`NpyLayout::decode`] reorders to C order.
+    fortran: bool,
 }
 
 impl NpyLayout {
     pub(crate) fn of(header: &ndarray_npy::npy::header::Header) -> Result<NpyLayout, String> {
-        if header.layout.is_fortran() && header.shape.iter().filter(|&&d| d > 1).count() > 1 {
-            return Err(
-                "Fortran-ordered arrays are not supported; save np.ascontiguousarray(a)".into(),
-            );
-        }
         let descr = header
             .type_descriptor
             .as_string()
             .ok_or_else(|| format!("unsupported dtype {}", header.type_descriptor))?
             .clone();
-        NpyLayout::from_descr(descr)
+        let mut layout = NpyLayout::from_descr(descr)?;
+        // With at most one axis longer than 1 both orders are the same bytes.
+        layout.fortran =
+            header.layout.is_fortran() && header.shape.iter().filter(|&&d| d > 1).count() > 1;
+        Ok(layout)
+    }
+
+    /// Whether the elements are stored first axis fastest (numpy's
+    /// `fortran_order`, what `np.save(np.transpose(a))` writes).
+    pub(crate) fn is_fortran(&self) -> bool {
+        self.fortran
     }
 
     /// The layout of a dtype descriptor (`<f4`).
@@ -477,6 +492,7 @@ impl NpyLayout {
             code: code.to_string(),
             descr,
             width,
+            fortran: false,
         })
     }
 
@@ -521,6 +537,13 @@ impl NpyLayout {
             .iter()
             .try_fold(1usize, |a, &d| a.checked_mul(d))
             .ok_or("the shape overflows")?;
+        let c_order;
+        let data = if self.fortran && n.checked_mul(self.width) == Some(data.len()) {
+            c_order = fortran_to_c_order(data, &shape, self.width);
+            &c_order[..]
+        } else {
+            data
+        };
         macro_rules! num {
             ($t:ty, $variant:ident) => {{
                 const W: usize = std::mem::size_of::<$t>();
@@ -587,6 +610,36 @@ impl NpyLayout {
         };
         HostTensor::new(Some(name.to_string()), shape, data).map_err(|e| e.to_string())
     }
+}
+
+/// The elements of a Fortran-ordered array of `shape` (first axis
+/// fastest), `width` bytes each, in C order (last axis fastest): the
+/// transpose numpy makes when it reads one.
+fn fortran_to_c_order(data: &[u8], shape: &[usize], width: usize) -> Vec<u8> {
+    let mut strides = Vec::with_capacity(shape.len());
+    let mut stride = width;
+    for &d in shape {
+        strides.push(stride);
+        stride *= d;
+    }
+    let mut out = Vec::with_capacity(data.len());
+    let mut index = vec![0usize; shape.len()];
+    let mut offset = 0usize;
+    for _ in 0..data.len() / width.max(1) {
+        out.extend_from_slice(&data[offset..offset + width]);
+        // Advance the C-order index, last axis fastest, keeping the
+        // Fortran offset in step.
+        for axis in (0..shape.len()).rev() {
+            index[axis] += 1;
+            offset += strides[axis];
+            if index[axis] < shape[axis] {
+                break;
+            }
+            offset -= strides[axis] * shape[axis];
+            index[axis] = 0;
+        }
+    }
+    out
 }
 
 /// Integer elements widened exactly, `None` for float and bool data.
@@ -743,8 +796,14 @@ pub(crate) mod tests {
 
     /// An `.npy` image as numpy writes it (format 1.0, header padded to 64 bytes).
     pub(crate) fn npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
+        npy_ordered(descr, false, shape, data)
+    }
+
+    /// [`npy`] with numpy's `fortran_order` flag.
+    pub(crate) fn npy_ordered(descr: &str, fortran: bool, shape: &str, data: &[u8]) -> Vec<u8> {
+        let order = if fortran { "True" } else { "False" };
         let mut header =
-            format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+            format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {shape}, }}");
         while (10 + header.len() + 1) % 64 != 0 {
             header.push(' ');
         }
@@ -780,6 +839,40 @@ pub(crate) mod tests {
         assert!(e.contains("unsupported dtype <U99999999999999999"), "{e}");
         let e = decode_npy("s", &npy("<U0", "(1,)", b"")).unwrap_err();
         assert!(e.contains("unsupported dtype <U0"), "{e}");
+    }
+
+    #[test]
+    fn fortran_ordered_arrays_are_read_in_c_order() {
+        // np.save of a.T where a = arange(24).reshape(4, 3, 2): shape (2, 3, 4),
+        // fortran_order True, the bytes those of `a` (element [i, j, k] of
+        // the transpose at offset i + 2j + 6k).
+        let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let stored: Vec<f32> = (0..24).map(|x| x as f32).collect();
+        let t = decode_npy("x", &npy_ordered("<f4", true, "(2, 3, 4)", &f32s(&stored))).unwrap();
+        assert_eq!(t.shape(), &[2, 3, 4]);
+        let expected: Vec<f32> = (0..2)
+            .flat_map(|i| (0..3).flat_map(move |j| (0..4).map(move |k| (i + 2 * j + 6 * k) as f32)))
+            .collect();
+        assert_eq!(t.as_slice::<f32>(), Some(&expected[..]));
+        // Wider elements move whole, and a string array too.
+        let t = decode_npy("y", &npy_ordered("|S2", true, "(2, 2)", b"a0b0a1b1")).unwrap();
+        let TensorData::I64(ids) = t.data() else {
+            panic!("{:?}", t.dtype())
+        };
+        assert_eq!(
+            infopt_runtime::string_ids::strings_of(ids),
+            ["a0", "a1", "b0", "b1"]
+        );
+        // One axis longer than 1: the same bytes in either order.
+        let t = decode_npy(
+            "z",
+            &npy_ordered("<f4", true, "(1, 3)", &f32s(&[1.0, 2.0, 3.0])),
+        )
+        .unwrap();
+        assert_eq!(t.as_slice::<f32>(), Some(&[1.0f32, 2.0, 3.0][..]));
+        // A short file is still said as such.
+        let e = decode_npy("w", &npy_ordered("<f4", true, "(2, 2)", &f32s(&[1.0]))).unwrap_err();
+        assert!(e.contains("needs 16 data bytes, the file has 4"), "{e}");
     }
 
     #[test]

@@ -36,6 +36,13 @@ impl ArrayStream {
         let header = Header::from_reader(&mut reader)
             .map_err(|e| format!("array `{name}`: bad .npy header: {e}"))?;
         let layout = NpyLayout::of(&header).map_err(|e| format!("array `{name}`: {e}"))?;
+        if layout.is_fortran() {
+            // First axis fastest: one sample's elements are spread over the
+            // whole array, so it cannot be read a sample at a time.
+            return Err(format!(
+                "array `{name}` is Fortran-ordered, so its samples are not stored one after another; save np.ascontiguousarray(a) (or one .npz per sample)"
+            ));
+        }
         let Some((&count, rest)) = header.shape.split_first() else {
             return Err("a scalar array cannot hold a sample axis".into());
         };
@@ -317,6 +324,21 @@ mod tests {
         );
         let e = StackedArrays::open(&path).err().unwrap();
         assert!(e.starts_with("array `z`: unsupported dtype <c16"), "{e}");
+        // A stacked array stored first axis fastest has no sample in one piece.
+        let path = dir.path().join("fortran.npz");
+        write_npz(
+            &path,
+            zip::CompressionMethod::Stored,
+            &[(
+                "x",
+                crate::inputs::tests::npy_ordered("<f4", true, "(3, 2)", &f32_bytes([0.0; 6])),
+            )],
+        );
+        let e = StackedArrays::open(&path).err().unwrap();
+        assert!(
+            e.starts_with("array `x` is Fortran-ordered, so its samples are not stored one after another; save np.ascontiguousarray(a)"),
+            "{e}"
+        );
         let path = dir.path().join("text.npz");
         std::fs::write(&path, "hello").unwrap();
         let e = StackedArrays::open(&path).err().unwrap();
