@@ -578,3 +578,47 @@ fn an_input_shape_fixes_the_symbol_for_the_inputs_sharing_it() {
     let shapes = report["verification"]["input_shapes"].to_string();
     assert!(shapes.contains("[\"waveforms_lens\",[1]]"), "{shapes}");
 }
+
+#[test]
+fn a_batch_split_into_groups_of_four_is_verified_at_a_multiple_of_four() {
+    // ICLabel (mne-icalabel) feeds each component four times and averages
+    // them with a Reshape to [4, -1]: at the batch of 2 every size choice
+    // gave, the plain `optimize` exited 7 and suggested a batch of 1.
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["components", "7"]));
+    let shape = b.i64("groups", &[2], &[4, -1]);
+    let grouped = b.op("Reshape", &[x, shape], vec![]);
+    let mean = b.op(
+        "ReduceMean",
+        &[grouped],
+        vec![
+            Attribute::ints("axes", vec![0]),
+            Attribute::int("keepdims", 0),
+        ],
+    );
+    let y = b.op("Identity", &[mean], vec![]);
+    b.output(y, "y", DataType::Float, None);
+    let model = dir.path().join("grouped.onnx");
+    save(b.build(13), &model);
+    let out = dir.path().join("out.onnx");
+    let o = infopt(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--backend",
+        "tract",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let notes = report["notes"].to_string();
+    assert!(
+        notes.contains("verification sizes: every unbound dim 4 (the first choice failed"),
+        "{notes}"
+    );
+    let shapes = report["verification"]["input_shapes"].to_string();
+    assert!(shapes.contains("[\"x\",[4,7]]"), "{shapes}");
+    assert!(out.exists());
+}

@@ -6,7 +6,8 @@
 //! 32, whose feature maps are concatenated) gets sizes that such models
 //! accept: spatial (or sequence) dims of 64, then 32, 128 and 512, batch 1;
 //! a signal's samples (the last axis of a rank-3 input) at 16000 and 4096,
-//! every other dim 1; and last every unbound dim at 2. Every size the graph says something
+//! every other dim 1; and last every unbound dim at 2, then 4 and 8 (a batch
+//! a Reshape splits into fixed groups). Every size the graph says something
 //! about ([`crate::size_hints`]: stride chains, Resize scales, kernels, a
 //! fixed partner) is moved to the nearest size it admits, in the distinct
 //! choice too (distinct admissible sizes, H != W). Symbols the graph
@@ -213,9 +214,16 @@ pub fn candidates(model: &Model, base: &InputShapes) -> Vec<Candidate> {
             );
         }
     }
-    let mut twos = base.clone();
-    twos.default_dim = 2;
-    push("every unbound dim 2".into(), twos);
+    // Last, every unbound dim at a multiple of 4, then of 8: a graph that
+    // splits its batch into fixed groups runs at none of the sizes above.
+    // ICLabel (mne-icalabel) feeds each component four times, flipped and
+    // negated, and averages them with a Reshape to [4, -1]: its batch must
+    // be a multiple of 4, and its plain `optimize` exited 7 at batch 2.
+    for dim in [2usize, 4, 8] {
+        let mut every = base.clone();
+        every.default_dim = dim;
+        push(format!("every unbound dim {dim}"), every);
+    }
     for c in unrelated {
         if !out.iter().any(|o| o.shapes == c.shapes) {
             out.push(c);
@@ -443,6 +451,11 @@ mod tests {
         let pos = |l: &str| tries.iter().position(|c| c.label.starts_with(l)).unwrap();
         assert!(pos("spatial dims 512") < pos("signal dims 16000"));
         assert!(pos("signal dims 4096") < pos("every unbound dim 2"));
+        // Multiples of 4 and 8 last (a batch split into fixed groups).
+        assert!(pos("every unbound dim 2") < pos("every unbound dim 4"));
+        assert!(pos("every unbound dim 4") < pos("every unbound dim 8"));
+        let every4 = &tries[pos("every unbound dim 4")];
+        assert_eq!(every4.shapes.default_dim, 4);
     }
 
     #[test]

@@ -1,0 +1,63 @@
+# Task scores and one-thread latency of session 32's ICLabel runs (gen32_iclabel.py makes the data):
+#   python score32_iclabel.py DATA_DIR FP32.onnx CAND.onnx [CAND.onnx ...]
+# Every held-out recording's components are labelled as mne-icalabel labels them (the argmax of the
+# seven class probabilities); each candidate against FP32: top-1 agreement over the components,
+# the artifact decision a cleaning script makes (argmax muscle, eye, heart, line or channel noise:
+# the component is removed), and the mean and largest |d probability|.
+# Latency: median of 20 runs at one intra-op thread, every model once per round (interleaved), on
+# the recording with the most components, after 3 warm-up rounds.
+import glob, os, sys, time
+
+import numpy as np
+import onnxruntime as ort
+
+data, fp32 = sys.argv[1:3]
+cands = sys.argv[3:]
+ARTIFACT = {1, 2, 3, 4, 5}
+
+
+def session(path, threads=1):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+feeds = [dict(np.load(f)) for f in sorted(glob.glob(os.path.join(data, "held", "*.npz")))]
+ref = session(fp32, threads=2)
+ref_out = [ref.run(None, f)[0] for f in feeds]
+labels = np.concatenate([r.argmax(1) for r in ref_out])
+print("held-out recordings %d, components %d; FP32's labels: %s" % (
+    len(feeds), len(labels), np.bincount(labels, minlength=7).tolist()))
+for c in cands:
+    try:
+        s = session(c, threads=2)
+    except Exception as e:  # noqa: BLE001  (a candidate that does not load is a result)
+        print("%s: does not load (%s)" % (os.path.basename(c), str(e).splitlines()[0][:120]))
+        continue
+    out = [s.run(None, f)[0] for f in feeds]
+    got = np.concatenate([o.argmax(1) for o in out])
+    d = np.concatenate([np.abs(o - r).ravel() for o, r in zip(out, ref_out)])
+    art = np.mean([(a in ARTIFACT) == (b in ARTIFACT) for a, b in zip(got, labels)])
+    print("%s: top-1 agreement %.4f (%d of %d), artifact decision %.4f, mean |dp| %.5f, largest %.4f, non-finite %d"
+          % (os.path.basename(c), np.mean(got == labels), np.sum(got == labels), len(labels), art, d.mean(),
+             d.max(), int(np.sum(~np.isfinite(d)))))
+
+biggest = max(range(len(feeds)), key=lambda i: feeds[i]["topo"].shape[0])
+sess = {}
+for m in [fp32] + cands:
+    try:
+        sess[m] = session(m)
+    except Exception:  # noqa: BLE001
+        pass
+times = {m: [] for m in sess}
+for r in range(23):
+    for m, s in sess.items():
+        t = time.perf_counter(); s.run(None, feeds[biggest]); dt = time.perf_counter() - t
+        if r >= 3:
+            times[m].append(dt)
+base = np.median(times[fp32])
+for m in sess:
+    med = np.median(times[m])
+    print("latency %s: %.3f ms (%.2fx FP32's speed), batch %d" % (
+        os.path.basename(m), med * 1e3, base / med, feeds[biggest]["topo"].shape[0]))
