@@ -472,3 +472,62 @@ def test_a_spatial_reduce_mean_runs_as_a_quantized_global_average_pool(opset, tm
         feeds = {"x": rng.uniform(-1, 1, (1, 8, 12, 12)).astype(np.float32)}
         want, got = _interop.run(f, feeds)["y"], _interop.run(q, feeds)["y"]
         assert cosine(got, want) >= 0.99, cosine(got, want)
+
+
+def _opset9_detector(path):
+    # What pytorch 1.2 wrote for Ultra-Light-Fast's face detector: opset 9, IR 4 with every
+    # initializer listed as a graph input, Conv + BatchNormalization + Relu, a Softmax over
+    # two classes per anchor.
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(9)
+    inits = [
+        numpy_helper.from_array(rng.normal(0, 0.3, (8, 3, 3, 3)).astype(np.float32), "w1"),
+        numpy_helper.from_array(rng.uniform(0.5, 1.5, 8).astype(np.float32), "g"),
+        numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float32), "b"),
+        numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float32), "mean"),
+        numpy_helper.from_array(rng.uniform(0.5, 1.5, 8).astype(np.float32), "var"),
+        numpy_helper.from_array(rng.normal(0, 0.3, (2, 8, 1, 1)).astype(np.float32), "w2"),
+        numpy_helper.from_array(np.array([1, -1, 2], np.int64), "shape"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c1", "g", "b", "mean", "var"], ["bn"], name="bn1"),
+        helper.make_node("Relu", ["bn"], ["r"], name="relu1"),
+        helper.make_node("Conv", ["r", "w2"], ["c2"], name="cls"),
+        helper.make_node("Transpose", ["c2"], ["t"], name="nhwc", perm=[0, 2, 3, 1]),
+        helper.make_node("Reshape", ["t", "shape"], ["logits"], name="anchors"),
+        helper.make_node("Softmax", ["logits"], ["scores"], name="softmax", axis=2),
+    ]
+    graph = helper.make_graph(
+        nodes, "ulfd_like",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 24, 32])]
+        + [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in inits],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 768, 2])],
+        inits,
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
+    m.ir_version = 4
+    onnx.save(m, str(path))
+
+
+def test_int8_raises_an_opset_9_model_to_13_instead_of_refusing_it(tmp_path):
+    # Per-channel DequantizeLinear needs opset 13: a pytorch 1.2 export (opset 9) was refused
+    # with "convert it first"; the quantize step now runs the converter --upgrade-opset 13 runs.
+    src, out = tmp_path / "opset9.onnx", tmp_path / "q.onnx"
+    _opset9_detector(src)
+    data = _calibration_folder(tmp_path / "calib", (1, 3, 24, 32), 8, 9)
+    proc = _interop.run_cli("optimize", src, "-o", out, "--int8", "--calib-data", data,
+                            "--int8-min-cosine", "0.9", "--int8-min-top1", "0.5")
+    assert proc.returncode == 0, _interop.describe(proc)
+    assert "note: quantize-int8: default-domain opset raised from 9 to 13 for per-channel DequantizeLinear" in proc.stdout, \
+        _interop.describe(proc)
+    onnx.checker.check_model(str(out), full_check=True)
+    m = onnx.load(str(out))
+    assert {o.domain: o.version for o in m.opset_import}.get("", None) == 13
+    assert any(n.op_type == "DequantizeLinear" for n in m.graph.node)
+    q, f = _interop.ort_session(out), _interop.ort_session(src)
+    rng = np.random.default_rng(11)
+    for _ in range(3):
+        feeds = {"x": rng.uniform(-1, 1, (1, 3, 24, 32)).astype(np.float32)}
+        want, got = _interop.run(f, feeds)["scores"], _interop.run(q, feeds)["scores"]
+        assert cosine(got, want) >= 0.99, cosine(got, want)

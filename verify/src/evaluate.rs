@@ -355,27 +355,26 @@ impl Running {
             acc.add(&wide(a), &wide(b), UNSEEN_ERROR_FACTOR);
         }
         // A classifier's class scores are one quantity, judged by top-1
-        // agreement (random logits put a class in [0, 1] by chance).
+        // agreement (random logits put a class in [0, 1] by chance); a dense
+        // one's probabilities (a class per anchor) are judged as scores
+        // too, but for the background (see `parts::dense_classifier_parts`).
         let parts = self.parts.get_or_insert_with(|| {
-            let found = match classes {
-                Some(_) => Vec::new(),
-                None => {
-                    let wide: Vec<f64> = b.iter().map(|v| v.wide()).collect();
-                    parts::find_parts(shape, &wide, true, batch)
-                }
-            };
-            found
-                .into_iter()
-                .map(|part| RunningPart {
-                    part,
-                    sums: Sums::default(),
-                    elements: 0,
-                    diff: 0.0,
-                    max: 0.0,
-                    diff_unseen: 0.0,
-                    max_unseen: 0.0,
-                })
-                .collect()
+            let wide: Vec<f64> = b.iter().map(|v| v.wide()).collect();
+            match classes {
+                Some(c) => parts::dense_classifier_parts(shape, &wide, c, batch),
+                None => parts::find_parts(shape, &wide, true, batch),
+            }
+            .into_iter()
+            .map(|part| RunningPart {
+                part,
+                sums: Sums::default(),
+                elements: 0,
+                diff: 0.0,
+                max: 0.0,
+                diff_unseen: 0.0,
+                max_unseen: 0.0,
+            })
+            .collect()
         });
         if shape.iter().product::<usize>() == b.len() {
             for p in parts.iter_mut() {
@@ -1336,6 +1335,53 @@ mod neighbour_tests {
         let h = tally.finish(0, "test".into(), true);
         assert!(h.neighbour_judged.is_empty());
         assert_eq!(h.agreement_kind("emb"), "top-1 agreement");
+    }
+
+    #[test]
+    fn a_dense_classifier_is_judged_by_its_foreground_scores_beside_top1() {
+        // An SSD's [1, 300, 2] anchors: background, face. Six anchors on a
+        // face, whose probability the candidate moves by 0.2 (one crosses
+        // 0.5); every other anchor agrees.
+        let probs = |moved: f32| -> Vec<HostTensor> {
+            let mut v = Vec::new();
+            for i in 0..300 {
+                let face = match i % 50 {
+                    0 => 0.6 - moved,
+                    _ => 0.01,
+                };
+                v.extend([1.0 - face, face]);
+            }
+            vec![
+                HostTensor::from_vec(vec![1, 300, 2], v)
+                    .unwrap()
+                    .named("scores"),
+            ]
+        };
+        let image = [HostTensor::from_vec(vec![1, 3], vec![0.0f32; 3]).unwrap()];
+        let heads = Heads::classifiers(vec!["scores".to_string()]);
+        let mut tally = Tally::default();
+        tally.add(&probs(0.0), &probs(0.2), &heads, &image);
+        let h = tally.finish(0, "test".into(), false);
+        // Top-1 over the anchors misses the six: 294 of 300 agree.
+        assert_eq!(h.top1_agreement["scores"], 0.98);
+        assert_eq!(h.parts.len(), 1, "{:?}", h.parts);
+        let p = &h.parts[0];
+        assert_eq!(p.agreement.name, "scores[:, :, 1:2] (scores)");
+        // The six face anchors (and none of the 294 at 0.01) are judged.
+        assert_eq!(p.positions, 6);
+        let shared = p.score_agreement.unwrap();
+        assert!((shared - (1.0 - 0.2 / 0.6)).abs() < 1e-6, "{shared}");
+        // One answer per sample: top-1 alone, as before.
+        let mut tally = Tally::default();
+        let one = |p: f32| {
+            vec![
+                HostTensor::from_vec(vec![1, 2], vec![1.0 - p, p])
+                    .unwrap()
+                    .named("scores"),
+            ]
+        };
+        tally.add(&one(0.6), &one(0.4), &heads, &image);
+        assert!(tally.finish(0, "test".into(), false).parts.is_empty());
     }
 
     #[test]

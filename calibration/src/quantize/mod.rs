@@ -47,8 +47,10 @@
 //! Each activation gets one Q→DQ pair shared by all its quantized readers.
 //! Names: `{tensor}_q`, `{tensor}_dq`, `{tensor}_scale`, `{tensor}_zero_point`,
 //! `{weight}_quantized` (INT8 weights). A model below opset 13 is raised to
-//! 13 (per-channel DequantizeLinear needs `axis`), rewriting Split / Squeeze /
-//! Unsqueeze / ReduceSum / Softmax / Dropout to their opset-13 form.
+//! 13 (per-channel DequantizeLinear needs `axis`): from 11 or 12, rewriting
+//! Split / Squeeze / Unsqueeze / ReduceSum / Softmax / Dropout to their
+//! opset-13 form; from 7 to 10 (pytorch 1.2's opset 9), by the converter of
+//! `upgrade-opset` (what `--upgrade-opset 13` runs).
 //!
 //! Options: `ranges: FILE`; `weights: int8` (default; INT8 initializers + DQ,
 //! about 4× smaller) or `qdq` (FP32 weights + Q + DQ); `exclude:` a list of
@@ -360,8 +362,22 @@ impl Pass for QuantizeInt8 {
             }
         }
         // Q/DQ exist from opset 10; per-channel scales (and INT8 models that
-        // load everywhere) need 13.
-        if model.opset("").unwrap_or(1) < 13 {
+        // load everywhere) need 13. From 11 and 12 the few ops that changed
+        // are rewritten here; older models (pytorch 1.2's opset 9, an SSD
+        // face detector's) go through the whole converter of `upgrade-opset`,
+        // which `--upgrade-opset 13` runs, instead of being refused.
+        let from = model.opset("").unwrap_or(1);
+        if from < 11 {
+            infopt_passes::upgrade_opset::upgrade(model, 13).map_err(|e| {
+                PassError::Model(format!(
+                    "quantize-int8: per-channel INT8 needs opset 13: {e}"
+                ))
+            })?;
+            cx.note(format!(
+                "quantize-int8: default-domain opset raised from {from} to 13 for per-channel DequantizeLinear (the conversion --upgrade-opset 13 makes)"
+            ));
+            cx.opset = 13;
+        } else if from < 13 {
             let changes = opset::upgrade_to_13(model)
                 .map_err(|e| PassError::Model(format!("quantize-int8: {e}")))?;
             cx.note(format!(

@@ -28,8 +28,9 @@ pub fn upgrade_to_13(model: &mut Model) -> Result<Vec<String>, String> {
         return Ok(Vec::new());
     }
     if from < 11 {
+        // The quantize step converts these with `upgrade-opset`'s converter.
         return Err(format!(
-            "per-channel INT8 needs opset 13 and the model imports opset {from}; convert it first (onnx.version_converter.convert_version(model, 13))"
+            "per-channel INT8 needs opset 13 and the model imports opset {from}; raise it with --upgrade-opset 13"
         ));
     }
     let g = &mut model.graph;
