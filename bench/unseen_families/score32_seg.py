@@ -1,0 +1,65 @@
+# Task scores and one-thread latency of session 32's segmentation runs (gen32_seg.py makes the data):
+#   python score32_seg.py DATA_DIR FP32.onnx CAND.onnx [CAND.onnx ...]
+# Each class's mask at the demo's 0.5 threshold (skin, clothes, hair) against FP32's: IoU over the
+# held-out images (pixels pooled), the share of pixels whose three decisions all agree, the mean and
+# largest |d probability|, non-finite outputs.
+# Latency: median of 20 runs at one intra-op thread, every model once per round (interleaved), on
+# the first held-out image, after 3 warm-up rounds.
+import glob, os, sys, time
+
+import numpy as np
+import onnxruntime as ort
+
+ort.set_default_logger_severity(3)
+
+data, fp32 = sys.argv[1:3]
+cands = sys.argv[3:]
+
+
+def session(path, threads=1):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+feeds = [dict(np.load(f)) for f in sorted(glob.glob(os.path.join(data, "held", "*.npz")))]
+ref = session(fp32, threads=2)
+ref_out = [ref.run(None, f)[0] for f in feeds]
+share = np.mean([(r > 0.5).mean(axis=(0, 2, 3)) for r in ref_out], axis=0)
+print("held-out images %d; FP32's masks cover skin %.3f, clothes %.3f, hair %.3f of the pixels" % (len(feeds), *share))
+for c in cands:
+    try:
+        s = session(c, threads=2)
+    except Exception as e:  # noqa: BLE001  (a candidate that does not load is a result)
+        print("%s: does not load (%s)" % (os.path.basename(c), str(e).splitlines()[0][:120]))
+        continue
+    inter = np.zeros(3); union = np.zeros(3); agree = n = 0; dsum = dmax = 0.0; bad = 0
+    for f, r in zip(feeds, ref_out):
+        o = s.run(None, f)[0]
+        bad += int(np.sum(~np.isfinite(o)))
+        o = np.nan_to_num(o)
+        a, b = o > 0.5, r > 0.5
+        inter += np.sum(a & b, axis=(0, 2, 3)); union += np.sum(a | b, axis=(0, 2, 3))
+        agree += np.sum(np.all(a == b, axis=1)); n += a.shape[2] * a.shape[3]
+        d = np.abs(o - r); dsum += d.mean(); dmax = max(dmax, float(d.max()))
+    iou = inter / np.maximum(union, 1)
+    print("%s: mask IoU against FP32 skin %.4f clothes %.4f hair %.4f (mean %.4f), pixels agreeing %.4f, mean |dp| %.5f, largest %.4f, non-finite %d"
+          % (os.path.basename(c), *iou, iou.mean(), agree / n, dsum / len(feeds), dmax, bad))
+
+sess = {}
+for m in [fp32] + cands:
+    try:
+        sess[m] = session(m)
+    except Exception:  # noqa: BLE001
+        pass
+times = {m: [] for m in sess}
+for r in range(23):
+    for m, s in sess.items():
+        t = time.perf_counter(); s.run(None, feeds[0]); dt = time.perf_counter() - t
+        if r >= 3:
+            times[m].append(dt)
+base = np.median(times[fp32])
+for m in sess:
+    med = np.median(times[m])
+    print("latency %s: %.2f ms (%.2fx FP32's speed)" % (os.path.basename(m), med * 1e3, base / med))
