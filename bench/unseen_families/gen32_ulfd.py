@@ -13,26 +13,19 @@
 import glob, os, random, sys
 
 import numpy as np
-from PIL import Image, ImageEnhance
+from PIL import Image
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import photos32  # noqa: E402
+from photos32 import chw  # noqa: E402
 
 imgs, out = sys.argv[1:3]
 rng = random.Random(32)
 
 
 def view(img, whole):
-    if not whole:
-        w, h = img.size
-        s = rng.uniform(0.6, 1.0)
-        cw, ch = int(w * s), int(h * s)
-        x, y = rng.randint(0, w - cw), rng.randint(0, h - ch)
-        img = img.crop((x, y, x + cw, y + ch))
-        if rng.random() < 0.5:
-            img = img.transpose(Image.FLIP_LEFT_RIGHT)
-        img = ImageEnhance.Brightness(img).enhance(rng.uniform(0.75, 1.25))
-        img = ImageEnhance.Contrast(img).enhance(rng.uniform(0.75, 1.25))
-    x = np.asarray(img.resize((320, 240), Image.BILINEAR), dtype=np.float32)
-    x = (x - 127.0) / 128.0
-    return np.ascontiguousarray(np.transpose(x, (2, 0, 1))[None])
+    x = photos32.view(img, whole, rng, (320, 240))
+    return chw((x - 127.0) / 128.0)
 
 
 files = sorted(glob.glob(os.path.join(imgs, "*.jpg")), key=lambda p: int(os.path.basename(p).split(".")[0]))

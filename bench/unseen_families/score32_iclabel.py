@@ -6,10 +6,13 @@
 # the component is removed), and the mean and largest |d probability|.
 # Latency: median of 20 runs at one intra-op thread, every model once per round (interleaved), on
 # the recording with the most components, after 3 warm-up rounds.
-import glob, os, sys, time
+import glob, os, sys
 
 import numpy as np
 import onnxruntime as ort
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from photos32 import print_latency, session  # noqa: E402
 
 ort.set_default_logger_severity(3)  # old exports list their initializers as inputs: a warning each
 
@@ -17,12 +20,6 @@ data, fp32 = sys.argv[1:3]
 cands = sys.argv[3:]
 ARTIFACT = {1, 2, 3, 4, 5}
 
-
-def session(path, threads=1):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
 
 feeds = [dict(np.load(f)) for f in sorted(glob.glob(os.path.join(data, "held", "*.npz")))]
@@ -46,20 +43,4 @@ for c in cands:
              d.max(), int(np.sum(~np.isfinite(d)))))
 
 biggest = max(range(len(feeds)), key=lambda i: feeds[i]["topo"].shape[0])
-sess = {}
-for m in [fp32] + cands:
-    try:
-        sess[m] = session(m)
-    except Exception:  # noqa: BLE001
-        pass
-times = {m: [] for m in sess}
-for r in range(23):
-    for m, s in sess.items():
-        t = time.perf_counter(); s.run(None, feeds[biggest]); dt = time.perf_counter() - t
-        if r >= 3:
-            times[m].append(dt)
-base = np.median(times[fp32])
-for m in sess:
-    med = np.median(times[m])
-    print("latency %s: %.3f ms (%.2fx FP32's speed), batch %d" % (
-        os.path.basename(m), med * 1e3, base / med, feeds[biggest]["topo"].shape[0]))
+print_latency([fp32] + cands, feeds[biggest], label=", batch %d" % feeds[biggest]["topo"].shape[0])

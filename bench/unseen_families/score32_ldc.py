@@ -7,22 +7,19 @@
 # decision agrees; the mean and largest |d probability| over the five maps; non-finite outputs.
 # Latency: median of 20 runs at one intra-op thread, every model once per round (interleaved),
 # on the first held-out view, after 3 warm-up rounds.
-import glob, os, sys, time
+import glob, os, sys
 
 import numpy as np
 import onnxruntime as ort
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from photos32 import print_latency, session  # noqa: E402
 
 ort.set_default_logger_severity(3)
 
 data, fp32 = sys.argv[1:3]
 cands = sys.argv[3:]
 
-
-def session(path, threads=1):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
 
 def near(m, r=2):
@@ -68,19 +65,4 @@ for c in cands:
     print("%s: edge F1 against FP32 %.4f exact, %.4f within 2 px, pixels agreeing %.5f, mean |dp| %.5f, largest %.4f, non-finite %d"
           % (os.path.basename(c), f1, tf1, agree / n, dsum / len(feeds), dmax, bad))
 
-sess = {}
-for m in [fp32] + cands:
-    try:
-        sess[m] = session(m)
-    except Exception:  # noqa: BLE001
-        pass
-times = {m: [] for m in sess}
-for r in range(23):
-    for m, s in sess.items():
-        t = time.perf_counter(); s.run(None, feeds[0]); dt = time.perf_counter() - t
-        if r >= 3:
-            times[m].append(dt)
-base = np.median(times[fp32])
-for m in sess:
-    med = np.median(times[m])
-    print("latency %s: %.2f ms (%.2fx FP32's speed)" % (os.path.basename(m), med * 1e3, base / med))
+print_latency([fp32] + cands, feeds[0])

@@ -7,14 +7,16 @@
 #   output it reproduces), the gain masks' cosine, and clips with non-finite outputs.
 # Latency: median of 20 runs at one intra-op thread, every model once per round (interleaved),
 # on the longest held-out clip, after 3 warm-up rounds.
-import glob, os, sys, time
+import glob, os, sys
 
 import numpy as np
 import onnxruntime as ort
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from photos32 import print_latency, session  # noqa: E402
+
 ort.set_default_logger_severity(3)  # old exports list their initializers as inputs: a warning each
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen32_nsnet import CFG, package_featurelib  # noqa: E402  (imports nothing else: see __main__)
 
 pkg, data, fp32 = sys.argv[1:4]
@@ -22,12 +24,6 @@ cands = sys.argv[4:]
 featurelib = package_featurelib(pkg)
 MINGAIN = 10 ** (CFG["mingain"] / 20)
 
-
-def session(path, threads=1):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
 
 def si_sdr(est, ref):
@@ -74,20 +70,4 @@ for c in cands:
 
 # latency, interleaved, one thread, on the longest clip
 longest = max(range(len(feeds)), key=lambda i: feeds[i]["input"].shape[1])
-models = [fp32] + cands
-sess = {}
-for m in models:
-    try:
-        sess[m] = session(m)
-    except Exception:  # noqa: BLE001
-        pass
-times = {m: [] for m in sess}
-for r in range(23):
-    for m, s in sess.items():
-        t = time.perf_counter(); s.run(None, feeds[longest]); dt = time.perf_counter() - t
-        if r >= 3:
-            times[m].append(dt)
-base = np.median(times[fp32])
-for m in sess:
-    med = np.median(times[m])
-    print("latency %s: %.2f ms (%.2fx FP32's speed), %d frames" % (os.path.basename(m), med * 1e3, base / med, feeds[longest]["input"].shape[1]))
+print_latency([fp32] + cands, feeds[longest], label=", %d frames" % feeds[longest]["input"].shape[1])

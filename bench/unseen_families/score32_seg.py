@@ -5,22 +5,19 @@
 # largest |d probability|, non-finite outputs.
 # Latency: median of 20 runs at one intra-op thread, every model once per round (interleaved), on
 # the first held-out image, after 3 warm-up rounds.
-import glob, os, sys, time
+import glob, os, sys
 
 import numpy as np
 import onnxruntime as ort
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from photos32 import print_latency, session  # noqa: E402
 
 ort.set_default_logger_severity(3)
 
 data, fp32 = sys.argv[1:3]
 cands = sys.argv[3:]
 
-
-def session(path, threads=1):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
 
 feeds = [dict(np.load(f)) for f in sorted(glob.glob(os.path.join(data, "held", "*.npz")))]
@@ -48,19 +45,4 @@ for c in cands:
     print("%s: mask IoU against FP32 skin %.4f clothes %.4f hair %.4f (mean of the found %.4f), pixels agreeing %.4f, mean |dp| %.5f, largest %.4f, non-finite %d"
           % (os.path.basename(c), *iou, np.nanmean(iou), agree / n, dsum / len(feeds), dmax, bad))
 
-sess = {}
-for m in [fp32] + cands:
-    try:
-        sess[m] = session(m)
-    except Exception:  # noqa: BLE001
-        pass
-times = {m: [] for m in sess}
-for r in range(23):
-    for m, s in sess.items():
-        t = time.perf_counter(); s.run(None, feeds[0]); dt = time.perf_counter() - t
-        if r >= 3:
-            times[m].append(dt)
-base = np.median(times[fp32])
-for m in sess:
-    med = np.median(times[m])
-    print("latency %s: %.2f ms (%.2fx FP32's speed)" % (os.path.basename(m), med * 1e3, base / med))
+print_latency([fp32] + cands, feeds[0])

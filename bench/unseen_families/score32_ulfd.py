@@ -6,10 +6,13 @@
 # score difference; non-finite outputs.
 # Latency: median of 20 rounds of 10 runs at one intra-op thread, every model once per round
 # (interleaved), on the first held-out image, after 3 warm-up rounds.
-import glob, os, sys, time
+import glob, os, sys
 
 import numpy as np
 import onnxruntime as ort
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from photos32 import print_latency, session  # noqa: E402
 
 ort.set_default_logger_severity(3)  # old exports list their initializers as inputs: a warning each
 
@@ -17,12 +20,6 @@ data, fp32 = sys.argv[1:3]
 cands = sys.argv[3:]
 THRESHOLD, NMS_IOU, MATCH_IOU = 0.7, 0.3, 0.5
 
-
-def session(path, threads=1):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
 
 def iou(a, b):
@@ -87,22 +84,4 @@ for c in cands:
     print("%s: %d faces, F1 against FP32 %.4f (precision %.4f, recall %.4f), matched IoU mean %.4f, largest |d score| %.4f, non-finite %d"
           % (os.path.basename(c), found, f1, prec, rec, np.mean(ious) if ious else float("nan"), dscore, bad))
 
-sess = {}
-for m in [fp32] + cands:
-    try:
-        sess[m] = session(m)
-    except Exception:  # noqa: BLE001
-        pass
-times = {m: [] for m in sess}
-for r in range(23):
-    for m, s in sess.items():
-        t = time.perf_counter()
-        for _ in range(10):
-            s.run(None, feeds[0])
-        dt = (time.perf_counter() - t) / 10
-        if r >= 3:
-            times[m].append(dt)
-base = np.median(times[fp32])
-for m in sess:
-    med = np.median(times[m])
-    print("latency %s: %.3f ms (%.2fx FP32's speed)" % (os.path.basename(m), med * 1e3, base / med))
+print_latency([fp32] + cands, feeds[0], runs=10)
