@@ -60,3 +60,14 @@ def print_latency(models, feed, runs=1, label=None):
         med = np.median(times[m])
         print("latency %s: %.3f ms (%.2fx FP32's speed)%s" % (
             os.path.basename(m), med * 1e3, base / med, label or ""))
+
+
+def loaded(paths, threads=2):
+    """(path, session) for each model that loads; one that does not is said as a result."""
+    for p in paths:
+        try:
+            s = session(p, threads=threads)
+        except Exception as e:  # noqa: BLE001  (a candidate that does not load is a result)
+            print("%s: does not load (%s)" % (os.path.basename(p), str(e).splitlines()[0][:120]))
+            continue
+        yield p, s

@@ -12,7 +12,7 @@ import numpy as np
 import onnxruntime as ort
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from photos32 import print_latency, session  # noqa: E402
+from photos32 import loaded, print_latency, session  # noqa: E402
 
 ort.set_default_logger_severity(3)  # old exports list their initializers as inputs: a warning each
 
@@ -28,12 +28,7 @@ ref_out = [ref.run(None, f)[0] for f in feeds]
 labels = np.concatenate([r.argmax(1) for r in ref_out])
 print("held-out recordings %d, components %d; FP32's labels: %s" % (
     len(feeds), len(labels), np.bincount(labels, minlength=7).tolist()))
-for c in cands:
-    try:
-        s = session(c, threads=2)
-    except Exception as e:  # noqa: BLE001  (a candidate that does not load is a result)
-        print("%s: does not load (%s)" % (os.path.basename(c), str(e).splitlines()[0][:120]))
-        continue
+for c, s in loaded(cands):
     out = [s.run(None, f)[0] for f in feeds]
     got = np.concatenate([o.argmax(1) for o in out])
     d = np.concatenate([np.abs(o - r).ravel() for o, r in zip(out, ref_out)])

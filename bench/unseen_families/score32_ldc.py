@@ -13,7 +13,7 @@ import numpy as np
 import onnxruntime as ort
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from photos32 import print_latency, session  # noqa: E402
+from photos32 import loaded, print_latency, session  # noqa: E402
 
 ort.set_default_logger_severity(3)
 
@@ -40,12 +40,7 @@ ref = session(fp32, threads=2)
 ref_out = [[sigmoid(o) for o in ref.run(None, f)] for f in feeds]
 print("held-out views %d; FP32's fused map marks %.4f of the pixels as edges" % (
     len(feeds), np.mean([(r[-1] > 0.5).mean() for r in ref_out])))
-for c in cands:
-    try:
-        s = session(c, threads=2)
-    except Exception as e:  # noqa: BLE001  (a candidate that does not load is a result)
-        print("%s: does not load (%s)" % (os.path.basename(c), str(e).splitlines()[0][:120]))
-        continue
+for c, s in loaded(cands):
     tp = fp = fn = agree = n = 0; dsum = dmax = 0.0; bad = 0
     t_prec = t_rec = t_a = t_b = 0
     for f, r in zip(feeds, ref_out):

@@ -13,7 +13,7 @@ import numpy as np
 import onnxruntime as ort
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from photos32 import print_latency, session  # noqa: E402
+from photos32 import loaded, print_latency, session  # noqa: E402
 
 ort.set_default_logger_severity(3)  # old exports list their initializers as inputs: a warning each
 
@@ -50,12 +50,7 @@ ref_runs = [enhance(ref, f, s["noisy"]) for f, s in zip(feeds, signals)]
 noisy_sdr = np.mean([si_sdr(s["noisy"], s["clean"]) for s in signals])
 fp32_sdr = np.mean([si_sdr(r[1], s["clean"]) for r, s in zip(ref_runs, signals)])
 print("held-out clips %d; SI-SDR of the noisy input %.2f dB, FP32 enhanced %.2f dB" % (len(feeds), noisy_sdr, fp32_sdr))
-for c in cands:
-    try:
-        s = session(c, threads=2)
-    except Exception as e:  # noqa: BLE001  (a candidate that does not load is a result)
-        print("%s: does not load (%s)" % (os.path.basename(c), str(e).splitlines()[0][:120]))
-        continue
+for c, s in loaded(cands):
     sdr, agree, cos, bad = [], [], [], 0
     for f, sig, r in zip(feeds, signals, ref_runs):
         g, out, finite = enhance(s, f, sig["noisy"])

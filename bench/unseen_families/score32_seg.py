@@ -11,7 +11,7 @@ import numpy as np
 import onnxruntime as ort
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from photos32 import print_latency, session  # noqa: E402
+from photos32 import loaded, print_latency, session  # noqa: E402
 
 ort.set_default_logger_severity(3)
 
@@ -25,12 +25,7 @@ ref = session(fp32, threads=2)
 ref_out = [ref.run(None, f)[0] for f in feeds]
 share = np.mean([(r > 0.5).mean(axis=(0, 2, 3)) for r in ref_out], axis=0)
 print("held-out images %d; FP32's masks cover skin %.3f, clothes %.3f, hair %.3f of the pixels" % (len(feeds), *share))
-for c in cands:
-    try:
-        s = session(c, threads=2)
-    except Exception as e:  # noqa: BLE001  (a candidate that does not load is a result)
-        print("%s: does not load (%s)" % (os.path.basename(c), str(e).splitlines()[0][:120]))
-        continue
+for c, s in loaded(cands):
     inter = np.zeros(3); union = np.zeros(3); agree = n = 0; dsum = dmax = 0.0; bad = 0
     for f, r in zip(feeds, ref_out):
         o = s.run(None, f)[0]

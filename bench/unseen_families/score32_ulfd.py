@@ -12,7 +12,7 @@ import numpy as np
 import onnxruntime as ort
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from photos32 import print_latency, session  # noqa: E402
+from photos32 import loaded, print_latency, session  # noqa: E402
 
 ort.set_default_logger_severity(3)  # old exports list their initializers as inputs: a warning each
 
@@ -64,12 +64,7 @@ ref_out = [ref.run(None, f) for f in feeds]
 ref_faces = [faces(*o) for o in ref_out]
 total = sum(len(f) for f in ref_faces)
 print("held-out images %d, FP32 finds %d faces" % (len(feeds), total))
-for c in cands:
-    try:
-        s = session(c, threads=2)
-    except Exception as e:  # noqa: BLE001  (a candidate that does not load is a result)
-        print("%s: does not load (%s)" % (os.path.basename(c), str(e).splitlines()[0][:120]))
-        continue
+for c, s in loaded(cands):
     tp = found = 0; ious = []; dscore = 0.0; bad = 0
     for f, o_ref, fr in zip(feeds, ref_out, ref_faces):
         o = s.run(None, f)
