@@ -317,10 +317,10 @@ fn filled(t: &HostTensor, v: f64) -> Result<HostTensor, String> {
 /// Reads named arrays from an `.npz`, a single `.npy` (named after the file stem) or a
 /// folder of `.npy` files (each named after its stem): what `--inputs` gives.
 pub fn read_inputs(path: &Path) -> Result<Vec<HostTensor>, String> {
-    read_arrays(path).map_err(|e| match e.starts_with("--inputs ") {
-        true => e,
-        false => format!("--inputs {e}"),
-    })
+    if let Some(why) = a_dataset_folder(path) {
+        return Err(why);
+    }
+    read_arrays(path).map_err(|e| format!("--inputs {e}"))
 }
 
 /// [`read_inputs`] for one sample of a dataset: errors start with the path,
@@ -342,7 +342,7 @@ pub fn read_arrays(path: &Path) -> Result<Vec<HostTensor>, String> {
         };
         let files = with("npy");
         if files.is_empty() {
-            return Err(no_npy_files(path, &with("npz")));
+            return Err(format!("{shown}: the folder has no .npy files"));
         }
         return files.iter().map(|f| read_npy_file(f)).collect();
     }
@@ -356,19 +356,28 @@ pub fn read_arrays(path: &Path) -> Result<Vec<HostTensor>, String> {
     Err(format!("{shown}: neither an .npz (zip) nor an .npy file"))
 }
 
-/// Why a folder without `.npy` files is not inputs; a folder of `.npz`
-/// files is a dataset (one sample per file, as `--calib-data` reads it),
-/// while `--inputs` is one sample.
-fn no_npy_files(path: &Path, npz: &[&std::path::PathBuf]) -> String {
-    let shown = path.display();
-    match npz.first() {
-        Some(first) => format!(
-            "--inputs {shown}: the folder holds {} .npz samples (a dataset, as --calib-data reads it), but --inputs is one sample: give one file, e.g. --inputs {}, or a folder of .npy files named after the model's inputs",
-            npz.len(),
-            first.display()
-        ),
-        None => format!("--inputs {shown}: the folder has no .npy files"),
+/// Why a folder of `.npz` files and no `.npy` is not `--inputs`: it is a
+/// dataset (one sample per file, as `--calib-data` reads it), while
+/// `--inputs` is one sample. None for anything else.
+fn a_dataset_folder(path: &Path) -> Option<String> {
+    let mut entries: Vec<_> = std::fs::read_dir(path)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .collect();
+    entries.sort();
+    let has = |p: &std::path::PathBuf, ext: &str| p.extension().is_some_and(|x| x == ext);
+    if entries.iter().any(|p| has(p, "npy")) {
+        return None;
     }
+    let npz: Vec<_> = entries.iter().filter(|p| has(p, "npz")).collect();
+    let first = npz.first()?;
+    Some(format!(
+        "--inputs {}: the folder holds {} .npz samples (a dataset, as --calib-data reads it), but --inputs is one sample: give one file, e.g. --inputs {}, or a folder of .npy files named after the model's inputs",
+        path.display(),
+        npz.len(),
+        first.display()
+    ))
 }
 
 fn read_npy_file(path: &Path) -> Result<HostTensor, String> {
