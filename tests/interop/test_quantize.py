@@ -33,6 +33,16 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
+def _assert_close_in_ort(src, out, input_name, shape, output, seed):
+    """Three inputs uniform in [-1, 1): `out`'s output within cosine 0.99 of `src`'s, in ORT."""
+    q, f = _interop.ort_session(out), _interop.ort_session(src)
+    rng = np.random.default_rng(seed)
+    for _ in range(3):
+        feeds = {input_name: rng.uniform(-1, 1, shape).astype(np.float32)}
+        want, got = _interop.run(f, feeds)[output], _interop.run(q, feeds)[output]
+        assert cosine(got, want) >= 0.99, cosine(got, want)
+
+
 @pytest.mark.parametrize("name,fp32", CASES, ids=[c[0] for c in CASES])
 def test_quantized_fixture_is_valid_runs_and_is_close(name, fp32):
     path = Q / name
@@ -466,12 +476,7 @@ def test_a_spatial_reduce_mean_runs_as_a_quantized_global_average_pool(opset, tm
     ops = ort_optimized_ops(out, tmp_path)
     assert ops["QLinearGlobalAveragePool"] == 1, ops
     assert ops.get("GlobalAveragePool", 0) == 0 and ops.get("ReduceMean", 0) == 0, ops
-    q, f = _interop.ort_session(out), _interop.ort_session(src)
-    rng = np.random.default_rng(5)
-    for _ in range(3):
-        feeds = {"x": rng.uniform(-1, 1, (1, 8, 12, 12)).astype(np.float32)}
-        want, got = _interop.run(f, feeds)["y"], _interop.run(q, feeds)["y"]
-        assert cosine(got, want) >= 0.99, cosine(got, want)
+    _assert_close_in_ort(src, out, "x", (1, 8, 12, 12), "y", seed=5)
 
 
 def _opset9_detector(path):
@@ -525,9 +530,4 @@ def test_int8_raises_an_opset_9_model_to_13_instead_of_refusing_it(tmp_path):
     m = onnx.load(str(out))
     assert {o.domain: o.version for o in m.opset_import}.get("", None) == 13
     assert any(n.op_type == "DequantizeLinear" for n in m.graph.node)
-    q, f = _interop.ort_session(out), _interop.ort_session(src)
-    rng = np.random.default_rng(11)
-    for _ in range(3):
-        feeds = {"x": rng.uniform(-1, 1, (1, 3, 24, 32)).astype(np.float32)}
-        want, got = _interop.run(f, feeds)["scores"], _interop.run(q, feeds)["scores"]
-        assert cosine(got, want) >= 0.99, cosine(got, want)
+    _assert_close_in_ort(src, out, "x", (1, 3, 24, 32), "scores", seed=11)
