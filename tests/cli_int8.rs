@@ -822,6 +822,39 @@ fn a_model_without_any_int8_layer_says_what_it_is_made_of() {
 }
 
 #[test]
+fn random_samples_take_plainer_integers_where_seeded_ones_make_the_model_fail() {
+    // if_lstm's integer `mode` picks a branch; the seeded values pick the
+    // one whose LSTM cannot take the input, so `random:N` stopped at
+    // sample 0 where the plain optimize verifies with integers set to 0.
+    if !ort_available() {
+        eprintln!("skipped: ONNX Runtime is not available");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q.onnx");
+    let model = fixture("if_lstm.onnx");
+    let (o, r) = run_json(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--int8",
+        "--calib-data",
+        "random:8",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let data = r["int8"]["calibration_data"]
+        .as_str()
+        .expect("calibration_data");
+    assert!(
+        data.starts_with("8 seeded random samples (seed 0; integer inputs set to 0 (the seeded ones made the model fail: ort failed to run the model: "),
+        "{data}"
+    );
+    assert!(out.exists());
+}
+
+#[test]
 fn a_score_outputs_branch_is_left_float_by_default_and_said_so() {
     // detector_head's class logits share the head Conv's output with the
     // boxes: under auto the Conv's output and the stem before it (the

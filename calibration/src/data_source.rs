@@ -152,9 +152,9 @@ pub fn open_dataset(
                 .backend
                 .load(model_bytes, Some(dir), shapes)
                 .map_err(|e| VerifyError::runtime(e, ErrorKind::CannotVerify))?;
-            Ok(Box::new(dataset::RandomSamples::new(
-                loaded, *seed, 16, *count,
-            )))
+            Ok(Box::new(
+                dataset::RandomSamples::new(loaded, *seed, 16, *count).plainer_where_needed(),
+            ))
         }
     }
 }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use infopt_runtime::{HostTensor, IoSpec, LoadedModel};
 
-use crate::inputs::{fit_inputs, generate, read_arrays};
+use crate::inputs::{Fallback, fit_inputs, generate, read_arrays};
 use crate::stacked::StackedArrays;
 
 /// One input sample: a tensor per model input, in model input order.
@@ -292,6 +292,10 @@ pub struct RandomSamples {
     vocab: u64,
     count: usize,
     next: usize,
+    /// Plainer values every sample takes, and why (see
+    /// [`RandomSamples::plainer_where_needed`]).
+    plain: Option<(Fallback, String)>,
+    probing: Probing,
 }
 
 impl RandomSamples {
@@ -303,14 +307,73 @@ impl RandomSamples {
             vocab,
             count,
             next: 0,
+            plain: None,
+            probing: Probing::Never,
         }
     }
+
+    /// Runs the model on the first sample; when its seeded values make the
+    /// model fail (an index, axis or count out of range), every sample
+    /// takes the first plainer values it runs on, as the verification's
+    /// generated inputs do: without this, `--calib-data random:N` failed
+    /// on models the plain `optimize` verifies. Nothing changes when the
+    /// seeded values run or no plainer ones do (the calibration then says
+    /// why the sample failed). Models with integer inputs are probed again
+    /// on each later sample until plainer values are needed, since each
+    /// sample draws its own indices (see [`Dataset::next_sample`]).
+    pub fn plainer_where_needed(mut self) -> RandomSamples {
+        self.probing = Probing::First;
+        if let Ok(seeded) = generate(self.model.as_ref(), self.seed, self.vocab) {
+            self.choose_plainer(&seeded);
+        }
+        self.probing = if self.plain.is_none() && has_integer_input(self.model.as_ref()) {
+            Probing::Each
+        } else {
+            Probing::Never
+        };
+        self
+    }
+
+    /// Sets `plain` when `seeded` makes the model fail and plainer values run.
+    fn choose_plainer(&mut self, seeded: &[HostTensor]) {
+        let failure = match self.model.run(seeded) {
+            Ok(_) => return,
+            Err(e) => e.to_string(),
+        };
+        self.plain = Fallback::ALL.into_iter().find_map(|fb| {
+            let plain = fb.apply(seeded)?;
+            self.model.run(&plain).ok()?;
+            Some((fb, failure.clone()))
+        });
+    }
+}
+
+/// When [`RandomSamples`] runs a sample before handing it out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Probing {
+    /// Never (plain [`RandomSamples::new`], or plainer values are chosen).
+    Never,
+    /// The first sample was probed at construction.
+    First,
+    /// Every sample until plainer values are chosen.
+    Each,
+}
+
+fn has_integer_input(model: &dyn LoadedModel) -> bool {
+    model.inputs().iter().any(|spec| spec.dtype.is_integer())
 }
 
 impl Dataset for RandomSamples {
     fn describe(&self) -> String {
+        let plain = match &self.plain {
+            Some((fb, why)) => format!(
+                "; {} (the seeded ones made the model fail: {why})",
+                fb.describe()
+            ),
+            None => String::new(),
+        };
         format!(
-            "{} seeded random samples (seed {}; meaningless for accuracy)",
+            "{} seeded random samples (seed {}{plain}; meaningless for accuracy)",
             self.count, self.seed
         )
     }
@@ -331,12 +394,18 @@ impl Dataset for RandomSamples {
         }
         let index = self.next;
         self.next += 1;
-        let tensors = generate(
+        let mut tensors = generate(
             self.model.as_ref(),
             self.seed.wrapping_add(index as u64),
             self.vocab,
         )
         .map_err(|e| e.to_string())?;
+        if self.probing == Probing::Each && self.plain.is_none() {
+            self.choose_plainer(&tensors);
+        }
+        if let Some(plain) = self.plain.as_ref().and_then(|(fb, _)| fb.apply(&tensors)) {
+            tensors = plain;
+        }
         Ok(Some(Sample {
             index,
             origin: format!("random sample {index}"),
