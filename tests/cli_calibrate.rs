@@ -109,6 +109,39 @@ fn random_data_is_labelled_meaningless_and_bad_data_is_one_line() {
 }
 
 #[test]
+fn random_data_draws_with_the_commands_seed_and_vocab() {
+    // --seed and --vocab changed the verification's generated inputs but
+    // not random:N calibration samples (seed 0, ids below 16 whatever was
+    // asked). Token ids below 4 and below 16 give the embeddings other
+    // ranges; the same seed and vocab give the same bytes.
+    let dir = tempfile::tempdir().unwrap();
+    let model = fixture("exported/bert_tiny.onnx");
+    let run = |name: &str, extra: &[&str]| {
+        let out = dir.path().join(name);
+        let mut args = vec!["calibrate", s(&model), "--data", "random:2", "-o", s(&out)];
+        args.extend_from_slice(extra);
+        let o = infopt(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        (stderr(&o), std::fs::read(&out).unwrap())
+    };
+    let (said, plain) = run("plain.json", &[]);
+    assert!(
+        said.contains("(seed 0; meaningless for accuracy)"),
+        "{said}"
+    );
+    let (said, seeded) = run("seeded.json", &["--seed", "3"]);
+    assert!(
+        said.contains("(seed 3; meaningless for accuracy)"),
+        "{said}"
+    );
+    assert_ne!(plain, seeded);
+    let (_, few_ids) = run("few_ids.json", &["--vocab", "4"]);
+    assert_ne!(plain, few_ids);
+    let (_, again) = run("again.json", &["--vocab", "4"]);
+    assert_eq!(few_ids, again);
+}
+
+#[test]
 fn onnx_runtime_observes_the_graph_as_written_at_any_opt_level() {
     if !ort_available() {
         return;

@@ -51,6 +51,8 @@ fn int8_with_random_calibration_reports_held_out_accuracy() {
         "8",
         "--held-out",
         "4",
+        "--seed",
+        "7",
         "--json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -66,6 +68,10 @@ fn int8_with_random_calibration_reports_held_out_accuracy() {
     let q = &r["int8"];
     assert_eq!(q["calibration_samples"], 8);
     assert_eq!(q["meaningful"], false);
+    assert_eq!(
+        q["calibration_data"],
+        "12 seeded random samples (seed 7; meaningless for accuracy)"
+    );
     assert_eq!(q["held_out"]["skipped"], 8);
     assert_eq!(q["held_out"]["samples"], 4);
     let cos = q["held_out"]["outputs"][0]["cosine"].as_f64().unwrap();

@@ -21,7 +21,7 @@ pub enum DataSource {
         spec: std::path::PathBuf,
     },
     /// Seeded random inputs: smoke tests only, meaningless for accuracy.
-    Random { seed: u64, count: usize },
+    Random { seed: u64, count: usize, vocab: u64 },
     /// Samples the caller holds (the Python API's iterable), without files.
     Streamed(Streamed),
 }
@@ -49,7 +49,23 @@ impl PartialEq for Streamed {
     }
 }
 
+/// Generated integer inputs of `random:N` are drawn from `[0, GENERATED_VOCAB)`
+/// unless the command says otherwise (`--vocab`), as verification draws them.
+pub const GENERATED_VOCAB: u64 = 16;
+
 impl DataSource {
+    /// `random:N` drawing as the command's generated inputs do: `seed`
+    /// (`--seed`, or the pipeline's verify seed) and integer inputs from
+    /// `[0, vocab)` (`--vocab`); other sources are returned as they are.
+    /// Before this, `--seed` and `--vocab` changed the verification's inputs
+    /// but not the random calibration samples.
+    pub fn generated_with(self, seed: u64, vocab: u64) -> DataSource {
+        match self {
+            DataSource::Random { count, .. } => DataSource::Random { seed, count, vocab },
+            other => other,
+        }
+    }
+
     /// `random`, `random:N`, a path; `preprocess` makes a folder an image folder.
     pub fn parse(data: &str, preprocess: Option<&Path>) -> Result<DataSource, String> {
         if let Some(rest) = data.strip_prefix("random") {
@@ -60,7 +76,11 @@ impl DataSource {
                 })?,
                 _ => return Ok(DataSource::Arrays(data.into())),
             };
-            return Ok(DataSource::Random { seed: 0, count });
+            return Ok(DataSource::Random {
+                seed: 0,
+                count,
+                vocab: GENERATED_VOCAB,
+            });
         }
         let path = std::path::PathBuf::from(data);
         if !path.exists() {
@@ -147,13 +167,13 @@ pub fn open_dataset(
         DataSource::Arrays(_) | DataSource::Images { .. } | DataSource::Streamed(_) => {
             Err(VerifyError::usage("no dataset opened"))
         }
-        DataSource::Random { seed, count } => {
+        DataSource::Random { seed, count, vocab } => {
             let loaded = chosen
                 .backend
                 .load(model_bytes, Some(dir), shapes)
                 .map_err(|e| VerifyError::runtime(e, ErrorKind::CannotVerify))?;
             Ok(Box::new(
-                dataset::RandomSamples::new(loaded, *seed, 16, *count).plainer_where_needed(),
+                dataset::RandomSamples::new(loaded, *seed, *vocab, *count).plainer_where_needed(),
             ))
         }
     }

@@ -45,7 +45,11 @@ fn run(samples: usize, asked: &mut Vec<usize>, go_on: bool) -> Calibrated {
         &target,
         &chosen,
         &InputShapes::default(),
-        &DataSource::Random { seed: 7, count: 6 },
+        &DataSource::Random {
+            seed: 7,
+            count: 6,
+            vocab: 16,
+        },
         &options,
         &mut |_, _| {},
         &mut |table| {
@@ -90,7 +94,11 @@ fn going_on_gives_the_calibration_never_asked() {
         },
         &ChosenBackend::build(BackendKind::Tract, &BackendOptions::default()).unwrap(),
         &InputShapes::default(),
-        &DataSource::Random { seed: 7, count: 6 },
+        &DataSource::Random {
+            seed: 7,
+            count: 6,
+            vocab: 16,
+        },
         &CalibrateOptions {
             method: Method::MinMax,
             samples: Some(6),

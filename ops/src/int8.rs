@@ -810,6 +810,7 @@ fn calibrate_mid(
     let samples = args.calib_samples.or(step.samples).unwrap_or(256);
     let src = args
         .source(step.data.as_ref(), step.preprocess.as_ref())?
+        .map(|s| s.generated_with(cx.generated.0, cx.generated.1))
         .ok_or_else(|| {
             OpsError::usage(
                 "quantize-int8 needs ranges: give --calib-data PATH (or random:N for a smoke test), --ranges FILE, or `data:`/`ranges:` in the step",

@@ -67,6 +67,16 @@ pub struct Inputs {
 }
 
 impl Inputs {
+    /// Seed and vocabulary of generated inputs: the seed they were (or,
+    /// with arrays from a file, would have been: 0) generated with, and the
+    /// range integer inputs are drawn from.
+    pub fn generated(&self) -> (u64, u64) {
+        match self.source {
+            InputSource::Generated { seed, vocab } => (seed, vocab),
+            InputSource::File { .. } => (0, self.vocab),
+        }
+    }
+
     /// Reads `file` (if any) and combines its arrays' shapes with `shape_args`.
     /// Errors are one line, for the user.
     pub fn new(

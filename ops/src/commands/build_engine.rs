@@ -980,6 +980,7 @@ fn run_base(
                 options,
                 backend_args: &args.backend,
                 judge: job.do_verify,
+                generated: job.inputs.generated(),
             };
             let (run, report) = crate::int8::run(&mut fp32, base_cfg, index, &args.int8, &cx)?;
             // Never an engine from an INT8 graph that misses its target on the data.

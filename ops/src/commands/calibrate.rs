@@ -265,7 +265,7 @@ fn data_setting(source: &DataSource) -> OpsResult<String> {
                 .map_err(|e| OpsError::usage(format!("--preprocess {}: {e}", spec.display())))?;
             format!("images, preprocessing sha256 {}", sha256_hex(&text))
         }
-        DataSource::Random { seed, count } => format!("random:{count} (seed {seed})"),
+        DataSource::Random { seed, count, .. } => format!("random:{count} (seed {seed})"),
         DataSource::Streamed(_) => "arrays (given in memory)".into(),
     })
 }
@@ -294,9 +294,9 @@ pub fn execute(args: &CalibrateOptions) -> OpsResult<CalibrateReport> {
     // The caller's samples (the Python API's iterable), else --data.
     let source = match (&args.data_stream, &args.data) {
         (Some(stream), _) => DataSource::Streamed(stream.clone()),
-        (None, Some(data)) => {
-            DataSource::parse(data, args.preprocess.as_deref()).map_err(OpsError::usage)?
-        }
+        (None, Some(data)) => DataSource::parse(data, args.preprocess.as_deref())
+            .map_err(OpsError::usage)?
+            .generated_with(args.inputs.seed.unwrap_or(0), args.inputs.vocab),
         (None, None) => return Err(missing()),
     };
     // Checked before the work: a bad --trt-version fails at once.

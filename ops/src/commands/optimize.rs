@@ -745,6 +745,7 @@ fn run_int8(
         options,
         backend_args: &args.backend,
         judge: plan.do_verify,
+        generated: plan.inputs.generated(),
     };
     crate::int8::run(&mut input.model, &plan.config, index, &args.int8, &cx)
 }

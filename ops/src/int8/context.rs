@@ -27,6 +27,10 @@ pub struct Context<'a> {
     pub backend_args: &'a crate::backend_args::BackendSettings,
     /// Judge the result on the data (false with --no-verify).
     pub judge: bool,
+    /// Seed and vocabulary of the command's generated inputs, which
+    /// `random:N` calibration data draws with (see
+    /// `infopt_verify::Inputs::generated`).
+    pub generated: (u64, u64),
 }
 
 /// The quantize step and the passes after it on a copy of `mid`, with `amax`.
