@@ -475,6 +475,98 @@ fn conv_chain(dir: &Path) -> PathBuf {
     path
 }
 
+/// A segmentation head: two convs into 3 classes at each of 16x16 pixels,
+/// a Softmax over the channels (`probs`) and an ArgMax class map (`labels`).
+fn segmentation_head(dir: &Path) -> PathBuf {
+    use infopt_ir::builder::{GraphBuilder, dims};
+    use infopt_ir::{Attribute, DataType};
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3", "16", "16"]));
+    let w1: Vec<f32> = (0..8 * 3 * 9)
+        .map(|k| (k as f32 * 0.61).sin() * 0.4)
+        .collect();
+    let w1 = b.f32("w1", &[8, 3, 3, 3], &w1);
+    let c1 = b.op(
+        "Conv",
+        &[x, w1],
+        vec![Attribute::ints("pads", vec![1, 1, 1, 1])],
+    );
+    let r1 = b.op("Relu", &[c1], vec![]);
+    let w2: Vec<f32> = (0..3 * 8).map(|k| (k as f32 * 1.3).cos() * 0.5).collect();
+    let w2 = b.f32("w2", &[3, 8, 1, 1], &w2);
+    let logits = b.op("Conv", &[r1, w2], vec![]);
+    let probs = b.op("Softmax", &[logits], vec![Attribute::int("axis", 1)]);
+    let labels = b.op(
+        "ArgMax",
+        &[logits],
+        vec![Attribute::int("axis", 1), Attribute::int("keepdims", 0)],
+    );
+    b.output(
+        probs,
+        "probs",
+        DataType::Float,
+        Some(dims(&["1", "3", "16", "16"])),
+    );
+    b.output(
+        labels,
+        "labels",
+        DataType::Int64,
+        Some(dims(&["1", "16", "16"])),
+    );
+    let path = dir.join("segmentation.onnx");
+    b.build(13)
+        .save(&path, &infopt_ir::SaveOptions::default())
+        .unwrap();
+    path
+}
+
+#[test]
+fn a_segmentation_is_judged_per_pixel_along_its_channels_and_by_its_class_map() {
+    // The Softmax over axis 1 was read as a classifier along the width, and
+    // the ArgMax map by the cosine of its class indices.
+    if !ort_available() {
+        eprintln!("skipped: ONNX Runtime is not available");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = segmentation_head(dir.path());
+    let out = dir.path().join("q.onnx");
+    let (o, r) = run_json(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&out),
+        "--int8",
+        "--calib-data",
+        "random:12",
+        "--calib-samples",
+        "8",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let q = &r["int8"];
+    assert_eq!(q["classifier_outputs"], serde_json::json!([]));
+    assert_eq!(q["class_axis_outputs"], serde_json::json!([["probs", 1]]));
+    assert_eq!(q["label_outputs"], serde_json::json!(["labels"]));
+    let h = &q["held_out"];
+    assert_eq!(h["label_judged"], serde_json::json!(["labels"]));
+    // 4 held-out samples of 16x16 positions each: per-pixel fractions.
+    for name in ["probs", "labels"] {
+        let a = h["top1_agreement"][name].as_f64().expect(name);
+        assert!((a * 1024.0).fract() == 0.0 && a > 0.9, "{name}: {a}");
+    }
+    let parts: Vec<&str> = h["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["agreement"]["name"].as_str())
+        .collect();
+    assert!(
+        parts.iter().all(|p| p.starts_with("probs[:, ")),
+        "{parts:?}"
+    );
+}
+
 /// Two threads run the search's probes side by side (each in its own
 /// session) and share a judgement's samples among two sessions: the same
 /// decisions, the same figures and the same model as one thread. On ONNX

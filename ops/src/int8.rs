@@ -719,6 +719,8 @@ impl Finish<'_> {
         let model = &decided.quantized;
         r.classifier_outputs = heads.classifiers;
         r.regression_outputs = heads.regressions;
+        r.class_axis_outputs = heads.class_axes;
+        r.label_outputs = heads.labels;
         r.target_met = decided.failure.is_none();
         r.failure = decided.failure.take();
         r.float_written = decided.float_written.take();
@@ -1188,6 +1190,8 @@ fn calibration_report(
         max_drop: metric::installed().then_some(goal.max_drop),
         classifier_outputs: Vec::new(),
         regression_outputs: Vec::new(),
+        class_axis_outputs: Vec::new(),
+        label_outputs: Vec::new(),
         target_met: true,
         failure: None,
         methods_chosen,
@@ -1856,6 +1860,7 @@ mod tests {
             parts: Vec::new(),
             metric: None,
             neighbour_judged: Vec::new(),
+            label_judged: Vec::new(),
             correlation: BTreeMap::new(),
             correlation_expected: BTreeMap::new(),
         }

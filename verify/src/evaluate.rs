@@ -67,6 +67,11 @@ pub struct HeldOut {
     /// agreements between the samples' vectors, not class agreements.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub neighbour_judged: Vec<String>,
+    /// Class maps (an ArgMax's output, see `heads::label_outputs`) whose
+    /// entries in `top1_agreement` are the fraction of elements equal to
+    /// the original's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub label_judged: Vec<String>,
     /// Per output of a few values per sample (see [`across`]): the lowest
     /// correlation across the samples of one of its values with the
     /// original's, held to the cosine target.
@@ -83,6 +88,8 @@ impl HeldOut {
     pub fn agreement_kind(&self, name: &str) -> &'static str {
         if self.neighbour_judged.iter().any(|n| n == name) {
             "nearest-neighbour agreement"
+        } else if self.label_judged.iter().any(|n| n == name) {
+            "label agreement"
         } else {
             "top-1 agreement"
         }
@@ -326,6 +333,11 @@ struct Running {
     /// An output of a few values per sample, not a classifier's: judged
     /// across samples too (see [`across`]); decided on the first sample.
     across: Option<Option<across::Across>>,
+    /// A class map: its rows are its elements (see [`Running::add_labels`]).
+    labels: bool,
+    /// The axis of the classes when it is not the last: they are moved
+    /// last before [`Running::add`] (see `heads::class_axis_outputs`).
+    class_axis: Option<usize>,
 }
 
 impl Running {
@@ -439,6 +451,22 @@ impl Running {
     // figure stored and reloaded per element (one `divsd` then `maxsd`
     // through memory on the critical path).
     #[inline(never)]
+    /// A class map's values (see `heads::label_outputs`): the whole
+    /// output's figures, and each element a row whose label agrees or not.
+    fn add_labels(&mut self, a: &HostTensor, b: &HostTensor) {
+        self.labels = true;
+        self.parts.get_or_insert_with(Vec::new);
+        self.across.get_or_insert(None);
+        let (x, y) = (a.to_f64_vec(), b.to_f64_vec());
+        if x.len() != y.len() {
+            self.shape_issue = Some(format!("{} elements against {}", x.len(), y.len()));
+            return;
+        }
+        self.add_elements(&x, &y);
+        self.rows += y.len();
+        self.rows_agreeing += x.iter().zip(&y).filter(|(p, q)| p == q).count();
+    }
+
     fn add_elements<T: Value>(&mut self, a: &[T], b: &[T]) {
         let mut lanes = Lanes::default();
         let mut chunks = a.chunks_exact(LANES).zip(b.chunks_exact(LANES));
@@ -488,7 +516,17 @@ impl Running {
         parts
             .iter()
             .map(|p| {
-                let mut o = agreement_named(&p.part.label(name, rank));
+                // Found with the classes moved last: labelled on the
+                // output's own axes.
+                let mut part = p.part.clone();
+                if let (Some(k), Some(m)) = (self.class_axis, part.axis) {
+                    part.axis = Some(match m {
+                        m if m + 1 == rank => k,
+                        m if m < k => m,
+                        m => m + 1,
+                    });
+                }
+                let mut o = agreement_named(&part.label(name, rank));
                 o.elements = p.sums.elements;
                 o.cosine = p.sums.cosine();
                 o.snr_db = p.sums.snr_db();
@@ -651,6 +689,33 @@ impl Tally {
         let outputs = expected.iter().zip(actual).zip(self.running.iter_mut());
         for (((e, o), r), kept) in outputs.zip(self.embeddings.iter_mut()) {
             let name = e.name().unwrap_or("");
+            if heads.is_label_map(name) {
+                r.add_labels(o, e);
+                continue;
+            }
+            if let Some(axis) = heads.class_axis(name)
+                && axis < e.shape().len()
+                && o.shape() == e.shape()
+            {
+                // Classes along `axis` (a per-pixel softmax over channels):
+                // moved last, judged as a classifier's rows are.
+                let shape = e.shape();
+                r.class_axis = Some(axis);
+                let moved = classes_last_shape(shape, axis);
+                let classes = Some(shape[axis]);
+                match (o.as_slice::<f32>(), e.as_slice::<f32>()) {
+                    (Some(a), Some(b)) => {
+                        let (a, b) = (classes_last(a, shape, axis), classes_last(b, shape, axis));
+                        r.add(&a, &b, &moved, classes, batch);
+                    }
+                    _ => {
+                        let a = classes_last(&o.to_f64_vec(), shape, axis);
+                        let b = classes_last(&e.to_f64_vec(), shape, axis);
+                        r.add(&a, &b, &moved, classes, batch);
+                    }
+                }
+                continue;
+            }
             let classes = heads
                 .is_classifier(name)
                 .then(|| e.shape().last().copied())
@@ -703,6 +768,12 @@ impl Tally {
                 (n.clone(), e)
             })
             .collect();
+        let label_judged = names
+            .iter()
+            .zip(running)
+            .filter(|(_, r)| r.labels)
+            .map(|(n, _)| n.clone())
+            .collect();
         let mut neighbour_judged = Vec::new();
         for (n, (a, b)) in names.iter().zip(&self.embeddings) {
             let Some(j) = neighbours::judge(a, b) else {
@@ -744,10 +815,36 @@ impl Tally {
             parts,
             metric: None,
             neighbour_judged,
+            label_judged,
             correlation: across.iter().map(|(n, (r, _))| (n.clone(), *r)).collect(),
             correlation_expected: across.into_iter().map(|(n, (_, u))| (n, u)).collect(),
         }
     }
+}
+
+/// `shape` with `axis` moved last.
+fn classes_last_shape(shape: &[usize], axis: usize) -> Vec<usize> {
+    let mut moved: Vec<usize> = shape.to_vec();
+    let c = moved.remove(axis);
+    moved.push(c);
+    moved
+}
+
+/// `values` of `shape` with `axis` moved last: `[pre, c, post]` read as
+/// `[pre, post, c]`, each position's classes one contiguous row.
+fn classes_last<T: Copy>(values: &[T], shape: &[usize], axis: usize) -> Vec<T> {
+    let c = shape[axis];
+    let post: usize = shape[axis + 1..].iter().product();
+    let mut out = Vec::with_capacity(values.len());
+    if c == 0 || post == 0 {
+        return values.to_vec();
+    }
+    for block in values.chunks_exact(c * post) {
+        for j in 0..post {
+            out.extend((0..c).map(|k| block[k * post + j]));
+        }
+    }
+    out
 }
 
 /// The kept rows of one embedding output: the candidate's and the original's.
@@ -1266,6 +1363,67 @@ mod neighbour_tests {
     }
 
     #[test]
+    fn classes_along_the_channels_are_judged_per_position() {
+        // `[1, 3, 2, 2]` probabilities, the classes on axis 1: position
+        // (0, 1) changes its top class (0.5 -> 0.3 for class 2 against 0.4
+        // for class 0); along the last axis the same data reads as six rows
+        // of two "classes", none of which changed its larger value.
+        let original: Vec<f32> = vec![
+            0.6, 0.4, 0.1, 0.2, // class 0 at the four positions
+            0.3, 0.1, 0.1, 0.7, // class 1
+            0.1, 0.5, 0.8, 0.1, // class 2
+        ];
+        let mut candidate = original.clone();
+        candidate[9] = 0.3;
+        candidate[5] = 0.3;
+        let t = |v: &[f32]| {
+            vec![
+                HostTensor::from_vec(vec![1, 3, 2, 2], v.to_vec())
+                    .unwrap()
+                    .named("seg"),
+            ]
+        };
+        let heads = Heads {
+            class_axes: vec![("seg".to_string(), 1)],
+            ..Heads::default()
+        };
+        let mut tally = Tally::default();
+        tally.add(&t(&original), &t(&candidate), &heads, &[]);
+        let h = tally.finish(0, "test".into(), true);
+        assert_eq!(h.top1_agreement["seg"], 0.75);
+        assert_eq!(h.agreement_kind("seg"), "top-1 agreement");
+        assert_eq!(
+            classes_last(&original, &[1, 3, 2, 2], 1)[..6],
+            [0.6, 0.3, 0.1, 0.4, 0.1, 0.5]
+        );
+        assert_eq!(classes_last_shape(&[1, 3, 2, 2], 1), [1, 2, 2, 3]);
+    }
+
+    #[test]
+    fn a_class_map_is_judged_by_the_labels_it_keeps() {
+        let t = |v: Vec<i64>| {
+            vec![
+                HostTensor::from_vec(vec![1, 2, 2], v)
+                    .unwrap()
+                    .named("labels"),
+            ]
+        };
+        let heads = Heads {
+            labels: vec!["labels".to_string()],
+            ..Heads::default()
+        };
+        let mut tally = Tally::default();
+        tally.add(&t(vec![0, 2, 2, 1]), &t(vec![0, 2, 1, 1]), &heads, &[]);
+        tally.add(&t(vec![3, 3, 3, 3]), &t(vec![3, 3, 3, 3]), &heads, &[]);
+        let h = tally.finish(0, "test".into(), true);
+        assert_eq!(h.top1_agreement["labels"], 7.0 / 8.0);
+        assert_eq!(h.label_judged, ["labels"]);
+        assert_eq!(h.agreement_kind("labels"), "label agreement");
+        // No parts, no correlation across samples: labels are not values.
+        assert!(h.parts.is_empty() && h.correlation.is_empty(), "{h:?}");
+    }
+
+    #[test]
     fn a_float_score_is_judged_by_its_correlation_across_samples_and_a_label_is_not() {
         // A score about 4.0 whose candidate is off by +-0.05 in turn, and an
         // int64 label beside it that flips once.
@@ -1395,8 +1553,8 @@ mod neighbour_tests {
             vec![HostTensor::from_vec(vec![1, 10], v).unwrap().named("lm")]
         };
         let heads = Heads {
-            classifiers: Vec::new(),
             regressions: vec!["lm".to_string()],
+            ..Heads::default()
         };
         let judge = |heads: &Heads| {
             let mut tally = Tally::default();

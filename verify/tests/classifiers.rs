@@ -107,3 +107,76 @@ fn a_lone_dense_head_is_a_regression_only_when_its_name_says_so() {
         assert_eq!(heads.classifiers, [name], "{name}");
     }
 }
+
+/// A segmentation head: `x [1, 4, 8, 8] -> Conv(3 classes)`, then `head`
+/// of the logits `[1, 3, 8, 8]`, built at `opset`.
+fn segmentation(head: &str, opset: i64) -> Model {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "4", "8", "8"]));
+    let w = b.f32("w", &[3, 4, 1, 1], &[0.1; 12]);
+    let logits = b.op("Conv", &[x, w], vec![]);
+    let (out, dtype, shape) = match head {
+        "softmax over channels" => (
+            b.op("Softmax", &[logits], vec![Attribute::int("axis", 1)]),
+            DataType::Float,
+            dims(&["1", "3", "8", "8"]),
+        ),
+        "softmax by default" => (
+            b.op("Softmax", &[logits], vec![]),
+            DataType::Float,
+            dims(&["1", "3", "8", "8"]),
+        ),
+        "argmax" => {
+            let a = b.op(
+                "ArgMax",
+                &[logits],
+                vec![Attribute::int("axis", 1), Attribute::int("keepdims", 0)],
+            );
+            (
+                b.op("Cast", &[a], vec![Attribute::int("to", 6)]),
+                DataType::Int32,
+                dims(&["1", "8", "8"]),
+            )
+        }
+        _ => (logits, DataType::Float, dims(&["1", "3", "8", "8"])),
+    };
+    b.output(out, "seg", dtype, Some(shape));
+    b.build(opset)
+}
+
+#[test]
+fn a_per_pixel_softmax_is_judged_along_its_channels_not_its_last_axis() {
+    // Top-1 along the width of `[1, 3, 8, 8]` (8 "classes") is noise; the
+    // three classes are on axis 1.
+    let heads = output_heads(&segmentation("softmax over channels", 13));
+    assert!(heads.classifiers.is_empty(), "{heads:?}");
+    assert_eq!(heads.class_axes, [("seg".to_string(), 1)]);
+    assert_eq!(heads.class_axis("seg"), Some(1));
+    // Opset 13's default axis is the last: a classifier's rows of 8.
+    let heads = output_heads(&segmentation("softmax by default", 13));
+    assert_eq!(heads.classifiers, ["seg"]);
+    assert!(heads.class_axes.is_empty());
+    // Before opset 13, axis 1 of a rank-4 input normalized the flattened
+    // C*H*W: neither one axis's classes nor the last axis's.
+    for head in ["softmax over channels", "softmax by default"] {
+        let heads = output_heads(&segmentation(head, 11));
+        assert!(
+            heads.classifiers.is_empty() && heads.class_axes.is_empty(),
+            "{head}: {heads:?}"
+        );
+    }
+    // Raw logits name no class axis.
+    let heads = output_heads(&segmentation("logits", 13));
+    assert!(
+        heads.class_axes.is_empty() && heads.labels.is_empty(),
+        "{heads:?}"
+    );
+}
+
+#[test]
+fn an_argmax_class_map_is_a_label_output() {
+    let heads = output_heads(&segmentation("argmax", 13));
+    assert_eq!(heads.labels, ["seg"]);
+    assert!(heads.is_label_map("seg"));
+    assert!(heads.classifiers.is_empty() && heads.class_axes.is_empty());
+}

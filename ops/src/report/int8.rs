@@ -116,6 +116,15 @@ pub struct Int8Report {
     /// nearest neighbours.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub regression_outputs: Vec<String>,
+    /// Outputs whose classes lie along another axis than the last (a
+    /// per-pixel softmax over channels), with that axis: judged by top-1
+    /// agreement along it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub class_axis_outputs: Vec<(String, usize)>,
+    /// Class maps (an ArgMax's output): judged by the fraction of elements
+    /// equal to the float model's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub label_outputs: Vec<String>,
     /// Whether the held-out accuracy meets the target (true when not judged).
     pub target_met: bool,
     /// What misses the target, one line, when it is missed.

@@ -14,6 +14,15 @@ pub struct Heads {
     /// value's correlation across samples, never as classes, an
     /// embedding's neighbours or a map of scores.
     pub regressions: Vec<String>,
+    /// Class scores along another axis than the last, by output name: a
+    /// segmentation's per-pixel softmax over the channels of `[N, C, H,
+    /// W]` (see [`class_axis_outputs`]). Judged by top-1 agreement along
+    /// that axis, as a classifier's last axis is.
+    pub class_axes: Vec<(String, usize)>,
+    /// Class maps: the integer outputs of an ArgMax or ArgMin (see
+    /// [`label_outputs`]), judged by the fraction of elements equal to the
+    /// original's against the top-1 target.
+    pub labels: Vec<String>,
 }
 
 impl Heads {
@@ -21,8 +30,20 @@ impl Heads {
     pub fn classifiers(names: Vec<String>) -> Heads {
         Heads {
             classifiers: names,
-            regressions: Vec::new(),
+            ..Heads::default()
         }
+    }
+
+    /// The axis of output `name`'s classes when it is not the last.
+    pub fn class_axis(&self, name: &str) -> Option<usize> {
+        self.class_axes
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|&(_, axis)| axis)
+    }
+
+    pub fn is_label_map(&self, name: &str) -> bool {
+        self.labels.iter().any(|c| c == name)
     }
 
     pub fn is_classifier(&self, name: &str) -> bool {
@@ -41,10 +62,86 @@ pub fn output_heads(model: &Model) -> Heads {
         .into_iter()
         .filter(|c| !regressions.contains(c))
         .collect();
+    let class_axes = class_axis_outputs(model)
+        .into_iter()
+        .filter(|(c, _)| !regressions.contains(c))
+        .collect();
     Heads {
         classifiers,
         regressions,
+        class_axes,
+        labels: label_outputs(model),
     }
+}
+
+/// The producer of graph value `v` through `through` ops (their first
+/// input), if any.
+fn producer_through<'g>(
+    g: &'g infopt_ir::Graph,
+    mut v: infopt_ir::ValueId,
+    through: &[&str],
+) -> Option<&'g infopt_ir::Node> {
+    loop {
+        let (p, _) = g.value(v).producer?;
+        let n = g.node(p);
+        if n.domain().is_empty() && through.contains(&n.op_type.as_str()) {
+            v = n.inputs.first().copied().flatten()?;
+            continue;
+        }
+        return Some(n);
+    }
+}
+
+/// The axis a Softmax or LogSoftmax normalizes over, counted from the
+/// front of its output of `rank`, when it is a single axis: opset 13 and
+/// later (`axis`, default -1); before 13 the op flattened the axes from
+/// `axis` (default 1) on, which is one axis only when it is the last.
+fn softmax_axis(model: &Model, n: &infopt_ir::Node, rank: usize) -> Option<usize> {
+    let opset = model.opset("").unwrap_or(13);
+    let default = if opset >= 13 { -1 } else { 1 };
+    let axis = n.attr_int_or("axis", default).ok()?;
+    let axis = if axis < 0 { axis + rank as i64 } else { axis };
+    let axis = usize::try_from(axis).ok().filter(|&a| a < rank)?;
+    (opset >= 13 || axis + 1 == rank).then_some(axis)
+}
+
+/// Outputs of a Softmax or LogSoftmax over one axis that is not the last
+/// (through Identity and Cast only, which keep the axes where they are),
+/// with that axis: a segmentation's `[N, C, H, W]` probabilities over the
+/// `C` channels. A classifier's last axis is [`classifier_outputs`]'.
+pub fn class_axis_outputs(model: &Model) -> Vec<(String, usize)> {
+    let g = &model.graph;
+    g.outputs
+        .iter()
+        .filter_map(|io| {
+            let n = producer_through(g, io.value, &["Identity", "Cast"])?;
+            if !matches!(n.op_type.as_str(), "Softmax" | "LogSoftmax") || !n.domain().is_empty() {
+                return None;
+            }
+            let dims = g.value_type(io.value).and_then(|t| t.shape)?;
+            let axis = softmax_axis(model, n, dims.len())?;
+            let classes = enough_classes(dims.get(axis).cloned());
+            (axis + 1 < dims.len() && classes).then(|| (g.value(io.value).name.clone(), axis))
+        })
+        .collect()
+}
+
+/// Integer outputs of an ArgMax or ArgMin, through reshapes and casts: a
+/// segmentation's class map `[N, H, W]`, a classifier's label. The
+/// fraction of elements equal to the original's is what a class map is
+/// worth to its user (pixel accuracy); its cosine, of class indices, is
+/// not.
+pub fn label_outputs(model: &Model) -> Vec<String> {
+    let g = &model.graph;
+    g.outputs
+        .iter()
+        .filter(|io| {
+            producer_through(g, io.value, PASS_THROUGH).is_some_and(|n| {
+                n.domain().is_empty() && matches!(n.op_type.as_str(), "ArgMax" | "ArgMin")
+            })
+        })
+        .map(|io| g.value(io.value).name.clone())
+        .collect()
 }
 
 /// Ops through which a classifier's scores reach the output unchanged in
@@ -133,7 +230,15 @@ pub fn classifier_outputs(model: &Model) -> Vec<String> {
                             .is_some_and(|w| g.constant(w).is_some())
                 };
                 let head = match op {
-                    "Softmax" | "LogSoftmax" => true,
+                    // Over the last axis only: a per-pixel softmax over
+                    // channels is `class_axis_outputs`'.
+                    "Softmax" | "LogSoftmax" => n
+                        .outputs
+                        .first()
+                        .copied()
+                        .flatten()
+                        .and_then(|o| g.value_type(o).and_then(|t| t.shape))
+                        .is_none_or(|d| softmax_axis(model, n, d.len()) == Some(d.len() - 1)),
                     "Gemm" | "MatMul" => dense(n),
                     // A softmax written out: exp(x - max) / sum.
                     "Div" => input_op(0).is_some_and(|p| p.op_type == "Exp"),
