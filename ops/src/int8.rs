@@ -1927,6 +1927,22 @@ mod tests {
     }
 
     #[test]
+    fn a_class_map_is_held_to_its_label_agreement_not_to_a_cosine() {
+        // Class indices' cosine says nothing (PAN's ArgMax map: 0.52 with
+        // 21% of its pixels kept); the label agreement is the target.
+        let mut h = held(&[("labels", 0.5)], &[("labels", 0.995)]);
+        h.label_judged = vec!["labels".into()];
+        assert!(misses(&h, GOAL).is_empty());
+        assert!((score(&h, GOAL) - 0.005).abs() < 1e-12);
+        assert_eq!(goal::min_cosine(&h), 1.0);
+        h.top1_agreement.insert("labels".into(), 0.98);
+        assert_eq!(
+            misses(&h, GOAL),
+            vec!["labels (label agreement 0.9800 < 0.99)".to_string()]
+        );
+    }
+
+    #[test]
     fn the_score_is_the_smallest_margin_to_the_target() {
         let h = held(&[("a", 0.995), ("probs", 0.999)], &[("probs", 0.97)]);
         assert!((score(&h, GOAL) - (0.97 - 0.99)).abs() < 1e-12);

@@ -9,9 +9,19 @@ pub(super) fn judged(h: &HeldOut) -> impl Iterator<Item = &infopt_runtime::Outpu
     h.outputs.iter().chain(h.parts.iter().map(|p| &p.agreement))
 }
 
+/// Whether output (or part) `name` is held to the cosine target: every one
+/// but a class map's, whose values are class indices (its label agreement
+/// judges it; see `evaluate::HeldOut::label_judged`).
+fn cosine_judged(h: &HeldOut, name: &str) -> bool {
+    !h.label_judged.iter().any(|n| n == name)
+}
+
 /// Lowest cosine over the held-out outputs and their parts.
 pub(super) fn min_cosine(h: &HeldOut) -> f64 {
-    judged(h).map(|o| o.cosine).fold(1.0, f64::min)
+    judged(h)
+        .filter(|o| cosine_judged(h, &o.name))
+        .map(|o| o.cosine)
+        .fold(1.0, f64::min)
 }
 
 /// The accuracy target.
@@ -98,7 +108,7 @@ pub(super) fn misses(h: &HeldOut, goal: Goal) -> Vec<String> {
         }
     }
     for o in judged(h) {
-        let cosine_ok = o.cosine >= goal.cosine; // false for NaN
+        let cosine_ok = o.cosine >= goal.cosine || !cosine_judged(h, &o.name); // false for NaN
         if !cosine_ok {
             out.push(format!(
                 "{} (cosine {:.5} < {})",
@@ -144,7 +154,9 @@ pub(super) fn score(h: &HeldOut, goal: Goal) -> f64 {
     }
     let mut m = f64::INFINITY;
     for o in judged(h) {
-        m = worst(m, o.cosine - goal.cosine);
+        if cosine_judged(h, &o.name) {
+            m = worst(m, o.cosine - goal.cosine);
+        }
         if let Some(r) = correlation_judged(h, &o.name) {
             m = worst(m, r - goal.cosine);
         }
