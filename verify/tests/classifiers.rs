@@ -138,6 +138,11 @@ fn segmentation(head: &str, opset: i64) -> Model {
                 dims(&["1", "8", "8"]),
             )
         }
+        "top2 indices" => {
+            let k = b.i64("k", &[1], &[2]);
+            let top = b.op_n("TopK", &[logits, k], vec![Attribute::int("axis", 1)], 2);
+            (top[1], DataType::Int64, dims(&["1", "2", "8", "8"]))
+        }
         _ => (logits, DataType::Float, dims(&["1", "3", "8", "8"])),
     };
     b.output(out, "seg", dtype, Some(shape));
@@ -179,4 +184,7 @@ fn an_argmax_class_map_is_a_label_output() {
     assert_eq!(heads.labels, ["seg"]);
     assert!(heads.is_label_map("seg"));
     assert!(heads.classifiers.is_empty() && heads.class_axes.is_empty());
+    // A TopK's indices are labels too.
+    let heads = output_heads(&segmentation("top2 indices", 13));
+    assert_eq!(heads.labels, ["seg"]);
 }

@@ -75,20 +75,20 @@ pub fn output_heads(model: &Model) -> Heads {
 }
 
 /// The producer of graph value `v` through `through` ops (their first
-/// input), if any.
+/// input), if any, and which of its outputs leads to `v`.
 fn producer_through<'g>(
     g: &'g infopt_ir::Graph,
     mut v: infopt_ir::ValueId,
     through: &[&str],
-) -> Option<&'g infopt_ir::Node> {
+) -> Option<(&'g infopt_ir::Node, u32)> {
     loop {
-        let (p, _) = g.value(v).producer?;
+        let (p, slot) = g.value(v).producer?;
         let n = g.node(p);
         if n.domain().is_empty() && through.contains(&n.op_type.as_str()) {
             v = n.inputs.first().copied().flatten()?;
             continue;
         }
-        return Some(n);
+        return Some((n, slot));
     }
 }
 
@@ -114,7 +114,7 @@ pub fn class_axis_outputs(model: &Model) -> Vec<(String, usize)> {
     g.outputs
         .iter()
         .filter_map(|io| {
-            let n = producer_through(g, io.value, &["Identity", "Cast"])?;
+            let (n, _) = producer_through(g, io.value, &["Identity", "Cast"])?;
             if !matches!(n.op_type.as_str(), "Softmax" | "LogSoftmax") || !n.domain().is_empty() {
                 return None;
             }
@@ -126,18 +126,23 @@ pub fn class_axis_outputs(model: &Model) -> Vec<(String, usize)> {
         .collect()
 }
 
-/// Integer outputs of an ArgMax or ArgMin, through reshapes and casts: a
-/// segmentation's class map `[N, H, W]`, a classifier's label. The
-/// fraction of elements equal to the original's is what a class map is
-/// worth to its user (pixel accuracy); its cosine, of class indices, is
-/// not.
+/// Integer outputs of an ArgMax or ArgMin, or a TopK's indices, through
+/// reshapes and casts: a segmentation's class map `[N, H, W]`, a
+/// classifier's label or its top 5. The fraction of elements equal to the
+/// original's is what a class map is worth to its user (pixel accuracy);
+/// its cosine, of class indices, is not.
 pub fn label_outputs(model: &Model) -> Vec<String> {
     let g = &model.graph;
     g.outputs
         .iter()
         .filter(|io| {
-            producer_through(g, io.value, PASS_THROUGH).is_some_and(|n| {
-                n.domain().is_empty() && matches!(n.op_type.as_str(), "ArgMax" | "ArgMin")
+            producer_through(g, io.value, PASS_THROUGH).is_some_and(|(n, slot)| {
+                n.domain().is_empty()
+                    && match n.op_type.as_str() {
+                        "ArgMax" | "ArgMin" => true,
+                        "TopK" => slot == 1,
+                        _ => false,
+                    }
             })
         })
         .map(|io| g.value(io.value).name.clone())
