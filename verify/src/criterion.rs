@@ -95,6 +95,24 @@ impl Criterion {
             };
     }
 
+    /// Sets `within_tolerance` for a class map (an ArgMax's labels, see
+    /// `evaluate::heads::label_outputs`): its values are class indices,
+    /// whose differences and cosine mean nothing; what counts is how many
+    /// labels differ. Under the scaled criterion at most `1 - min_cosine`
+    /// of them may (float rounding flips a label whose two best classes tie
+    /// to the last bits, and float16 flips more); elementwise, none.
+    pub fn judge_labels(&self, a: &mut OutputAgreement) {
+        let clean = a.issue.is_none() && a.nan_mismatches == 0;
+        a.within_tolerance = clean
+            && match *self {
+                Criterion::Elementwise { .. } => a.mismatches == 0,
+                // The slack absorbs `1 - 0.9999` being 9.99999e-5 in f64.
+                Criterion::Scaled { min_cosine, .. } => {
+                    a.mismatches as f64 <= (1.0 - min_cosine) * a.elements as f64 + 1e-6
+                }
+            };
+    }
+
     /// Sets `within_tolerance` for an output whose values lie in a range
     /// fixed by the op that makes it (`range`: its magnitude, 1 for a
     /// probability), `reference_max` being the reference's largest
@@ -149,11 +167,16 @@ impl Criterion {
             Some(I::MissingActual) => format!("{} (missing from the rewritten model)", a.name),
             Some(I::MissingExpected) => format!("{} (not an output of the original)", a.name),
             None => format!(
-                "{} (max abs {:.3e}, {:.2e} of its scale, cosine {:.6})",
+                "{} (max abs {:.3e}, {:.2e} of its scale, cosine {:.6}{})",
                 a.name,
                 a.max_abs,
                 Criterion::scaled_error(a),
-                a.cosine
+                a.cosine,
+                if a.mismatches > 0 {
+                    format!(", {} of {} elements differ", a.mismatches, a.elements)
+                } else {
+                    String::new()
+                }
             ),
         }
     }
@@ -200,6 +223,49 @@ mod tests {
         a.scale = a.scale.max(range);
         fp16().judge_bounded(&mut a, reference_max, range);
         a.within_tolerance
+    }
+
+    #[test]
+    fn a_class_map_is_judged_by_how_many_labels_differ() {
+        // 10000 labels of 3 classes; the cosine of indices says nothing.
+        let reference: Vec<f64> = (0..10_000).map(|i| (i % 3) as f64).collect();
+        let flipped = |n: usize| {
+            let mut c = reference.clone();
+            for x in c.iter_mut().take(n) {
+                *x = (*x + 1.0) % 3.0;
+            }
+            c
+        };
+        let tol = Tolerance {
+            rtol: 1e-4,
+            atol: 1e-5,
+        };
+        let judge = |criterion: Criterion, n: usize| {
+            let mut a = compare_values("labels", &flipped(n), &reference, tol);
+            assert_eq!(a.mismatches, n);
+            criterion.judge_labels(&mut a);
+            a.within_tolerance
+        };
+        // float16: at most 0.1% (10 of 10000).
+        assert!(judge(fp16(), 10));
+        assert!(!judge(fp16(), 11));
+        // The float rewrites' bound (cosine 0.9999): one label in 10000.
+        let float = Criterion::Scaled {
+            max_scaled_error: DEFAULT_MAX_SCALED_ERROR,
+            min_cosine: DEFAULT_MIN_COSINE,
+        };
+        assert!(judge(float, 1));
+        assert!(!judge(float, 2));
+        // Elementwise: none.
+        let exact = Criterion::Elementwise {
+            rtol: 0.0,
+            atol: 0.0,
+        };
+        assert!(judge(exact, 0));
+        assert!(!judge(exact, 1));
+        let mut a = compare_values("labels", &flipped(3), &reference, tol);
+        fp16().judge_labels(&mut a);
+        assert!(Criterion::failure_summary(&a).ends_with(", 3 of 10000 elements differ)"));
     }
 
     #[test]

@@ -23,7 +23,9 @@ pub mod across;
 mod heads;
 mod side_by_side;
 mod together;
-pub use heads::{Heads, MOST_REGRESSED, classifier_outputs, output_heads, regression_outputs};
+pub use heads::{
+    Heads, MOST_REGRESSED, classifier_outputs, label_outputs, output_heads, regression_outputs,
+};
 pub use side_by_side::{held_out_against, held_out_against_keeping, held_out_against_side_by_side};
 pub use together::held_out_together;
 

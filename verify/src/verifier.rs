@@ -98,6 +98,9 @@ pub struct Verifier {
     original_bytes: Vec<u8>,
     /// Outputs whose values lie in a fixed range (see [`range_scales`]).
     range_scales: Vec<(String, f64)>,
+    /// Class maps, judged by how many labels differ (see
+    /// [`Criterion::judge_labels`]).
+    label_outputs: Vec<String>,
     pub resolution: infopt_runtime::ShapeResolution,
     pub inputs: Vec<HostTensor>,
     pub expected: Vec<HostTensor>,
@@ -322,6 +325,7 @@ impl Verifier {
                             .then_some(loaded),
                             original_bytes: bytes,
                             range_scales: range_scales(original),
+                            label_outputs: crate::evaluate::label_outputs(original),
                             inputs: tensors,
                             expected,
                             chosen,
@@ -576,6 +580,10 @@ impl Verifier {
         let actual = self.watched_as_expected(actual, expected);
         let mut outputs = compare::compare_outputs(&actual, expected, tol);
         for o in &mut outputs {
+            if self.label_outputs.contains(&o.name) {
+                self.policy.criterion.judge_labels(o);
+                continue;
+            }
             let range = self
                 .range_scales
                 .iter()
