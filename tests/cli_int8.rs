@@ -35,6 +35,37 @@ fn run_hooks(args: &[&str], hooks: &[(&str, &str)]) -> (std::process::Output, se
     (o, v)
 }
 
+/// `optimize MODEL --int8 --calib-data random:N EXTRA... --json` into a
+/// fresh folder: the folder (kept alive), the output path, the process
+/// output and the JSON report.
+fn int8_random_run(
+    model: &Path,
+    samples: &str,
+    extra: &[&str],
+) -> (
+    tempfile::TempDir,
+    PathBuf,
+    std::process::Output,
+    serde_json::Value,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q.onnx");
+    let data = format!("random:{samples}");
+    let mut args = vec![
+        "optimize",
+        s(model),
+        "-o",
+        s(&out),
+        "--int8",
+        "--calib-data",
+        &data,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let (o, r) = run_json(&args);
+    (dir, out, o, r)
+}
+
 #[test]
 fn int8_with_random_calibration_reports_held_out_accuracy() {
     let dir = tempfile::tempdir().unwrap();
@@ -528,21 +559,9 @@ fn a_segmentation_is_judged_per_pixel_along_its_channels_and_by_its_class_map() 
         eprintln!("skipped: ONNX Runtime is not available");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let model = segmentation_head(dir.path());
-    let out = dir.path().join("q.onnx");
-    let (o, r) = run_json(&[
-        "optimize",
-        s(&model),
-        "-o",
-        s(&out),
-        "--int8",
-        "--calib-data",
-        "random:12",
-        "--calib-samples",
-        "8",
-        "--json",
-    ]);
+    let models = tempfile::tempdir().unwrap();
+    let model = segmentation_head(models.path());
+    let (_dir, _out, o, r) = int8_random_run(&model, "12", &["--calib-samples", "8"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let q = &r["int8"];
     assert_eq!(q["classifier_outputs"], serde_json::json!([]));
@@ -897,19 +916,7 @@ fn a_model_without_any_int8_layer_says_what_it_is_made_of() {
         eprintln!("skipped: ONNX Runtime is not available");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("q.onnx");
-    let model = fixture("if_subgraph.onnx");
-    let (o, r) = run_json(&[
-        "optimize",
-        s(&model),
-        "-o",
-        s(&out),
-        "--int8",
-        "--calib-data",
-        "random:16",
-        "--json",
-    ]);
+    let (_dir, out, o, r) = int8_random_run(&fixture("if_subgraph.onnx"), "16", &[]);
     assert!(o.status.success(), "{}", stderr(&o));
     let why = r["int8"]["float_written"].as_str().expect("float_written");
     assert_eq!(
@@ -928,19 +935,7 @@ fn random_samples_take_plainer_integers_where_seeded_ones_make_the_model_fail() 
         eprintln!("skipped: ONNX Runtime is not available");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("q.onnx");
-    let model = fixture("if_lstm.onnx");
-    let (o, r) = run_json(&[
-        "optimize",
-        s(&model),
-        "-o",
-        s(&out),
-        "--int8",
-        "--calib-data",
-        "random:8",
-        "--json",
-    ]);
+    let (_dir, out, o, r) = int8_random_run(&fixture("if_lstm.onnx"), "8", &[]);
     assert!(o.status.success(), "{}", stderr(&o));
     let data = r["int8"]["calibration_data"]
         .as_str()
