@@ -11,9 +11,9 @@
 //! single input. Merges `Transpose`→`Transpose` into one (or none) and
 //! `Reshape`→`Reshape` into one. Drops the second of two idempotent ops
 //! (`Relu`, `Abs`, `Ceil`, `Floor`, `Round`, `Sign`), a strictly increasing
-//! op (`Exp`, `Sigmoid`, `Softmax`/`LogSoftmax` over the same axis, or
-//! before opset 13 over flattened axes starting at or before it) under
-//! `ArgMax`/`ArgMin`, and an `Unsqueeze` that restores exactly the dims a
+//! op that cannot saturate at the extreme (`Softmax`/`LogSoftmax` over the
+//! same axis, or before opset 13 over flattened axes starting at or before
+//! it) under `ArgMax`/`ArgMin`, and an `Unsqueeze` that restores exactly the dims a
 //! `keepdims=0` reduction removed (the reduction keeps them instead). Splices
 //! a single-reader `Concat` into the `Concat` on the same axis after it, and
 //! turns `Log(Softmax(x))` into `LogSoftmax(x)`. A single-reader 2-D
@@ -45,9 +45,13 @@
 //! Exact, except two rewrites that compute more precisely than the original:
 //! `LogSoftmax` does not round the softmax before the log (where the softmax
 //! underflowed to 0 the original gave -inf); and ArgMax/ArgMin over `x`
-//! instead of `f(x)` can pick another index where rounding made `f` equal on
-//! two different elements (a saturated Sigmoid, an overflowed Exp): the
-//! original returned the first of the tied, the rewrite the true extreme.
+//! instead of a Softmax of it can pick another index where two elements
+//! within rounding of the largest tie after the Softmax (the original
+//! returned the first of the tied, the rewrite the true extreme). A Sigmoid
+//! or Exp under ArgMax stays: each saturates (Sigmoid is exactly 1.0 from
+//! about 16.6 up, Exp infinite from 88.7), and ArgMax over the tied 1.0s
+//! picks the first class where ArgMax over `x` picks another (`[20, 30, 0]`:
+//! 0 against 1), which is not rounding but a different answer.
 //!
 //! ## Example
 //! `t1 = Transpose(x, perm=[0,2,3,1])`, `t2 = Transpose(t1, perm=[0,3,1,2])`,

@@ -49,16 +49,19 @@ pub fn idempotent_source(g: &Graph, id: NodeId) -> Option<ValueId> {
 }
 
 /// `ArgMax(f(x))` = `ArgMax(x)` (and ArgMin) for `f` strictly increasing
-/// along the reduced axis: Exp, Sigmoid, Softmax/LogSoftmax over that same
-/// axis (each element's normalizer is shared along it), and Log or Sqrt of a
-/// value known non-negative.
+/// along the reduced axis and never equal at two different elements but by
+/// rounding: Softmax/LogSoftmax over that same axis (each element's
+/// normalizer is shared along it; the largest element's value is never
+/// saturated), and Log or Sqrt of a value known non-negative. Not Sigmoid
+/// or Exp: both saturate in float (1.0, infinity), tying elements `x` tells
+/// apart, and ArgMax breaks a tie by the first index.
 pub fn monotone_before_arg(g: &Graph, id: NodeId, opset: i64) -> Outcome {
     let node = g.node(id);
     let y = require_some!(input(g, id, 0));
     let (f, f_node) = require_some!(sole_producer(
         g,
         y,
-        &["Exp", "Sigmoid", "Softmax", "LogSoftmax", "Log", "Sqrt"]
+        &["Softmax", "LogSoftmax", "Log", "Sqrt"]
     ));
     let x = require_some!(input(g, f, 0));
     // Log and Sqrt increase strictly on [0, inf] only (a negative element

@@ -609,6 +609,41 @@ fn second_of_two_idempotent_ops_goes() {
     assert_eq!(ops(&m), histogram(&[("Floor", 1), ("Ceil", 1)]));
 }
 
+#[test]
+fn a_saturating_sigmoid_decides_argmax_ties_that_its_input_does_not() {
+    // Why a Sigmoid or an Exp under ArgMax stays: float32's Sigmoid is 1.0
+    // at 20 and at 30, so ArgMax of the Sigmoid is the first class (0)
+    // while ArgMax of the logits is the second (1).
+    use infopt_runtime::{Backend, HostTensor, InputShapes, TractBackend};
+    let argmax_of = |f: Option<&str>| {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DataType::Float, dims(&["1", "3"]));
+        let y = match f {
+            Some(f) => b.op(f, &[x], vec![]),
+            None => x,
+        };
+        let i = b.op("ArgMax", &[y], vec![Attribute::int("axis", 1)]);
+        b.output(i, "i", DataType::Int64, None);
+        let m = b.build(17);
+        let loaded = TractBackend
+            .load(&m.to_bytes().unwrap(), None, &InputShapes::new())
+            .unwrap();
+        let x = HostTensor::from_vec(vec![1, 3], vec![20.0f32, 30.0, 0.0]).unwrap();
+        loaded.run(&[x]).unwrap()[0].to_f64_vec()
+    };
+    assert_eq!(argmax_of(Some("Sigmoid")), [0.0]);
+    assert_eq!(argmax_of(None), [1.0]);
+    // Exp overflows to infinity from 88.7 on.
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DataType::Float, dims(&["1", "3"]));
+    let e = b.op("Exp", &[x], vec![]);
+    let i = b.op("ArgMax", &[e], vec![Attribute::int("axis", 1)]);
+    b.output(i, "i", DataType::Int64, None);
+    let mut m = b.build(17);
+    run_passes(&mut m, &["eliminate-identity", "eliminate-dead"]);
+    assert_eq!(ops(&m), histogram(&[("Exp", 1), ("ArgMax", 1)]));
+}
+
 fn arg_of(b: &mut GraphBuilder, f: &str, f_axis: Option<i64>, arg_axis: i64) -> infopt_ir::ValueId {
     let x = b.graph_mut().inputs[0].value;
     let attrs = f_axis
@@ -621,12 +656,7 @@ fn arg_of(b: &mut GraphBuilder, f: &str, f_axis: Option<i64>, arg_axis: i64) -> 
 
 #[test]
 fn strictly_increasing_op_under_argmax_goes() {
-    for (f, f_axis, arg_axis) in [
-        ("Softmax", Some(-1), 2),
-        ("LogSoftmax", Some(1), -2),
-        ("Exp", None, 1),
-        ("Sigmoid", None, 0),
-    ] {
+    for (f, f_axis, arg_axis) in [("Softmax", Some(-1), 2), ("LogSoftmax", Some(1), -2)] {
         let (original, m) = simplify(17, |b, _| arg_of(b, f, f_axis, arg_axis));
         assert_eq!(
             ops(&m),
@@ -635,11 +665,14 @@ fn strictly_increasing_op_under_argmax_goes() {
         );
         assert_equivalent(&original, &m, &default_shapes(), 0.0, 0.0);
     }
-    // Softmax over another axis, Relu (ties), and opset-11 Softmax whose
+    // Softmax over another axis, Relu (ties), Sigmoid and Exp (they
+    // saturate: ties where `x` differs), and opset-11 Softmax whose
     // flattened range starts after the reduced axis stay.
     for (opset, f, f_axis, arg_axis) in [
         (17, "Softmax", Some(1), 2),
         (17, "Relu", None, 1),
+        (17, "Sigmoid", None, 0),
+        (17, "Exp", None, 1),
         (11, "Softmax", Some(2), 1),
     ] {
         let (_, m) = simplify(opset, |b, _| arg_of(b, f, f_axis, arg_axis));
