@@ -19,9 +19,9 @@ pub struct Heads {
     /// W]` (see [`class_axis_outputs`]). Judged by top-1 agreement along
     /// that axis, as a classifier's last axis is.
     pub class_axes: Vec<(String, usize)>,
-    /// Class maps: the integer outputs of an ArgMax or ArgMin (see
-    /// [`label_outputs`]), judged by the fraction of elements equal to the
-    /// original's against the top-1 target.
+    /// Class maps: the outputs of an ArgMax or ArgMin, or a TopK's indices
+    /// (see [`label_outputs`]), judged by the fraction of elements equal to
+    /// the original's against the top-1 target.
     pub labels: Vec<String>,
 }
 
