@@ -761,10 +761,12 @@ impl Tally {
             .filter(|(_, r)| r.rows > 0)
             .map(|(n, r)| (n.clone(), r.rows_agreeing as f64 / r.rows as f64))
             .collect();
+        // A class map keeps no margins (its scores are not outputs): no
+        // expectation on unseen rows, rather than a 1.0 that says nothing.
         let mut top1_expected: BTreeMap<String, f64> = names
             .iter()
             .zip(running)
-            .filter(|(_, r)| r.rows > 0)
+            .filter(|(_, r)| r.rows > 0 && !r.labels)
             .map(|(n, r)| {
                 let e = expected_agreement(&r.margins, &r.errors, UNSEEN_ERROR_FACTOR);
                 (n.clone(), e)
@@ -1421,6 +1423,11 @@ mod neighbour_tests {
         assert_eq!(h.top1_agreement["labels"], 7.0 / 8.0);
         assert_eq!(h.label_judged, ["labels"]);
         assert_eq!(h.agreement_kind("labels"), "label agreement");
+        assert!(
+            !h.top1_expected.contains_key("labels"),
+            "{:?}",
+            h.top1_expected
+        );
         // No parts, no correlation across samples: labels are not values.
         assert!(h.parts.is_empty() && h.correlation.is_empty(), "{h:?}");
     }

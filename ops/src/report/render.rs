@@ -421,7 +421,7 @@ fn held_out(
         &[
             "output",
             "cosine",
-            "top-1 / neighbour / score agreement / correlation",
+            "top-1 / neighbour / label / score agreement / correlation",
             "max abs",
             "SNR dB",
         ],
@@ -433,6 +433,8 @@ fn held_out(
             {
                 let kind = if h.neighbour_judged.contains(&o.name) {
                     "neighbours "
+                } else if h.label_judged.contains(&o.name) {
+                    "labels "
                 } else {
                     ""
                 };
