@@ -606,28 +606,10 @@ fn probes_side_by_side_decide_as_one_at_a_time() {
             ("INFOPT_TEST_INT8_TIMED", "1.0,2.0"),
             ("INFOPT_TEST_INT8_ANSWER", "1.0,2.0,2.0"),
         ];
-        let (o, r) = run_hooks(
-            &[
-                "optimize",
-                s(&model),
-                "-o",
-                s(&out),
-                "--int8",
-                "--calib-data",
-                s(&data),
-                "--calib-samples",
-                "8",
-                // Every layer is probed alone, and finalists judged.
-                "--int8-min-cosine",
-                "0.99995",
-                "--threads",
-                threads,
-                "--backend",
-                backend,
-                "--json",
-            ],
-            &hooks,
-        );
+        let mut args = probing_everything(&model, &data, &out);
+        args.extend(["--threads", threads, "--backend", backend].map(String::from));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (o, r) = run_hooks(&args, &hooks);
         assert!(matches!(o.status.code(), Some(0 | 4)), "{}", stderr(&o));
         (o.status.code(), r, std::fs::read(&out).ok())
     };
@@ -1382,15 +1364,22 @@ fn int8_no_faster_than_float_writes_the_float_model_without_searching() {
 fn gate_command(dir: &Path) -> (PathBuf, Vec<String>) {
     let data = image_samples(dir, 20, &[1, 3, 32, 32]);
     let out = dir.join("q.onnx");
-    let model = fixture("cnn_bn_relu.onnx");
-    let args = [
+    let args = probing_everything(&fixture("cnn_bn_relu.onnx"), &data, &out);
+    (out, args)
+}
+
+/// `optimize MODEL --int8` on `data` (8 samples calibrate) with a cosine
+/// target that has every layer probed alone and finalists judged, the
+/// JSON report on stdout.
+fn probing_everything(model: &Path, data: &Path, out: &Path) -> Vec<String> {
+    [
         "optimize",
-        s(&model),
+        s(model),
         "-o",
-        s(&out),
+        s(out),
         "--int8",
         "--calib-data",
-        s(&data),
+        s(data),
         "--calib-samples",
         "8",
         "--int8-min-cosine",
@@ -1398,8 +1387,7 @@ fn gate_command(dir: &Path) -> (PathBuf, Vec<String>) {
         "--json",
     ]
     .map(String::from)
-    .to_vec();
-    (out, args)
+    .to_vec()
 }
 
 /// The keep-set the search's probes settle on is timed before any finalist

@@ -295,7 +295,9 @@ pub struct RandomSamples {
     /// Plainer values every sample takes, and why (see
     /// [`RandomSamples::plainer_where_needed`]).
     plain: Option<(Fallback, String)>,
-    probing: Probing,
+    /// Run each sample before handing it out, until plainer values are
+    /// chosen (see [`RandomSamples::plainer_where_needed`]).
+    probe_each: bool,
 }
 
 impl RandomSamples {
@@ -308,7 +310,7 @@ impl RandomSamples {
             count,
             next: 0,
             plain: None,
-            probing: Probing::Never,
+            probe_each: false,
         }
     }
 
@@ -322,15 +324,10 @@ impl RandomSamples {
     /// on each later sample until plainer values are needed, since each
     /// sample draws its own indices (see [`Dataset::next_sample`]).
     pub fn plainer_where_needed(mut self) -> RandomSamples {
-        self.probing = Probing::First;
         if let Ok(seeded) = generate(self.model.as_ref(), self.seed, self.vocab) {
             self.choose_plainer(&seeded);
         }
-        self.probing = if self.plain.is_none() && has_integer_input(self.model.as_ref()) {
-            Probing::Each
-        } else {
-            Probing::Never
-        };
+        self.probe_each = self.plain.is_none() && has_integer_input(self.model.as_ref());
         self
     }
 
@@ -340,23 +337,9 @@ impl RandomSamples {
             Ok(_) => return,
             Err(e) => e.to_string(),
         };
-        self.plain = Fallback::ALL.into_iter().find_map(|fb| {
-            let plain = fb.apply(seeded)?;
-            self.model.run(&plain).ok()?;
-            Some((fb, failure.clone()))
-        });
+        self.plain =
+            Fallback::first_that_runs(self.model.as_ref(), seeded).map(|(fb, _, _)| (fb, failure));
     }
-}
-
-/// When [`RandomSamples`] runs a sample before handing it out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Probing {
-    /// Never (plain [`RandomSamples::new`], or plainer values are chosen).
-    Never,
-    /// The first sample was probed at construction.
-    First,
-    /// Every sample until plainer values are chosen.
-    Each,
 }
 
 fn has_integer_input(model: &dyn LoadedModel) -> bool {
@@ -400,7 +383,7 @@ impl Dataset for RandomSamples {
             self.vocab,
         )
         .map_err(|e| e.to_string())?;
-        if self.probing == Probing::Each && self.plain.is_none() {
+        if self.probe_each && self.plain.is_none() {
             self.choose_plainer(&tensors);
         }
         if let Some(plain) = self.plain.as_ref().and_then(|(fb, _)| fb.apply(&tensors)) {

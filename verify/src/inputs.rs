@@ -1059,6 +1059,21 @@ impl Fallback {
     }
 
     /// `tensors` with this fallback's values; `None` when it changes nothing.
+    /// The first plainer values `model` runs on, in [`Fallback::ALL`]'s
+    /// order, with the fallback and the outputs: what to do when the seeded
+    /// `tensors` make a model fail (the verification's inputs and
+    /// `random:N` calibration samples alike).
+    pub fn first_that_runs(
+        model: &dyn LoadedModel,
+        tensors: &[HostTensor],
+    ) -> Option<(Fallback, Vec<HostTensor>, Vec<HostTensor>)> {
+        Fallback::ALL.into_iter().find_map(|fb| {
+            let plain = fb.apply(tensors)?;
+            let outputs = model.run(&plain).ok()?;
+            Some((fb, plain, outputs))
+        })
+    }
+
     pub fn apply(self, tensors: &[HostTensor]) -> Option<Vec<HostTensor>> {
         let (int, step) = match self {
             Fallback::IntegersZero => (0u8, 0u8),

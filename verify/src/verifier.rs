@@ -463,20 +463,16 @@ impl Verifier {
         // Seeded values the model cannot take (an index or axis out of
         // range, a zero divisor, a negative scale): plainer ones, when the
         // inputs are ours to choose.
-        if inputs.file.is_none() {
-            for fb in crate::inputs::Fallback::ALL {
-                let Some(plain) = fb.apply(&tensors) else {
-                    continue;
-                };
-                if let Ok(expected) = loaded.run(&plain) {
-                    *notes = Some(format!(
-                        "verification inputs: {} (the seeded ones made the original fail: {})",
-                        fb.describe(),
-                        first.message
-                    ));
-                    return Ok((loaded, plain, expected));
-                }
-            }
+        if inputs.file.is_none()
+            && let Some((fb, plain, expected)) =
+                crate::inputs::Fallback::first_that_runs(loaded.as_ref(), &tensors)
+        {
+            *notes = Some(format!(
+                "verification inputs: {} (the seeded ones made the original fail: {})",
+                fb.describe(),
+                first.message
+            ));
+            return Ok((loaded, plain, expected));
         }
         Err(first)
     }
