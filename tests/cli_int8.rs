@@ -1016,6 +1016,49 @@ fn build_engine_int8_on_a_dynamic_batch_model_runs_its_per_layer_comparison_at_t
     let backend = r["int8"]["backend"].as_str().unwrap_or_default();
     let expected = if ort_available() { "ort " } else { "tract" };
     assert!(backend.starts_with(expected), "{backend}");
+    // `--backend` still decides.
+    let (o, r) = run_json(&[
+        "build-engine",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "--int8",
+        "--calib-data",
+        s(&data),
+        "--calib-samples",
+        "6",
+        "--shapes",
+        "input:1x3x32x32/2x3x32x32/4x3x32x32",
+        "--backend",
+        "tract",
+        "--emit-onnx",
+        s(&out),
+        "-o",
+        s(&dir.path().join("cnn.engine")),
+        "--json",
+    ]);
+    assert!(matches!(o.status.code(), Some(0 | 4)), "{}", stderr(&o));
+    let backend = r["int8"]["backend"].as_str().unwrap_or_default();
+    assert!(backend.starts_with("tract"), "{backend}");
+}
+
+#[test]
+fn random_calibration_draws_token_ids_below_the_vocab() {
+    // --vocab was accepted and ignored by random:N calibration data (ids
+    // below 16 whatever was asked): other ids give the embeddings other
+    // ranges, so other scales in the written model; the same vocab, the
+    // same bytes.
+    let model = fixture("exported/bert_tiny.onnx");
+    let written = |vocab: Option<&str>| {
+        let mut extra = vec!["--no-verify"];
+        if let Some(v) = vocab {
+            extra.extend(["--vocab", v]);
+        }
+        let (_dir, out, o, _) = int8_random_run(&model, "4", &extra);
+        assert!(o.status.success(), "{}", stderr(&o));
+        std::fs::read(out).unwrap()
+    };
+    let few_ids = written(Some("4"));
+    assert_eq!(few_ids, written(Some("4")));
+    assert_ne!(few_ids, written(None));
 }
 
 /// Samples of 500 plus unit noise (the offset `int8_offset_pool` removes).
