@@ -314,6 +314,7 @@ fn collect_asking(
         limit,
         &mut collector,
         &mut |done| progress(done, total),
+        after_first.is_some(),
         &mut |collector| {
             let Some(after_first) = after_first.as_mut() else {
                 return Ok(true);
@@ -453,6 +454,7 @@ fn collect_sized(
     limit: Option<usize>,
     collector: &mut RangeCollector,
     progress: &mut dyn FnMut(usize),
+    asks: bool,
     go_on: &mut GoOn<'_>,
 ) -> Result<usize, VerifyError> {
     let reference = chosen.reference_backend();
@@ -515,11 +517,18 @@ fn collect_sized(
         0,
     )?;
     let rest = limit.map(|l| l.saturating_sub(first));
-    if first == 0 || rest == Some(0) || !go_on(collector)? {
+    if first == 0 || rest == Some(0) {
         return Ok(first);
     }
     let (sessions, observing) =
         side_by_side::sessions_sized(threads, m.model_bytes, observed, available);
+    // Side by side, the first session calibrates on while `go_on` decides
+    // (see `side_by_side::Hold`); in one session nothing would run
+    // meanwhile, and it decides first.
+    let overlapped = asks && first_backend.is_some() && sessions >= 2;
+    if !overlapped && !go_on(collector)? {
+        return Ok(first);
+    }
     let each = (threads / sessions).max(1);
     let mut after_first = |done: usize| progress(first + done);
     // tract has no thread setting (it runs on one): the rest in one session.
@@ -570,21 +579,43 @@ fn collect_sized(
         empty: &collector.emptied(),
         keeper: m.keeper,
     };
+    let hold = overlapped.then(side_by_side::Hold::default);
+    let mut asking = Asking {
+        go_on,
+        hold: hold.as_ref(),
+        verdict: None,
+        queued: (0, 0),
+    };
     let mut index = first;
-    let fed = sessions_of.run(sessions, preloaded, |side| {
-        dataset::batches(
+    let fed = sessions_of.run(sessions, preloaded, (hold.as_ref(), AHEAD), |side| {
+        let fed = dataset::batches(
             data,
             &batch_specs(m.declared, 1),
             1,
             rest,
             |tensors, samples| {
+                let bytes = tensors
+                    .iter()
+                    .map(|t| t.len() * t.dtype().size_of().max(1))
+                    .sum::<usize>();
                 side.send(tensors, samples[0].origin.clone(), samples.len(), index)?;
                 index += samples.len();
                 after_first(side.done.load(std::sync::atomic::Ordering::Relaxed));
+                if !asking.ahead(samples.len(), bytes, collector, side) {
+                    return Err(STOPPED.into());
+                }
                 Ok(())
             },
-        )
+        );
+        // The data ended before the queue filled.
+        asking.ask(collector, side);
+        fed
     });
+    match asking.verdict {
+        Some(Err(e)) => return Err(e),
+        Some(Ok(false)) => return Ok(first),
+        _ => {}
+    }
     match fed {
         Ok((count, merged)) => {
             let count = count.map_err(VerifyError::usage)?;
@@ -595,6 +626,63 @@ fn collect_sized(
             Ok(first + count)
         }
         Err((_, e)) => Err(e),
+    }
+}
+
+/// Samples queued for the first session while `go_on` decides, at most
+/// (and at most [`AHEAD_BYTES`] of inputs): enough to keep it busy through
+/// INT8's placement timing (about a second; EfficientNet-B0's observed run
+/// takes 70 ms on one thread).
+const AHEAD: usize = 16;
+const AHEAD_BYTES: usize = 64 << 20;
+
+/// Why the feeding stopped when `go_on` said not to go on.
+const STOPPED: &str = "the calibration stopped after its first sample";
+
+/// `go_on`, asked once the queue holds [`AHEAD`] samples (or the data
+/// ended), with what it said.
+struct Asking<'g, 'h> {
+    go_on: &'g mut GoOn<'g>,
+    /// The held sessions (see `side_by_side::Hold`); None: asked already.
+    hold: Option<&'h side_by_side::Hold>,
+    verdict: Option<Result<bool, VerifyError>>,
+    /// Samples and input bytes queued before asking.
+    queued: (usize, usize),
+}
+
+impl Asking<'_, '_> {
+    /// Counts a batch queued; asks once the queue is full. Whether to go on.
+    fn ahead(
+        &mut self,
+        samples: usize,
+        bytes: usize,
+        collector: &RangeCollector,
+        side: &mut side_by_side::SideBySide,
+    ) -> bool {
+        if self.hold.is_none() {
+            return true;
+        }
+        self.queued = (self.queued.0 + samples, self.queued.1 + bytes);
+        if self.queued.0 < AHEAD && self.queued.1 < AHEAD_BYTES {
+            return true;
+        }
+        self.ask(collector, side)
+    }
+
+    /// Asks `go_on`, if not yet, and opens the hold with its answer; a no
+    /// (or an error) stops the sessions. Whether to go on.
+    fn ask(&mut self, collector: &RangeCollector, side: &mut side_by_side::SideBySide) -> bool {
+        let Some(hold) = self.hold.take() else {
+            return !matches!(self.verdict, Some(Ok(false)) | Some(Err(_)));
+        };
+        let verdict = (self.go_on)(collector);
+        let go = matches!(verdict, Ok(true));
+        hold.open(go);
+        if !go {
+            side.stop();
+        }
+        self.verdict = Some(verdict);
+        go
     }
 }
 

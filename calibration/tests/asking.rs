@@ -1,6 +1,9 @@
 //! A calibration asked after its first sample: stopping there gives the
 //! ranges of a calibration on that one sample; going on gives those of a
-//! calibration that was never asked.
+//! calibration that was never asked. In one session (tract) it is asked
+//! before the rest run; in ONNX Runtime with two threads, the first of two
+//! sessions side by side calibrates on while it is asked (see
+//! `run/side_by_side.rs`, `Hold`), which changes neither answer.
 
 use std::path::Path;
 
@@ -25,6 +28,19 @@ fn model() -> Model {
 }
 
 fn run(samples: usize, asked: &mut Vec<usize>, go_on: bool) -> Calibrated {
+    let chosen = ChosenBackend::build(BackendKind::Tract, &BackendOptions::default()).unwrap();
+    run_in(&chosen, (samples, 6), asked, go_on)
+}
+
+/// `samples` of `count` random samples calibrated in `chosen`, asked after
+/// the first whether to go on (`go_on`); `asked` gets the tensor count of
+/// each table it was asked with.
+fn run_in(
+    chosen: &ChosenBackend,
+    (samples, count): (usize, usize),
+    asked: &mut Vec<usize>,
+    go_on: bool,
+) -> Calibrated {
     let m = model();
     let bytes = m.to_bytes().unwrap();
     let target = Target {
@@ -32,7 +48,6 @@ fn run(samples: usize, asked: &mut Vec<usize>, go_on: bool) -> Calibrated {
         file_bytes: &bytes,
         dir: Path::new("."),
     };
-    let chosen = ChosenBackend::build(BackendKind::Tract, &BackendOptions::default()).unwrap();
     let options = CalibrateOptions {
         method: Method::MinMax,
         samples: Some(samples),
@@ -43,11 +58,11 @@ fn run(samples: usize, asked: &mut Vec<usize>, go_on: bool) -> Calibrated {
     };
     calibrate_asking(
         &target,
-        &chosen,
+        chosen,
         &InputShapes::default(),
         &DataSource::Random {
             seed: 7,
-            count: 6,
+            count,
             vocab: 16,
         },
         &options,
@@ -115,4 +130,95 @@ fn going_on_gives_the_calibration_never_asked() {
     let mut never = Vec::new();
     run(1, &mut never, false);
     assert!(never.is_empty(), "{never:?}");
+}
+
+/// ONNX Runtime with `threads` threads, where its library is found (under
+/// CI it must be).
+fn ort(threads: usize) -> Option<ChosenBackend> {
+    let options = BackendOptions {
+        threads: Some(threads),
+        ..BackendOptions::default()
+    };
+    match ChosenBackend::build(BackendKind::Ort, &options) {
+        Ok(b) => Some(b),
+        Err(e) if std::env::var_os("CI").is_some() => panic!("ONNX Runtime is needed: {e:?}"),
+        Err(_) => {
+            eprintln!("skipped: ONNX Runtime not found");
+            None
+        }
+    }
+}
+
+#[test]
+fn side_by_side_the_first_session_calibrates_on_while_asked_and_the_answers_stand() {
+    let (Some(two), Some(one)) = (ort(2), ort(1)) else {
+        return;
+    };
+    // 40 samples: asked once 16 are queued; 6: asked when the data ended.
+    for count in [40, 6] {
+        let mut asked = Vec::new();
+        let stopped = run_in(&two, (count, count), &mut asked, false);
+        assert_eq!((stopped.samples, asked.len()), (1, 1), "{count}");
+        let first_only = run_in(&one, (1, count), &mut Vec::new(), true);
+        assert_eq!(ranges(&stopped), ranges(&first_only), "{count}");
+
+        let mut asked = Vec::new();
+        let went_on = run_in(&two, (count, count), &mut asked, true);
+        assert_eq!((went_on.samples, asked.len()), (count, 1), "{count}");
+        // One thread, one session: nothing runs while it is asked.
+        let alone = run_in(&one, (count, count), &mut Vec::new(), true);
+        assert_eq!(ranges(&went_on), ranges(&alone), "{count}");
+    }
+}
+
+#[test]
+fn side_by_side_samples_are_calibrated_while_asked() {
+    let Some(two) = ort(2) else {
+        return;
+    };
+    let m = model();
+    let bytes = m.to_bytes().unwrap();
+    let target = Target {
+        model: &m,
+        file_bytes: &bytes,
+        dir: Path::new("."),
+    };
+    // The first progress said after the answer, which comes 300 ms after
+    // the question.
+    let answered = std::cell::Cell::new(false);
+    let after_answer = std::cell::Cell::new(None::<usize>);
+    let c = calibrate_asking(
+        &target,
+        &two,
+        &InputShapes::default(),
+        &DataSource::Random {
+            seed: 7,
+            count: 40,
+            vocab: 16,
+        },
+        &CalibrateOptions {
+            method: Method::MinMax,
+            samples: Some(40),
+            batch: 1,
+            bins: 2048,
+            keep_runs: 0,
+            quantizable: None,
+        },
+        &mut |n, _| {
+            if answered.get() && after_answer.get().is_none() {
+                after_answer.set(Some(n));
+            }
+        },
+        &mut |_| {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            answered.set(true);
+            Ok(true)
+        },
+    )
+    .unwrap();
+    assert_eq!(c.samples, 40);
+    // The first sample, then the 16 queued before the question, all run
+    // while it was asked: the first session did not wait for the answer.
+    let done = after_answer.get().unwrap_or(0);
+    assert!(done >= 17, "{done}");
 }
