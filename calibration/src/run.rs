@@ -607,8 +607,11 @@ fn collect_sized(
                 Ok(())
             },
         );
-        // The data ended before the queue filled.
-        asking.ask(collector, side);
+        // The data ended before the queue filled (a failure is said as it
+        // is, without asking).
+        if fed.is_ok() {
+            asking.ask(collector, side);
+        }
         fed
     });
     match asking.verdict {
