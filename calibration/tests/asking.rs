@@ -9,7 +9,8 @@ use std::path::Path;
 
 use infopt_calibration::Method;
 use infopt_calibration::run::{
-    CalibrateOptions, Calibrated, DataSource, Target, calibrate, calibrate_asking,
+    AfterFirst, CalibrateOptions, Calibrated, DataSource, ProgressFn, Target, calibrate,
+    calibrate_asking,
 };
 use infopt_ir::builder::{GraphBuilder, dims};
 use infopt_ir::{DataType, Model};
@@ -37,9 +38,23 @@ fn run(samples: usize, asked: &mut Vec<usize>, go_on: bool) -> Calibrated {
 /// each table it was asked with.
 fn run_in(
     chosen: &ChosenBackend,
-    (samples, count): (usize, usize),
+    samples_of: (usize, usize),
     asked: &mut Vec<usize>,
     go_on: bool,
+) -> Calibrated {
+    calibrate_random(chosen, samples_of, &mut |_, _| {}, &mut |table| {
+        asked.push(table.tensors.len());
+        Ok(go_on)
+    })
+}
+
+/// `samples` of `count` random samples calibrated (min-max) in `chosen`,
+/// saying its progress to `progress` and asking `ask` after the first.
+fn calibrate_random(
+    chosen: &ChosenBackend,
+    (samples, count): (usize, usize),
+    progress: &mut ProgressFn<'_>,
+    ask: &mut AfterFirst<'_>,
 ) -> Calibrated {
     let m = model();
     let bytes = m.to_bytes().unwrap();
@@ -66,11 +81,8 @@ fn run_in(
             vocab: 16,
         },
         &options,
-        &mut |_, _| {},
-        &mut |table| {
-            asked.push(table.tensors.len());
-            Ok(go_on)
-        },
+        progress,
+        ask,
     )
     .unwrap()
 }
@@ -176,34 +188,13 @@ fn side_by_side_samples_are_calibrated_while_asked() {
     let Some(two) = ort(2) else {
         return;
     };
-    let m = model();
-    let bytes = m.to_bytes().unwrap();
-    let target = Target {
-        model: &m,
-        file_bytes: &bytes,
-        dir: Path::new("."),
-    };
     // The first progress said after the answer, which comes 300 ms after
     // the question.
     let answered = std::cell::Cell::new(false);
     let after_answer = std::cell::Cell::new(None::<usize>);
-    let c = calibrate_asking(
-        &target,
+    let c = calibrate_random(
         &two,
-        &InputShapes::default(),
-        &DataSource::Random {
-            seed: 7,
-            count: 40,
-            vocab: 16,
-        },
-        &CalibrateOptions {
-            method: Method::MinMax,
-            samples: Some(40),
-            batch: 1,
-            bins: 2048,
-            keep_runs: 0,
-            quantizable: None,
-        },
+        (40, 40),
         &mut |n, _| {
             if answered.get() && after_answer.get().is_none() {
                 after_answer.set(Some(n));
@@ -214,8 +205,7 @@ fn side_by_side_samples_are_calibrated_while_asked() {
             answered.set(true);
             Ok(true)
         },
-    )
-    .unwrap();
+    );
     assert_eq!(c.samples, 40);
     // The first sample, then the 16 queued before the question, all run
     // while it was asked: the first session did not wait for the answer.
