@@ -587,7 +587,10 @@ fn collect_sized(
         queued: (0, 0),
     };
     let mut index = first;
-    let fed = sessions_of.run(sessions, preloaded, (hold.as_ref(), AHEAD), |side| {
+    // Only a held calibration queues more than the sessions' usual two
+    // batches each (inputs of 16 samples, after the question too).
+    let queue = if hold.is_some() { AHEAD } else { 0 };
+    let fed = sessions_of.run(sessions, preloaded, (hold.as_ref(), queue), |side| {
         let fed = dataset::batches(
             data,
             &batch_specs(m.declared, 1),
