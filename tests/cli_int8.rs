@@ -986,22 +986,29 @@ fn build_engine_int8_on_a_dynamic_batch_model_runs_its_per_layer_comparison_at_t
     let dir = tempfile::tempdir().unwrap();
     let data = image_samples(dir.path(), 10, &[1, 3, 32, 32]);
     let out = dir.path().join("cnn.trt.onnx");
-    let (o, r) = run_json(&[
-        "build-engine",
-        s(&fixture("cnn_bn_relu.onnx")),
-        "--int8",
-        "--calib-data",
-        s(&data),
-        "--calib-samples",
-        "6",
-        "--shapes",
-        "input:1x3x32x32/2x3x32x32/4x3x32x32",
-        "--emit-onnx",
-        s(&out),
-        "-o",
-        s(&dir.path().join("cnn.engine")),
-        "--json",
-    ]);
+    let engine = dir.path().join("cnn.engine");
+    let model = fixture("cnn_bn_relu.onnx");
+    let build = |extra: &[&str]| {
+        let mut args = vec![
+            "build-engine",
+            s(&model),
+            "--int8",
+            "--calib-data",
+            s(&data),
+            "--calib-samples",
+            "6",
+            "--shapes",
+            "input:1x3x32x32/2x3x32x32/4x3x32x32",
+            "--emit-onnx",
+            s(&out),
+            "-o",
+            s(&engine),
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        run_json(&args)
+    };
+    let (o, r) = build(&[]);
     let err = stderr(&o);
     assert!(!err.contains("was loaded for shape"), "{err}");
     assert!(matches!(o.status.code(), Some(0 | 4)), "{err}");
@@ -1017,24 +1024,7 @@ fn build_engine_int8_on_a_dynamic_batch_model_runs_its_per_layer_comparison_at_t
     let expected = if ort_available() { "ort " } else { "tract" };
     assert!(backend.starts_with(expected), "{backend}");
     // `--backend` still decides.
-    let (o, r) = run_json(&[
-        "build-engine",
-        s(&fixture("cnn_bn_relu.onnx")),
-        "--int8",
-        "--calib-data",
-        s(&data),
-        "--calib-samples",
-        "6",
-        "--shapes",
-        "input:1x3x32x32/2x3x32x32/4x3x32x32",
-        "--backend",
-        "tract",
-        "--emit-onnx",
-        s(&out),
-        "-o",
-        s(&dir.path().join("cnn.engine")),
-        "--json",
-    ]);
+    let (o, r) = build(&["--backend", "tract"]);
     assert!(matches!(o.status.code(), Some(0 | 4)), "{}", stderr(&o));
     let backend = r["int8"]["backend"].as_str().unwrap_or_default();
     assert!(backend.starts_with("tract"), "{backend}");

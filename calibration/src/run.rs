@@ -238,7 +238,7 @@ fn collect_asking(
     options: &CalibrateOptions,
     slice: Option<&dyn Fn(usize) -> std::ops::Range<usize>>,
     progress: &mut ProgressFn<'_>,
-    mut after_first: Option<&mut AfterFirst<'_>>,
+    after_first: Option<&mut AfterFirst<'_>>,
 ) -> Result<Collected, VerifyError> {
     let (model, model_bytes, dir) = (target.model, target.file_bytes, target.dir);
     // Random data needs the model loaded to make inputs; files do not (a
@@ -299,6 +299,19 @@ fn collect_asking(
     }
     let keeper =
         (options.keep_runs > 0 && options.batch == 1).then(|| Keeper::new(options.keep_runs));
+    let (sha_of, full_range_of) = (&sha, &full_range);
+    let mut ask = after_first.map(|after_first| {
+        move |collector: &RangeCollector| {
+            // The full range of every tensor: what the hook needs (a
+            // model's speed does not depend on its ranges), without the
+            // method's choice per tensor, which on one sample means nothing
+            // and costs as much as the final one (auto: 0.28 s on
+            // EfficientNet-B0's 239 tensors).
+            let table = table_of(collector, Method::MinMax, sha_of.clone(), full_range_of, 1)
+                .map_err(VerifyError::usage)?;
+            after_first(&table)
+        }
+    });
     let count = collect_sized(
         chosen,
         Sizing {
@@ -314,20 +327,7 @@ fn collect_asking(
         limit,
         &mut collector,
         &mut |done| progress(done, total),
-        after_first.is_some(),
-        &mut |collector| {
-            let Some(after_first) = after_first.as_mut() else {
-                return Ok(true);
-            };
-            // The full range of every tensor: what the hook needs (a
-            // model's speed does not depend on its ranges), without the
-            // method's choice per tensor, which on one sample means nothing
-            // and costs as much as the final one (auto: 0.28 s on
-            // EfficientNet-B0's 239 tensors).
-            let table = table_of(collector, Method::MinMax, sha.clone(), &full_range, 1)
-                .map_err(VerifyError::usage)?;
-            after_first(&table)
-        },
+        ask.as_mut().map(|a| a as &mut GoOn<'_>),
     )?;
     Ok(Collected {
         collector,
@@ -454,8 +454,7 @@ fn collect_sized(
     limit: Option<usize>,
     collector: &mut RangeCollector,
     progress: &mut dyn FnMut(usize),
-    asks: bool,
-    go_on: &mut GoOn<'_>,
+    mut go_on: Option<&mut GoOn<'_>>,
 ) -> Result<usize, VerifyError> {
     let reference = chosen.reference_backend();
     let one = |backend: &dyn infopt_runtime::Backend,
@@ -525,8 +524,11 @@ fn collect_sized(
     // Side by side, the first session calibrates on while `go_on` decides
     // (see `side_by_side::Hold`); in one session nothing would run
     // meanwhile, and it decides first.
-    let overlapped = asks && first_backend.is_some() && sessions >= 2;
-    if !overlapped && !go_on(collector)? {
+    let overlapped = go_on.is_some() && first_backend.is_some() && sessions >= 2;
+    if !overlapped
+        && let Some(go_on) = go_on.as_deref_mut()
+        && !go_on(collector)?
+    {
         return Ok(first);
     }
     let each = (threads / sessions).max(1);
@@ -647,8 +649,8 @@ const STOPPED: &str = "the calibration stopped after its first sample";
 
 /// `go_on`, asked once the queue holds [`AHEAD`] samples (or the data
 /// ended), with what it said.
-struct Asking<'g, 'h> {
-    go_on: &'g mut GoOn<'g>,
+struct Asking<'g, 'f, 'h> {
+    go_on: Option<&'g mut GoOn<'f>>,
     /// The held sessions (see `side_by_side::Hold`); None: asked already.
     hold: Option<&'h side_by_side::Hold>,
     verdict: Option<Result<bool, VerifyError>>,
@@ -656,7 +658,7 @@ struct Asking<'g, 'h> {
     queued: (usize, usize),
 }
 
-impl Asking<'_, '_> {
+impl Asking<'_, '_, '_> {
     /// Counts a batch queued; asks once the queue is full. Whether to go on.
     fn ahead(
         &mut self,
@@ -681,7 +683,10 @@ impl Asking<'_, '_> {
         let Some(hold) = self.hold.take() else {
             return !matches!(self.verdict, Some(Ok(false)) | Some(Err(_)));
         };
-        let verdict = (self.go_on)(collector);
+        let verdict = match self.go_on.as_deref_mut() {
+            Some(go_on) => go_on(collector),
+            None => Ok(true),
+        };
         let go = matches!(verdict, Ok(true));
         hold.open(go);
         if !go {

@@ -1058,7 +1058,6 @@ impl Fallback {
         }
     }
 
-    /// `tensors` with this fallback's values; `None` when it changes nothing.
     /// The first plainer values `model` runs on, in [`Fallback::ALL`]'s
     /// order, with the fallback and the outputs: what to do when the seeded
     /// `tensors` make a model fail (the verification's inputs and
@@ -1074,6 +1073,7 @@ impl Fallback {
         })
     }
 
+    /// `tensors` with this fallback's values; `None` when it changes nothing.
     pub fn apply(self, tensors: &[HostTensor]) -> Option<Vec<HostTensor>> {
         let (int, step) = match self {
             Fallback::IntegersZero => (0u8, 0u8),
