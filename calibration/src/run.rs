@@ -582,16 +582,18 @@ fn collect_sized(
         keeper: m.keeper,
     };
     let hold = overlapped.then(side_by_side::Hold::default);
+    let ahead = samples_ahead(m.shapes);
     let mut asking = Asking {
         go_on,
         hold: hold.as_ref(),
         verdict: None,
         queued: (0, 0),
+        ahead,
     };
     let mut index = first;
     // Only a held calibration queues more than the sessions' usual two
-    // batches each (inputs of 16 samples, after the question too).
-    let queue = if hold.is_some() { AHEAD } else { 0 };
+    // batches each (`ahead` samples, after the question too).
+    let queue = if hold.is_some() { ahead } else { 0 };
     let fed = sessions_of.run(sessions, preloaded, (hold.as_ref(), queue), |side| {
         let fed = dataset::batches(
             data,
@@ -637,17 +639,31 @@ fn collect_sized(
     }
 }
 
-/// Samples queued for the first session while `go_on` decides, at most
-/// (and at most [`AHEAD_BYTES`] of inputs): enough to keep it busy through
-/// INT8's placement timing (about a second; EfficientNet-B0's observed run
-/// takes 70 ms on one thread).
-const AHEAD: usize = 16;
+/// Inputs queued for the first session while `go_on` decides, at most:
+/// as many samples as fit in [`AHEAD_BYTES`], between [`LEAST_AHEAD`] and
+/// [`MOST_AHEAD`] (see [`samples_ahead`]). Enough to keep it busy through
+/// INT8's placement timing: YOLOv8n's timing (1.4 s) outlasted 16 of its
+/// observed runs (70 ms each) and the other core idled for half a second.
 const AHEAD_BYTES: usize = 64 << 20;
+const LEAST_AHEAD: usize = 4;
+const MOST_AHEAD: usize = 64;
+
+/// Samples queued ahead for inputs of `shapes` (four bytes an element:
+/// float inputs; a sample of unknown size counts as 1 MB).
+fn samples_ahead(shapes: &infopt_runtime::InputShapes) -> usize {
+    let bytes: usize = shapes
+        .shapes
+        .values()
+        .map(|dims| dims.iter().product::<usize>().saturating_mul(4))
+        .fold(0usize, usize::saturating_add);
+    let bytes = if bytes == 0 { 1 << 20 } else { bytes };
+    (AHEAD_BYTES / bytes).clamp(LEAST_AHEAD, MOST_AHEAD)
+}
 
 /// Why the feeding stopped when `go_on` said not to go on.
 const STOPPED: &str = "the calibration stopped after its first sample";
 
-/// `go_on`, asked once the queue holds [`AHEAD`] samples (or the data
+/// `go_on`, asked once the queue holds its `ahead` samples (or the data
 /// ended), with what it said.
 struct Asking<'g, 'f, 'h> {
     go_on: Option<&'g mut GoOn<'f>>,
@@ -656,6 +672,8 @@ struct Asking<'g, 'f, 'h> {
     verdict: Option<Result<bool, VerifyError>>,
     /// Samples and input bytes queued before asking.
     queued: (usize, usize),
+    /// Samples queued before asking, at most (see [`samples_ahead`]).
+    ahead: usize,
 }
 
 impl Asking<'_, '_, '_> {
@@ -671,7 +689,7 @@ impl Asking<'_, '_, '_> {
             return true;
         }
         self.queued = (self.queued.0 + samples, self.queued.1 + bytes);
-        if self.queued.0 < AHEAD && self.queued.1 < AHEAD_BYTES {
+        if self.queued.0 < self.ahead && self.queued.1 < AHEAD_BYTES {
             return true;
         }
         self.ask(collector, side)
@@ -712,4 +730,34 @@ fn batch_specs(declared: &[IoSpec], batch: usize) -> Vec<IoSpec> {
             s
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::samples_ahead;
+    use infopt_runtime::InputShapes;
+
+    fn shapes(inputs: &[&[usize]]) -> InputShapes {
+        let mut s = InputShapes::default();
+        for (i, dims) in inputs.iter().enumerate() {
+            s.shapes.insert(format!("in{i}"), dims.to_vec());
+        }
+        s
+    }
+
+    #[test]
+    fn the_queue_ahead_holds_64_mb_of_inputs_within_its_bounds() {
+        // YOLOv8n at 320x320: 1.2 MB a sample, 54 of them.
+        assert_eq!(samples_ahead(&shapes(&[&[1, 3, 320, 320]])), 54);
+        // Inputs of a few bytes (magika's 2048): as many as allowed.
+        assert_eq!(samples_ahead(&shapes(&[&[1, 2048]])), 64);
+        // Two inputs count together; 12 MB inputs: a few samples still.
+        assert_eq!(samples_ahead(&shapes(&[&[1, 3, 1024, 1024]])), 5);
+        assert_eq!(
+            samples_ahead(&shapes(&[&[1, 3, 1024, 1024], &[1, 3, 1024, 1024]])),
+            4
+        );
+        // Sizes unknown: a megabyte a sample.
+        assert_eq!(samples_ahead(&InputShapes::default()), 64);
+    }
 }
