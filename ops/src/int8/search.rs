@@ -600,12 +600,15 @@ fn finalists<C: Clone, T: Trials<C>>(
         (false, None, Some(shift)) if k < n => predicted_by_probing(t, order, k, shift)?,
         _ => None,
     };
-    // The keep-set predicted to meet is most likely the answer: whether it
-    // may still be faster than float is asked before it is judged on
-    // every sample, and the check after the search takes the figures
-    // (PP-OCRv4 det: 41 of 64 in float judged on every sample, 3 s, then
-    // timed at 0.94x float).
-    let next = predicted.or(by_probing.map(|(j, _)| j));
+    // The keep-set the probing predicts is the answer when it meets (those
+    // below it are not judged): whether it may still be faster than float
+    // is asked before it is judged on every sample, and the check after
+    // the search takes the figures (PP-OCRv4 det: 41 of 64 in float judged
+    // on every sample, 3 s, then timed at 0.94x float). Not so for one
+    // step 3's probes predict: a bisection below it may follow, and the
+    // check would time another keep-set again (PP-OCRv4 rec: 18 predicted,
+    // 17 kept; one more timing, 1 s).
+    let next = by_probing.map(|(j, _)| j);
     if let Some(j) = next.filter(|&j| j < n)
         && !t.inner.may_pay(&order[..j])?
     {
