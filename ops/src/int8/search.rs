@@ -608,8 +608,9 @@ fn finalists<C: Clone, T: Trials<C>>(
     // step 3's probes predict: a bisection below it may follow, and the
     // check would time another keep-set again (PP-OCRv4 rec: 18 predicted,
     // 17 kept; one more timing, 1 s).
-    let next = by_probing.map(|(j, _)| j);
-    if let Some(j) = next.filter(|&j| j < n)
+    // (`predicted_by_probing` names fewer than all: there is a model left
+    // in INT8 to time.)
+    if let Some((j, _)) = by_probing
         && !t.inner.may_pay(&order[..j])?
     {
         return Ok(Finalists::NotFaster(j));
@@ -1203,6 +1204,16 @@ mod tests {
         assert_eq!(sizes, vec![10, 12, 15, 13, 14]);
     }
 
+    /// 70 candidates: one harmful (1.0), the rest 0.01 each, the target
+    /// 0.7; every sample adds `judge_extra` to the probes' noise.
+    fn one_harmful_of_70(judge_extra: f64) -> Noise {
+        let mut noise = vec![1.0];
+        noise.extend([0.01; 69]);
+        let mut t = Noise::new(&noise, 0.7 + 1e-9);
+        t.judge_extra = judge_extra;
+        t
+    }
+
     #[test]
     fn a_finalist_of_few_among_many_grows_by_a_sixteenth_of_the_candidates() {
         // 70 candidates: one harmful, the rest 0.01 each. The probes meet
@@ -1212,10 +1223,7 @@ mod tests {
         // bisection 7. That growth now runs on the probes, shifted by what
         // 1 lost on every sample (0.065): 5 and 9 probed, then 7 and 6;
         // 7 is the one judgement on every sample after the finalist.
-        let mut noise = vec![1.0];
-        noise.extend([0.01; 69]);
-        let mut t = Noise::new(&noise, 0.7 + 1e-9);
-        t.judge_extra = 0.065;
+        let mut t = one_harmful_of_70(0.065);
         let o = run(&mut t, &all(70), &|_| true, &label).unwrap();
         assert_eq!(o.missed, None);
         assert_eq!(o.kept.len(), 7);
@@ -1230,9 +1238,8 @@ mod tests {
         // sixteenth goes on on every sample from there (23), and the
         // bisection back stops within a thirty-second of 70 (2): 21, where
         // 20 is the fewest.
-        let mut t = Noise::new(&noise, 0.7 + 1e-9);
+        let mut t = one_harmful_of_70(0.2);
         t.probe_scale = 1.25;
-        t.judge_extra = 0.2;
         let o = run(&mut t, &all(70), &|_| true, &label).unwrap();
         assert_eq!(o.missed, None);
         assert_eq!(o.kept.len(), 21);
@@ -1245,10 +1252,7 @@ mod tests {
         // The finalist (1) missed on every sample; the probes predict 7.
         // Up to 5 in float may pay: 1 was worth judging, 7 is not, and the
         // search ends there without judging it.
-        let mut noise = vec![1.0];
-        noise.extend([0.01; 69]);
-        let mut t = Noise::new(&noise, 0.7 + 1e-9);
-        t.judge_extra = 0.065;
+        let mut t = one_harmful_of_70(0.065);
         t.pays_up_to = 5;
         let o = run(&mut t, &all(70), &|_| true, &label).unwrap();
         assert_eq!(o.missed, Some(Missed::NotFaster));
@@ -1262,13 +1266,11 @@ mod tests {
 
     #[test]
     fn a_finalist_judged_on_every_sample_needs_no_exact_fewest_there() {
-        // With 6 needed on every sample the probes predict 6 exactly; a
-        // bisection on every sample would have judged 7 and 6 after 1, 5,
-        // 9: within a thirty-second of 70 it stops at 7.
-        let mut noise = vec![1.0];
-        noise.extend([0.01; 69]);
-        let mut t = Noise::new(&noise, 0.7 + 1e-9);
-        t.judge_extra = 0.055;
+        // With 6 needed on every sample the probes predict 6 exactly and
+        // it is the one judgement after the finalist. A bisection on every
+        // sample (after a prediction that missed) goes to within a
+        // thirty-second of 70 (2): between 1 and 9, 7, where 6 is the fewest.
+        let mut t = one_harmful_of_70(0.055);
         let o = run(&mut t, &all(70), &|_| true, &label).unwrap();
         assert_eq!(o.missed, None);
         assert_eq!(o.kept.len(), 6);
