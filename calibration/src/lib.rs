@@ -12,6 +12,8 @@
 //!   `write_calibration_table` produces (read).
 //! * [`Amax`]: what the `quantize-int8` pass reads; [`RangeTable::to_amax`] and
 //!   [`ImportedRanges::to_amax`] reduce a table or an imported cache to it.
+//! * [`derived`]: bounds for tensors a range table cannot name (made by the passes
+//!   after it was computed), through the op that computes each.
 //! * [`quantize`]: the `quantize-int8` pass (Q/DQ placement per target; register it with
 //!   [`quantize::register`]).
 //! * [`images`]: an image folder turned into model inputs, with the preprocessing declared
@@ -33,6 +35,7 @@ pub mod amax;
 pub mod cache;
 pub mod data_shapes;
 pub mod data_source;
+pub mod derived;
 pub mod error;
 pub mod full_range;
 pub mod histogram;

@@ -9,7 +9,7 @@
 //! is a verification failure naming the layers.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use infopt_calibration::int8;
 use infopt_calibration::run::{CalibrateOptions, DataSource, Target, calibrate_asking};
@@ -322,6 +322,31 @@ pub fn from_ranges(args: &Int8Settings, config: &PipelineConfig, step: Option<us
     })
 }
 
+/// Ranges and calibration data together: the ranges quantize every layer
+/// and nothing would read the data (it was ignored, the model verified on
+/// generated inputs instead, and PP-OCRv4 det written at cosine 0.91 on
+/// its own images), so the command says so instead.
+fn refuse_ranges_with_data(
+    args: &Int8Settings,
+    step: &infopt_calibration::quantize::QuantizeOptions,
+) -> OpsResult {
+    let data = if args.data_given() {
+        "--calib-data"
+    } else if step.data.is_some() {
+        "the quantize-int8 step's `data:`"
+    } else {
+        return Ok(());
+    };
+    let ranges = if args.ranges.is_some() {
+        "--ranges"
+    } else {
+        "the step's `ranges:`"
+    };
+    Err(OpsError::usage(format!(
+        "{ranges} and {data} exclude each other: ranges given quantize every layer without reading the data, so it would judge nothing; give {data} alone to calibrate, judge and keep harmful layers in float, or {ranges} alone"
+    )))
+}
+
 /// Binds the model's input sizes to those of the calibration data (see
 /// `infopt_calibration::data_shapes`), before anything runs the model, so
 /// calibration and verification run at the sizes of the data. Returns a
@@ -337,6 +362,7 @@ pub fn bind_data_shapes(
     };
     let step = int8::options(config, index).cloned().unwrap_or_default();
     if args.ranges.is_some() || step.ranges.is_some() {
+        refuse_ranges_with_data(args, &step)?;
         return Ok(None);
     }
     let Some(src) = args.source(step.data.as_ref(), step.preprocess.as_ref())? else {
@@ -393,6 +419,9 @@ pub fn run(
         return Ok((run, None));
     }
     let ranges = args.ranges.clone().or(step.ranges.clone());
+    if ranges.is_some() {
+        refuse_ranges_with_data(args, &step)?;
+    }
     let goal = goal_of(args)?;
     let mut notes = Vec::new();
     let costs = Costs::default();
@@ -407,7 +436,7 @@ pub fn run(
     let heads = evaluate::output_heads(cx.original);
     let mut cal = match &ranges {
         Some(path) => Calibrated {
-            amax: infopt_calibration::quantize::read_ranges(path).map_err(OpsError::usage)?,
+            amax: given_ranges(path, &mid, cx.original, &mut notes)?,
             full_range: None,
             report: None,
             source: None,
@@ -755,6 +784,38 @@ impl Finish<'_> {
         );
         Ok(())
     }
+}
+
+/// The ranges in `path` for `mid`, the model at the quantize step, with a
+/// bound for each tensor the passes made (absent from `original`, the model
+/// the table was computed on) through the op that computes it (see
+/// `infopt_calibration::derived`), said in a note.
+fn given_ranges(
+    path: &Path,
+    mid: &Model,
+    original: &Model,
+    notes: &mut Vec<String>,
+) -> OpsResult<Amax> {
+    let mut amax = infopt_calibration::quantize::read_ranges(path).map_err(OpsError::usage)?;
+    let made = |name: &str| original.graph.find_value(name).is_none();
+    let derived = infopt_calibration::derived::derive_missing(&mid.graph, &mut amax, &made);
+    if let Some(first) = derived.first() {
+        notes.push(format!(
+            "quantize-int8: {} tensor(s) the passes made have no range in {}: each takes a bound through the op that computes it ({} = {}({}, ...) within {:.4}{}); calibrating with --calib-data measures them instead",
+            derived.len(),
+            path.display(),
+            first.tensor,
+            first.op,
+            first.from,
+            first.amax,
+            if derived.len() > 1 {
+                format!(", and {} more", derived.len() - 1)
+            } else {
+                String::new()
+            }
+        ));
+    }
+    Ok(amax)
 }
 
 /// The ranges of the model at the quantize step, and what they came from.

@@ -268,9 +268,12 @@ impl Pass for QuantizeInt8 {
 
     fn run(&self, model: &mut Model, cx: &mut PassCx) -> Result<usize, PassError> {
         let o = &self.options;
+        // Ranges the caller gives (`optimize --int8` reads the step's
+        // `ranges:` file itself and adds the derived ones, see
+        // `crate::derived`) win over reading the file again.
         let amax = match (&o.ranges, cx.side.get::<Amax>()) {
-            (Some(path), _) => read_ranges(path).map_err(PassError::Config)?,
-            (None, Some(a)) => a.clone(),
+            (_, Some(a)) => a.clone(),
+            (Some(path), None) => read_ranges(path).map_err(PassError::Config)?,
             (None, None) => {
                 return Err(PassError::Config(
                     "quantize-int8 needs ranges: give `ranges: FILE` (a ranges.json from `infopt calibrate`) or run `optimize --int8`".into(),
