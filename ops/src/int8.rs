@@ -1366,6 +1366,7 @@ impl Judging<'_> {
                 cx: self.cx,
                 goal: self.goal,
                 costs: self.costs,
+                multiply_adds: Default::default(),
             };
             gate = self.speed_gate(&h)?;
             let pay_gate = gate.as_mut().map(|g| g as &mut dyn fallback::PayGate);
@@ -1648,6 +1649,7 @@ impl Judging<'_> {
             cx: self.cx,
             goal: self.goal,
             costs: self.costs,
+            multiply_adds: Default::default(),
         };
         let started = std::time::Instant::now();
         // Where the search had a gate, it holds the sample, whether the

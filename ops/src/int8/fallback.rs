@@ -47,15 +47,45 @@ const RANK_SAMPLES: usize = 8;
 const RANK_SECONDS: f64 = 0.5;
 const LEAST_RANK_SAMPLES: usize = 2;
 
-/// The samples each candidate is ranked on, by what one run of the
-/// original took (see [`RANK_SECONDS`]).
-fn rank_samples(costs: &Costs) -> usize {
-    match costs.mean_seconds("original: runs") {
-        Some(run) => {
-            ((RANK_SECONDS / run).floor() as usize).clamp(LEAST_RANK_SAMPLES, RANK_SAMPLES)
-        }
-        None => RANK_SAMPLES,
-    }
+/// The multiply-adds of one run that [`RANK_SECONDS`] stands for where
+/// the model's convolutions and matrix products have known dims: about
+/// what ONNX Runtime does in that time on this project's 2-core machines
+/// (PP-OCRv4 det at 640x640, 2.3 G multiply-adds, ran in 0.12 s; YOLOv8n
+/// at 320, 1.0 G, in 0.04 s), so the count of samples stays what the
+/// timing gave there (det 4, YOLOv8n 8). A count,
+/// not a timing: with the mean of the original's timed runs, PP-OCRv4 det
+/// (0.123-0.127 s a run) was ranked on 4 samples in one run and 3 in the
+/// next, so the ranking, the search and the bytes written changed from
+/// run to run of the same command.
+const RANK_MULTIPLY_ADDS: u64 = 10_000_000_000;
+
+/// The multiply-adds of one run of `model` at the data's sizes `shapes`
+/// (its inputs made concrete, every value's dims inferred there).
+fn multiply_adds_at(model: &Model, shapes: &infopt_runtime::InputShapes) -> Option<u64> {
+    let inferred = infopt_verify::activations::infer_at(model, shapes)?;
+    let dims_of = |v| -> Option<Vec<u64>> {
+        let shape = inferred.facts.get(v)?.shape()?;
+        shape
+            .iter()
+            .map(|d| match d {
+                infopt_ir::Dim::Known(n) => u64::try_from(*n).ok(),
+                _ => None,
+            })
+            .collect()
+    };
+    infopt_ir::stats::multiply_adds(&inferred.graph, &dims_of)
+}
+
+/// The samples each candidate is ranked on: by the model's multiply-adds
+/// where they are known (`infopt_ir::stats::multiply_adds`), else by what
+/// one run of the original took (see [`RANK_SECONDS`]).
+fn rank_samples(multiply_adds: Option<u64>, costs: &Costs) -> usize {
+    let runs = match (multiply_adds, costs.mean_seconds("original: runs")) {
+        (Some(macs), _) => RANK_MULTIPLY_ADDS as f64 / macs.max(1) as f64,
+        (None, Some(run)) => RANK_SECONDS / run,
+        (None, None) => return RANK_SAMPLES,
+    };
+    (runs.floor() as usize).clamp(LEAST_RANK_SAMPLES, RANK_SAMPLES)
 }
 pub(super) const PROBE_SAMPLES: usize = 8;
 /// The keep-set probes when an output is held to nearest-neighbour
@@ -180,6 +210,9 @@ pub(super) struct Search<'a> {
     pub cx: &'a Context<'a>,
     pub goal: Goal,
     pub costs: &'a Costs,
+    /// The multiply-adds of one run of `mid`, counted once (see
+    /// [`rank_samples`]).
+    pub multiply_adds: std::cell::OnceCell<Option<u64>>,
 }
 
 /// Asked before the search judges its finalists on every sample (see
@@ -252,6 +285,14 @@ fn verdict(h: &HeldOut, goal: Goal) -> Verdict {
 }
 
 impl Search<'_> {
+    /// The samples each candidate is ranked on (see [`rank_samples`]).
+    fn rank_samples(&self) -> usize {
+        let macs = *self
+            .multiply_adds
+            .get_or_init(|| multiply_adds_at(self.mid, self.cx.shapes));
+        rank_samples(macs, self.costs)
+    }
+
     /// The quantize step with the layers of `keep` excluded too.
     fn with_float(&self, keep: &[Candidate]) -> PipelineConfig {
         let mut config = self.from.clone();
@@ -332,7 +373,7 @@ impl Search<'_> {
                 missed.join(", "),
                 all.len(),
                 all.len() - layers,
-                rank_samples(self.costs).min(first.samples)
+                self.rank_samples().min(first.samples)
             ),
         );
         let mut trials = FallbackTrials {
@@ -507,7 +548,7 @@ impl FallbackTrials<'_, '_, '_, '_, '_> {
     /// The samples a probe for `why` looks at.
     fn samples(&self, why: Probe) -> usize {
         match why {
-            Probe::Rank => rank_samples(self.search.costs),
+            Probe::Rank => self.search.rank_samples(),
             Probe::Decide if self.judge.judges_neighbours => NEIGHBOUR_PROBE_SAMPLES,
             Probe::Decide => PROBE_SAMPLES,
         }
@@ -660,4 +701,25 @@ fn feeds_pinned_int8(
         frontier = next;
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Costs, rank_samples};
+
+    #[test]
+    fn ranking_samples_follow_the_count_of_multiply_adds_not_a_timing() {
+        let costs = Costs::default();
+        // YOLOv8n at 320 (1.0 G), PP-OCRv4 det at 640x640 (2.3 G), a
+        // U-Net of 30 G: 8, 4 and the least, 2.
+        assert_eq!(rank_samples(Some(1_012_627_200), &costs), 8);
+        assert_eq!(rank_samples(Some(2_301_935_744), &costs), 4);
+        assert_eq!(rank_samples(Some(30_000_000_000), &costs), 2);
+        // Without a count and without a timed run: every sample allowed.
+        assert_eq!(rank_samples(None, &costs), 8);
+        // Without a count, the original's timed runs decide: 0.5 s of
+        // them at 0.12 s a run.
+        costs.add("original: runs", 2, 0.24);
+        assert_eq!(rank_samples(None, &costs), 4);
+    }
 }

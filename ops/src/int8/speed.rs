@@ -761,6 +761,7 @@ fn distinct_alternatives(
     for p in alternatives(search.from) {
         let alt = Search {
             from: &p.config,
+            multiply_adds: search.multiply_adds.clone(),
             ..*search
         };
         let (m, r) = alt.build(keep, amax)?;
