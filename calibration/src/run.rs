@@ -643,10 +643,8 @@ fn collect_sized(
 /// as many samples as fit in [`AHEAD_BYTES`], between [`LEAST_AHEAD`] and
 /// [`MOST_AHEAD`] (see [`samples_ahead`]). Enough to keep it busy through
 /// INT8's placement timing: YOLOv8n's timing (1.4 s) outlasted 16 of its
-/// observed runs (70 ms each) and the other core idled for half a second;
-/// PP-OCRv4 det at 640x640 (4.9 MB a sample, 0.21 s observed) queued 13
-/// in 64 MB, which ran out 0.9 s before its 3.6 s timing ended.
-const AHEAD_BYTES: usize = 192 << 20;
+/// observed runs (70 ms each) and the other core idled for half a second.
+const AHEAD_BYTES: usize = 64 << 20;
 const LEAST_AHEAD: usize = 4;
 const MOST_AHEAD: usize = 64;
 
@@ -748,21 +746,17 @@ mod tests {
     }
 
     #[test]
-    fn the_queue_ahead_holds_192_mb_of_inputs_within_its_bounds() {
-        // PP-OCRv4 det at 640x640: 4.9 MB a sample, 39 of them.
-        assert_eq!(samples_ahead(&shapes(&[&[1, 3, 640, 640]])), 39);
-        // YOLOv8n at 320x320 (1.2 MB), inputs of a few bytes (magika's
-        // 2048): as many as allowed.
-        assert_eq!(samples_ahead(&shapes(&[&[1, 3, 320, 320]])), 64);
+    fn the_queue_ahead_holds_64_mb_of_inputs_within_its_bounds() {
+        // YOLOv8n at 320x320: 1.2 MB a sample, 54 of them.
+        assert_eq!(samples_ahead(&shapes(&[&[1, 3, 320, 320]])), 54);
+        // Inputs of a few bytes (magika's 2048): as many as allowed.
         assert_eq!(samples_ahead(&shapes(&[&[1, 2048]])), 64);
-        // Two inputs count together; 12 MB inputs: fewer samples.
-        assert_eq!(samples_ahead(&shapes(&[&[1, 3, 1024, 1024]])), 15);
+        // Two inputs count together; 12 MB inputs: a few samples still.
+        assert_eq!(samples_ahead(&shapes(&[&[1, 3, 1024, 1024]])), 5);
         assert_eq!(
             samples_ahead(&shapes(&[&[1, 3, 1024, 1024], &[1, 3, 1024, 1024]])),
-            7
+            4
         );
-        // 96 MB inputs: the least queue.
-        assert_eq!(samples_ahead(&shapes(&[&[1, 3, 4096, 2048]])), 4);
         // Sizes unknown: a megabyte a sample.
         assert_eq!(samples_ahead(&InputShapes::default()), 64);
     }
