@@ -225,6 +225,23 @@ fn sessions_side_by_side_give_the_ranges_of_one() {
     }
 }
 
+/// `infopt calibrate MODEL --data random:8 --method minmax` into `dir`.
+fn min_max_table(dir: &Path, model: &Path) -> std::path::PathBuf {
+    let ranges = dir.join("ranges.json");
+    let o = infopt(&[
+        "calibrate",
+        s(model),
+        "--data",
+        "random:8",
+        "--method",
+        "minmax",
+        "-o",
+        s(&ranges),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    ranges
+}
+
 /// The node of `model` that produces the tensor `name`.
 fn producer<'a>(model: &'a infopt_ir::Model, name: &str) -> &'a infopt_ir::Node {
     let g = &model.graph;
@@ -239,18 +256,7 @@ fn producer<'a>(model: &'a infopt_ir::Model, name: &str) -> &'a infopt_ir::Node 
 fn ranges_of_the_model_as_given_bound_the_tensors_its_passes_make() {
     let dir = tempfile::tempdir().unwrap();
     let model = fixture("affine_before_conv.onnx");
-    let ranges = dir.path().join("ranges.json");
-    let o = infopt(&[
-        "calibrate",
-        s(&model),
-        "--data",
-        "random:8",
-        "--method",
-        "minmax",
-        "-o",
-        s(&ranges),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let ranges = min_max_table(dir.path(), &model);
     let t = table(&ranges);
     let relu = t["tensors"]["relu1_out"]["amax"].as_f64().unwrap();
     assert!(relu > 0.0, "{relu}");
@@ -309,16 +315,7 @@ fn ranges_of_the_model_as_given_bound_the_tensors_its_passes_make() {
 fn ranges_and_calibration_data_together_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let model = fixture("affine_before_conv.onnx");
-    let ranges = dir.path().join("ranges.json");
-    let o = infopt(&[
-        "calibrate",
-        s(&model),
-        "--data",
-        "random:4",
-        "-o",
-        s(&ranges),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let ranges = min_max_table(dir.path(), &model);
     let out = dir.path().join("out.onnx");
     let o = infopt(&[
         "optimize",
