@@ -313,38 +313,17 @@ pub fn judged_on_data(v: &mut infopt_verify::Verification, q: &Int8Report) {
 }
 
 /// Whether the INT8 step at `step` quantizes from a range table
-/// (`--ranges`, or `ranges:` in the step) rather than calibrating: no
-/// data, so no search keeps a harmful layer in float and nothing judges
-/// the model on samples.
+/// (`--ranges`, or `ranges:` in the step) without data: no search keeps a
+/// harmful layer in float and nothing judges the model on samples. With
+/// data too (`--calib-data`, `data:`), the table stands in for calibrating
+/// and the data is judged on as after a calibration.
 pub fn from_ranges(args: &Int8Settings, config: &PipelineConfig, step: Option<usize>) -> bool {
     step.is_some_and(|i| {
-        args.ranges.is_some() || int8::options(config, i).is_some_and(|o| o.ranges.is_some())
+        let o = int8::options(config, i);
+        let ranges = args.ranges.is_some() || o.is_some_and(|o| o.ranges.is_some());
+        let data = args.data_given() || o.is_some_and(|o| o.data.is_some());
+        ranges && !data
     })
-}
-
-/// Ranges and calibration data together: the ranges quantize every layer
-/// and nothing would read the data (it was ignored, the model verified on
-/// generated inputs instead, and PP-OCRv4 det written at cosine 0.91 on
-/// its own images), so the command says so instead.
-fn refuse_ranges_with_data(
-    args: &Int8Settings,
-    step: &infopt_calibration::quantize::QuantizeOptions,
-) -> OpsResult {
-    let data = if args.data_given() {
-        "--calib-data"
-    } else if step.data.is_some() {
-        "the quantize-int8 step's `data:`"
-    } else {
-        return Ok(());
-    };
-    let ranges = if args.ranges.is_some() {
-        "--ranges"
-    } else {
-        "the step's `ranges:`"
-    };
-    Err(OpsError::usage(format!(
-        "{ranges} and {data} exclude each other: ranges given quantize every layer without reading the data, so it would judge nothing; give {data} alone to calibrate, judge and keep harmful layers in float, or {ranges} alone"
-    )))
 }
 
 /// Binds the model's input sizes to those of the calibration data (see
@@ -361,10 +340,6 @@ pub fn bind_data_shapes(
         return Ok(None);
     };
     let step = int8::options(config, index).cloned().unwrap_or_default();
-    if args.ranges.is_some() || step.ranges.is_some() {
-        refuse_ranges_with_data(args, &step)?;
-        return Ok(None);
-    }
     let Some(src) = args.source(step.data.as_ref(), step.preprocess.as_ref())? else {
         return Ok(None);
     };
@@ -419,9 +394,9 @@ pub fn run(
         return Ok((run, None));
     }
     let ranges = args.ranges.clone().or(step.ranges.clone());
-    if ranges.is_some() {
-        refuse_ranges_with_data(args, &step)?;
-    }
+    // Ranges and data: the table stands in for calibrating, and the data
+    // is judged on (every sample held out: none calibrated).
+    let judged_with_ranges = ranges.is_some() && cx.judge && !from_ranges_alone(args, &step);
     let goal = goal_of(args)?;
     let mut notes = Vec::new();
     let costs = Costs::default();
@@ -435,18 +410,29 @@ pub fn run(
     // the layers that do most harm on their own are kept in float.
     let heads = evaluate::output_heads(cx.original);
     let mut cal = match &ranges {
-        Some(path) => Calibrated {
-            amax: given_ranges(path, &mid, cx.original, &mut notes)?,
-            full_range: None,
-            report: None,
-            source: None,
-            timed: None,
-            first_sample_only: false,
-            noise: None,
-            placement_note: None,
-            seed: None,
-            kept: Vec::new(),
-        },
+        Some(path) => {
+            let amax = given_ranges(path, &mid, cx.original, &mut notes)?;
+            let source = match judged_with_ranges {
+                true => args
+                    .source(step.data.as_ref(), step.preprocess.as_ref())?
+                    .map(|src| (src, 0)),
+                false => None,
+            };
+            Calibrated {
+                report: source
+                    .as_ref()
+                    .map(|_| given_report(path, &amax, backend, goal)),
+                amax,
+                full_range: None,
+                source,
+                timed: None,
+                first_sample_only: false,
+                noise: None,
+                placement_note: None,
+                seed: None,
+                kept: Vec::new(),
+            }
+        }
         None => {
             let timing = cx.judge.then_some((&from, &heads));
             calibrate_mid(args, &step, cx, &mid, backend, goal, &costs, timing)?
@@ -783,6 +769,48 @@ impl Finish<'_> {
             format!("int8: where the time went: {}", self.costs.line()),
         );
         Ok(())
+    }
+}
+
+/// Whether the step's ranges come without data to judge on (see
+/// [`from_ranges`]).
+fn from_ranges_alone(
+    args: &Int8Settings,
+    step: &infopt_calibration::quantize::QuantizeOptions,
+) -> bool {
+    !(args.data_given() || step.data.is_some())
+}
+
+/// The INT8 report's start when a range table stands in for calibrating
+/// and the data is judged on (see [`calibration_report`]).
+fn given_report(path: &Path, amax: &Amax, backend: &ChosenBackend, goal: Goal) -> Int8Report {
+    Int8Report {
+        method: crate::report::int8::GIVEN_RANGES.to_string(),
+        calibration_samples: 0,
+        calibration_data: path.display().to_string(),
+        meaningful: true,
+        calibration_seconds: 0.0,
+        tensors_calibrated: amax.len(),
+        backend: backend.backend.name().to_string(),
+        held_out: None,
+        worst_layers: Vec::new(),
+        kept_float: Vec::new(),
+        candidates: Vec::new(),
+        target_cosine: Some(goal.cosine),
+        target_top1: Some(goal.top1),
+        max_drop: metric::installed().then_some(goal.max_drop),
+        classifier_outputs: Vec::new(),
+        regression_outputs: Vec::new(),
+        class_axis_outputs: Vec::new(),
+        label_outputs: Vec::new(),
+        target_met: true,
+        failure: None,
+        methods_chosen: BTreeMap::new(),
+        tensor_methods: BTreeMap::new(),
+        costs: BTreeMap::new(),
+        kept_by_user: Vec::new(),
+        speed: None,
+        float_written: None,
     }
 }
 

@@ -82,6 +82,11 @@ pub struct SpeedCheck {
     pub chosen: String,
 }
 
+/// [`Int8Report::method`] when a range table stood in for calibrating
+/// (`--ranges` with `--calib-data`: the data is judged on, not calibrated
+/// on).
+pub const GIVEN_RANGES: &str = "given";
+
 #[derive(Serialize, Debug, Clone)]
 pub struct Int8Report {
     pub method: String,

@@ -320,16 +320,24 @@ fn checks(s: &mut String, r: &Report, markdown: bool) {
 
 /// Calibration, accuracy on held-out data, and what was kept in float.
 fn int8(s: &mut String, q: &super::int8::Int8Report, markdown: bool) {
-    let _ = writeln!(
-        s,
-        "int8: {} ranges of {} tensors from {} sample(s) of {} in {:.2} s ({})",
-        q.method,
-        q.tensors_calibrated,
-        q.calibration_samples,
-        q.calibration_data,
-        q.calibration_seconds,
-        q.backend
-    );
+    if q.method == super::int8::GIVEN_RANGES {
+        let _ = writeln!(
+            s,
+            "int8: ranges of {} tensors given in {} (not calibrated here), judged in {}",
+            q.tensors_calibrated, q.calibration_data, q.backend
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "int8: {} ranges of {} tensors from {} sample(s) of {} in {:.2} s ({})",
+            q.method,
+            q.tensors_calibrated,
+            q.calibration_samples,
+            q.calibration_data,
+            q.calibration_seconds,
+            q.backend
+        );
+    }
     if !q.methods_chosen.is_empty() && q.method == "auto" {
         let chosen: Vec<String> = q
             .methods_chosen
