@@ -412,26 +412,11 @@ pub fn run(
     let mut cal = match &ranges {
         Some(path) => {
             let amax = given_ranges(path, &mid, cx.original, &mut notes)?;
-            let source = match judged_with_ranges {
-                true => args
-                    .source(step.data.as_ref(), step.preprocess.as_ref())?
-                    .map(|src| (src, 0)),
+            let data = match judged_with_ranges {
+                true => args.source(step.data.as_ref(), step.preprocess.as_ref())?,
                 false => None,
             };
-            Calibrated {
-                report: source
-                    .as_ref()
-                    .map(|_| given_report(path, &amax, backend, goal)),
-                amax,
-                full_range: None,
-                source,
-                timed: None,
-                first_sample_only: false,
-                noise: None,
-                placement_note: None,
-                seed: None,
-                kept: Vec::new(),
-            }
+            given_calibrated(path, amax, data, backend, goal)
         }
         None => {
             let timing = cx.judge.then_some((&from, &heads));
@@ -779,6 +764,31 @@ fn from_ranges_alone(
     step: &infopt_calibration::quantize::QuantizeOptions,
 ) -> bool {
     !(args.data_given() || step.data.is_some())
+}
+
+/// A range table standing in for a calibration: judged on `data` (every
+/// sample held out) where there is some, else not judged.
+fn given_calibrated(
+    path: &Path,
+    amax: Amax,
+    data: Option<DataSource>,
+    backend: &ChosenBackend,
+    goal: Goal,
+) -> Calibrated {
+    Calibrated {
+        report: data
+            .as_ref()
+            .map(|_| given_report(path, &amax, backend, goal)),
+        amax,
+        full_range: None,
+        source: data.map(|src| (src, 0)),
+        timed: None,
+        first_sample_only: false,
+        noise: None,
+        placement_note: None,
+        seed: None,
+        kept: Vec::new(),
+    }
 }
 
 /// The INT8 report's start when a range table stands in for calibrating
