@@ -802,25 +802,7 @@ fn given_report(path: &Path, amax: &Amax, backend: &ChosenBackend, goal: Goal) -
         calibration_seconds: 0.0,
         tensors_calibrated: amax.len(),
         backend: backend.backend.name().to_string(),
-        held_out: None,
-        worst_layers: Vec::new(),
-        kept_float: Vec::new(),
-        candidates: Vec::new(),
-        target_cosine: Some(goal.cosine),
-        target_top1: Some(goal.top1),
-        max_drop: metric::installed().then_some(goal.max_drop),
-        classifier_outputs: Vec::new(),
-        regression_outputs: Vec::new(),
-        class_axis_outputs: Vec::new(),
-        label_outputs: Vec::new(),
-        target_met: true,
-        failure: None,
-        methods_chosen: BTreeMap::new(),
-        tensor_methods: BTreeMap::new(),
-        costs: BTreeMap::new(),
-        kept_by_user: Vec::new(),
-        speed: None,
-        float_written: None,
+        ..unjudged_report(goal)
     }
 }
 
@@ -1276,6 +1258,39 @@ fn time_placements_with(
     })
 }
 
+/// The INT8 report before anything is judged: the targets, nothing kept,
+/// measured or decided yet; the calibration's fields are the caller's.
+fn unjudged_report(goal: Goal) -> Int8Report {
+    Int8Report {
+        method: String::new(),
+        calibration_samples: 0,
+        calibration_data: String::new(),
+        meaningful: true,
+        calibration_seconds: 0.0,
+        tensors_calibrated: 0,
+        backend: String::new(),
+        held_out: None,
+        worst_layers: Vec::new(),
+        kept_float: Vec::new(),
+        candidates: Vec::new(),
+        target_cosine: Some(goal.cosine),
+        target_top1: Some(goal.top1),
+        max_drop: metric::installed().then_some(goal.max_drop),
+        classifier_outputs: Vec::new(),
+        regression_outputs: Vec::new(),
+        class_axis_outputs: Vec::new(),
+        label_outputs: Vec::new(),
+        target_met: true,
+        failure: None,
+        methods_chosen: BTreeMap::new(),
+        tensor_methods: BTreeMap::new(),
+        costs: BTreeMap::new(),
+        kept_by_user: Vec::new(),
+        speed: None,
+        float_written: None,
+    }
+}
+
 /// The report of a calibration, before anything is judged.
 fn calibration_report(
     calibrated: &infopt_calibration::run::Calibrated,
@@ -1295,19 +1310,6 @@ fn calibration_report(
         calibration_seconds: calibrated.seconds,
         tensors_calibrated: calibrated.table.tensors.len(),
         backend: format!("{} {}", backend.backend.name(), calibrated.backend),
-        held_out: None,
-        worst_layers: Vec::new(),
-        kept_float: Vec::new(),
-        candidates: Vec::new(),
-        target_cosine: Some(goal.cosine),
-        target_top1: Some(goal.top1),
-        max_drop: metric::installed().then_some(goal.max_drop),
-        classifier_outputs: Vec::new(),
-        regression_outputs: Vec::new(),
-        class_axis_outputs: Vec::new(),
-        label_outputs: Vec::new(),
-        target_met: true,
-        failure: None,
         methods_chosen,
         tensor_methods: calibrated
             .table
@@ -1315,10 +1317,7 @@ fn calibration_report(
             .iter()
             .map(|(n, r)| (n.clone(), r.method.clone()))
             .collect(),
-        costs: BTreeMap::new(),
-        kept_by_user: Vec::new(),
-        speed: None,
-        float_written: None,
+        ..unjudged_report(goal)
     }
 }
 
