@@ -242,6 +242,21 @@ fn min_max_table(dir: &Path, model: &Path) -> std::path::PathBuf {
     ranges
 }
 
+/// `infopt optimize MODEL --int8 --ranges RANGES` with `extra` flags, writing
+/// `out.onnx` and the JSON report `r.json` into `dir`.
+fn optimize_with_ranges(
+    dir: &Path,
+    model: &Path,
+    ranges: &Path,
+    extra: &[&str],
+) -> (std::process::Output, std::path::PathBuf, std::path::PathBuf) {
+    let (out, report) = (dir.join("out.onnx"), dir.join("r.json"));
+    let mut args = vec!["optimize", s(model), "--int8", "--ranges", s(ranges)];
+    args.extend_from_slice(extra);
+    args.extend(["-o", s(&out), "--report", s(&report)]);
+    (infopt(&args), out, report)
+}
+
 /// The node of `model` that produces the tensor `name`.
 fn producer<'a>(model: &'a infopt_ir::Model, name: &str) -> &'a infopt_ir::Node {
     let g = &model.graph;
@@ -260,18 +275,7 @@ fn ranges_of_the_model_as_given_bound_the_tensors_its_passes_make() {
     let t = table(&ranges);
     let relu = t["tensors"]["relu1_out"]["amax"].as_f64().unwrap();
     assert!(relu > 0.0, "{relu}");
-    let (out, report) = (dir.path().join("out.onnx"), dir.path().join("r.json"));
-    let o = infopt(&[
-        "optimize",
-        s(&model),
-        "--int8",
-        "--ranges",
-        s(&ranges),
-        "-o",
-        s(&out),
-        "--report",
-        s(&report),
-    ]);
+    let (o, out, report) = optimize_with_ranges(dir.path(), &model, &ranges, &[]);
     let err = stderr(&o);
     assert!(o.status.success(), "{err}");
     // fuse-conv-bn made `relu1_out + (-0.4 / 1.3)` before conv2 (the scale
@@ -319,20 +323,8 @@ fn ranges_with_calibration_data_are_judged_on_the_data() {
     let dir = tempfile::tempdir().unwrap();
     let model = fixture("affine_before_conv.onnx");
     let ranges = min_max_table(dir.path(), &model);
-    let (out, report) = (dir.path().join("out.onnx"), dir.path().join("r.json"));
-    let o = infopt(&[
-        "optimize",
-        s(&model),
-        "--int8",
-        "--ranges",
-        s(&ranges),
-        "--calib-data",
-        "random:12",
-        "-o",
-        s(&out),
-        "--report",
-        s(&report),
-    ]);
+    let (o, _, report) =
+        optimize_with_ranges(dir.path(), &model, &ranges, &["--calib-data", "random:12"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(

@@ -319,11 +319,19 @@ pub fn judged_on_data(v: &mut infopt_verify::Verification, q: &Int8Report) {
 /// and the data is judged on as after a calibration.
 pub fn from_ranges(args: &Int8Settings, config: &PipelineConfig, step: Option<usize>) -> bool {
     step.is_some_and(|i| {
-        let o = int8::options(config, i);
-        let ranges = args.ranges.is_some() || o.is_some_and(|o| o.ranges.is_some());
-        let data = args.data_given() || o.is_some_and(|o| o.data.is_some());
-        ranges && !data
+        let o = int8::options(config, i).cloned().unwrap_or_default();
+        ranges_without_data(args, &o)
     })
+}
+
+/// [`from_ranges`] for the step's options `step`.
+fn ranges_without_data(
+    args: &Int8Settings,
+    step: &infopt_calibration::quantize::QuantizeOptions,
+) -> bool {
+    let ranges = args.ranges.is_some() || step.ranges.is_some();
+    let data = args.data_given() || step.data.is_some();
+    ranges && !data
 }
 
 /// Binds the model's input sizes to those of the calibration data (see
@@ -396,7 +404,7 @@ pub fn run(
     let ranges = args.ranges.clone().or(step.ranges.clone());
     // Ranges and data: the table stands in for calibrating, and the data
     // is judged on (every sample held out: none calibrated).
-    let judged_with_ranges = ranges.is_some() && cx.judge && !from_ranges_alone(args, &step);
+    let judged_with_ranges = ranges.is_some() && cx.judge && !ranges_without_data(args, &step);
     let goal = goal_of(args)?;
     let mut notes = Vec::new();
     let costs = Costs::default();
@@ -755,15 +763,6 @@ impl Finish<'_> {
         );
         Ok(())
     }
-}
-
-/// Whether the step's ranges come without data to judge on (see
-/// [`from_ranges`]).
-fn from_ranges_alone(
-    args: &Int8Settings,
-    step: &infopt_calibration::quantize::QuantizeOptions,
-) -> bool {
-    !(args.data_given() || step.data.is_some())
 }
 
 /// A range table standing in for a calibration: judged on `data` (every
