@@ -633,6 +633,15 @@ fn probes_side_by_side_decide_as_one_at_a_time() {
             _ => {
                 assert!(cost_count(&r2, side) >= 1, "{}", r2["int8"]["costs"]);
                 assert_eq!(cost_count(&r2, together), 0, "{}", r2["int8"]["costs"]);
+                // Without unions, the ranking's probes run from the
+                // context's kept tensors (`ops/src/int8/judge/prefix.rs`),
+                // one at a time and side by side alike.
+                for r in [&r1, &r2] {
+                    let cut = "probes cut to what differs from the base";
+                    assert!(cost_count(r, cut) >= 3, "{}", r["int8"]["costs"]);
+                    let kept = "base tensors kept for cut probes";
+                    assert_eq!(cost_count(r, kept), 1, "{}", r["int8"]["costs"]);
+                }
             }
         }
         for key in ["kept_float", "candidates", "held_out"] {

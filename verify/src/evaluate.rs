@@ -26,7 +26,10 @@ mod together;
 pub use heads::{
     Heads, MOST_REGRESSED, classifier_outputs, label_outputs, output_heads, regression_outputs,
 };
-pub use side_by_side::{held_out_against, held_out_against_keeping, held_out_against_side_by_side};
+pub use side_by_side::{
+    Fed, held_out_against, held_out_against_fed, held_out_against_keeping,
+    held_out_against_side_by_side,
+};
 pub use together::held_out_together;
 
 /// The shape of every input of one sample.
@@ -958,6 +961,16 @@ fn tensor_bytes(t: &HostTensor) -> usize {
 }
 
 impl Reference {
+    /// The original's declared inputs, which every sample's inputs fit.
+    pub fn input_specs(&self) -> &[IoSpec] {
+        &self.inputs
+    }
+
+    /// Sample `i`'s inputs (fitted to [`Reference::input_specs`]).
+    pub fn sample_inputs(&self, i: usize) -> Option<&[HostTensor]> {
+        self.samples.get(i).map(|s| s.inputs.as_slice())
+    }
+
     /// Samples kept.
     pub fn len(&self) -> usize {
         self.samples.len()

@@ -613,6 +613,15 @@ impl Trials<Candidate> for FallbackTrials<'_, '_, '_, '_, '_> {
         Ok((verdict(&h, s.goal), (q, r, h, false)))
     }
 
+    fn keep_base(&mut self, keep: &[Candidate], why: Probe) -> OpsResult<()> {
+        let samples = self.samples(why);
+        if !self.judge.wants_prefix(samples)? {
+            return Ok(());
+        }
+        let (q, _) = self.search.build(keep, self.search.amax)?;
+        self.judge.keep_prefix(&q, samples)
+    }
+
     fn may_pay(&mut self, keep: &[Candidate]) -> OpsResult<bool> {
         match self.gate.as_mut() {
             Some(gate) => gate.may_pay(self.search, keep),

@@ -92,6 +92,12 @@ pub trait Trials<C> {
     }
     /// The model with `keep` in float on every judged sample.
     fn judge(&mut self, keep: &[C]) -> OpsResult<(Verdict, Self::Built)>;
+    /// Makes the model with `keep` in float the base of the probes for
+    /// `why` after it: what a candidate computes the same as the base need
+    /// not run again (a cost, never a verdict).
+    fn keep_base(&mut self, _keep: &[C], _why: Probe) -> OpsResult<()> {
+        Ok(())
+    }
     /// Whether a model with at least `keep` in float may still be the
     /// answer (the speed check, asked before the finalists are judged on
     /// every sample: keeping more in float never makes a model faster).
@@ -476,6 +482,8 @@ fn rank<C: Clone, T: Trials<C>>(
     let n = candidates.len();
     let primaries: Vec<C> = candidates.iter().filter(|c| primary(c)).cloned().collect();
     let context = t.probe(&primaries, Probe::Rank)?;
+    // Every probe of the ranking is this context but for one candidate.
+    t.inner.keep_base(&primaries, Probe::Rank)?;
     let mut measured = Vec::with_capacity(n);
     let mut best: Option<(String, f64)> = None;
     let mut grouped = false;

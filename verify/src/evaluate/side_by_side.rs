@@ -42,11 +42,76 @@ pub fn held_out_against_side_by_side(
     heads: &Heads,
     keep: bool,
 ) -> Result<Judged> {
+    held_out_fed(
+        chosen, sessions, candidate, dir, shapes, reference, limit, heads, keep, None,
+    )
+}
+
+/// What a candidate cut to part of its graph runs on instead of the
+/// samples' own inputs (see `infopt_ops`'s probes from a base model's
+/// tensors): its inputs, and per sample the tensors fed to them. Its
+/// outputs are still compared with the original's on the samples.
+pub struct Fed {
+    pub specs: Vec<IoSpec>,
+    pub shapes: InputShapes,
+    /// Per judged sample, in `specs` order.
+    pub inputs: Vec<Vec<HostTensor>>,
+}
+
+/// [`held_out_against_side_by_side`] with `candidate` run on `fed`'s
+/// tensors for the first `limit` samples (at most as many as `fed` has).
+#[allow(clippy::too_many_arguments)]
+pub fn held_out_against_fed(
+    chosen: &ChosenBackend,
+    sessions: usize,
+    candidate: &Model,
+    dir: &Path,
+    fed: &Fed,
+    reference: &Reference,
+    limit: usize,
+    heads: &Heads,
+) -> Result<Judged> {
+    let limit = limit.min(fed.inputs.len());
+    held_out_fed(
+        chosen,
+        sessions,
+        candidate,
+        dir,
+        &fed.shapes,
+        reference,
+        limit,
+        heads,
+        false,
+        Some(fed),
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn held_out_fed(
+    chosen: &ChosenBackend,
+    sessions: usize,
+    candidate: &Model,
+    dir: &Path,
+    shapes: &InputShapes,
+    reference: &Reference,
+    limit: usize,
+    heads: &Heads,
+    keep: bool,
+    fed: Option<&Fed>,
+) -> Result<Judged> {
     let samples: Vec<_> = reference.samples.iter().take(limit).collect();
     let inputs: Vec<(&[HostTensor], &str)> = samples
         .iter()
-        .map(|s| (s.inputs.as_slice(), s.origin.as_str()))
+        .enumerate()
+        .map(|(i, s)| {
+            let run_on = match fed {
+                Some(f) => f.inputs[i].as_slice(),
+                None => s.inputs.as_slice(),
+            };
+            (run_on, s.origin.as_str())
+        })
         .collect();
+    let specs = fed.map_or(&reference.inputs, |f| &f.specs);
     let mut tally = Tally::default();
     let mut compare_seconds = 0.0;
     let mut kept = Vec::new();
@@ -56,7 +121,7 @@ pub fn held_out_against_side_by_side(
         candidate,
         dir,
         shapes,
-        &reference.inputs,
+        specs,
         &inputs,
         &mut |i, actual| {
             let s = samples[i];

@@ -216,6 +216,10 @@ impl Judge<'_> {
             }
             emit(next_done, &books.results, done);
         });
+        let cut = run.cut.load(std::sync::atomic::Ordering::Relaxed);
+        if cut > 0 {
+            books.costs.count(super::prefix::CUT_PROBES, cut);
+        }
         books.finish("a probe side by side gave no judgement")
     }
 }
@@ -243,6 +247,7 @@ impl Judge<'_> {
             on_calibration,
             probed,
             judges_neighbours,
+            prefix,
             ..
         } = self;
         let Some(side) = side_by_side.as_ref() else {
@@ -271,6 +276,8 @@ impl Judge<'_> {
                 reference,
                 limit,
                 heads,
+                prefix: prefix.as_ref(),
+                cut: Default::default(),
             },
             workers: side.count.max(1),
         })
@@ -321,11 +328,35 @@ pub(super) struct Runs<'r> {
     pub(super) reference: &'r evaluate::Reference,
     pub(super) limit: usize,
     pub(super) heads: &'r Heads,
+    /// The base whose tensors a candidate computing the same takes.
+    pub(super) prefix: Option<&'r super::prefix::Prefix>,
+    /// Probes run cut so far.
+    pub(super) cut: std::sync::atomic::AtomicUsize,
 }
 
 impl Runs<'_> {
-    /// `model` judged on its own.
+    /// `model` judged on its own, cut to what differs from the base where
+    /// that pays (see `prefix.rs`).
     pub(super) fn alone(&self, model: &Model) -> Result<Judged, OpsError> {
+        if let Some((cut, fed)) = self
+            .prefix
+            .and_then(|p| p.cut(model, self.reference, self.limit))
+            // A cut model the runtime refuses is run whole: the cut is a
+            // cost, never a verdict.
+            && let Ok(judged) = evaluate::held_out_against_fed(
+                self.backend,
+                1,
+                &cut,
+                self.dir,
+                &fed,
+                self.reference,
+                self.limit,
+                self.heads,
+            )
+        {
+            self.cut.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Ok(judged);
+        }
         evaluate::held_out_against_keeping(
             self.backend,
             model,

@@ -232,10 +232,19 @@ impl Judge<'_> {
     /// Whether `count` probes go together: on ONNX Runtime (tract builds
     /// each model as a plan of its own), where a run of the original is
     /// short (see [`MOST_RUN_SECONDS`]), more than two, and unless a union
-    /// already loaded slower than its members apart.
+    /// already loaded slower than its members apart, or the probes run cut
+    /// to what differs from a base (see `prefix.rs`), which a union would
+    /// run whole.
     pub(super) fn probes_go_together(&self, count: usize) -> bool {
-        count > 2
-            && self.unions_pay != Some(false)
+        count > 2 && self.prefix.is_none() && self.unions_may_go()
+    }
+
+    /// Whether probes may go together at all (see
+    /// [`Judge::probes_go_together`]): a union computes the part its
+    /// members share once, which is what a base's kept tensors spare the
+    /// probes where unions do not go (see `prefix.rs`).
+    pub(super) fn unions_may_go(&self) -> bool {
+        self.unions_pay != Some(false)
             && self.backend.kind == BackendKind::Ort
             && self
                 .costs
