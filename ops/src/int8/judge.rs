@@ -352,9 +352,8 @@ impl<'a> Judge<'a> {
         Ok(!self.unions_may_go())
     }
 
-    /// Books a cut probe's costs (see [`Judge::keep_prefix`]).
-    fn book_cut(&self, judged: &evaluate::Judged) {
-        self.costs.count(prefix::CUT_PROBES, 1);
+    /// Books a candidate's sessions, runs and comparisons.
+    fn book_judged(&self, judged: &evaluate::Judged) {
         self.costs
             .add("candidate: sessions", judged.loads, judged.load_seconds);
         self.costs
@@ -390,7 +389,8 @@ impl<'a> Judge<'a> {
             .ok()
         });
         let mut h = if let Some(judged) = cut_judged {
-            self.book_cut(&judged);
+            self.costs.count(prefix::CUT_PROBES, 1);
+            self.book_judged(&judged);
             judged.held_out
         } else if reference.covers(limit) {
             let (backend, sessions) = self.sessions();
@@ -426,15 +426,7 @@ impl<'a> Judge<'a> {
             } else {
                 None
             };
-            self.costs
-                .add("candidate: sessions", judged.loads, judged.load_seconds);
-            self.costs
-                .add("candidate: runs", judged.runs, judged.run_seconds);
-            self.costs.add(
-                "candidate: outputs compared",
-                judged.runs,
-                judged.compare_seconds,
-            );
+            self.book_judged(&judged);
             let mut h = judged.held_out;
             h.metric = metric;
             h

@@ -484,6 +484,15 @@ mod tests {
         b.build(13)
     }
 
+    /// The nodes of `two_layers(true, true, _)` after its second Relu.
+    const SECOND_LAYER_QUANTIZED: [&str; 5] = [
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "DequantizeLinear",
+        "MatMul",
+        "Add",
+    ];
+
     struct Samples(usize);
 
     impl Dataset for Samples {
@@ -591,16 +600,7 @@ mod tests {
         let (cut, fed) = s.prefix.cut(&candidate, &s.reference, 4).unwrap();
         // Relu, MatMul, Relu compute what the base did: the rest runs from
         // the second Relu's output, fed from the base's run.
-        assert_eq!(
-            ops_of(&cut),
-            [
-                "QuantizeLinear",
-                "DequantizeLinear",
-                "DequantizeLinear",
-                "MatMul",
-                "Add"
-            ]
-        );
+        assert_eq!(ops_of(&cut), SECOND_LAYER_QUANTIZED);
         let relu2 = candidate
             .graph
             .value(candidate.graph.node(candidate.graph.node_at(2)).outputs[0].unwrap())
@@ -624,16 +624,7 @@ mod tests {
         let s = setup(&two_layers(false, true, 0.0));
         let candidate = two_layers(true, true, 0.0);
         let (cut, fed) = s.prefix.cut(&candidate, &s.reference, 4).unwrap();
-        assert_eq!(
-            ops_of(&cut),
-            [
-                "QuantizeLinear",
-                "DequantizeLinear",
-                "DequantizeLinear",
-                "MatMul",
-                "Add"
-            ]
-        );
+        assert_eq!(ops_of(&cut), SECOND_LAYER_QUANTIZED);
         assert_eq!(input_names(&cut).len(), 1);
         let [whole, cut] = judged_both_ways(&s, &candidate, &cut, &fed);
         assert_eq!(whole, cut);
