@@ -17,7 +17,9 @@
 //! whole candidate is whole in the cut one too. What can still differ is
 //! the float rounding of a fused kernel that the cut splits (a Conv and the
 //! Add after it), which is far below the quantization noise a probe
-//! measures.
+//! measures: on ONNX Runtime PP-OCRv4 det's and YOLOv8n's ranking losses
+//! were equal to the last bit; tract observes through a plan of its own,
+//! and ULFD's moved by at most 1.9% (relative) there, the search the same.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
