@@ -42,7 +42,8 @@ use crate::error::{ErrorKind, OpsError, OpsResult};
 const LEAST_SHARE: f64 = 0.2;
 
 /// Memory the base's tensors may take: a quarter of what is available
-/// (PP-OCRv4 det at 640x640: 4 samples of about 300 MB each).
+/// (PP-OCRv4 det at 640x640, every tensor of 4 samples kept, took more
+/// than the half of 2 GB first allowed here).
 pub(in crate::int8) fn budget() -> usize {
     let available = infopt_verify::memory::available_bytes().unwrap_or(0);
     usize::try_from(available / 4).unwrap_or(usize::MAX)
