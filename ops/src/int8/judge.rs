@@ -324,6 +324,12 @@ impl<'a> Judge<'a> {
         let Some(reference) = self.reference.as_ref().filter(|r| r.covers(limit)) else {
             return Ok(());
         };
+        crate::progress::note(
+            "int8",
+            format!(
+                "int8: running the ranking's context on {limit} probe sample(s), keeping its tensors for the probes after it"
+            ),
+        );
         let t = std::time::Instant::now();
         let kept = prefix::Prefix::capture(
             self.backend,
