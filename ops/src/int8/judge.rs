@@ -312,10 +312,10 @@ impl<'a> Judge<'a> {
     /// `prefix.rs`); replaces the base kept before. Not where probes go
     /// together (a union computes what its members share once: on
     /// magika, PP-OCRv4 rec and XFeat the cut probes instead of unions
-    /// took 3-18% longer, where PP-OCRv4 det, whose runs are too long for
-    /// unions, took 10% less), not with a caller's metric (it scores every
-    /// output of the whole model), nor where the tensors would take more
-    /// than [`prefix::budget`].
+    /// took 3-18% longer, where PP-OCRv4 det's ranking, whose runs are too
+    /// long for unions, took a median 11.0 s against 13.9), not with a
+    /// caller's metric (it scores every output of the whole model), nor
+    /// where the tensors would take more than [`prefix::budget`].
     pub fn keep_prefix(&mut self, base: &Model, limit: usize) -> OpsResult<()> {
         self.prefix = None;
         if !self.wants_prefix(limit)? {
@@ -381,25 +381,19 @@ impl<'a> Judge<'a> {
             ));
         };
         let scored = super::metric::installed();
-        let cut = match (&self.prefix, scored) {
-            (Some(p), false) => p.cut(candidate, reference, limit),
-            _ => None,
-        };
-        // A cut model the runtime refuses is run whole (see `prefix.rs`).
-        let cut_judged = cut.and_then(|(cut, fed)| {
-            let (backend, sessions) = self.sessions();
+        // No base is kept with a caller's metric (see `keep_prefix`).
+        let (backend, sessions) = self.sessions();
+        let cut_judged = self.prefix.as_ref().and_then(|p| {
             let dir = self.cx.dir;
-            evaluate::held_out_against_fed(
-                backend, sessions, &cut, dir, &fed, reference, limit, self.heads,
+            p.judge_cut(
+                backend, sessions, candidate, dir, reference, limit, self.heads,
             )
-            .ok()
         });
         let mut h = if let Some(judged) = cut_judged {
             self.costs.count(prefix::CUT_PROBES, 1);
             self.book_judged(&judged);
             judged.held_out
         } else if reference.covers(limit) {
-            let (backend, sessions) = self.sessions();
             let judged = evaluate::held_out_against_side_by_side(
                 backend,
                 sessions,

@@ -32,7 +32,7 @@ use infopt_ir::proto::ValueInfoProto;
 use infopt_ir::{DataType, Dim, Graph, GraphIo, Model, NodeId, Tensor, TensorType, ValueId};
 use infopt_runtime::{HostTensor, InputShapes, IoSpec, Observe};
 use infopt_verify::ChosenBackend;
-use infopt_verify::evaluate::{Fed, Reference};
+use infopt_verify::evaluate::{self, Fed, Heads, Judged, Reference};
 
 use crate::error::{ErrorKind, OpsError, OpsResult};
 
@@ -262,6 +262,26 @@ impl Prefix {
     /// Samples the base ran on.
     pub(in crate::int8) fn samples(&self) -> usize {
         self.tensors.len()
+    }
+
+    /// `candidate` cut (see [`Prefix::cut`]) and judged on the first
+    /// `limit` samples of `reference` in `sessions` sessions of `chosen`.
+    /// None where it is not cut or the runtime refuses the cut model: the
+    /// caller then runs it whole (the cut is a cost, never a verdict).
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::int8) fn judge_cut(
+        &self,
+        chosen: &ChosenBackend,
+        sessions: usize,
+        candidate: &Model,
+        dir: &Path,
+        reference: &Reference,
+        limit: usize,
+        heads: &Heads,
+    ) -> Option<Judged> {
+        let (cut, fed) = self.cut(candidate, reference, limit)?;
+        evaluate::held_out_against_fed(chosen, sessions, &cut, dir, &fed, reference, limit, heads)
+            .ok()
     }
 
     /// `candidate` without the nodes that compute what the base did, and

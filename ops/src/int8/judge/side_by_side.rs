@@ -338,22 +338,18 @@ impl Runs<'_> {
     /// `model` judged on its own, cut to what differs from the base where
     /// that pays (see `prefix.rs`).
     pub(super) fn alone(&self, model: &Model) -> Result<Judged, OpsError> {
-        if let Some((cut, fed)) = self
-            .prefix
-            .and_then(|p| p.cut(model, self.reference, self.limit))
-            // A cut model the runtime refuses is run whole: the cut is a
-            // cost, never a verdict.
-            && let Ok(judged) = evaluate::held_out_against_fed(
+        let (reference, limit) = (self.reference, self.limit);
+        if let Some(judged) = self.prefix.and_then(|p| {
+            p.judge_cut(
                 self.backend,
                 1,
-                &cut,
+                model,
                 self.dir,
-                &fed,
-                self.reference,
-                self.limit,
+                reference,
+                limit,
                 self.heads,
             )
-        {
+        }) {
             self.cut.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Ok(judged);
         }
