@@ -1,7 +1,7 @@
 """The default INT8 command's wall time, two builds against each other and
 against ONNX Runtime's quantizer, interleaved on the same samples.
 
-    python bench/int8_cost_ab.py MODELS.tsv --before BIN --after BIN [--rounds 3]
+    python bench/int8_cost_ab.py MODELS.tsv --before BIN --after BIN [--rounds 3] [--logs DIR]
 
 MODELS.tsv: one model a line, `NAME<TAB>MODEL.onnx<TAB>CALIB_DIR` (a folder
 of .npz samples; blank lines and `#` comments skipped). Each round runs, for
@@ -13,6 +13,8 @@ S8 weights, U8 activations, the samples read before the clock starts, as
 model the median of each and the after build's ratio to ORT's (the goal: at
 most 2 for models under 20 MB), and whether the two builds wrote the same
 bytes in every round (timing-based choices may differ at a near tie).
+`--logs DIR` keeps each infopt run's stderr there (`R_NAME_before.log`), to
+read what a run that stands out decided.
 
 Needs `onnxruntime` and `numpy` in this Python; ORT_DYLIB_PATH for infopt.
 """
@@ -61,14 +63,19 @@ def ort_quantize(model, calib, out):
     return time.perf_counter() - t
 
 
-def infopt_run(binary, model, calib, out):
-    t = time.perf_counter()
-    rc = subprocess.run(
-        [binary, "optimize", model, "--int8", "--calib-data", calib, "-o", out],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    ).returncode
-    return rc, time.perf_counter() - t
+def infopt_run(binary, model, calib, out, log=None):
+    err = open(log, "w") if log else subprocess.DEVNULL
+    try:
+        t = time.perf_counter()
+        rc = subprocess.run(
+            [binary, "optimize", model, "--int8", "--calib-data", calib, "-o", out],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        ).returncode
+        return rc, time.perf_counter() - t
+    finally:
+        if log:
+            err.close()
 
 
 def main():
@@ -77,6 +84,7 @@ def main():
     ap.add_argument("--before", required=True)
     ap.add_argument("--after", required=True)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--logs", help="keep each infopt run's stderr in this folder")
     a = ap.parse_args()
     models = []
     for line in open(a.models):
@@ -91,7 +99,8 @@ def main():
                 outs = {}
                 for which in ("before", "after"):
                     outs[which] = os.path.join(work, f"{name}.{which}.onnx")
-                    rc, secs = infopt_run(getattr(a, which), model, calib, outs[which])
+                    log = a.logs and os.path.join(a.logs, f"{r + 1}_{name}_{which}.log")
+                    rc, secs = infopt_run(getattr(a, which), model, calib, outs[which], log)
                     times[name][which].append(secs)
                     print(f"round {r + 1} {name} {which}: exit {rc}, {secs:.2f} s", flush=True)
                 try:

@@ -6,7 +6,7 @@ use std::path::Path;
 use infopt_ir::builder::{GraphBuilder, dims};
 use infopt_ir::{DataType, Model};
 use infopt_runtime::{HostTensor, InputShapes, Transfer};
-use infopt_verify::timing::{self, Continued, Rounds, Timed};
+use infopt_verify::timing::{self, Clock, Continued, Rounds, Timed};
 use infopt_verify::{BackendKind, BackendOptions, ChosenBackend};
 
 /// `x [1, 4] -> Relu`.
@@ -49,6 +49,7 @@ fn continued_rounds_keep_the_earlier_ones_and_run_the_rest() {
         warmup: 1,
         rounds: rounds(5, 5),
         repeat: 1,
+        clock: Clock::Wall,
     };
     let mut checks = Vec::new();
     let out = timing::time_rounds(
@@ -80,6 +81,7 @@ fn a_timing_settled_after_its_least_rounds_stops_there() {
         warmup: 0,
         rounds: rounds(4, 50),
         repeat: 1,
+        clock: Clock::Wall,
     };
     let mut asked = Vec::new();
     let out = timing::time_rounds(
@@ -106,6 +108,7 @@ fn rounds_already_done_run_nothing_and_unequal_ones_are_refused() {
         warmup: 2,
         rounds: rounds(5, 5),
         repeat: 1,
+        clock: Clock::Wall,
     };
     let out = timing::time_rounds(
         &models,
@@ -122,6 +125,7 @@ fn rounds_already_done_run_nothing_and_unequal_ones_are_refused() {
         warmup: 0,
         rounds: rounds(5, 5),
         repeat: 1,
+        clock: Clock::Wall,
     };
     let err = timing::time_rounds(
         &models,
@@ -180,6 +184,7 @@ fn a_round_runs_each_model_repeat_times_and_records_their_mean() {
             warmup: 1,
             rounds: rounds(3, 3),
             repeat: 13,
+            clock: Clock::Wall,
         },
         Transfer::HostToHost,
         &mut |_| {},
@@ -193,4 +198,73 @@ fn a_round_runs_each_model_repeat_times_and_records_their_mean() {
         2 * (1 + 3 * 13)
     );
     assert_eq!((out[0].len(), out[1].len()), (3, 3));
+}
+
+/// A model whose run waits `wait` off the CPU, then works `work` on it.
+struct WaitsThenWorks {
+    wait: std::time::Duration,
+    work: std::time::Duration,
+    resolution: infopt_runtime::ShapeResolution,
+}
+
+impl infopt_runtime::LoadedModel for WaitsThenWorks {
+    fn inputs(&self) -> &[infopt_runtime::IoSpec] {
+        &[]
+    }
+    fn outputs(&self) -> &[infopt_runtime::IoSpec] {
+        &[]
+    }
+    fn resolution(&self) -> &infopt_runtime::ShapeResolution {
+        &self.resolution
+    }
+    fn run(&self, _inputs: &[HostTensor]) -> infopt_runtime::Result<Vec<HostTensor>> {
+        std::thread::sleep(self.wait);
+        let started = std::time::Instant::now();
+        let mut x = 0u64;
+        while started.elapsed() < self.work {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        Ok(Vec::new())
+    }
+}
+
+/// The milliseconds of each of 3 rounds of one model that waits 30 ms and
+/// works 10 ms a run, on `clock`.
+fn waits_then_works_on(clock: Clock) -> Vec<f64> {
+    let models = vec![Timed {
+        label: "model".into(),
+        model: Box::new(WaitsThenWorks {
+            wait: std::time::Duration::from_millis(30),
+            work: std::time::Duration::from_millis(10),
+            resolution: Default::default(),
+        }),
+        inputs: Vec::new(),
+    }];
+    let out = timing::time_rounds(
+        &models,
+        Continued::fresh(3, 0).on(clock),
+        Transfer::HostToHost,
+        &mut |_| {},
+        &mut |_| false,
+    )
+    .unwrap();
+    out[0].clone()
+}
+
+#[test]
+fn the_calling_threads_clock_counts_its_work_and_not_its_waiting() {
+    // Wall time counts the wait; the thread's CPU time only the work
+    // (a thread waiting for a core is off the CPU the same way). The work
+    // runs 10 ms of wall time, of which a loaded machine may take some.
+    let wall = waits_then_works_on(Clock::Wall);
+    assert!(wall.iter().all(|&ms| ms >= 40.0), "{wall:?}");
+    let thread = waits_then_works_on(Clock::CallingThread);
+    if cfg!(unix) {
+        assert!(
+            thread.iter().all(|&ms| (1.0..25.0).contains(&ms)),
+            "{thread:?}"
+        );
+    } else {
+        assert!(thread.iter().all(|&ms| ms >= 40.0), "{thread:?}");
+    }
 }

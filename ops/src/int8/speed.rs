@@ -18,7 +18,7 @@ use infopt_calibration::int8;
 use infopt_ir::Model;
 use infopt_passes::{PipelineConfig, Target};
 use infopt_runtime::{HostTensor, InputShapes, Transfer};
-use infopt_verify::timing::{self, Timed};
+use infopt_verify::timing::{self, Clock, Timed};
 use infopt_verify::{BackendKind, ChosenBackend};
 
 use infopt_calibration::Amax;
@@ -1270,7 +1270,7 @@ fn too_fast_to_time(
     let time = |runs| {
         timing::time_rounds(
             &timed,
-            timing::Continued::fresh(runs, 1),
+            timing::Continued::fresh(runs, 1).on(Clock::CallingThread),
             Transfer::HostToHost,
             &mut |_| {},
             &mut |_| false,
@@ -1390,6 +1390,9 @@ fn time_models_with(
     needed: &[Needed],
 ) -> OpsResult<Vec<f64>> {
     let timed = load_timed(backend, cx, shapes, models, inputs)?;
+    // Every timing here is ONNX Runtime at one thread (`one_thread_ort`),
+    // which runs on this thread: its CPU time is counted, not the time it
+    // waited for a core (see `timing::Clock::CallingThread`).
     // One round first, to size the rest to the time allowed; three when
     // it also decides which models race on (a median, not one run). The
     // rest continue from those rounds, after one warm-up run of their new
@@ -1398,7 +1401,7 @@ fn time_models_with(
     let sizing = if prune.is_some() { 3 } else { 1 };
     let first = timing::time_rounds(
         &timed,
-        timing::Continued::fresh(sizing, 1),
+        timing::Continued::fresh(sizing, 1).on(Clock::CallingThread),
         Transfer::HostToHost,
         &mut |_| {},
         &mut |_| false,
@@ -1449,6 +1452,7 @@ fn time_models_with(
             most,
         },
         repeat,
+        clock: Clock::CallingThread,
     };
     let mut settled = |ms: &[Vec<f64>]| all_settled(ms, &needed);
     let timed_rounds = timing::time_rounds(
