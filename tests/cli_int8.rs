@@ -1392,12 +1392,50 @@ fn int8_no_faster_than_float_writes_the_float_model_without_searching() {
     assert_eq!(r["int8"]["held_out"]["samples"], 8, "{}", r["int8"]);
     assert_eq!(r["int8"]["held_out"]["on_calibration_samples"], false);
     assert_eq!(cost_count(&r, "original: runs"), 8);
+    // That answer was timed twice, the second time alone.
+    assert_eq!(
+        cost_count(&r, "placement timing: timed again before float is taken"),
+        1
+    );
+    assert!(
+        stderr(&o).contains("int8: no INT8 placement ran faster than float beside the calibration: timing them again alone before float is taken"),
+        "{}",
+        stderr(&o)
+    );
     let (o, r) = cnn.run(&[("INFOPT_TEST_INT8_TIMED", "1.20,1.71")]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(r["int8"]["float_written"].is_null(), "{}", r["int8"]);
     assert!(has_int8(&cnn.out));
     assert_eq!(r["int8"]["calibration_samples"], 12, "{}", r["int8"]);
     assert_eq!(cost_count(&r, "calibration"), 1);
+    assert_eq!(
+        cost_count(&r, "placement timing: timed again before float is taken"),
+        0,
+        "a faster placement is not timed again"
+    );
+}
+
+/// The placement timing that would write float at once ran beside the
+/// calibration; timed again alone, a placement runs faster than float
+/// after all (a shared host's slow phase, which slows INT8 kernels more
+/// than float's): the calibration then runs on every sample and the
+/// search goes on as if the first timing had said so. Each placement keeps
+/// the faster of its two figures.
+#[test]
+fn int8_no_faster_than_float_beside_the_calibration_but_faster_alone_searches() {
+    let dir = tempfile::tempdir().unwrap();
+    let cnn = CnnInt8::new(dir.path(), &[]);
+    let (o, r) = cnn.run(&[("INFOPT_TEST_INT8_TIMED", "2.06,1.71;1.20,1.71")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(r["int8"]["float_written"].is_null(), "{}", r["int8"]);
+    assert!(has_int8(&cnn.out));
+    assert_eq!(
+        cost_count(&r, "placement timing: timed again before float is taken"),
+        1
+    );
+    assert_eq!(cost_count(&r, "calibration: the first sample"), 1);
+    assert_eq!(cost_count(&r, "calibration"), 1, "then on every sample");
+    assert_eq!(r["int8"]["calibration_samples"], 12, "{}", r["int8"]);
 }
 
 /// The command the speed gate's tests run on the CNN fixture: the output

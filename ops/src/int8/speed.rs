@@ -169,6 +169,16 @@ pub(super) fn time_placements(
     Ok(Some(TimedPlacements { ms, built }))
 }
 
+/// Each model's faster figure of two timings of the same models (`first`
+/// and `again`, float's last): a busy host only slows a run. `first` where
+/// the two differ in length.
+pub(super) fn faster_of(first: &[f64], again: &[f64]) -> Vec<f64> {
+    if first.len() != again.len() {
+        return first.to_vec();
+    }
+    first.iter().zip(again).map(|(a, b)| a.min(*b)).collect()
+}
+
 /// What [`time_placements`] measured: milliseconds per placement, float's
 /// last, and the placements it built (the target's first; empty when the
 /// figures came from elsewhere), which the accuracy probe with the same
@@ -526,11 +536,16 @@ fn time_every_placement(
 /// (every placement at INT8_MS) or one figure per placement then float's
 /// stands for the placement timing's answer, for the end-to-end test of
 /// what the command does with it (real timings of a test model decide
-/// nothing).
+/// nothing). Answers separated by `;` stand for the first timing, the
+/// second, ... (the last for any after it).
 #[cfg(debug_assertions)]
 fn test_timed(placements: usize) -> Option<Vec<f64>> {
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let v = std::env::var("INFOPT_TEST_INT8_TIMED").ok()?;
-    let ms: Vec<f64> = v.split(',').filter_map(|x| x.parse().ok()).collect();
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let answers: Vec<&str> = v.split(';').collect();
+    let answer = answers.get(call).or(answers.last())?;
+    let ms: Vec<f64> = answer.split(',').filter_map(|x| x.parse().ok()).collect();
     match ms.len() {
         2 => {
             let mut all = vec![ms[0]; placements];
@@ -1667,6 +1682,22 @@ mod tests {
         // A placement not timed decides nothing.
         assert!(!never_faster(&[f64::NAN, 92.63]));
         assert!(!never_faster(&[92.63]));
+    }
+
+    #[test]
+    fn a_second_timing_keeps_each_models_faster_figure() {
+        // ULFD in a slow phase of the host: ONNX Runtime's placement read
+        // 3.62 ms against float's 3.45 ms; timed again, 2.50 against 2.85.
+        let slow = [10.39, 3.62, 4.50, 3.45];
+        let quiet = [7.30, 2.50, 2.95, 2.85];
+        assert!(never_faster(&slow));
+        assert_eq!(faster_of(&slow, &quiet), quiet.to_vec());
+        assert!(!never_faster(&faster_of(&slow, &quiet)));
+        let mixed = [7.30, 3.70, 2.95, 3.00];
+        assert_eq!(faster_of(&slow, &mixed), vec![7.30, 3.62, 2.95, 3.00]);
+        assert!(never_faster(&faster_of(&slow, &mixed)));
+        // Timings of different models: the first stands.
+        assert_eq!(faster_of(&slow, &quiet[..3]), slow.to_vec());
     }
 
     #[test]
