@@ -142,13 +142,23 @@ fn rounds_already_done_run_nothing_and_unequal_ones_are_refused() {
     );
 }
 
-/// A model that counts its runs (and does nothing else).
-struct Counting {
-    runs: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+/// A model of no inputs or outputs whose run is `body` (counting its runs,
+/// waiting, working).
+struct Doing {
+    body: Box<dyn Fn() + Send + Sync>,
     resolution: infopt_runtime::ShapeResolution,
 }
 
-impl infopt_runtime::LoadedModel for Counting {
+impl Doing {
+    fn boxed(body: impl Fn() + Send + Sync + 'static) -> Box<Doing> {
+        Box::new(Doing {
+            body: Box::new(body),
+            resolution: Default::default(),
+        })
+    }
+}
+
+impl infopt_runtime::LoadedModel for Doing {
     fn inputs(&self) -> &[infopt_runtime::IoSpec] {
         &[]
     }
@@ -159,7 +169,7 @@ impl infopt_runtime::LoadedModel for Counting {
         &self.resolution
     }
     fn run(&self, _inputs: &[HostTensor]) -> infopt_runtime::Result<Vec<HostTensor>> {
-        self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        (self.body)();
         Ok(Vec::new())
     }
 }
@@ -170,10 +180,12 @@ fn a_round_runs_each_model_repeat_times_and_records_their_mean() {
     let models: Vec<Timed> = (0..2)
         .map(|i| Timed {
             label: format!("model {i}"),
-            model: Box::new(Counting {
-                runs: runs.clone(),
-                resolution: Default::default(),
-            }),
+            model: {
+                let runs = runs.clone();
+                Doing::boxed(move || {
+                    runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                })
+            },
             inputs: Vec::new(),
         })
         .collect();
@@ -200,43 +212,19 @@ fn a_round_runs_each_model_repeat_times_and_records_their_mean() {
     assert_eq!((out[0].len(), out[1].len()), (3, 3));
 }
 
-/// A model whose run waits `wait` off the CPU, then works `work` on it.
-struct WaitsThenWorks {
-    wait: std::time::Duration,
-    work: std::time::Duration,
-    resolution: infopt_runtime::ShapeResolution,
-}
-
-impl infopt_runtime::LoadedModel for WaitsThenWorks {
-    fn inputs(&self) -> &[infopt_runtime::IoSpec] {
-        &[]
-    }
-    fn outputs(&self) -> &[infopt_runtime::IoSpec] {
-        &[]
-    }
-    fn resolution(&self) -> &infopt_runtime::ShapeResolution {
-        &self.resolution
-    }
-    fn run(&self, _inputs: &[HostTensor]) -> infopt_runtime::Result<Vec<HostTensor>> {
-        std::thread::sleep(self.wait);
-        let started = std::time::Instant::now();
-        let mut x = 0u64;
-        while started.elapsed() < self.work {
-            x = std::hint::black_box(x.wrapping_add(1));
-        }
-        Ok(Vec::new())
-    }
-}
-
 /// The milliseconds of each of 3 rounds of one model that waits 30 ms and
 /// works 10 ms a run, on `clock`.
 fn waits_then_works_on(clock: Clock) -> Vec<f64> {
     let models = vec![Timed {
         label: "model".into(),
-        model: Box::new(WaitsThenWorks {
-            wait: std::time::Duration::from_millis(30),
-            work: std::time::Duration::from_millis(10),
-            resolution: Default::default(),
+        model: Doing::boxed(|| {
+            // 30 ms off the CPU, then 10 ms of work on it.
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            let started = std::time::Instant::now();
+            let mut x = 0u64;
+            while started.elapsed() < std::time::Duration::from_millis(10) {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
         }),
         inputs: Vec::new(),
     }];
