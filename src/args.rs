@@ -181,6 +181,11 @@ pub struct Int8Args {
     /// instead of calibrating.
     #[arg(long, value_name = "ranges.json")]
     pub ranges: Option<PathBuf>,
+    /// The JSON report (--report FILE.json) of an earlier --int8 run: its
+    /// timings decide instead of the clock, so the same model, data and
+    /// options write the same bytes as that run
+    #[arg(long, value_name = "EARLIER.json")]
+    pub int8_timings: Option<PathBuf>,
 }
 
 impl From<Int8Args> for infopt_ops::int8::Int8Settings {
@@ -197,6 +202,7 @@ impl From<Int8Args> for infopt_ops::int8::Int8Settings {
             int8_min_top1: a.int8_min_top1,
             int8_max_drop: a.int8_max_drop,
             ranges: a.ranges,
+            int8_timings: a.int8_timings,
         }
     }
 }

@@ -1767,3 +1767,68 @@ fn a_faster_placement_lost_on_the_first_samples_ranges_is_probed_again_with_fitt
         "{notes}"
     );
 }
+
+/// `--int8-timings EARLIER.json`: a run answered from an earlier run's
+/// recorded timings (its report's `int8.timings`: the placement timing,
+/// the speed check, ...) instead of the clock writes the same bytes with
+/// the same figures; a record of something else is refused, naming the
+/// timing that differs. The CNN fixture is timed for real here (the test
+/// suite's floor for timing a model, `INFOPT_TEST_MIN_FLOAT_MS`, set to 0):
+/// its INT8 against float is a near tie the clock decides either way.
+#[test]
+fn int8_timings_from_an_earlier_report_write_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let timed = [("INFOPT_TEST_MIN_FLOAT_MS", "0")];
+    let cnn = CnnInt8::new(dir.path(), &[]);
+    let (o, r) = cnn.run(&timed);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let timings = r["int8"]["timings"].as_array().cloned().unwrap_or_default();
+    assert!(timings.len() >= 2, "{timings:?}");
+    assert!(
+        timings[0]["what"][0]
+            .as_str()
+            .is_some_and(|w| w.starts_with("too fast to time: float ")),
+        "{timings:?}"
+    );
+    let earlier = dir.path().join("earlier.json");
+    std::fs::write(&earlier, r.to_string()).unwrap();
+    let first = std::fs::read(&cnn.out).unwrap();
+
+    let replay = CnnInt8::new(dir.path(), &["--int8-timings", s(&earlier)]);
+    let (o, r2) = replay.run(&timed);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&replay.out).unwrap(), first, "the same bytes");
+    assert_eq!(r2["int8"]["timings"], r["int8"]["timings"]);
+    assert_eq!(r2["int8"]["speed"], r["int8"]["speed"]);
+
+    // A record of another run: refused at the timing that differs.
+    let mut other = r.clone();
+    other["int8"]["timings"][0]["what"][0] = "too fast to time: float 0000000000000000".into();
+    std::fs::write(&earlier, other.to_string()).unwrap();
+    let (o, _) = replay.run(&timed);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let expected = format!(
+        "--int8-timings {}: its timing 1 was of too fast to time: float 0000000000000000, this run's is of {}: the model, data or options differ from that run's; run without --int8-timings",
+        earlier.display(),
+        timings[0]["what"][0].as_str().unwrap()
+    );
+    assert!(stderr(&o).contains(&expected), "{}", stderr(&o));
+
+    // Without --int8 there is nothing to answer.
+    let o = infopt(&[
+        "optimize",
+        s(&fixture("cnn_bn_relu.onnx")),
+        "-o",
+        s(&dir.path().join("f.onnx")),
+        "--int8-timings",
+        s(&earlier),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "--int8-timings is an INT8 option, but the pipeline has no quantize-int8 step; add --int8"
+        ),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -33,12 +33,14 @@ mod judge;
 pub mod metric;
 pub mod search;
 mod speed;
+mod timings;
 
 pub use context::Context;
 use context::{open_again, quantize_rest};
 use costs::Costs;
 use goal::{Goal, misses, score, scores_judged, top1_judged};
 use judge::Judge;
+pub use timings::Timings;
 
 /// INT8 options of `optimize` (and `build-engine`).
 #[derive(Debug, Clone, Default, serde::Deserialize)]
@@ -78,6 +80,10 @@ pub struct Int8Settings {
     /// Ranges from an earlier `infopt calibrate` (or a TensorRT/ORT cache)
     /// instead of calibrating.
     pub ranges: Option<PathBuf>,
+    /// The JSON report of an earlier `--int8` run whose timings (its
+    /// `int8.timings`) answer this run's instead of the clock: the same
+    /// model, data and options then write the same bytes.
+    pub int8_timings: Option<PathBuf>,
 }
 
 impl Int8Settings {
@@ -117,7 +123,7 @@ pub fn method(name: &str, percentile: f64) -> OpsResult<Method> {
     })
 }
 
-pub use crate::report::int8::{Int8Report, KeptFloat, LayerSnr};
+pub use crate::report::int8::{Int8Report, KeptFloat, LayerSnr, RecordedTiming};
 
 /// Default accuracy targets.
 pub const DEFAULT_MIN_COSINE: f64 = 0.99;
@@ -479,8 +485,23 @@ pub fn run(
     }
     append_run(&mut run, decided.suffix_run);
     *model = decided.quantized;
+    record_timings(cx, cal.report.as_mut(), &mut notes);
     run.notes.extend(notes);
     Ok((run, cal.report))
+}
+
+/// The timings the run decided by, into its report (see `timings.rs`),
+/// and a note where an earlier run's record held more than were asked.
+fn record_timings(cx: &Context<'_>, report: Option<&mut Int8Report>, notes: &mut Vec<String>) {
+    if let Some((path, left)) = cx.timings.unused() {
+        notes.push(format!(
+            "--int8-timings {}: {left} of its timings were not asked for (this run decided by fewer: the model, data or options differ from that run's)",
+            path.display()
+        ));
+    }
+    if let Some(r) = report {
+        r.timings = cx.timings.recorded();
+    }
 }
 
 /// What deciding the INT8 model on the calibration data reads.
@@ -1343,6 +1364,7 @@ fn unjudged_report(goal: Goal) -> Int8Report {
         kept_by_user: Vec::new(),
         speed: None,
         float_written: None,
+        timings: Vec::new(),
     }
 }
 
@@ -1474,6 +1496,7 @@ impl Judging<'_> {
                 goal: self.goal,
                 costs: self.costs,
                 multiply_adds: Default::default(),
+                run_seconds: Default::default(),
             };
             gate = self.speed_gate(&h)?;
             let pay_gate = gate.as_mut().map(|g| g as &mut dyn fallback::PayGate);
@@ -1758,6 +1781,7 @@ impl Judging<'_> {
             goal: self.goal,
             costs: self.costs,
             multiply_adds: Default::default(),
+            run_seconds: Default::default(),
         };
         let started = std::time::Instant::now();
         // Where the search had a gate, it holds the sample, whether the

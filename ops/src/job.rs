@@ -53,6 +53,7 @@ fn int8_options_given(a: &Int8Settings) -> Vec<&'static str> {
         ("--held-out", a.held_out.is_some()),
         ("--int8-min-cosine", a.int8_min_cosine.is_some()),
         ("--int8-min-top1", a.int8_min_top1.is_some()),
+        ("--int8-timings", a.int8_timings.is_some()),
     ];
     given.iter().filter(|(_, g)| *g).map(|(f, _)| *f).collect()
 }

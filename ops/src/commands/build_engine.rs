@@ -982,6 +982,7 @@ fn run_base(
                     .or_else(|_| args.backend.build(BackendKind::Tract))?,
             };
             let dir = stages::model_dir(&args.model);
+            let timings = crate::int8::Timings::from_report(args.int8.int8_timings.as_deref())?;
             let cx = crate::int8::Context {
                 original: model_in,
                 dir: &dir,
@@ -991,6 +992,7 @@ fn run_base(
                 backend_args: &args.backend,
                 judge: job.do_verify,
                 generated: job.inputs.generated(),
+                timings: &timings,
             };
             let (run, report) = crate::int8::run(&mut fp32, base_cfg, index, &args.int8, &cx)?;
             // Never an engine from an INT8 graph that misses its target on the data.

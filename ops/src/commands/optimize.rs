@@ -737,6 +737,7 @@ fn run_int8(
     let shapes = verifier
         .map(|v| v.shapes.clone())
         .unwrap_or_else(|| plan.inputs.shapes.clone());
+    let timings = crate::int8::Timings::from_report(args.int8.int8_timings.as_deref())?;
     let cx = crate::int8::Context {
         original: &input.original,
         dir: &dir,
@@ -746,6 +747,7 @@ fn run_int8(
         backend_args: &args.backend,
         judge: plan.do_verify,
         generated: plan.inputs.generated(),
+        timings: &timings,
     };
     crate::int8::run(&mut input.model, &plan.config, index, &args.int8, &cx)
 }

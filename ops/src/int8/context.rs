@@ -31,6 +31,8 @@ pub struct Context<'a> {
     /// `random:N` calibration data draws with (see
     /// `infopt_verify::Inputs::generated`).
     pub generated: (u64, u64),
+    /// Where the timings that decide come from, and their record.
+    pub timings: &'a super::Timings,
 }
 
 /// The quantize step and the passes after it on a copy of `mid`, with `amax`.

@@ -78,9 +78,9 @@ fn multiply_adds_at(model: &Model, shapes: &infopt_runtime::InputShapes) -> Opti
 
 /// The samples each candidate is ranked on: by the model's multiply-adds
 /// where they are known (`infopt_ir::stats::multiply_adds`), else by what
-/// one run of the original took (see [`RANK_SECONDS`]).
-fn rank_samples(multiply_adds: Option<u64>, costs: &Costs) -> usize {
-    let runs = match (multiply_adds, costs.mean_seconds("original: runs")) {
+/// one run of the original took (`run_seconds`, see [`RANK_SECONDS`]).
+fn rank_samples(multiply_adds: Option<u64>, run_seconds: Option<f64>) -> usize {
+    let runs = match (multiply_adds, run_seconds) {
         (Some(macs), _) => RANK_MULTIPLY_ADDS as f64 / macs.max(1) as f64,
         (None, Some(run)) => RANK_SECONDS / run,
         (None, None) => return RANK_SAMPLES,
@@ -213,6 +213,9 @@ pub(super) struct Search<'a> {
     /// The multiply-adds of one run of `mid`, counted once (see
     /// [`rank_samples`]).
     pub multiply_adds: std::cell::OnceCell<Option<u64>>,
+    /// Where they are not known, the seconds of one run of the original
+    /// that rank in their place, read once (a clock: see `timings.rs`).
+    pub run_seconds: std::cell::OnceCell<Option<f64>>,
 }
 
 /// Asked before the search judges its finalists on every sample (see
@@ -286,11 +289,27 @@ fn verdict(h: &HeldOut, goal: Goal) -> Verdict {
 
 impl Search<'_> {
     /// The samples each candidate is ranked on (see [`rank_samples`]).
-    fn rank_samples(&self) -> usize {
+    fn rank_samples(&self) -> OpsResult<usize> {
         let macs = *self
             .multiply_adds
             .get_or_init(|| multiply_adds_at(self.mid, self.cx.shapes));
-        rank_samples(macs, self.costs)
+        if macs.is_some() {
+            return Ok(rank_samples(macs, None));
+        }
+        let seconds = match self.run_seconds.get() {
+            Some(s) => *s,
+            None => {
+                let what = vec!["rank samples: seconds of one run of the original".to_string()];
+                let measured = self.cx.timings.answer(what, || {
+                    let mean = self.costs.mean_seconds("original: runs");
+                    Ok(vec![mean.unwrap_or(f64::NAN)])
+                })?;
+                let s = measured.first().copied().filter(|s| s.is_finite());
+                let _ = self.run_seconds.set(s);
+                s
+            }
+        };
+        Ok(rank_samples(None, seconds))
     }
 
     /// The quantize step with the layers of `keep` excluded too.
@@ -373,7 +392,7 @@ impl Search<'_> {
                 missed.join(", "),
                 all.len(),
                 all.len() - layers,
-                self.rank_samples().min(first.samples)
+                self.rank_samples()?.min(first.samples)
             ),
         );
         let mut trials = FallbackTrials {
@@ -546,12 +565,12 @@ struct FallbackTrials<'s, 'a, 'j, 'k, 'g> {
 
 impl FallbackTrials<'_, '_, '_, '_, '_> {
     /// The samples a probe for `why` looks at.
-    fn samples(&self, why: Probe) -> usize {
-        match why {
-            Probe::Rank => self.search.rank_samples(),
+    fn samples(&self, why: Probe) -> OpsResult<usize> {
+        Ok(match why {
+            Probe::Rank => self.search.rank_samples()?,
             Probe::Decide if self.judge.judges_neighbours => NEIGHBOUR_PROBE_SAMPLES,
             Probe::Decide => PROBE_SAMPLES,
-        }
+        })
     }
 }
 
@@ -561,7 +580,7 @@ impl Trials<Candidate> for FallbackTrials<'_, '_, '_, '_, '_> {
 
     fn probe(&mut self, keep: &[Candidate], why: Probe) -> OpsResult<Verdict> {
         let (q, _) = self.search.build(keep, self.search.amax)?;
-        let samples = self.samples(why);
+        let samples = self.samples(why)?;
         // A build that is one already probed (an activation whose range no
         // Q/DQ used, as a Reshape's on ONNX Runtime, which keeps its
         // input's; an activation that floats exactly the layer another
@@ -577,7 +596,7 @@ impl Trials<Candidate> for FallbackTrials<'_, '_, '_, '_, '_> {
         why: Probe,
         done: &mut dyn FnMut(usize, &Verdict) -> String,
     ) -> OpsResult<Vec<Verdict>> {
-        let samples = self.samples(why);
+        let samples = self.samples(why)?;
         let (search, goal) = (self.search, self.search.goal);
         let steps = &mut self.steps;
         let mut build = |i: usize| search.build(&keeps[i], search.amax).map(|(q, _)| q);
@@ -614,7 +633,7 @@ impl Trials<Candidate> for FallbackTrials<'_, '_, '_, '_, '_> {
     }
 
     fn keep_base(&mut self, keep: &[Candidate], why: Probe) -> OpsResult<()> {
-        let samples = self.samples(why);
+        let samples = self.samples(why)?;
         if !self.judge.wants_prefix(samples)? {
             return Ok(());
         }
@@ -714,21 +733,20 @@ fn feeds_pinned_int8(
 
 #[cfg(test)]
 mod tests {
-    use super::{Costs, rank_samples};
+    use super::rank_samples;
 
     #[test]
     fn ranking_samples_follow_the_count_of_multiply_adds_not_a_timing() {
-        let costs = Costs::default();
         // YOLOv8n at 320 (1.0 G), PP-OCRv4 det at 640x640 (2.3 G), a
-        // U-Net of 30 G: 8, 4 and the least, 2.
-        assert_eq!(rank_samples(Some(1_012_627_200), &costs), 8);
-        assert_eq!(rank_samples(Some(2_301_935_744), &costs), 4);
-        assert_eq!(rank_samples(Some(30_000_000_000), &costs), 2);
+        // U-Net of 30 G: 8, 4 and the least, 2; a timed run, where one was
+        // given, does not decide then.
+        assert_eq!(rank_samples(Some(1_012_627_200), Some(0.12)), 8);
+        assert_eq!(rank_samples(Some(2_301_935_744), None), 4);
+        assert_eq!(rank_samples(Some(30_000_000_000), None), 2);
         // Without a count and without a timed run: every sample allowed.
-        assert_eq!(rank_samples(None, &costs), 8);
+        assert_eq!(rank_samples(None, None), 8);
         // Without a count, the original's timed runs decide: 0.5 s of
         // them at 0.12 s a run.
-        costs.add("original: runs", 2, 0.24);
-        assert_eq!(rank_samples(None, &costs), 4);
+        assert_eq!(rank_samples(None, Some(0.12)), 4);
     }
 }

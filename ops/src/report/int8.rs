@@ -156,4 +156,19 @@ pub struct Int8Report {
     /// both).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub float_written: Option<String>,
+    /// Every measurement of time that decided something, in the order
+    /// the run asked for them (`--int8-timings` answers a later run from
+    /// them: see `int8/timings.rs`).
+    pub timings: Vec<RecordedTiming>,
+}
+
+/// One measurement of time an INT8 run decided by, in the order it asked.
+#[derive(serde::Deserialize, Serialize, Debug, Clone, PartialEq)]
+pub struct RecordedTiming {
+    /// What was measured: each model's label and the start of its
+    /// SHA-256 (`"float 3f2a..."`), or what the answer is for.
+    pub what: Vec<String>,
+    /// The answer: milliseconds per model (seconds for a run of the
+    /// original), in `what`'s order (null: not measured).
+    pub ms: Vec<Option<f64>>,
 }
