@@ -174,6 +174,29 @@ pub fn compare_tensors(
     agreement
 }
 
+/// The cosine of two vectors from their dot product and squared norms;
+/// two all-zero vectors have cosine 1, one against a non-zero one 0. The
+/// norms' product is taken under one square root: for equal vectors
+/// (`dot == na == nb`) `sqrt(na * nb)` is `na` exactly in IEEE arithmetic,
+/// so the cosine is exactly 1, where `sqrt(na) * sqrt(nb)` can be an ulp
+/// off (`compare A A` reported 0.9999999999999999). Where the product
+/// leaves f64's normal range, the square roots are taken apart.
+pub fn cosine_of(dot: f64, na: f64, nb: f64) -> f64 {
+    if na == 0.0 && nb == 0.0 {
+        return 1.0;
+    }
+    if na == 0.0 || nb == 0.0 {
+        return 0.0;
+    }
+    let product = na * nb;
+    let norms = if product.is_normal() {
+        product.sqrt()
+    } else {
+        na.sqrt() * nb.sqrt()
+    };
+    (dot / norms).clamp(-1.0, 1.0)
+}
+
 /// Compares two equally long value vectors (see the module doc for the rules).
 pub fn compare_values(name: &str, a: &[f64], b: &[f64], tol: Tolerance) -> OutputAgreement {
     let elements = a.len().min(b.len());
@@ -227,13 +250,7 @@ pub fn compare_values(name: &str, a: &[f64], b: &[f64], tol: Tolerance) -> Outpu
             mismatches += 1;
         }
     }
-    let cosine = if na == 0.0 && nb == 0.0 {
-        1.0
-    } else if na == 0.0 || nb == 0.0 {
-        0.0
-    } else {
-        (dot / (na.sqrt() * nb.sqrt())).clamp(-1.0, 1.0)
-    };
+    let cosine = cosine_of(dot, na, nb);
     let mut agreement = OutputAgreement {
         name: name.to_string(),
         max_abs,

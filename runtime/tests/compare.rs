@@ -28,6 +28,24 @@ fn identical_vectors_agree_exactly() {
 }
 
 #[test]
+fn a_vector_against_itself_has_cosine_exactly_one() {
+    // sqrt(na) * sqrt(nb) is an ulp off na for some of these (`compare A A`
+    // reported 0.9999999999999999); sqrt(na * nb) is not.
+    let mut state = 12345u64;
+    let mut next = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+    };
+    for n in 1..200 {
+        let v: Vec<f64> = (0..n).map(|_| next()).collect();
+        let a = compare_values("y", &v, &v, TOL);
+        assert_eq!(a.cosine, 1.0, "{v:?}");
+    }
+}
+
+#[test]
 fn diffs_and_tolerance() {
     // b = reference. Diffs: 0.0005 (ok by atol), 0.05 at |b|=10 (ok: 1e-3 + 0.1),
     // 0.5 at |b|=1 (mismatch).

@@ -178,6 +178,24 @@ def test_int8_with_calibration_data_from_an_iterable(fixture_path):
     run_ort(quantized, {"input": cnn_feeds()["input"][:1]})
 
 
+def test_int8_timings_of_an_earlier_run_write_the_same_bytes(fixture_path, tmp_path):
+    # The timings an INT8 run decided by are in its report; given back as
+    # int8_timings, they answer the next run instead of the clock.
+    rng = np.random.default_rng(3)
+    data = [{"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(12)]
+    options = dict(int8=True, calib_data=data, calib_samples=8, held_out=4,
+                   input_shapes={"input": {"batch": 1}})
+    earlier = tmp_path / "earlier.json"
+    first, report = infopt.optimize(fixture_path("cnn_bn_relu.onnx"), tmp_path / "a.onnx",
+                                    report=[earlier], **options)
+    timings = report.to_dict()["int8"]["timings"]
+    assert timings and all(t["what"] and t["ms"] for t in timings)
+    again, replayed = infopt.optimize(fixture_path("cnn_bn_relu.onnx"), tmp_path / "b.onnx",
+                                      int8_timings=earlier, **options)
+    assert Path(again).read_bytes() == Path(first).read_bytes()
+    assert replayed.to_dict()["int8"]["timings"] == timings
+
+
 def test_the_report_renders_every_way(fixture_path):
     report = infopt.inspect(fixture_path("cnn_bn_relu.onnx"))
     d = report.to_dict()

@@ -177,13 +177,7 @@ impl Sums {
     }
 
     fn cosine(&self) -> f64 {
-        if self.na == 0.0 && self.nb == 0.0 {
-            1.0
-        } else if self.na == 0.0 || self.nb == 0.0 {
-            0.0
-        } else {
-            (self.dot / (self.na.sqrt() * self.nb.sqrt())).clamp(-1.0, 1.0)
-        }
+        infopt_runtime::compare::cosine_of(self.dot, self.na, self.nb)
     }
 
     fn snr_db(&self) -> f64 {
