@@ -68,7 +68,15 @@ fn correlation(n: f64, (x, xx): (f64, f64), (y, yy): (f64, f64), xy: f64) -> f64
         // The candidate is constant where the original varies.
         return 0.0;
     }
-    ((n * xy - x * y) / (vx.sqrt() * vy.sqrt())).clamp(-1.0, 1.0)
+    // One square root of the product: exactly 1 for a model against itself
+    // (see `infopt_runtime::compare::cosine_of`).
+    let product = vx * vy;
+    let spread = if product.is_normal() {
+        product.sqrt()
+    } else {
+        vx.sqrt() * vy.sqrt()
+    };
+    ((n * xy - x * y) / spread).clamp(-1.0, 1.0)
 }
 
 impl Across {
@@ -195,7 +203,10 @@ mod tests {
     fn exact_values_correlate_at_one_and_a_shift_does_not_matter() {
         let pairs: Vec<(f64, f64)> = (0..6).map(|i| (1e4 + i as f64, 1e4 + i as f64)).collect();
         let (r, unseen) = fill(&pairs).lowest().unwrap();
-        assert!((r - 1.0).abs() < 1e-12 && (unseen - 1.0).abs() < 1e-12);
+        assert_eq!((r, unseen), (1.0, 1.0));
+        // Exactly 1 for a model against itself: samples 0, 0, 1 spread by
+        // 3 * 1 - 1 * 1 = 2, and sqrt(2) * sqrt(2) is 2.0000000000000004.
+        assert_eq!(super::correlation(3.0, (1.0, 1.0), (1.0, 1.0), 1.0), 1.0);
         // A candidate off by a constant still follows the original.
         let shifted: Vec<(f64, f64)> = pairs.iter().map(|&(x, y)| (x + 3.0, y)).collect();
         assert!((fill(&shifted).lowest().unwrap().0 - 1.0).abs() < 1e-9);
