@@ -175,12 +175,7 @@ pub fn compare_tensors(
 }
 
 /// The cosine of two vectors from their dot product and squared norms;
-/// two all-zero vectors have cosine 1, one against a non-zero one 0. The
-/// norms' product is taken under one square root: for equal vectors
-/// (`dot == na == nb`) `sqrt(na * nb)` is `na` exactly in IEEE arithmetic,
-/// so the cosine is exactly 1, where `sqrt(na) * sqrt(nb)` can be an ulp
-/// off (`compare A A` reported 0.9999999999999999). Where the product
-/// leaves f64's normal range, the square roots are taken apart.
+/// two all-zero vectors have cosine 1, one against a non-zero one 0.
 pub fn cosine_of(dot: f64, na: f64, nb: f64) -> f64 {
     if na == 0.0 && nb == 0.0 {
         return 1.0;
@@ -188,13 +183,22 @@ pub fn cosine_of(dot: f64, na: f64, nb: f64) -> f64 {
     if na == 0.0 || nb == 0.0 {
         return 0.0;
     }
-    let product = na * nb;
-    let norms = if product.is_normal() {
+    (dot / sqrt_of_product(na, nb)).clamp(-1.0, 1.0)
+}
+
+/// `sqrt(a * b)` for `a, b > 0`, the denominator of a cosine or a
+/// correlation: under one square root, `sqrt(a * a)` is `a` exactly in IEEE
+/// arithmetic, so a vector against itself scores exactly 1, where
+/// `sqrt(a) * sqrt(a)` can be an ulp off (`compare A A` reported
+/// 0.9999999999999999). Where the product leaves f64's normal range, the
+/// square roots are taken apart.
+pub fn sqrt_of_product(a: f64, b: f64) -> f64 {
+    let product = a * b;
+    if product.is_normal() {
         product.sqrt()
     } else {
-        na.sqrt() * nb.sqrt()
-    };
-    (dot / norms).clamp(-1.0, 1.0)
+        a.sqrt() * b.sqrt()
+    }
 }
 
 /// Compares two equally long value vectors (see the module doc for the rules).

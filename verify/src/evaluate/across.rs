@@ -68,14 +68,7 @@ fn correlation(n: f64, (x, xx): (f64, f64), (y, yy): (f64, f64), xy: f64) -> f64
         // The candidate is constant where the original varies.
         return 0.0;
     }
-    // One square root of the product: exactly 1 for a model against itself
-    // (see `infopt_runtime::compare::cosine_of`).
-    let product = vx * vy;
-    let spread = if product.is_normal() {
-        product.sqrt()
-    } else {
-        vx.sqrt() * vy.sqrt()
-    };
+    let spread = infopt_runtime::compare::sqrt_of_product(vx, vy);
     ((n * xy - x * y) / spread).clamp(-1.0, 1.0)
 }
 
