@@ -254,6 +254,16 @@ fn bad_settings_are_one_line_usage_errors() {
             &["--int8", "--input-shape", "input:1x3x32x32"],
             "quantize-int8 needs ranges: give --calib-data PATH",
         ),
+        (
+            &[
+                "--int8",
+                "--calib-data",
+                "random:4",
+                "--int8-timings",
+                "r.json",
+            ],
+            "--int8-timings is for optimize --int8 on the portable and onnxruntime targets, whose ONNX Runtime timings decide the model written; build-engine times nothing to answer from it: drop it",
+        ),
     ];
     for (extra, needle) in cases {
         let mut args = vec![

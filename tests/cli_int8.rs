@@ -1814,6 +1814,23 @@ fn int8_timings_from_an_earlier_report_write_the_same_bytes() {
     );
     assert!(stderr(&o).contains(&expected), "{}", stderr(&o));
 
+    // Where nothing is timed, a record would change nothing: refused.
+    for (extra, needle) in [
+        (
+            "--target=tensorrt",
+            "--int8-timings: on the tensorrt target nothing is timed in ONNX Runtime, so no timing decides the model written: drop it (or use --target portable or onnxruntime)",
+        ),
+        (
+            "--no-verify",
+            "--int8-timings: with --no-verify the INT8 model is neither judged nor timed, so no timing decides it: drop one of the two",
+        ),
+    ] {
+        let refused = CnnInt8::new(dir.path(), &["--int8-timings", s(&earlier), extra]);
+        let (o, _) = refused.run(&timed);
+        assert_eq!(o.status.code(), Some(2), "{extra}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{extra}: {}", stderr(&o));
+    }
+
     // Without --int8 there is nothing to answer.
     let o = infopt(&[
         "optimize",

@@ -248,6 +248,14 @@ fn parse_settings(args: &BuildEngineOptions) -> OpsResult<Settings> {
         .as_deref()
         .map(|w| trt_args::parse_size(w).map_err(|e| OpsError::usage(format!("--workspace {e}"))))
         .transpose()?;
+    if args.int8.int8_timings.is_some() {
+        // An INT8 graph for TensorRT is never timed in ONNX Runtime: no
+        // timing of this command decides its bytes, so the record would
+        // change nothing.
+        return Err(OpsError::usage(
+            "--int8-timings is for optimize --int8 on the portable and onnxruntime targets, whose ONNX Runtime timings decide the model written; build-engine times nothing to answer from it: drop it",
+        ));
+    }
     if workspace == Some(0) {
         return Err(OpsError::usage(
             "--workspace 0 leaves TensorRT no scratch memory; give a size such as 1G, or omit it",
@@ -982,7 +990,8 @@ fn run_base(
                     .or_else(|_| args.backend.build(BackendKind::Tract))?,
             };
             let dir = stages::model_dir(&args.model);
-            let timings = crate::int8::Timings::from_report(args.int8.int8_timings.as_deref())?;
+            // Refused above (`parse_settings`): nothing here is timed.
+            let timings = crate::int8::Timings::measured();
             let cx = crate::int8::Context {
                 original: model_in,
                 dir: &dir,

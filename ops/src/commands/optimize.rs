@@ -737,7 +737,11 @@ fn run_int8(
     let shapes = verifier
         .map(|v| v.shapes.clone())
         .unwrap_or_else(|| plan.inputs.shapes.clone());
-    let timings = crate::int8::Timings::from_report(args.int8.int8_timings.as_deref())?;
+    let timings = crate::int8::Timings::for_run(
+        args.int8.int8_timings.as_deref(),
+        plan.config.target,
+        plan.do_verify,
+    )?;
     let cx = crate::int8::Context {
         original: &input.original,
         dir: &dir,

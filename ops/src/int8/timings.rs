@@ -33,6 +33,28 @@ impl Timings {
         }
     }
 
+    /// For a run of `optimize --int8` on `target`, judged on its data or
+    /// not (`judged`): answers from `report` (see [`Timings::from_report`]),
+    /// refused where that run times nothing (the tensorrt target, or
+    /// nothing judged), since the record would then change nothing.
+    pub fn for_run(
+        report: Option<&Path>,
+        target: infopt_passes::Target,
+        judged: bool,
+    ) -> OpsResult<Timings> {
+        if report.is_some() && target == infopt_passes::Target::Tensorrt {
+            return Err(OpsError::usage(
+                "--int8-timings: on the tensorrt target nothing is timed in ONNX Runtime, so no timing decides the model written: drop it (or use --target portable or onnxruntime)",
+            ));
+        }
+        if report.is_some() && !judged {
+            return Err(OpsError::usage(
+                "--int8-timings: with --no-verify the INT8 model is neither judged nor timed, so no timing decides it: drop one of the two",
+            ));
+        }
+        Timings::from_report(report)
+    }
+
     /// Answers from `report`, a JSON report of an earlier `--int8` run
     /// (its `int8.timings`), or from the clock when None.
     pub fn from_report(report: Option<&Path>) -> OpsResult<Timings> {
