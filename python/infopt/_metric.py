@@ -1,8 +1,11 @@
 """The user's accuracy metric for ``infopt.optimize(..., int8=True, metric=f)``.
 
-``f(outputs)`` gets, for every judged sample (the held-out samples, or the
-calibration ones when there are no others) in order, a dict of the model's
-outputs by name as numpy arrays, and returns a score, higher is better. The
+``f(outputs)`` gets a list with a dict of the model's outputs by name as
+numpy arrays for each judged sample, in order, and returns a score, higher is
+better. The judged samples are the held-out ones (after ``calib_samples``,
+default 256), or the calibration ones when there are no others; a probe of the
+search passes only the first few of them and a finalist all, so labels kept
+beside ``f`` line up as ``labels[:len(outputs)]`` (``zip`` does that). The
 INT8 search then keeps in float what it must for the INT8 model's score to stay
 within ``int8_max_drop`` (default 0.01) of the float model's on the same
 samples; the report gives both scores (``int8.held_out.metric``: ``original``
